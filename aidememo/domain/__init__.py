@@ -1,0 +1,1 @@
+"""Pure domain rules: identifiers, errors, canonical JSON, records and state tables."""

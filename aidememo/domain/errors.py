@@ -1,0 +1,125 @@
+"""Error codes and their HTTP statuses, defined once.
+
+Every failure the service reports carries one `ErrorCode`; clients switch on the code, never
+on the message. `HTTP_STATUS` is the only place a code is mapped to a status, so the origin
+and the edge answer identically.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ErrorCode(StrEnum):
+    """Stable, snake_case error codes of the wire contract (SPEC.md ERR-1)."""
+
+    INVALID_IDENTIFIER = "invalid_identifier"
+    IDENTITY_MISMATCH = "identity_mismatch"
+    AUTHENTICATION_FAILED = "authentication_failed"
+    PROJECT_UNAUTHORIZED = "project_unauthorized"
+    PROJECT_SCOPE_MISMATCH = "project_scope_mismatch"
+    COMMAND_CONFLICT = "command_conflict"
+    HANDOFF_ACTOR_MISMATCH = "handoff_actor_mismatch"
+    HANDOFF_CONFLICT = "handoff_conflict"
+    STALE_REVISION = "stale_revision"
+    RESOURCE_NOT_FOUND = "resource_not_found"
+    RESOURCE_ALREADY_EXISTS = "resource_already_exists"
+    CURSOR_EPOCH_MISMATCH = "cursor_epoch_mismatch"
+    CURSOR_OUT_OF_RANGE = "cursor_out_of_range"
+    INVALID_CHANGE_BATCH = "invalid_change_batch"
+    SNAPSHOT_REQUIRED = "snapshot_required"
+    SNAPSHOT_TOO_LARGE = "snapshot_too_large"
+    INVALID_ARTIFACT_PATH = "invalid_artifact_path"
+    INVALID_ARTIFACT_REFERENCE = "invalid_artifact_reference"
+    CONFORMANCE_VIOLATION = "conformance_violation"
+    INVALID_COMMAND = "invalid_command"
+    STORAGE_FAILURE = "storage_failure"
+    # Artifact data plane (anchor 2.9, artifact HTTP codes).
+    ARTIFACT_STORE_UNAVAILABLE = "artifact_store_unavailable"
+    ARTIFACT_TRANSFER_MODE_MISMATCH = "artifact_transfer_mode_mismatch"
+    ARTIFACT_CONFLICT = "artifact_conflict"
+    ARTIFACT_RESERVATION_EXPIRED = "artifact_reservation_expired"
+    ARTIFACT_NOT_FOUND = "artifact_not_found"
+    ARTIFACT_BODY_MISMATCH = "artifact_body_mismatch"
+    ARTIFACT_UPLOAD_TOO_LARGE = "artifact_upload_too_large"
+    ARTIFACT_INTERNAL_ERROR = "artifact_internal_error"
+    # Request checks that run before the command pipeline (SPEC.md HTTP-1).
+    ROUTE_NOT_FOUND = "route_not_found"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    PAYLOAD_TOO_LARGE = "payload_too_large"
+    UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+    INSECURE_TRANSPORT = "insecure_transport"
+    RATE_LIMITED = "rate_limited"
+    ADMIN_REQUIRED = "admin_required"
+
+
+HTTP_STATUS: dict[ErrorCode, int] = {
+    ErrorCode.INVALID_IDENTIFIER: 400,
+    ErrorCode.IDENTITY_MISMATCH: 403,
+    ErrorCode.AUTHENTICATION_FAILED: 401,
+    ErrorCode.PROJECT_UNAUTHORIZED: 403,
+    ErrorCode.PROJECT_SCOPE_MISMATCH: 403,
+    ErrorCode.COMMAND_CONFLICT: 409,
+    ErrorCode.HANDOFF_ACTOR_MISMATCH: 403,
+    ErrorCode.HANDOFF_CONFLICT: 409,
+    ErrorCode.STALE_REVISION: 409,
+    ErrorCode.RESOURCE_NOT_FOUND: 404,
+    ErrorCode.RESOURCE_ALREADY_EXISTS: 409,
+    ErrorCode.CURSOR_EPOCH_MISMATCH: 409,
+    ErrorCode.CURSOR_OUT_OF_RANGE: 409,
+    ErrorCode.INVALID_CHANGE_BATCH: 400,
+    ErrorCode.SNAPSHOT_REQUIRED: 409,
+    ErrorCode.SNAPSHOT_TOO_LARGE: 413,
+    ErrorCode.INVALID_ARTIFACT_PATH: 400,
+    ErrorCode.INVALID_ARTIFACT_REFERENCE: 400,
+    # Never sent over HTTP: the test suite raises it (ERR-3). Mapped for completeness.
+    ErrorCode.CONFORMANCE_VIOLATION: 500,
+    ErrorCode.INVALID_COMMAND: 400,
+    # Always 503 with Retry-After (ERR-2): a client may retry the identical command.
+    ErrorCode.STORAGE_FAILURE: 503,
+    ErrorCode.ARTIFACT_STORE_UNAVAILABLE: 503,
+    ErrorCode.ARTIFACT_TRANSFER_MODE_MISMATCH: 409,
+    ErrorCode.ARTIFACT_CONFLICT: 409,
+    ErrorCode.ARTIFACT_RESERVATION_EXPIRED: 409,
+    ErrorCode.ARTIFACT_NOT_FOUND: 404,
+    ErrorCode.ARTIFACT_BODY_MISMATCH: 409,
+    ErrorCode.ARTIFACT_UPLOAD_TOO_LARGE: 413,
+    ErrorCode.ARTIFACT_INTERNAL_ERROR: 500,
+    ErrorCode.ROUTE_NOT_FOUND: 404,
+    ErrorCode.METHOD_NOT_ALLOWED: 405,
+    ErrorCode.PAYLOAD_TOO_LARGE: 413,
+    ErrorCode.UNSUPPORTED_MEDIA_TYPE: 415,
+    ErrorCode.INSECURE_TRANSPORT: 426,
+    ErrorCode.RATE_LIMITED: 429,
+    ErrorCode.ADMIN_REQUIRED: 403,
+}
+
+# Seconds a client should wait before retrying a 503 (ERR-2).
+STORAGE_RETRY_AFTER_S = 1
+
+# What a storage failure says on the wire: internals never leak to clients.
+STORAGE_FAILURE_MESSAGE = "canonical storage temporarily unavailable"
+
+
+class AidememoError(Exception):
+    """A failure with a stable code; the only exception type the service raises on purpose."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+    @property
+    def http_status(self) -> int:
+        """The HTTP status of this error's code (mapped in `HTTP_STATUS`)."""
+        return HTTP_STATUS[self.code]
+
+    def to_json(self) -> dict[str, dict[str, str]]:
+        """The wire shape `{"error": {"code", "message"}}`."""
+        message = STORAGE_FAILURE_MESSAGE if self.code is ErrorCode.STORAGE_FAILURE else self.message
+        return {"error": {"code": self.code.value, "message": message}}
+
+
+def fail(code: ErrorCode, message: str) -> AidememoError:
+    """Build an `AidememoError`; written `raise fail(...)` so call sites read as one line."""
+    return AidememoError(code, message)

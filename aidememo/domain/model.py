@@ -1,0 +1,283 @@
+"""Value objects of the canonical ledger: scopes, receipts, changes, identity records.
+
+All are frozen, slotted dataclasses. Resource bodies travel as the canonical JSON bytes that
+were stored, so reads never re-encode them (the change feed stays fast and byte-exact).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from aidememo.domain.canonical import JsonValue, decode_stored
+
+
+class Role(StrEnum):
+    """A member's role in a project; owner, admin and writer may write."""
+
+    OWNER = "owner"
+    ADMIN = "admin"
+    WRITER = "writer"
+    READER = "reader"
+
+    @property
+    def can_write(self) -> bool:
+        """Readers only read; every other role writes (AUTH-4)."""
+        return self is not Role.READER
+
+
+class ActorKind(StrEnum):
+    """Who an actor is."""
+
+    HUMAN = "human"
+    AGENT = "agent"
+    SERVICE = "service"
+
+
+class MemberStatus(StrEnum):
+    """A suspended member is refused on the next request (AUTH-5)."""
+
+    ACTIVE = "active"
+    SUSPENDED = "suspended"
+
+
+class ChangeOp(StrEnum):
+    """What a change did to its resource."""
+
+    UPSERT = "upsert"
+    DELETE = "delete"
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Every canonical key starts with tenant and project (REC-1)."""
+
+    tenant_id: str
+    project_id: str
+
+    def to_json(self) -> dict[str, str]:
+        """Wire shape `{tenant_id, project_id}`."""
+        return {"tenant_id": self.tenant_id, "project_id": self.project_id}
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceRef:
+    """A resource coordinate inside a project."""
+
+    kind: str
+    id: str
+
+    def to_json(self) -> dict[str, str]:
+        """Wire shape `{kind, id}`."""
+        return {"kind": self.kind, "id": self.id}
+
+
+@dataclass(frozen=True, slots=True)
+class Project:
+    """A project row: its epoch names the history; `head_seq` is the last committed seq."""
+
+    tenant_id: str
+    project_id: str
+    project_epoch: str
+    head_seq: int
+
+    @property
+    def scope(self) -> Scope:
+        """The project's scope."""
+        return Scope(self.tenant_id, self.project_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """An identity inside a tenant."""
+
+    tenant_id: str
+    actor_id: str
+    kind: ActorKind
+
+
+@dataclass(frozen=True, slots=True)
+class Membership:
+    """An actor's role and status in one project."""
+
+    tenant_id: str
+    project_id: str
+    actor_id: str
+    role: Role
+    status: MemberStatus
+
+    @property
+    def active(self) -> bool:
+        """True when the member may act at all."""
+        return self.status is MemberStatus.ACTIVE
+
+
+@dataclass(frozen=True, slots=True)
+class TokenBinding:
+    """A token digest bound to one actor; tokens are never stored in plain text (AUTH-1)."""
+
+    token_sha256: bytes
+    tenant_id: str
+    actor_id: str
+    active: bool
+    created_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """The stored answer to a command; a replay returns it unchanged (CMD-3)."""
+
+    command_id: str
+    fingerprint: str
+    tenant_id: str
+    project_id: str
+    actor_id: str
+    project_seq: int
+    resource: ResourceRef
+    revision: int
+    committed_at_ms: int
+
+    def to_json(self) -> dict[str, Any]:
+        """Wire shape of a receipt."""
+        return {
+            "command_id": self.command_id,
+            "fingerprint": self.fingerprint,
+            "tenant_id": self.tenant_id,
+            "project_id": self.project_id,
+            "actor_id": self.actor_id,
+            "project_seq": self.project_seq,
+            "resource": self.resource.to_json(),
+            "revision": self.revision,
+            "committed_at_ms": self.committed_at_ms,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResource:
+    """A resource's current state: a body, or a tombstone kept forever (REC-3)."""
+
+    ref: ResourceRef
+    revision: int
+    body: bytes | None  # canonical JSON bytes; None means deleted
+
+    @property
+    def deleted(self) -> bool:
+        """True for a tombstone."""
+        return self.body is None
+
+    def body_json(self) -> JsonValue:
+        """The decoded body (None for a tombstone)."""
+        return None if self.body is None else decode_stored(self.body)
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeRecord:
+    """One entry of the change log with the exact body at its revision (FEED-1)."""
+
+    seq: int
+    project_epoch: str
+    ref: ResourceRef
+    op: ChangeOp
+    revision: int
+    actor_id: str
+    committed_at_ms: int
+    body: bytes | None  # None for a delete
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRow:
+    """Who did what, one per committed command."""
+
+    project_seq: int
+    command_id: str
+    operation: str
+    ref: ResourceRef
+    actor_id: str
+    committed_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class HandoffIndexRow:
+    """The mailbox projection of a handoff, written in the handoff's own transaction."""
+
+    handoff_id: str
+    from_actor: str
+    to_actor: str
+    source_id: str
+    status: str
+    revision: int
+    updated_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class SearchDoc:
+    """The lexical index entry of a fact: its tokenizer output, committed with the fact."""
+
+    fact_id: str
+    source_id: str
+    terms: str  # space-separated tokens (see domain.tokenize)
+
+
+@dataclass(frozen=True, slots=True)
+class Mutation:
+    """Everything one command writes, applied by a store in its transaction (CMD-6).
+
+    The store writes the resource, the change (with body), the audit row, the receipt, the
+    optional index rows, and moves the head from `receipt.project_seq - 1` to
+    `receipt.project_seq` with a compare-and-swap.
+    """
+
+    receipt: Receipt
+    project_epoch: str
+    operation: str
+    op: ChangeOp
+    body: bytes | None
+    handoff: HandoffIndexRow | None = None
+    search: SearchDoc | None = None
+
+    def change(self) -> ChangeRecord:
+        """The change record this mutation appends."""
+        r = self.receipt
+        return ChangeRecord(
+            seq=r.project_seq,
+            project_epoch=self.project_epoch,
+            ref=r.resource,
+            op=self.op,
+            revision=r.revision,
+            actor_id=r.actor_id,
+            committed_at_ms=r.committed_at_ms,
+            body=self.body,
+        )
+
+    def audit(self) -> AuditRow:
+        """The audit row this mutation appends."""
+        r = self.receipt
+        return AuditRow(
+            project_seq=r.project_seq,
+            command_id=r.command_id,
+            operation=self.operation,
+            ref=r.resource,
+            actor_id=r.actor_id,
+            committed_at_ms=r.committed_at_ms,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MailboxQuery:
+    """A page of one actor's inbox or outbox, newest first by `updated_seq`."""
+
+    actor_id: str
+    box: str  # "inbox" | "outbox"
+    source_id: str | None
+    include_completed: bool
+    before_seq: int | None
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """A matched fact id and its score (higher is better)."""
+
+    fact_id: str
+    score: float

@@ -1,0 +1,56 @@
+"""The lexical tokenizer shared by every backend's search index (SPEC.md SRCH-2).
+
+Text is lower-cased and split into runs of letters and digits. Runs of CJK characters are
+split into overlapping bigrams, so a two-character word such as 서버 or 服务 is found inside
+longer text without a dictionary; a lone CJK character stays a token of its own. Index and
+query text go through the same function, so SQLite FTS5, PostgreSQL `tsvector` and the
+in-memory store all see identical terms.
+"""
+
+from __future__ import annotations
+
+import re
+
+_CJK = (
+    "\u1100-\u11ff"  # Hangul Jamo
+    "\u3040-\u30ff"  # Hiragana, Katakana
+    "\u3130-\u318f"  # Hangul compatibility Jamo
+    "\u3400-\u4dbf"  # CJK extension A
+    "\u4e00-\u9fff"  # CJK unified ideographs
+    "\uac00-\ud7af"  # Hangul syllables
+    "\uf900-\ufaff"  # CJK compatibility ideographs
+)
+# A run is either CJK characters or other letters/digits ([^\W_] = word chars minus "_").
+_RUN_RE = re.compile(rf"[{_CJK}]+|(?:(?![{_CJK}])[^\W_])+")
+_CJK_RE = re.compile(rf"[{_CJK}]")
+
+MAX_TERMS = 256  # bounds query cost: a 4 KiB query cannot expand into an unbounded OR
+
+
+def tokenize(text: str) -> list[str]:
+    """Split `text` into index terms, in order, duplicates kept."""
+    terms: list[str] = []
+    for run in _RUN_RE.findall(text.lower()):
+        if _CJK_RE.match(run):
+            if len(run) == 1:
+                terms.append(run)
+            else:
+                terms.extend(run[i : i + 2] for i in range(len(run) - 1))
+        else:
+            terms.append(run)
+    return terms
+
+
+def index_terms(text: str) -> str:
+    """The space-separated term string stored in a search index."""
+    return " ".join(tokenize(text))
+
+
+def query_terms(text: str) -> list[str]:
+    """Distinct query terms in first-seen order, at most `MAX_TERMS`."""
+    seen: dict[str, None] = {}
+    for term in tokenize(text):
+        seen.setdefault(term, None)
+        if len(seen) >= MAX_TERMS:
+            break
+    return list(seen)

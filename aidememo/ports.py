@@ -1,0 +1,169 @@
+"""Ports: what the service needs from the outside world, and nothing more.
+
+Transactions are synchronous and callback-shaped, `store.transaction(fn)`, because a Durable
+Object offers only `ctx.storage.transactionSync(fn)`; SQLite (`BEGIN IMMEDIATE`), PostgreSQL
+(`with conn.transaction()`) and the in-memory store all fit the same shape (DESIGN section 2).
+A callback that raises rolls everything back (STORE-1); a callback must not return an
+awaitable (STORE-2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol, TypeVar
+
+from aidememo.domain.model import (
+    Actor,
+    AuditRow,
+    ChangeRecord,
+    HandoffIndexRow,
+    MailboxQuery,
+    Membership,
+    Mutation,
+    Project,
+    Receipt,
+    ResourceRef,
+    Scope,
+    SearchHit,
+    StoredResource,
+    TokenBinding,
+)
+
+T = TypeVar("T")
+
+# Capability names a store may declare; tests that need one are skipped where it is absent.
+CAP_REOPEN = "reopen"  # state survives close and reopen
+CAP_TWO_CONNECTIONS = "two_connections"  # two handles on one database race for real
+CAP_SECOND_PROCESS = "second_process"  # another OS process can open the same database
+
+
+class ReadTx(Protocol):
+    """A consistent read-only view of the canonical records."""
+
+    def get_project(self, scope: Scope) -> Project | None:
+        """The project row, or None."""
+        ...
+
+    def get_resource(self, scope: Scope, ref: ResourceRef) -> StoredResource | None:
+        """The current state of a resource (body or tombstone), or None if never written."""
+        ...
+
+    def get_receipt(self, scope: Scope, command_id: str) -> Receipt | None:
+        """The stored receipt of a command id, or None."""
+        ...
+
+    def list_changes(self, scope: Scope, after_seq: int, limit: int) -> list[ChangeRecord]:
+        """Up to `limit` change records with `seq > after_seq`, ascending, bodies included."""
+        ...
+
+    def list_resources(self, scope: Scope, limit: int) -> list[StoredResource]:
+        """Up to `limit` current resources (tombstones included), ordered by (kind, id)."""
+        ...
+
+    def list_audit(self, scope: Scope) -> list[AuditRow]:
+        """Every audit row of the project, ascending by sequence."""
+        ...
+
+    def get_actor(self, tenant_id: str, actor_id: str) -> Actor | None:
+        """The actor, or None."""
+        ...
+
+    def get_membership(self, scope: Scope, actor_id: str) -> Membership | None:
+        """The actor's membership in the project, or None."""
+        ...
+
+    def get_token(self, token_sha256: bytes) -> TokenBinding | None:
+        """The binding of a token digest, or None."""
+        ...
+
+    def tenant_exists(self, tenant_id: str) -> bool:
+        """True when the tenant row exists."""
+        ...
+
+    def mailbox(self, scope: Scope, query: MailboxQuery) -> list[tuple[int, HandoffIndexRow]]:
+        """Up to `query.limit` mailbox rows `(updated_seq, row)`, newest first."""
+        ...
+
+    def search(
+        self, scope: Scope, terms: list[str], source_id: str | None, limit: int
+    ) -> list[SearchHit]:
+        """Facts matching any of `terms`, best first, ties broken by fact id."""
+        ...
+
+
+class WriteTx(ReadTx, Protocol):
+    """A write transaction; writers of one project are serialized (STORE-3)."""
+
+    def lock_project(self, scope: Scope) -> Project | None:
+        """Read the project row, serializing this writer with the project's other writers."""
+        ...
+
+    def commit_mutation(self, mutation: Mutation) -> None:
+        """Apply one command's writes and move the head by compare-and-swap (CMD-6).
+
+        Raises `storage_failure` if the head is not `receipt.project_seq - 1`.
+        """
+        ...
+
+    def insert_tenant(self, tenant_id: str, created_at_ms: int) -> None:
+        """Create a tenant row."""
+        ...
+
+    def insert_project(self, project: Project, created_at_ms: int) -> None:
+        """Create a project row with its epoch and head 0."""
+        ...
+
+    def insert_actor(self, actor: Actor, created_at_ms: int) -> None:
+        """Create an actor row."""
+        ...
+
+    def put_membership(self, membership: Membership, updated_at_ms: int) -> None:
+        """Create or replace a membership."""
+        ...
+
+    def insert_token(self, binding: TokenBinding) -> None:
+        """Bind a token digest to an actor."""
+        ...
+
+    def set_token_active(self, token_sha256: bytes, active: bool) -> None:
+        """Activate or revoke a token binding."""
+        ...
+
+
+class Store(Protocol):
+    """The canonical record store."""
+
+    capabilities: frozenset[str]
+    mode: str  # what /health reports: "single_node", "postgres" or "edge"
+
+    def transaction(self, fn: Callable[[WriteTx], T]) -> T:
+        """Run `fn` in one write transaction; commit if it returns, roll back if it raises."""
+        ...
+
+    def read(self, fn: Callable[[ReadTx], T]) -> T:
+        """Run `fn` against one consistent read-only view."""
+        ...
+
+    def schema_version(self) -> int:
+        """The schema version of the open database."""
+        ...
+
+    def close(self) -> None:
+        """Release connections; the store is unusable afterwards."""
+        ...
+
+
+class Clock(Protocol):
+    """Wall-clock milliseconds; injected so tests control time."""
+
+    def now_ms(self) -> int:
+        """Milliseconds since the Unix epoch."""
+        ...
+
+
+class Ids(Protocol):
+    """Fresh random identifiers (epochs, claim ids, request ids)."""
+
+    def new_id(self, prefix: str) -> str:
+        """A new unique id in the identifier grammar, starting with `prefix`."""
+        ...

@@ -1,0 +1,1 @@
+"""Use cases over the ports: the command pipeline, queries and identity administration."""

@@ -1,0 +1,44 @@
+"""Who is calling, and whether they may read or write a project (SPEC.md AUTH-*).
+
+Membership is loaded inside the same transaction as the work it guards, on every request,
+so a suspension or a role change takes effect on the very next request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aidememo.domain.errors import ErrorCode, fail
+from aidememo.domain.model import Membership, Project, Scope
+from aidememo.ports import ReadTx
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """An authenticated principal: tenant and actor come from the token, never the body."""
+
+    tenant_id: str
+    actor_id: str
+
+    def scope(self, project_id: str) -> Scope:
+        """The scope of one of this caller's projects."""
+        return Scope(self.tenant_id, project_id)
+
+
+def authorize(
+    tx: ReadTx, caller: Caller, project_id: str, *, write: bool, project: Project | None = None
+) -> tuple[Project, Membership]:
+    """Return the project and the caller's active membership, or raise `project_unauthorized`.
+
+    Non-members, suspended members and readers that write are all refused the same way, so a
+    caller learns nothing about projects it cannot use (AUTH-3, AUTH-4, AUTH-5).
+    """
+    scope = caller.scope(project_id)
+    if project is None:
+        project = tx.get_project(scope)
+    membership = tx.get_membership(scope, caller.actor_id) if project is not None else None
+    if project is None or membership is None or not membership.active:
+        raise fail(ErrorCode.PROJECT_UNAUTHORIZED, "no active membership in this project")
+    if write and not membership.role.can_write:
+        raise fail(ErrorCode.PROJECT_UNAUTHORIZED, "this member may not write")
+    return project, membership

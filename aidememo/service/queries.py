@@ -1,0 +1,155 @@
+"""Read paths: exact resource, change feeds and the atomic snapshot (SPEC.md FEED-*, SNAP-*).
+
+Each query runs inside one read view of the store, so the membership check, the cursor
+check and the rows it returns all come from one consistent state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aidememo.domain.errors import ErrorCode, fail
+from aidememo.domain.limits import CHANGES_LIMIT_DEFAULT, CHANGES_LIMIT_MAX, SNAPSHOT_MAX_RESOURCES
+from aidememo.domain.model import ChangeRecord, Membership, Project, ResourceRef, Scope, StoredResource
+from aidememo.domain.visibility import visible_to
+from aidememo.ports import ReadTx, Store
+from aidememo.service.access import Caller, authorize
+
+
+@dataclass(frozen=True, slots=True)
+class ChangePage:
+    """One page of the change feed after a cursor, already filtered for the caller.
+
+    `next_after_seq` advances over hidden entries too, so a page may be empty while
+    `has_more` is true (FEED-4).
+    """
+
+    scope: Scope
+    project_epoch: str
+    after_seq: int
+    records: list[ChangeRecord]
+    next_after_seq: int
+    has_more: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Every resource the caller may see, at exactly `at_seq` (SNAP-1)."""
+
+    scope: Scope
+    project_epoch: str
+    at_seq: int
+    resources: list[StoredResource]
+
+
+@dataclass(frozen=True, slots=True)
+class IdentityView:
+    """Who the caller is in a project."""
+
+    tenant_id: str
+    project_id: str
+    project_epoch: str
+    actor_id: str
+    role: str
+
+    def to_json(self) -> dict[str, str]:
+        """Wire shape of `GET /identity`."""
+        return {
+            "tenant_id": self.tenant_id,
+            "project_id": self.project_id,
+            "project_epoch": self.project_epoch,
+            "actor_id": self.actor_id,
+            "role": self.role,
+        }
+
+
+def check_cursor(project: Project, project_epoch: str, after_seq: int) -> None:
+    """Fail closed on a cursor from another history or ahead of the head (FEED-2, FEED-3)."""
+    if project_epoch != project.project_epoch:
+        raise fail(ErrorCode.CURSOR_EPOCH_MISMATCH, "cursor epoch does not match the project")
+    if after_seq < 0 or after_seq > project.head_seq:
+        raise fail(ErrorCode.CURSOR_OUT_OF_RANGE, "cursor is beyond the project head")
+
+
+def check_change_limit(limit: int) -> None:
+    """A change page holds 1 to 10,000 entries (FEED-5)."""
+    if not 1 <= limit <= CHANGES_LIMIT_MAX:
+        raise fail(ErrorCode.INVALID_CHANGE_BATCH, f"limit must be 1-{CHANGES_LIMIT_MAX}")
+
+
+class Queries:
+    """Read-only use cases."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def identity(self, caller: Caller, project_id: str) -> IdentityView:
+        """The caller's identity and role in the project."""
+
+        def run(tx: ReadTx) -> tuple[Project, Membership]:
+            return authorize(tx, caller, project_id, write=False)
+
+        project, membership = self.store.read(run)
+        return IdentityView(
+            caller.tenant_id, project_id, project.project_epoch, caller.actor_id, membership.role
+        )
+
+    def resource(self, caller: Caller, project_id: str, ref: ResourceRef) -> StoredResource:
+        """The exact current state of a resource; hidden records are not found (VIS-1)."""
+
+        def run(tx: ReadTx) -> StoredResource | None:
+            authorize(tx, caller, project_id, write=False)
+            return tx.get_resource(caller.scope(project_id), ref)
+
+        found = self.store.read(run)
+        if found is None or not visible_to(ref.kind, found.body, caller.actor_id):
+            raise fail(ErrorCode.RESOURCE_NOT_FOUND, "resource not found")
+        return found
+
+    def changes(
+        self,
+        caller: Caller,
+        project_id: str,
+        project_epoch: str,
+        after_seq: int,
+        limit: int = CHANGES_LIMIT_DEFAULT,
+    ) -> ChangePage:
+        """Change records after the cursor, with bodies, filtered for the caller (FEED-1)."""
+        check_change_limit(limit)
+        scope = caller.scope(project_id)
+
+        def run(tx: ReadTx) -> tuple[Project, list[ChangeRecord]]:
+            project, _ = authorize(tx, caller, project_id, write=False)
+            check_cursor(project, project_epoch, after_seq)
+            return project, tx.list_changes(scope, after_seq, limit)
+
+        project, rows = self.store.read(run)
+        next_after = rows[-1].seq if rows else after_seq
+        actor = caller.actor_id
+        visible = [row for row in rows if visible_to(row.ref.kind, row.body, actor)]
+        return ChangePage(
+            scope=scope,
+            project_epoch=project.project_epoch,
+            after_seq=after_seq,
+            records=visible,
+            next_after_seq=next_after,
+            has_more=next_after < project.head_seq,
+        )
+
+    def snapshot(self, caller: Caller, project_id: str) -> Snapshot:
+        """The atomic current state with its represented head (SNAP-1, SNAP-2)."""
+        scope = caller.scope(project_id)
+
+        def run(tx: ReadTx) -> tuple[Project, list[StoredResource]]:
+            project, _ = authorize(tx, caller, project_id, write=False)
+            return project, tx.list_resources(scope, SNAPSHOT_MAX_RESOURCES + 1)
+
+        project, rows = self.store.read(run)
+        if len(rows) > SNAPSHOT_MAX_RESOURCES:
+            raise fail(
+                ErrorCode.SNAPSHOT_TOO_LARGE,
+                f"more than {SNAPSHOT_MAX_RESOURCES} resources; page the change feed instead",
+            )
+        actor = caller.actor_id
+        visible = [row for row in rows if visible_to(row.ref.kind, row.body, actor)]
+        return Snapshot(scope, project.project_epoch, project.head_seq, visible)

@@ -1,0 +1,265 @@
+"""The in-memory reference store: the model every other store must match.
+
+Writes apply to plain dicts under one re-entrant lock and are recorded in an undo log, so a
+callback that raises leaves no trace (STORE-1). It runs anywhere, including Pyodide, and is
+the store the Pyodide tier runs the conformance suite against.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from aidememo.domain.errors import ErrorCode, fail
+from aidememo.domain.model import (
+    Actor,
+    AuditRow,
+    ChangeRecord,
+    HandoffIndexRow,
+    MailboxQuery,
+    Membership,
+    Mutation,
+    Project,
+    Receipt,
+    ResourceRef,
+    Scope,
+    SearchDoc,
+    SearchHit,
+    StoredResource,
+    TokenBinding,
+)
+
+T = TypeVar("T")
+_MISSING = object()
+SCHEMA_VERSION = 1
+
+# BM25 parameters, the same as SQLite FTS5's defaults.
+_K1 = 1.2
+_B = 0.75
+
+
+class _Tables:
+    def __init__(self) -> None:
+        self.tenants: dict[str, int] = {}
+        self.projects: dict[tuple[str, str], Project] = {}
+        self.actors: dict[tuple[str, str], Actor] = {}
+        self.memberships: dict[tuple[str, str, str], Membership] = {}
+        self.tokens: dict[bytes, TokenBinding] = {}
+        self.resources: dict[tuple[str, str], dict[tuple[str, str], StoredResource]] = {}
+        self.receipts: dict[tuple[str, str, str], Receipt] = {}
+        self.changes: dict[tuple[str, str], list[ChangeRecord]] = {}
+        self.audit: dict[tuple[str, str], list[AuditRow]] = {}
+        self.handoffs: dict[tuple[str, str], dict[str, HandoffIndexRow]] = {}
+        self.search: dict[tuple[str, str], dict[str, SearchDoc]] = {}
+
+
+class _MemoryTx:
+    """Read and write access to the tables; writes are journaled for rollback."""
+
+    def __init__(self, tables: _Tables, writable: bool) -> None:
+        self._t = tables
+        self._writable = writable
+        self.undo: list[Callable[[], None]] = []
+
+    # -- journaled primitives -------------------------------------------------------------
+
+    def _set(self, table: dict[Any, Any], key: Any, value: Any) -> None:
+        if not self._writable:
+            raise fail(ErrorCode.STORAGE_FAILURE, "write attempted in a read view")
+        old = table.get(key, _MISSING)
+        if old is _MISSING:
+            self.undo.append(lambda: table.pop(key, None))
+        else:
+            self.undo.append(lambda: table.__setitem__(key, old))
+        table[key] = value
+
+    def _append(self, table: dict[Any, list[Any]], key: Any, value: Any) -> None:
+        rows = table.get(key)
+        if rows is None:
+            rows = []
+            self._set(table, key, rows)
+        rows.append(value)
+        self.undo.append(rows.pop)
+
+    def _child(self, table: dict[Any, dict[Any, Any]], key: Any) -> dict[Any, Any]:
+        child = table.get(key)
+        if child is None:
+            child = {}
+            self._set(table, key, child)
+        return child
+
+    # -- ReadTx ---------------------------------------------------------------------------
+
+    def get_project(self, scope: Scope) -> Project | None:
+        return self._t.projects.get((scope.tenant_id, scope.project_id))
+
+    def get_resource(self, scope: Scope, ref: ResourceRef) -> StoredResource | None:
+        return self._t.resources.get((scope.tenant_id, scope.project_id), {}).get(
+            (ref.kind, ref.id)
+        )
+
+    def get_receipt(self, scope: Scope, command_id: str) -> Receipt | None:
+        return self._t.receipts.get((scope.tenant_id, scope.project_id, command_id))
+
+    def list_changes(self, scope: Scope, after_seq: int, limit: int) -> list[ChangeRecord]:
+        rows = self._t.changes.get((scope.tenant_id, scope.project_id), [])
+        # Sequences are dense from 1, so the list index of seq s is s - 1.
+        return rows[after_seq : after_seq + limit]
+
+    def list_resources(self, scope: Scope, limit: int) -> list[StoredResource]:
+        rows = self._t.resources.get((scope.tenant_id, scope.project_id), {})
+        return [rows[key] for key in sorted(rows)[:limit]]
+
+    def list_audit(self, scope: Scope) -> list[AuditRow]:
+        return list(self._t.audit.get((scope.tenant_id, scope.project_id), []))
+
+    def get_actor(self, tenant_id: str, actor_id: str) -> Actor | None:
+        return self._t.actors.get((tenant_id, actor_id))
+
+    def get_membership(self, scope: Scope, actor_id: str) -> Membership | None:
+        return self._t.memberships.get((scope.tenant_id, scope.project_id, actor_id))
+
+    def get_token(self, token_sha256: bytes) -> TokenBinding | None:
+        return self._t.tokens.get(token_sha256)
+
+    def tenant_exists(self, tenant_id: str) -> bool:
+        return tenant_id in self._t.tenants
+
+    def mailbox(self, scope: Scope, query: MailboxQuery) -> list[tuple[int, HandoffIndexRow]]:
+        rows = self._t.handoffs.get((scope.tenant_id, scope.project_id), {}).values()
+        inbox = query.box == "inbox"
+        picked = [
+            row
+            for row in rows
+            if (row.to_actor if inbox else row.from_actor) == query.actor_id
+            and (query.source_id is None or row.source_id == query.source_id)
+            and (query.include_completed or row.status != "completed")
+            and (query.before_seq is None or row.updated_seq < query.before_seq)
+        ]
+        picked.sort(key=lambda row: row.updated_seq, reverse=True)
+        return [(row.updated_seq, row) for row in picked[: query.limit]]
+
+    def search(
+        self, scope: Scope, terms: list[str], source_id: str | None, limit: int
+    ) -> list[SearchHit]:
+        docs = list(self._t.search.get((scope.tenant_id, scope.project_id), {}).values())
+        if not docs or not terms:
+            return []
+        tokenized = [(doc, doc.terms.split()) for doc in docs]
+        avgdl = sum(len(words) for _, words in tokenized) / len(tokenized)
+        df = {term: sum(1 for _, words in tokenized if term in words) for term in terms}
+        n = len(tokenized)
+        hits: list[SearchHit] = []
+        for doc, words in tokenized:
+            if source_id is not None and doc.source_id != source_id:
+                continue
+            score = 0.0
+            matched = False
+            for term in terms:
+                tf = words.count(term)
+                if not tf:
+                    continue
+                matched = True
+                idf = max(math.log((n - df[term] + 0.5) / (df[term] + 0.5)), 1e-6)
+                score += idf * tf * (_K1 + 1) / (tf + _K1 * (1 - _B + _B * len(words) / avgdl))
+            if matched:
+                hits.append(SearchHit(doc.fact_id, score))
+        hits.sort(key=lambda hit: (-hit.score, hit.fact_id))
+        return hits[:limit]
+
+    # -- WriteTx --------------------------------------------------------------------------
+
+    def lock_project(self, scope: Scope) -> Project | None:
+        return self.get_project(scope)
+
+    def commit_mutation(self, mutation: Mutation) -> None:
+        receipt = mutation.receipt
+        key = (receipt.tenant_id, receipt.project_id)
+        project = self._t.projects.get(key)
+        if project is None or project.head_seq != receipt.project_seq - 1:
+            raise fail(ErrorCode.STORAGE_FAILURE, "project head moved during the command")
+        ref = receipt.resource
+        self._set(
+            self._child(self._t.resources, key),
+            (ref.kind, ref.id),
+            StoredResource(ref, receipt.revision, mutation.body),
+        )
+        self._append(self._t.changes, key, mutation.change())
+        self._append(self._t.audit, key, mutation.audit())
+        self._set(self._t.receipts, (*key, receipt.command_id), receipt)
+        if mutation.handoff is not None:
+            self._set(self._child(self._t.handoffs, key), ref.id, mutation.handoff)
+        if mutation.search is not None:
+            self._set(self._child(self._t.search, key), mutation.search.fact_id, mutation.search)
+        self._set(self._t.projects, key, replace(project, head_seq=receipt.project_seq))
+
+    def insert_tenant(self, tenant_id: str, created_at_ms: int) -> None:
+        self._set(self._t.tenants, tenant_id, created_at_ms)
+
+    def insert_project(self, project: Project, created_at_ms: int) -> None:
+        self._set(self._t.projects, (project.tenant_id, project.project_id), project)
+
+    def insert_actor(self, actor: Actor, created_at_ms: int) -> None:
+        self._set(self._t.actors, (actor.tenant_id, actor.actor_id), actor)
+
+    def put_membership(self, membership: Membership, updated_at_ms: int) -> None:
+        key = (membership.tenant_id, membership.project_id, membership.actor_id)
+        self._set(self._t.memberships, key, membership)
+
+    def insert_token(self, binding: TokenBinding) -> None:
+        self._set(self._t.tokens, binding.token_sha256, binding)
+
+    def set_token_active(self, token_sha256: bytes, active: bool) -> None:
+        binding = self._t.tokens.get(token_sha256)
+        if binding is not None:
+            self._set(self._t.tokens, token_sha256, replace(binding, active=active))
+
+
+class MemoryStore:
+    """The reference implementation of `aidememo.ports.Store`."""
+
+    capabilities: frozenset[str] = frozenset()
+    mode = "single_node"
+
+    def __init__(self) -> None:
+        self._tables = _Tables()
+        self._lock = threading.RLock()
+
+    def transaction(self, fn: Callable[[Any], T]) -> T:
+        """Run `fn` with write access; undo every write if it raises (STORE-1)."""
+        with self._lock:
+            tx = _MemoryTx(self._tables, writable=True)
+            try:
+                result = fn(tx)
+                _refuse_awaitable(result)
+            except BaseException:
+                for undo in reversed(tx.undo):
+                    undo()
+                raise
+            return result
+
+    def read(self, fn: Callable[[Any], T]) -> T:
+        """Run `fn` against the current state, with no writer in between."""
+        with self._lock:
+            result = fn(_MemoryTx(self._tables, writable=False))
+            _refuse_awaitable(result)
+            return result
+
+    def schema_version(self) -> int:
+        """The reference store has no persisted schema; it reports the code's version."""
+        return SCHEMA_VERSION
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def _refuse_awaitable(result: object) -> None:
+    # A coroutine would run after the transaction ended, outside its guarantees (STORE-2).
+    if inspect.isawaitable(result):
+        if inspect.iscoroutine(result):
+            result.close()
+        raise fail(ErrorCode.STORAGE_FAILURE, "a transaction callback must not be async")
