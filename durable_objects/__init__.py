@@ -1,0 +1,1 @@
+"""Durable Objects of the edge profile."""

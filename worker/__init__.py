@@ -1,0 +1,1 @@
+"""Edge Worker: authentication, limits and routing to the project Durable Object."""
