@@ -1,0 +1,148 @@
+"""Typed reads: handoff status, the mailbox and lexical search (SPEC.md HO-8, MBX-*, SRCH-*)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aidememo.domain.canonical import decode_stored
+from aidememo.domain.errors import ErrorCode, fail
+from aidememo.domain.limits import (
+    MAILBOX_LIMIT_MAX,
+    SEARCH_LIMIT_MAX,
+    SEARCH_QUERY_MAX_BYTES,
+)
+from aidememo.domain.model import MailboxQuery, Project, ResourceRef
+from aidememo.domain.tokenize import query_terms
+from aidememo.domain.visibility import participants
+from aidememo.ports import ReadTx, Store
+from aidememo.service.access import Caller, authorize
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """One mailbox row: the handoff's latest seq, revision and record body."""
+
+    project_seq: int
+    revision: int
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class MailboxPage:
+    """Newest first; `next_before_seq` is None on the last page (MBX-2)."""
+
+    assignments: list[Assignment]
+    next_before_seq: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """A search answer pinned to the head it reflects (SRCH-1)."""
+
+    project_epoch: str
+    index_seq: int
+    mode: str
+    results: list[dict[str, object]]
+
+
+class Lookups:
+    """Typed read-only use cases."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def handoff(self, caller: Caller, project_id: str, handoff_id: str) -> tuple[int, bytes]:
+        """`(revision, record body)` for the sender or receiver only (HO-8)."""
+
+        def run(tx: ReadTx) -> tuple[int, bytes]:
+            authorize(tx, caller, project_id, write=False)
+            found = tx.get_resource(caller.scope(project_id), ResourceRef("handoff", handoff_id))
+            if found is None or found.body is None:
+                raise fail(ErrorCode.RESOURCE_NOT_FOUND, f"handoff {handoff_id} not found")
+            pair = participants(found.body)
+            if pair is None or caller.actor_id not in pair:
+                raise fail(ErrorCode.HANDOFF_ACTOR_MISMATCH, "only sender and receiver may look")
+            return found.revision, found.body
+
+        return self.store.read(run)
+
+    def mailbox(
+        self,
+        caller: Caller,
+        project_id: str,
+        *,
+        box: str,
+        source_id: str | None,
+        include_completed: bool | None,
+        before_seq: int | None,
+        limit: int,
+    ) -> MailboxPage:
+        """The caller's own inbox or outbox; the inbox hides completed work by default."""
+        if box not in ("inbox", "outbox"):
+            raise fail(ErrorCode.INVALID_COMMAND, "box must be inbox or outbox")
+        if not 1 <= limit <= MAILBOX_LIMIT_MAX:
+            raise fail(ErrorCode.INVALID_COMMAND, f"limit must be 1-{MAILBOX_LIMIT_MAX}")
+        if before_seq is not None and before_seq < 1:
+            raise fail(ErrorCode.INVALID_COMMAND, "before_seq must be a positive integer")
+        completed = box == "outbox" if include_completed is None else include_completed
+        query = MailboxQuery(caller.actor_id, box, source_id, completed, before_seq, limit + 1)
+        scope = caller.scope(project_id)
+
+        def run(tx: ReadTx) -> MailboxPage:
+            authorize(tx, caller, project_id, write=False)
+            rows = tx.mailbox(scope, query)
+            more = len(rows) > limit
+            page: list[Assignment] = []
+            for seq, row in rows[:limit]:
+                found = tx.get_resource(scope, ResourceRef("handoff", row.handoff_id))
+                if found is None or found.body is None:
+                    raise fail(ErrorCode.STORAGE_FAILURE, "mailbox index points at no handoff")
+                page.append(Assignment(seq, found.revision, found.body))
+            return MailboxPage(page, page[-1].project_seq if more and page else None)
+
+        return self.store.read(run)
+
+    def search(
+        self,
+        caller: Caller,
+        project_id: str,
+        *,
+        q: str,
+        source_id: str | None,
+        limit: int,
+        at_least_seq: int | None,
+    ) -> SearchResult:
+        """Lexical search over facts; the index is the head, so no waiting (SRCH-3)."""
+        if not 1 <= len(q.encode("utf-8")) <= SEARCH_QUERY_MAX_BYTES:
+            raise fail(ErrorCode.INVALID_COMMAND, f"q must be 1-{SEARCH_QUERY_MAX_BYTES} bytes")
+        if not 1 <= limit <= SEARCH_LIMIT_MAX:
+            raise fail(ErrorCode.INVALID_COMMAND, f"limit must be 1-{SEARCH_LIMIT_MAX}")
+        if at_least_seq is not None and at_least_seq < 0:
+            raise fail(ErrorCode.INVALID_COMMAND, "at_least_seq must not be negative")
+        terms = query_terms(q)
+        scope = caller.scope(project_id)
+
+        def run(tx: ReadTx) -> SearchResult:
+            project: Project
+            project, _ = authorize(tx, caller, project_id, write=False)
+            if at_least_seq is not None and at_least_seq > project.head_seq:
+                raise fail(ErrorCode.CURSOR_OUT_OF_RANGE, "at_least_seq is beyond the head")
+            results: list[dict[str, object]] = []
+            for hit in tx.search(scope, terms, source_id, limit) if terms else []:
+                found = tx.get_resource(scope, ResourceRef("fact", hit.fact_id))
+                if found is None or found.body is None:
+                    raise fail(ErrorCode.STORAGE_FAILURE, "search index points at no fact")
+                fact = decode_stored(found.body)
+                results.append(
+                    {
+                        "fact_id": fact["fact_id"],
+                        "session_id": fact["session_id"],
+                        "source_id": fact["source_id"],
+                        "actor_id": fact["actor_id"],
+                        "content": fact["content"],
+                        "score": hit.score,
+                    }
+                )
+            return SearchResult(project.project_epoch, project.head_seq, "lexical", results)
+
+        return self.store.read(run)
