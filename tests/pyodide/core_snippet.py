@@ -1,0 +1,102 @@
+"""Runs inside Pyodide (via runner.mjs): import the edge core and run the conformance suite.
+
+Assigns RESULT, a JSON-serialisable dict read by test_pyodide.py. Pyodide 314.0.7 ships a working
+`sqlite3`, so this snippet blocks `sqlite3`/`_sqlite3` before importing anything: only the module
+named in SQLITE3_ALLOWED may fail for that reason, which proves the rest of the core never needs it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import pkgutil
+import sys
+import traceback
+from types import ModuleType
+from typing import Any
+
+CORE = (
+    "aidememo.domain",
+    "aidememo.service",
+    "aidememo.stores",
+    "aidememo.http",
+    "aidememo.ports",
+    "aidememo.conformance",
+)
+BLOCKED = frozenset({"sqlite3", "_sqlite3"})
+SQLITE3_ALLOWED = frozenset({"aidememo.stores.sqlite.sqlite3_executor"})
+
+
+class _BlockSqlite3:
+    """A meta path finder that makes `sqlite3` unimportable."""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name.partition(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"No module named {name!r} (blocked by the test)", name=name)
+
+
+sqlite3_shipped = importlib.util.find_spec("sqlite3") is not None
+for loaded in [m for m in sys.modules if m.partition(".")[0] in BLOCKED]:
+    del sys.modules[loaded]
+sys.meta_path.insert(0, _BlockSqlite3())
+try:
+    import sqlite3  # noqa: F401
+
+    sqlite3_importable = True
+except ImportError:
+    sqlite3_importable = False
+
+imported: list[str] = []
+needs_sqlite3: list[str] = []
+failed: dict[str, str] = {}
+
+
+def _import(name: str) -> ModuleType | None:
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name in BLOCKED:
+            needs_sqlite3.append(name)
+        else:
+            failed[name] = traceback.format_exc()
+        return None
+    except Exception:
+        failed[name] = traceback.format_exc()
+        return None
+    imported.append(name)
+    return module
+
+
+def _walk(name: str) -> None:
+    module = _import(name)
+    path = getattr(module, "__path__", None)
+    if path is None:
+        return
+    for info in pkgutil.iter_modules(path, name + "."):
+        _walk(info.name)
+
+
+for root in CORE:
+    _walk(root)
+
+conformance: list[dict[str, Any]] = []
+conformance_error = ""
+try:
+    from aidememo.conformance import run_all
+    from aidememo.stores.memory import MemoryStore
+
+    conformance = run_all(MemoryStore)
+except Exception:
+    conformance_error = traceback.format_exc()
+
+RESULT = {
+    "version_info": list(sys.version_info[:3]),
+    "platform": sys.platform,
+    "sqlite3_shipped": sqlite3_shipped,
+    "sqlite3_importable": sqlite3_importable,
+    "imported": imported,
+    "needs_sqlite3": needs_sqlite3,
+    "failed": failed,
+    "conformance": conformance,
+    "conformance_error": conformance_error,
+}

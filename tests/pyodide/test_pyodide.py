@@ -1,0 +1,106 @@
+"""Pyodide tier: the edge core imports and passes conformance under npm pyodide 314.0.7.
+
+One Node process (tests/pyodide/runner.mjs) runs tests/pyodide/core_snippet.py inside Pyodide,
+offline, from the repo's node_modules/pyodide/; every case below reads its one JSON result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.pyodide
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+PYODIDE_DIR = REPO / "node_modules" / "pyodide"
+RUNNER = HERE / "runner.mjs"
+SNIPPET = HERE / "core_snippet.py"
+EXPECTED_PYTHON = (3, 14)
+
+IMPORT_FAILED = "<import failed>"
+try:
+    from aidememo.conformance import CHECKS
+
+    CHECK_PARAMS = [pytest.param(c.rule_id, c.name, id=c.rule_id) for c in CHECKS]
+except Exception as exc:  # report as one failing case instead of a collection error
+    CHECK_PARAMS = [pytest.param(IMPORT_FAILED, repr(exc), id="conformance-import")]
+
+
+def _unavailable(reason: str) -> None:
+    """Missing Node or npm pyodide fails under CI and skips on a developer machine."""
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def pyodide_run() -> dict[str, Any]:
+    node = shutil.which("node")
+    if node is None:
+        _unavailable("node is not on PATH")
+    if not (PYODIDE_DIR / "pyodide.asm.wasm").exists():
+        _unavailable(f"{PYODIDE_DIR} is missing: run scripts/test (npm ci)")
+    proc = subprocess.run(
+        [str(node), str(RUNNER), "--pkg", str(REPO / "aidememo"), "--file", str(SNIPPET)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    lines = proc.stdout.strip().splitlines()
+    assert lines, f"runner printed nothing (exit {proc.returncode})\n{proc.stderr}"
+    out: dict[str, Any] = json.loads(lines[-1])
+    assert out["ok"], f"snippet failed in Pyodide:\n{out.get('error')}\n{proc.stderr}"
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_python_version_is_314(pyodide_run: dict[str, Any]) -> None:
+    result = pyodide_run["result"]
+    assert pyodide_run["pyodide"] == "314.0.7"
+    assert result["platform"] == "emscripten"
+    assert tuple(result["version_info"][:2]) == EXPECTED_PYTHON, pyodide_run["python"]
+
+
+def test_core_modules_import_without_sqlite3(pyodide_run: dict[str, Any]) -> None:
+    result = pyodide_run["result"]
+    assert not result["sqlite3_importable"], "the sqlite3 block did not hold"
+    assert not result["failed"], "\n".join(f"{k}:\n{v}" for k, v in result["failed"].items())
+    allowed = {"aidememo.stores.sqlite.sqlite3_executor"}
+    assert set(result["needs_sqlite3"]) <= allowed, result["needs_sqlite3"]
+    for root in ("aidememo.domain", "aidememo.ports", "aidememo.stores", "aidememo.conformance"):
+        assert root in result["imported"]
+
+
+def test_every_core_file_was_imported(pyodide_run: dict[str, Any]) -> None:
+    result = pyodide_run["result"]
+    seen = set(result["imported"]) | set(result["needs_sqlite3"])
+    core = REPO / "aidememo"
+    expected = set()
+    for sub in ("domain", "service", "stores", "http", "conformance"):
+        for path in (core / sub).rglob("*.py"):
+            parts = path.relative_to(REPO).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            expected.add(".".join(parts))
+    if (core / "ports.py").exists():
+        expected.add("aidememo.ports")
+    assert expected <= seen, sorted(expected - seen)
+
+
+@pytest.mark.parametrize(("rule_id", "name"), CHECK_PARAMS)
+def test_conformance_memory_store(pyodide_run: dict[str, Any], rule_id: str, name: str) -> None:
+    if rule_id == IMPORT_FAILED:
+        pytest.fail(f"aidememo.conformance does not import on CPython: {name}")
+    result = pyodide_run["result"]
+    assert not result["conformance_error"], result["conformance_error"]
+    matches = [r for r in result["conformance"] if r["rule_id"] == rule_id and r["name"] == name]
+    assert len(matches) == 1, f"{rule_id} {name} not reported by Pyodide"
+    assert matches[0]["ok"], matches[0]["message"]
