@@ -1,0 +1,136 @@
+"""`HttpApp.dispatch(Request) -> Response`: the whole HTTP contract, framework-free.
+
+The request checks run in the order SPEC.md HTTP-1 fixes: route, method, size, content type,
+authentication, then body and parameters, then authorization and the domain rules inside the
+service. `dispatch` never raises: every failure becomes `{"error": {"code", "message"}}` with
+the status mapped in `aidememo.domain.errors`, and nothing a client sends yields a 5xx.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable
+
+from aidememo.domain.canonical import decode_json
+from aidememo.domain.clock import RandomIds, SystemClock
+from aidememo.domain.errors import STORAGE_RETRY_AFTER_S, AidememoError, ErrorCode, fail
+from aidememo.domain.limits import BEARER_MAX_BYTES, HANDOFF_LEASE_MS_DEFAULT
+from aidememo.http import handlers
+from aidememo.http.render import json_bytes
+from aidememo.http.routes import resolve
+from aidememo.http.types import Request, Response
+from aidememo.ports import Clock, Ids, Store
+from aidememo.service.access import Caller
+from aidememo.service.identity import IdentityService
+from aidememo.service.ledger import Ledger
+from aidememo.service.lookups import Lookups
+from aidememo.service.product import Product
+from aidememo.service.queries import Queries
+
+log = logging.getLogger("aidememo.http")
+
+JSON_HEADERS = [("content-type", "application/json")]
+
+
+def json_response(status: int, body: bytes) -> Response:
+    """A JSON response."""
+    return Response(status, list(JSON_HEADERS), body)
+
+
+def error_response(error: AidememoError) -> Response:
+    """The structured error response of `error` (ERR-1); 503s carry Retry-After (ERR-2)."""
+    headers = list(JSON_HEADERS)
+    if error.http_status == 503:
+        headers.append(("retry-after", str(STORAGE_RETRY_AFTER_S)))
+    return Response(error.http_status, headers, json_bytes(error.to_json()))
+
+
+def _is_json(content_type: str | None) -> bool:
+    if content_type is None:
+        return True  # a missing content type is read as JSON (HTTP-1)
+    return content_type.split(";", 1)[0].strip().lower() == "application/json"
+
+
+def bearer_digest(authorization: str | None) -> bytes:
+    """SHA-256 of the bearer token text, or `authentication_failed` (AUTH-2)."""
+    if authorization is None:
+        raise fail(ErrorCode.AUTHENTICATION_FAILED, "missing bearer token")
+    scheme, _, token = authorization.partition(" ")
+    if (
+        scheme.lower() != "bearer"
+        or not token
+        or len(token.encode("utf-8", "replace")) > BEARER_MAX_BYTES
+        or any(ch.isspace() or ord(ch) < 33 or ord(ch) == 127 for ch in token)
+    ):
+        raise fail(ErrorCode.AUTHENTICATION_FAILED, "malformed bearer token")
+    return hashlib.sha256(token.encode("utf-8")).digest()
+
+
+class Services:
+    """The use cases one app serves, built once over one store."""
+
+    def __init__(self, store: Store, clock: Clock, ids: Ids, lease_ms: int) -> None:
+        self.store = store
+        self.identity = IdentityService(store, clock, ids)
+        self.ledger = Ledger(store, clock)
+        self.queries = Queries(store)
+        self.lookups = Lookups(store)
+        self.product = Product(self.ledger, lease_ms)
+
+
+Handler = Callable[["Services", Request, dict[str, str], Caller | None], Response]
+
+
+class HttpApp:
+    """The HTTP contract over one canonical store."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        clock: Clock | None = None,
+        ids: Ids | None = None,
+        handoff_lease_ms: int = HANDOFF_LEASE_MS_DEFAULT,
+        authenticate: Callable[[bytes], Caller] | None = None,
+    ) -> None:
+        self.store = store
+        self.services = Services(store, clock or SystemClock(), ids or RandomIds(), handoff_lease_ms)
+        # The edge authenticates through its token directory; the origin through the store.
+        self._authenticate = authenticate or self.services.identity.authenticate
+
+    def dispatch(self, request: Request) -> Response:
+        """Answer one request; never raises."""
+        try:
+            return self._dispatch(request)
+        except AidememoError as error:
+            if error.code is ErrorCode.STORAGE_FAILURE:
+                log.warning("storage failure on %s %s: %s", request.method, request.path, error)
+            return error_response(error)
+        except Exception:
+            # A bug or an unmapped driver error: log it, and answer the retryable 503, since
+            # every write is all-or-nothing and a retry of the same command is safe.
+            log.exception("unexpected failure on %s %s", request.method, request.path)
+            return error_response(fail(ErrorCode.STORAGE_FAILURE, "unexpected failure"))
+
+    def _dispatch(self, request: Request) -> Response:
+        match = resolve(request.method, request.path)
+        route = match.route
+        if route is None:
+            if match.allowed:
+                raise fail(ErrorCode.METHOD_NOT_ALLOWED, f"use {', '.join(match.allowed)}")
+            raise fail(ErrorCode.ROUTE_NOT_FOUND, "no such route")
+        if request.body_too_large:
+            raise fail(ErrorCode.PAYLOAD_TOO_LARGE, "request body is larger than 1 MiB")
+        if route.has_body and not _is_json(request.headers.get("content-type")):
+            raise fail(ErrorCode.UNSUPPORTED_MEDIA_TYPE, "send application/json")
+        caller = None
+        if route.authenticated:
+            caller = self._authenticate(bearer_digest(request.headers.get("authorization")))
+        handler: Handler = getattr(handlers, route.handler)
+        return handler(self.services, request, match.params, caller)
+
+
+def read_json_body(request: Request) -> object:
+    """The request body decoded strictly (CJ-3)."""
+    return decode_json(request.body)

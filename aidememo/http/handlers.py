@@ -1,0 +1,281 @@
+"""One function per route: read parameters strictly, call the service, render the answer.
+
+Handlers receive the services, the request, the path parameters and the authenticated
+caller (None only on the public routes).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aidememo.domain.canonical import decode_json
+from aidememo.domain.envelope import parse_raw_command
+from aidememo.domain.ids import validate_id, validate_name
+from aidememo.domain.limits import (
+    CHANGES_LIMIT_DEFAULT,
+    CHANGES_LIMIT_MAX,
+    MAILBOX_LIMIT_DEFAULT,
+    SEARCH_LIMIT_DEFAULT,
+)
+from aidememo.domain.errors import ErrorCode, fail
+from aidememo.domain.model import ResourceRef
+from aidememo.domain.records import parse_create, parse_transition
+from aidememo.http import openapi as openapi_doc
+from aidememo.http.query import Query
+from aidememo.http.render import (
+    batch_json,
+    change_json,
+    json_bytes,
+    materialized_json,
+    receipt_json,
+    resource_json,
+    scope_json,
+    typed_record_json,
+)
+from aidememo.http.types import Request, Response
+from aidememo.service.access import Caller
+
+if TYPE_CHECKING:
+    from aidememo.http.app import Services
+
+_JSON = [("content-type", "application/json")]
+_NONE = frozenset[str]()
+_IDENTITY_PARAMS = frozenset({"actor_id", "tenant_id"})
+
+
+def _ok(body: bytes) -> Response:
+    return Response(200, list(_JSON), body)
+
+
+def _caller(caller: Caller | None) -> Caller:
+    if caller is None:  # public routes never reach a handler that needs a caller
+        raise fail(ErrorCode.AUTHENTICATION_FAILED, "missing bearer token")
+    return caller
+
+
+def _no_query(request: Request) -> None:
+    Query(request.query).finish(_NONE, forbidden=_IDENTITY_PARAMS)
+
+
+def _project(params: dict[str, str]) -> str:
+    return validate_id(params["project_id"], "project_id")
+
+
+# -- public ---------------------------------------------------------------------------------
+
+
+def health(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:
+    """`{status, mode, schema_version}`."""
+    _no_query(request)
+    body = {"status": "ok", "mode": s.store.mode, "schema_version": s.store.schema_version()}
+    return _ok(json_bytes(body))
+
+
+def openapi(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:
+    """The OpenAPI 3.1 document of this contract."""
+    _no_query(request)
+    return _ok(openapi_doc.document_bytes())
+
+
+# -- ledger ---------------------------------------------------------------------------------
+
+
+def command(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:
+    """`POST /v1/commands`: a raw `custom.*` put or delete (CMD-4)."""
+    _no_query(request)
+    cmd = parse_raw_command(decode_json(request.body))
+    return _ok(receipt_json(s.ledger.execute_raw(_caller(caller), cmd)))
+
+
+def identity(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:
+    """The caller's identity in the project."""
+    project_id = _project(params)
+    _no_query(request)
+    return _ok(json_bytes(s.queries.identity(_caller(caller), project_id).to_json()))
+
+
+def resource(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:
+    """The exact current body or tombstone (VIS-1 hides participant records)."""
+    project_id = _project(params)
+    ref = ResourceRef(
+        validate_name(params["kind"], "kind"), validate_id(params["resource_id"], "resource_id")
+    )
+    _no_query(request)
+    who = _caller(caller)
+    row = s.queries.resource(who, project_id, ref)
+    return _ok(resource_json(scope_json(who.scope(project_id)), row))
+
+
+def _changes(s: Services, request: Request, params: dict[str, str], caller: Caller | None, *, materialized: bool) -> Response:  # fmt: skip
+    project_id = _project(params)
+    query = Query(request.query)
+    epoch = query.text("project_epoch")
+    after_seq = query.integer("after_seq")
+    limit = query.integer(
+        "limit", minimum=1, maximum=CHANGES_LIMIT_MAX, code=ErrorCode.INVALID_CHANGE_BATCH
+    )
+    query.finish(frozenset({"project_epoch", "after_seq", "limit"}), forbidden=_IDENTITY_PARAMS)
+    if epoch is None or after_seq is None:
+        raise fail(ErrorCode.INVALID_COMMAND, "project_epoch and after_seq are required")
+    validate_id(epoch, "project_epoch")
+    page = s.queries.changes(
+        _caller(caller), project_id, epoch, after_seq,
+        CHANGES_LIMIT_DEFAULT if limit is None else limit,
+    )  # fmt: skip
+    scope = page.scope
+    if materialized:
+        sb = scope_json(scope)
+        entries = [materialized_json(scope, sb, row) for row in page.records]
+    else:
+        entries = [change_json(scope, row) for row in page.records]
+    return _ok(batch_json(scope, page.project_epoch, page.after_seq, entries, page.next_after_seq, page.has_more))  # fmt: skip
+
+
+def changes(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:
+    """Metadata-only change entries after a cursor (FEED-1)."""
+    return _changes(s, request, params, caller, materialized=False)
+
+
+def changes_materialized(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:  # fmt: skip
+    """Change entries with the exact body at each revision (FEED-1)."""
+    return _changes(s, request, params, caller, materialized=True)
+
+
+def snapshot(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:
+    """The atomic current state and its head (SNAP-1)."""
+    project_id = _project(params)
+    _no_query(request)
+    snap = s.queries.snapshot(_caller(caller), project_id)
+    sb = scope_json(snap.scope)
+    rows = b",".join(resource_json(sb, row) for row in snap.resources)
+    head = f',"project_epoch":"{snap.project_epoch}","at_seq":{snap.at_seq},"resources":['
+    return _ok(b'{"scope":' + sb + head.encode() + rows + b"]}")
+
+
+# -- typed writes ---------------------------------------------------------------------------
+
+
+def create_session(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:  # fmt: skip
+    """`session.create`."""
+    project_id = _project(params)
+    _no_query(request)
+    req = parse_create(decode_json(request.body))
+    return _ok(receipt_json(s.product.create_session(_caller(caller), project_id, req)))
+
+
+def create_fact(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:  # fmt: skip
+    """`fact.create`."""
+    project_id = _project(params)
+    _no_query(request)
+    req = parse_create(decode_json(request.body))
+    return _ok(receipt_json(s.product.create_fact(_caller(caller), project_id, req)))
+
+
+def create_context(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:  # fmt: skip
+    """`handoff_context.create`."""
+    project_id = _project(params)
+    _no_query(request)
+    req = parse_create(decode_json(request.body))
+    return _ok(receipt_json(s.product.create_context(_caller(caller), project_id, req)))
+
+
+def send_handoff(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:  # fmt: skip
+    """`handoff.send`."""
+    project_id = _project(params)
+    _no_query(request)
+    req = parse_create(decode_json(request.body))
+    return _ok(receipt_json(s.product.send_handoff(_caller(caller), project_id, req)))
+
+
+def _transition(s: Services, request: Request, params: dict[str, str], caller: Caller | None, kind: str) -> Response:  # fmt: skip
+    project_id = _project(params)
+    handoff_id = validate_id(params["handoff_id"], "handoff_id")
+    _no_query(request)
+    req = parse_transition(decode_json(request.body))
+    receipt = s.product.transition(_caller(caller), project_id, handoff_id, kind, req)
+    return _ok(receipt_json(receipt))
+
+
+def accept(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:
+    """`handoff.accept`."""
+    return _transition(s, request, params, caller, "accept")
+
+
+def heartbeat(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:  # fmt: skip
+    """`handoff.heartbeat`."""
+    return _transition(s, request, params, caller, "heartbeat")
+
+
+def return_(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:
+    """`handoff.return`."""
+    return _transition(s, request, params, caller, "return")
+
+
+# -- typed reads ----------------------------------------------------------------------------
+
+
+def handoff_status(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:  # fmt: skip
+    """`{revision, record}` for sender and receiver (HO-8)."""
+    project_id = _project(params)
+    handoff_id = validate_id(params["handoff_id"], "handoff_id")
+    _no_query(request)
+    revision, body = s.lookups.handoff(_caller(caller), project_id, handoff_id)
+    return _ok(typed_record_json(revision, body))
+
+
+def mailbox(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:
+    """The caller's inbox or outbox, newest first (MBX-1)."""
+    project_id = _project(params)
+    query = Query(request.query)
+    box = query.text("box")
+    source_id = query.text("source_id")
+    include_completed = query.boolean("include_completed")
+    before_seq = query.integer("before_seq", minimum=1)
+    limit = query.integer("limit", minimum=1)
+    allowed = frozenset({"box", "source_id", "include_completed", "before_seq", "limit"})
+    query.finish(allowed, forbidden=_IDENTITY_PARAMS)
+    if box is None:
+        raise fail(ErrorCode.INVALID_COMMAND, "box is required: inbox or outbox")
+    if source_id is not None:
+        validate_id(source_id, "source_id")
+    page = s.lookups.mailbox(
+        _caller(caller), project_id, box=box, source_id=source_id,
+        include_completed=include_completed, before_seq=before_seq,
+        limit=MAILBOX_LIMIT_DEFAULT if limit is None else limit,
+    )  # fmt: skip
+    items = b",".join(
+        f'{{"project_seq":{a.project_seq},"revision":{a.revision},"record":'.encode() + a.body + b"}"
+        for a in page.assignments
+    )
+    tail = "null" if page.next_before_seq is None else str(page.next_before_seq)
+    return _ok(b'{"assignments":[' + items + f'],"next_before_seq":{tail}}}'.encode())
+
+
+def search(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:
+    """Lexical search over facts (SRCH-1)."""
+    project_id = _project(params)
+    query = Query(request.query)
+    q = query.text("q")
+    source_id = query.text("source_id")
+    limit = query.integer("limit", minimum=1)
+    at_least_seq = query.integer("at_least_seq")
+    mode = query.text("mode")
+    query.finish(frozenset({"q", "source_id", "limit", "at_least_seq", "mode"}), forbidden=_IDENTITY_PARAMS)
+    if q is None:
+        raise fail(ErrorCode.INVALID_COMMAND, "q is required")
+    if mode not in (None, "lexical"):
+        raise fail(ErrorCode.INVALID_COMMAND, "mode must be lexical")
+    if source_id is not None:
+        validate_id(source_id, "source_id")
+    found = s.lookups.search(
+        _caller(caller), project_id, q=q, source_id=source_id,
+        limit=SEARCH_LIMIT_DEFAULT if limit is None else limit, at_least_seq=at_least_seq,
+    )  # fmt: skip
+    body = {
+        "project_epoch": found.project_epoch,
+        "index_seq": found.index_seq,
+        "mode": found.mode,
+        "semantic_model": None,
+        "results": found.results,
+    }
+    return _ok(json_bytes(body))

@@ -1,0 +1,84 @@
+"""The route table and a matcher that tells "no such route" from "wrong method" (HTTP-1).
+
+Path parameters match any non-empty segment here; their grammar is checked later, in the
+400 stage, so the order of request checks stays the one SPEC.md gives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One endpoint: its method, its path pattern and the handler's name."""
+
+    method: str
+    pattern: tuple[str, ...]  # literal segments, or "{name}" for a parameter
+    handler: str
+    authenticated: bool = True
+    has_body: bool = False
+
+
+def _route(method: str, path: str, handler: str, **flags: bool) -> Route:
+    return Route(method, tuple(path.strip("/").split("/")), handler, **flags)
+
+
+P = "/v1/projects/{project_id}"
+ROUTES: tuple[Route, ...] = (
+    _route("GET", "/health", "health", authenticated=False),
+    _route("GET", "/openapi.json", "openapi", authenticated=False),
+    _route("POST", "/v1/commands", "command", has_body=True),
+    _route("GET", f"{P}/identity", "identity"),
+    _route("GET", f"{P}/resources/{{kind}}/{{resource_id}}", "resource"),
+    _route("GET", f"{P}/changes", "changes"),
+    _route("GET", f"{P}/changes/materialized", "changes_materialized"),
+    _route("GET", f"{P}/snapshot", "snapshot"),
+    _route("POST", f"{P}/sessions", "create_session", has_body=True),
+    _route("POST", f"{P}/facts", "create_fact", has_body=True),
+    _route("POST", f"{P}/handoff-contexts", "create_context", has_body=True),
+    _route("POST", f"{P}/handoffs", "send_handoff", has_body=True),
+    _route("GET", f"{P}/handoffs", "mailbox"),
+    _route("GET", f"{P}/handoffs/{{handoff_id}}", "handoff_status"),
+    _route("POST", f"{P}/handoffs/{{handoff_id}}/accept", "accept", has_body=True),
+    _route("POST", f"{P}/handoffs/{{handoff_id}}/heartbeat", "heartbeat", has_body=True),
+    _route("POST", f"{P}/handoffs/{{handoff_id}}/return", "return_", has_body=True),
+    _route("GET", f"{P}/search", "search"),
+)
+
+
+def _match(pattern: tuple[str, ...], segments: list[str]) -> dict[str, str] | None:
+    if len(pattern) != len(segments):
+        return None
+    params: dict[str, str] = {}
+    for want, got in zip(pattern, segments, strict=True):
+        if want.startswith("{"):
+            if not got:
+                return None
+            params[want[1:-1]] = got
+        elif want != got:
+            return None
+    return params
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """The outcome of routing: a route with its parameters, or the allowed methods."""
+
+    route: Route | None
+    params: dict[str, str]
+    allowed: tuple[str, ...]
+
+
+def resolve(method: str, path: str, routes: tuple[Route, ...] = ROUTES) -> Match:
+    """Find the route for `method` and `path`; `allowed` is empty when no path matches."""
+    segments = path.strip("/").split("/") if path not in ("", "/") else [""]
+    allowed: list[str] = []
+    for route in routes:
+        params = _match(route.pattern, segments)
+        if params is None:
+            continue
+        if route.method == method:
+            return Match(route, params, ())
+        allowed.append(route.method)
+    return Match(None, {}, tuple(allowed))
