@@ -44,10 +44,12 @@ def run_all(factory: StoreFactory) -> list[dict[str, object]]:
     for check in CHECKS:
         try:
             check.run(factory)
-        except Exception as exc:  # noqa: BLE001 - reported, not swallowed
+        except Exception as exc:
             results.append(
                 {"rule_id": check.rule_id, "name": check.name, "ok": False, "message": repr(exc)}
             )
         else:
-            results.append({"rule_id": check.rule_id, "name": check.name, "ok": True, "message": ""})
+            results.append(
+                {"rule_id": check.rule_id, "name": check.name, "ok": True, "message": ""}
+            )
     return results

@@ -27,15 +27,12 @@ def _full_sequence(fx: Fixture) -> tuple[Receipt, Receipt, Receipt]:
     """create, the failed attempts, update and delete: the reference history (seq 1..3)."""
     first = _create(fx)
     fx.put("command_create", "a")  # replay
-    for attempt in (
-        lambda: fx.put("command_create", "a", caller=fx.other),
-        lambda: fx.put("command_create", "b"),
+    expect_error(ErrorCode.COMMAND_CONFLICT, lambda: fx.put("command_create", "a", caller=fx.other))
+    expect_error(ErrorCode.COMMAND_CONFLICT, lambda: fx.put("command_create", "b"))
+    expect_error(
+        ErrorCode.STALE_REVISION,
         lambda: fx.put("command_stale", "c", expected=2, operation="fact.edit"),
-    ):
-        try:
-            attempt()
-        except Exception:  # noqa: BLE001 - the attempts are meant to fail; checks assert how
-            pass
+    )
     update = fx.put("command_update", "d", expected=1, operation="fact.edit")
     delete = fx.delete("command_delete", expected=2)
     return first, update, delete

@@ -116,7 +116,9 @@ class AidememoError(Exception):
 
     def to_json(self) -> dict[str, dict[str, str]]:
         """The wire shape `{"error": {"code", "message"}}`."""
-        message = STORAGE_FAILURE_MESSAGE if self.code is ErrorCode.STORAGE_FAILURE else self.message
+        message = (
+            STORAGE_FAILURE_MESSAGE if self.code is ErrorCode.STORAGE_FAILURE else self.message
+        )
         return {"error": {"code": self.code.value, "message": message}}
 
 

@@ -11,8 +11,8 @@ import re
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.limits import ID_MAX_BYTES, NAME_MAX_BYTES
 
-_ID_RE = re.compile(r"[A-Za-z0-9\-_.:@]{1,%d}" % ID_MAX_BYTES)
-_NAME_RE = re.compile(r"[a-z0-9._\-]{1,%d}" % NAME_MAX_BYTES)
+_ID_RE = re.compile(rf"[A-Za-z0-9\-_.:@]{{1,{ID_MAX_BYTES}}}")
+_NAME_RE = re.compile(rf"[a-z0-9._\-]{{1,{NAME_MAX_BYTES}}}")
 
 
 def is_valid_id(value: object) -> bool:
@@ -34,4 +34,6 @@ def validate_name(value: object, field: str) -> str:
     """Return `value` if it is a valid operation or kind name, else raise `invalid_command`."""
     if isinstance(value, str) and _NAME_RE.fullmatch(value) is not None:
         return value
-    raise fail(ErrorCode.INVALID_COMMAND, f"{field} must be 1-{NAME_MAX_BYTES} bytes of [a-z0-9._-]")
+    raise fail(
+        ErrorCode.INVALID_COMMAND, f"{field} must be 1-{NAME_MAX_BYTES} bytes of [a-z0-9._-]"
+    )

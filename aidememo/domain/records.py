@@ -69,7 +69,7 @@ def text_field(
     if topic:
         if not value.strip():
             raise fail(ErrorCode.INVALID_COMMAND, f"{key} must not be blank")
-        if any(ord(ch) < 32 and ch not in "\n\r\t" or ord(ch) == 127 for ch in value):
+        if any((ord(ch) < 32 and ch not in "\n\r\t") or ord(ch) == 127 for ch in value):
             raise fail(ErrorCode.INVALID_COMMAND, f"{key} must not contain control characters")
     return value
 
@@ -91,7 +91,9 @@ class SessionInput:
     @classmethod
     def parse(cls, payload: dict[str, Any]) -> SessionInput:
         """Validate a session payload."""
-        check_fields(payload, frozenset({"session_id", "topic"}), frozenset({"source_id"}), "payload")
+        check_fields(
+            payload, frozenset({"session_id", "topic"}), frozenset({"source_id"}), "payload"
+        )
         session_id = validate_id(payload["session_id"], "session_id")
         source_id = optional_id(payload, "source_id") or DEFAULT_SOURCE_ID
         topic = text_field(payload, "topic", TOPIC_MAX_BYTES, topic=True)
@@ -110,7 +112,9 @@ class FactInput:
     @classmethod
     def parse(cls, payload: dict[str, Any]) -> FactInput:
         """Validate a fact payload."""
-        check_fields(payload, frozenset({"fact_id", "session_id", "content"}), frozenset(), "payload")
+        check_fields(
+            payload, frozenset({"fact_id", "session_id", "content"}), frozenset(), "payload"
+        )
         fact_id = validate_id(payload["fact_id"], "fact_id")
         session_id = validate_id(payload["session_id"], "session_id")
         content = text_field(payload, "content", CONTENT_MAX_BYTES)
@@ -182,7 +186,9 @@ def parse_claim(payload: dict[str, Any]) -> str:
 
 def parse_return(payload: dict[str, Any]) -> tuple[str, str, Outcome]:
     """`{claim_id, result_fact_id, outcome}` of return."""
-    check_fields(payload, frozenset({"claim_id", "result_fact_id", "outcome"}), frozenset(), "payload")
+    check_fields(
+        payload, frozenset({"claim_id", "result_fact_id", "outcome"}), frozenset(), "payload"
+    )
     claim_id = validate_id(payload["claim_id"], "claim_id")
     fact_id = validate_id(payload["result_fact_id"], "result_fact_id")
     outcome = payload["outcome"]

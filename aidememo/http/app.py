@@ -95,7 +95,9 @@ class HttpApp:
         authenticate: Callable[[bytes], Caller] | None = None,
     ) -> None:
         self.store = store
-        self.services = Services(store, clock or SystemClock(), ids or RandomIds(), handoff_lease_ms)
+        self.services = Services(
+            store, clock or SystemClock(), ids or RandomIds(), handoff_lease_ms
+        )
         # The edge authenticates through its token directory; the origin through the store.
         self._authenticate = authenticate or self.services.identity.authenticate
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from aidememo.domain.canonical import decode_json
 from aidememo.domain.envelope import parse_raw_command
+from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.ids import validate_id, validate_name
 from aidememo.domain.limits import (
     CHANGES_LIMIT_DEFAULT,
@@ -17,7 +18,6 @@ from aidememo.domain.limits import (
     MAILBOX_LIMIT_DEFAULT,
     SEARCH_LIMIT_DEFAULT,
 )
-from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.model import ResourceRef
 from aidememo.domain.records import parse_create, parse_transition
 from aidememo.http import openapi as openapi_doc
@@ -64,14 +64,18 @@ def _project(params: dict[str, str]) -> str:
 # -- public ---------------------------------------------------------------------------------
 
 
-def health(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:
+def health(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
     """`{status, mode, schema_version}`."""
     _no_query(request)
     body = {"status": "ok", "mode": s.store.mode, "schema_version": s.store.schema_version()}
     return _ok(json_bytes(body))
 
 
-def openapi(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:
+def openapi(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
     """The OpenAPI 3.1 document of this contract."""
     _no_query(request)
     return _ok(openapi_doc.document_bytes())
@@ -80,21 +84,27 @@ def openapi(s: Services, request: Request, params: dict[str, str], caller: Calle
 # -- ledger ---------------------------------------------------------------------------------
 
 
-def command(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:
+def command(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
     """`POST /v1/commands`: a raw `custom.*` put or delete (CMD-4)."""
     _no_query(request)
     cmd = parse_raw_command(decode_json(request.body))
     return _ok(receipt_json(s.ledger.execute_raw(_caller(caller), cmd)))
 
 
-def identity(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:
+def identity(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
     """The caller's identity in the project."""
     project_id = _project(params)
     _no_query(request)
     return _ok(json_bytes(s.queries.identity(_caller(caller), project_id).to_json()))
 
 
-def resource(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:
+def resource(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
     """The exact current body or tombstone (VIS-1 hides participant records)."""
     project_id = _project(params)
     ref = ResourceRef(
@@ -106,7 +116,14 @@ def resource(s: Services, request: Request, params: dict[str, str], caller: Call
     return _ok(resource_json(scope_json(who.scope(project_id)), row))
 
 
-def _changes(s: Services, request: Request, params: dict[str, str], caller: Caller | None, *, materialized: bool) -> Response:  # fmt: skip
+def _changes(
+    s: Services,
+    request: Request,
+    params: dict[str, str],
+    caller: Caller | None,
+    *,
+    materialized: bool,
+) -> Response:
     project_id = _project(params)
     query = Query(request.query)
     epoch = query.text("project_epoch")
@@ -119,29 +136,42 @@ def _changes(s: Services, request: Request, params: dict[str, str], caller: Call
         raise fail(ErrorCode.INVALID_COMMAND, "project_epoch and after_seq are required")
     validate_id(epoch, "project_epoch")
     page = s.queries.changes(
-        _caller(caller), project_id, epoch, after_seq,
+        _caller(caller),
+        project_id,
+        epoch,
+        after_seq,
         CHANGES_LIMIT_DEFAULT if limit is None else limit,
-    )  # fmt: skip
+    )
     scope = page.scope
     if materialized:
         sb = scope_json(scope)
         entries = [materialized_json(scope, sb, row) for row in page.records]
     else:
         entries = [change_json(scope, row) for row in page.records]
-    return _ok(batch_json(scope, page.project_epoch, page.after_seq, entries, page.next_after_seq, page.has_more))  # fmt: skip
+    return _ok(
+        batch_json(
+            scope, page.project_epoch, page.after_seq, entries, page.next_after_seq, page.has_more
+        )
+    )
 
 
-def changes(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:
+def changes(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
     """Metadata-only change entries after a cursor (FEED-1)."""
     return _changes(s, request, params, caller, materialized=False)
 
 
-def changes_materialized(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:  # fmt: skip
+def changes_materialized(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
     """Change entries with the exact body at each revision (FEED-1)."""
     return _changes(s, request, params, caller, materialized=True)
 
 
-def snapshot(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:
+def snapshot(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
     """The atomic current state and its head (SNAP-1)."""
     project_id = _project(params)
     _no_query(request)
@@ -155,7 +185,9 @@ def snapshot(s: Services, request: Request, params: dict[str, str], caller: Call
 # -- typed writes ---------------------------------------------------------------------------
 
 
-def create_session(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:  # fmt: skip
+def create_session(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
     """`session.create`."""
     project_id = _project(params)
     _no_query(request)
@@ -163,7 +195,9 @@ def create_session(s: Services, request: Request, params: dict[str, str], caller
     return _ok(receipt_json(s.product.create_session(_caller(caller), project_id, req)))
 
 
-def create_fact(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:  # fmt: skip
+def create_fact(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
     """`fact.create`."""
     project_id = _project(params)
     _no_query(request)
@@ -171,7 +205,9 @@ def create_fact(s: Services, request: Request, params: dict[str, str], caller: C
     return _ok(receipt_json(s.product.create_fact(_caller(caller), project_id, req)))
 
 
-def create_context(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:  # fmt: skip
+def create_context(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
     """`handoff_context.create`."""
     project_id = _project(params)
     _no_query(request)
@@ -179,7 +215,9 @@ def create_context(s: Services, request: Request, params: dict[str, str], caller
     return _ok(receipt_json(s.product.create_context(_caller(caller), project_id, req)))
 
 
-def send_handoff(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:  # fmt: skip
+def send_handoff(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
     """`handoff.send`."""
     project_id = _project(params)
     _no_query(request)
@@ -187,7 +225,9 @@ def send_handoff(s: Services, request: Request, params: dict[str, str], caller: 
     return _ok(receipt_json(s.product.send_handoff(_caller(caller), project_id, req)))
 
 
-def _transition(s: Services, request: Request, params: dict[str, str], caller: Caller | None, kind: str) -> Response:  # fmt: skip
+def _transition(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None, kind: str
+) -> Response:
     project_id = _project(params)
     handoff_id = validate_id(params["handoff_id"], "handoff_id")
     _no_query(request)
@@ -196,17 +236,23 @@ def _transition(s: Services, request: Request, params: dict[str, str], caller: C
     return _ok(receipt_json(receipt))
 
 
-def accept(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:
+def accept(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
     """`handoff.accept`."""
     return _transition(s, request, params, caller, "accept")
 
 
-def heartbeat(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:  # fmt: skip
+def heartbeat(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
     """`handoff.heartbeat`."""
     return _transition(s, request, params, caller, "heartbeat")
 
 
-def return_(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:
+def return_(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
     """`handoff.return`."""
     return _transition(s, request, params, caller, "return")
 
@@ -214,7 +260,9 @@ def return_(s: Services, request: Request, params: dict[str, str], caller: Calle
 # -- typed reads ----------------------------------------------------------------------------
 
 
-def handoff_status(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:  # fmt: skip
+def handoff_status(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
     """`{revision, record}` for sender and receiver (HO-8)."""
     project_id = _project(params)
     handoff_id = validate_id(params["handoff_id"], "handoff_id")
@@ -223,7 +271,9 @@ def handoff_status(s: Services, request: Request, params: dict[str, str], caller
     return _ok(typed_record_json(revision, body))
 
 
-def mailbox(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:
+def mailbox(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
     """The caller's inbox or outbox, newest first (MBX-1)."""
     project_id = _project(params)
     query = Query(request.query)
@@ -239,19 +289,27 @@ def mailbox(s: Services, request: Request, params: dict[str, str], caller: Calle
     if source_id is not None:
         validate_id(source_id, "source_id")
     page = s.lookups.mailbox(
-        _caller(caller), project_id, box=box, source_id=source_id,
-        include_completed=include_completed, before_seq=before_seq,
+        _caller(caller),
+        project_id,
+        box=box,
+        source_id=source_id,
+        include_completed=include_completed,
+        before_seq=before_seq,
         limit=MAILBOX_LIMIT_DEFAULT if limit is None else limit,
-    )  # fmt: skip
+    )
     items = b",".join(
-        f'{{"project_seq":{a.project_seq},"revision":{a.revision},"record":'.encode() + a.body + b"}"
+        f'{{"project_seq":{a.project_seq},"revision":{a.revision},"record":'.encode()
+        + a.body
+        + b"}"
         for a in page.assignments
     )
     tail = "null" if page.next_before_seq is None else str(page.next_before_seq)
     return _ok(b'{"assignments":[' + items + f'],"next_before_seq":{tail}}}'.encode())
 
 
-def search(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:
+def search(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
     """Lexical search over facts (SRCH-1)."""
     project_id = _project(params)
     query = Query(request.query)
@@ -260,7 +318,9 @@ def search(s: Services, request: Request, params: dict[str, str], caller: Caller
     limit = query.integer("limit", minimum=1)
     at_least_seq = query.integer("at_least_seq")
     mode = query.text("mode")
-    query.finish(frozenset({"q", "source_id", "limit", "at_least_seq", "mode"}), forbidden=_IDENTITY_PARAMS)
+    query.finish(
+        frozenset({"q", "source_id", "limit", "at_least_seq", "mode"}), forbidden=_IDENTITY_PARAMS
+    )
     if q is None:
         raise fail(ErrorCode.INVALID_COMMAND, "q is required")
     if mode not in (None, "lexical"):
@@ -268,9 +328,13 @@ def search(s: Services, request: Request, params: dict[str, str], caller: Caller
     if source_id is not None:
         validate_id(source_id, "source_id")
     found = s.lookups.search(
-        _caller(caller), project_id, q=q, source_id=source_id,
-        limit=SEARCH_LIMIT_DEFAULT if limit is None else limit, at_least_seq=at_least_seq,
-    )  # fmt: skip
+        _caller(caller),
+        project_id,
+        q=q,
+        source_id=source_id,
+        limit=SEARCH_LIMIT_DEFAULT if limit is None else limit,
+        at_least_seq=at_least_seq,
+    )
     body = {
         "project_epoch": found.project_epoch,
         "index_seq": found.index_seq,

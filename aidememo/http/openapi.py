@@ -16,7 +16,10 @@ from aidememo.http.routes import ROUTES
 
 
 def _operation(handler: str, authenticated: bool) -> dict[str, Any]:
-    op: dict[str, Any] = {"operationId": handler.rstrip("_"), "responses": {"200": {"description": "OK"}}}
+    op: dict[str, Any] = {
+        "operationId": handler.rstrip("_"),
+        "responses": {"200": {"description": "OK"}},
+    }
     if authenticated:
         op["security"] = [{"bearer": []}]
     return op
@@ -27,7 +30,9 @@ def document() -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     for route in ROUTES:
         path = "/" + "/".join(route.pattern)
-        paths.setdefault(path, {})[route.method.lower()] = _operation(route.handler, route.authenticated)
+        paths.setdefault(path, {})[route.method.lower()] = _operation(
+            route.handler, route.authenticated
+        )
     return {
         "openapi": "3.1.0",
         "info": {"title": "aidememo", "version": __version__},

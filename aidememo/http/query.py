@@ -26,7 +26,9 @@ class Query:
         """Refuse identity-widening and unknown parameters."""
         for key in self._values:
             if key in forbidden:
-                raise fail(ErrorCode.INVALID_COMMAND, f"{key} is taken from the token, not the query")
+                raise fail(
+                    ErrorCode.INVALID_COMMAND, f"{key} is taken from the token, not the query"
+                )
         unknown = self._values.keys() - allowed
         if unknown:
             raise fail(ErrorCode.INVALID_COMMAND, f"unknown query parameter(s) {sorted(unknown)}")

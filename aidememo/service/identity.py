@@ -164,7 +164,9 @@ class IdentityService:
 
     def membership(self, caller: Caller, project_id: str) -> Membership | None:
         """The caller's membership in a project, whatever its status."""
-        return self.store.read(lambda tx: tx.get_membership(caller.scope(project_id), caller.actor_id))
+        return self.store.read(
+            lambda tx: tx.get_membership(caller.scope(project_id), caller.actor_id)
+        )
 
     # -- shared steps ---------------------------------------------------------------------
 
@@ -207,7 +209,9 @@ class IdentityService:
         scope = project.scope
         membership = tx.get_membership(scope, actor_id)
         if membership is None:
-            membership = Membership(tenant_id, project.project_id, actor_id, role, MemberStatus.ACTIVE)
+            membership = Membership(
+                tenant_id, project.project_id, actor_id, role, MemberStatus.ACTIVE
+            )
             tx.put_membership(membership, now)
         elif membership.role is not role:
             raise fail(ErrorCode.IDENTITY_MISMATCH, f"member exists with role {membership.role}")

@@ -64,9 +64,14 @@ def _check_receiver(tx: ReadTx, scope: Scope, sender: str, receiver: str) -> Non
 def _index_row(record: HandoffRecord) -> HandoffIndexRow:
     # revision and updated_seq are filled in by the pipeline once they are known.
     return HandoffIndexRow(
-        record.handoff_id, record.from_actor, record.to_actor, record.source_id,
-        record.status.value, 0, 0,
-    )  # fmt: skip
+        record.handoff_id,
+        record.from_actor,
+        record.to_actor,
+        record.source_id,
+        record.status.value,
+        0,
+        0,
+    )
 
 
 class Product:
@@ -77,9 +82,14 @@ class Product:
         self.lease_ms = lease_ms
 
     def _command(
-        self, project_id: str, command_id: str, operation: str, ref: ResourceRef,
-        payload: dict[str, object], expected: int | None = None,
-    ) -> Command:  # fmt: skip
+        self,
+        project_id: str,
+        command_id: str,
+        operation: str,
+        ref: ResourceRef,
+        payload: dict[str, object],
+        expected: int | None = None,
+    ) -> Command:
         return Command(command_id, project_id, expected, operation, ref, ChangeOp.UPSERT, payload)
 
     def create_session(self, caller: Caller, project_id: str, req: CreateRequest) -> Receipt:
@@ -87,9 +97,13 @@ class Product:
         data = SessionInput.parse(req.payload)
         ref = ResourceRef(SESSION, data.session_id)
         body = canonical_bytes(
-            {"session_id": data.session_id, "source_id": data.source_id,
-             "topic": data.topic, "created_by": caller.actor_id}
-        )  # fmt: skip
+            {
+                "session_id": data.session_id,
+                "source_id": data.source_id,
+                "topic": data.topic,
+                "created_by": caller.actor_id,
+            }
+        )
 
         def decide(tx: WriteTx, p: Project, current: StoredResource | None, now: int) -> Decision:
             _absent(current)
@@ -110,9 +124,14 @@ class Product:
             _absent(current)
             source_id = str(session["source_id"])
             body = canonical_bytes(
-                {"fact_id": data.fact_id, "session_id": data.session_id, "source_id": source_id,
-                 "actor_id": caller.actor_id, "content": data.content}
-            )  # fmt: skip
+                {
+                    "fact_id": data.fact_id,
+                    "session_id": data.session_id,
+                    "source_id": source_id,
+                    "actor_id": caller.actor_id,
+                    "content": data.content,
+                }
+            )
             return Decision(ChangeOp.UPSERT, body, search=SearchDoc(data.fact_id, source_id, terms))
 
         cmd = self._command(project_id, req.command_id, "fact.create", ref, req.payload)
@@ -128,11 +147,16 @@ class Product:
             _check_receiver(tx, p.scope, caller.actor_id, data.to_actor)
             _absent(current)
             body = canonical_bytes(
-                {"context_id": data.context_id, "handoff_id": data.handoff_id,
-                 "session_id": data.session_id, "source_id": session["source_id"],
-                 "from_actor": caller.actor_id, "to_actor": data.to_actor,
-                 "content": data.content}
-            )  # fmt: skip
+                {
+                    "context_id": data.context_id,
+                    "handoff_id": data.handoff_id,
+                    "session_id": data.session_id,
+                    "source_id": session["source_id"],
+                    "from_actor": caller.actor_id,
+                    "to_actor": data.to_actor,
+                    "content": data.content,
+                }
+            )
             return Decision(ChangeOp.UPSERT, body)
 
         cmd = self._command(project_id, req.command_id, "handoff_context.create", ref, req.payload)
@@ -148,18 +172,31 @@ class Product:
             source_id = str(session["source_id"])
             if data.context_id is not None:
                 context = _existing(tx, p.scope, CONTEXT, data.context_id)
-                route = (data.handoff_id, data.session_id, source_id, caller.actor_id, data.to_actor)
-                found = tuple(context[k] for k in
-                              ("handoff_id", "session_id", "source_id", "from_actor", "to_actor"))  # fmt: skip
+                route = (
+                    data.handoff_id,
+                    data.session_id,
+                    source_id,
+                    caller.actor_id,
+                    data.to_actor,
+                )
+                found = tuple(
+                    context[k]
+                    for k in ("handoff_id", "session_id", "source_id", "from_actor", "to_actor")
+                )
                 if found != route:
                     raise fail(ErrorCode.HANDOFF_CONFLICT, "context belongs to another route")
             _check_receiver(tx, p.scope, caller.actor_id, data.to_actor)
             _absent(current)
             record = HandoffRecord(
-                handoff_id=data.handoff_id, session_id=data.session_id, source_id=source_id,
-                from_actor=caller.actor_id, to_actor=data.to_actor, focus=data.focus,
-                done_when=data.done_when, context_id=data.context_id,
-            )  # fmt: skip
+                handoff_id=data.handoff_id,
+                session_id=data.session_id,
+                source_id=source_id,
+                from_actor=caller.actor_id,
+                to_actor=data.to_actor,
+                focus=data.focus,
+                done_when=data.done_when,
+                context_id=data.context_id,
+            )
             return Decision(ChangeOp.UPSERT, canonical_bytes(record.to_json()), _index_row(record))
 
         cmd = self._command(project_id, req.command_id, "handoff.send", ref, req.payload)
@@ -182,16 +219,21 @@ class Product:
             evidence = None
             if fact_id is not None:
                 fact = _existing(tx, p.scope, FACT, fact_id)
-                evidence = Evidence(fact_id, str(fact["session_id"]), str(fact["source_id"]),
-                                    str(fact["actor_id"]))  # fmt: skip
+                evidence = Evidence(
+                    fact_id, str(fact["session_id"]), str(fact["source_id"]), str(fact["actor_id"])
+                )
             record = HandoffRecord.from_json(decode_stored(current.body))
             if record.to_actor != caller.actor_id:
                 raise fail(ErrorCode.HANDOFF_ACTOR_MISMATCH, "only the receiver may do this")
             check_expected_revision(current, req.expected_revision)
             event = Event(kind, claim_id, now, self.lease_ms, evidence, outcome)
             updated = transition(record, event)
-            return Decision(ChangeOp.UPSERT, canonical_bytes(updated.to_json()), _index_row(updated))
+            return Decision(
+                ChangeOp.UPSERT, canonical_bytes(updated.to_json()), _index_row(updated)
+            )
 
         operation = f"handoff.{kind}"
-        cmd = self._command(project_id, req.command_id, operation, ref, req.payload, req.expected_revision)
+        cmd = self._command(
+            project_id, req.command_id, operation, ref, req.payload, req.expected_revision
+        )
         return self.ledger.execute(caller, cmd, decide)

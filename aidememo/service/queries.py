@@ -10,7 +10,14 @@ from dataclasses import dataclass
 
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.limits import CHANGES_LIMIT_DEFAULT, CHANGES_LIMIT_MAX, SNAPSHOT_MAX_RESOURCES
-from aidememo.domain.model import ChangeRecord, Membership, Project, ResourceRef, Scope, StoredResource
+from aidememo.domain.model import (
+    ChangeRecord,
+    Membership,
+    Project,
+    ResourceRef,
+    Scope,
+    StoredResource,
+)
 from aidememo.domain.visibility import visible_to
 from aidememo.ports import ReadTx, Store
 from aidememo.service.access import Caller, authorize
