@@ -1,0 +1,123 @@
+"""`SqlExecutor` over a Durable Object's SQLite storage, as Python Workers see it.
+
+The API used (Cloudflare's `SqlStorage`, reached through the Workers SDK's binding wrapper):
+- `storage.sql.exec(sql, *bindings)` returns a cursor; `cursor.raw().toArray()` gives every row
+  as an array of column values in column order (checked in workerd through Miniflare:
+  duplicate column names survive, which `toArray()` of row objects would collapse).
+- BLOBs come back as a JS `ArrayBuffer`; under Pyodide that arrives as a `memoryview`, a
+  `JsProxy` with `to_bytes()`/`to_py()`, or `bytes`, and is always handed on as `bytes`.
+  Bindings are passed as Python values; the SDK turns `bytes` into a `Uint8Array`.
+- `storage.transactionSync(fn)` runs `fn` atomically and rolls back when it throws. The
+  callback must return a plain value (returning a cursor raises `AttributeError` in the SDK),
+  so ours always returns `None` and keeps the result on the Python side.
+- `BEGIN`, `COMMIT`, `ROLLBACK`, `SAVEPOINT` and `RELEASE` are refused by workerd, so none is
+  ever sent (DESIGN section 5).
+
+Reads run outside `transactionSync`: a Durable Object is single-threaded and the store's
+reads are synchronous, so no other request can interleave between the statements of one
+`read(fn)`; the snapshot is consistent without the cost of a transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+from aidememo.domain.errors import AidememoError, ErrorCode, fail
+from aidememo.stores.sqlite.executor import Row, SqlValue
+
+try:  # Pyodide only: JS null may arrive as `jsnull` when the SDK wrapper is bypassed.
+    from pyodide.ffi import jsnull as _JSNULL
+except ImportError:  # CPython
+    _JSNULL = None
+
+T = TypeVar("T")
+
+_PLAIN = (int, float, str, bytes)
+
+
+def _storage_failure(what: str, exc: BaseException) -> AidememoError:
+    return fail(
+        ErrorCode.STORAGE_FAILURE,
+        f"durable object sql {what} failed: {type(exc).__name__}: {exc}",
+    )
+
+
+def to_sql_value(value: Any) -> SqlValue:
+    """Turn one column value from the JS side into int, float, str, bytes or None."""
+    if value is None or isinstance(value, _PLAIN):
+        return value
+    if value is _JSNULL:
+        return None
+    if isinstance(value, (memoryview, bytearray)):
+        return bytes(value)
+    to_bytes = getattr(value, "to_bytes", None)
+    if callable(to_bytes):  # pyodide JsBuffer (ArrayBuffer, Uint8Array)
+        return bytes(to_bytes())
+    to_py = getattr(value, "to_py", None)
+    if callable(to_py):
+        return to_sql_value(to_py())
+    raise fail(ErrorCode.STORAGE_FAILURE, f"unexpected SQL value type {type(value).__name__}")
+
+
+def _row(values: Iterable[Any]) -> Row:
+    return tuple(to_sql_value(v) for v in values)
+
+
+class DoSqlExecutor:
+    """Runs the store's SQL on `ctx.storage` of a Durable Object (or the test double)."""
+
+    def __init__(self, storage: Any, capabilities: frozenset[str] = frozenset()) -> None:
+        self._storage = storage
+        self._sql = storage.sql
+        self.capabilities = capabilities
+        self._in_tx = False
+
+    def execute(self, sql: str, params: Sequence[SqlValue] = ()) -> list[Row]:
+        """Run one statement; the cursor is drained at once so it never outlives the call."""
+        try:
+            rows = self._sql.exec(sql, *params).raw().toArray()
+        except AidememoError:
+            raise
+        except Exception as exc:
+            raise _storage_failure("statement", exc) from exc
+        return [_row(row) for row in rows]
+
+    def execute_script(self, statements: Sequence[str]) -> None:
+        """Run parameterless statements in order."""
+        for statement in statements:
+            self.execute(statement)
+
+    def transaction(self, fn: Callable[[], T]) -> T:
+        """Run `fn` inside `transactionSync`; its own exception propagates unchanged."""
+        if self._in_tx:
+            return fn()
+        results: list[T] = []
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            # Keep the result and the exception in Python: a value crossing into JS and back
+            # could be converted, and an exception could come back wrapped.
+            try:
+                results.append(fn())
+            except BaseException as exc:
+                errors.append(exc)
+                raise
+
+        self._in_tx = True
+        try:
+            self._storage.transactionSync(run)
+        except BaseException as exc:
+            if errors:
+                raise errors[0] from None
+            raise _storage_failure("transaction", exc) from exc
+        finally:
+            self._in_tx = False
+        return results[0]
+
+    def read(self, fn: Callable[[], T]) -> T:
+        """Run `fn` directly: a Durable Object runs one synchronous call at a time."""
+        return fn()
+
+    def close(self) -> None:
+        """Nothing to release: the runtime owns the storage."""

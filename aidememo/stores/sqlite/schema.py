@@ -1,0 +1,209 @@
+"""The canonical SQLite schema and its migrations, shared by the file store and Durable Objects.
+
+The version lives in the `aidememo_schema` table, not in `PRAGMA user_version`: Durable Object
+SQL refuses that pragma with SQLITE_AUTH (DESIGN section 5). Every migration is a tuple of
+statements applied, with the version bump, inside one write transaction, so a crash leaves
+either the old schema or the new one.
+
+The layout follows the anchor's SQLite schema v4 (anchor 2.2), collapsed into one v1 because
+nothing is released yet. All tables are STRICT and keyed by (tenant_id, project_id) first.
+Bodies are the canonical JSON bytes as committed (BLOB) and are returned unchanged.
+"""
+
+from __future__ import annotations
+
+from aidememo.domain.errors import ErrorCode, fail
+from aidememo.stores.sqlite.executor import SqlExecutor
+
+SCHEMA_VERSION = 1
+COMPONENT = "canonical_store"
+
+CREATE_VERSION_TABLE = (
+    "CREATE TABLE IF NOT EXISTS aidememo_schema ("
+    "component TEXT PRIMARY KEY, version INTEGER NOT NULL) STRICT"
+)
+SELECT_VERSION = "SELECT version FROM aidememo_schema WHERE component = ?"
+UPSERT_VERSION = (
+    "INSERT INTO aidememo_schema (component, version) VALUES (?, ?) "
+    "ON CONFLICT (component) DO UPDATE SET version = excluded.version"
+)
+
+_V1 = (
+    """CREATE TABLE tenants (
+        tenant_id TEXT PRIMARY KEY,
+        status TEXT NOT NULL DEFAULT 'active'
+            CHECK (status IN ('active', 'suspended', 'archived')),
+        created_at_ms INTEGER NOT NULL
+    ) STRICT""",
+    """CREATE TABLE projects (
+        tenant_id TEXT NOT NULL REFERENCES tenants (tenant_id),
+        project_id TEXT NOT NULL,
+        project_epoch TEXT NOT NULL,
+        head_seq INTEGER NOT NULL CHECK (head_seq >= 0),
+        status TEXT NOT NULL DEFAULT 'active'
+            CHECK (status IN ('active', 'suspended', 'archived')),
+        created_at_ms INTEGER NOT NULL,
+        PRIMARY KEY (tenant_id, project_id)
+    ) STRICT""",
+    """CREATE TABLE actors (
+        tenant_id TEXT NOT NULL REFERENCES tenants (tenant_id),
+        actor_id TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('human', 'agent', 'service')),
+        status TEXT NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'suspended')),
+        created_at_ms INTEGER NOT NULL,
+        PRIMARY KEY (tenant_id, actor_id)
+    ) STRICT""",
+    """CREATE TABLE memberships (
+        tenant_id TEXT NOT NULL,
+        project_id TEXT NOT NULL,
+        actor_id TEXT NOT NULL,
+        role TEXT NOT NULL CHECK (role IN ('owner', 'admin', 'writer', 'reader')),
+        status TEXT NOT NULL CHECK (status IN ('active', 'suspended')),
+        updated_at_ms INTEGER NOT NULL,
+        PRIMARY KEY (tenant_id, project_id, actor_id),
+        FOREIGN KEY (tenant_id, project_id) REFERENCES projects (tenant_id, project_id),
+        FOREIGN KEY (tenant_id, actor_id) REFERENCES actors (tenant_id, actor_id)
+    ) STRICT""",
+    """CREATE TABLE token_bindings (
+        token_sha256 BLOB PRIMARY KEY CHECK (length(token_sha256) = 32),
+        tenant_id TEXT NOT NULL,
+        actor_id TEXT NOT NULL,
+        active INTEGER NOT NULL CHECK (active IN (0, 1)),
+        created_at_ms INTEGER NOT NULL,
+        FOREIGN KEY (tenant_id, actor_id) REFERENCES actors (tenant_id, actor_id)
+    ) STRICT""",
+    """CREATE TABLE resources (
+        tenant_id TEXT NOT NULL,
+        project_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        resource_id TEXT NOT NULL,
+        revision INTEGER NOT NULL CHECK (revision > 0),
+        body BLOB,
+        PRIMARY KEY (tenant_id, project_id, kind, resource_id),
+        FOREIGN KEY (tenant_id, project_id) REFERENCES projects (tenant_id, project_id)
+    ) STRICT""",
+    """CREATE TABLE receipts (
+        tenant_id TEXT NOT NULL,
+        project_id TEXT NOT NULL,
+        command_id TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        actor_id TEXT NOT NULL,
+        project_seq INTEGER NOT NULL CHECK (project_seq > 0),
+        kind TEXT NOT NULL,
+        resource_id TEXT NOT NULL,
+        revision INTEGER NOT NULL CHECK (revision > 0),
+        committed_at_ms INTEGER NOT NULL,
+        PRIMARY KEY (tenant_id, project_id, command_id),
+        UNIQUE (tenant_id, project_id, project_seq)
+    ) STRICT""",
+    """CREATE TABLE changes (
+        tenant_id TEXT NOT NULL,
+        project_id TEXT NOT NULL,
+        seq INTEGER NOT NULL CHECK (seq > 0),
+        project_epoch TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        resource_id TEXT NOT NULL,
+        op TEXT NOT NULL CHECK (op IN ('upsert', 'delete')),
+        revision INTEGER NOT NULL CHECK (revision > 0),
+        actor_id TEXT NOT NULL,
+        committed_at_ms INTEGER NOT NULL,
+        body BLOB,
+        PRIMARY KEY (tenant_id, project_id, seq),
+        CHECK ((op = 'upsert') = (body IS NOT NULL))
+    ) STRICT""",
+    """CREATE TABLE audit (
+        tenant_id TEXT NOT NULL,
+        project_id TEXT NOT NULL,
+        project_seq INTEGER NOT NULL CHECK (project_seq > 0),
+        command_id TEXT NOT NULL,
+        operation TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        resource_id TEXT NOT NULL,
+        actor_id TEXT NOT NULL,
+        committed_at_ms INTEGER NOT NULL,
+        PRIMARY KEY (tenant_id, project_id, project_seq),
+        UNIQUE (tenant_id, project_id, command_id)
+    ) STRICT""",
+    """CREATE TABLE handoff_index (
+        tenant_id TEXT NOT NULL,
+        project_id TEXT NOT NULL,
+        handoff_id TEXT NOT NULL,
+        from_actor TEXT NOT NULL,
+        to_actor TEXT NOT NULL,
+        source_id TEXT NOT NULL,
+        status TEXT NOT NULL,
+        revision INTEGER NOT NULL CHECK (revision > 0),
+        updated_seq INTEGER NOT NULL CHECK (updated_seq > 0),
+        PRIMARY KEY (tenant_id, project_id, handoff_id)
+    ) STRICT""",
+    """CREATE INDEX handoff_inbox_idx
+        ON handoff_index (tenant_id, project_id, to_actor, updated_seq DESC)""",
+    """CREATE INDEX handoff_outbox_idx
+        ON handoff_index (tenant_id, project_id, from_actor, updated_seq DESC)""",
+    # The rowid of a fact's FTS row, found by key: FTS5 UNINDEXED columns are not indexed,
+    # so replacing a fact's entry by (tenant, project, fact_id) alone would scan the table.
+    """CREATE TABLE fact_search_keys (
+        doc_rowid INTEGER PRIMARY KEY,
+        tenant_id TEXT NOT NULL,
+        project_id TEXT NOT NULL,
+        fact_id TEXT NOT NULL,
+        UNIQUE (tenant_id, project_id, fact_id)
+    ) STRICT""",
+    # `terms` is already tokenized by Python (lowercase, CJK bigrams), space-separated.
+    """CREATE VIRTUAL TABLE fact_search USING fts5 (
+        terms,
+        tenant_id UNINDEXED,
+        project_id UNINDEXED,
+        fact_id UNINDEXED,
+        source_id UNINDEXED,
+        tokenize = "unicode61 remove_diacritics 0"
+    )""",
+)
+
+MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [(1, _V1)]
+"""Ordered (version, statements); applying version N moves the database from N-1 to N."""
+
+
+def read_version(executor: SqlExecutor) -> int:
+    """The recorded schema version (0 for a database this code never touched)."""
+    rows = executor.execute(
+        "SELECT name FROM sqlite_schema WHERE type = 'table' AND name = 'aidememo_schema'"
+    )
+    if not rows:
+        return 0
+    rows = executor.execute(SELECT_VERSION, (COMPONENT,))
+    return int(rows[0][0]) if rows else 0  # type: ignore[arg-type]
+
+
+def migrate(executor: SqlExecutor) -> int:
+    """Bring the database to `SCHEMA_VERSION` in one write transaction; return the version.
+
+    Idempotent: an up-to-date database is only read, so opening it takes no write lock. A
+    database newer than this code is refused with `storage_failure` rather than
+    half-understood.
+    """
+    current = executor.read(lambda: read_version(executor))
+    _refuse_newer(current)
+    if current == SCHEMA_VERSION:
+        return current
+
+    def run() -> int:
+        executor.execute(CREATE_VERSION_TABLE)
+        current = read_version(executor)  # another process may have migrated meanwhile
+        _refuse_newer(current)
+        for version, statements in MIGRATIONS:
+            if version > current:
+                executor.execute_script(statements)
+                executor.execute(UPSERT_VERSION, (COMPONENT, version))
+                current = version
+        return current
+
+    return executor.transaction(run)
+
+
+def _refuse_newer(version: int) -> None:
+    if version > SCHEMA_VERSION:
+        raise fail(
+            ErrorCode.STORAGE_FAILURE,
+            f"database schema {version} is newer than this code's {SCHEMA_VERSION}",
+        )

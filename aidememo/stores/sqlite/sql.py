@@ -1,0 +1,157 @@
+"""Every statement the SQLite store runs, as module constants.
+
+Precomputed strings keep the hot path free of string building and let both executors reuse
+prepared statements (the stdlib `sqlite3` statement cache is keyed by the SQL text).
+Placeholders are positional `?`, which both `sqlite3` and Durable Object SQL accept.
+"""
+
+from __future__ import annotations
+
+# -- identity -------------------------------------------------------------------------------
+
+GET_PROJECT = "SELECT project_epoch, head_seq FROM projects WHERE tenant_id = ? AND project_id = ?"
+GET_ACTOR = "SELECT kind FROM actors WHERE tenant_id = ? AND actor_id = ?"
+GET_MEMBERSHIP = (
+    "SELECT role, status FROM memberships WHERE tenant_id = ? AND project_id = ? AND actor_id = ?"
+)
+GET_TOKEN = (
+    "SELECT tenant_id, actor_id, active, created_at_ms FROM token_bindings WHERE token_sha256 = ?"
+)
+TENANT_EXISTS = "SELECT 1 FROM tenants WHERE tenant_id = ?"
+
+# Inserts are upserts, like the reference store's: provisioning twice leaves one row.
+INSERT_TENANT = (
+    "INSERT INTO tenants (tenant_id, created_at_ms) VALUES (?, ?) "
+    "ON CONFLICT (tenant_id) DO UPDATE SET created_at_ms = excluded.created_at_ms"
+)
+INSERT_PROJECT = (
+    "INSERT INTO projects (tenant_id, project_id, project_epoch, head_seq, created_at_ms) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant_id, project_id) DO UPDATE SET "
+    "project_epoch = excluded.project_epoch, head_seq = excluded.head_seq"
+)
+INSERT_ACTOR = (
+    "INSERT INTO actors (tenant_id, actor_id, kind, created_at_ms) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (tenant_id, actor_id) DO UPDATE SET kind = excluded.kind"
+)
+PUT_MEMBERSHIP = (
+    "INSERT INTO memberships (tenant_id, project_id, actor_id, role, status, updated_at_ms) "
+    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, project_id, actor_id) DO UPDATE SET "
+    "role = excluded.role, status = excluded.status, updated_at_ms = excluded.updated_at_ms"
+)
+INSERT_TOKEN = (
+    "INSERT INTO token_bindings (token_sha256, tenant_id, actor_id, active, created_at_ms) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (token_sha256) DO UPDATE SET "
+    "tenant_id = excluded.tenant_id, actor_id = excluded.actor_id, active = excluded.active, "
+    "created_at_ms = excluded.created_at_ms"
+)
+SET_TOKEN_ACTIVE = "UPDATE token_bindings SET active = ? WHERE token_sha256 = ?"
+
+# -- ledger reads ---------------------------------------------------------------------------
+
+GET_RESOURCE = (
+    "SELECT revision, body FROM resources "
+    "WHERE tenant_id = ? AND project_id = ? AND kind = ? AND resource_id = ?"
+)
+GET_RECEIPT = (
+    "SELECT fingerprint, actor_id, project_seq, kind, resource_id, revision, committed_at_ms "
+    "FROM receipts WHERE tenant_id = ? AND project_id = ? AND command_id = ?"
+)
+LIST_CHANGES = (
+    "SELECT seq, project_epoch, kind, resource_id, op, revision, actor_id, committed_at_ms, body "
+    "FROM changes WHERE tenant_id = ? AND project_id = ? AND seq > ? ORDER BY seq LIMIT ?"
+)
+LIST_RESOURCES = (
+    "SELECT kind, resource_id, revision, body FROM resources "
+    "WHERE tenant_id = ? AND project_id = ? ORDER BY kind, resource_id LIMIT ?"
+)
+LIST_AUDIT = (
+    "SELECT project_seq, command_id, operation, kind, resource_id, actor_id, committed_at_ms "
+    "FROM audit WHERE tenant_id = ? AND project_id = ? ORDER BY project_seq"
+)
+
+# -- the commit -----------------------------------------------------------------------------
+
+# Compare-and-swap of the head; RETURNING tells whether exactly one row moved, in both
+# executors (Durable Object SQL has no `changes()` that survives across `exec` calls reliably).
+ADVANCE_HEAD = (
+    "UPDATE projects SET head_seq = ? "
+    "WHERE tenant_id = ? AND project_id = ? AND head_seq = ? RETURNING head_seq"
+)
+UPSERT_RESOURCE = (
+    "INSERT INTO resources (tenant_id, project_id, kind, resource_id, revision, body) "
+    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, project_id, kind, resource_id) "
+    "DO UPDATE SET revision = excluded.revision, body = excluded.body"
+)
+INSERT_CHANGE = (
+    "INSERT INTO changes (tenant_id, project_id, seq, project_epoch, kind, resource_id, op, "
+    "revision, actor_id, committed_at_ms, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+INSERT_AUDIT = (
+    "INSERT INTO audit (tenant_id, project_id, project_seq, command_id, operation, kind, "
+    "resource_id, actor_id, committed_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+INSERT_RECEIPT = (
+    "INSERT INTO receipts (tenant_id, project_id, command_id, fingerprint, actor_id, "
+    "project_seq, kind, resource_id, revision, committed_at_ms) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+UPSERT_HANDOFF = (
+    "INSERT INTO handoff_index (tenant_id, project_id, handoff_id, from_actor, to_actor, "
+    "source_id, status, revision, updated_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (tenant_id, project_id, handoff_id) DO UPDATE SET "
+    "from_actor = excluded.from_actor, to_actor = excluded.to_actor, "
+    "source_id = excluded.source_id, status = excluded.status, "
+    "revision = excluded.revision, updated_seq = excluded.updated_seq"
+)
+
+# -- search ---------------------------------------------------------------------------------
+
+# The upsert returns the fact's stable FTS rowid whether the key is new or not.
+SEARCH_KEY = (
+    "INSERT INTO fact_search_keys (tenant_id, project_id, fact_id) VALUES (?, ?, ?) "
+    "ON CONFLICT (tenant_id, project_id, fact_id) DO UPDATE SET fact_id = excluded.fact_id "
+    "RETURNING doc_rowid"
+)
+SEARCH_DELETE = "DELETE FROM fact_search WHERE rowid = ?"
+SEARCH_INSERT = (
+    "INSERT INTO fact_search (rowid, terms, tenant_id, project_id, fact_id, source_id) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
+)
+_SEARCH_HEAD = (
+    "SELECT fact_id, bm25(fact_search) AS score FROM fact_search "
+    "WHERE fact_search MATCH ? AND tenant_id = ? AND project_id = ?"
+)
+_SEARCH_TAIL = " ORDER BY score, fact_id LIMIT ?"
+SEARCH = _SEARCH_HEAD + _SEARCH_TAIL
+SEARCH_IN_SOURCE = _SEARCH_HEAD + " AND source_id = ?" + _SEARCH_TAIL
+
+# -- mailbox --------------------------------------------------------------------------------
+
+_MAILBOX_COLUMNS = (
+    "SELECT handoff_id, from_actor, to_actor, source_id, status, revision, updated_seq "
+    "FROM handoff_index WHERE tenant_id = ? AND project_id = ? AND "
+)
+
+
+def mailbox_sql(inbox: bool, by_source: bool, include_completed: bool, paged: bool) -> str:
+    """One of sixteen fixed mailbox queries; each uses the inbox or outbox index directly.
+
+    Parameters bind in this order: tenant, project, actor, [source], [before_seq], limit.
+    """
+    sql = _MAILBOX_COLUMNS + ("to_actor = ?" if inbox else "from_actor = ?")
+    if by_source:
+        sql += " AND source_id = ?"
+    if not include_completed:
+        sql += " AND status <> 'completed'"
+    if paged:
+        sql += " AND updated_seq < ?"
+    return sql + " ORDER BY updated_seq DESC LIMIT ?"
+
+
+MAILBOX = {
+    (inbox, by_source, completed, paged): mailbox_sql(inbox, by_source, completed, paged)
+    for inbox in (True, False)
+    for by_source in (True, False)
+    for completed in (True, False)
+    for paged in (True, False)
+}

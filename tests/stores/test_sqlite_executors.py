@@ -1,0 +1,301 @@
+"""The two SQLite executors: file safety, busy mapping, rollback, Durable Object rules."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aidememo.domain.errors import AidememoError, ErrorCode, fail
+from aidememo.ports import CAP_REOPEN, CAP_SECOND_PROCESS, CAP_TWO_CONNECTIONS, WriteTx
+from aidememo.stores.sqlite import SqliteStore
+from aidememo.stores.sqlite.do_executor import DoSqlExecutor, to_sql_value
+from aidememo.stores.sqlite.sqlite3_executor import Sqlite3Executor
+from tests.doubles.do_storage import DoStorage, JsBuffer, JsException
+from tests.stores._support import (
+    KINDS,
+    SCOPE,
+    TENANT,
+    commit_all,
+    committer,
+    mutation,
+    open_store,
+    provision,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_store_sqlite_file_modes_0600(tmp_path: Path) -> None:
+    old = os.umask(0o002)  # a permissive umask must not leak into the files
+    try:
+        path = tmp_path / "new_dir" / "canonical.sqlite"
+        store = SqliteStore.open_file(path)
+        commit_all_ok = store.transaction(lambda tx: tx.tenant_exists(TENANT))
+        assert commit_all_ok is False
+        for suffix in ("", "-wal", "-shm"):
+            sidecar = Path(str(path) + suffix)
+            assert sidecar.exists(), sidecar
+            assert _mode(sidecar) == 0o600, (sidecar, oct(_mode(sidecar)))
+        assert _mode(path.parent) == 0o700
+        store.close()
+    finally:
+        os.umask(old)
+
+
+def test_store_sqlite_existing_file_tightened_to_0600(tmp_path: Path) -> None:
+    path = tmp_path / "canonical.sqlite"
+    path.touch(mode=0o644)
+    os.chmod(path, 0o644)
+    SqliteStore.open_file(path).close()
+    assert _mode(path) == 0o600
+
+
+def test_store_sqlite_pragmas(tmp_path: Path) -> None:
+    executor = Sqlite3Executor(tmp_path / "db.sqlite")
+    try:
+        assert executor.execute("PRAGMA journal_mode") == [("wal",)]
+        assert executor.execute("PRAGMA synchronous") == [(2,)]  # FULL
+        assert executor.execute("PRAGMA foreign_keys") == [(1,)]
+        assert executor.execute("PRAGMA busy_timeout") == [(5000,)]
+    finally:
+        executor.close()
+    normal = Sqlite3Executor(tmp_path / "db.sqlite", synchronous="normal")
+    assert normal.execute("PRAGMA synchronous") == [(1,)]
+    normal.close()
+    with pytest.raises(ValueError):
+        Sqlite3Executor(tmp_path / "db.sqlite", synchronous="sometimes")
+
+
+def test_store_capabilities_by_executor(tmp_path: Path) -> None:
+    file_store = SqliteStore.open_file(tmp_path / "db.sqlite")
+    memory_store = SqliteStore.open_memory()
+    assert file_store.capabilities == {CAP_REOPEN, CAP_TWO_CONNECTIONS, CAP_SECOND_PROCESS}
+    assert memory_store.capabilities == frozenset()
+    assert file_store.mode == memory_store.mode == "single_node"
+    file_store.close()
+    memory_store.close()
+    storage = DoStorage()
+    assert SqliteStore.on_durable_object(storage).mode == "edge"
+    storage.close()
+
+
+def test_store_busy_maps_to_storage_failure(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    SqliteStore.open_file(path).close()
+    store = SqliteStore(Sqlite3Executor(path, busy_timeout_ms=50))
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(AidememoError) as info:
+            store.transaction(lambda tx: tx.insert_tenant(TENANT, 1))
+        assert info.value.code is ErrorCode.STORAGE_FAILURE
+        assert not isinstance(info.value, sqlite3.Error)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    store.transaction(lambda tx: tx.insert_tenant(TENANT, 1))  # usable again afterwards
+    assert store.read(lambda tx: tx.tenant_exists(TENANT))
+    store.close()
+
+
+def test_store_constraint_violation_is_storage_failure(tmp_path: Path) -> None:
+    for kind in KINDS:
+        with open_store(kind, tmp_path / kind) as store:
+            commit_all(store, [mutation(1, "r1")])
+            # A second receipt for the same command id is a bug upstream, never a raw error.
+            dup = mutation(2, "r2", command_id="cmd_1")
+            with pytest.raises(AidememoError) as info:
+                store.transaction(committer(dup))
+            assert info.value.code is ErrorCode.STORAGE_FAILURE
+            assert store.read(lambda tx: tx.get_project(SCOPE)).head_seq == 1  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_store_rollback_on_callback_error(kind: str, tmp_path: Path) -> None:
+    with open_store(kind, tmp_path) as store:
+        raised = fail(ErrorCode.STALE_REVISION, "from the callback")
+
+        def aidememo_error(tx: WriteTx) -> None:
+            tx.commit_mutation(mutation(1, "r1"))
+            tx.insert_tenant("tenant_ghost", 5)
+            raise raised
+
+        with pytest.raises(AidememoError) as info:
+            store.transaction(aidememo_error)
+        assert info.value is raised  # unchanged, not wrapped
+
+        def other_error(tx: WriteTx) -> None:
+            tx.insert_tenant("tenant_ghost", 5)
+            raise KeyError("bug")
+
+        with pytest.raises(KeyError):
+            store.transaction(other_error)
+        assert not store.read(lambda tx: tx.tenant_exists("tenant_ghost"))
+        assert (
+            store.read(lambda tx: tx.get_resource(SCOPE, mutation(1, "r1").receipt.resource))
+            is None
+        )
+        assert store.read(lambda tx: tx.get_project(SCOPE)).head_seq == 0  # type: ignore[union-attr]
+        commit_all(store, [mutation(1, "r1")])  # the head did not move: seq 1 is still next
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_store_nested_transaction_joins_outer(kind: str, tmp_path: Path) -> None:
+    with open_store(kind, tmp_path) as store:
+
+        def outer(tx: WriteTx) -> None:
+            store.transaction(lambda inner: inner.insert_tenant("tenant_nested", 2))
+            raise fail(ErrorCode.INVALID_COMMAND, "undo both")
+
+        with pytest.raises(AidememoError):
+            store.transaction(outer)
+        assert not store.read(lambda tx: tx.tenant_exists("tenant_nested"))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_store_async_callback_refused(kind: str, tmp_path: Path) -> None:
+    with open_store(kind, tmp_path) as store:
+
+        async def later(tx: WriteTx) -> None:
+            tx.insert_tenant("tenant_async", 3)
+
+        with pytest.raises(AidememoError) as info:
+            store.transaction(later)  # type: ignore[unused-coroutine]
+        assert info.value.code is ErrorCode.STORAGE_FAILURE
+
+
+def test_store_do_double_refuses_begin() -> None:
+    storage = DoStorage()
+    try:
+        for statement in (
+            "BEGIN",
+            "begin immediate",
+            " COMMIT",
+            "ROLLBACK",
+            "SAVEPOINT a",
+            "RELEASE a",
+        ):
+            with pytest.raises(JsException, match=r"please use .*transactionSync\(\)"):
+                storage.sql.exec(statement)
+        for statement in ("PRAGMA user_version", "PRAGMA journal_mode", "PRAGMA user_version = 3"):
+            with pytest.raises(JsException, match="SQLITE_AUTH"):
+                storage.sql.exec(statement)
+        with pytest.raises(JsException, match="not authorized"):
+            storage.sql.exec("SELECT sqlite_version()")
+        assert storage.sql.exec("PRAGMA foreign_keys").raw().toArray() == [[1]]
+        storage.sql.exec("CREATE TABLE t (a INTEGER) STRICT")
+        assert storage.sql.databaseSize > 0
+    finally:
+        storage.close()
+
+
+def test_store_do_double_cursor_api() -> None:
+    storage = DoStorage()
+    try:
+        sql = storage.sql
+        sql.exec("CREATE TABLE t (a INTEGER, b BLOB) STRICT")
+        assert sql.exec("INSERT INTO t VALUES (?, ?)", 1, b"\x00\xff").rowsWritten == 1
+        cur = sql.exec("SELECT a, b, a AS a FROM t")
+        assert cur.columnNames == ["a", "b", "a"]
+        row = sql.exec("SELECT a, b FROM t").one()
+        assert row.a == 1 and row["b"].to_bytes() == b"\x00\xff"
+        with pytest.raises(JsException, match="got no results"):
+            sql.exec("SELECT a FROM t WHERE a = 2").one()
+        with pytest.raises(TypeError):
+            sql.exec("SELECT ?", (1, 2))
+        with pytest.raises(AttributeError):  # the SDK gotcha: never return a cursor
+            storage.transactionSync(lambda: sql.exec("SELECT 1"))
+    finally:
+        storage.close()
+
+
+def test_store_do_executor_never_sends_transaction_sql() -> None:
+    storage = DoStorage()
+    try:
+        store = SqliteStore.on_durable_object(storage)
+        store.transaction(lambda tx: tx.insert_tenant(TENANT, 1))
+        # The double refuses BEGIN/SAVEPOINT from SQL, so reaching here proves none was sent;
+        # a callback returning rows (not a cursor) crosses transactionSync fine.
+        executor = store.executor
+        assert executor.transaction(lambda: executor.execute("SELECT 1")) == [(1,)]
+    finally:
+        storage.close()
+
+
+def test_store_do_executor_maps_js_errors_to_storage_failure() -> None:
+    storage = DoStorage()
+    try:
+        executor = DoSqlExecutor(storage)
+        with pytest.raises(AidememoError) as info:
+            executor.execute("SELECT * FROM no_such_table")
+        assert info.value.code is ErrorCode.STORAGE_FAILURE
+    finally:
+        storage.close()
+
+
+def test_store_blob_roundtrip_do_executor() -> None:
+    body = bytes(range(256)) + b'{"x":"\xc3\xa9"}'
+    storage = DoStorage()
+    try:
+        store = SqliteStore.on_durable_object(storage)
+        store.transaction(provision)
+        commit_all(store, [mutation(1, "blob", body)])
+        ref = mutation(1, "blob").receipt.resource
+        found = store.read(lambda tx: tx.get_resource(SCOPE, ref))
+        assert found is not None and type(found.body) is bytes and found.body == body
+        (change,) = store.read(lambda tx: tx.list_changes(SCOPE, 0, 10))
+        assert type(change.body) is bytes and change.body == body
+    finally:
+        storage.close()
+
+
+def test_store_do_value_conversion() -> None:
+    assert to_sql_value(memoryview(b"ab")) == b"ab"
+    assert to_sql_value(bytearray(b"ab")) == b"ab"
+    assert to_sql_value(JsBuffer(b"ab")) == b"ab"
+    assert to_sql_value(None) is None and to_sql_value(3) == 3 and to_sql_value("s") == "s"
+
+    class ToPyOnly:
+        def to_py(self) -> memoryview:
+            return memoryview(b"cd")
+
+    assert to_sql_value(ToPyOnly()) == b"cd"
+    with pytest.raises(AidememoError):
+        to_sql_value(object())
+
+
+def test_store_core_imports_without_sqlite3() -> None:
+    # Pyodide has no sqlite3: the store package (and the DO executor) must import without it.
+    code = (
+        "import sys; sys.modules['sqlite3'] = None\n"
+        "import aidememo.stores.sqlite, aidememo.stores.sqlite.do_executor\n"
+        "from aidememo.stores.sqlite import SqliteStore\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_store_only_sqlite3_executor_imports_sqlite3() -> None:
+    offenders = [
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "aidememo").rglob("*.py")
+        if path.name != "sqlite3_executor.py"
+        and any(
+            line.strip().startswith(("import sqlite3", "from sqlite3"))
+            for line in path.read_text(encoding="utf-8").splitlines()
+        )
+    ]
+    assert offenders == []

@@ -1,0 +1,109 @@
+"""Schema version table and migrations of the SQLite store (STORE-SQL rules)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from aidememo.domain.errors import AidememoError, ErrorCode
+from aidememo.stores.sqlite import SCHEMA_VERSION, SqliteStore
+from aidememo.stores.sqlite.schema import COMPONENT, MIGRATIONS
+from tests.doubles.do_storage import DoStorage
+from tests.stores._support import SCOPE, commit_all, mutation, provision
+
+
+def _set_version(path: Path, version: int) -> None:
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute(
+            "UPDATE aidememo_schema SET version = ? WHERE component = ?", (version, COMPONENT)
+        )
+    conn.close()
+
+
+def test_store_schema_version_in_table_not_user_version(tmp_path: Path) -> None:
+    store = SqliteStore.open_file(tmp_path / "db.sqlite")
+    store.close()
+    conn = sqlite3.connect(tmp_path / "db.sqlite")
+    rows = conn.execute("SELECT component, version FROM aidememo_schema").fetchall()
+    (user_version,) = conn.execute("PRAGMA user_version").fetchone()
+    conn.close()
+    assert rows == [(COMPONENT, SCHEMA_VERSION)]
+    assert user_version == 0
+
+
+def test_store_migrations_ordered_and_end_at_schema_version() -> None:
+    versions = [version for version, _ in MIGRATIONS]
+    assert versions == sorted(versions) == list(range(1, SCHEMA_VERSION + 1))
+
+
+def test_store_newer_schema_refused(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    SqliteStore.open_file(path).close()
+    _set_version(path, SCHEMA_VERSION + 1)
+    with pytest.raises(AidememoError) as info:
+        SqliteStore.open_file(path)
+    assert info.value.code is ErrorCode.STORAGE_FAILURE
+    assert info.value.message == (
+        f"database schema {SCHEMA_VERSION + 1} is newer than this code's {SCHEMA_VERSION}"
+    )
+
+
+def test_store_newer_schema_refused_do_executor() -> None:
+    storage = DoStorage()
+    try:
+        SqliteStore.on_durable_object(storage)
+        storage.sql.exec("UPDATE aidememo_schema SET version = ?", SCHEMA_VERSION + 7)
+        with pytest.raises(AidememoError) as info:
+            SqliteStore.on_durable_object(storage)
+        assert info.value.code is ErrorCode.STORAGE_FAILURE
+        assert "is newer than this code's" in info.value.message
+    finally:
+        storage.close()
+
+
+def test_store_migrations_idempotent_on_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    store = SqliteStore.open_file(path)
+    store.transaction(provision)
+    commit_all(store, [mutation(1, "r1"), mutation(2, "r2")])
+    store.close()
+    for _ in range(3):
+        store = SqliteStore.open_file(path)
+        assert store.schema_version() == SCHEMA_VERSION
+        project = store.read(lambda tx: tx.get_project(SCOPE))
+        assert project is not None and project.head_seq == 2
+        store.close()
+    conn = sqlite3.connect(path)
+    (count,) = conn.execute("SELECT count(*) FROM aidememo_schema").fetchone()
+    conn.close()
+    assert count == 1
+
+
+def test_store_migrations_idempotent_on_do_reopen() -> None:
+    storage = DoStorage()
+    try:
+        first = SqliteStore.on_durable_object(storage)
+        first.transaction(provision)
+        commit_all(first, [mutation(1, "r1")])
+        again = SqliteStore.on_durable_object(storage)  # a restarted object runs migrate again
+        assert again.schema_version() == SCHEMA_VERSION
+        assert again.read(lambda tx: tx.get_project(SCOPE)).head_seq == 1  # type: ignore[union-attr]
+    finally:
+        storage.close()
+
+
+def test_store_all_tables_strict(tmp_path: Path) -> None:
+    store = SqliteStore.open_file(tmp_path / "db.sqlite")
+    store.close()
+    conn = sqlite3.connect(tmp_path / "db.sqlite")
+    rows = conn.execute(
+        "SELECT name, strict FROM pragma_table_list WHERE schema = 'main' AND type = 'table' "
+        "AND name NOT LIKE 'sqlite%'"
+    ).fetchall()
+    fts_shadow = {f"fact_search_{s}" for s in ("data", "idx", "content", "docsize", "config")}
+    rows = [row for row in rows if row[0] not in fts_shadow]
+    conn.close()
+    assert rows and all(strict == 1 for _, strict in rows), rows
