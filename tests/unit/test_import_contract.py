@@ -1,0 +1,225 @@
+"""Layering contract (DESIGN.md section 2): dependencies point inward.
+
+Every import statement (module level or inside functions) of the edge core, worker/ and
+durable_objects/ is read from the AST, relative imports resolved, and checked against an allow
+list. Violations are reported as file:line. Missing folders are fine: the tree grows over time.
+
+Core (stdlib only, runs on CPython and Pyodide): the stdlib and the core packages; `sqlite3`
+only in aidememo/stores/sqlite/sqlite3_executor.py; the aidememo root (`__version__`). A core
+module may also reach the Pyodide runtime (`pyodide`, `js`) inside a `try:` whose handler catches
+ImportError, so that it still imports on CPython.
+Edge (worker/, durable_objects/): the stdlib, the Workers SDK (`workers`, `js`, `pyodide`), the
+core and each other; pg8000 only in durable_objects/pg_connection.py.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+CORE_PACKAGES = (
+    "aidememo.domain",
+    "aidememo.ports",
+    "aidememo.service",
+    "aidememo.stores",
+    "aidememo.http",
+    "aidememo.conformance",
+)
+CORE_PATHS = tuple(
+    REPO / p
+    for p in (
+        "aidememo/__init__.py",
+        "aidememo/domain",
+        "aidememo/service",
+        "aidememo/ports.py",
+        "aidememo/stores",
+        "aidememo/http",
+        "aidememo/conformance",
+    )
+)
+EDGE_PATHS = (REPO / "worker", REPO / "durable_objects")
+RUNTIME = ("workers", "js", "pyodide")
+SQLITE3 = frozenset({"sqlite3", "_sqlite3"})
+SQLITE3_MODULE = REPO / "aidememo/stores/sqlite/sqlite3_executor.py"
+PG_CONNECTION_MODULE = REPO / "durable_objects/pg_connection.py"
+STDLIB = frozenset(sys.stdlib_module_names)
+IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
+
+
+@dataclass(frozen=True)
+class Import:
+    line: int
+    name: str  # absolute module name, relative imports resolved
+    guarded: bool  # inside `try:` whose handlers catch ImportError
+
+
+def _py_files(paths: tuple[Path, ...]) -> Iterator[Path]:
+    for path in paths:
+        if path.is_file() and path.suffix == ".py":
+            yield path
+        elif path.is_dir():
+            yield from (p for p in sorted(path.rglob("*.py")) if "__pycache__" not in p.parts)
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _catches_import_error(node: ast.Try) -> bool:
+    for handler in node.handlers:
+        types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+        if any(isinstance(t, ast.Name) and t.id in IMPORT_ERRORS for t in types):
+            return True
+    return False
+
+
+def _guarded_nodes(tree: ast.AST) -> set[int]:
+    """ids of the import nodes inside the body of a try that catches ImportError."""
+    guarded: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and _catches_import_error(node):
+            for stmt in node.body:
+                guarded.update(id(n) for n in ast.walk(stmt))
+    return guarded
+
+
+def _imports(path: Path, root: Path = REPO) -> Iterator[Import]:
+    """Yield every import of the file, module names made absolute against root."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    module = _module_name(path, root)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    guarded = _guarded_nodes(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield Import(node.lineno, alias.name, id(node) in guarded)
+        elif isinstance(node, ast.ImportFrom):
+            if not node.level:
+                yield Import(node.lineno, node.module or "", id(node) in guarded)
+                continue
+            parts = package.split(".")
+            base = ".".join(parts[: len(parts) - (node.level - 1)])
+            if node.module:
+                yield Import(node.lineno, f"{base}.{node.module}", id(node) in guarded)
+            else:  # from . import a, b: each name may be a submodule
+                for alias in node.names:
+                    yield Import(node.lineno, f"{base}.{alias.name}", id(node) in guarded)
+
+
+def _within(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def _core_violation(path: Path, imp: Import) -> str | None:
+    top = imp.name.partition(".")[0]
+    if top in SQLITE3:
+        return None if path == SQLITE3_MODULE else "sqlite3 outside sqlite3_executor.py"
+    if top in STDLIB or imp.name == "aidememo" or _within(imp.name, CORE_PACKAGES):
+        return None
+    if _within(imp.name, ("js", "pyodide")):
+        return None if imp.guarded else "Pyodide runtime import without an ImportError guard"
+    return "not stdlib or the core"
+
+
+def _edge_violation(path: Path, imp: Import) -> str | None:
+    top = imp.name.partition(".")[0]
+    if top in SQLITE3:
+        return "sqlite3 at the edge"
+    if top in STDLIB or imp.name == "aidememo":
+        return None
+    if _within(imp.name, RUNTIME + CORE_PACKAGES + ("worker", "durable_objects")):
+        return None
+    if top == "pg8000" and path == PG_CONNECTION_MODULE:
+        return None
+    return "not stdlib, the Workers SDK or the core"
+
+
+Rule = Callable[[Path, Import], str | None]
+
+
+def _violations(paths: tuple[Path, ...], rule: Rule) -> list[str]:
+    found = []
+    for path in _py_files(paths):
+        for imp in _imports(path):
+            reason = rule(path, imp)
+            if reason:
+                found.append(f"{path.relative_to(REPO)}:{imp.line}: imports {imp.name} ({reason})")
+    return found
+
+
+def test_core_imports_only_stdlib_and_core() -> None:
+    violations = _violations(CORE_PATHS, _core_violation)
+    assert not violations, "\n".join(violations)
+
+
+def test_edge_imports_only_stdlib_sdk_and_core() -> None:
+    violations = _violations(EDGE_PATHS, _edge_violation)
+    assert not violations, "\n".join(violations)
+
+
+def _imp(name: str, guarded: bool = False) -> Import:
+    return Import(1, name, guarded)
+
+
+def test_rules_reject_outward_imports() -> None:
+    domain = REPO / "aidememo/domain/x.py"
+    for name in ("origin.app", "aidememo.cli.main", "aidememo.client", "aidememo.mcp"):
+        assert _core_violation(domain, _imp(name)), name
+    for name in ("aidememo.memory", "worker.entry", "durable_objects", "pydantic", "httpx"):
+        assert _core_violation(domain, _imp(name)), name
+    assert _core_violation(REPO / "aidememo/stores/sqlite/store.py", _imp("sqlite3"))
+    assert _core_violation(domain, _imp("pyodide.ffi"))
+    entry = REPO / "worker/entry.py"
+    for name in ("pg8000", "origin.settings", "aidememo.mcp", "aidememo.cli", "sqlite3", "boto3"):
+        assert _edge_violation(entry, _imp(name)), name
+
+
+def test_rules_accept_inward_imports() -> None:
+    service = REPO / "aidememo/service/x.py"
+    for name in ("json", "aidememo", "aidememo.domain.errors", "aidememo.ports", "typing"):
+        assert _core_violation(service, _imp(name)) is None, name
+    assert _core_violation(SQLITE3_MODULE, _imp("sqlite3")) is None
+    assert _core_violation(service, _imp("pyodide.ffi", guarded=True)) is None
+    entry = REPO / "worker/entry.py"
+    for name in ("workers", "js", "pyodide.ffi", "aidememo.stores.sqlite.schema", "worker.auth"):
+        assert _edge_violation(entry, _imp(name)) is None, name
+    assert _edge_violation(PG_CONNECTION_MODULE, _imp("pg8000.dbapi")) is None
+
+
+def test_relative_and_guarded_imports_are_resolved(tmp_path: Path) -> None:
+    package = tmp_path / "aidememo" / "service"
+    package.mkdir(parents=True)
+    probe = package / "probe.py"
+    probe.write_text(
+        "from . import ledger\n"
+        "from ..cli import main\n"
+        "from .. import memory\n"
+        "def later() -> None:\n"
+        "    import origin.app\n"
+        "try:\n"
+        "    from pyodide.ffi import jsnull\n"
+        "except (ImportError, AttributeError):\n"
+        "    jsnull = None\n"
+    )
+    found = [(i.name, i.guarded) for i in _imports(probe, tmp_path)]
+    assert sorted(found) == sorted(
+        [
+            ("aidememo.service.ledger", False),
+            ("aidememo.cli", False),
+            ("aidememo.memory", False),
+            ("origin.app", False),
+            ("pyodide.ffi", True),
+        ]
+    )
+    (package / "__init__.py").write_text("from .ledger import x\n")
+    assert [i.name for i in _imports(package / "__init__.py", tmp_path)] == [
+        "aidememo.service.ledger"
+    ]
