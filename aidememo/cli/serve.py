@@ -1,0 +1,55 @@
+"""`aidememo serve`: open the store, build the HTTP app, hand it to the origin server.
+
+uvicorn and `origin` are imported only here, only when serving, so every other command works
+without the `origin` extra.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import ipaddress
+
+from aidememo.cli.errors import EXIT_USAGE, CliError
+from aidememo.cli.stores import default_database, open_store
+
+MISSING_EXTRA = "aidememo serve needs the origin extra: pip install 'aidememo[origin]'"
+
+
+def is_loopback(host: str) -> bool:
+    """True for localhost, 127.0.0.0/8 and ::1 (brackets allowed)."""
+    name = host.strip().strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def run_serve(
+    *,
+    database: str | None,
+    host: str,
+    port: int,
+    allow_insecure_http: bool,
+    handoff_lease_ms: int,
+) -> int:
+    """Serve until SIGTERM/SIGINT; returns the exit status."""
+    if not is_loopback(host) and not allow_insecure_http:
+        raise CliError(
+            f"refusing plain HTTP on non-loopback host {host}: tokens would cross the network "
+            "in clear text; put a TLS proxy in front and pass --allow-insecure-http",
+            EXIT_USAGE,
+        )
+    if importlib.util.find_spec("uvicorn") is None:
+        raise CliError(MISSING_EXTRA, EXIT_USAGE)
+    from aidememo.http.app import HttpApp
+    from origin.server import ServerSettings, serve
+
+    store = open_store(database if database else default_database())
+    try:
+        app = HttpApp(store, handoff_lease_ms=handoff_lease_ms)
+    except BaseException:
+        store.close()
+        raise
+    return serve(app, ServerSettings(host=host, port=port), close=store.close)

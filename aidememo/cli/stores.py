@@ -1,0 +1,80 @@
+"""Where the command line's data lives, and how a `--database` value becomes a `Store`.
+
+`--database` is a PostgreSQL URL (`postgresql://` or `postgres://`) or a SQLite file path.
+Without one, commands use `$AIDEMEMO_HOME/ssot.sqlite` (default `~/.aidememo`); that data
+directory is created 0700, and put back to 0700 if it exists with looser bits. An explicit
+path's directory is left alone (the store creates a missing one 0700 and its files 0600).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from aidememo.cli.errors import EXIT_USAGE, CliError
+from aidememo.domain.errors import AidememoError
+from aidememo.ports import Store
+
+HOME_ENV = "AIDEMEMO_HOME"
+DATABASE_FILE = "ssot.sqlite"
+DATA_DIR_MODE = 0o700
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def data_home(environ: Mapping[str, str] | None = None) -> Path:
+    """`$AIDEMEMO_HOME`, or `~/.aidememo`."""
+    env = os.environ if environ is None else environ
+    value = env.get(HOME_ENV, "")
+    return Path(value).expanduser() if value else Path.home() / ".aidememo"
+
+
+def ensure_data_home(environ: Mapping[str, str] | None = None) -> Path:
+    """Create the data directory 0700 (or tighten it to 0700) and return it."""
+    home = data_home(environ)
+    try:
+        home.mkdir(mode=DATA_DIR_MODE, parents=True, exist_ok=True)
+        os.chmod(home, DATA_DIR_MODE)
+    except OSError as exc:
+        raise CliError(f"cannot prepare data directory {home}: {exc.strerror or exc}") from exc
+    return home
+
+
+def default_database(environ: Mapping[str, str] | None = None) -> str:
+    """The default SQLite file, with its data directory prepared."""
+    return str(ensure_data_home(environ) / DATABASE_FILE)
+
+
+def is_postgres(database: str) -> bool:
+    """True for a PostgreSQL URL."""
+    return database.startswith(POSTGRES_SCHEMES)
+
+
+def describe_database(database: str) -> str:
+    """The database as it may be printed: a URL loses its password, a path becomes absolute."""
+    if is_postgres(database):
+        parts = urlsplit(database)
+        if parts.password is None:
+            return database
+        host = parts.hostname or ""
+        netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return os.path.abspath(os.path.expanduser(database))
+
+
+def open_store(database: str) -> Store:
+    """Open the canonical store named by `database` (a PostgreSQL URL or a SQLite path)."""
+    if is_postgres(database):
+        # The PostgreSQL store arrives with its own issue, which replaces this branch.
+        raise CliError("PostgreSQL support is not installed in this build", EXIT_USAGE)
+    from aidememo.stores.sqlite import SqliteStore
+
+    path = os.path.expanduser(database)
+    if os.path.isdir(path):
+        raise CliError(f"database {path} is a directory; give a file path")
+    try:
+        store: Store = SqliteStore.open_file(path, synchronous="FULL")
+    except AidememoError as exc:
+        raise CliError(f"cannot open database {path}: {exc.message}") from exc
+    return store

@@ -1,0 +1,135 @@
+"""Run the ASGI adapter under uvicorn, programmatically, with access logs and a clean SIGTERM.
+
+Shutdown on SIGTERM or SIGINT: uvicorn stops accepting, lets every in-flight request finish
+(up to `graceful_timeout_s`), then sends the lifespan shutdown, which closes the store; the
+process then exits 0. Nothing acknowledged is lost, because a SQLite commit is durable
+(`synchronous=FULL`) before dispatch returns its response.
+
+uvicorn re-raises a captured signal after a graceful shutdown, which would turn a clean stop
+into exit status 143; `serve` installs its own no-op handlers first, so that re-raise lands
+on them and the process exits 0. A second SIGINT still forces an immediate exit (uvicorn's
+behaviour).
+
+Logging goes to stderr: uvicorn's own lines, and one `aidememo.access` line per request with
+request id, method, path without the query string, status and duration. uvicorn's access
+log is off, because it would log the query string and the client address.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+from origin.asgi import Dispatcher, create_asgi_app
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 3030
+GRACEFUL_TIMEOUT_S = 30
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+
+
+def logging_config(level: str = "INFO") -> dict[str, Any]:
+    """The `logging.config.dictConfig` document the server runs with."""
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"plain": {"format": LOG_FORMAT}},
+        "handlers": {
+            "stderr": {
+                "class": "logging.StreamHandler",
+                "formatter": "plain",
+                "stream": "ext://sys.stderr",
+            }
+        },
+        "loggers": {
+            "uvicorn": {"handlers": ["stderr"], "level": level, "propagate": False},
+            "uvicorn.access": {"handlers": [], "level": "CRITICAL", "propagate": False},
+            "aidememo": {"handlers": ["stderr"], "level": level, "propagate": False},
+        },
+    }
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    """Where and how to listen."""
+
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    offload: bool = False
+    log_level: str = "INFO"
+    graceful_timeout_s: int = GRACEFUL_TIMEOUT_S
+
+
+class _Once:
+    """Call a function at most once, whichever path (lifespan or finally) gets there first."""
+
+    def __init__(self, fn: Callable[[], None]) -> None:
+        self._fn = fn
+        self._lock = threading.Lock()
+        self._done = False
+
+    def __call__(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+        self._fn()
+
+
+def serve(http_app: Dispatcher, settings: ServerSettings, *, close: Callable[[], None]) -> int:
+    """Serve until SIGTERM/SIGINT; returns the process exit status (0 after a clean stop).
+
+    `close` releases the store; it runs once, after the in-flight requests have finished.
+    """
+    import uvicorn
+
+    close_once = _Once(close)
+    app = create_asgi_app(http_app, offload=settings.offload, on_shutdown=close_once)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        loop="uvloop" if _installed("uvloop") else "asyncio",
+        http="httptools" if _installed("httptools") else "h11",
+        lifespan="on",
+        access_log=False,
+        log_config=logging_config(settings.log_level.upper()),
+        server_header=False,
+        proxy_headers=False,
+        timeout_graceful_shutdown=settings.graceful_timeout_s,
+    )
+    server = uvicorn.Server(config)
+    received: list[int] = []
+
+    def remember(sig: int, _frame: FrameType | None) -> None:
+        received.append(sig)
+
+    previous = {}
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    if in_main_thread:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, remember)
+    try:
+        server.run()
+    except SystemExit as exc:  # uvicorn exits 1 when it cannot bind or start up
+        return exc.code if isinstance(exc.code, int) else 1
+    finally:
+        close_once()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if received:
+        logging.getLogger("aidememo.server").info(
+            "stopped on %s", ", ".join(signal.Signals(s).name for s in received)
+        )
+    return 0 if server.started else 1
