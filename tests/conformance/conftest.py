@@ -1,0 +1,75 @@
+"""Every store the conformance suite runs against, each with the capabilities it declares.
+
+Later issues add backends (PostgreSQL with psycopg and with pg8000) by adding an entry to
+`BACKENDS`; tests that need a capability are skipped where it is absent, never by type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from aidememo.ports import CAP_REOPEN, Store
+from aidememo.stores.memory import MemoryStore
+from aidememo.stores.sqlite import SqliteStore
+from tests.doubles.do_storage import DoStorage
+
+
+@dataclass
+class Backend:
+    """Opens stores on one backend; `open()` called twice opens the same database."""
+
+    name: str
+    open: Callable[[], Store]
+    capabilities: frozenset[str]
+    path: Path | None = None
+
+    def require(self, capability: str) -> None:
+        """Skip the calling test unless this backend has `capability`."""
+        if capability not in self.capabilities:
+            pytest.skip(f"{self.name} lacks capability {capability!r}")
+
+
+def _memory(tmp_path: Path) -> Backend:
+    return Backend("memory", MemoryStore, MemoryStore.capabilities)
+
+
+def _sqlite_file(tmp_path: Path) -> Backend:
+    path = tmp_path / "canonical.sqlite"
+    probe = SqliteStore.open_file(path)
+    caps = probe.capabilities
+    probe.close()
+    return Backend("sqlite_file", lambda: SqliteStore.open_file(path), caps, path)
+
+
+def _sqlite_memory(tmp_path: Path) -> Backend:
+    return Backend("sqlite_memory", SqliteStore.open_memory, frozenset())
+
+
+def _do_sql(tmp_path: Path) -> Backend:
+    # A file under the double stands for the object's durable SQLite, so it survives a
+    # restart of the object like the real one does.
+    path = tmp_path / "do.sqlite"
+    return Backend(
+        "do_sql",
+        lambda: SqliteStore.on_durable_object(DoStorage(str(path)), frozenset({CAP_REOPEN})),
+        frozenset({CAP_REOPEN}),
+        path,
+    )
+
+
+BACKENDS: dict[str, Callable[[Path], Backend]] = {
+    "memory": _memory,
+    "sqlite_file": _sqlite_file,
+    "sqlite_memory": _sqlite_memory,
+    "do_sql": _do_sql,
+}
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """One backend per test run."""
+    yield BACKENDS[request.param](tmp_path)
