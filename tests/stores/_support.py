@@ -16,7 +16,7 @@ from aidememo.domain.model import (
     Scope,
     SearchDoc,
 )
-from aidememo.ports import WriteTx
+from aidememo.ports import Store, WriteTx
 from aidememo.stores.sqlite import SqliteStore
 from tests.doubles.do_storage import DoStorage
 
@@ -92,7 +92,7 @@ def committer(m: Mutation) -> Callable[[WriteTx], None]:
     return _committer(m)
 
 
-def commit_all(store: SqliteStore, mutations: list[Mutation]) -> None:
+def commit_all(store: Store, mutations: list[Mutation]) -> None:
     """Commit each mutation in its own transaction, in order."""
     for m in mutations:
         store.transaction(_committer(m))

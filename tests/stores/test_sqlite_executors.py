@@ -7,6 +7,7 @@ import sqlite3
 import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -299,3 +300,68 @@ def test_store_only_sqlite3_executor_imports_sqlite3() -> None:
         )
     ]
     assert offenders == []
+
+
+def _append_one(store: SqliteStore, tag: str, n: int) -> None:
+    def run(tx: WriteTx) -> None:
+        project = tx.lock_project(SCOPE)
+        assert project is not None
+        seq = project.head_seq + 1
+        tx.commit_mutation(mutation(seq, f"{tag}_{n}", command_id=f"{tag}_{n}"))
+
+    store.transaction(run)
+
+
+def test_store_two_connections_serialize_writers(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    first = SqliteStore.open_file(path, synchronous="NORMAL")
+    first.transaction(provision)
+    second = SqliteStore.open_file(path, synchronous="NORMAL")
+    per_thread = 40
+    errors: list[BaseException] = []
+
+    def writer(store: SqliteStore, tag: str) -> None:
+        try:
+            for n in range(per_thread):
+                _append_one(store, tag, n)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [
+        threading.Thread(target=writer, args=(store, tag))
+        for store, tag in ((first, "a"), (second, "b"), (first, "c"))
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    changes = second.read(lambda tx: tx.list_changes(SCOPE, 0, 1000))
+    assert [c.seq for c in changes] == list(range(1, 3 * per_thread + 1))
+    first.close()
+    second.close()
+
+
+def test_store_second_process_sees_commits(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    store = SqliteStore.open_file(path)
+    store.transaction(provision)
+    code = (
+        "import sys\n"
+        "from tests.stores._support import SCOPE, commit_all, mutation\n"
+        "from aidememo.stores.sqlite import SqliteStore\n"
+        "store = SqliteStore.open_file(sys.argv[1])\n"
+        "commit_all(store, [mutation(1, 'from_child')])\n"
+        "store.close()\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    project = store.read(lambda tx: tx.get_project(SCOPE))
+    assert project is not None and project.head_seq == 1
+    store.close()

@@ -34,7 +34,7 @@ _V1 = (
         status TEXT NOT NULL DEFAULT 'active'
             CHECK (status IN ('active', 'suspended', 'archived')),
         created_at_ms INTEGER NOT NULL
-    ) STRICT""",
+    ) STRICT, WITHOUT ROWID""",
     """CREATE TABLE projects (
         tenant_id TEXT NOT NULL REFERENCES tenants (tenant_id),
         project_id TEXT NOT NULL,
@@ -44,7 +44,7 @@ _V1 = (
             CHECK (status IN ('active', 'suspended', 'archived')),
         created_at_ms INTEGER NOT NULL,
         PRIMARY KEY (tenant_id, project_id)
-    ) STRICT""",
+    ) STRICT, WITHOUT ROWID""",
     """CREATE TABLE actors (
         tenant_id TEXT NOT NULL REFERENCES tenants (tenant_id),
         actor_id TEXT NOT NULL,
@@ -52,7 +52,7 @@ _V1 = (
         status TEXT NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'suspended')),
         created_at_ms INTEGER NOT NULL,
         PRIMARY KEY (tenant_id, actor_id)
-    ) STRICT""",
+    ) STRICT, WITHOUT ROWID""",
     """CREATE TABLE memberships (
         tenant_id TEXT NOT NULL,
         project_id TEXT NOT NULL,
@@ -63,7 +63,7 @@ _V1 = (
         PRIMARY KEY (tenant_id, project_id, actor_id),
         FOREIGN KEY (tenant_id, project_id) REFERENCES projects (tenant_id, project_id),
         FOREIGN KEY (tenant_id, actor_id) REFERENCES actors (tenant_id, actor_id)
-    ) STRICT""",
+    ) STRICT, WITHOUT ROWID""",
     """CREATE TABLE token_bindings (
         token_sha256 BLOB PRIMARY KEY CHECK (length(token_sha256) = 32),
         tenant_id TEXT NOT NULL,
@@ -71,7 +71,7 @@ _V1 = (
         active INTEGER NOT NULL CHECK (active IN (0, 1)),
         created_at_ms INTEGER NOT NULL,
         FOREIGN KEY (tenant_id, actor_id) REFERENCES actors (tenant_id, actor_id)
-    ) STRICT""",
+    ) STRICT, WITHOUT ROWID""",
     """CREATE TABLE resources (
         tenant_id TEXT NOT NULL,
         project_id TEXT NOT NULL,
@@ -95,7 +95,7 @@ _V1 = (
         committed_at_ms INTEGER NOT NULL,
         PRIMARY KEY (tenant_id, project_id, command_id),
         UNIQUE (tenant_id, project_id, project_seq)
-    ) STRICT""",
+    ) STRICT, WITHOUT ROWID""",
     """CREATE TABLE changes (
         tenant_id TEXT NOT NULL,
         project_id TEXT NOT NULL,
@@ -123,7 +123,7 @@ _V1 = (
         committed_at_ms INTEGER NOT NULL,
         PRIMARY KEY (tenant_id, project_id, project_seq),
         UNIQUE (tenant_id, project_id, command_id)
-    ) STRICT""",
+    ) STRICT, WITHOUT ROWID""",
     """CREATE TABLE handoff_index (
         tenant_id TEXT NOT NULL,
         project_id TEXT NOT NULL,
@@ -135,7 +135,7 @@ _V1 = (
         revision INTEGER NOT NULL CHECK (revision > 0),
         updated_seq INTEGER NOT NULL CHECK (updated_seq > 0),
         PRIMARY KEY (tenant_id, project_id, handoff_id)
-    ) STRICT""",
+    ) STRICT, WITHOUT ROWID""",
     """CREATE INDEX handoff_inbox_idx
         ON handoff_index (tenant_id, project_id, to_actor, updated_seq DESC)""",
     """CREATE INDEX handoff_outbox_idx
