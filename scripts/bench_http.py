@@ -1,0 +1,639 @@
+#!/usr/bin/env python3
+"""Benchmark of the origin HTTP service on SQLite (issue 3 item 11, DESIGN.md section 6).
+
+What is measured, and how:
+
+- Setup: a temporary `AIDEMEMO_HOME`; a project with two writer agents and their bearer
+  tokens bootstrapped directly through the store (`IdentityService.bootstrap`), one session and
+  `--seed-facts` facts (default 1,000) written through the core's `HttpApp.dispatch`. Then
+  `aidememo serve` (uvicorn, one process, `synchronous=FULL`) on a free loopback port.
+- Load: Debian's `wrk` (installed with apt-get when missing), `-t2 -c32 --latency`, one run of
+  `--duration` seconds (default 10) per request shape after a `--warmup` run (default 2 s),
+  driven by `scripts/bench_http.lua`: `POST facts` (command_id and fact_id unique per request:
+  run tag, wrk thread number and a per-thread counter; about 200 bytes of content),
+  `GET resource` (a random seeded fact), `GET changes` (`limit=1000`, random cursor) and
+  `GET search` (two random words). The Lua `done()` prints requests and the p50/p90/p95/p99
+  latencies from wrk's own histogram as JSON; requests/s is requests over wrk's duration.
+- Handoff cycle: a separate Python process (`http.client`, one keep-alive connection per
+  actor) runs `--cycles` full cycles (send by A; accept, result fact and return by B) with no
+  other load, timing each cycle and each step.
+- Baseline, in the same run: a hello-world JSON ASGI app under the same uvicorn settings as
+  `origin.server` (uvloop, httptools, lifespan on, no uvicorn access log), started by this
+  script on another port and driven by the same wrk command. The same hello answer behind
+  `origin.asgi` (our adapter and access log, no core) is reported as a figure, so the cost of
+  the adapter and of the core can be told apart.
+- Peak memory: the server's peak RSS (`VmHWM`) read before it is stopped.
+
+Every process this script starts is stopped (SIGTERM, then SIGKILL) in a `finally`, also on
+failure and on SIGTERM/SIGINT. The last line of output is the JSON object of DESIGN.md section
+6; progress goes to stderr. Run from the repository root:
+`.venv/bin/python scripts/bench_http.py [--duration 5 --cycles 100]`.
+`--py-spy FILE` adds one more `POST facts` run (not counted) with py-spy recording the server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import importlib.util
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _bench_common import emit, latency_summary, note, peak_rss_mib, target
+
+ROOT = Path(__file__).resolve().parent.parent
+LUA = Path(__file__).resolve().parent / "bench_http.lua"
+TENANT = "bench-tenant"
+PROJECT = "bench-project"
+ACTOR_A = "bench-a"
+ACTOR_B = "bench-b"
+SESSION = "s-bench"
+HANDOFF_SESSION = "s-handoff"
+HELLO_BODY = b'{"ok":true,"service":"hello","n":42}'
+
+# -- the hello-world baseline servers (run as child processes of this script) ----------------
+
+
+async def hello_asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """The smallest JSON ASGI app: every request gets `HELLO_BODY`."""
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+    if scope["type"] != "http":
+        return
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
+    await send({"type": "http.response.body", "body": HELLO_BODY})
+
+
+class HelloDispatcher:
+    """A core-shaped `dispatch` that answers `HELLO_BODY`, to serve behind `origin.asgi`."""
+
+    def dispatch(self, request: Any) -> Any:
+        from aidememo.http.types import Response
+
+        return Response(200, [("content-type", "application/json")], HELLO_BODY)
+
+
+def serve_hello(kind: str, port: int) -> int:
+    """`raw`: `hello_asgi` under `origin.server`'s uvicorn settings; `adapter`: the hello
+    dispatcher behind `origin.asgi`, through `origin.server.serve` itself."""
+    from origin.server import ServerSettings, logging_config, serve
+
+    if kind == "adapter":
+        return serve(HelloDispatcher(), ServerSettings(port=port), close=lambda: None)
+    import uvicorn
+
+    config = uvicorn.Config(
+        hello_asgi,
+        host="127.0.0.1",
+        port=port,
+        loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
+        http="httptools" if importlib.util.find_spec("httptools") else "h11",
+        lifespan="on",
+        access_log=False,
+        log_config=logging_config("INFO"),
+        server_header=False,
+        proxy_headers=False,
+    )
+    uvicorn.Server(config).run()
+    return 0
+
+
+def serve_app(database: str, port: int) -> int:
+    """Fallback when the `aidememo serve` command is not available: the same app and server."""
+    from aidememo.http.app import HttpApp
+    from aidememo.stores.sqlite import SqliteStore
+    from origin.server import ServerSettings, serve
+
+    store = SqliteStore.open_file(database, synchronous="FULL")
+    return serve(HttpApp(store), ServerSettings(port=port), close=store.close)
+
+
+# -- the handoff cycle client (a separate process) -------------------------------------------
+
+
+class Client:
+    """One keep-alive connection acting as one actor."""
+
+    def __init__(self, port: int, token: str) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+
+    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.conn.request("POST", path, json.dumps(body).encode(), self.headers)
+        response = self.conn.getresponse()
+        data = response.read()
+        if response.status != 200:
+            raise RuntimeError(f"POST {path}: {response.status} {data[:300]!r}")
+        result: dict[str, Any] = json.loads(data)
+        return result
+
+
+def handoff_client(port: int, token_a: str, token_b: str, cycles: int, tag: str) -> int:
+    """Run `cycles` handoff cycles and print their timings as one JSON line."""
+    a, b = Client(port, token_a), Client(port, token_b)
+    base = f"/v1/projects/{PROJECT}"
+    steps: dict[str, list[int]] = {"send": [], "accept": [], "fact": [], "return": []}
+    cycle_ns: list[int] = []
+    clock = time.perf_counter_ns
+    began = clock()
+    for i in range(cycles):
+        hid, claim, fid = f"h-{tag}-{i}", f"claim-{tag}-{i}", f"rf-{tag}-{i}"
+        t0 = clock()
+        sent = a.post(
+            f"{base}/handoffs",
+            {
+                "command_id": f"hs-{tag}-{i}",
+                "payload": {
+                    "handoff_id": hid,
+                    "session_id": HANDOFF_SESSION,
+                    "to_actor": ACTOR_B,
+                    "focus": "benchmark handoff",
+                },
+            },
+        )
+        t1 = clock()
+        accepted = b.post(
+            f"{base}/handoffs/{hid}/accept",
+            {
+                "command_id": f"ha-{tag}-{i}",
+                "expected_revision": sent["revision"],
+                "payload": {"claim_id": claim},
+            },
+        )
+        t2 = clock()
+        b.post(
+            f"{base}/facts",
+            {
+                "command_id": f"hf-{tag}-{i}",
+                "payload": {
+                    "fact_id": fid,
+                    "session_id": HANDOFF_SESSION,
+                    "content": f"result of handoff {i}: the benchmark work is done",
+                },
+            },
+        )
+        t3 = clock()
+        b.post(
+            f"{base}/handoffs/{hid}/return",
+            {
+                "command_id": f"hr-{tag}-{i}",
+                "expected_revision": accepted["revision"],
+                "payload": {"claim_id": claim, "result_fact_id": fid, "outcome": "succeeded"},
+            },
+        )
+        t4 = clock()
+        steps["send"].append(t1 - t0)
+        steps["accept"].append(t2 - t1)
+        steps["fact"].append(t3 - t2)
+        steps["return"].append(t4 - t3)
+        cycle_ns.append(t4 - t0)
+    total_s = (clock() - began) / 1e9
+    out: dict[str, Any] = {"cycles": cycles, "cycles_per_s": round(cycles / total_s, 1)}
+    out.update(latency_summary(cycle_ns, "cycle"))
+    for name, samples in steps.items():
+        out[f"{name}_p50_ms"] = latency_summary(samples, "x")["x_p50_ms"]
+    print("HANDOFF_JSON " + json.dumps(out), flush=True)
+    return 0
+
+
+# -- orchestration ----------------------------------------------------------------------------
+
+
+class Processes:
+    """Every child process this script started, stopped by pid on exit."""
+
+    def __init__(self) -> None:
+        self.children: list[subprocess.Popen[bytes]] = []
+
+    def start(self, argv: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+        with open(log, "ab") as sink:
+            proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        self.children.append(proc)
+        return proc
+
+    def stop(self, proc: subprocess.Popen[bytes]) -> None:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+    def stop_all(self) -> None:
+        for proc in reversed(self.children):
+            try:
+                self.stop(proc)
+            except Exception as exc:  # keep stopping the others
+                note(f"could not stop pid {proc.pid}: {exc}")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_ready(proc: subprocess.Popen[bytes], port: int, path: str, log: Path) -> None:
+    """Poll `GET path` until it answers 200; fail with the log's tail if the process dies."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = log.read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"server exited with {proc.returncode}:\n{tail}")
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", path)
+            if conn.getresponse().status == 200:
+                conn.close()
+                return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"server on port {port} did not become ready")
+
+
+def peak_rss_of(pid: int) -> float:
+    """Peak RSS (VmHWM) of a live process in MiB, or NaN."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return float("nan")
+
+
+def ensure_wrk() -> str:
+    """The path of `wrk`, installing Debian's package with apt-get if it is missing."""
+    found = shutil.which("wrk")
+    if found:
+        return found
+    note("wrk not found: installing Debian's wrk with apt-get")
+    install = ["apt-get", "install", "-y", "-q", "wrk"]
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    if subprocess.run(install, env=env, check=False).returncode != 0:
+        subprocess.run(["apt-get", "update", "-q"], env=env, check=True)
+        subprocess.run(install, env=env, check=True)
+    found = shutil.which("wrk")
+    if not found:
+        raise RuntimeError("wrk is still missing after apt-get install wrk")
+    return found
+
+
+def seed(database: Path, tokens: dict[str, str], facts: int) -> tuple[str, int]:
+    """Bootstrap the project and actors, create the sessions and seed facts; (epoch, head)."""
+    from aidememo.domain.clock import RandomIds, SystemClock
+    from aidememo.http.app import HttpApp
+    from aidememo.http.types import Request
+    from aidememo.service.identity import IdentityService, token_digest
+    from aidememo.stores.sqlite import SqliteStore
+
+    store = SqliteStore.open_file(database, synchronous="FULL")
+    try:
+        identity = IdentityService(store, SystemClock(), RandomIds())
+        boot = identity.bootstrap(
+            tenant_id=TENANT,
+            project_id=PROJECT,
+            actor_id=ACTOR_A,
+            token_sha256=token_digest(tokens[ACTOR_A]),
+        )
+        identity.bootstrap(
+            tenant_id=TENANT,
+            project_id=PROJECT,
+            actor_id=ACTOR_B,
+            token_sha256=token_digest(tokens[ACTOR_B]),
+        )
+        app = HttpApp(store)
+        headers = {
+            "authorization": f"Bearer {tokens[ACTOR_A]}",
+            "content-type": "application/json",
+        }
+
+        def post(path: str, body: dict[str, Any]) -> None:
+            target_path = f"/v1/projects/{PROJECT}/{path}"
+            request = Request("POST", target_path, "", headers, json.dumps(body).encode())
+            response = app.dispatch(request)
+            if response.status != 200:
+                raise RuntimeError(f"seeding {path}: {response.status} {response.body!r}")
+
+        for sid in (SESSION, HANDOFF_SESSION):
+            post(
+                "sessions",
+                {"command_id": f"cs-{sid}", "payload": {"session_id": sid, "topic": "benchmark"}},
+            )
+        words = ["server", "latency", "sqlite", "commit", "handoff", "memory", "agent", "ledger"]
+        for i in range(facts):
+            content = " ".join(words[(i + k) % len(words)] for k in range(24))
+            post(
+                "facts",
+                {
+                    "command_id": f"seed-cmd-{i}",
+                    "payload": {"fact_id": f"seed-{i}", "session_id": SESSION, "content": content},
+                },
+            )
+        return boot.project.project_epoch, facts + 2
+    finally:
+        store.close()
+
+
+@dataclass(frozen=True, slots=True)
+class LuaArgs:
+    """What `bench_http.lua` needs besides the mode and the run tag."""
+
+    token: str
+    project: str
+    epoch: str
+    seed_facts: int
+    head_seq: int
+    session: str
+
+    def argv(self, mode: str, tag: str) -> list[str]:
+        """The arguments after wrk's `--`, in the order `init(args)` reads them."""
+        return [
+            mode,
+            self.token,
+            self.project,
+            self.epoch,
+            tag,
+            str(self.seed_facts),
+            str(self.head_seq),
+            self.session,
+        ]
+
+
+def run_wrk(wrk: str, port: int, mode: str, seconds: int, lua: LuaArgs, tag: str) -> dict[str, Any]:
+    """One wrk run; the parsed `BENCH_JSON` line of the Lua `done()`. The run tag keeps
+    fact and command ids unique across warm-up and measured runs."""
+    argv = [
+        wrk,
+        "-t2",
+        "-c32",
+        f"-d{seconds}s",
+        "--latency",
+        "--timeout",
+        "10s",
+        "-s",
+        str(LUA),
+        f"http://127.0.0.1:{port}",
+        "--",
+        *lua.argv(mode, tag),
+    ]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60, check=False)
+    for line in result.stdout.splitlines():
+        if line.startswith("BENCH_JSON "):
+            parsed: dict[str, Any] = json.loads(line[len("BENCH_JSON ") :])
+            return parsed
+    raise RuntimeError(f"wrk {mode} printed no result:\n{result.stdout}\n{result.stderr}")
+
+
+def wrk_figures(raw: dict[str, Any]) -> dict[str, Any]:
+    """requests/s and latency in ms from one parsed wrk run."""
+    lat = raw["latency_us"]
+    errors = raw["errors"]
+    return {
+        "rps": round(raw["requests"] / (raw["duration_us"] / 1e6), 1),
+        "requests": raw["requests"],
+        "p50_ms": lat["p50"] / 1000,
+        "p95_ms": lat["p95"] / 1000,
+        "p99_ms": lat["p99"] / 1000,
+        "max_ms": lat["max"] / 1000,
+        "errors": errors["status"]
+        + errors["connect"]
+        + errors["read"]
+        + errors["write"]
+        + errors["timeout"],
+    }
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """Turn SIGTERM into SystemExit so every `finally` runs."""
+
+    def handler(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=int, default=10, help="seconds per measured wrk run")
+    parser.add_argument("--warmup", type=int, default=2, help="seconds of warm-up per run")
+    parser.add_argument("--cycles", type=int, default=200, help="handoff cycles to time")
+    parser.add_argument("--seed-facts", type=int, default=1000)
+    parser.add_argument("--py-spy", default=None, help="record a py-spy profile of POST facts")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    # internal modes: this script re-runs itself as the baseline server and the cycle client
+    parser.add_argument("--serve-hello", choices=["raw", "adapter"], help=argparse.SUPPRESS)
+    parser.add_argument("--serve-app", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--handoff-client", nargs=4, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.serve_hello:
+        return serve_hello(args.serve_hello, args.port)
+    if args.serve_app:
+        return serve_app(args.serve_app, args.port)
+    if args.handoff_client:
+        token_a, token_b, cycles, tag = args.handoff_client
+        return handoff_client(args.port, token_a, token_b, int(cycles), tag)
+
+    with stop_on_signals():
+        return orchestrate(args)
+
+
+def orchestrate(args: argparse.Namespace) -> int:
+    wrk = ensure_wrk()
+    procs = Processes()
+    tmp = Path(tempfile.mkdtemp(prefix="bench_http_"))
+    try:
+        home = tmp / "home"
+        home.mkdir(mode=0o700)
+        database = home / "ssot.sqlite"
+        tokens = {ACTOR_A: secrets.token_hex(32), ACTOR_B: secrets.token_hex(32)}
+        note(f"seeding {args.seed_facts} facts")
+        epoch, head = seed(database, tokens, args.seed_facts)
+
+        env = {**os.environ, "AIDEMEMO_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+        env.pop("AIDEMEMO_DATABASE_URL", None)
+        py, me = sys.executable, str(Path(__file__).resolve())
+        app_port, hello_port, adapter_port = free_port(), free_port(), free_port()
+        if importlib.util.find_spec("aidememo.cli.serve") is not None:
+            serve_argv = [py, "-m", "aidememo", "serve", "--port", str(app_port)]
+            how = "aidememo serve"
+        else:
+            serve_argv = [py, me, "--serve-app", str(database), "--port", str(app_port)]
+            how = "origin.server.serve (no aidememo serve command in this tree)"
+        note(f"starting the server ({how}) and the hello baselines")
+        server = procs.start(serve_argv, tmp / "server.log", env)
+        hello = procs.start(
+            [py, me, "--serve-hello", "raw", "--port", str(hello_port)], tmp / "hello.log", env
+        )
+        adapter = procs.start(
+            [py, me, "--serve-hello", "adapter", "--port", str(adapter_port)],
+            tmp / "adapter.log",
+            env,
+        )
+        wait_ready(server, app_port, "/health", tmp / "server.log")
+        wait_ready(hello, hello_port, "/hello", tmp / "hello.log")
+        wait_ready(adapter, adapter_port, "/hello", tmp / "adapter.log")
+
+        lua_args = LuaArgs(tokens[ACTOR_A], PROJECT, epoch, args.seed_facts, head, SESSION)
+        run_id = secrets.token_hex(3)
+
+        def measure(port: int, mode: str) -> dict[str, Any]:
+            if args.warmup > 0:
+                run_wrk(wrk, port, mode, args.warmup, lua_args, f"w{run_id}")
+            note(f"wrk {mode}: {args.duration} s")
+            return wrk_figures(run_wrk(wrk, port, mode, args.duration, lua_args, f"m{run_id}"))
+
+        # The baseline right before GET resource: the pair the ratio target compares.
+        results: dict[str, dict[str, Any]] = {}
+        results["hello"] = measure(hello_port, "hello")
+        results["get_resource"] = measure(app_port, "resource")
+        results["post_facts"] = measure(app_port, "facts")
+        results["get_changes"] = measure(app_port, "changes")
+        results["get_search"] = measure(app_port, "search")
+        results["adapter_hello"] = measure(adapter_port, "hello")
+
+        note(f"handoff cycle: {args.cycles} cycles from a separate process")
+        client = subprocess.run(
+            [
+                py,
+                me,
+                "--port",
+                str(app_port),
+                "--handoff-client",
+                tokens[ACTOR_A],
+                tokens[ACTOR_B],
+                str(args.cycles),
+                run_id,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+            env=env,
+            cwd=ROOT,
+        )
+        handoff: dict[str, Any] = {}
+        for line in client.stdout.splitlines():
+            if line.startswith("HANDOFF_JSON "):
+                handoff = json.loads(line[len("HANDOFF_JSON ") :])
+        if not handoff:
+            raise RuntimeError(f"handoff client failed:\n{client.stdout}\n{client.stderr}")
+
+        if args.py_spy:
+            profile_facts(args, wrk, server.pid, app_port, lua_args, run_id)
+
+        server_rss = peak_rss_of(server.pid)
+        hello_rss = peak_rss_of(hello.pid)
+    finally:
+        procs.stop_all()
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            note(f"kept {tmp}")
+
+    figures: dict[str, Any] = {}
+    for name in ("post_facts", "get_resource", "get_changes", "get_search", "adapter_hello"):
+        for key, value in results[name].items():
+            figures[f"{name}_{key}"] = value
+    for key, value in handoff.items():
+        figures[f"handoff_{key}"] = value
+    figures["server_peak_rss_mib"] = server_rss
+    figures["bench_peak_rss_mib"] = peak_rss_mib()
+    figures["load"] = f"wrk -t2 -c32 -d{args.duration}s --latency after {args.warmup} s warm-up"
+    figures["seed_facts"] = args.seed_facts
+    figures["server"] = "aidememo serve: uvicorn, one process, SQLite synchronous=FULL"
+    baseline = {f"hello_{key}": value for key, value in results["hello"].items()}
+    baseline["hello_peak_rss_mib"] = hello_rss
+    baseline["what"] = "hello-world JSON ASGI app, same uvicorn settings, same wrk command"
+    post, get = results["post_facts"], results["get_resource"]
+    targets = {
+        "get_resource_ratio": target(get["rps"] / results["hello"]["rps"], ">= 0.4"),
+        "post_facts_rps": target(post["rps"], ">= 2,500"),
+        "post_facts_p99_ms": target(post["p99_ms"], "<= 30"),
+    }
+    emit("bench_http", figures, baseline, targets)
+    return 0
+
+
+def profile_facts(
+    args: argparse.Namespace,
+    wrk: str,
+    pid: int,
+    port: int,
+    lua_args: LuaArgs,
+    run_id: str,
+) -> None:
+    """One more POST facts run with py-spy attached (its numbers are not reported)."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    out = Path(args.py_spy)
+    fmt = "raw" if out.suffix in (".txt", ".raw") else "speedscope"
+    seconds = args.duration
+    note(f"py-spy: recording {seconds} s of POST facts into {out}")
+    recorder = subprocess.Popen(
+        [
+            spy,
+            "record",
+            "--pid",
+            str(pid),
+            "--duration",
+            str(seconds),
+            "--rate",
+            "250",
+            "--format",
+            fmt,
+            "--output",
+            str(out),
+            "--nonblocking",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        time.sleep(1)
+        run_wrk(wrk, port, "facts", seconds, lua_args, f"p{run_id}")
+        recorder.wait(timeout=60)
+    finally:
+        if recorder.poll() is None:
+            recorder.terminate()
+            recorder.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
