@@ -8,7 +8,7 @@ import json
 import pytest
 
 from aidememo.domain.model import MemberStatus, Role
-from tests.contract.conftest import (
+from tests.contract.support import (
     HERMES,
     OUTSIDER,
     PROJECT,
@@ -285,9 +285,9 @@ def test_feed5_change_limit_out_of_range_is_invalid_change_batch(api: Api) -> No
             f"{P}/changes/materialized",
             query={"project_epoch": "epoch_http", "after_seq": 0, "limit": limit},
         ).expect(400, "invalid_change_batch")
-    for limit in (1, 10_000):
+    for good in (1, 10_000):
         api.get(
-            f"{P}/changes", query={"project_epoch": "epoch_http", "after_seq": 0, "limit": limit}
+            f"{P}/changes", query={"project_epoch": "epoch_http", "after_seq": 0, "limit": good}
         ).expect(200)
 
 
