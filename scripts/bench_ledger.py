@@ -23,8 +23,10 @@ What is measured, in one process, on a fresh SQLite file in a temporary director
   and half after, so machine drift during the run hits both sides alike.
 - Peak memory: the process's maximum resident set size (`getrusage`).
 
-The Python overhead per command is the ledger's mean commit time minus the baseline's mean
-insert-and-commit time (what a command costs beyond the one fsync'd commit it needs).
+The Python overhead per command is the ledger's process CPU time per command minus the
+baseline's CPU time per row (`time.process_time` around each loop): what a command costs beyond
+the one fsync'd commit it needs, and unlike wall time it is not inflated by fsync stalls or by
+other processes on the shared cores. The difference of mean wall times is reported as well.
 
 The last line of output is the JSON object of DESIGN.md section 6; progress goes to stderr.
 Run from the repository root: `.venv/bin/python scripts/bench_ledger.py [--commands 2000]`.
@@ -93,20 +95,23 @@ def build_commands(project_id: str, count: int, prefix: str) -> list[Command]:
     return commands
 
 
-def run_ledger(ledger: Ledger, caller: Caller, commands: list[Command]) -> tuple[list[int], float]:
-    """Execute every command, one transaction each; per-command ns and total seconds."""
+def run_ledger(
+    ledger: Ledger, caller: Caller, commands: list[Command]
+) -> tuple[list[int], float, float]:
+    """Execute every command, one transaction each; per-command ns, wall and CPU seconds."""
     samples: list[int] = []
     clock = time.perf_counter_ns
     execute = ledger.execute_raw
+    cpu = time.process_time()
     start = clock()
     for command in commands:
         t0 = clock()
         execute(caller, command)
         samples.append(clock() - t0)
-    return samples, (clock() - start) / 1e9
+    return samples, (clock() - start) / 1e9, time.process_time() - cpu
 
 
-def run_baseline(path: str, start: int, rows: int) -> tuple[list[int], float]:
+def run_baseline(path: str, start: int, rows: int) -> tuple[list[int], float, float]:
     """The raw `sqlite3` loop: one 200-byte row per `BEGIN IMMEDIATE` ... `COMMIT`."""
     conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
     try:
@@ -119,6 +124,7 @@ def run_baseline(path: str, start: int, rows: int) -> tuple[list[int], float]:
         samples: list[int] = []
         clock = time.perf_counter_ns
         execute = conn.execute
+        cpu = time.process_time()
         began = clock()
         for i in range(start, start + rows):
             t0 = clock()
@@ -126,7 +132,7 @@ def run_baseline(path: str, start: int, rows: int) -> tuple[list[int], float]:
             execute("INSERT INTO t (id, body) VALUES (?, ?)", (i, blob))
             execute("COMMIT")
             samples.append(clock() - t0)
-        return samples, (clock() - began) / 1e9
+        return samples, (clock() - began) / 1e9, time.process_time() - cpu
     finally:
         conn.close()
 
@@ -210,15 +216,16 @@ def main() -> int:
 
             half = baseline_rows // 2
             note(f"baseline: {half} raw sqlite3 commits (first half)")
-            base_a, base_a_s = run_baseline(raw_path, 0, half)
+            base_a, base_a_s, base_a_cpu = run_baseline(raw_path, 0, half)
 
             run_ledger(ledger, caller, warm)
             note(f"ledger: {n} commands through Ledger.execute_raw")
-            samples, ledger_s = run_ledger(ledger, caller, commands)
+            samples, ledger_s, ledger_cpu = run_ledger(ledger, caller, commands)
 
             note(f"baseline: {baseline_rows - half} raw sqlite3 commits (second half)")
-            base_b, base_b_s = run_baseline(raw_path, half, baseline_rows - half)
+            base_b, base_b_s, base_b_cpu = run_baseline(raw_path, half, baseline_rows - half)
             base_samples, base_s = base_a + base_b, base_a_s + base_b_s
+            base_cpu = base_a_cpu + base_b_cpu
 
             note("snapshot")
             snaps = [render_snapshot(queries, caller) for _ in range(args.snapshot_runs)]
@@ -245,16 +252,18 @@ def main() -> int:
     base_rate = baseline_rows / base_s
     lat = latency_summary(samples, "commit")
     base_lat = latency_summary(base_samples, "commit")
-    overhead_us = (lat["commit_mean_ms"] - base_lat["commit_mean_ms"]) * 1000
-    overhead_p50_us = (lat["commit_p50_ms"] - base_lat["commit_p50_ms"]) * 1000
+    cpu_us = ledger_cpu / n * 1e6
+    base_cpu_us = base_cpu / baseline_rows * 1e6
+    wall_overhead_us = (lat["commit_mean_ms"] - base_lat["commit_mean_ms"]) * 1000
 
     figures: dict[str, Any] = {
         "commands": n,
         "payload_bytes": PAYLOAD_BYTES,
         "commands_per_s": round(ledger_rate, 1),
         **lat,
-        "python_overhead_us_per_command": round(overhead_us, 1),
-        "python_overhead_p50_us": round(overhead_p50_us, 1),
+        "cpu_us_per_command": round(cpu_us, 1),
+        "python_overhead_us_per_command": round(cpu_us - base_cpu_us, 1),
+        "wall_mean_overhead_us_per_command": round(wall_overhead_us, 1),
         "snapshot_resources": snap_count,
         "snapshot_query_ms": round(snap_query, 2),
         "snapshot_render_ms": round(snap_render, 2),
@@ -273,6 +282,7 @@ def main() -> int:
         "what": "raw sqlite3: BEGIN IMMEDIATE; INSERT one 200-byte row; COMMIT (WAL, FULL)",
         "rows": baseline_rows,
         "rows_per_s": round(base_rate, 1),
+        "cpu_us_per_row": round(base_cpu_us, 1),
         **base_lat,
     }
     targets = {
