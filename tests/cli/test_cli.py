@@ -6,6 +6,7 @@ real home directory is never touched.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sqlite3
@@ -14,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from aidememo.cli import serve as cli_serve
 from aidememo.cli.main import main, read_token_file
 from aidememo.cli.serve import MISSING_EXTRA, is_loopback
 from aidememo.cli.stores import describe_database
@@ -490,11 +490,11 @@ def test_serve_refuses_non_loopback_host(
 def test_serve_without_origin_extra_says_how_to_install(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = cli_serve.importlib.util.find_spec
+    real = importlib.util.find_spec
 
     def find_spec(name: str, package: str | None = None) -> object:
         return None if name == "uvicorn" else real(name, package)
 
-    monkeypatch.setattr(cli_serve.importlib.util, "find_spec", find_spec)
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
     code, _, err = run(capsys, "serve")
     assert code == 2 and MISSING_EXTRA in err
