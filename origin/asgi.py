@@ -60,6 +60,12 @@ ERROR_LOGGER = "aidememo.error"
 REQUEST_ID_HEADER = "x-request-id"
 
 _BODYLESS = frozenset({"GET", "HEAD", "OPTIONS", "DELETE"})
+_READS = frozenset({"GET", "HEAD"})
+
+DISPATCH_INLINE = "inline"
+DISPATCH_THREAD = "thread"
+DISPATCH_WRITES = "writes"
+DISPATCH_MODES = frozenset({DISPATCH_INLINE, DISPATCH_THREAD, DISPATCH_WRITES})
 
 
 class Dispatcher(Protocol):
@@ -95,16 +101,21 @@ def _internal_error(request_id: str) -> Response:
 def create_asgi_app(
     http_app: Dispatcher,
     *,
-    offload: bool = False,
+    dispatch_mode: str = DISPATCH_INLINE,
     on_startup: Callable[[], None] | None = None,
     on_shutdown: Callable[[], None] | None = None,
     access_logger: logging.Logger | None = None,
 ) -> AsgiApp:
     """Wrap `http_app` in an ASGI 3 application.
 
-    `offload=True` runs `dispatch` in the loop's default thread pool instead of inline (see
-    the module docstring for why inline is the default).
+    `dispatch_mode` is `inline` (on the event loop), `thread` (every request in the loop's
+    default thread pool) or `writes` (GET and HEAD inline, every other method in the pool);
+    the module docstring has the measurements behind the default.
     """
+    if dispatch_mode not in DISPATCH_MODES:
+        raise ValueError(f"dispatch_mode must be one of {sorted(DISPATCH_MODES)}")
+    offload_all = dispatch_mode == DISPATCH_THREAD
+    offload_writes = dispatch_mode == DISPATCH_WRITES
     access = access_logger if access_logger is not None else logging.getLogger(ACCESS_LOGGER)
     errors = logging.getLogger(ERROR_LOGGER)
     dispatch = http_app.dispatch
@@ -174,7 +185,7 @@ def create_asgi_app(
             request_id=request_id,
         )
         try:
-            if offload:
+            if offload_all or (offload_writes and method not in _READS):
                 response = await asyncio.get_running_loop().run_in_executor(None, dispatch, request)
             else:
                 response = dispatch(request)

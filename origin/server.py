@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-from origin.asgi import Dispatcher, create_asgi_app
+from origin.asgi import DISPATCH_INLINE, Dispatcher, create_asgi_app
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 3030
@@ -66,7 +66,7 @@ class ServerSettings:
 
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
-    offload: bool = False
+    dispatch: str = DISPATCH_INLINE
     log_level: str = "INFO"
     graceful_timeout_s: int = GRACEFUL_TIMEOUT_S
 
@@ -95,7 +95,7 @@ def serve(http_app: Dispatcher, settings: ServerSettings, *, close: Callable[[],
     import uvicorn
 
     close_once = _Once(close)
-    app = create_asgi_app(http_app, offload=settings.offload, on_shutdown=close_once)
+    app = create_asgi_app(http_app, dispatch_mode=settings.dispatch, on_shutdown=close_once)
     config = uvicorn.Config(
         app,
         host=settings.host,

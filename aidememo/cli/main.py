@@ -341,6 +341,7 @@ def cmd_serve(ns: argparse.Namespace) -> int:
         port=ns.port,
         allow_insecure_http=bool(ns.allow_insecure_http),
         handoff_lease_ms=ns.handoff_lease_ms,
+        dispatch=ns.dispatch,
     )
 
 
@@ -434,6 +435,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=HANDOFF_LEASE_MS_DEFAULT,
         convert=_int_in(1, HANDOFF_LEASE_MS_MAX),
         help="handoff claim lease",
+    )
+    serve.add(
+        "--dispatch",
+        default="inline",
+        choices=["inline", "thread", "writes"],
+        help="where requests run: on the event loop, in worker threads, or writes in threads",
     )
     return parser
 

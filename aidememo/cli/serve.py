@@ -33,6 +33,7 @@ def run_serve(
     port: int,
     allow_insecure_http: bool,
     handoff_lease_ms: int,
+    dispatch: str = "inline",
 ) -> int:
     """Serve until SIGTERM/SIGINT; returns the exit status."""
     if not is_loopback(host) and not allow_insecure_http:
@@ -52,4 +53,4 @@ def run_serve(
     except BaseException:
         store.close()
         raise
-    return serve(app, ServerSettings(host=host, port=port), close=store.close)
+    return serve(app, ServerSettings(host=host, port=port, dispatch=dispatch), close=store.close)

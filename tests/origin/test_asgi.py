@@ -194,7 +194,7 @@ def test_dispatch_raising_becomes_retryable_503_without_internals(
     assert response_headers(sent)["retry-after"] == "1"
 
 
-def test_offload_dispatches_in_a_worker_thread() -> None:
+def test_dispatch_modes_choose_inline_or_worker_thread() -> None:
     import threading
 
     threads: list[str] = []
@@ -204,10 +204,20 @@ def test_offload_dispatches_in_a_worker_thread() -> None:
             threads.append(threading.current_thread().name)
             return super().dispatch(request)
 
-    call(create_asgi_app(Where(), offload=True), http_scope(), [])
+    main = threading.main_thread().name
+    call(create_asgi_app(Where(), dispatch_mode="thread"), http_scope(), [])
     call(create_asgi_app(Where()), http_scope(), [])
-    assert threads[0] != threading.main_thread().name
-    assert threads[1] == threading.main_thread().name
+    call(create_asgi_app(Where(), dispatch_mode="writes"), http_scope("GET"), [])
+    empty = [{"type": "http.request", "body": b"", "more_body": False}]
+    call(create_asgi_app(Where(), dispatch_mode="writes"), http_scope("POST"), empty)
+    assert threads[0] != main
+    assert threads[1:3] == [main, main]
+    assert threads[3] != main
+
+
+def test_unknown_dispatch_mode_is_refused() -> None:
+    with pytest.raises(ValueError):
+        create_asgi_app(Recorder(), dispatch_mode="fast")
 
 
 def test_access_log_has_request_id_never_token_or_query(caplog: pytest.LogCaptureFixture) -> None:
