@@ -365,3 +365,20 @@ def test_store_second_process_sees_commits(tmp_path: Path) -> None:
     project = store.read(lambda tx: tx.get_project(SCOPE))
     assert project is not None and project.head_seq == 1
     store.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_store_storage_failure_inside_callback_keeps_its_cause(kind: str, tmp_path: Path) -> None:
+    with open_store(kind, tmp_path) as store:
+        executor = store.executor
+
+        def bad(tx: WriteTx) -> None:
+            tx.insert_tenant("tenant_cause", 1)
+            executor.execute("SELECT * FROM no_such_table")
+
+        with pytest.raises(AidememoError) as info:
+            store.transaction(bad)
+        assert info.value.code is ErrorCode.STORAGE_FAILURE
+        assert info.value.__cause__ is not None  # the engine's error, for the server log
+        assert not isinstance(info.value, sqlite3.Error)
+        assert not store.read(lambda tx: tx.tenant_exists("tenant_cause"))

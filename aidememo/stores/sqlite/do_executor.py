@@ -108,11 +108,13 @@ class DoSqlExecutor:
         try:
             self._storage.transactionSync(run)
         except BaseException as exc:
-            if errors:
-                raise errors[0] from None
-            raise _storage_failure("transaction", exc) from exc
+            if not errors:  # the commit itself failed
+                raise _storage_failure("transaction", exc) from exc
         finally:
             self._in_tx = False
+        if errors:
+            # Raised outside the `except` block, so its own cause and context stay intact.
+            raise errors[0]
         return results[0]
 
     def read(self, fn: Callable[[], T]) -> T:
