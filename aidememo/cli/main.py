@@ -112,7 +112,11 @@ class _Command:
                 choices=list(choices) if choices else None,
                 default=None,
                 help=text,
-                metavar=flag.lstrip("-").upper().replace("-", "_"),
+                metavar=(
+                    "{" + ",".join(choices) + "}"
+                    if choices
+                    else flag.lstrip("-").upper().replace("-", "_")
+                ),
             )
         self.opts.append(
             _Opt(
