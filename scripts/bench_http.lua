@@ -29,10 +29,22 @@ local counter = 0
 local headers
 local base
 
+-- Besides the common words, each fact carries a few of RARE_TERMS rare terms ("r0" ..
+-- "r1999"), as real notes carry names and identifiers; a search asks for two rare terms, so
+-- it matches a small share of the facts, like a real lookup, instead of all of them.
+local RARE_TERMS = 2000
+
+local function rare()
+  return "r" .. math.random(0, RARE_TERMS - 1)
+end
+
 local function sentence(n)
   local parts = {}
   for i = 1, n do
     parts[i] = words[math.random(#words)]
+  end
+  for i = n + 1, n + 4 do
+    parts[i] = rare()
   end
   return table.concat(parts, " ")
 end
@@ -59,9 +71,9 @@ function request()
   if mode == "facts" then
     counter = counter + 1
     local id = tag .. "-" .. thread_id .. "-" .. counter
-    -- about 200 bytes of content: 24 words of 5-9 letters
+    -- about 200 bytes of content: 22 common words and 4 rare terms
     local body = '{"command_id":"c-' .. id .. '","payload":{"fact_id":"f-' .. id
-      .. '","session_id":"' .. session .. '","content":"' .. sentence(24) .. '"}}'
+      .. '","session_id":"' .. session .. '","content":"' .. sentence(22) .. '"}}'
     return wrk.format("POST", base .. "/facts", headers, body)
   elseif mode == "resource" then
     local path = base .. "/resources/fact/seed-" .. math.random(0, seed_facts - 1)
@@ -72,7 +84,7 @@ function request()
       .. "&limit=1000"
     return wrk.format("GET", path, headers)
   elseif mode == "search" then
-    local q = words[math.random(#words)] .. "+" .. words[math.random(#words)]
+    local q = rare() .. "+" .. rare()
     return wrk.format("GET", base .. "/search?q=" .. q, headers)
   else
     return wrk.format("GET", "/hello", headers)

@@ -12,8 +12,10 @@ What is measured, and how:
   driven by `scripts/bench_http.lua`: `POST facts` (command_id and fact_id unique per request:
   run tag, wrk thread number and a per-thread counter; about 200 bytes of content),
   `GET resource` (a random seeded fact), `GET changes` (`limit=1000`, random cursor) and
-  `GET search` (two random words). The Lua `done()` prints requests and the p50/p90/p95/p99
-  latencies from wrk's own histogram as JSON; requests/s is requests over wrk's duration.
+  `GET search` (two random rare terms; each fact carries 4 of 2,000 rare terms besides common
+  words, so a search matches a small share of the facts, like a real lookup). The Lua `done()`
+  prints requests and the p50/p90/p95/p99 latencies from wrk's own histogram as JSON;
+  requests/s is requests over wrk's duration.
 - Handoff cycle: a separate Python process (`http.client`, one keep-alive connection per
   actor) runs `--cycles` full cycles (send by A; accept, result fact and return by B) with no
   other load, timing each cycle and each step.
@@ -28,7 +30,8 @@ Every process this script starts is stopped (SIGTERM, then SIGKILL) in a `finall
 failure and on SIGTERM/SIGINT. The last line of output is the JSON object of DESIGN.md section
 6; progress goes to stderr. Run from the repository root:
 `.venv/bin/python scripts/bench_http.py [--duration 5 --cycles 100]`.
-`--py-spy FILE` adds one more `POST facts` run (not counted) with py-spy recording the server.
+`--py-spy DIR` adds extra runs (not reported) with py-spy recording the server, one per
+`--py-spy-modes` entry, and prints where the samples fall.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -352,7 +356,9 @@ def seed(database: Path, tokens: dict[str, str], facts: int) -> tuple[str, int]:
             )
         words = ["server", "latency", "sqlite", "commit", "handoff", "memory", "agent", "ledger"]
         for i in range(facts):
-            content = " ".join(words[(i + k) % len(words)] for k in range(24))
+            common = " ".join(words[(i + k) % len(words)] for k in range(22))
+            # four rare terms, as in bench_http.lua's POST facts (r0 .. r1999)
+            content = common + " " + " ".join(f"r{(i * 7 + k * 503) % 2000}" for k in range(4))
             post(
                 "facts",
                 {
@@ -454,7 +460,14 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=2, help="seconds of warm-up per run")
     parser.add_argument("--cycles", type=int, default=200, help="handoff cycles to time")
     parser.add_argument("--seed-facts", type=int, default=1000)
-    parser.add_argument("--py-spy", default=None, help="record a py-spy profile of POST facts")
+    parser.add_argument(
+        "--py-spy", default=None, metavar="DIR", help="after measuring, record py-spy profiles"
+    )
+    parser.add_argument(
+        "--py-spy-modes",
+        default="facts,resource,adapter_hello",
+        help="comma-separated: facts, resource, changes, search, adapter_hello, hello",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     # internal modes: this script re-runs itself as the baseline server and the cycle client
     parser.add_argument("--serve-hello", choices=["raw", "adapter"], help=argparse.SUPPRESS)
@@ -557,7 +570,15 @@ def orchestrate(args: argparse.Namespace) -> int:
             raise RuntimeError(f"handoff client failed:\n{client.stdout}\n{client.stderr}")
 
         if args.py_spy:
-            profile_facts(args, wrk, server.pid, app_port, lua_args, run_id)
+            where = {
+                "facts": (server.pid, app_port),
+                "resource": (server.pid, app_port),
+                "changes": (server.pid, app_port),
+                "search": (server.pid, app_port),
+                "adapter_hello": (adapter.pid, adapter_port),
+                "hello": (hello.pid, hello_port),
+            }
+            profile_runs(args, wrk, where, lua_args, run_id)
 
         server_rss = peak_rss_of(server.pid)
         hello_rss = peak_rss_of(hello.pid)
@@ -592,47 +613,64 @@ def orchestrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def profile_facts(
+def profile_runs(
     args: argparse.Namespace,
     wrk: str,
-    pid: int,
-    port: int,
-    lua_args: LuaArgs,
+    targets: dict[str, tuple[int, int]],
+    lua: LuaArgs,
     run_id: str,
 ) -> None:
-    """One more POST facts run with py-spy attached (its numbers are not reported)."""
+    """Extra wrk runs (not reported) with py-spy recording the serving process; each writes
+    `DIR/MODE.txt` (collapsed stacks) and prints where the samples fall to stderr."""
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    out = Path(args.py_spy)
-    fmt = "raw" if out.suffix in (".txt", ".raw") else "speedscope"
-    seconds = args.duration
-    note(f"py-spy: recording {seconds} s of POST facts into {out}")
-    recorder = subprocess.Popen(
-        [
-            spy,
-            "record",
-            "--pid",
-            str(pid),
-            "--duration",
-            str(seconds),
-            "--rate",
-            "250",
-            "--format",
-            fmt,
-            "--output",
-            str(out),
-            "--nonblocking",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        time.sleep(1)
-        run_wrk(wrk, port, "facts", seconds, lua_args, f"p{run_id}")
-        recorder.wait(timeout=60)
-    finally:
-        if recorder.poll() is None:
-            recorder.terminate()
-            recorder.wait(timeout=10)
+    out_dir = Path(args.py_spy)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in args.py_spy_modes.split(","):
+        if name not in targets:
+            raise RuntimeError(f"unknown --py-spy-modes entry {name!r}: use {sorted(targets)}")
+        pid, port = targets[name]
+        out = out_dir / f"{name}.txt"
+        note(f"py-spy: {args.duration} s of {name} into {out}")
+        argv = [spy, "record", "--pid", str(pid), "--duration", str(args.duration)]
+        argv += ["--rate", "250", "--format", "raw", "--output", str(out), "--nonblocking"]
+        recorder = subprocess.Popen(
+            argv,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            time.sleep(1)
+            mode = "hello" if name.endswith("hello") else name
+            run_wrk(wrk, port, mode, args.duration, lua, f"p{run_id}{name[:2]}")
+            recorder.wait(timeout=60)
+        finally:
+            if recorder.poll() is None:
+                recorder.terminate()
+                recorder.wait(timeout=10)
+        if out.exists():
+            note(summarize_profile(out))
+
+
+def summarize_profile(path: Path, top: int = 15) -> str:
+    """Self and inclusive shares of the functions in a py-spy raw (collapsed) profile."""
+    own: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not count_text.isdigit():
+            continue
+        count = int(count_text)
+        total += count
+        frames = stack.split(";")
+        own[frames[-1]] += count
+        for frame in set(frames):
+            inclusive[frame] += count
+    lines = [f"== {path.name}: {total} samples; self (function file:line):"]
+    lines += [f"  {100 * n / total:5.1f}%  {f}" for f, n in own.most_common(top)]
+    lines.append("  inclusive:")
+    lines += [f"  {100 * n / total:5.1f}%  {f}" for f, n in inclusive.most_common(top * 2)]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
