@@ -19,8 +19,9 @@ What is measured, in one process, on a fresh SQLite file in a temporary director
   entries/s for the best of `--feed-runs` full passes (query only and query plus render).
 - Baseline, in the same run: a raw `sqlite3` loop on another file in the same directory with
   the same pragmas (WAL, `synchronous=FULL`, `busy_timeout` 5000), each transaction
-  `BEGIN IMMEDIATE; INSERT one 200-byte row; COMMIT`. Half of its rows run before the ledger
-  and half after, so machine drift during the run hits both sides alike.
+  `BEGIN IMMEDIATE; INSERT one 200-byte row; COMMIT`, 10,000 rows by default
+  (`--baseline-rows`). Half of its rows run before the ledger and half after, so machine drift
+  during the run hits both sides alike.
 - Peak memory: the process's maximum resident set size (`getrusage`).
 
 The Python overhead per command is the ledger's process CPU time per command minus the
@@ -182,7 +183,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--commands", type=int, default=20_000, help="ledger commands to commit")
     parser.add_argument(
-        "--baseline-rows", type=int, default=0, help="raw sqlite3 rows (default: --commands)"
+        "--baseline-rows",
+        type=int,
+        default=0,
+        help="raw sqlite3 rows (default: min(commands, 10000))",
     )
     parser.add_argument("--warmup", type=int, default=200, help="untimed commands first")
     parser.add_argument("--snapshot-runs", type=int, default=5)
@@ -190,7 +194,7 @@ def main() -> int:
     parser.add_argument("--dir", default=None, help="directory for the database files")
     args = parser.parse_args()
     n = args.commands
-    baseline_rows = args.baseline_rows or n
+    baseline_rows = args.baseline_rows or min(n, 10_000)
 
     with tempfile.TemporaryDirectory(prefix="bench_ledger_", dir=args.dir) as tmp:
         ledger_path = os.path.join(tmp, "ledger.sqlite")
