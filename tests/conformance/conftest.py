@@ -7,7 +7,7 @@ Later issues add backends (PostgreSQL with psycopg and with pg8000) by adding an
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -26,6 +26,7 @@ class Backend:
     open: Callable[[], Store]
     capabilities: frozenset[str]
     path: Path | None = None
+    cleanups: list[Callable[[], None]] = field(default_factory=list)
 
     def require(self, capability: str) -> None:
         """Skip the calling test unless this backend has `capability`."""
@@ -53,12 +54,17 @@ def _do_sql(tmp_path: Path) -> Backend:
     # A file under the double stands for the object's durable SQLite, so it survives a
     # restart of the object like the real one does.
     path = tmp_path / "do.sqlite"
-    return Backend(
-        "do_sql",
-        lambda: SqliteStore.on_durable_object(DoStorage(str(path)), frozenset({CAP_REOPEN})),
-        frozenset({CAP_REOPEN}),
-        path,
-    )
+    opened: list[DoStorage] = []
+
+    def open_object() -> Store:
+        # The runtime owns the object's database; the double's connection is closed at teardown.
+        storage = DoStorage(str(path))
+        opened.append(storage)
+        return SqliteStore.on_durable_object(storage, frozenset({CAP_REOPEN}))
+
+    backend = Backend("do_sql", open_object, frozenset({CAP_REOPEN}), path)
+    backend.cleanups.append(lambda: [storage.close() for storage in opened])
+    return backend
 
 
 BACKENDS: dict[str, Callable[[Path], Backend]] = {
@@ -72,4 +78,7 @@ BACKENDS: dict[str, Callable[[Path], Backend]] = {
 @pytest.fixture(params=sorted(BACKENDS))
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     """One backend per test run."""
-    yield BACKENDS[request.param](tmp_path)
+    backend = BACKENDS[request.param](tmp_path)
+    yield backend
+    for cleanup in backend.cleanups:
+        cleanup()
