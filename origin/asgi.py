@@ -16,22 +16,38 @@ lives in `aidememo.http`, so the origin and the edge answer identically. What it
 - Answers the ASGI `lifespan` protocol; `on_shutdown` (closing the store) runs after the server
   has finished its in-flight requests.
 
-Inline or worker thread: measured, not guessed. `dispatch` is synchronous and a SQLite
-`synchronous=FULL` commit fsyncs, which would be a reason to move it off the event loop. On
-this shared 2-core machine (uvicorn 0.54, uvloop, httptools, one process, `wrk -t2 -c32`, 5-8 s
-runs, three rounds), a dispatch that decodes a 200-byte JSON body and commits it to a WAL SQLite
-file with `synchronous=FULL` (0.47 ms per raw commit during these runs) gave:
+Inline or worker thread: measured, not guessed. `dispatch` is synchronous, and a SQLite
+`synchronous=FULL` commit waits for fsync, so it could block the event loop. Three modes exist
+(`dispatch_mode`): `inline` (every request on the loop), `thread` (every request in the loop's
+default thread pool) and `writes` (GET and HEAD inline, other methods in the pool). Measured on
+this shared 2-core machine, uvicorn 0.54 with uvloop and httptools, one process, `wrk -t2 -c32`:
 
-    POST, inline on the event loop:   1,200-1,800 req/s   p50 16-21 ms   p99 75-880 ms
-    POST, loop.run_in_executor:       1,020-1,070 req/s   p50 26-29 ms   p99 64-90 ms
-    GET (one indexed read), inline:   6,300-7,000 req/s   p50 4.5-5 ms   p99 9-10 ms
-    GET, loop.run_in_executor:        2,900-3,100 req/s   p50 10-11 ms   p99 18-25 ms
+1. A stand-in dispatch (decode a 200-byte JSON body, one INSERT, commit; WAL, FULL) while a raw
+   commit cost 0.47 ms, three rounds of 5-8 s:
 
-A thread hop costs more than the fsync it hides (two context switches and a GIL hand-off per
-request), and every writer serializes on the one SQLite connection anyway, so threads buy no
-parallelism; they only smooth the POST tail when an fsync stalls. Dispatch therefore runs inline
-by default (1.3-1.7x the POST and 2.2x the GET throughput); `offload=True` keeps the thread path
-for stores whose calls wait on the network (a remote PostgreSQL), where the trade-off may flip.
+       POST inline  1,200-1,800 req/s  p50 16-21 ms  p99 75-880 ms
+       POST thread  1,020-1,070 req/s  p50 26-29 ms  p99 64-90 ms
+       GET  inline  6,300-7,000 req/s  p50 4.5-5 ms  p99 9-10 ms
+       GET  thread  2,900-3,100 req/s  p50 10-11 ms  p99 18-25 ms
+
+2. The real `HttpApp` through `aidememo serve` with its access log (POST session creates with
+   unique ids, GET identity), three rounds while other jobs loaded the machine and a raw commit
+   cost 2-5 ms:
+
+       POST inline     90-165 req/s  p50 125-182 ms  p99 1.2-1.4 s
+       POST thread    394-483 req/s  p50 64-72 ms    p99 122-317 ms
+       POST writes    356-450 req/s  p50 62-77 ms    p99 137-621 ms
+       GET  inline    632-1,330 req/s                p99 384-970 ms
+       GET  thread    645-1,370 req/s                p99 82-426 ms
+       GET  writes  1,673-1,960 req/s  p50 15 ms     p99 141-197 ms
+
+A thread hop costs more than a cheap fsync hides, so with fast commits inline POST wins by up
+to 1.7x; but when a commit is slow, a write on the loop stalls every connection, while in a
+worker thread the fsync (which releases the GIL) overlaps the next requests' parsing,
+authentication and encoding, and POST throughput triples. Reads gain nothing from a thread:
+inline reads are 1.5-2.2x faster. The default is therefore `writes`: reads inline, commands in
+the pool. Its worst case (fast disk) costs a fraction of the POST rate; inline's worst case
+(slow disk) costs two thirds of it and seconds of tail latency for every connection.
 """
 
 from __future__ import annotations
@@ -101,7 +117,7 @@ def _internal_error(request_id: str) -> Response:
 def create_asgi_app(
     http_app: Dispatcher,
     *,
-    dispatch_mode: str = DISPATCH_INLINE,
+    dispatch_mode: str = DISPATCH_WRITES,
     on_startup: Callable[[], None] | None = None,
     on_shutdown: Callable[[], None] | None = None,
     access_logger: logging.Logger | None = None,

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-from origin.asgi import DISPATCH_INLINE, Dispatcher, create_asgi_app
+from origin.asgi import DISPATCH_WRITES, Dispatcher, create_asgi_app
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 3030
@@ -66,7 +66,7 @@ class ServerSettings:
 
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
-    dispatch: str = DISPATCH_INLINE
+    dispatch: str = DISPATCH_WRITES
     log_level: str = "INFO"
     graceful_timeout_s: int = GRACEFUL_TIMEOUT_S
 

@@ -442,9 +442,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add(
         "--dispatch",
-        default="inline",
-        choices=["inline", "thread", "writes"],
-        help="where requests run: on the event loop, in worker threads, or writes in threads",
+        default="writes",
+        choices=["writes", "inline", "thread"],
+        help="where requests run: reads on the event loop and writes in worker threads, "
+        "everything on the loop, or everything in threads",
     )
     return parser
 

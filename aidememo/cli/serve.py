@@ -33,7 +33,7 @@ def run_serve(
     port: int,
     allow_insecure_http: bool,
     handoff_lease_ms: int,
-    dispatch: str = "inline",
+    dispatch: str = "writes",
 ) -> int:
     """Serve until SIGTERM/SIGINT; returns the exit status."""
     if not is_loopback(host) and not allow_insecure_http:

@@ -206,10 +206,10 @@ def test_dispatch_modes_choose_inline_or_worker_thread() -> None:
 
     main = threading.main_thread().name
     call(create_asgi_app(Where(), dispatch_mode="thread"), http_scope(), [])
-    call(create_asgi_app(Where()), http_scope(), [])
-    call(create_asgi_app(Where(), dispatch_mode="writes"), http_scope("GET"), [])
+    call(create_asgi_app(Where(), dispatch_mode="inline"), http_scope(), [])
+    call(create_asgi_app(Where()), http_scope("GET"), [])
     empty = [{"type": "http.request", "body": b"", "more_body": False}]
-    call(create_asgi_app(Where(), dispatch_mode="writes"), http_scope("POST"), empty)
+    call(create_asgi_app(Where()), http_scope("POST"), empty)
     assert threads[0] != main
     assert threads[1:3] == [main, main]
     assert threads[3] != main

@@ -24,6 +24,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "serve"
 STAMP = REPO / ".venv" / ".aidememo-pyproject.sha256"
+STARTUP_TIMEOUT_S = 240.0
 
 
 def _venv_current() -> bool:
@@ -58,9 +59,11 @@ def run_script(
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=err,
+            start_new_session=True,  # its own process group, so cleanup reaches every child
         )
     try:
-        deadline = time.monotonic() + 60
+        # Generous: another checkout's scripts/test may hold the install lock of _lib.sh.
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while True:
             assert proc.poll() is None, err_path.read_text()
             try:
@@ -75,7 +78,7 @@ def run_script(
         assert proc.wait(timeout=15) == 0
     finally:
         if proc.poll() is None:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
     return out_path.read_text(), err_path.read_text()
 
