@@ -16,6 +16,7 @@ from aidememo.domain.model import (
     Actor,
     AuditRow,
     ChangeRecord,
+    CommandStart,
     HandoffIndexRow,
     MailboxQuery,
     Membership,
@@ -94,8 +95,11 @@ class ReadTx(Protocol):
 class WriteTx(ReadTx, Protocol):
     """A write transaction; writers of one project are serialized (STORE-3)."""
 
-    def lock_project(self, scope: Scope) -> Project | None:
-        """Read the project row, serializing this writer with the project's other writers."""
+    def begin_command(
+        self, scope: Scope, actor_id: str, command_id: str, ref: ResourceRef
+    ) -> CommandStart:
+        """Lock the project, then read the caller's membership, the command id's receipt and
+        the resource's current state; one round trip where the backend allows (CMD-5)."""
         ...
 
     def commit_mutation(self, mutation: Mutation) -> None:

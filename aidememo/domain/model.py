@@ -264,6 +264,16 @@ class Mutation:
 
 
 @dataclass(frozen=True, slots=True)
+class CommandStart:
+    """What the pipeline reads first, with the project locked (CMD-5)."""
+
+    project: Project | None
+    membership: Membership | None
+    receipt: Receipt | None
+    current: StoredResource | None
+
+
+@dataclass(frozen=True, slots=True)
 class MailboxQuery:
     """A page of one actor's inbox or outbox, newest first by `updated_seq`."""
 

@@ -25,8 +25,17 @@ class Caller:
         return Scope(self.tenant_id, project_id)
 
 
+def check_access(project: Project | None, membership: Membership | None, *, write: bool) -> Project:
+    """The membership rule on rows already loaded (AUTH-3, AUTH-4, AUTH-5)."""
+    if project is None or membership is None or not membership.active:
+        raise fail(ErrorCode.PROJECT_UNAUTHORIZED, "no active membership in this project")
+    if write and not membership.role.can_write:
+        raise fail(ErrorCode.PROJECT_UNAUTHORIZED, "this member may not write")
+    return project
+
+
 def authorize(
-    tx: ReadTx, caller: Caller, project_id: str, *, write: bool, project: Project | None = None
+    tx: ReadTx, caller: Caller, project_id: str, *, write: bool
 ) -> tuple[Project, Membership]:
     """Return the project and the caller's active membership, or raise `project_unauthorized`.
 
@@ -34,11 +43,8 @@ def authorize(
     caller learns nothing about projects it cannot use (AUTH-3, AUTH-4, AUTH-5).
     """
     scope = caller.scope(project_id)
-    if project is None:
-        project = tx.get_project(scope)
+    project = tx.get_project(scope)
     membership = tx.get_membership(scope, caller.actor_id) if project is not None else None
-    if project is None or membership is None or not membership.active:
-        raise fail(ErrorCode.PROJECT_UNAUTHORIZED, "no active membership in this project")
-    if write and not membership.role.can_write:
-        raise fail(ErrorCode.PROJECT_UNAUTHORIZED, "this member may not write")
+    project = check_access(project, membership, write=write)
+    assert membership is not None  # check_access refused a missing membership
     return project, membership

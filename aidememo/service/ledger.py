@@ -24,7 +24,7 @@ from aidememo.domain.model import (
     StoredResource,
 )
 from aidememo.ports import Clock, Store, WriteTx
-from aidememo.service.access import Caller, authorize
+from aidememo.service.access import Caller, check_access
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +81,9 @@ class Ledger:
         scope = caller.scope(command.project_id)
 
         def run(tx: WriteTx) -> Receipt:
-            project = tx.lock_project(scope)
-            project, _ = authorize(tx, caller, command.project_id, write=True, project=project)
-            stored = tx.get_receipt(scope, command.command_id)
+            start = tx.begin_command(scope, caller.actor_id, command.command_id, command.resource)
+            project = check_access(start.project, start.membership, write=True)
+            stored = start.receipt
             if stored is not None:
                 if (
                     stored.actor_id == caller.actor_id
@@ -92,7 +92,7 @@ class Ledger:
                 ):
                     return stored
                 raise fail(ErrorCode.COMMAND_CONFLICT, "command_id was used for another command")
-            current = tx.get_resource(scope, command.resource)
+            current = start.current
             now = self.clock.now_ms()
             decision = decide(tx, project, current, now)
             revision = 1 if current is None else current.revision + 1

@@ -19,6 +19,7 @@ from aidememo.domain.model import (
     Actor,
     AuditRow,
     ChangeRecord,
+    CommandStart,
     HandoffIndexRow,
     MailboxQuery,
     Membership,
@@ -173,8 +174,15 @@ class _MemoryTx:
 
     # -- WriteTx --------------------------------------------------------------------------
 
-    def lock_project(self, scope: Scope) -> Project | None:
-        return self.get_project(scope)
+    def begin_command(
+        self, scope: Scope, actor_id: str, command_id: str, ref: ResourceRef
+    ) -> CommandStart:
+        return CommandStart(
+            self.get_project(scope),
+            self.get_membership(scope, actor_id),
+            self.get_receipt(scope, command_id),
+            self.get_resource(scope, ref),
+        )
 
     def commit_mutation(self, mutation: Mutation) -> None:
         receipt = mutation.receipt

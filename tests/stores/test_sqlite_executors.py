@@ -304,7 +304,7 @@ def test_store_only_sqlite3_executor_imports_sqlite3() -> None:
 
 def _append_one(store: SqliteStore, tag: str, n: int) -> None:
     def run(tx: WriteTx) -> None:
-        project = tx.lock_project(SCOPE)
+        project = tx.get_project(SCOPE)
         assert project is not None
         seq = project.head_seq + 1
         tx.commit_mutation(mutation(seq, f"{tag}_{n}", command_id=f"{tag}_{n}"))

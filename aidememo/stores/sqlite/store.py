@@ -2,11 +2,11 @@
 
 The same SQL serves the embedded file (stdlib `sqlite3`) and a project's Durable Object
 (`ctx.storage.sql`); only the executor differs (DESIGN section 2). A command is four round
-trips before its commit (`lock_project`, `get_receipt`, `get_resource`, the operation's own
+trips before its commit (`begin_command`'s reads, the operation's own
 reads) and five to eight statements in `commit_mutation`.
 
 Writers are serialized by the executor (`BEGIN IMMEDIATE`, or a Durable Object's single
-thread), so `lock_project` is a plain read; the head still moves by compare-and-swap, so a
+thread), so `begin_command` reads without a lock; the head still moves by compare-and-swap, so a
 second writer that slipped past would fail with `storage_failure` instead of forking history.
 """
 
@@ -24,6 +24,7 @@ from aidememo.domain.model import (
     AuditRow,
     ChangeOp,
     ChangeRecord,
+    CommandStart,
     HandoffIndexRow,
     MailboxQuery,
     Membership,
@@ -196,9 +197,16 @@ class SqliteWriteTx(SqliteReadTx):
 
     __slots__ = ()
 
-    def lock_project(self, scope: Scope) -> Project | None:
-        """A plain read: the executor already serializes writers for the whole transaction."""
-        return self.get_project(scope)
+    def begin_command(
+        self, scope: Scope, actor_id: str, command_id: str, ref: ResourceRef
+    ) -> CommandStart:
+        """In-process SQLite has no round trips to save: four indexed point reads."""
+        return CommandStart(
+            self.get_project(scope),
+            self.get_membership(scope, actor_id),
+            self.get_receipt(scope, command_id),
+            self.get_resource(scope, ref),
+        )
 
     def commit_mutation(self, mutation: Mutation) -> None:
         """Move the head by compare-and-swap, then write resource, change, audit, receipt and
