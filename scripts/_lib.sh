@@ -37,50 +37,81 @@ find_python() {
     return 1
 }
 
+# Serialise installs of concurrent runs in this checkout (two scripts/test at once would race in
+# npm ci and pip). The lock is released when the calling script exits.
+install_lock() {
+    command -v flock >/dev/null 2>&1 || return 0
+    local key
+    key="$(printf '%s' "$REPO_ROOT" | sha256sum | cut -c1-16)"
+    exec 9>"${TMPDIR:-/tmp}/aidememo-install-$key.lock"
+    flock 9
+}
+
+install_unlock() {
+    command -v flock >/dev/null 2>&1 || return 0
+    flock -u 9
+}
+
 # Create .venv if missing; reinstall -e '.[origin,test]' only when pyproject.toml changed.
+# Every step checks its own status: callers run this under `||`, where `set -e` does not apply.
 ensure_venv() {
+    install_lock
     if [ ! -x "$PY" ]; then
         local base
-        base="$(find_python)"
+        base="$(find_python)" || return 1
         log "creating .venv with $base"
-        "$base" -m venv "$VENV"
+        "$base" -m venv "$VENV" || return 1
     fi
     local want have stamp="$VENV/.aidememo-pyproject.sha256"
     want="$(sha_of pyproject.toml)"
     have="$(cat "$stamp" 2>/dev/null || true)"
     if [ "$want" != "$have" ] || ! "$PY" -I -c 'import aidememo' >/dev/null 2>&1; then
         log "installing -e '.[origin,test]' into .venv"
-        "$PY" -m pip install --quiet --disable-pip-version-check --upgrade pip
-        "$PY" -m pip install --quiet --disable-pip-version-check -e '.[origin,test]'
+        rm -f "$stamp"
+        "$PY" -m pip install --quiet --disable-pip-version-check --upgrade pip || return 1
+        "$PY" -m pip install --quiet --disable-pip-version-check -e '.[origin,test]' || return 1
         printf '%s\n' "$want" >"$stamp"
     else
         log ".venv is up to date with pyproject.toml"
     fi
+    install_unlock
     export PATH="$VENV/bin:$PATH"
     export VIRTUAL_ENV="$VENV"
+}
+
+# The files the test tiers load; a stamp without them means an interrupted install.
+node_modules_complete() {
+    local f
+    for f in node_modules/pyodide/pyodide.asm.wasm node_modules/pyodide/python_stdlib.zip \
+        node_modules/.bin/wrangler node_modules/better-sqlite3/build/Release/better_sqlite3.node; do
+        [ -e "$f" ] || return 1
+    done
 }
 
 # Install the root node_modules (pyodide, wrangler, better-sqlite3) when package files changed.
 ensure_node_modules() {
     [ -f package.json ] || return 0
     if ! command -v npm >/dev/null 2>&1; then
-        log "npm not found; the pyodide and wrangler tiers will fail"
+        log "npm not found; the pyodide and wrangler tiers need Node 20 and npm"
         return 1
     fi
+    install_lock
     local want have stamp="node_modules/.aidememo-package.sha256"
     want="$(sha_of package.json package-lock.json)"
     have="$(cat "$stamp" 2>/dev/null || true)"
-    if [ "$want" != "$have" ]; then
+    if [ "$want" != "$have" ] || ! node_modules_complete; then
+        rm -f "$stamp"
         if [ -f package-lock.json ]; then
             log "npm ci"
-            npm ci --no-audit --no-fund --loglevel=error
+            npm ci --no-audit --no-fund --loglevel=error || return 1
         else
             log "npm install (no package-lock.json)"
-            npm install --no-audit --no-fund --loglevel=error
+            npm install --no-audit --no-fund --loglevel=error || return 1
             want="$(sha_of package.json package-lock.json)"
         fi
         printf '%s\n' "$want" >"$stamp"
     else
         log "node_modules is up to date with package.json/package-lock.json"
     fi
+    install_unlock
 }
