@@ -216,3 +216,21 @@ def test_sigterm_finishes_a_request_in_flight(
     )
     assert stored.status_code == 200, stored.text
     assert again.terminate()[0] == 0
+
+
+@pytest.mark.parametrize("mode", ["inline", "thread"])
+def test_sigint_exits_0_in_every_dispatch_mode(
+    tmp_path: Path, home: Path, token: str, servers: list[ServeProcess], mode: str
+) -> None:
+    server = ServeProcess(home, tmp_path / "serve.log", "--dispatch", mode)
+    servers.append(server)
+    created = httpx.post(
+        f"{server.url}/v1/projects/demo/sessions",
+        headers={"authorization": f"Bearer {token}"},
+        json={"command_id": f"cmd-{mode}", "payload": {"session_id": mode, "topic": "t"}},
+        timeout=5.0,
+    )
+    assert created.status_code == 200, created.text
+    server.proc.send_signal(signal.SIGINT)
+    assert server.proc.wait(timeout=10) == 0, server.stderr()
+    assert "stopped on SIGINT" in server.stderr()
