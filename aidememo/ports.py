@@ -18,6 +18,7 @@ from aidememo.domain.model import (
     ChangeRecord,
     CommandStart,
     HandoffIndexRow,
+    History,
     MailboxQuery,
     Membership,
     Mutation,
@@ -91,6 +92,32 @@ class ReadTx(Protocol):
         """Facts matching any of `terms`, best first, ties broken by fact id."""
         ...
 
+    # -- whole-tenant reads, for export and deletion (ARC-*) ------------------------------
+
+    def list_projects(self, tenant_id: str) -> list[Project]:
+        """Every project of the tenant, ordered by project id."""
+        ...
+
+    def list_actors(self, tenant_id: str) -> list[Actor]:
+        """Every actor of the tenant, ordered by actor id."""
+        ...
+
+    def list_memberships(self, tenant_id: str) -> list[Membership]:
+        """Every membership of the tenant, ordered by project and actor."""
+        ...
+
+    def list_tokens(self, tenant_id: str) -> list[TokenBinding]:
+        """Every token binding of the tenant, ordered by digest."""
+        ...
+
+    def list_receipts(self, scope: Scope) -> list[Receipt]:
+        """Every receipt of the project, ascending by sequence."""
+        ...
+
+    def count_tenant_rows(self, tenant_id: str) -> dict[str, int]:
+        """Row counts of everything the tenant owns, by table (ARC-4 verifies deletion)."""
+        ...
+
 
 class WriteTx(ReadTx, Protocol):
     """A write transaction; writers of one project are serialized (STORE-3)."""
@@ -131,6 +158,14 @@ class WriteTx(ReadTx, Protocol):
 
     def set_token_active(self, token_sha256: bytes, active: bool) -> None:
         """Activate or revoke a token binding."""
+        ...
+
+    def restore_history(self, project: Project, history: History) -> None:
+        """Write an imported project's rows as they are (ARC-3); the project row exists."""
+        ...
+
+    def delete_tenant(self, tenant_id: str) -> None:
+        """Remove every row of the tenant (ARC-4)."""
         ...
 
 

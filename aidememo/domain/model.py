@@ -291,3 +291,15 @@ class SearchHit:
 
     fact_id: str
     score: float
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    """One project's canonical rows as an import restores them, with rebuilt index rows."""
+
+    resources: list[StoredResource]
+    changes: list[ChangeRecord]
+    receipts: list[Receipt]
+    audit: list[AuditRow]
+    handoffs: list[HandoffIndexRow]
+    search: list[SearchDoc]

@@ -21,6 +21,7 @@ from aidememo.domain.model import (
     ChangeRecord,
     CommandStart,
     HandoffIndexRow,
+    History,
     MailboxQuery,
     Membership,
     Mutation,
@@ -77,6 +78,12 @@ class _MemoryTx:
         else:
             self.undo.append(lambda: table.__setitem__(key, old))
         table[key] = value
+
+    def _pop(self, table: dict[Any, Any], key: Any) -> None:
+        if not self._writable:
+            raise fail(ErrorCode.STORAGE_FAILURE, "write attempted in a read view")
+        old = table.pop(key)
+        self.undo.append(lambda: table.__setitem__(key, old))
 
     def _append(self, table: dict[Any, list[Any]], key: Any, value: Any) -> None:
         rows = table.get(key)
@@ -172,6 +179,54 @@ class _MemoryTx:
         hits.sort(key=lambda hit: (-hit.score, hit.fact_id))
         return hits[:limit]
 
+    def list_projects(self, tenant_id: str) -> list[Project]:
+        return sorted(
+            (p for (t, _), p in self._t.projects.items() if t == tenant_id),
+            key=lambda p: p.project_id,
+        )
+
+    def list_actors(self, tenant_id: str) -> list[Actor]:
+        return sorted(
+            (a for (t, _), a in self._t.actors.items() if t == tenant_id),
+            key=lambda a: a.actor_id,
+        )
+
+    def list_memberships(self, tenant_id: str) -> list[Membership]:
+        rows = [m for (t, _, _), m in self._t.memberships.items() if t == tenant_id]
+        return sorted(rows, key=lambda m: (m.project_id, m.actor_id))
+
+    def list_tokens(self, tenant_id: str) -> list[TokenBinding]:
+        rows = [b for b in self._t.tokens.values() if b.tenant_id == tenant_id]
+        return sorted(rows, key=lambda b: b.token_sha256)
+
+    def list_receipts(self, scope: Scope) -> list[Receipt]:
+        rows = [
+            r
+            for (t, p, _), r in self._t.receipts.items()
+            if (t, p) == (scope.tenant_id, scope.project_id)
+        ]
+        return sorted(rows, key=lambda r: r.project_seq)
+
+    def count_tenant_rows(self, tenant_id: str) -> dict[str, int]:
+        t = self._t
+
+        def scoped(table: dict[tuple[str, str], Any]) -> int:
+            return sum(len(v) for (tenant, _), v in table.items() if tenant == tenant_id)
+
+        return {
+            "tenants": int(tenant_id in t.tenants),
+            "projects": sum(1 for (tenant, _) in t.projects if tenant == tenant_id),
+            "actors": sum(1 for (tenant, _) in t.actors if tenant == tenant_id),
+            "memberships": sum(1 for (tenant, _, _) in t.memberships if tenant == tenant_id),
+            "token_bindings": sum(1 for b in t.tokens.values() if b.tenant_id == tenant_id),
+            "resources": scoped(t.resources),
+            "receipts": sum(1 for (tenant, _, _) in t.receipts if tenant == tenant_id),
+            "changes": scoped(t.changes),
+            "audit": scoped(t.audit),
+            "handoff_index": scoped(t.handoffs),
+            "fact_search": scoped(t.search),
+        }
+
     # -- WriteTx --------------------------------------------------------------------------
 
     def begin_command(
@@ -225,6 +280,45 @@ class _MemoryTx:
         binding = self._t.tokens.get(token_sha256)
         if binding is not None:
             self._set(self._t.tokens, token_sha256, replace(binding, active=active))
+
+    def restore_history(self, project: Project, history: History) -> None:
+        key = (project.tenant_id, project.project_id)
+        resources = self._child(self._t.resources, key)
+        for row in history.resources:
+            self._set(resources, (row.ref.kind, row.ref.id), row)
+        for change in history.changes:
+            self._append(self._t.changes, key, change)
+        for audit in history.audit:
+            self._append(self._t.audit, key, audit)
+        for receipt in history.receipts:
+            self._set(self._t.receipts, (*key, receipt.command_id), receipt)
+        handoffs = self._child(self._t.handoffs, key)
+        for handoff in history.handoffs:
+            self._set(handoffs, handoff.handoff_id, handoff)
+        docs = self._child(self._t.search, key)
+        for doc in history.search:
+            self._set(docs, doc.fact_id, doc)
+
+    def delete_tenant(self, tenant_id: str) -> None:
+        t = self._t
+        tables: list[dict[Any, Any]] = [
+            t.projects,
+            t.actors,
+            t.memberships,
+            t.receipts,
+            t.resources,
+            t.changes,
+            t.audit,
+            t.handoffs,
+            t.search,
+        ]
+        for table in tables:
+            for key in [k for k in table if k[0] == tenant_id]:
+                self._pop(table, key)
+        for digest in [d for d, b in t.tokens.items() if b.tenant_id == tenant_id]:
+            self._pop(t.tokens, digest)
+        if tenant_id in t.tenants:
+            self._pop(t.tenants, tenant_id)
 
 
 class MemoryStore:

@@ -41,6 +41,7 @@ from aidememo.domain.model import (
 )
 from aidememo.ports import ReadTx, WriteTx
 from aidememo.stores.sqlite import sql as q
+from aidememo.stores.sqlite.archive import ArchiveReads, ArchiveWrites
 from aidememo.stores.sqlite.executor import SqlExecutor
 from aidememo.stores.sqlite.schema import migrate, read_version
 
@@ -54,7 +55,7 @@ def fts_query(terms: list[str]) -> str:
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
-class SqliteReadTx:
+class SqliteReadTx(ArchiveReads):
     """`ReadTx` over an executor; rows become value objects here and nowhere else."""
 
     __slots__ = ("_x",)
@@ -192,7 +193,7 @@ class SqliteReadTx:
         return [SearchHit(fact_id, -float(rank)) for fact_id, rank in rows]
 
 
-class SqliteWriteTx(SqliteReadTx):
+class SqliteWriteTx(ArchiveWrites, SqliteReadTx):
     """`WriteTx`: the reads plus the writes of one command or one provisioning step."""
 
     __slots__ = ()

@@ -1,0 +1,213 @@
+"""Export, import and tenant deletion on every backend (SPEC.md ARC-1..ARC-5)."""
+
+from __future__ import annotations
+
+import pytest
+
+from aidememo.conformance.harness import PROJECT, TENANT, Fixture
+from aidememo.domain.clock import FixedClock, RandomIds
+from aidememo.domain.errors import AidememoError, ErrorCode
+from aidememo.domain.records import parse_create, parse_transition
+from aidememo.ports import Store
+from aidememo.service.access import Caller
+from aidememo.service.archive import Archive
+from aidememo.service.lookups import Lookups
+from aidememo.service.product import Product
+from aidememo.service.queries import Queries
+from aidememo.stores.sqlite import SqliteStore
+from tests.conformance.conftest import BACKENDS, Backend
+
+
+def _populate(fx: Fixture) -> None:
+    """A history with every kind of row: raw puts and a delete, a session, facts (CJK too),
+    and a completed handoff with its context."""
+    fx.put("command_create", "a")
+    fx.put("command_update", "b", expected=1)
+    fx.delete("command_delete", expected=2)
+    product = Product(fx.ledger, 60_000)
+    me, other = fx.actor, fx.other
+    product.create_session(
+        me,
+        PROJECT,
+        parse_create(
+            {"command_id": "c_s", "payload": {"session_id": "s1", "source_id": "src", "topic": "t"}}
+        ),
+    )
+    product.create_fact(
+        me,
+        PROJECT,
+        parse_create(
+            {
+                "command_id": "c_f1",
+                "payload": {"fact_id": "f1", "session_id": "s1", "content": "redis 서버가 멈췄다"},
+            }
+        ),
+    )
+    product.create_context(
+        me,
+        PROJECT,
+        parse_create(
+            {
+                "command_id": "c_x",
+                "payload": {
+                    "context_id": "x1",
+                    "handoff_id": "h1",
+                    "session_id": "s1",
+                    "to_actor": other.actor_id,
+                    "content": "why",
+                },
+            }
+        ),
+    )
+    product.send_handoff(
+        me,
+        PROJECT,
+        parse_create(
+            {
+                "command_id": "c_h",
+                "payload": {
+                    "handoff_id": "h1",
+                    "session_id": "s1",
+                    "to_actor": other.actor_id,
+                    "context_id": "x1",
+                },
+            }
+        ),
+    )
+    product.transition(
+        other,
+        PROJECT,
+        "h1",
+        "accept",
+        parse_transition(
+            {"command_id": "c_a", "expected_revision": 1, "payload": {"claim_id": "k1"}}
+        ),
+    )
+    product.create_fact(
+        other,
+        PROJECT,
+        parse_create(
+            {
+                "command_id": "c_f2",
+                "payload": {"fact_id": "f2", "session_id": "s1", "content": "fixed the cluster"},
+            }
+        ),
+    )
+    outcome = {"claim_id": "k1", "result_fact_id": "f2", "outcome": "succeeded"}
+    request = {"command_id": "c_r", "expected_revision": 2, "payload": outcome}
+    product.transition(other, PROJECT, "h1", "return", parse_transition(request))
+
+
+def _views(store: Store, caller: Caller) -> tuple[object, ...]:
+    """Everything a client can observe, with the epoch taken out."""
+    queries, lookups = Queries(store), Lookups(store)
+    epoch = queries.identity(caller, PROJECT).project_epoch
+    snap = queries.snapshot(caller, PROJECT)
+    feed = queries.changes(caller, PROJECT, epoch, 0, 10_000)
+    records = [(r.seq, r.ref, r.op, r.revision, r.actor_id, r.committed_at_ms, r.body)
+               for r in feed.records]  # fmt: skip
+    box = lookups.mailbox(caller, PROJECT, box="outbox", source_id=None,
+                          include_completed=None, before_seq=None, limit=100)  # fmt: skip
+    hits = lookups.search(caller, PROJECT, q="서버 cluster", source_id=None, limit=10,
+                          at_least_seq=None)  # fmt: skip
+    audit = store.read(lambda tx: tx.list_audit(caller.scope(PROJECT)))
+    receipts = store.read(lambda tx: tx.list_receipts(caller.scope(PROJECT)))
+    return (snap.at_seq, snap.resources, records, feed.next_after_seq, box, hits.results,
+            audit, receipts)  # fmt: skip
+
+
+def _history_lines(lines: list[bytes]) -> list[bytes]:
+    """The lines an import must reproduce: all but header, project (new epoch) and manifest."""
+    skip = (b'"type":"header"', b'"type":"project"', b'"type":"manifest"')
+    return [ln for ln in lines if not any(marker in ln for marker in skip)]
+
+
+def _archive(store: Store) -> Archive:
+    return Archive(store, FixedClock(5_000), RandomIds())
+
+
+@pytest.mark.parametrize("target", ["memory", "sqlite_file", "do_sql"])
+def test_arc1_export_import_round_trip_is_identical_apart_from_epoch(
+    backend: Backend, target: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    fx = Fixture.create(backend.open)
+    _populate(fx)
+    exported = list(_archive(fx.store).export_lines(TENANT, include_tokens=True))
+    into = BACKENDS[target](tmp_path_factory.mktemp("into"))
+    store = into.open()
+    summary = _archive(store).import_lines(exported)
+    assert summary.counts["change"] == 10 and set(summary.epochs) == {PROJECT}
+    assert _views(store, fx.actor) == _views(fx.store, fx.actor)
+    assert Queries(store).identity(fx.actor, PROJECT).project_epoch != "epoch_fixture"
+    # And back again: a second export of the import has the same body lines.
+    again = list(_archive(store).export_lines(TENANT, include_tokens=True))
+    assert _history_lines(again) == _history_lines(exported)
+    store.close()
+    for cleanup in into.cleanups:
+        cleanup()
+    fx.store.close()
+
+
+def test_arc2_cursor_from_before_import_fails_closed(backend: Backend, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    fx = Fixture.create(backend.open)
+    _populate(fx)
+    lines = list(_archive(fx.store).export_lines(TENANT))
+    target = SqliteStore.open_file(tmp_path / "t.sqlite")
+    _archive(target).import_lines(lines)
+    with pytest.raises(AidememoError) as err:
+        Queries(target).changes(fx.actor, PROJECT, "epoch_fixture", 0, 10)
+    assert err.value.code is ErrorCode.CURSOR_EPOCH_MISMATCH
+    # Without token digests the members exist but no token authenticates.
+    assert target.read(lambda tx: tx.list_tokens(TENANT)) == []
+    target.close()
+    fx.store.close()
+
+
+def test_arc2_import_refuses_tampering_and_existing_scopes(backend: Backend) -> None:
+    fx = Fixture.create(backend.open)
+    _populate(fx)
+    lines = list(_archive(fx.store).export_lines(TENANT))
+    tampered = [ln.replace(b'"role":"writer"', b'"role":"owner"') for ln in lines]
+    assert tampered != lines
+    for bad in (tampered, lines[:-1], lines[1:]):
+        with pytest.raises(AidememoError) as err:
+            _archive(fx.store).import_lines(bad)
+        assert err.value.code is ErrorCode.INVALID_COMMAND
+    with pytest.raises(AidememoError) as err:
+        _archive(fx.store).import_lines(lines)  # the scope exists already
+    assert err.value.code is ErrorCode.RESOURCE_ALREADY_EXISTS
+    fx.store.close()
+
+
+def test_arc3_project_export_carries_only_that_project(backend: Backend, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    fx = Fixture.create(backend.open)
+    _populate(fx)
+    fx.identity.bootstrap(tenant_id=TENANT, project_id="project_two", actor_id="loner")
+    lines = list(_archive(fx.store).export_lines(TENANT, PROJECT))
+    target = SqliteStore.open_file(tmp_path / "t.sqlite")
+    summary = _archive(target).import_lines(lines)
+    assert set(summary.epochs) == {PROJECT}
+    assert [p.project_id for p in target.read(lambda tx: tx.list_projects(TENANT))] == [PROJECT]
+    actors = {a.actor_id for a in target.read(lambda tx: tx.list_actors(TENANT))}
+    assert actors == {fx.actor.actor_id, fx.other.actor_id}
+    # Importing the other project later, next to the first, works: scopes are per project.
+    rest = list(_archive(fx.store).export_lines(TENANT, "project_two"))
+    assert _archive(target).import_lines(rest).epochs.keys() == {"project_two"}
+    target.close()
+    fx.store.close()
+
+
+def test_arc4_delete_tenant_removes_every_row_and_only_that_tenant(backend: Backend) -> None:
+    fx = Fixture.create(backend.open)
+    _populate(fx)
+    fx.identity.bootstrap(tenant_id="tenant_keep", project_id=PROJECT, actor_id="keeper",
+                          token_sha256=bytes([9]) * 32)  # fmt: skip
+    keep_before = fx.store.read(lambda tx: tx.count_tenant_rows("tenant_keep"))
+    with pytest.raises(AidememoError):
+        _archive(fx.store).delete_tenant(TENANT, confirm="tenant_other")
+    removed = _archive(fx.store).delete_tenant(TENANT, confirm=TENANT)
+    assert removed["changes"] == 10 and removed["fact_search"] == 2
+    assert not any(fx.store.read(lambda tx: tx.count_tenant_rows(TENANT)).values())
+    assert fx.store.read(lambda tx: tx.count_tenant_rows("tenant_keep")) == keep_before
+    assert fx.identity.authenticate(bytes([9]) * 32) == Caller("tenant_keep", "keeper")
+    fx.store.close()
