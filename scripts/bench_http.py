@@ -599,6 +599,7 @@ def orchestrate(args: argparse.Namespace) -> int:
     figures["bench_peak_rss_mib"] = peak_rss_mib()
     figures["load"] = f"wrk -t2 -c32 -d{args.duration}s --latency after {args.warmup} s warm-up"
     figures["seed_facts"] = args.seed_facts
+    figures["changes_page"] = 1000
     figures["server"] = "aidememo serve: uvicorn, one process, SQLite synchronous=FULL"
     baseline = {f"hello_{key}": value for key, value in results["hello"].items()}
     baseline["hello_peak_rss_mib"] = hello_rss
