@@ -115,3 +115,77 @@ ensure_node_modules() {
     fi
     install_unlock
 }
+
+# -- throwaway PostgreSQL 15 ------------------------------------------------------------------
+# pg_start creates a cluster in a fresh temporary directory owned by `postgres` (initdb and
+# pg_ctl refuse root, so as root they run through `runuser -u postgres --`), on a free port,
+# with fsync and synchronous_commit off (test speed only; never for benchmarks). It exports
+# AIDEMEMO_TEST_PG_URL (TCP), AIDEMEMO_TEST_PG_SOCKET_DIR and AIDEMEMO_TEST_PG_PORT.
+# pg_stop stops it and removes the directory; call it from an EXIT trap.
+PG_BIN="${AIDEMEMO_PG_BIN:-/usr/lib/postgresql/15/bin}"
+PG_DIR=""
+
+_pg_as_owner() {
+    if [ "$(id -u)" = "0" ]; then
+        runuser -u postgres -- "$@"
+    else
+        "$@"
+    fi
+}
+
+# Install PostgreSQL 15 on a fresh (Debian/Ubuntu) CI machine when its binaries are missing.
+ensure_postgres() {
+    [ -x "$PG_BIN/initdb" ] && return 0
+    if [ "$(id -u)" != "0" ] || ! command -v apt-get >/dev/null 2>&1; then
+        log "PostgreSQL 15 is missing ($PG_BIN/initdb); install postgresql-15"
+        return 1
+    fi
+    log "installing postgresql-15 with apt-get"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql-15 >/dev/null \
+        || { apt-get update -q >/dev/null && \
+             DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql-15 >/dev/null; } \
+        || return 1
+    [ -x "$PG_BIN/initdb" ]
+}
+
+_free_port() {
+    "${PY:-python3}" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+pg_start() {
+    ensure_postgres || return 1
+    PG_DIR="$(mktemp -d "${TMPDIR:-/tmp}/aidememo-pg.XXXXXX")" || return 1
+    chmod 755 "$PG_DIR"
+    if [ "$(id -u)" = "0" ]; then
+        chown postgres:postgres "$PG_DIR" || return 1
+    fi
+    _pg_as_owner "$PG_BIN/initdb" -D "$PG_DIR/data" -U postgres -A trust -E UTF8 \
+        --locale=C.UTF-8 --no-sync >"$PG_DIR/initdb.log" 2>&1 \
+        || { log "initdb failed:"; cat "$PG_DIR/initdb.log" >&2; return 1; }
+    local port attempt
+    for attempt in 1 2 3; do
+        port="$(_free_port)" || return 1
+        if _pg_as_owner "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/pg.log" -w -t 30 \
+            -o "-p $port -k $PG_DIR -c listen_addresses=127.0.0.1 -c fsync=off \
+                -c synchronous_commit=off -c full_page_writes=off -c max_connections=300" \
+            start >/dev/null; then
+            export AIDEMEMO_TEST_PG_URL="postgresql://postgres@127.0.0.1:$port/postgres"
+            export AIDEMEMO_TEST_PG_SOCKET_DIR="$PG_DIR"
+            export AIDEMEMO_TEST_PG_PORT="$port"
+            log "PostgreSQL 15 on 127.0.0.1:$port (data in $PG_DIR)"
+            return 0
+        fi
+        log "pg_ctl start failed on port $port (attempt $attempt)"
+    done
+    cat "$PG_DIR/pg.log" >&2 || true
+    return 1
+}
+
+pg_stop() {
+    [ -n "$PG_DIR" ] || return 0
+    if [ -f "$PG_DIR/data/postmaster.pid" ]; then
+        _pg_as_owner "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -m immediate -w stop >/dev/null 2>&1 || true
+    fi
+    rm -rf "$PG_DIR"
+    PG_DIR=""
+}

@@ -14,7 +14,9 @@ import pytest
 
 from aidememo.ports import CAP_REOPEN, Store
 from aidememo.stores.memory import MemoryStore
+from aidememo.stores.postgres import PostgresStore
 from aidememo.stores.sqlite import SqliteStore
+from tests import pg
 from tests.doubles.do_storage import DoStorage
 
 
@@ -26,6 +28,7 @@ class Backend:
     open: Callable[[], Store]
     capabilities: frozenset[str]
     path: Path | None = None
+    db: pg.Database | None = None  # the PostgreSQL database of a postgres backend
     cleanups: list[Callable[[], None]] = field(default_factory=list)
 
     def require(self, capability: str) -> None:
@@ -67,11 +70,34 @@ def _do_sql(tmp_path: Path) -> Backend:
     return backend
 
 
+def _postgres(driver: str) -> Callable[[Path], Backend]:
+    # A fresh database per test, cloned from a migrated template; every store opened on it is
+    # closed before the database is dropped.
+    def make(tmp_path: Path) -> Backend:
+        db = pg.create_database()
+        opened: list[PostgresStore] = []
+
+        def open_store() -> Store:
+            store = PostgresStore.open(db.connect(driver), migrate=True)
+            opened.append(store)
+            return store
+
+        backend = Backend(f"postgres_{driver}", open_store, PostgresStore.capabilities)
+        backend.db = db
+        backend.cleanups.append(lambda: [store.close() for store in opened])
+        backend.cleanups.append(db.drop)
+        return backend
+
+    return make
+
+
 BACKENDS: dict[str, Callable[[Path], Backend]] = {
     "memory": _memory,
     "sqlite_file": _sqlite_file,
     "sqlite_memory": _sqlite_memory,
     "do_sql": _do_sql,
+    "postgres_psycopg": _postgres("psycopg"),
+    "postgres_pg8000": _postgres("pg8000"),
 }
 
 

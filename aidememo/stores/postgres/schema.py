@@ -1,0 +1,312 @@
+"""The canonical PostgreSQL schema, its server-side functions and its migrations.
+
+The tables and constraints follow the SQLite schema (`aidememo.stores.sqlite.schema`) with
+PostgreSQL types (BIGINT, BYTEA, BOOLEAN) and `ON DELETE CASCADE` foreign keys from the tenant
+down, so a tenant's deletion is one `DELETE FROM tenants` (anchor 2.3). Identifier columns are
+`COLLATE "C"`: ids are ASCII, and byte order makes `ORDER BY` agree with SQLite and Python
+whatever the database's default collation is.
+
+The migrations also create two plpgsql functions, so a command costs one round trip to read
+and one to write, the same SQL text for psycopg 3 and pg8000:
+- `aidememo_begin_command` sets the transaction's timeouts, locks the project row
+  (`FOR NO KEY UPDATE`: writers of one project queue behind each other; writers of other
+  projects never wait; foreign-key checks of inserts, which take `KEY SHARE`, are not blocked)
+  and returns project, membership, receipt and current resource as one row.
+- `aidememo_commit_mutation` moves the head by compare-and-swap and writes resource, change,
+  audit row, receipt, the optional handoff index row and the optional search row.
+
+The version lives in `aidememo_schema(component, version)`. `migrate` runs every pending step
+in one transaction under `pg_advisory_xact_lock`, so concurrent start-ups never race on DDL,
+and refuses a database newer than this code.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+COMPONENT = "canonical_store"
+
+# "AideMemo" in ASCII, the anchor's advisory lock key for migrations.
+MIGRATION_LOCK_KEY = 0x4169_6465_4D65_6D6F
+
+CREATE_VERSION_TABLE = (
+    "CREATE TABLE IF NOT EXISTS aidememo_schema (component TEXT PRIMARY KEY, version INT NOT NULL)"
+)
+SELECT_VERSION = "SELECT version FROM aidememo_schema WHERE component = %s"
+TABLE_EXISTS = "SELECT to_regclass('aidememo_schema') IS NOT NULL"
+UPSERT_VERSION = (
+    "INSERT INTO aidememo_schema (component, version) VALUES (%s, %s) "
+    "ON CONFLICT (component) DO UPDATE SET version = excluded.version"
+)
+LOCK = f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})"
+
+_ID = 'TEXT COLLATE "C" NOT NULL'
+
+_TABLES = (
+    f"""CREATE TABLE tenants (
+        tenant_id {_ID} PRIMARY KEY,
+        status TEXT NOT NULL DEFAULT 'active'
+            CHECK (status IN ('active', 'suspended', 'archived')),
+        created_at_ms BIGINT NOT NULL
+    )""",
+    # search_docs and search_terms are the BM25 statistics of the project's lexical index
+    # (document count and total term count), kept by the functions below.
+    f"""CREATE TABLE projects (
+        tenant_id {_ID} REFERENCES tenants (tenant_id) ON DELETE CASCADE,
+        project_id {_ID},
+        project_epoch {_ID},
+        head_seq BIGINT NOT NULL CHECK (head_seq >= 0),
+        status TEXT NOT NULL DEFAULT 'active'
+            CHECK (status IN ('active', 'suspended', 'archived')),
+        created_at_ms BIGINT NOT NULL,
+        search_docs BIGINT NOT NULL DEFAULT 0 CHECK (search_docs >= 0),
+        search_terms BIGINT NOT NULL DEFAULT 0 CHECK (search_terms >= 0),
+        PRIMARY KEY (tenant_id, project_id)
+    )""",
+    f"""CREATE TABLE actors (
+        tenant_id {_ID} REFERENCES tenants (tenant_id) ON DELETE CASCADE,
+        actor_id {_ID},
+        kind TEXT NOT NULL CHECK (kind IN ('human', 'agent', 'service')),
+        status TEXT NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'suspended')),
+        created_at_ms BIGINT NOT NULL,
+        PRIMARY KEY (tenant_id, actor_id)
+    )""",
+    f"""CREATE TABLE memberships (
+        tenant_id {_ID},
+        project_id {_ID},
+        actor_id {_ID},
+        role TEXT NOT NULL CHECK (role IN ('owner', 'admin', 'writer', 'reader')),
+        status TEXT NOT NULL CHECK (status IN ('active', 'suspended')),
+        updated_at_ms BIGINT NOT NULL,
+        PRIMARY KEY (tenant_id, project_id, actor_id),
+        FOREIGN KEY (tenant_id, project_id)
+            REFERENCES projects (tenant_id, project_id) ON DELETE CASCADE,
+        FOREIGN KEY (tenant_id, actor_id)
+            REFERENCES actors (tenant_id, actor_id) ON DELETE CASCADE
+    )""",
+    "CREATE INDEX memberships_actor_idx ON memberships (tenant_id, actor_id)",
+    f"""CREATE TABLE token_bindings (
+        token_sha256 BYTEA PRIMARY KEY CHECK (octet_length(token_sha256) = 32),
+        tenant_id {_ID},
+        actor_id {_ID},
+        active BOOLEAN NOT NULL,
+        created_at_ms BIGINT NOT NULL,
+        FOREIGN KEY (tenant_id, actor_id)
+            REFERENCES actors (tenant_id, actor_id) ON DELETE CASCADE
+    )""",
+    "CREATE INDEX token_bindings_actor_idx ON token_bindings (tenant_id, actor_id)",
+    f"""CREATE TABLE resources (
+        tenant_id {_ID},
+        project_id {_ID},
+        kind {_ID},
+        resource_id {_ID},
+        revision BIGINT NOT NULL CHECK (revision > 0),
+        body BYTEA,
+        PRIMARY KEY (tenant_id, project_id, kind, resource_id),
+        FOREIGN KEY (tenant_id, project_id)
+            REFERENCES projects (tenant_id, project_id) ON DELETE CASCADE
+    )""",
+    f"""CREATE TABLE receipts (
+        tenant_id {_ID},
+        project_id {_ID},
+        command_id {_ID},
+        fingerprint TEXT NOT NULL,
+        actor_id {_ID},
+        project_seq BIGINT NOT NULL CHECK (project_seq > 0),
+        kind {_ID},
+        resource_id {_ID},
+        revision BIGINT NOT NULL CHECK (revision > 0),
+        committed_at_ms BIGINT NOT NULL,
+        PRIMARY KEY (tenant_id, project_id, command_id),
+        UNIQUE (tenant_id, project_id, project_seq),
+        FOREIGN KEY (tenant_id, project_id)
+            REFERENCES projects (tenant_id, project_id) ON DELETE CASCADE
+    )""",
+    f"""CREATE TABLE changes (
+        tenant_id {_ID},
+        project_id {_ID},
+        seq BIGINT NOT NULL CHECK (seq > 0),
+        project_epoch {_ID},
+        kind {_ID},
+        resource_id {_ID},
+        op TEXT NOT NULL CHECK (op IN ('upsert', 'delete')),
+        revision BIGINT NOT NULL CHECK (revision > 0),
+        actor_id {_ID},
+        committed_at_ms BIGINT NOT NULL,
+        body BYTEA,
+        PRIMARY KEY (tenant_id, project_id, seq),
+        CHECK ((op = 'upsert') = (body IS NOT NULL)),
+        FOREIGN KEY (tenant_id, project_id)
+            REFERENCES projects (tenant_id, project_id) ON DELETE CASCADE
+    )""",
+    f"""CREATE TABLE audit (
+        tenant_id {_ID},
+        project_id {_ID},
+        project_seq BIGINT NOT NULL CHECK (project_seq > 0),
+        command_id {_ID},
+        operation TEXT NOT NULL,
+        kind {_ID},
+        resource_id {_ID},
+        actor_id {_ID},
+        committed_at_ms BIGINT NOT NULL,
+        PRIMARY KEY (tenant_id, project_id, project_seq),
+        UNIQUE (tenant_id, project_id, command_id),
+        FOREIGN KEY (tenant_id, project_id)
+            REFERENCES projects (tenant_id, project_id) ON DELETE CASCADE
+    )""",
+    f"""CREATE TABLE handoff_index (
+        tenant_id {_ID},
+        project_id {_ID},
+        handoff_id {_ID},
+        from_actor {_ID},
+        to_actor {_ID},
+        source_id {_ID},
+        status TEXT NOT NULL,
+        revision BIGINT NOT NULL CHECK (revision > 0),
+        updated_seq BIGINT NOT NULL CHECK (updated_seq > 0),
+        PRIMARY KEY (tenant_id, project_id, handoff_id),
+        FOREIGN KEY (tenant_id, project_id)
+            REFERENCES projects (tenant_id, project_id) ON DELETE CASCADE
+    )""",
+    """CREATE INDEX handoff_inbox_idx
+        ON handoff_index (tenant_id, project_id, to_actor, updated_seq DESC)""",
+    """CREATE INDEX handoff_outbox_idx
+        ON handoff_index (tenant_id, project_id, from_actor, updated_seq DESC)""",
+    # `terms` is the tokenizer's output (aidememo.domain.tokenize), in order, duplicates kept:
+    # BM25's term frequencies come from it. `doc` holds the same terms as exact lexemes
+    # (array_to_tsvector: no parser, stemmer or locale touches them), for the GIN index.
+    f"""CREATE TABLE fact_search (
+        tenant_id {_ID},
+        project_id {_ID},
+        fact_id {_ID},
+        source_id {_ID},
+        terms TEXT[] NOT NULL,
+        n_terms INT NOT NULL CHECK (n_terms >= 0),
+        doc TSVECTOR NOT NULL,
+        PRIMARY KEY (tenant_id, project_id, fact_id),
+        FOREIGN KEY (tenant_id, project_id)
+            REFERENCES projects (tenant_id, project_id) ON DELETE CASCADE
+    )""",
+    "CREATE INDEX fact_search_doc_idx ON fact_search USING GIN (doc)",
+)
+
+# A tsvector lexeme is at most 2046 bytes; a longer term (a 2 KiB run of letters) cannot be
+# indexed and is left out of `doc` (it still counts in `terms`, so BM25 lengths stay exact).
+MAX_LEXEME_BYTES = 2046
+
+_INDEX_FACT = f"""
+CREATE OR REPLACE FUNCTION aidememo_index_fact(
+    p_tenant TEXT, p_project TEXT, p_fact TEXT, p_source TEXT, p_terms TEXT
+) RETURNS void LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_terms TEXT[] := CASE WHEN p_terms = '' THEN '{{}}'::TEXT[]
+                           ELSE string_to_array(p_terms, ' ') END;
+    v_old INT;
+BEGIN
+    DELETE FROM fact_search
+        WHERE tenant_id = p_tenant AND project_id = p_project AND fact_id = p_fact
+        RETURNING n_terms INTO v_old;
+    INSERT INTO fact_search (tenant_id, project_id, fact_id, source_id, terms, n_terms, doc)
+    VALUES (
+        p_tenant, p_project, p_fact, p_source, v_terms, cardinality(v_terms),
+        array_to_tsvector(ARRAY(
+            SELECT DISTINCT t FROM unnest(v_terms) AS t
+            WHERE t <> '' AND octet_length(t) <= {MAX_LEXEME_BYTES}
+        ))
+    );
+    UPDATE projects SET
+        search_docs = search_docs + CASE WHEN v_old IS NULL THEN 1 ELSE 0 END,
+        search_terms = search_terms + cardinality(v_terms) - coalesce(v_old, 0)
+    WHERE tenant_id = p_tenant AND project_id = p_project;
+END
+$fn$"""
+
+_BEGIN_COMMAND = """
+CREATE OR REPLACE FUNCTION aidememo_begin_command(
+    p_statement_timeout TEXT, p_lock_timeout TEXT,
+    p_tenant TEXT, p_project TEXT, p_actor TEXT, p_command TEXT, p_kind TEXT, p_resource TEXT,
+    OUT project_epoch TEXT, OUT head_seq BIGINT,
+    OUT member_role TEXT, OUT member_status TEXT,
+    OUT r_fingerprint TEXT, OUT r_actor TEXT, OUT r_seq BIGINT, OUT r_kind TEXT,
+    OUT r_resource TEXT, OUT r_revision BIGINT, OUT r_at BIGINT,
+    OUT found_resource BOOLEAN, OUT res_revision BIGINT, OUT res_body BYTEA
+) LANGUAGE plpgsql AS $fn$
+BEGIN
+    -- SET LOCAL equivalents: they last until the transaction ends, and a transaction-mode
+    -- pool (PgBouncer, Hyperdrive) never carries them to another client.
+    -- NULL means an earlier statement of the transaction already set them.
+    IF p_statement_timeout IS NOT NULL THEN
+        PERFORM set_config('statement_timeout', p_statement_timeout, true),
+                set_config('lock_timeout', p_lock_timeout, true);
+    END IF;
+    SELECT p.project_epoch, p.head_seq INTO project_epoch, head_seq
+        FROM projects p
+        WHERE p.tenant_id = p_tenant AND p.project_id = p_project
+        FOR NO KEY UPDATE;
+    SELECT m.role, m.status INTO member_role, member_status
+        FROM memberships m
+        WHERE m.tenant_id = p_tenant AND m.project_id = p_project AND m.actor_id = p_actor;
+    SELECT r.fingerprint, r.actor_id, r.project_seq, r.kind, r.resource_id, r.revision,
+           r.committed_at_ms
+        INTO r_fingerprint, r_actor, r_seq, r_kind, r_resource, r_revision, r_at
+        FROM receipts r
+        WHERE r.tenant_id = p_tenant AND r.project_id = p_project AND r.command_id = p_command;
+    SELECT true, s.revision, s.body INTO found_resource, res_revision, res_body
+        FROM resources s
+        WHERE s.tenant_id = p_tenant AND s.project_id = p_project
+          AND s.kind = p_kind AND s.resource_id = p_resource;
+    found_resource := coalesce(found_resource, false);
+END
+$fn$"""
+
+_COMMIT_MUTATION = """
+CREATE OR REPLACE FUNCTION aidememo_commit_mutation(
+    p_tenant TEXT, p_project TEXT, p_seq BIGINT, p_epoch TEXT,
+    p_command TEXT, p_fingerprint TEXT, p_actor TEXT, p_kind TEXT, p_resource TEXT,
+    p_revision BIGINT, p_at BIGINT, p_operation TEXT, p_op TEXT, p_body BYTEA,
+    p_h_id TEXT, p_h_from TEXT, p_h_to TEXT, p_h_source TEXT, p_h_status TEXT,
+    p_h_revision BIGINT, p_h_seq BIGINT,
+    p_s_fact TEXT, p_s_source TEXT, p_s_terms TEXT
+) RETURNS void LANGUAGE plpgsql AS $fn$
+BEGIN
+    UPDATE projects SET head_seq = p_seq
+        WHERE tenant_id = p_tenant AND project_id = p_project AND head_seq = p_seq - 1;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'project head moved during the command'
+            USING ERRCODE = 'serialization_failure';
+    END IF;
+    INSERT INTO resources (tenant_id, project_id, kind, resource_id, revision, body)
+        VALUES (p_tenant, p_project, p_kind, p_resource, p_revision, p_body)
+        ON CONFLICT (tenant_id, project_id, kind, resource_id)
+        DO UPDATE SET revision = excluded.revision, body = excluded.body;
+    INSERT INTO changes (tenant_id, project_id, seq, project_epoch, kind, resource_id, op,
+                         revision, actor_id, committed_at_ms, body)
+        VALUES (p_tenant, p_project, p_seq, p_epoch, p_kind, p_resource, p_op,
+                p_revision, p_actor, p_at, p_body);
+    INSERT INTO audit (tenant_id, project_id, project_seq, command_id, operation, kind,
+                       resource_id, actor_id, committed_at_ms)
+        VALUES (p_tenant, p_project, p_seq, p_command, p_operation, p_kind,
+                p_resource, p_actor, p_at);
+    INSERT INTO receipts (tenant_id, project_id, command_id, fingerprint, actor_id,
+                          project_seq, kind, resource_id, revision, committed_at_ms)
+        VALUES (p_tenant, p_project, p_command, p_fingerprint, p_actor,
+                p_seq, p_kind, p_resource, p_revision, p_at);
+    IF p_h_id IS NOT NULL THEN
+        INSERT INTO handoff_index (tenant_id, project_id, handoff_id, from_actor, to_actor,
+                                   source_id, status, revision, updated_seq)
+            VALUES (p_tenant, p_project, p_h_id, p_h_from, p_h_to,
+                    p_h_source, p_h_status, p_h_revision, p_h_seq)
+            ON CONFLICT (tenant_id, project_id, handoff_id) DO UPDATE SET
+                from_actor = excluded.from_actor, to_actor = excluded.to_actor,
+                source_id = excluded.source_id, status = excluded.status,
+                revision = excluded.revision, updated_seq = excluded.updated_seq;
+    END IF;
+    IF p_s_fact IS NOT NULL THEN
+        PERFORM aidememo_index_fact(p_tenant, p_project, p_s_fact, p_s_source, p_s_terms);
+    END IF;
+END
+$fn$"""
+
+_V1 = (*_TABLES, _INDEX_FACT, _BEGIN_COMMAND, _COMMIT_MUTATION)
+
+MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [(1, _V1)]
+"""Ordered (version, statements); applying version N moves the database from N-1 to N."""
