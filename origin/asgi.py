@@ -5,7 +5,8 @@ lives in `aidememo.http`, so the origin and the edge answer identically. What it
 
 - Reads the body, but never more than `MAX_REQUEST_BODY_BYTES`: a `Content-Length` above the
   limit is refused without reading, and a streamed body is dropped as soon as it passes the
-  limit. Either way the core sees `Request.body_too_large=True` and answers 413.
+  limit. Either way the core sees `Request.body_too_large=True` and answers 413, and the
+  response closes the connection so the rest of the body is never received.
 - Lower-cases header names and joins repeated headers with ", "; passes the raw query string.
 - Assigns a request id: the incoming `x-request-id` when it is a valid identifier (ID-1),
   otherwise 16 random hex characters; it is echoed in the `x-request-id` response header and
@@ -220,6 +221,9 @@ def create_asgi_app(
             out.append((b"content-length", str(len(response.body)).encode()))
         if not has_id:
             out.append((b"x-request-id", request_id.encode()))
+        if too_large:
+            # The unread rest of the body would otherwise be received and discarded.
+            out.append((b"connection", b"close"))
         await send({"type": "http.response.start", "status": response.status, "headers": out})
         await send({"type": "http.response.body", "body": response.body})
         access.info(

@@ -144,6 +144,7 @@ def test_real_app_answers_413_for_too_large_body() -> None:
     sent, _ = call(app, http_scope("POST", "/v1/projects/p/sessions", headers=headers), [])
     assert sent[0]["status"] == 413
     assert json.loads(sent[1]["body"])["error"]["code"] == "payload_too_large"
+    assert response_headers(sent)["connection"] == "close"
 
 
 def test_real_app_health() -> None:

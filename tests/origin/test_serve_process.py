@@ -234,3 +234,20 @@ def test_sigint_exits_0_in_every_dispatch_mode(
     server.proc.send_signal(signal.SIGINT)
     assert server.proc.wait(timeout=10) == 0, server.stderr()
     assert "stopped on SIGINT" in server.stderr()
+
+
+def test_oversized_body_gets_413_over_a_real_socket(
+    tmp_path: Path, home: Path, token: str, servers: list[ServeProcess]
+) -> None:
+    server = start(servers, home, tmp_path / "serve.log")
+    big = b"x" * (2 * 1024 * 1024)
+    response = httpx.post(
+        f"{server.url}/v1/projects/demo/sessions",
+        headers={"authorization": f"Bearer {token}", "content-type": "application/json"},
+        content=big,
+        timeout=10.0,
+    )
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "payload_too_large"
+    assert httpx.get(f"{server.url}/health", timeout=5.0).status_code == 200
+    assert server.terminate()[0] == 0
