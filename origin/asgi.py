@@ -42,6 +42,9 @@ this shared 2-core machine, uvicorn 0.54 with uvloop and httptools, one process,
        GET  thread    645-1,370 req/s                p99 82-426 ms
        GET  writes  1,673-1,960 req/s  p50 15 ms     p99 141-197 ms
 
+   (GET runs inline in both `inline` and `writes`; their spread is the noise of the loaded
+   machine. The real app on a quiet machine is `scripts/bench_http.py`'s job.)
+
 A thread hop costs more than a cheap fsync hides, so with fast commits inline POST wins by up
 to 1.7x; but when a commit is slow, a write on the loop stalls every connection, while in a
 worker thread the fsync (which releases the GIL) overlaps the next requests' parsing,
