@@ -3,10 +3,11 @@
 The adapter only translates; every decision about a request (routing, limits, auth, errors)
 lives in `aidememo.http`, so the origin and the edge answer identically. What it does:
 
-- Reads the body, but never more than `MAX_REQUEST_BODY_BYTES`: a `Content-Length` above the
-  limit is refused without reading, and a streamed body is dropped as soon as it passes the
-  limit. Either way the core sees `Request.body_too_large=True` and answers 413, and the
-  response closes the connection so the rest of the body is never received.
+- Reads the body, but never more than the route's limit (`HttpApp.body_limit`: 1 MiB, or
+  256 MiB for archive imports): a `Content-Length` above the limit is refused without
+  reading, and a streamed body is dropped as soon as it passes the limit. Either way the
+  core sees `Request.body_too_large=True` and answers 413, and the response closes the
+  connection so the rest of the body is never received.
 - Lower-cases header names and joins repeated headers with ", "; passes the raw query string.
 - Assigns a request id: the incoming `x-request-id` when it is a valid identifier (ID-1),
   otherwise 16 random hex characters; it is echoed in the `x-request-id` response header and
@@ -66,7 +67,6 @@ from typing import Any, Protocol
 
 from aidememo.domain.errors import STORAGE_RETRY_AFTER_S, ErrorCode, fail
 from aidememo.domain.ids import is_valid_id
-from aidememo.domain.limits import MAX_REQUEST_BODY_BYTES
 from aidememo.http.types import Request, Response
 
 AsgiScope = MutableMapping[str, Any]
@@ -93,6 +93,10 @@ class Dispatcher(Protocol):
 
     def dispatch(self, request: Request) -> Response:
         """Answer one request; never raises."""
+        ...
+
+    def body_limit(self, method: str, path: str) -> int:
+        """The largest body the route accepts (1 MiB, or more for archive imports)."""
         ...
 
 
@@ -139,11 +143,11 @@ def create_asgi_app(
     access = access_logger if access_logger is not None else logging.getLogger(ACCESS_LOGGER)
     errors = logging.getLogger(ERROR_LOGGER)
     dispatch = http_app.dispatch
-    limit = MAX_REQUEST_BODY_BYTES
+    body_limit = http_app.body_limit
     perf = time.perf_counter
 
     async def read_body(
-        receive: AsgiReceive, headers: dict[str, str], method: str
+        receive: AsgiReceive, headers: dict[str, str], method: str, limit: int
     ) -> tuple[bytes, bool] | None:
         """`(body, too_large)`, or None when the client went away."""
         length = headers.get("content-length")
@@ -191,7 +195,7 @@ def create_asgi_app(
         )
         method: str = scope["method"]
         path: str = scope["path"]
-        read = await read_body(receive, headers, method)
+        read = await read_body(receive, headers, method, body_limit(method, path))
         if read is None:
             return  # the client disconnected before sending its whole body
         body, too_large = read

@@ -5,6 +5,7 @@ from __future__ import annotations
 ID_MAX_BYTES = 128
 NAME_MAX_BYTES = 96
 MAX_REQUEST_BODY_BYTES = 1024 * 1024
+MAX_ARCHIVE_BYTES = 256 * 1024 * 1024  # export and import bodies (ADM-4)
 MAX_JSON_DEPTH = 64
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1

@@ -9,6 +9,7 @@ the status mapped in `aidememo.domain.errors`, and nothing a client sends yields
 from __future__ import annotations
 
 import hashlib
+import hmac
 import logging
 from collections.abc import Callable
 
@@ -16,12 +17,13 @@ from aidememo.domain.canonical import decode_json
 from aidememo.domain.clock import RandomIds, SystemClock
 from aidememo.domain.errors import STORAGE_RETRY_AFTER_S, AidememoError, ErrorCode, fail
 from aidememo.domain.limits import BEARER_MAX_BYTES, HANDOFF_LEASE_MS_DEFAULT
-from aidememo.http import handlers
+from aidememo.http import admin, handlers
 from aidememo.http.render import json_bytes
-from aidememo.http.routes import resolve
+from aidememo.http.routes import Route, resolve
 from aidememo.http.types import Request, Response
 from aidememo.ports import Clock, Ids, Store
 from aidememo.service.access import Caller
+from aidememo.service.archive import Archive
 from aidememo.service.identity import IdentityService
 from aidememo.service.ledger import Ledger
 from aidememo.service.lookups import Lookups
@@ -46,10 +48,10 @@ def error_response(error: AidememoError) -> Response:
     return Response(error.http_status, headers, json_bytes(error.to_json()))
 
 
-def _is_json(content_type: str | None) -> bool:
+def _media_type_ok(content_type: str | None, expected: str) -> bool:
     if content_type is None:
-        return True  # a missing content type is read as JSON (HTTP-1)
-    return content_type.split(";", 1)[0].strip().lower() == "application/json"
+        return True  # a missing content type is read as the route's type (HTTP-1)
+    return content_type.split(";", 1)[0].strip().lower() == expected
 
 
 def bearer_digest(authorization: str | None) -> bytes:
@@ -77,6 +79,7 @@ class Services:
         self.queries = Queries(store)
         self.lookups = Lookups(store)
         self.product = Product(self.ledger, lease_ms)
+        self.archive = Archive(store, clock, ids)
 
 
 Handler = Callable[["Services", Request, dict[str, str], Caller | None], Response]
@@ -93,6 +96,7 @@ class HttpApp:
         ids: Ids | None = None,
         handoff_lease_ms: int = HANDOFF_LEASE_MS_DEFAULT,
         authenticate: Callable[[bytes], Caller] | None = None,
+        admin_token_sha256: bytes | None = None,
     ) -> None:
         self.store = store
         self.services = Services(
@@ -100,6 +104,14 @@ class HttpApp:
         )
         # The edge authenticates through its token directory; the origin through the store.
         self._authenticate = authenticate or self.services.identity.authenticate
+        self._admin_digest = admin_token_sha256
+
+    def _check_admin(self, digest: bytes) -> None:
+        """The admin token passes; a member's token is `admin_required` (ADM-1)."""
+        if self._admin_digest is not None and hmac.compare_digest(digest, self._admin_digest):
+            return
+        self._authenticate(digest)  # raises authentication_failed for unknown tokens
+        raise fail(ErrorCode.ADMIN_REQUIRED, "this route needs the admin token")
 
     def dispatch(self, request: Request) -> Response:
         """Answer one request; never raises."""
@@ -122,15 +134,27 @@ class HttpApp:
             if match.allowed:
                 raise fail(ErrorCode.METHOD_NOT_ALLOWED, f"use {', '.join(match.allowed)}")
             raise fail(ErrorCode.ROUTE_NOT_FOUND, "no such route")
-        if request.body_too_large:
-            raise fail(ErrorCode.PAYLOAD_TOO_LARGE, "request body is larger than 1 MiB")
-        if route.has_body and not _is_json(request.headers.get("content-type")):
-            raise fail(ErrorCode.UNSUPPORTED_MEDIA_TYPE, "send application/json")
+        if request.body_too_large or len(request.body) > route.max_body:
+            raise fail(
+                ErrorCode.PAYLOAD_TOO_LARGE, f"request body is larger than {route.max_body} bytes"
+            )
+        if route.has_body and not _media_type_ok(
+            request.headers.get("content-type"), route.media_type
+        ):
+            raise fail(ErrorCode.UNSUPPORTED_MEDIA_TYPE, f"send {route.media_type}")
         caller = None
-        if route.authenticated:
+        if route.admin:
+            self._check_admin(bearer_digest(request.headers.get("authorization")))
+        elif route.authenticated:
             caller = self._authenticate(bearer_digest(request.headers.get("authorization")))
-        handler: Handler = getattr(handlers, route.handler)
+        handler: Handler = getattr(admin if route.admin else handlers, route.handler)
         return handler(self.services, request, match.params, caller)
+
+    @staticmethod
+    def body_limit(method: str, path: str) -> int:
+        """The largest body `method path` accepts; adapters stop reading beyond it."""
+        route: Route | None = resolve(method, path).route
+        return route.max_body if route is not None else 0
 
 
 def read_json_body(request: Request) -> object:

@@ -7,6 +7,11 @@ Path parameters match any non-empty segment here; their grammar is checked later
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+from aidememo.domain.limits import MAX_ARCHIVE_BYTES, MAX_REQUEST_BODY_BYTES
+
+NDJSON = "application/x-ndjson"
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,9 +23,12 @@ class Route:
     handler: str
     authenticated: bool = True
     has_body: bool = False
+    admin: bool = False  # guarded by the admin token, not a member's (ADM-1)
+    max_body: int = MAX_REQUEST_BODY_BYTES
+    media_type: str = "application/json"
 
 
-def _route(method: str, path: str, handler: str, **flags: bool) -> Route:
+def _route(method: str, path: str, handler: str, **flags: Any) -> Route:
     return Route(method, tuple(path.strip("/").split("/")), handler, **flags)
 
 
@@ -44,6 +52,20 @@ ROUTES: tuple[Route, ...] = (
     _route("POST", f"{P}/handoffs/{{handoff_id}}/heartbeat", "heartbeat", has_body=True),
     _route("POST", f"{P}/handoffs/{{handoff_id}}/return", "return_", has_body=True),
     _route("GET", f"{P}/search", "search"),
+    _route("POST", "/v1/admin/bootstrap", "admin_bootstrap", has_body=True, admin=True),
+    _route("POST", "/v1/admin/members", "admin_members", has_body=True, admin=True),
+    _route("POST", "/v1/admin/tokens/revoke", "admin_revoke_token", has_body=True, admin=True),
+    _route("GET", "/v1/admin/tenants/{tenant_id}/export", "admin_export", admin=True),
+    _route(
+        "POST",
+        "/v1/admin/import",
+        "admin_import",
+        has_body=True,
+        admin=True,
+        max_body=MAX_ARCHIVE_BYTES,
+        media_type=NDJSON,
+    ),
+    _route("DELETE", "/v1/admin/tenants/{tenant_id}", "admin_delete_tenant", admin=True),
 )
 
 

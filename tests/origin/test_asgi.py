@@ -31,6 +31,9 @@ class Recorder:
             raise RuntimeError("boom")
         return self.response
 
+    def body_limit(self, method: str, path: str) -> int:
+        return MAX_REQUEST_BODY_BYTES
+
 
 def http_scope(
     method: str = "GET",

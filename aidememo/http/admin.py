@@ -1,0 +1,171 @@
+"""Administration over HTTP, the same on origin and edge (SPEC.md ADM-*).
+
+Guarded by an admin token whose SHA-256 is configured; a member's token is refused with
+`admin_required`. Bootstrap, membership and revocation follow the CLI's rules exactly, because
+both call the same `IdentityService`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from aidememo.domain.canonical import decode_json
+from aidememo.domain.envelope import check_fields, require_object
+from aidememo.domain.errors import ErrorCode, fail
+from aidememo.domain.ids import validate_id
+from aidememo.domain.limits import TOKEN_DIGEST_BYTES
+from aidememo.domain.model import ActorKind, MemberStatus, Role
+from aidememo.http.query import Query
+from aidememo.http.render import json_bytes
+from aidememo.http.types import Request, Response
+from aidememo.service.access import Caller
+
+if TYPE_CHECKING:
+    from aidememo.http.app import Services
+
+_JSON = [("content-type", "application/json")]
+NDJSON_HEADERS = [("content-type", "application/x-ndjson")]
+
+
+def _ok(value: Any) -> Response:
+    return Response(200, list(_JSON), json_bytes(value))
+
+
+def _choice(obj: dict[str, Any], key: str, allowed: type[Any], default: Any = None) -> Any:
+    value = obj.get(key)
+    if value is None:
+        return default
+    try:
+        return allowed(value)
+    except ValueError:
+        names = ", ".join(member.value for member in allowed)
+        raise fail(ErrorCode.INVALID_COMMAND, f"{key} must be one of {names}") from None
+
+
+def parse_digest(value: object) -> bytes:
+    """A token digest given as 64 lowercase hex characters."""
+    if isinstance(value, str) and len(value) == 2 * TOKEN_DIGEST_BYTES:
+        try:
+            if value == value.lower():
+                return bytes.fromhex(value)
+        except ValueError:
+            pass
+    raise fail(ErrorCode.INVALID_COMMAND, "token_sha256 must be 64 lowercase hex characters")
+
+
+_BOOTSTRAP_REQUIRED = frozenset({"tenant_id", "project_id", "actor_id", "token_sha256"})
+_BOOTSTRAP_OPTIONAL = frozenset({"actor_kind", "role", "project_epoch"})
+
+
+def parse_bootstrap(body: bytes) -> dict[str, Any]:
+    """`{tenant_id, project_id, actor_id, actor_kind?, role?, project_epoch?, token_sha256}`."""
+    obj = require_object(decode_json(body), "request")
+    check_fields(obj, _BOOTSTRAP_REQUIRED, _BOOTSTRAP_OPTIONAL, "request")
+    epoch = obj.get("project_epoch")
+    return {
+        "tenant_id": validate_id(obj["tenant_id"], "tenant_id"),
+        "project_id": validate_id(obj["project_id"], "project_id"),
+        "actor_id": validate_id(obj["actor_id"], "actor_id"),
+        "kind": _choice(obj, "actor_kind", ActorKind, ActorKind.AGENT),
+        "role": _choice(obj, "role", Role, Role.WRITER),
+        "project_epoch": None if epoch is None else validate_id(epoch, "project_epoch"),
+        "token_sha256": parse_digest(obj["token_sha256"]),
+    }
+
+
+def admin_bootstrap(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
+    """Idempotent bootstrap of tenant, project, actor, membership and token (ADM-2)."""
+    Query(request.query).finish(frozenset())
+    result = s.identity.bootstrap(**parse_bootstrap(request.body))
+    m = result.membership
+    return _ok(
+        {
+            "tenant_id": m.tenant_id,
+            "project_id": m.project_id,
+            "project_epoch": result.project.project_epoch,
+            "actor_id": m.actor_id,
+            "role": m.role,
+        }
+    )
+
+
+def admin_members(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
+    """Change a member's role or status (ADM-2)."""
+    Query(request.query).finish(frozenset())
+    obj = require_object(decode_json(request.body), "request")
+    required = frozenset({"tenant_id", "project_id", "actor_id"})
+    check_fields(obj, required, frozenset({"role", "status"}), "request")
+    role = _choice(obj, "role", Role)
+    status = _choice(obj, "status", MemberStatus)
+    if role is None and status is None:
+        raise fail(ErrorCode.INVALID_COMMAND, "give role or status")
+    m = s.identity.set_membership(
+        validate_id(obj["tenant_id"], "tenant_id"),
+        validate_id(obj["project_id"], "project_id"),
+        validate_id(obj["actor_id"], "actor_id"),
+        role=role,
+        status=status,
+    )
+    return _ok(
+        {
+            "tenant_id": m.tenant_id,
+            "project_id": m.project_id,
+            "actor_id": m.actor_id,
+            "role": m.role,
+            "status": m.status,
+        }
+    )
+
+
+def admin_revoke_token(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
+    """Revoke a token by digest (ADM-2); unknown digests are `resource_not_found`."""
+    Query(request.query).finish(frozenset())
+    obj = require_object(decode_json(request.body), "request")
+    check_fields(obj, frozenset({"token_sha256"}), frozenset(), "request")
+    if not s.identity.revoke_token(parse_digest(obj["token_sha256"])):
+        raise fail(ErrorCode.RESOURCE_NOT_FOUND, "no such token")
+    return _ok({"revoked": True})
+
+
+def admin_export(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
+    """The tenant's (or one project's) export as JSON Lines (ADM-3, ARC-1)."""
+    tenant_id = validate_id(params["tenant_id"], "tenant_id")
+    query = Query(request.query)
+    project_id = query.text("project_id")
+    include_tokens = query.boolean("include_token_digests") or False
+    query.finish(frozenset({"project_id", "include_token_digests"}))
+    if project_id is not None:
+        validate_id(project_id, "project_id")
+    lines = s.archive.export_lines(tenant_id, project_id, include_tokens=include_tokens)
+    return Response(200, list(NDJSON_HEADERS), b"".join(lines))
+
+
+def admin_import(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
+    """Import an export into scopes that do not exist yet (ADM-3, ARC-2)."""
+    Query(request.query).finish(frozenset())
+    summary = s.archive.import_lines(request.body.splitlines(keepends=True))
+    return _ok(
+        {"tenant_id": summary.tenant_id, "project_epochs": summary.epochs, "counts": summary.counts}
+    )
+
+
+def admin_delete_tenant(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
+    """Remove every row of a tenant, verified by counts (ADM-3, ARC-4)."""
+    tenant_id = validate_id(params["tenant_id"], "tenant_id")
+    query = Query(request.query)
+    confirm = query.text("confirm")
+    query.finish(frozenset({"confirm"}))
+    removed = s.archive.delete_tenant(tenant_id, confirm or "")
+    return _ok({"tenant_id": tenant_id, "removed": removed})
