@@ -11,17 +11,27 @@ Settings and why:
   returned survives power loss (configurable for benchmarks and throwaway stores).
 - `busy_timeout` 5000 ms: another process holding the write lock is waited for, then reported
   as `storage_failure` (HTTP 503 with Retry-After), never as a raw exception.
+- Group commit (file databases): concurrent `transaction(fn)` calls are coalesced. The first
+  caller runs alone on its own thread (`BEGIN IMMEDIATE`, `fn`, `COMMIT`); callers arriving
+  while it runs queue up, and when it is done the oldest of them leads the next batch: one
+  `BEGIN IMMEDIATE`, each callback in its own `SAVEPOINT` (a callback that raises is rolled
+  back to its savepoint alone and its caller gets the exception), then one `COMMIT` (one fsync)
+  for up to `MAX_BATCH` callbacks. No caller gets an answer before that `COMMIT` returned; if
+  it fails, every caller of the batch gets `storage_failure` and nothing of the batch remains.
+  A queued callback runs on the leader's thread in a copy of its caller's `contextvars`.
 - Files are created 0600 and their directory 0700 whatever the umask: tokens are stored only
   as digests, but bodies are the team's memory.
 """
 
 from __future__ import annotations
 
+import contextvars
 import os
 import sqlite3
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
 from aidememo.ports import CAP_REOPEN, CAP_SECOND_PROCESS, CAP_TWO_CONNECTIONS
@@ -34,11 +44,16 @@ BUSY_TIMEOUT_MS = 5000
 SYNCHRONOUS_MODES = frozenset({"OFF", "NORMAL", "FULL", "EXTRA"})
 FILE_MODE = 0o600
 DIR_MODE = 0o700
+MAX_BATCH = 64
+"""Most callbacks one group commit carries; bounds how long a batch holds the write lock."""
 
 _BEGIN_WRITE = "BEGIN IMMEDIATE"
 _BEGIN_READ = "BEGIN"
 _COMMIT = "COMMIT"
 _ROLLBACK = "ROLLBACK"
+_SAVEPOINT = "SAVEPOINT aidememo_batch"
+_RELEASE = "RELEASE aidememo_batch"
+_ROLLBACK_TO = "ROLLBACK TO aidememo_batch"
 
 # What the open transaction is, so nested calls can join it (or be refused).
 _NONE, _READ, _WRITE = 0, 1, 2
@@ -49,8 +64,39 @@ def storage_failure(what: str, exc: BaseException) -> AidememoError:
     return fail(ErrorCode.STORAGE_FAILURE, f"sqlite {what} failed: {type(exc).__name__}: {exc}")
 
 
+class _Local(threading.local):
+    """What the current thread is inside: nothing, a read view or the write transaction."""
+
+    conn: sqlite3.Connection | None = None
+    state: int = _NONE
+
+
+class _Pending:
+    """One queued `transaction(fn)` call, answered by whichever thread commits its batch."""
+
+    __slots__ = ("context", "done", "error", "fn", "lead", "value")
+
+    def __init__(self, fn: Callable[[], Any], context: contextvars.Context | None) -> None:
+        self.fn = fn
+        self.context = context  # the caller's context; None when the caller runs it itself
+        self.done = threading.Event()
+        self.lead = False  # woken to lead the next batch rather than with an answer
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def run(self) -> Any:
+        return self.fn() if self.context is None else self.context.run(self.fn)
+
+    def outcome(self) -> Any:
+        error = self.error
+        if error is not None:
+            self.error = None  # no reference cycle through the traceback
+            raise error
+        return self.value
+
+
 class Sqlite3Executor:
-    """One `sqlite3` connection, shared safely across threads behind a re-entrant lock."""
+    """One `sqlite3` write connection, shared safely across threads, with group commit."""
 
     def __init__(
         self,
@@ -68,9 +114,11 @@ class Sqlite3Executor:
             if self.in_memory
             else frozenset({CAP_REOPEN, CAP_TWO_CONNECTIONS, CAP_SECOND_PROCESS})
         )
-        self._lock = threading.RLock()
-        self._state = _NONE
-        self._depth = 0
+        self._lock = threading.Lock()  # the write connection: one batch or statement at a time
+        self._local = _Local()
+        self._queue_lock = threading.Lock()
+        self._queue: deque[_Pending] = deque()
+        self._leading = False  # a thread is running a transaction or batch (file databases)
         try:
             if not self.in_memory:
                 _prepare_file(self.path)
@@ -104,11 +152,14 @@ class Sqlite3Executor:
 
     def execute(self, sql: str, params: Sequence[SqlValue] = ()) -> list[Row]:
         """Run one statement and return all its rows as tuples."""
-        with self._lock:
-            try:
+        conn = self._local.conn
+        try:
+            if conn is not None:  # inside this thread's transaction or read view
+                return conn.execute(sql, params).fetchall()
+            with self._lock:
                 return self._conn.execute(sql, params).fetchall()
-            except sqlite3.Error as exc:
-                raise storage_failure("statement", exc) from exc
+        except sqlite3.Error as exc:
+            raise storage_failure("statement", exc) from exc
 
     def execute_script(self, statements: Sequence[str]) -> None:
         """Run statements one by one; `executescript` would commit the open transaction."""
@@ -116,20 +167,74 @@ class Sqlite3Executor:
             self.execute(statement)
 
     def transaction(self, fn: Callable[[], T]) -> T:
-        """`BEGIN IMMEDIATE`, run `fn`, `COMMIT`; `ROLLBACK` and re-raise if anything fails."""
-        with self._lock:
-            if self._state == _WRITE:
-                return fn()
-            if self._state == _READ:
-                raise fail(ErrorCode.STORAGE_FAILURE, "write transaction inside a read view")
-            return self._run(_BEGIN_WRITE, _WRITE, fn)
+        """Run `fn` in a write transaction, alone or in a group commit; see the module doc."""
+        state = self._local.state
+        if state == _WRITE:
+            return fn()
+        if state == _READ:
+            raise fail(ErrorCode.STORAGE_FAILURE, "write transaction inside a read view")
+        if self.in_memory:
+            with self._lock:  # no fsync to share: a private database keeps the simple path
+                return self._alone(fn)
+        with self._queue_lock:
+            leading = self._leading
+            if not leading:
+                self._leading = True
+        if not leading:  # uncontended: the direct path on the caller's own thread
+            try:
+                with self._lock:
+                    return self._alone(fn)
+            finally:
+                self._hand_off()
+        waiting = _Pending(fn, contextvars.copy_context())
+        with self._queue_lock:
+            if self._leading:
+                self._queue.append(waiting)
+            else:  # the leader finished meanwhile: lead a batch of one (or more)
+                self._leading = True
+                waiting.lead = True
+                waiting.done.set()
+        waiting.done.wait()
+        if not waiting.lead:
+            return waiting.outcome()  # type: ignore[no-any-return]
+        waiting.context = None  # its own callback runs on its own thread
+        batch = [waiting]
+        with self._queue_lock:
+            while self._queue and len(batch) < MAX_BATCH:
+                batch.append(self._queue.popleft())
+        try:
+            with self._lock:
+                self._batch(batch)
+        except BaseException as exc:  # an interrupt, or a fault of this machinery
+            for pending in batch:  # the batch was rolled back: every caller retries
+                pending.value, pending.error = None, storage_failure("batch", exc)
+            waiting.error = exc  # raised on the leading thread, where it happened
+        finally:
+            self._hand_off()
+            for pending in batch:
+                if pending is not waiting:
+                    pending.done.set()
+        return waiting.outcome()  # type: ignore[no-any-return]
 
     def read(self, fn: Callable[[], T]) -> T:
         """A deferred `BEGIN` pins one WAL snapshot for every statement `fn` runs."""
+        local = self._local
+        if local.state != _NONE:
+            return fn()
         with self._lock:
-            if self._state != _NONE:
-                return fn()
-            return self._run(_BEGIN_READ, _READ, fn)
+            conn = self._conn
+            local.conn, local.state = conn, _READ
+            try:
+                _run(conn, _BEGIN_READ)
+                try:
+                    result = fn()
+                    _run(conn, _COMMIT)
+                except BaseException:
+                    _rollback(conn)
+                    raise
+            finally:
+                local.conn, local.state = None, _NONE
+        return result
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
@@ -138,26 +243,120 @@ class Sqlite3Executor:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _run(self, begin: str, state: int, fn: Callable[[], T]) -> T:
-        self.execute(begin)
-        self._state = state
+    def _hand_off(self) -> None:
+        """Wake the oldest queued caller to lead the next batch, or stop leading."""
+        with self._queue_lock:
+            if self._queue:
+                head = self._queue.popleft()
+                head.lead = True
+                head.done.set()
+            else:
+                self._leading = False
+
+    def _alone(self, fn: Callable[[], T]) -> T:
+        """`BEGIN IMMEDIATE`, `fn`, `COMMIT`; `ROLLBACK` and re-raise if anything fails."""
+        conn, local = self._conn, self._local
+        _run(conn, _BEGIN_WRITE)
+        local.conn, local.state = conn, _WRITE
         try:
             result = fn()
-            self.execute(_COMMIT)
+            self._commit(conn)
         except BaseException:
-            self._rollback()
+            _rollback(conn)
             raise
         finally:
-            self._state = _NONE
+            local.conn, local.state = None, _NONE
         return result
 
-    def _rollback(self) -> None:
-        # After some errors (SQLITE_FULL, IOERR) SQLite has already rolled back by itself.
+    def _batch(self, batch: list[_Pending]) -> None:
+        """One transaction for `batch`, a savepoint per callback; answers set, not delivered.
+
+        When anything but a callback fails, every caller of the batch gets `storage_failure`:
+        a callback that raised may have decided against an earlier callback's writes, and
+        those are gone.
+        """
+        conn, local = self._conn, self._local
         try:
-            if self._conn.in_transaction:
-                self._conn.execute(_ROLLBACK)
-        except sqlite3.Error:
-            pass  # the original exception is the one worth reporting
+            _run(conn, _BEGIN_WRITE)
+        except AidememoError as error:
+            _answer_all(batch, error)
+            return
+        local.conn, local.state = conn, _WRITE
+        try:
+            for index, pending in enumerate(batch):
+                try:
+                    _run(conn, _SAVEPOINT)
+                except AidememoError as error:
+                    _rollback(conn)
+                    _answer_all(batch, error)
+                    return
+                try:
+                    pending.value = pending.run()
+                except Exception as exc:
+                    if _undo_savepoint(conn):
+                        pending.error = exc  # rolled back alone; the batch goes on
+                        continue
+                    # The engine rolled the whole transaction back (I/O error, disk full): the
+                    # callbacks so far lost their writes, the rest never ran and get a new one.
+                    _answer_all(batch[: index + 1], storage_failure("batch", exc))
+                    local.conn, local.state = None, _NONE
+                    if index + 1 < len(batch):
+                        self._batch(batch[index + 1 :])
+                    return
+                except BaseException:  # an interrupt: nothing of this batch commits
+                    _rollback(conn)
+                    raise
+                try:
+                    _run(conn, _RELEASE)
+                except AidememoError as error:
+                    _rollback(conn)
+                    _answer_all(batch, error)
+                    return
+            try:
+                self._commit(conn)
+            except AidememoError as error:
+                _rollback(conn)  # nothing of the batch is durable: every caller retries
+                _answer_all(batch, error)
+        finally:
+            local.conn, local.state = None, _NONE
+
+    def _commit(self, conn: sqlite3.Connection) -> None:
+        """`COMMIT` (one fsync with `synchronous=FULL`); a seam for fault-injection tests."""
+        _run(conn, _COMMIT)
+
+
+def _run(conn: sqlite3.Connection, sql: str) -> None:
+    try:
+        conn.execute(sql)
+    except sqlite3.Error as exc:
+        raise storage_failure("statement", exc) from exc
+
+
+def _answer_all(batch: list[_Pending], error: AidememoError) -> None:
+    for pending in batch:
+        pending.value, pending.error = None, error
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    # After some errors (SQLITE_FULL, IOERR) SQLite has already rolled back by itself.
+    try:
+        if conn.in_transaction:
+            conn.execute(_ROLLBACK)
+    except sqlite3.Error:
+        pass  # the original exception is the one worth reporting
+
+
+def _undo_savepoint(conn: sqlite3.Connection) -> bool:
+    """Roll back to and release the batch savepoint; False if the transaction is gone."""
+    if not conn.in_transaction:
+        return False
+    try:
+        conn.execute(_ROLLBACK_TO)
+        conn.execute(_RELEASE)
+    except sqlite3.Error:
+        _rollback(conn)
+        return False
+    return True
 
 
 def _prepare_file(path: str) -> None:
