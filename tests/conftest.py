@@ -11,8 +11,6 @@ import os
 
 import pytest
 
-from tests import pg
-
 _OPT_IN = {
     "slow": ("AIDEMEMO_SLOW", "soak run: set AIDEMEMO_SLOW=1 to run"),
     "edge_live": ("AIDEMEMO_EDGE_LIVE", "live edge test: set AIDEMEMO_EDGE_LIVE=1 to run"),
@@ -27,7 +25,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if marker in item.keywords:
                 item.add_marker(skip)
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    pg.drop_template()  # the migrated template the PostgreSQL tests clone their databases from

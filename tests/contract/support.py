@@ -27,6 +27,7 @@ from aidememo.http.types import Request
 from aidememo.service.identity import IdentityService
 from aidememo.stores.memory import MemoryStore
 from aidememo.stores.sqlite.store import SqliteStore
+from tests import pg
 from tests.doubles.do_storage import DoStorage
 
 TENANT = "tenant_http"
@@ -147,6 +148,26 @@ def _in_process(store: Any, clock: FixedClock) -> Backend:
     return Backend(InProcessClient(app), app.services.identity, store.close)
 
 
+def _postgres(driver: str) -> BackendFactory:
+    def make(tmp: Path, clock: FixedClock) -> Backend:
+        db = pg.create_database()
+        try:
+            store = db.open(driver)
+        except BaseException:
+            db.drop()
+            raise
+        backend = _in_process(store, clock)
+
+        def close() -> None:
+            store.close()
+            db.drop()
+
+        backend.close = close
+        return backend
+
+    return make
+
+
 BACKENDS: dict[str, BackendFactory] = {
     "memory": lambda tmp, clock: _in_process(MemoryStore(), clock),
     "sqlite_file": lambda tmp, clock: _in_process(
@@ -155,6 +176,8 @@ BACKENDS: dict[str, BackendFactory] = {
     "durable_object": lambda tmp, clock: _in_process(
         SqliteStore.on_durable_object(DoStorage()), clock
     ),
+    "postgres_psycopg": _postgres("psycopg"),
+    "postgres_pg8000": _postgres("pg8000"),
 }
 
 
