@@ -29,7 +29,7 @@ def _private_route(api: Api) -> None:
 
 
 def _feed(api: Api, route: str, actor: str, after: int, limit: int = 100) -> dict[str, Any]:
-    query = {"project_epoch": EPOCH, "after_seq": after, "limit": limit}
+    query: dict[str, str | int] = {"project_epoch": EPOCH, "after_seq": after, "limit": limit}
     result: dict[str, Any] = api.get(f"{P}/{route}", actor, query=query).expect(200)
     return result
 

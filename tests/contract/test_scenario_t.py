@@ -117,7 +117,7 @@ def test_scenario_t_lost_create_response_retried_under_changed_state(api: Api) -
     api.session(SESSION, source_id=SOURCE)
     first = api.fact("F_lost", SESSION, "lost response")
     api.fact("F_next", SESSION, "later work")
-    body = {
+    body: dict[str, Any] = {
         "command_id": "cmd_F_lost",
         "payload": {"fact_id": "F_lost", "session_id": SESSION, "content": "lost response"},
     }
