@@ -113,10 +113,15 @@ class HttpApp:
         self._authenticate(digest)  # raises authentication_failed for unknown tokens
         raise fail(ErrorCode.ADMIN_REQUIRED, "this route needs the admin token")
 
-    def dispatch(self, request: Request) -> Response:
-        """Answer one request; never raises."""
+    def dispatch(self, request: Request, caller: Caller | None = None) -> Response:
+        """Answer one request; never raises.
+
+        `caller` is given only by a front that has already authenticated the bearer token
+        (the edge Worker, through its token directory); the request's own Authorization
+        header is then not consulted again. Membership is still checked here (AUTH-5).
+        """
         try:
-            return self._dispatch(request)
+            return self._dispatch(request, caller)
         except AidememoError as error:
             if error.code is ErrorCode.STORAGE_FAILURE:
                 log.warning("storage failure on %s %s: %s", request.method, request.path, error)
@@ -127,7 +132,7 @@ class HttpApp:
             log.exception("unexpected failure on %s %s", request.method, request.path)
             return error_response(fail(ErrorCode.STORAGE_FAILURE, "unexpected failure"))
 
-    def _dispatch(self, request: Request) -> Response:
+    def _dispatch(self, request: Request, caller: Caller | None) -> Response:
         match = resolve(request.method, request.path)
         route = match.route
         if route is None:
@@ -142,11 +147,14 @@ class HttpApp:
             request.headers.get("content-type"), route.media_type
         ):
             raise fail(ErrorCode.UNSUPPORTED_MEDIA_TYPE, f"send {route.media_type}")
-        caller = None
         if route.admin:
+            if caller is not None:
+                raise fail(ErrorCode.ADMIN_REQUIRED, "this route needs the admin token")
             self._check_admin(bearer_digest(request.headers.get("authorization")))
-        elif route.authenticated:
+        elif route.authenticated and caller is None:
             caller = self._authenticate(bearer_digest(request.headers.get("authorization")))
+        elif not route.authenticated:
+            caller = None
         handler: Handler = getattr(admin if route.admin else handlers, route.handler)
         return handler(self.services, request, match.params, caller)
 
