@@ -272,3 +272,73 @@ def test_store_group_commit_direct_path_and_caller_context(tmp_path: Path) -> No
     outcomes.join()
     assert outcomes.values["x"] == "x" and outcomes.values["y"] == "y"
     fx.store.close()
+
+
+# -- reads off the writer's lock ------------------------------------------------------------
+
+
+def test_store_reads_do_not_wait_for_the_writer(tmp_path: Path) -> None:
+    fx = _open(tmp_path / "db.sqlite")
+    fx.put("command_a", "a")
+    outcomes = _Outcomes()
+    release = _hold_writer(fx, outcomes)  # holds BEGIN IMMEDIATE with a write in flight
+    try:
+        started = time.monotonic()
+        assert fx.identity.membership(fx.actor, PROJECT) is not None
+        page = fx.queries.changes(fx.actor, PROJECT, EPOCH, 0, 100)
+        assert [c.seq for c in page.records] == [1]
+        # The holder's write is not committed, so no read view sees it yet.
+        assert not fx.store.read(lambda tx: tx.tenant_exists("tenant_holder"))
+        assert time.monotonic() - started < 5  # busy_timeout would be 5 s
+    finally:
+        release.set()
+        outcomes.join()
+    assert outcomes.values["holder"] == "held"
+    assert fx.store.read(lambda tx: tx.tenant_exists("tenant_holder"))  # visible once committed
+    fx.store.close()
+
+
+def test_store_read_view_is_read_only_and_consistent(tmp_path: Path) -> None:
+    fx = _open(tmp_path / "db.sqlite")
+    executor = _executor(fx)
+
+    def write_in_read(tx: Any) -> None:
+        executor.execute("INSERT INTO tenants (tenant_id, created_at_ms) VALUES ('t_x', 1)")
+
+    with pytest.raises(AidememoError) as info:
+        fx.store.read(write_in_read)
+    assert info.value.code is ErrorCode.STORAGE_FAILURE
+    with pytest.raises(AidememoError):
+        fx.store.read(lambda tx: fx.store.transaction(lambda w: None))
+
+    # One snapshot for the whole view: a commit in the middle of it is not seen.
+    writer = threading.Thread(target=lambda: fx.put("command_mid", "m"))
+
+    def two_reads(tx: Any) -> tuple[int, int]:
+        first = tx.get_project(SCOPE).head_seq
+        writer.start()
+        writer.join(timeout=30)
+        return first, tx.get_project(SCOPE).head_seq
+
+    assert fx.store.read(two_reads) == (0, 0)
+    assert fx.store.read(lambda tx: tx.get_project(SCOPE).head_seq) == 1
+    fx.store.close()
+
+
+def test_store_reader_pool_bounded_and_closed(tmp_path: Path) -> None:
+    from aidememo.stores.sqlite.sqlite3_executor import MAX_IDLE_READERS
+
+    fx = _open(tmp_path / "db.sqlite")
+    executor = _executor(fx)
+    inside = threading.Barrier(MAX_IDLE_READERS + 4)
+    outcomes = _Outcomes()
+    for i in range(MAX_IDLE_READERS + 4):
+        outcomes.start(f"r{i}", lambda: fx.store.read(lambda tx: inside.wait(timeout=30)))
+    outcomes.join()
+    assert outcomes.errors == {}
+    assert len(executor._idle) == MAX_IDLE_READERS
+    assert len(executor._readers) == MAX_IDLE_READERS
+    fx.store.close()
+    assert executor._readers == set()
+    with pytest.raises(AidememoError):
+        fx.store.read(lambda tx: tx.get_project(SCOPE))

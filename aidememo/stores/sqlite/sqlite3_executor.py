@@ -7,6 +7,10 @@ Settings and why:
 - `isolation_level=None` with explicit `BEGIN IMMEDIATE` / `COMMIT` / `ROLLBACK`: the module's
   implicit transactions would otherwise start late (after the first read) and let two writers
   read the same head; `BEGIN IMMEDIATE` takes the write lock before the first statement.
+- Reads (file databases) run on their own connections, a small pool with `query_only` on,
+  each `read(fn)` inside a deferred `BEGIN` that pins one WAL snapshot: authentication and
+  GETs never queue behind a commit's fsync, and never see uncommitted writes. A private
+  `:memory:` database cannot be shared between connections, so it reads on the one it has.
 - WAL, so readers never block the writer; `synchronous=FULL` by default, so a commit that
   returned survives power loss (configurable for benchmarks and throwaway stores).
 - `busy_timeout` 5000 ms: another process holding the write lock is waited for, then reported
@@ -46,6 +50,8 @@ FILE_MODE = 0o600
 DIR_MODE = 0o700
 MAX_BATCH = 64
 """Most callbacks one group commit carries; bounds how long a batch holds the write lock."""
+MAX_IDLE_READERS = 8
+"""Reader connections kept open between reads; more are opened under load, then closed."""
 
 _BEGIN_WRITE = "BEGIN IMMEDIATE"
 _BEGIN_READ = "BEGIN"
@@ -96,7 +102,7 @@ class _Pending:
 
 
 class Sqlite3Executor:
-    """One `sqlite3` write connection, shared safely across threads, with group commit."""
+    """One `sqlite3` write connection with group commit, and a pool of reader connections."""
 
     def __init__(
         self,
@@ -119,6 +125,11 @@ class Sqlite3Executor:
         self._queue_lock = threading.Lock()
         self._queue: deque[_Pending] = deque()
         self._leading = False  # a thread is running a transaction or batch (file databases)
+        self._busy_timeout_ms = int(busy_timeout_ms)
+        self._idle: list[sqlite3.Connection] = []  # idle reader connections, most recent last
+        self._readers: set[sqlite3.Connection] = set()  # every open reader, for close()
+        self._readers_lock = threading.Lock()
+        self._closed = False
         try:
             if not self.in_memory:
                 _prepare_file(self.path)
@@ -220,26 +231,77 @@ class Sqlite3Executor:
         """A deferred `BEGIN` pins one WAL snapshot for every statement `fn` runs."""
         local = self._local
         if local.state != _NONE:
-            return fn()
-        with self._lock:
-            conn = self._conn
-            local.conn, local.state = conn, _READ
-            try:
-                _run(conn, _BEGIN_READ)
-                try:
-                    result = fn()
-                    _run(conn, _COMMIT)
-                except BaseException:
-                    _rollback(conn)
-                    raise
-            finally:
-                local.conn, local.state = None, _NONE
-        return result
+            return fn()  # joins the open read view or write transaction
+        if self.in_memory:
+            with self._lock:
+                return self._view(self._conn, fn)
+        try:
+            conn = self._idle.pop()  # atomic under the GIL, like the append below
+        except IndexError:
+            conn = self._open_reader()
+        try:
+            return self._view(conn, fn)
+        finally:
+            if len(self._idle) < MAX_IDLE_READERS and not self._closed and _idle_ok(conn):
+                self._idle.append(conn)
+            else:
+                self._close_reader(conn)
 
     def close(self) -> None:
-        """Close the connection (idempotent)."""
+        """Close every connection (idempotent)."""
         with self._lock:
+            self._closed = True
             self._conn.close()
+        with self._readers_lock:
+            readers, self._readers = self._readers, set()
+            self._idle = []
+        for conn in readers:
+            conn.close()
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _view(self, conn: sqlite3.Connection, fn: Callable[[], T]) -> T:
+        local = self._local
+        local.conn, local.state = conn, _READ
+        try:
+            _run(conn, _BEGIN_READ)
+            try:
+                result = fn()
+                _run(conn, _COMMIT)
+            except BaseException:
+                _rollback(conn)
+                raise
+        finally:
+            local.conn, local.state = None, _NONE
+        return result
+
+    def _open_reader(self) -> sqlite3.Connection:
+        if self._closed:
+            raise fail(ErrorCode.STORAGE_FAILURE, "sqlite executor is closed")
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                timeout=self._busy_timeout_ms / 1000,
+                isolation_level=None,
+                check_same_thread=False,  # pooled: a reader serves one thread at a time
+                cached_statements=256,
+            )
+        except sqlite3.Error as exc:
+            raise storage_failure("open", exc) from exc
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+            conn.execute("PRAGMA query_only = ON")  # a read view can never write
+        except sqlite3.Error as exc:
+            conn.close()
+            raise storage_failure("open", exc) from exc
+        with self._readers_lock:
+            self._readers.add(conn)
+        return conn
+
+    def _close_reader(self, conn: sqlite3.Connection) -> None:
+        with self._readers_lock:
+            self._readers.discard(conn)
+        conn.close()
 
     # -- internals ------------------------------------------------------------------------
 
@@ -344,6 +406,14 @@ def _rollback(conn: sqlite3.Connection) -> None:
             conn.execute(_ROLLBACK)
     except sqlite3.Error:
         pass  # the original exception is the one worth reporting
+
+
+def _idle_ok(conn: sqlite3.Connection) -> bool:
+    """True when a reader left no transaction behind and is still open."""
+    try:
+        return not conn.in_transaction
+    except sqlite3.Error:
+        return False
 
 
 def _undo_savepoint(conn: sqlite3.Connection) -> bool:
