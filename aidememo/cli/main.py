@@ -18,7 +18,13 @@ from typing import Any
 
 from aidememo import __version__
 from aidememo.cli.errors import EXIT_FAILED, EXIT_USAGE, CliError
-from aidememo.cli.stores import default_database, describe_database, open_store
+from aidememo.cli.stores import (
+    default_database,
+    describe_database,
+    is_postgres,
+    open_store,
+    psycopg_connector,
+)
 from aidememo.domain.clock import RandomIds, SystemClock
 from aidememo.domain.errors import AidememoError
 from aidememo.domain.limits import BEARER_MAX_BYTES, HANDOFF_LEASE_MS_DEFAULT, HANDOFF_LEASE_MS_MAX
@@ -317,6 +323,36 @@ def cmd_admin_token_revoke(ns: argparse.Namespace) -> int:
     return _with_store(_database(ns), run)
 
 
+def cmd_admin_migrate(ns: argparse.Namespace) -> int:
+    """Bring the database's schema to this code's version (PostgreSQL: under the advisory
+    lock, in one transaction; SQLite migrates whenever it is opened)."""
+    database = _database(ns)
+    before: int | None = None
+    if is_postgres(database):
+        from aidememo.stores.postgres import PostgresStore
+
+        pg = PostgresStore(psycopg_connector(database))
+        try:
+            before = pg.schema_version()
+            after = pg.migrate()
+        except AidememoError as error:
+            raise CliError(
+                f"migration of {describe_database(database)} refused: {error.message}"
+            ) from None
+        finally:
+            pg.close()
+    else:
+        after = _with_store(database, lambda store: store.schema_version())
+    _print_json(
+        {
+            "database": describe_database(database),
+            "schema_version_before": before,
+            "schema_version": after,
+        }
+    )
+    return 0
+
+
 def cmd_health(ns: argparse.Namespace) -> int:
     """Open the store and report what `/health` would."""
     database = _database(ns)
@@ -420,6 +456,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     revoke.add("--database", env="AIDEMEMO_DATABASE_URL", help=db_help)
     revoke.add("--token-file", required=True, help="token file whose token to revoke")
+
+    migrate = _Command(
+        admin.add_parser("migrate", help="migrate the database to this version's schema"),
+        cmd_admin_migrate,
+    )
+    migrate.add("--database", env="AIDEMEMO_DATABASE_URL", help=db_help)
 
     health = _Command(sub.add_parser("health", help="open the store and report it"), cmd_health)
     health.add("--database", env="AIDEMEMO_DATABASE_URL", help=db_help)

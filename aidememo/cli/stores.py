@@ -9,18 +9,24 @@ path's directory is left alone (the store creates a missing one 0700 and its fil
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from aidememo.cli.errors import EXIT_USAGE, CliError
 from aidememo.domain.errors import AidememoError
 from aidememo.ports import Store
 
+if TYPE_CHECKING:
+    from aidememo.stores.postgres import PostgresStore
+
 HOME_ENV = "AIDEMEMO_HOME"
 DATABASE_FILE = "ssot.sqlite"
 DATA_DIR_MODE = 0o700
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+MISSING_POSTGRES_EXTRA = "pip install 'aidememo[origin]'"
+CONNECT_TIMEOUT_S = 5
 
 
 def data_home(environ: Mapping[str, str] | None = None) -> Path:
@@ -63,11 +69,41 @@ def describe_database(database: str) -> str:
     return os.path.abspath(os.path.expanduser(database))
 
 
+def psycopg_connector(url: str) -> Callable[[], Any]:
+    """The origin's connection factory: psycopg 3, no server-side prepared statements (they
+    would not survive a transaction-mode pool such as PgBouncer), bounded connect time."""
+    try:
+        import psycopg
+    except ImportError:
+        raise CliError(f"PostgreSQL needs psycopg: {MISSING_POSTGRES_EXTRA}", EXIT_USAGE) from None
+
+    def connect() -> Any:
+        return psycopg.connect(
+            url, autocommit=False, prepare_threshold=None, connect_timeout=CONNECT_TIMEOUT_S
+        )
+
+    return connect
+
+
+def open_postgres(url: str, *, migrate: bool = True) -> PostgresStore:
+    """Open a PostgreSQL store; by default migrate it first (under the advisory lock)."""
+    from aidememo.stores.postgres import PostgresStore
+
+    connect = psycopg_connector(url)
+    try:
+        return PostgresStore.open(connect, migrate=migrate)
+    except AidememoError as exc:
+        raise CliError(f"cannot open database {describe_database(url)}: {exc.message}") from exc
+
+
 def open_store(database: str) -> Store:
-    """Open the canonical store named by `database` (a PostgreSQL URL or a SQLite path)."""
+    """Open the canonical store named by `database` (a PostgreSQL URL or a SQLite path).
+
+    A PostgreSQL database is migrated to this code's schema first, under
+    `pg_advisory_xact_lock`, so concurrent start-ups never race.
+    """
     if is_postgres(database):
-        # The PostgreSQL store arrives with its own issue, which replaces this branch.
-        raise CliError("PostgreSQL support is not installed in this build", EXIT_USAGE)
+        return open_postgres(database)
     from aidememo.stores.sqlite import SqliteStore
 
     path = os.path.expanduser(database)
