@@ -10,8 +10,10 @@ Usage: python3 scripts/build_edge.py [--out DIR]   (default: <repo>/build)
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,9 +40,22 @@ def _copy_tree(src: Path, dst: Path) -> int:
 
 
 def build(out: Path) -> int:
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    """Build into a fresh sibling folder, then swap it in: a concurrent run never sees half."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fresh = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        count = _fill(fresh)
+        stale = out.with_name(f".{out.name}-stale-{os.getpid()}")
+        if out.exists():
+            out.rename(stale)
+        fresh.rename(out)
+        shutil.rmtree(stale, ignore_errors=True)
+    finally:
+        shutil.rmtree(fresh, ignore_errors=True)
+    return count
+
+
+def _fill(out: Path) -> int:
     count = 0
     core_src = REPO / "aidememo"
     core_dst = out / "aidememo"
