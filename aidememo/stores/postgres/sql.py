@@ -46,6 +46,20 @@ GET_TOKEN = (
     "SELECT tenant_id, actor_id, active, created_at_ms FROM token_bindings WHERE token_sha256 = %s"
 )
 TENANT_EXISTS = "SELECT 1 FROM tenants WHERE tenant_id = %s"
+# Authentication in one round trip: an active binding whose tenant and actor both exist.
+AUTHENTICATE_TOKEN = (
+    "SELECT b.tenant_id, b.actor_id, b.created_at_ms FROM token_bindings AS b "
+    "JOIN tenants AS t ON t.tenant_id = b.tenant_id "
+    "JOIN actors AS a ON a.tenant_id = b.tenant_id AND a.actor_id = b.actor_id "
+    "WHERE b.token_sha256 = %s AND b.active"
+)
+# The project and the caller's membership in one round trip (no membership: NULL role).
+GET_ACCESS = (
+    "SELECT p.project_epoch, p.head_seq, m.role, m.status FROM projects AS p "
+    "LEFT JOIN memberships AS m ON m.tenant_id = p.tenant_id "
+    "AND m.project_id = p.project_id AND m.actor_id = %s "
+    "WHERE p.tenant_id = %s AND p.project_id = %s"
+)
 
 # Inserts are upserts, like the reference store's: provisioning twice leaves one row.
 INSERT_TENANT = (
@@ -95,6 +109,36 @@ LIST_RESOURCES = (
 LIST_AUDIT = (
     "SELECT project_seq, command_id, operation, kind, resource_id, actor_id, committed_at_ms "
     "FROM audit WHERE tenant_id = %s AND project_id = %s ORDER BY project_seq"
+)
+
+# -- rows written one by one (imports; a command writes them in aidememo_commit_mutation) ----
+
+UPSERT_RESOURCE = (
+    "INSERT INTO resources (tenant_id, project_id, kind, resource_id, revision, body) "
+    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (tenant_id, project_id, kind, resource_id) "
+    "DO UPDATE SET revision = excluded.revision, body = excluded.body"
+)
+INSERT_CHANGE = (
+    "INSERT INTO changes (tenant_id, project_id, seq, project_epoch, kind, resource_id, op, "
+    "revision, actor_id, committed_at_ms, body) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+INSERT_AUDIT = (
+    "INSERT INTO audit (tenant_id, project_id, project_seq, command_id, operation, kind, "
+    "resource_id, actor_id, committed_at_ms) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+INSERT_RECEIPT = (
+    "INSERT INTO receipts (tenant_id, project_id, command_id, fingerprint, actor_id, "
+    "project_seq, kind, resource_id, revision, committed_at_ms) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+UPSERT_HANDOFF = (
+    "INSERT INTO handoff_index (tenant_id, project_id, handoff_id, from_actor, to_actor, "
+    "source_id, status, revision, updated_seq) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+    "ON CONFLICT (tenant_id, project_id, handoff_id) DO UPDATE SET "
+    "from_actor = excluded.from_actor, to_actor = excluded.to_actor, "
+    "source_id = excluded.source_id, status = excluded.status, "
+    "revision = excluded.revision, updated_seq = excluded.updated_seq"
 )
 
 # -- search ---------------------------------------------------------------------------------

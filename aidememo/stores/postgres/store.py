@@ -55,6 +55,7 @@ from aidememo.domain.model import (
 from aidememo.ports import CAP_REOPEN, CAP_TWO_CONNECTIONS, ReadTx, WriteTx
 from aidememo.stores.postgres import schema
 from aidememo.stores.postgres import sql as q
+from aidememo.stores.postgres.archive import ArchiveReads, ArchiveWrites
 from aidememo.stores.postgres.pool import ConnectionPool, close_quietly
 
 T = TypeVar("T")
@@ -117,7 +118,7 @@ class _Session:
             raise _driver_failure(sql.split(maxsplit=1)[0].lower(), exc) from exc
 
 
-class PgReadTx:
+class PgReadTx(ArchiveReads):
     """`ReadTx` over one session; rows become value objects here and nowhere else."""
 
     __slots__ = ("_s",)
@@ -205,6 +206,27 @@ class PgReadTx:
         """True when the tenant row exists."""
         return bool(self._s.run(q.TENANT_EXISTS, (tenant_id,)))
 
+    def authenticate_token(self, token_sha256: bytes) -> TokenBinding | None:
+        """The active binding of a digest whose tenant and actor exist: one round trip."""
+        digest = bytes(token_sha256)
+        rows = self._s.run(q.AUTHENTICATE_TOKEN, (digest,))
+        if not rows:
+            return None
+        tenant, actor, created = rows[0]
+        return TokenBinding(digest, tenant, actor, True, created)
+
+    def get_access(self, scope: Scope, actor_id: str) -> tuple[Project | None, Membership | None]:
+        """The project and the actor's membership: one round trip."""
+        t, p = scope.tenant_id, scope.project_id
+        rows = self._s.run(q.GET_ACCESS, (actor_id, t, p))
+        if not rows:
+            return None, None
+        epoch, head, role, status = rows[0]
+        project = Project(t, p, epoch, head)
+        if role is None:
+            return project, None
+        return project, Membership(t, p, actor_id, Role(role), MemberStatus(status))
+
     def mailbox(self, scope: Scope, query: MailboxQuery) -> list[tuple[int, HandoffIndexRow]]:
         """A page of the inbox (`to_actor`) or outbox (`from_actor`), newest first."""
         params: list[str | int] = [scope.tenant_id, scope.project_id, query.actor_id]
@@ -245,7 +267,7 @@ class PgReadTx:
         return int(rows[0][0]) if rows else 0
 
 
-class PgWriteTx(PgReadTx):
+class PgWriteTx(ArchiveWrites, PgReadTx):
     """`WriteTx`: the reads plus the writes of one command or one provisioning step."""
 
     __slots__ = ()
@@ -499,6 +521,11 @@ class PostgresStore:
             close_quietly(session.conn)
             raise
         return session
+
+
+def _conforms(session: _Session) -> tuple[ReadTx, WriteTx]:
+    """Never called: lets mypy check that the transaction classes implement the ports."""
+    return PgReadTx(session), PgWriteTx(session)
 
 
 def _read_version(tx: PgReadTx) -> int:
