@@ -1,0 +1,302 @@
+"""The PostgreSQL store itself: schema versions and migrations, round trips per command, the
+pool, driver errors, and search agreeing with SQLite and the reference store.
+
+Runs on a real PostgreSQL 15 (scripts/test starts one), with psycopg 3 and with pg8000.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aidememo.conformance.harness import EPOCH, PROJECT, TENANT, Fixture
+from aidememo.domain.clock import FixedClock
+from aidememo.domain.errors import AidememoError, ErrorCode
+from aidememo.domain.model import Role, Scope, TokenBinding
+from aidememo.stores.postgres import SCHEMA_VERSION, PostgresStore
+from aidememo.stores.postgres.store import tsquery
+from tests import pg
+from tests.contract.support import BACKENDS, START_MS, WRITER, Api, P
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture(params=pg.DRIVERS)
+def driver(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def empty_db() -> Iterator[pg.Database]:
+    with pg.fresh_database(migrated=False) as database:
+        yield database
+
+
+@pytest.fixture
+def db() -> Iterator[pg.Database]:
+    with pg.fresh_database() as database:
+        yield database
+
+
+class CountingConnection:
+    """A DB-API connection that counts the statements sent through its cursors."""
+
+    def __init__(self, conn: Any, log: list[str]) -> None:
+        self._conn = conn
+        self._log = log
+
+    def cursor(self) -> Any:
+        conn, log = self, self._log
+
+        class Cursor:
+            def __init__(self) -> None:
+                self._cur = conn._conn.cursor()
+
+            def execute(self, sql: str, params: Any = ()) -> Any:
+                log.append(sql.split("(", maxsplit=1)[0].strip().split()[-1] if "(" in sql else sql)
+                return self._cur.execute(sql, params) if params else self._cur.execute(sql)
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self._cur, name)
+
+        return Cursor()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ("_conn", "_log"):
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self._conn, name, value)
+
+
+def _counting(db: pg.Database, driver: str, log: list[str]) -> Callable[[], Any]:
+    connect = db.connect(driver)
+    return lambda: CountingConnection(connect(), log)
+
+
+# -- schema ------------------------------------------------------------------------------------
+
+
+def test_opening_never_migrates_and_an_old_schema_says_how_to_migrate(
+    empty_db: pg.Database, driver: str
+) -> None:
+    with pytest.raises(AidememoError) as err:
+        PostgresStore.open(empty_db.connect(driver))
+    assert err.value.code is ErrorCode.STORAGE_FAILURE
+    assert "aidememo admin migrate" in err.value.message
+    store = PostgresStore(empty_db.connect(driver))
+    assert store.schema_version() == 0  # nothing was created by the refused open
+    assert store.migrate() == SCHEMA_VERSION
+    assert store.migrate() == SCHEMA_VERSION  # idempotent
+    store.close()
+    again = PostgresStore.open(empty_db.connect(driver))
+    assert again.schema_version() == SCHEMA_VERSION
+    again.close()
+
+
+def test_a_newer_schema_is_refused(db: pg.Database, driver: str) -> None:
+    with pg.admin(db.url) as conn:
+        conn.execute("UPDATE aidememo_schema SET version = %s", (SCHEMA_VERSION + 1,))
+    for migrate in (False, True):
+        with pytest.raises(AidememoError) as err:
+            PostgresStore.open(db.connect(driver), migrate=migrate)
+        assert err.value.code is ErrorCode.STORAGE_FAILURE
+        assert "newer" in err.value.message
+
+
+def test_concurrent_migrations_are_serialized(empty_db: pg.Database, driver: str) -> None:
+    barrier = threading.Barrier(4)
+    versions: list[int] = []
+    errors: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            barrier.wait()
+            store = PostgresStore.open(empty_db.connect(driver), migrate=True)
+            versions.append(store.schema_version())
+            store.close()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors and versions == [SCHEMA_VERSION] * 4
+
+
+def test_tenant_deletion_cascades_through_every_table(db: pg.Database, driver: str) -> None:
+    fx = Fixture.create(lambda: db.open(driver))
+    fx.put("command_a", "a")
+    scope = Scope(TENANT, PROJECT)
+    counts = fx.store.read(lambda tx: tx.count_tenant_rows(TENANT))
+    assert counts["changes"] == counts["receipts"] == counts["audit"] == 1
+    fx.store.transaction(lambda tx: tx.delete_tenant(TENANT))
+    assert not any(fx.store.read(lambda tx: tx.count_tenant_rows(TENANT)).values())
+    assert fx.store.read(lambda tx: tx.get_project(scope)) is None
+    fx.store.close()
+
+
+# -- round trips -------------------------------------------------------------------------------
+
+
+def test_a_command_is_four_round_trips(db: pg.Database, driver: str) -> None:
+    log: list[str] = []
+    fx = Fixture.create(lambda: PostgresStore.open(_counting(db, driver, log)))
+    fx.put("command_warm", "a")
+    log.clear()
+    fx.put("command_counted", "b")
+    assert log == [
+        "BEGIN ISOLATION LEVEL READ COMMITTED",
+        "aidememo_begin_command",
+        "aidememo_commit_mutation",
+        "COMMIT",
+    ]
+    log.clear()
+    assert fx.put("command_counted", "b").project_seq == 2  # a replay: no commit_mutation
+    assert log == ["BEGIN ISOLATION LEVEL READ COMMITTED", "aidememo_begin_command", "COMMIT"]
+    log.clear()
+    fx.queries.changes(fx.actor, PROJECT, EPOCH, 0, 10)
+    assert log[0] == "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+    assert log[1] == "set_config" and log[-1] == "COMMIT"
+    fx.store.close()
+
+
+# -- errors and the pool -----------------------------------------------------------------------
+
+
+def test_driver_errors_become_storage_failure_with_the_cause(db: pg.Database, driver: str) -> None:
+    fx = Fixture.create(lambda: db.open(driver, pool_size=1))
+    bad = TokenBinding(b"short", TENANT, "actor_fixture", True, 1)  # violates the length CHECK
+    with pytest.raises(AidememoError) as err:
+        fx.store.transaction(lambda tx: tx.insert_token(bad))
+    assert err.value.code is ErrorCode.STORAGE_FAILURE
+    assert err.value.__cause__ is not None
+    assert not isinstance(err.value.__cause__, AidememoError)
+    assert fx.put("command_after", "a").project_seq == 1  # the connection was rolled back
+    fx.store.close()
+
+
+def test_connections_that_died_while_idle_are_replaced(db: pg.Database, driver: str) -> None:
+    fx = Fixture.create(lambda: db.open(driver, pool_size=2))
+    fx.put("command_a", "a")
+    db.terminate_sessions()  # every pooled connection is now dead
+    assert fx.put("command_b", "b").project_seq == 2
+    assert fx.queries.changes(fx.actor, PROJECT, EPOCH, 0, 10).records[-1].seq == 2
+    fx.store.close()
+
+
+def test_an_unreachable_server_is_a_storage_failure_not_a_hang(driver: str) -> None:
+    pg.server_url()
+    dead = f"postgresql://postgres@127.0.0.1:{_closed_port()}/postgres"
+    store = PostgresStore(pg.connector(driver, dead))
+    with pytest.raises(AidememoError) as err:
+        store.read(lambda tx: tx.tenant_exists("t"))
+    assert err.value.code is ErrorCode.STORAGE_FAILURE
+    store.close()
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def test_a_write_inside_a_read_is_refused_and_nested_writes_join(
+    db: pg.Database, driver: str
+) -> None:
+    store = db.open(driver)
+    with pytest.raises(AidememoError):
+        store.read(lambda tx: store.transaction(lambda inner: inner.insert_tenant("t", 1)))
+
+    def outer(tx: Any) -> None:
+        tx.insert_tenant("t_outer", 1)
+        store.transaction(lambda inner: inner.insert_tenant("t_inner", 1))
+        raise RuntimeError("roll back both")
+
+    with pytest.raises(RuntimeError):
+        store.transaction(outer)
+    assert not store.read(lambda tx: tx.tenant_exists("t_inner"))
+    store.close()
+
+
+# -- search ------------------------------------------------------------------------------------
+
+
+def test_tsquery_quotes_every_term() -> None:
+    assert tsquery(["redis", "서버"]) == "'redis' | '서버'"
+    assert tsquery(["a'b", "c\\d"]) == "'a''b' | 'c\\\\d'"
+    assert tsquery(["x" * 3000]) == ""
+
+
+CORPUS = [
+    ("fact-01", "src-a", "redis cluster timeout decision for the cache layer"),
+    ("fact-02", "src-a", "cache cache cache eviction policy"),
+    ("fact-03", "src-b", "어제 서버 배포가 실패했습니다 redis 타임아웃"),
+    ("fact-04", "src-b", "운영서버가다운됨 서버 재시작"),
+    ("fact-05", "src-a", "我们的服务器昨天挂了, 服务恢复了"),
+    ("fact-06", "src-b", "サーバーのタイムアウト timeout 設定"),
+    ("fact-07", "src-a", "timeout"),
+    ("fact-08", "src-b", "a cache"),
+    ("fact-09", "src-b", "a cache"),
+    ("fact-10", "src-a", "Deploy deploy DEPLOY pipeline; 배포 파이프라인"),
+    ("fact-11", "src-a", "nothing relevant at all"),
+    ("fact-12", "src-b", "redis"),
+]
+QUERIES = [
+    ("redis", None),
+    ("cache timeout", None),
+    ("서버", None),
+    ("서버 배포 redis", None),
+    ("服务 服务器", None),
+    ("タイムアウト timeout", None),
+    ("deploy 배포", None),
+    ("cache", "src-b"),
+    ("redis timeout 서버 cache deploy", "src-a"),
+    ("zebra", None),
+]
+
+
+def _search_results(backend: str, tmp_path: Path) -> list[list[tuple[str, float]]]:
+    made = BACKENDS[backend](tmp_path, FixedClock(START_MS))
+    api = Api(backend, made.client, made.identity, FixedClock(START_MS))
+    try:
+        api.provision(WRITER, Role.WRITER)
+        api.session("s-a", source_id="src-a")
+        api.session("s-b", source_id="src-b")
+        for fact_id, source, content in CORPUS:
+            api.fact(fact_id, "s-a" if source == "src-a" else "s-b", content)
+        results = []
+        for q, source_id in QUERIES:
+            query: dict[str, str | int] = {"q": q, "limit": 100}
+            if source_id is not None:
+                query["source_id"] = source_id
+            found = api.get(f"{P}/search", query=query).expect(200)["results"]
+            results.append([(r["fact_id"], float(r["score"])) for r in found])
+        return results
+    finally:
+        made.close()
+
+
+def test_search_finds_the_same_facts_in_the_same_order_on_every_backend(
+    tmp_path: Path,
+) -> None:
+    pg.server_url()
+    reference = _search_results("memory", tmp_path / "memory")
+    assert any(len(hits) > 2 for hits in reference)
+    for backend in ("sqlite_file", "postgres_psycopg", "postgres_pg8000"):
+        results = _search_results(backend, tmp_path / backend)
+        for (q, _), expected, got in zip(QUERIES, reference, results, strict=True):
+            assert [f for f, _ in got] == [f for f, _ in expected], (backend, q)
+            for (_, want), (_, have) in zip(expected, got, strict=True):
+                assert have == pytest.approx(want, rel=1e-9), (backend, q)
