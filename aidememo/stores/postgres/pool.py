@@ -22,6 +22,11 @@ from aidememo.domain.errors import AidememoError, ErrorCode, fail
 log = logging.getLogger("aidememo.stores.postgres")
 
 
+def one_line(exc: BaseException) -> str:
+    """`Type: message` with the driver's multi-line detail folded into one line."""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+
+
 def close_quietly(conn: Any) -> None:
     """Close a connection, ignoring whatever its driver raises (it may be dead already)."""
     try:
@@ -101,6 +106,6 @@ class ConnectionPool:
                 close_quietly(conn)
             log.warning("postgres connect failed: %s: %s", type(exc).__name__, exc)
             raise fail(
-                ErrorCode.STORAGE_FAILURE, f"postgres connect failed: {type(exc).__name__}: {exc}"
+                ErrorCode.STORAGE_FAILURE, f"postgres connect failed: {one_line(exc)}"
             ) from exc
         return conn

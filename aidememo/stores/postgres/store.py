@@ -56,7 +56,7 @@ from aidememo.ports import CAP_REOPEN, CAP_TWO_CONNECTIONS, ReadTx, WriteTx
 from aidememo.stores.postgres import schema
 from aidememo.stores.postgres import sql as q
 from aidememo.stores.postgres.archive import ArchiveReads, ArchiveWrites
-from aidememo.stores.postgres.pool import ConnectionPool, close_quietly
+from aidememo.stores.postgres.pool import ConnectionPool, close_quietly, one_line
 
 T = TypeVar("T")
 log = logging.getLogger("aidememo.stores.postgres")
@@ -74,7 +74,7 @@ def tsquery(terms: list[str]) -> str:
 
 def _driver_failure(what: str, exc: BaseException) -> AidememoError:
     log.warning("postgres %s failed: %s: %s", what, type(exc).__name__, exc)
-    return fail(ErrorCode.STORAGE_FAILURE, f"postgres {what} failed: {type(exc).__name__}: {exc}")
+    return fail(ErrorCode.STORAGE_FAILURE, f"postgres {what} failed: {one_line(exc)}")
 
 
 class _Session:
