@@ -148,6 +148,20 @@ def _in_process(store: Any, clock: FixedClock) -> Backend:
     return Backend(InProcessClient(app), app.services.identity, store.close)
 
 
+def _uvicorn(store: Any, clock: FixedClock) -> Backend:
+    """A real socket: uvicorn and the origin ASGI adapter in front of the app."""
+    from tests.contract.live import SocketClient, shared_server
+
+    app = HttpApp(store, clock=clock, handoff_lease_ms=LEASE_MS)
+    client = SocketClient(shared_server(app).port)
+
+    def close() -> None:
+        client.close()
+        store.close()
+
+    return Backend(client, app.services.identity, close)
+
+
 def _postgres(driver: str) -> BackendFactory:
     def make(tmp: Path, clock: FixedClock) -> Backend:
         db = pg.create_database()
@@ -178,6 +192,9 @@ BACKENDS: dict[str, BackendFactory] = {
     ),
     "postgres_psycopg": _postgres("psycopg"),
     "postgres_pg8000": _postgres("pg8000"),
+    "uvicorn_sqlite": lambda tmp, clock: _uvicorn(
+        SqliteStore.open_file(tmp / "ssot.sqlite", synchronous="OFF"), clock
+    ),
 }
 
 
