@@ -82,6 +82,16 @@ class ReadTx(Protocol):
         """True when the tenant row exists."""
         ...
 
+    def authenticate_token(self, token_sha256: bytes) -> TokenBinding | None:
+        """The binding of a token digest if it is active and its tenant and actor exist, else
+        None; one statement where the backend allows (AUTH-2)."""
+        ...
+
+    def get_access(self, scope: Scope, actor_id: str) -> tuple[Project | None, Membership | None]:
+        """The project row and the actor's membership in it (None for either when missing;
+        no membership without a project); one statement where the backend allows."""
+        ...
+
     def mailbox(self, scope: Scope, query: MailboxQuery) -> list[tuple[int, HandoffIndexRow]]:
         """Up to `query.limit` mailbox rows `(updated_seq, row)`, newest first."""
         ...

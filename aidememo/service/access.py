@@ -42,9 +42,7 @@ def authorize(
     Non-members, suspended members and readers that write are all refused the same way, so a
     caller learns nothing about projects it cannot use (AUTH-3, AUTH-4, AUTH-5).
     """
-    scope = caller.scope(project_id)
-    project = tx.get_project(scope)
-    membership = tx.get_membership(scope, caller.actor_id) if project is not None else None
+    project, membership = tx.get_access(caller.scope(project_id), caller.actor_id)
     project = check_access(project, membership, write=write)
     assert membership is not None  # check_access refused a missing membership
     return project, membership

@@ -23,7 +23,7 @@ from aidememo.domain.model import (
     Scope,
     TokenBinding,
 )
-from aidememo.ports import Clock, Ids, ReadTx, Store, WriteTx
+from aidememo.ports import Clock, Ids, Store, WriteTx
 from aidememo.service.access import Caller
 
 
@@ -149,18 +149,10 @@ class IdentityService:
         """Resolve a token digest to tenant and actor, or raise `authentication_failed`."""
         check_digest(token_sha256)
 
-        def run(tx: ReadTx) -> Caller:
-            binding = tx.get_token(token_sha256)
-            if (
-                binding is None
-                or not binding.active
-                or not tx.tenant_exists(binding.tenant_id)
-                or tx.get_actor(binding.tenant_id, binding.actor_id) is None
-            ):
-                raise fail(ErrorCode.AUTHENTICATION_FAILED, "unknown or revoked token")
-            return Caller(binding.tenant_id, binding.actor_id)
-
-        return self.store.read(run)
+        binding = self.store.read(lambda tx: tx.authenticate_token(token_sha256))
+        if binding is None:  # unknown, revoked, or its tenant or actor is gone
+            raise fail(ErrorCode.AUTHENTICATION_FAILED, "unknown or revoked token")
+        return Caller(binding.tenant_id, binding.actor_id)
 
     def membership(self, caller: Caller, project_id: str) -> Membership | None:
         """The caller's membership in a project, whatever its status."""

@@ -137,6 +137,23 @@ class _MemoryTx:
     def tenant_exists(self, tenant_id: str) -> bool:
         return tenant_id in self._t.tenants
 
+    def authenticate_token(self, token_sha256: bytes) -> TokenBinding | None:
+        binding = self._t.tokens.get(token_sha256)
+        if (
+            binding is None
+            or not binding.active
+            or binding.tenant_id not in self._t.tenants
+            or (binding.tenant_id, binding.actor_id) not in self._t.actors
+        ):
+            return None
+        return binding
+
+    def get_access(self, scope: Scope, actor_id: str) -> tuple[Project | None, Membership | None]:
+        project = self._t.projects.get((scope.tenant_id, scope.project_id))
+        if project is None:
+            return None, None
+        return project, self._t.memberships.get((scope.tenant_id, scope.project_id, actor_id))
+
     def mailbox(self, scope: Scope, query: MailboxQuery) -> list[tuple[int, HandoffIndexRow]]:
         rows = self._t.handoffs.get((scope.tenant_id, scope.project_id), {}).values()
         inbox = query.box == "inbox"

@@ -28,6 +28,7 @@ from aidememo.service.identity import IdentityService
 from aidememo.stores.memory import MemoryStore
 from aidememo.stores.sqlite.store import SqliteStore
 from tests import pg
+from tests.contract.conformance import check_response
 from tests.doubles.do_storage import DoStorage
 
 TENANT = "tenant_http"
@@ -162,6 +163,14 @@ def _uvicorn(store: Any, clock: FixedClock) -> Backend:
     return Backend(client, app.services.identity, close)
 
 
+def _edge(tmp: Path, clock: FixedClock) -> Backend:
+    """The Worker and its Durable Objects in the CPython runtime double (`tests/edge`)."""
+    from tests.edge.backend import edge_backend
+
+    backend: Backend = edge_backend(tmp, clock)
+    return backend
+
+
 def _postgres(driver: str) -> BackendFactory:
     def make(tmp: Path, clock: FixedClock) -> Backend:
         db = pg.create_database()
@@ -192,6 +201,7 @@ BACKENDS: dict[str, BackendFactory] = {
     ),
     "postgres_psycopg": _postgres("psycopg"),
     "postgres_pg8000": _postgres("pg8000"),
+    "edge": lambda tmp, clock: _edge(tmp, clock),
     "uvicorn_sqlite": lambda tmp, clock: _uvicorn(
         SqliteStore.open_file(tmp / "ssot.sqlite", synchronous="OFF"), clock
     ),
@@ -246,6 +256,7 @@ class Api:
         status, hdrs, decoded = self.client.request(
             method, path, token=token, json=json, body=body, headers=headers, query=query
         )
+        check_response(method, path, status, hdrs, decoded)
         return Reply(status, hdrs, decoded)
 
     def get(self, path: str, as_: str | None = WRITER, *, query: Query = None) -> Reply:

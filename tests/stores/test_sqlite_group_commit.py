@@ -342,3 +342,35 @@ def test_store_reader_pool_bounded_and_closed(tmp_path: Path) -> None:
     assert executor._readers == set()
     with pytest.raises(AidememoError):
         fx.store.read(lambda tx: tx.get_project(SCOPE))
+
+
+@pytest.mark.parametrize("memory", [False, True])
+def test_store_standalone_read_needs_no_begin_and_stays_alone(tmp_path: Path, memory: bool) -> None:
+    fx = Fixture.create(
+        SqliteStore.open_memory if memory else lambda: SqliteStore.open_file(tmp_path / "db")
+    )
+    digest = bytes([9]) * 32
+    fx.identity.provision_member(TENANT, PROJECT, "actor_tok", token_sha256=digest)
+    executor = _executor(fx)
+    statements: list[str] = []
+    conn = executor._conn if memory else None
+
+    def trace(tx: Any) -> Any:
+        reader = executor._local.conn
+        assert reader is not None
+        reader.set_trace_callback(statements.append)
+        try:
+            return tx.authenticate_token(digest)
+        finally:
+            reader.set_trace_callback(None)
+
+    assert fx.store.read(trace) is not None
+    assert len(statements) == 1 and statements[0].startswith("SELECT")  # no BEGIN, no COMMIT
+    with pytest.raises(AidememoError) as info:  # a second statement would read another snapshot
+        fx.store.read(lambda tx: (tx.authenticate_token(digest), tx.get_project(SCOPE)))
+    assert info.value.code is ErrorCode.STORAGE_FAILURE
+    # After another statement began the view, it is an ordinary statement of that snapshot.
+    both = fx.store.read(lambda tx: (tx.get_project(SCOPE), tx.authenticate_token(digest)))
+    assert both[0] is not None and both[1] is not None
+    assert conn is None or not conn.in_transaction
+    fx.store.close()

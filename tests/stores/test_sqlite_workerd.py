@@ -91,12 +91,15 @@ def _exercise(store: SqliteStore) -> None:
             tx.get_membership(SCOPE, "actor_a"),
             tx.get_actor(TENANT, "actor_a"),
             tx.tenant_exists(TENANT),
+            tx.get_access(SCOPE, "actor_a"),
+            tx.get_access(SCOPE, "actor_nobody"),
             tx.search(SCOPE, ["hello", "\uc11c\ubc84"], None, 10),
             tx.search(SCOPE, ["hello"], "s2", 10),
             tx.mailbox(SCOPE, MailboxQuery("actor_b", "inbox", None, False, None, 20)),
             tx.mailbox(SCOPE, MailboxQuery("actor_a", "outbox", "s1", True, 5, 20)),
         )
     )
+    store.read(lambda tx: tx.authenticate_token(DIGEST))
     store.schema_version()
 
 

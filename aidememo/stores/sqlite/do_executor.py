@@ -83,6 +83,10 @@ class DoSqlExecutor:
             raise _storage_failure("statement", exc) from exc
         return [_row(row) for row in rows]
 
+    def execute_alone(self, sql: str, params: Sequence[SqlValue] = ()) -> list[Row]:
+        """`execute`: a Durable Object's read runs alone anyway (one call at a time)."""
+        return self.execute(sql, params)
+
     def execute_script(self, statements: Sequence[str]) -> None:
         """Run parameterless statements in order."""
         for statement in statements:

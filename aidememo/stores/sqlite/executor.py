@@ -33,6 +33,12 @@ class SqlExecutor(Protocol):
         """Run one statement with `?` placeholders and return all its rows (maybe none)."""
         ...
 
+    def execute_alone(self, sql: str, params: Sequence[SqlValue] = ()) -> list[Row]:
+        """`execute` for a statement that may be a read view's only one: an executor may then
+        skip the view's `BEGIN`/`COMMIT` (one statement is atomic on its own), and refuse any
+        further statement in that view."""
+        ...
+
     def execute_script(self, statements: Sequence[str]) -> None:
         """Run parameterless statements in order (schema DDL); call inside `transaction`."""
         ...

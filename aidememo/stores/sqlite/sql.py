@@ -18,6 +18,20 @@ GET_TOKEN = (
     "SELECT tenant_id, actor_id, active, created_at_ms FROM token_bindings WHERE token_sha256 = ?"
 )
 TENANT_EXISTS = "SELECT 1 FROM tenants WHERE tenant_id = ?"
+# Authentication in one statement: an active binding whose tenant and actor both exist.
+AUTHENTICATE_TOKEN = (
+    "SELECT b.tenant_id, b.actor_id, b.created_at_ms FROM token_bindings AS b "
+    "JOIN tenants AS t ON t.tenant_id = b.tenant_id "
+    "JOIN actors AS a ON a.tenant_id = b.tenant_id AND a.actor_id = b.actor_id "
+    "WHERE b.token_sha256 = ? AND b.active <> 0"
+)
+# The project and the caller's membership in one statement (no membership: NULL role).
+GET_ACCESS = (
+    "SELECT p.project_epoch, p.head_seq, m.role, m.status FROM projects AS p "
+    "LEFT JOIN memberships AS m ON m.tenant_id = p.tenant_id "
+    "AND m.project_id = p.project_id AND m.actor_id = ? "
+    "WHERE p.tenant_id = ? AND p.project_id = ?"
+)
 
 # Inserts are upserts, like the reference store's: provisioning twice leaves one row.
 INSERT_TENANT = (

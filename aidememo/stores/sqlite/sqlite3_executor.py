@@ -70,11 +70,17 @@ def storage_failure(what: str, exc: BaseException) -> AidememoError:
     return fail(ErrorCode.STORAGE_FAILURE, f"sqlite {what} failed: {type(exc).__name__}: {exc}")
 
 
+# Where a read view is: BEGIN sent (or a write transaction), BEGIN not sent yet, or done with
+# its one standalone statement (`execute_alone`), after which it may run no other.
+_BEGUN, _LAZY, _SPENT = 0, 1, 2
+
+
 class _Local(threading.local):
     """What the current thread is inside: nothing, a read view or the write transaction."""
 
     conn: sqlite3.Connection | None = None
     state: int = _NONE
+    view: int = _BEGUN
 
 
 class _Pending:
@@ -163,12 +169,32 @@ class Sqlite3Executor:
 
     def execute(self, sql: str, params: Sequence[SqlValue] = ()) -> list[Row]:
         """Run one statement and return all its rows as tuples."""
-        conn = self._local.conn
+        local = self._local
+        conn = local.conn
         try:
             if conn is not None:  # inside this thread's transaction or read view
+                if local.view:
+                    _begin_view(local, conn)
                 return conn.execute(sql, params).fetchall()
             with self._lock:
                 return self._conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise storage_failure("statement", exc) from exc
+
+    def execute_alone(self, sql: str, params: Sequence[SqlValue] = ()) -> list[Row]:
+        """Like `execute`; as the first statement of a read view, it runs without `BEGIN`.
+
+        One statement is atomic on its own in SQLite, so a view made of it alone needs no
+        `BEGIN`/`COMMIT` round trip. The view may then run no other statement (that would
+        read another snapshot): a later one fails with `storage_failure`.
+        """
+        local = self._local
+        conn = local.conn
+        if conn is None or local.view != _LAZY:
+            return self.execute(sql, params)
+        local.view = _SPENT
+        try:
+            return conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             raise storage_failure("statement", exc) from exc
 
@@ -261,18 +287,19 @@ class Sqlite3Executor:
     # -- internals ------------------------------------------------------------------------
 
     def _view(self, conn: sqlite3.Connection, fn: Callable[[], T]) -> T:
+        """Run `fn` in a read view; its deferred `BEGIN` is sent with its first statement."""
         local = self._local
-        local.conn, local.state = conn, _READ
+        local.conn, local.state, local.view = conn, _READ, _LAZY
         try:
-            _run(conn, _BEGIN_READ)
             try:
                 result = fn()
-                _run(conn, _COMMIT)
+                if local.view == _BEGUN:
+                    _run(conn, _COMMIT)
             except BaseException:
                 _rollback(conn)
                 raise
         finally:
-            local.conn, local.state = None, _NONE
+            local.conn, local.state, local.view = None, _NONE, _BEGUN
         return result
 
     def _open_reader(self) -> sqlite3.Connection:
@@ -392,6 +419,14 @@ def _run(conn: sqlite3.Connection, sql: str) -> None:
         conn.execute(sql)
     except sqlite3.Error as exc:
         raise storage_failure("statement", exc) from exc
+
+
+def _begin_view(local: _Local, conn: sqlite3.Connection) -> None:
+    """Send a lazy view's `BEGIN` before its first statement; refuse a spent view's second."""
+    if local.view == _SPENT:
+        raise fail(ErrorCode.STORAGE_FAILURE, "a standalone read must be its view's only one")
+    conn.execute(_BEGIN_READ)  # a deferred BEGIN: the snapshot is taken by the next statement
+    local.view = _BEGUN
 
 
 def _answer_all(batch: list[_Pending], error: AidememoError) -> None:

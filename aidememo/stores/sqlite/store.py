@@ -159,6 +159,26 @@ class SqliteReadTx(ArchiveReads):
         """True when the tenant row exists."""
         return bool(self._x.execute(q.TENANT_EXISTS, (tenant_id,)))
 
+    def authenticate_token(self, token_sha256: bytes) -> TokenBinding | None:
+        """The active binding of a digest whose tenant and actor exist: one statement."""
+        rows: list[Any] = self._x.execute_alone(q.AUTHENTICATE_TOKEN, (token_sha256,))
+        if not rows:
+            return None
+        tenant, actor, created = rows[0]
+        return TokenBinding(token_sha256, tenant, actor, True, created)
+
+    def get_access(self, scope: Scope, actor_id: str) -> tuple[Project | None, Membership | None]:
+        """The project and the actor's membership: one statement."""
+        t, p = scope.tenant_id, scope.project_id
+        rows: list[Any] = self._x.execute(q.GET_ACCESS, (actor_id, t, p))
+        if not rows:
+            return None, None
+        epoch, head, role, status = rows[0]
+        project = Project(t, p, epoch, head)
+        if role is None:
+            return project, None
+        return project, Membership(t, p, actor_id, Role(role), MemberStatus(status))
+
     def mailbox(self, scope: Scope, query: MailboxQuery) -> list[tuple[int, HandoffIndexRow]]:
         """A page of the inbox (`to_actor`) or outbox (`from_actor`), newest first."""
         params: list[str | int] = [scope.tenant_id, scope.project_id, query.actor_id]

@@ -1,0 +1,51 @@
+"""The one-statement reads: `authenticate_token` and `get_access` agree on every backend."""
+
+from __future__ import annotations
+
+import pytest
+
+from aidememo.conformance.harness import ACTOR, EPOCH, PROJECT, TENANT, Fixture
+from aidememo.domain.errors import AidememoError, ErrorCode
+from aidememo.domain.model import MemberStatus, Project, Role, Scope
+from aidememo.service.access import Caller
+from tests.conformance.conftest import Backend
+
+SCOPE = Scope(TENANT, PROJECT)
+
+
+def test_auth_token_resolves_only_active_bindings_of_existing_actors(backend: Backend) -> None:
+    fx = Fixture.create(backend.open)
+    digest, other = bytes([3]) * 32, bytes([4]) * 32
+    fx.identity.provision_member(TENANT, PROJECT, "actor_tok", token_sha256=digest)
+    found = fx.store.read(lambda tx: tx.authenticate_token(digest))
+    assert found is not None and found.active
+    assert (found.token_sha256, found.tenant_id, found.actor_id) == (digest, TENANT, "actor_tok")
+    assert fx.store.read(lambda tx: tx.authenticate_token(other)) is None
+    assert fx.identity.authenticate(digest) == Caller(TENANT, "actor_tok")
+    fx.identity.revoke_token(digest)
+    assert fx.store.read(lambda tx: tx.authenticate_token(digest)) is None
+    with pytest.raises(AidememoError) as info:
+        fx.identity.authenticate(digest)
+    assert info.value.code is ErrorCode.AUTHENTICATION_FAILED
+    fx.identity.provision_member(TENANT, PROJECT, "actor_tok2", token_sha256=other)
+    fx.store.transaction(lambda tx: tx.delete_tenant(TENANT))
+    assert fx.store.read(lambda tx: tx.authenticate_token(other)) is None
+    fx.store.close()
+
+
+def test_auth_access_reads_project_and_membership_together(backend: Backend) -> None:
+    fx = Fixture.create(backend.open)
+    project = Project(TENANT, PROJECT, EPOCH, 0)
+    got = fx.store.read(lambda tx: tx.get_access(SCOPE, ACTOR))
+    assert got[0] == project
+    assert got[1] is not None and (got[1].role, got[1].status) == (Role.WRITER, MemberStatus.ACTIVE)
+    assert got == fx.store.read(lambda tx: (tx.get_project(SCOPE), tx.get_membership(SCOPE, ACTOR)))
+    assert fx.store.read(lambda tx: tx.get_access(SCOPE, "actor_nobody")) == (project, None)
+    missing = Scope(TENANT, "project_missing")
+    assert fx.store.read(lambda tx: tx.get_access(missing, ACTOR)) == (None, None)
+    fx.identity.set_membership(TENANT, PROJECT, ACTOR, status=MemberStatus.SUSPENDED)
+    fx.put("command_other", "x", caller=fx.other)
+    project, member = fx.store.read(lambda tx: tx.get_access(SCOPE, ACTOR))
+    assert project is not None and project.head_seq == 1
+    assert member is not None and member.status is MemberStatus.SUSPENDED
+    fx.store.close()
