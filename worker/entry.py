@@ -1,25 +1,203 @@
-"""Python Worker entry point (placeholder until the edge issue).
+"""The Python Worker: `Default(WorkerEntrypoint)` authenticates, limits and routes.
 
-Serves GET /health with the SQLite schema version of the shared store; every other route is a
-404 in the contract's error shape.
+For every request, in this order (the origin's order of checks, SPEC.md HTTP-1, with the
+edge's two additions marked):
+1. [edge] a plain-HTTP `/v1` request is refused with 426 `insecure_transport`, unless the
+   `ALLOW_INSECURE_HTTP` var is set (local development);
+2. route and method, body size (the declared Content-Length first, so an oversized body is
+   refused unread, then the bytes received) and content type: the core's `check_request`;
+3. public routes are answered here: `/health` (`mode: "edge"`, this code's schema version)
+   and `/openapi.json`;
+4. the bearer token's SHA-256 (`bearer_digest`); on admin routes the `ADMIN_TOKEN_SHA256`
+   secret (hex) admits the admin, and a member's valid token is 403 `admin_required`;
+   otherwise the token directory shard of the digest authenticates it, through a per-isolate
+   cache of at most 30 s (`worker.auth_cache`: a revoked token keeps working for up to 30 s
+   at an edge location that cached it);
+5. [edge] the rate-limit binding, keyed by the token digest (600 per 60 s in wrangler.toml):
+   429 `rate_limited` with `Retry-After: 60`;
+6. project routes and `POST /v1/commands` (its project read from the body, by the core's own
+   parser) go to the project's `ProjectCoordinator`, named from the caller's tenant and the
+   project, by the RPC method `handle(request, caller)`: plain dicts, the body as text, and
+   the identity the Worker authenticated, never client headers. The object checks the
+   membership on every request, so suspensions and role changes apply at once.
+Admin routes are orchestrated across the objects by `worker.admin`.
+
+The Durable Object classes are imported here so the runtime registers them with this module.
 """
 
 from __future__ import annotations
 
+import hmac
+import logging
 from typing import Any
 from urllib.parse import urlsplit
 
 from workers import Response, WorkerEntrypoint
 
+from aidememo.domain.clock import RandomIds, SystemClock
+from aidememo.domain.errors import AidememoError, ErrorCode, fail
+from aidememo.domain.ids import validate_id
+from aidememo.http import handlers
+from aidememo.http import openapi as openapi_doc
+from aidememo.http.app import bearer_digest, check_request, check_size, error_response
+from aidememo.http.render import json_bytes
+from aidememo.http.routes import Route, resolve
+from aidememo.http.types import Request
+from aidememo.http.types import Response as CoreResponse
+from aidememo.ports import Clock, Ids
+from aidememo.service.access import Caller
 from aidememo.stores.sqlite.schema import SCHEMA_VERSION
+from durable_objects import ProjectCoordinator, TenantRegistry, TokenDirectory
+from durable_objects.rpc import caller_payload, request_payload, response_from
+from worker import admin
+from worker.auth_cache import TokenCache
+from worker.objects import Objects, call
+from worker.routing import (
+    ADMIN_TOKEN_SHA256,
+    ALLOW_INSECURE_HTTP,
+    RATE_LIMIT_PERIOD_S,
+    RATE_LIMITER,
+    insecure,
+    var_is_set,
+)
+
+__all__ = ["Default", "ProjectCoordinator", "TenantRegistry", "TokenDirectory"]
+
+log = logging.getLogger("aidememo.edge")
+_JSON = [("content-type", "application/json")]
+
+
+def _method(request: Any) -> str:
+    """The request method as text. The SDK's `Request.method` is an `http.HTTPMethod`, which
+    has no member for an unknown method; the JS request's own string is used then."""
+    try:
+        method = request.method
+    except (KeyError, ValueError):
+        return str(request.js_object.method)
+    return str(getattr(method, "value", method))
+
+
+def _content_length(headers: dict[str, str]) -> int | None:
+    raw = headers.get("content-length")
+    if raw is None or not raw.strip().isdigit():
+        return None
+    return int(raw)
 
 
 class Default(WorkerEntrypoint):  # type: ignore[misc]
+    """The edge front: one instance per request; state shared per isolate sits on the class."""
+
+    clock: Clock = SystemClock()
+    ids: Ids = RandomIds()
+    token_cache: TokenCache = TokenCache()
+
     async def fetch(self, request: Any) -> Any:
-        path = urlsplit(str(request.url)).path
-        if path == "/health":
-            return Response.json({"status": "ok", "mode": "edge", "schema_version": SCHEMA_VERSION})
-        return Response.json(
-            {"error": {"code": "route_not_found", "message": f"no route for {path}"}},
-            status=404,
-        )
+        """Answer one HTTP request; never raises."""
+        try:
+            response = await self._serve(request)
+        except AidememoError as error:
+            response = _error(error)
+        except Exception:
+            log.exception("edge failure")
+            response = _error(fail(ErrorCode.STORAGE_FAILURE, "unexpected failure"))
+        return Response(response.body, status=response.status, headers=dict(response.headers))
+
+    async def _serve(self, request: Any) -> CoreResponse:
+        url = urlsplit(str(request.url))
+        method, path = _method(request), url.path or "/"
+        headers = {str(k).lower(): str(v) for k, v in request.headers.items()}
+        if insecure(url.scheme, path, var_is_set(self.env, ALLOW_INSECURE_HTTP)):
+            raise fail(ErrorCode.INSECURE_TRANSPORT, "use https")
+        route = resolve(method, path).route
+        declared = _content_length(headers)
+        if route is not None and declared is not None:
+            check_size(route, declared)
+        body = await request.bytes() if route is not None else b""
+        core = Request(method, path, url.query, headers, body)
+        match = check_request(core)
+        route = match.route
+        assert route is not None  # check_request refused the rest
+        if not route.authenticated:
+            return _public(route, core)
+        digest = bearer_digest(headers.get("authorization"))
+        objs = Objects(self.env)
+        if route.admin:
+            await self._check_admin(objs, digest)
+            await self._limit(digest)
+            return await self._admin(objs, route, core, match.params)
+        caller = await self._authenticate(objs, digest)
+        await self._limit(digest)
+        if route.handler == "command":
+            project_id = handlers.command_project_id(core)
+        else:
+            project_id = validate_id(match.params["project_id"], "project_id")
+        stub = objs.project(caller.tenant_id, project_id)
+        answer = await stub.handle(request_payload(core), caller_payload(caller))
+        return response_from(answer)
+
+    async def _authenticate(self, objs: Objects, digest: bytes) -> Caller:
+        now = self.clock.now_ms()
+        caller = self.token_cache.get(digest, now)
+        if caller is None:
+            found = await call(objs.tokens(digest.hex()), "authenticate", digest.hex())
+            caller = Caller(found["tenant_id"], found["actor_id"])
+            self.token_cache.put(digest, caller, now)
+        return caller
+
+    async def _check_admin(self, objs: Objects, digest: bytes) -> None:
+        configured = getattr(self.env, ADMIN_TOKEN_SHA256, None)
+        if configured:
+            try:
+                expected = bytes.fromhex(str(configured).strip())
+            except ValueError:
+                expected = b""
+                log.error("ADMIN_TOKEN_SHA256 is not hex; admin routes are closed")
+            if expected and hmac.compare_digest(digest, expected):
+                return
+        await self._authenticate(objs, digest)  # authentication_failed for unknown tokens
+        raise fail(ErrorCode.ADMIN_REQUIRED, "this route needs the admin token")
+
+    async def _limit(self, digest: bytes) -> None:
+        """The rate-limit binding (`limit({key})` -> `{success}`), keyed by the digest."""
+        limiter = getattr(self.env, RATE_LIMITER, None)
+        if limiter is None:  # no binding configured: no limit
+            return
+        outcome = await limiter.limit({"key": digest.hex()})
+        if not outcome["success"]:
+            raise fail(
+                ErrorCode.RATE_LIMITED, f"too many requests; retry in {RATE_LIMIT_PERIOD_S} s"
+            )
+
+    async def _admin(
+        self, objs: Objects, route: Route, core: Request, params: dict[str, str]
+    ) -> CoreResponse:
+        if route.handler == "admin_bootstrap":
+            return await admin.bootstrap(objs, core)
+        if route.handler == "admin_members":
+            return await admin.members(objs, core)
+        if route.handler == "admin_revoke_token":
+            return await admin.revoke(objs, core, self.token_cache)
+        if route.handler == "admin_export":
+            return await admin.export(objs, core, params, self.clock)
+        if route.handler == "admin_import":
+            return await admin.import_(objs, core, self.ids)
+        if route.handler == "admin_delete_tenant":
+            return await admin.delete_tenant(objs, core, params)
+        raise fail(ErrorCode.ROUTE_NOT_FOUND, "no such route")
+
+
+def _public(route: Route, request: Request) -> CoreResponse:
+    handlers.no_query(request)
+    if route.handler == "health":
+        body = {"status": "ok", "mode": "edge", "schema_version": SCHEMA_VERSION}
+        return CoreResponse(200, list(_JSON), json_bytes(body))
+    if route.handler == "openapi":
+        return CoreResponse(200, list(_JSON), openapi_doc.document_bytes())
+    raise fail(ErrorCode.ROUTE_NOT_FOUND, "no such route")
+
+
+def _error(error: AidememoError) -> CoreResponse:
+    response = error_response(error)
+    if error.code is ErrorCode.RATE_LIMITED:
+        response.headers.append(("retry-after", str(RATE_LIMIT_PERIOD_S)))
+    return response

@@ -14,11 +14,13 @@ from aidememo.domain.envelope import check_fields, require_object
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.ids import validate_id
 from aidememo.domain.limits import TOKEN_DIGEST_BYTES
-from aidememo.domain.model import ActorKind, MemberStatus, Role
+from aidememo.domain.model import ActorKind, Membership, MemberStatus, Role
 from aidememo.http.query import Query
 from aidememo.http.render import json_bytes
 from aidememo.http.types import Request, Response
 from aidememo.service.access import Caller
+from aidememo.service.archive import ImportSummary
+from aidememo.service.identity import BootstrapResult
 
 if TYPE_CHECKING:
     from aidememo.http.app import Services
@@ -73,28 +75,26 @@ def parse_bootstrap(body: bytes) -> dict[str, Any]:
     }
 
 
-def admin_bootstrap(
-    s: Services, request: Request, params: dict[str, str], caller: Caller | None
-) -> Response:
-    """Idempotent bootstrap of tenant, project, actor, membership and token (ADM-2)."""
+def bootstrap_request(request: Request) -> dict[str, Any]:
+    """The query and body checks of `POST /v1/admin/bootstrap`, in the handler's order."""
     Query(request.query).finish(frozenset())
-    result = s.identity.bootstrap(**parse_bootstrap(request.body))
+    return parse_bootstrap(request.body)
+
+
+def bootstrap_json(result: BootstrapResult) -> dict[str, Any]:
+    """The answer to a bootstrap."""
     m = result.membership
-    return _ok(
-        {
-            "tenant_id": m.tenant_id,
-            "project_id": m.project_id,
-            "project_epoch": result.project.project_epoch,
-            "actor_id": m.actor_id,
-            "role": m.role,
-        }
-    )
+    return {
+        "tenant_id": m.tenant_id,
+        "project_id": m.project_id,
+        "project_epoch": result.project.project_epoch,
+        "actor_id": m.actor_id,
+        "role": m.role,
+    }
 
 
-def admin_members(
-    s: Services, request: Request, params: dict[str, str], caller: Caller | None
-) -> Response:
-    """Change a member's role or status (ADM-2)."""
+def members_request(request: Request) -> dict[str, Any]:
+    """`{tenant_id, project_id, actor_id, role?, status?}`; one of role and status is needed."""
     Query(request.query).finish(frozenset())
     obj = require_object(decode_json(request.body), "request")
     required = frozenset({"tenant_id", "project_id", "actor_id"})
@@ -103,32 +103,82 @@ def admin_members(
     status = _choice(obj, "status", MemberStatus)
     if role is None and status is None:
         raise fail(ErrorCode.INVALID_COMMAND, "give role or status")
+    return {
+        "tenant_id": validate_id(obj["tenant_id"], "tenant_id"),
+        "project_id": validate_id(obj["project_id"], "project_id"),
+        "actor_id": validate_id(obj["actor_id"], "actor_id"),
+        "role": role,
+        "status": status,
+    }
+
+
+def membership_json(m: Membership) -> dict[str, Any]:
+    """The answer to a membership change."""
+    return {
+        "tenant_id": m.tenant_id,
+        "project_id": m.project_id,
+        "actor_id": m.actor_id,
+        "role": m.role,
+        "status": m.status,
+    }
+
+
+def revoke_request(request: Request) -> bytes:
+    """The digest of `POST /v1/admin/tokens/revoke` `{token_sha256}`."""
+    Query(request.query).finish(frozenset())
+    obj = require_object(decode_json(request.body), "request")
+    check_fields(obj, frozenset({"token_sha256"}), frozenset(), "request")
+    return parse_digest(obj["token_sha256"])
+
+
+def export_request(request: Request, params: dict[str, str]) -> tuple[str, str | None, bool]:
+    """`(tenant_id, project_id or None, include_token_digests)` of an export."""
+    tenant_id = validate_id(params["tenant_id"], "tenant_id")
+    query = Query(request.query)
+    project_id = query.text("project_id")
+    include_tokens = query.boolean("include_token_digests") or False
+    query.finish(frozenset({"project_id", "include_token_digests"}))
+    if project_id is not None:
+        validate_id(project_id, "project_id")
+    return tenant_id, project_id, include_tokens
+
+
+def delete_request(request: Request, params: dict[str, str]) -> tuple[str, str]:
+    """`(tenant_id, confirm)` of a tenant deletion."""
+    tenant_id = validate_id(params["tenant_id"], "tenant_id")
+    query = Query(request.query)
+    confirm = query.text("confirm")
+    query.finish(frozenset({"confirm"}))
+    return tenant_id, confirm or ""
+
+
+def admin_bootstrap(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
+    """Idempotent bootstrap of tenant, project, actor, membership and token (ADM-2)."""
+    return _ok(bootstrap_json(s.identity.bootstrap(**bootstrap_request(request))))
+
+
+def admin_members(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
+    """Change a member's role or status (ADM-2)."""
+    spec = members_request(request)
     m = s.identity.set_membership(
-        validate_id(obj["tenant_id"], "tenant_id"),
-        validate_id(obj["project_id"], "project_id"),
-        validate_id(obj["actor_id"], "actor_id"),
-        role=role,
-        status=status,
+        spec["tenant_id"],
+        spec["project_id"],
+        spec["actor_id"],
+        role=spec["role"],
+        status=spec["status"],
     )
-    return _ok(
-        {
-            "tenant_id": m.tenant_id,
-            "project_id": m.project_id,
-            "actor_id": m.actor_id,
-            "role": m.role,
-            "status": m.status,
-        }
-    )
+    return _ok(membership_json(m))
 
 
 def admin_revoke_token(
     s: Services, request: Request, params: dict[str, str], caller: Caller | None
 ) -> Response:
     """Revoke a token by digest (ADM-2); unknown digests are `resource_not_found`."""
-    Query(request.query).finish(frozenset())
-    obj = require_object(decode_json(request.body), "request")
-    check_fields(obj, frozenset({"token_sha256"}), frozenset(), "request")
-    if not s.identity.revoke_token(parse_digest(obj["token_sha256"])):
+    if not s.identity.revoke_token(revoke_request(request)):
         raise fail(ErrorCode.RESOURCE_NOT_FOUND, "no such token")
     return _ok({"revoked": True})
 
@@ -137,35 +187,37 @@ def admin_export(
     s: Services, request: Request, params: dict[str, str], caller: Caller | None
 ) -> Response:
     """The tenant's (or one project's) export as JSON Lines (ADM-3, ARC-1)."""
-    tenant_id = validate_id(params["tenant_id"], "tenant_id")
-    query = Query(request.query)
-    project_id = query.text("project_id")
-    include_tokens = query.boolean("include_token_digests") or False
-    query.finish(frozenset({"project_id", "include_token_digests"}))
-    if project_id is not None:
-        validate_id(project_id, "project_id")
+    tenant_id, project_id, include_tokens = export_request(request, params)
     lines = s.archive.export_lines(tenant_id, project_id, include_tokens=include_tokens)
     return Response(200, list(NDJSON_HEADERS), b"".join(lines))
+
+
+def import_json(summary: ImportSummary) -> dict[str, Any]:
+    """The answer to an import."""
+    return {
+        "tenant_id": summary.tenant_id,
+        "project_epochs": summary.epochs,
+        "counts": summary.counts,
+    }
+
+
+def import_request(request: Request) -> list[bytes]:
+    """The lines of an import body, after the query check."""
+    Query(request.query).finish(frozenset())
+    return request.body.splitlines(keepends=True)
 
 
 def admin_import(
     s: Services, request: Request, params: dict[str, str], caller: Caller | None
 ) -> Response:
     """Import an export into scopes that do not exist yet (ADM-3, ARC-2)."""
-    Query(request.query).finish(frozenset())
-    summary = s.archive.import_lines(request.body.splitlines(keepends=True))
-    return _ok(
-        {"tenant_id": summary.tenant_id, "project_epochs": summary.epochs, "counts": summary.counts}
-    )
+    return _ok(import_json(s.archive.import_lines(import_request(request))))
 
 
 def admin_delete_tenant(
     s: Services, request: Request, params: dict[str, str], caller: Caller | None
 ) -> Response:
     """Remove every row of a tenant, verified by counts (ADM-3, ARC-4)."""
-    tenant_id = validate_id(params["tenant_id"], "tenant_id")
-    query = Query(request.query)
-    confirm = query.text("confirm")
-    query.finish(frozenset({"confirm"}))
-    removed = s.archive.delete_tenant(tenant_id, confirm or "")
+    tenant_id, confirm = delete_request(request, params)
+    removed = s.archive.delete_tenant(tenant_id, confirm)
     return _ok({"tenant_id": tenant_id, "removed": removed})

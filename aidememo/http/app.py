@@ -19,7 +19,7 @@ from aidememo.domain.errors import STORAGE_RETRY_AFTER_S, AidememoError, ErrorCo
 from aidememo.domain.limits import BEARER_MAX_BYTES, HANDOFF_LEASE_MS_DEFAULT
 from aidememo.http import admin, handlers
 from aidememo.http.render import json_bytes
-from aidememo.http.routes import Route, resolve
+from aidememo.http.routes import Match, Route, resolve
 from aidememo.http.types import Request, Response
 from aidememo.ports import Clock, Ids, Store
 from aidememo.service.access import Caller
@@ -67,6 +67,32 @@ def bearer_digest(authorization: str | None) -> bytes:
     ):
         raise fail(ErrorCode.AUTHENTICATION_FAILED, "malformed bearer token")
     return hashlib.sha256(token.encode("utf-8")).digest()
+
+
+def check_request(request: Request) -> Match:
+    """The checks before authentication (HTTP-1): route, method, size, content type.
+
+    Returns the match of a request that passed; a front that authenticates and routes by
+    itself (the edge Worker) calls this first, so its answers are the origin's.
+    """
+    match = resolve(request.method, request.path)
+    route = match.route
+    if route is None:
+        if match.allowed:
+            raise fail(ErrorCode.METHOD_NOT_ALLOWED, f"use {', '.join(match.allowed)}")
+        raise fail(ErrorCode.ROUTE_NOT_FOUND, "no such route")
+    check_size(route, len(request.body), request.body_too_large)
+    if route.has_body and not _media_type_ok(request.headers.get("content-type"), route.media_type):
+        raise fail(ErrorCode.UNSUPPORTED_MEDIA_TYPE, f"send {route.media_type}")
+    return match
+
+
+def check_size(route: Route, size: int, too_large: bool = False) -> None:
+    """`payload_too_large` when a body of `size` bytes exceeds the route's limit."""
+    if too_large or size > route.max_body:
+        raise fail(
+            ErrorCode.PAYLOAD_TOO_LARGE, f"request body is larger than {route.max_body} bytes"
+        )
 
 
 class Services:
@@ -133,20 +159,9 @@ class HttpApp:
             return error_response(fail(ErrorCode.STORAGE_FAILURE, "unexpected failure"))
 
     def _dispatch(self, request: Request, caller: Caller | None) -> Response:
-        match = resolve(request.method, request.path)
+        match = check_request(request)
         route = match.route
-        if route is None:
-            if match.allowed:
-                raise fail(ErrorCode.METHOD_NOT_ALLOWED, f"use {', '.join(match.allowed)}")
-            raise fail(ErrorCode.ROUTE_NOT_FOUND, "no such route")
-        if request.body_too_large or len(request.body) > route.max_body:
-            raise fail(
-                ErrorCode.PAYLOAD_TOO_LARGE, f"request body is larger than {route.max_body} bytes"
-            )
-        if route.has_body and not _media_type_ok(
-            request.headers.get("content-type"), route.media_type
-        ):
-            raise fail(ErrorCode.UNSUPPORTED_MEDIA_TYPE, f"send {route.media_type}")
+        assert route is not None  # check_request refused a request without a route
         if route.admin:
             if caller is not None:
                 raise fail(ErrorCode.ADMIN_REQUIRED, "this route needs the admin token")

@@ -57,6 +57,19 @@ def _no_query(request: Request) -> None:
     Query(request.query).finish(_NONE, forbidden=_IDENTITY_PARAMS)
 
 
+no_query = _no_query  # the same check, for a front that answers a public route itself
+
+
+def command_project_id(request: Request) -> str:
+    """The project a `POST /v1/commands` names, after the checks `command` makes first.
+
+    A front that routes by project (the edge Worker) calls this before forwarding, so a bad
+    query or body is refused with exactly the error the handler would give.
+    """
+    _no_query(request)
+    return parse_raw_command(decode_json(request.body)).project_id
+
+
 def _project(params: dict[str, str]) -> str:
     return validate_id(params["project_id"], "project_id")
 

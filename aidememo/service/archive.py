@@ -5,6 +5,12 @@ memberships, optional token digests, then per project its resources, changes, re
 audit rows, and last a manifest with per-type counts and SHA-256 sums and the SHA-256 of every
 byte before it. The format is the same for every backend, so a tenant moves between SQLite,
 PostgreSQL and the edge by export and import.
+
+The pieces are public so a front that keeps a tenant in several stores (the edge: a registry
+of identities and one Durable Object per project) can assemble the same export and split the
+same import: the record builders (`header_record` ... `token_record`, `line`), the `Manifest`,
+`read_identity` + `identity_records`, `project_lines`, `verified_records`, `check_header` and
+`Plan` with `Archive.import_plan`.
 """
 
 from __future__ import annotations
@@ -54,7 +60,8 @@ class ImportSummary:
     counts: dict[str, int]
 
 
-def _line(record: dict[str, Any]) -> bytes:
+def line(record: dict[str, Any]) -> bytes:
+    """One export line: the record in canonical JSON and a newline."""
     return canonical_bytes(record) + b"\n"
 
 
@@ -62,26 +69,198 @@ def _body(raw: bytes | None) -> Any:
     return None if raw is None else decode_stored(raw)
 
 
-class _Manifest:
+class Manifest:
+    """The running manifest of an export: every byte goes through `add`, in export order."""
+
     def __init__(self) -> None:
         self.total = hashlib.sha256()
         self.by_type: dict[str, Any] = {}
         self.counts: dict[str, int] = {}
 
-    def add(self, kind: str, line: bytes) -> bytes:
-        self.total.update(line)
-        self.by_type.setdefault(kind, hashlib.sha256()).update(line)
-        self.counts[kind] = self.counts.get(kind, 0) + 1
-        return line
+    def add(self, kind: str, data: bytes, count: int = 1) -> bytes:
+        """Account for `count` consecutive lines of one type (`data` ends with a newline)."""
+        self.total.update(data)
+        self.by_type.setdefault(kind, hashlib.sha256()).update(data)
+        self.counts[kind] = self.counts.get(kind, 0) + count
+        return data
 
     def line(self) -> bytes:
-        return _line(
+        return line(
             {
                 "type": "manifest",
                 "counts": self.counts,
                 "sha256": {k: h.hexdigest() for k, h in sorted(self.by_type.items())},
                 "lines_sha256": self.total.hexdigest(),
             }
+        )
+
+
+def header_record(
+    tenant_id: str, project_id: str | None, exported_at_ms: int, include_tokens: bool
+) -> dict[str, Any]:
+    """The first line of an export."""
+    return {
+        "type": "header",
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "tenant_id": tenant_id,
+        "project_id": project_id,
+        "exported_at_ms": exported_at_ms,
+        "token_digests": include_tokens,
+    }
+
+
+def actor_record(a: Actor) -> dict[str, Any]:
+    """An `actor` line."""
+    return {"type": "actor", "actor_id": a.actor_id, "kind": a.kind}
+
+
+def project_record(p: Project) -> dict[str, Any]:
+    """A `project` line; `head_seq` is the head the project's rows are exported at."""
+    return {
+        "type": "project",
+        "project_id": p.project_id,
+        "project_epoch": p.project_epoch,
+        "head_seq": p.head_seq,
+    }
+
+
+def membership_record(ms: Membership) -> dict[str, Any]:
+    """A `membership` line."""
+    return {
+        "type": "membership",
+        "project_id": ms.project_id,
+        "actor_id": ms.actor_id,
+        "role": ms.role,
+        "status": ms.status,
+    }
+
+
+def token_record(b: TokenBinding) -> dict[str, Any]:
+    """A `token` line (only with `include_token_digests`)."""
+    return {
+        "type": "token",
+        "token_sha256": b.token_sha256.hex(),
+        "actor_id": b.actor_id,
+        "active": b.active,
+        "created_at_ms": b.created_at_ms,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class IdentityView:
+    """The identity rows an export covers: the tenant's, or one project's and its members'."""
+
+    projects: list[Project]
+    actors: list[Actor]
+    memberships: list[Membership]
+    tokens: list[TokenBinding]
+
+
+def read_identity(
+    tx: ReadTx, tenant_id: str, project_id: str | None, include_tokens: bool
+) -> IdentityView:
+    """The identity rows of an export, or `resource_not_found` for a missing tenant/project."""
+    if not tx.tenant_exists(tenant_id):
+        raise fail(ErrorCode.RESOURCE_NOT_FOUND, f"tenant {tenant_id} not found")
+    projects = [p for p in tx.list_projects(tenant_id) if project_id in (None, p.project_id)]
+    if project_id is not None and not projects:
+        raise fail(ErrorCode.RESOURCE_NOT_FOUND, f"project {project_id} not found")
+    members = [m for m in tx.list_memberships(tenant_id) if project_id in (None, m.project_id)]
+    member_ids = {m.actor_id for m in members}
+    actors = [
+        a for a in tx.list_actors(tenant_id) if project_id is None or a.actor_id in member_ids
+    ]
+    actor_ids = {a.actor_id for a in actors}
+    tokens = (
+        [b for b in tx.list_tokens(tenant_id) if b.actor_id in actor_ids] if include_tokens else []
+    )
+    return IdentityView(projects, actors, members, tokens)
+
+
+def identity_records(view: IdentityView) -> Iterator[dict[str, Any]]:
+    """The identity lines in export order: actors, projects, memberships, tokens."""
+    yield from (actor_record(a) for a in view.actors)
+    yield from (project_record(p) for p in view.projects)
+    yield from (membership_record(m) for m in view.memberships)
+    yield from (token_record(b) for b in view.tokens)
+
+
+def project_lines(tx: ReadTx, p: Project) -> Iterator[tuple[str, bytes]]:
+    """One project's rows as `(type, line)`: resources, changes, receipts, audit."""
+    scope, pid = p.scope, p.project_id
+    for r in tx.list_resources(scope, _EVERYTHING):
+        yield (
+            "resource",
+            line(
+                {
+                    "type": "resource",
+                    "project_id": pid,
+                    "kind": r.ref.kind,
+                    "id": r.ref.id,
+                    "revision": r.revision,
+                    "body": _body(r.body),
+                }
+            ),
+        )
+    after = 0
+    while True:
+        page = tx.list_changes(scope, after, _PAGE)
+        for c in page:
+            yield (
+                "change",
+                line(
+                    {
+                        "type": "change",
+                        "project_id": pid,
+                        "seq": c.seq,
+                        "kind": c.ref.kind,
+                        "id": c.ref.id,
+                        "operation": c.op,
+                        "revision": c.revision,
+                        "actor_id": c.actor_id,
+                        "committed_at_ms": c.committed_at_ms,
+                        "body": _body(c.body),
+                    }
+                ),
+            )
+        if len(page) < _PAGE:
+            break
+        after = page[-1].seq
+    for rc in tx.list_receipts(scope):
+        yield (
+            "receipt",
+            line(
+                {
+                    "type": "receipt",
+                    "project_id": pid,
+                    "command_id": rc.command_id,
+                    "fingerprint": rc.fingerprint,
+                    "actor_id": rc.actor_id,
+                    "seq": rc.project_seq,
+                    "kind": rc.resource.kind,
+                    "id": rc.resource.id,
+                    "revision": rc.revision,
+                    "committed_at_ms": rc.committed_at_ms,
+                }
+            ),
+        )
+    for a in tx.list_audit(scope):
+        yield (
+            "audit",
+            line(
+                {
+                    "type": "audit",
+                    "project_id": pid,
+                    "seq": a.project_seq,
+                    "command_id": a.command_id,
+                    "operation": a.operation,
+                    "kind": a.ref.kind,
+                    "id": a.ref.id,
+                    "actor_id": a.actor_id,
+                    "committed_at_ms": a.committed_at_ms,
+                }
+            ),
         )
 
 
@@ -110,173 +289,38 @@ class Archive:
     def _export(
         self, tx: ReadTx, tenant_id: str, project_id: str | None, include_tokens: bool
     ) -> Iterator[bytes]:
-        if not tx.tenant_exists(tenant_id):
-            raise fail(ErrorCode.RESOURCE_NOT_FOUND, f"tenant {tenant_id} not found")
-        projects = [p for p in tx.list_projects(tenant_id) if project_id in (None, p.project_id)]
-        if project_id is not None and not projects:
-            raise fail(ErrorCode.RESOURCE_NOT_FOUND, f"project {project_id} not found")
-        members = [m for m in tx.list_memberships(tenant_id) if project_id in (None, m.project_id)]
-        member_ids = {m.actor_id for m in members}
-        actors = [
-            a for a in tx.list_actors(tenant_id) if project_id is None or a.actor_id in member_ids
-        ]
-        actor_ids = {a.actor_id for a in actors}
-        m = _Manifest()
-        yield m.add(
-            "header",
-            _line(
-                {
-                    "type": "header",
-                    "format": FORMAT,
-                    "version": FORMAT_VERSION,
-                    "tenant_id": tenant_id,
-                    "project_id": project_id,
-                    "exported_at_ms": self.clock.now_ms(),
-                    "token_digests": include_tokens,
-                }
-            ),
-        )
-        for a in actors:
-            yield m.add("actor", _line({"type": "actor", "actor_id": a.actor_id, "kind": a.kind}))
-        for p in projects:
-            yield m.add(
-                "project",
-                _line(
-                    {
-                        "type": "project",
-                        "project_id": p.project_id,
-                        "project_epoch": p.project_epoch,
-                        "head_seq": p.head_seq,
-                    }
-                ),
-            )
-        for ms in members:
-            yield m.add(
-                "membership",
-                _line(
-                    {
-                        "type": "membership",
-                        "project_id": ms.project_id,
-                        "actor_id": ms.actor_id,
-                        "role": ms.role,
-                        "status": ms.status,
-                    }
-                ),
-            )
-        if include_tokens:
-            for b in tx.list_tokens(tenant_id):
-                if b.actor_id in actor_ids:
-                    yield m.add(
-                        "token",
-                        _line(
-                            {
-                                "type": "token",
-                                "token_sha256": b.token_sha256.hex(),
-                                "actor_id": b.actor_id,
-                                "active": b.active,
-                                "created_at_ms": b.created_at_ms,
-                            }
-                        ),
-                    )
-        for p in projects:
-            yield from self._export_project(tx, p, m)
+        view = read_identity(tx, tenant_id, project_id, include_tokens)
+        m = Manifest()
+        header = header_record(tenant_id, project_id, self.clock.now_ms(), include_tokens)
+        yield m.add("header", line(header))
+        for record in identity_records(view):
+            yield m.add(record["type"], line(record))
+        for p in view.projects:
+            for kind, data in project_lines(tx, p):
+                yield m.add(kind, data)
         yield m.line()
-
-    @staticmethod
-    def _export_project(tx: ReadTx, p: Project, m: _Manifest) -> Iterator[bytes]:
-        scope, pid = p.scope, p.project_id
-        for r in tx.list_resources(scope, _EVERYTHING):
-            yield m.add(
-                "resource",
-                _line(
-                    {
-                        "type": "resource",
-                        "project_id": pid,
-                        "kind": r.ref.kind,
-                        "id": r.ref.id,
-                        "revision": r.revision,
-                        "body": _body(r.body),
-                    }
-                ),
-            )
-        after = 0
-        while True:
-            page = tx.list_changes(scope, after, _PAGE)
-            for c in page:
-                yield m.add(
-                    "change",
-                    _line(
-                        {
-                            "type": "change",
-                            "project_id": pid,
-                            "seq": c.seq,
-                            "kind": c.ref.kind,
-                            "id": c.ref.id,
-                            "operation": c.op,
-                            "revision": c.revision,
-                            "actor_id": c.actor_id,
-                            "committed_at_ms": c.committed_at_ms,
-                            "body": _body(c.body),
-                        }
-                    ),
-                )
-            if len(page) < _PAGE:
-                break
-            after = page[-1].seq
-        for rc in tx.list_receipts(scope):
-            yield m.add(
-                "receipt",
-                _line(
-                    {
-                        "type": "receipt",
-                        "project_id": pid,
-                        "command_id": rc.command_id,
-                        "fingerprint": rc.fingerprint,
-                        "actor_id": rc.actor_id,
-                        "seq": rc.project_seq,
-                        "kind": rc.resource.kind,
-                        "id": rc.resource.id,
-                        "revision": rc.revision,
-                        "committed_at_ms": rc.committed_at_ms,
-                    }
-                ),
-            )
-        for a in tx.list_audit(scope):
-            yield m.add(
-                "audit",
-                _line(
-                    {
-                        "type": "audit",
-                        "project_id": pid,
-                        "seq": a.project_seq,
-                        "command_id": a.command_id,
-                        "operation": a.operation,
-                        "kind": a.ref.kind,
-                        "id": a.ref.id,
-                        "actor_id": a.actor_id,
-                        "committed_at_ms": a.committed_at_ms,
-                    }
-                ),
-            )
 
     # -- import ---------------------------------------------------------------------------
 
     def import_lines(self, lines: Iterable[bytes]) -> ImportSummary:
         """Verify the manifest first, then import everything in one transaction (ARC-2, ARC-3)."""
-        records = _verified_records(list(lines))
-        header = records[0]
-        if header.get("format") != FORMAT or header.get("version") != FORMAT_VERSION:
-            raise fail(ErrorCode.INVALID_COMMAND, "not an aidememo export of a known version")
-        tenant_id = validate_id(header.get("tenant_id"), "tenant_id")
-        plan = _Plan.build(tenant_id, records[1:])
+        records = verified_records(list(lines))
+        tenant_id = check_header(records[0])
+        plan = Plan.build(tenant_id, records[1:])
         epochs = {pid: self.ids.new_id("epoch") for pid in plan.projects}
-        self.store.transaction(lambda tx: self._import(tx, plan, epochs))
-        counts: dict[str, int] = {}
-        for record in records[1:]:
-            counts[record["type"]] = counts.get(record["type"], 0) + 1
-        return ImportSummary(tenant_id, epochs, counts)
+        self.import_plan(plan, epochs)
+        return ImportSummary(tenant_id, epochs, record_counts(records[1:]))
 
-    def _import(self, tx: WriteTx, plan: _Plan, epochs: dict[str, str]) -> None:
+    def import_plan(self, plan: Plan, epochs: dict[str, str], *, history: bool = True) -> None:
+        """Import a checked plan in one transaction; projects that exist are refused.
+
+        `history=False` imports the identity rows only (projects with their heads, actors,
+        memberships, tokens): the edge's tenant registry keeps those while each project's
+        rows live in the project's own object.
+        """
+        self.store.transaction(lambda tx: self._import(tx, plan, epochs, history))
+
+    def _import(self, tx: WriteTx, plan: Plan, epochs: dict[str, str], history: bool) -> None:
         now, tenant_id = self.clock.now_ms(), plan.tenant_id
         for pid in plan.projects:
             if tx.get_project(Scope(tenant_id, pid)) is not None:
@@ -301,7 +345,8 @@ class Archive:
         for pid, head in plan.projects.items():
             project = Project(tenant_id, pid, epochs[pid], head)
             tx.insert_project(project, now)
-            tx.restore_history(project, plan.history(pid, epochs[pid]))
+            if history:
+                tx.restore_history(project, plan.history(pid, epochs[pid]))
         for membership in plan.memberships:
             tx.put_membership(membership, now)
 
@@ -309,9 +354,7 @@ class Archive:
 
     def delete_tenant(self, tenant_id: str, confirm: str) -> dict[str, int]:
         """Remove every row of the tenant and verify by counts; returns what was removed."""
-        validate_id(tenant_id, "tenant_id")
-        if confirm != tenant_id:
-            raise fail(ErrorCode.INVALID_COMMAND, "confirm must repeat the tenant id")
+        confirm_deletion(tenant_id, confirm)
 
         def run(tx: WriteTx) -> dict[str, int]:
             before = tx.count_tenant_rows(tenant_id)
@@ -326,7 +369,16 @@ class Archive:
         return self.store.transaction(run)
 
 
-def _verified_records(lines: list[bytes]) -> list[dict[str, Any]]:
+def confirm_deletion(tenant_id: str, confirm: str) -> None:
+    """A tenant deletion names the tenant twice: in the path and in `confirm` (ARC-4)."""
+    validate_id(tenant_id, "tenant_id")
+    if confirm != tenant_id:
+        raise fail(ErrorCode.INVALID_COMMAND, "confirm must repeat the tenant id")
+
+
+def verified_records(lines: list[bytes]) -> list[dict[str, Any]]:
+    """Every record of an export, after its manifest checksum and counts were verified; the
+    manifest itself is left out, so the header comes first (ARC-2)."""
     if len(lines) < 2:
         raise fail(ErrorCode.INVALID_COMMAND, "an export has a header and a manifest at least")
     manifest = decode_json(lines[-1])
@@ -348,8 +400,23 @@ def _verified_records(lines: list[bytes]) -> list[dict[str, Any]]:
     return records
 
 
+def check_header(header: dict[str, Any]) -> str:
+    """The tenant id of an export's header, if the format and version are known."""
+    if header.get("format") != FORMAT or header.get("version") != FORMAT_VERSION:
+        raise fail(ErrorCode.INVALID_COMMAND, "not an aidememo export of a known version")
+    return validate_id(header.get("tenant_id"), "tenant_id")
+
+
+def record_counts(records: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """How many records of each type (an import's summary counts)."""
+    counts: dict[str, int] = {}
+    for record in records:
+        counts[record["type"]] = counts.get(record["type"], 0) + 1
+    return counts
+
+
 @dataclass
-class _Plan:
+class Plan:
     """The records of an import, checked and grouped by project."""
 
     tenant_id: str
@@ -360,14 +427,16 @@ class _Plan:
     rows: dict[str, dict[str, list[dict[str, Any]]]]
 
     @classmethod
-    def build(cls, tenant_id: str, records: list[dict[str, Any]]) -> _Plan:
+    def build(cls, tenant_id: str, records: list[dict[str, Any]], *, history: bool = True) -> Plan:
+        """Check and group `records` (the lines after the header); `history=False` accepts
+        identity records alone, without the dense change log each project's head needs."""
         plan = cls(tenant_id, {}, [], [], [], {})
         try:
             for r in records:
                 plan._add(r)
         except (KeyError, ValueError, TypeError) as exc:
             raise fail(ErrorCode.INVALID_COMMAND, f"malformed export record: {exc}") from None
-        for pid, head in plan.projects.items():
+        for pid, head in plan.projects.items() if history else ():
             seqs = [c["seq"] for c in plan.rows[pid]["change"]]
             if seqs != list(range(1, head + 1)):
                 raise fail(
@@ -417,6 +486,20 @@ class _Plan:
             self.rows[self._project(r)][kind].append(r)
         else:
             raise ValueError(f"unknown record type {kind!r}")
+
+    def only(self, project_id: str) -> Plan:
+        """The part of this plan one project's store holds: the project, its memberships and
+        rows, and the actors of its members; no token digests."""
+        members = [m for m in self.memberships if m.project_id == project_id]
+        member_ids = {m.actor_id for m in members}
+        return Plan(
+            self.tenant_id,
+            {project_id: self.projects[project_id]},
+            [a for a in self.actors if a.actor_id in member_ids],
+            members,
+            [],
+            {project_id: self.rows[project_id]},
+        )
 
     def _project(self, r: dict[str, Any]) -> str:
         pid = validate_id(r["project_id"], "project_id")

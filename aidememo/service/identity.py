@@ -131,6 +131,39 @@ class IdentityService:
 
         return self.store.transaction(run)
 
+    def bind_token(
+        self, tenant_id: str, actor_id: str, kind: ActorKind, token_sha256: bytes
+    ) -> None:
+        """Record tenant, actor and an active token binding, or confirm they exist; the
+        bootstrap rules apply (another owner or a revoked binding is `identity_mismatch`).
+
+        The edge's token directory keeps only these rows, apart from any project.
+        """
+
+        def run(tx: WriteTx) -> None:
+            now = self.clock.now_ms()
+            if not tx.tenant_exists(tenant_id):
+                tx.insert_tenant(tenant_id, now)
+            actor = tx.get_actor(tenant_id, actor_id)
+            if actor is None:
+                tx.insert_actor(Actor(tenant_id, actor_id, kind), now)
+            elif actor.kind is not kind:
+                raise fail(ErrorCode.IDENTITY_MISMATCH, f"actor exists with kind {actor.kind}")
+            self._ensure_token(tx, tenant_id, actor_id, token_sha256, now)
+
+        self.store.transaction(run)
+
+    def check_token_owner(self, tenant_id: str, actor_id: str, token_sha256: bytes) -> None:
+        """Refuse, as `bind_token` would, a digest bound to another actor or revoked."""
+        check_digest(token_sha256)
+        binding = self.store.read(lambda tx: tx.get_token(token_sha256))
+        if binding is None:
+            return
+        if (binding.tenant_id, binding.actor_id) != (tenant_id, actor_id):
+            raise fail(ErrorCode.IDENTITY_MISMATCH, "token belongs to another actor")
+        if not binding.active:
+            raise fail(ErrorCode.IDENTITY_MISMATCH, "token was revoked; create a new one")
+
     def revoke_token(self, token_sha256: bytes) -> bool:
         """Revoke a token; True if it was bound. Revocation is final (AUTH-6)."""
         check_digest(token_sha256)

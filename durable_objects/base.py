@@ -1,0 +1,58 @@
+"""What the three Durable Object classes share: one `SqliteStore` on the object's own SQLite.
+
+Every object keeps its rows in the shared SQLite schema through `DoSqlExecutor`
+(`ctx.storage.sql.exec` + `transactionSync`), so the project, the tenant registry and the
+token directory all run the core's services unchanged.
+
+Schema migrations run when the object wakes, inside `ctx.blockConcurrencyWhile`, so no RPC
+call is delivered before they finish (Cloudflare: "blockConcurrencyWhile ... no other events
+will be delivered until the callback completes"). They are idempotent: an up-to-date object
+is only read. An object that was never provisioned has no schema and gets none until its
+first write, so stray names (a mistyped project, a token shard nobody uses) cost no storage.
+
+Time and ids are class attributes so a test harness can run the objects on a fixed clock by
+subclassing; production uses the system clock and random ids.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aidememo.domain.clock import RandomIds, SystemClock
+from aidememo.ports import Clock, Ids
+from aidememo.stores.sqlite.do_executor import DoSqlExecutor
+from aidememo.stores.sqlite.schema import read_version
+from aidememo.stores.sqlite.store import SqliteStore
+
+
+class StoredObject:
+    """Mixin for a `DurableObject` subclass: call `_init_store()` from `__init__`."""
+
+    clock: Clock = SystemClock()
+    ids: Ids = RandomIds()
+
+    ctx: Any
+    env: Any
+    _store: SqliteStore | None
+
+    def _init_store(self) -> None:
+        self._store = None
+        # Not awaited: the constructor cannot await; the runtime holds incoming calls until
+        # the returned promise settles.
+        self.ctx.blockConcurrencyWhile(self._wake)
+
+    async def _wake(self) -> None:
+        self._open(create=False)
+
+    def _open(self, *, create: bool) -> SqliteStore | None:
+        """The object's store; `create=False` leaves an empty object without a schema."""
+        if self._store is None:
+            executor = DoSqlExecutor(self.ctx.storage)
+            if create or executor.read(lambda: read_version(executor)) > 0:
+                self._store = SqliteStore(executor, mode="edge")  # migrates, idempotently
+        return self._store
+
+    def _writable(self) -> SqliteStore:
+        store = self._open(create=True)
+        assert store is not None  # create=True always opens
+        return store

@@ -1,0 +1,265 @@
+"""`ProjectCoordinator`: one Durable Object per project, named `"{tenant}/{project}"`.
+
+It holds the project's records, receipts, change log, audit, search index and the project's
+memberships in its own SQLite (the shared `SqliteStore`), and answers the contract by running
+the core's `HttpApp.dispatch(request, caller)`. The Worker has already authenticated the
+token; `caller` is that identity, passed as an RPC argument, never read from headers. The
+core checks the caller's membership on every request, inside the same read or write, so a
+suspension or role change takes effect on the next request.
+
+The object serializes its own writes (one Durable Object runs one call at a time, and every
+command is one `transactionSync`), which is the edge's per-project lock.
+
+Administration arrives from the Worker as RPC calls:
+- `sync_member`: the tenant registry's view of one member (and the project's epoch) applied
+  here; idempotent, so a retried bootstrap completes a half-done one.
+- `export_begin` / `export_page`: a consistent snapshot of the project's rows, taken in one
+  synchronous read and handed out in pages of at most 1 MiB.
+- `import_begin` / `import_page` / `import_commit`: the project's part of an import, staged in
+  pages and written in one transaction by the core's `Archive.import_plan`.
+- `delete_tenant`: every row of the tenant removed, verified by counts.
+Snapshots and staged imports live in memory, keyed by an id; an alarm drops those left behind
+by a Worker that gave up. If the object is evicted in between, the next page call fails and the
+Worker answers 503, so the client retries the whole export or import.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workers import DurableObject
+
+from aidememo.domain.canonical import decode_json
+from aidememo.domain.errors import ErrorCode, fail
+from aidememo.domain.ids import validate_id
+from aidememo.domain.limits import HANDOFF_LEASE_MS_DEFAULT, HANDOFF_LEASE_MS_MAX
+from aidememo.domain.model import Actor, ActorKind, Membership, MemberStatus, Project, Role, Scope
+from aidememo.http.app import HttpApp
+from aidememo.ports import WriteTx
+from aidememo.service.archive import Archive, Plan, project_lines
+from aidememo.stores.memory import MemoryStore
+from durable_objects.base import StoredObject
+from durable_objects.rpc import (
+    answer,
+    caller_from,
+    pack_pages,
+    plain,
+    request_from,
+    response_payload,
+)
+
+# Staged exports and imports older than this are dropped by the alarm.
+STAGE_TTL_MS = 10 * 60 * 1000
+# Tables whose rows belong to a project's content (the rest are identity rows).
+CONTENT_TABLES = (
+    "resources",
+    "changes",
+    "receipts",
+    "audit",
+    "handoff_index",
+    "fact_search_keys",
+    "fact_search",
+)
+
+
+def lease_ms(env: Any) -> int:
+    """The `HANDOFF_LEASE_MS` var (a string in `[vars]`), or the origin's default."""
+    raw = getattr(env, "HANDOFF_LEASE_MS", None)
+    if raw in (None, ""):
+        return HANDOFF_LEASE_MS_DEFAULT
+    value = int(str(raw))
+    if not 0 < value <= HANDOFF_LEASE_MS_MAX:
+        raise ValueError(f"HANDOFF_LEASE_MS must be 1..{HANDOFF_LEASE_MS_MAX}")
+    return value
+
+
+class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
+    """One project's canonical store and its single writer."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        self._app: HttpApp | None = None
+        self._exports: dict[str, tuple[int, list[list[Any]]]] = {}
+        self._imports: dict[str, tuple[int, dict[str, Any], list[bytes]]] = {}
+        self._init_store()
+
+    # -- requests -------------------------------------------------------------------------
+
+    def _http(self) -> HttpApp:
+        store = self._open(create=False)
+        if store is None:
+            # Never provisioned: answer from an empty store, which gives exactly the origin's
+            # answers for a project that does not exist, and write nothing.
+            return HttpApp(MemoryStore(), clock=self.clock, ids=self.ids)
+        if self._app is None or self._app.store is not store:
+            self._app = HttpApp(
+                store, clock=self.clock, ids=self.ids, handoff_lease_ms=lease_ms(self.env)
+            )
+        return self._app
+
+    async def handle(self, request: Any, caller: Any) -> dict[str, Any]:
+        """One contract request for this project, from an authenticated caller."""
+        response = self._http().dispatch(request_from(request), caller_from(caller))
+        return response_payload(response)
+
+    # -- membership -----------------------------------------------------------------------
+
+    async def sync_member(self, spec: Any) -> dict[str, Any]:
+        """Apply the registry's view of one member: tenant, project (with its epoch), actor,
+        role and status. Idempotent; a different epoch or actor kind is `identity_mismatch`."""
+        s = plain(spec)
+
+        def run(tx: WriteTx) -> dict[str, Any]:
+            now = self.clock.now_ms()
+            tenant_id, project_id = s["tenant_id"], s["project_id"]
+            if not tx.tenant_exists(tenant_id):
+                tx.insert_tenant(tenant_id, now)
+            project = tx.get_project(Scope(tenant_id, project_id))
+            if project is None:
+                tx.insert_project(Project(tenant_id, project_id, s["project_epoch"], 0), now)
+            elif project.project_epoch != s["project_epoch"]:
+                raise fail(ErrorCode.IDENTITY_MISMATCH, "project exists with another epoch")
+            kind = ActorKind(s["kind"])
+            actor = tx.get_actor(tenant_id, s["actor_id"])
+            if actor is None:
+                tx.insert_actor(Actor(tenant_id, s["actor_id"], kind), now)
+            elif actor.kind is not kind:
+                raise fail(ErrorCode.IDENTITY_MISMATCH, f"actor exists with kind {actor.kind}")
+            member = Membership(
+                tenant_id, project_id, s["actor_id"], Role(s["role"]), MemberStatus(s["status"])
+            )
+            tx.put_membership(member, now)
+            return {"role": member.role.value, "status": member.status.value}
+
+        return answer(lambda: self._writable().transaction(run))
+
+    # -- export ---------------------------------------------------------------------------
+
+    async def export_begin(self, spec: Any) -> dict[str, Any]:
+        """Snapshot the project's rows; `{export_id, project_epoch, head_seq, pages}`."""
+        s = plain(spec)
+
+        def run() -> dict[str, Any]:
+            store = self._open(create=False)
+            scope = Scope(s["tenant_id"], s["project_id"])
+            if store is None:
+                raise fail(ErrorCode.RESOURCE_NOT_FOUND, f"project {scope.project_id} not found")
+
+            def snapshot(tx: Any) -> tuple[Project, list[tuple[str, bytes]]]:
+                project = tx.get_project(scope)
+                if project is None:
+                    raise fail(ErrorCode.RESOURCE_NOT_FOUND, "project not found")
+                return project, list(project_lines(tx, project))
+
+            project, lines = store.read(snapshot)
+            export_id = self.ids.new_id("export")
+            pages = pack_pages(lines)
+            self._exports[export_id] = (self.clock.now_ms(), pages)
+            return {
+                "export_id": export_id,
+                "project_epoch": project.project_epoch,
+                "head_seq": project.head_seq,
+                "pages": len(pages),
+            }
+
+        result = answer(run)
+        await self._arm_alarm()
+        return result
+
+    async def export_page(self, export_id: Any, number: Any) -> dict[str, Any]:
+        """Page `number` of a snapshot: runs `[type, count, text]`; the last page frees it."""
+
+        def run() -> list[Any]:
+            entry = self._exports.get(str(export_id))
+            if entry is None:
+                raise fail(ErrorCode.STORAGE_FAILURE, "export snapshot is gone; start again")
+            pages = entry[1]
+            n = int(number)
+            if n == len(pages) - 1:
+                del self._exports[str(export_id)]
+            return pages[n]
+
+        return answer(run)
+
+    # -- import ---------------------------------------------------------------------------
+
+    async def import_begin(self, spec: Any) -> dict[str, Any]:
+        """Stage an import: `{import_id, tenant_id, project_id, project_epoch, identity}`
+        where `identity` holds the project's project, actor and membership records."""
+        s = plain(spec)
+        self._imports[str(s["import_id"])] = (self.clock.now_ms(), s, [])
+        await self._arm_alarm()
+        return answer(lambda: None)
+
+    async def import_page(self, import_id: Any, text: Any) -> dict[str, Any]:
+        """Append whole lines (at most 1 MiB) of the project's rows to a staged import."""
+
+        def run() -> None:
+            entry = self._imports.get(str(import_id))
+            if entry is None:
+                raise fail(ErrorCode.STORAGE_FAILURE, "staged import is gone; start again")
+            entry[2].extend(str(text).encode("utf-8").splitlines(keepends=True))
+
+        return answer(run)
+
+    async def import_commit(self, import_id: Any) -> dict[str, Any]:
+        """Check the staged project with the core's `Plan` and write it in one transaction."""
+
+        def run() -> dict[str, Any]:
+            entry = self._imports.pop(str(import_id), None)
+            if entry is None:
+                raise fail(ErrorCode.STORAGE_FAILURE, "staged import is gone; start again")
+            _, s, lines = entry
+            records = list(s["identity"]) + [decode_json(line) for line in lines]
+            plan = Plan.build(validate_id(s["tenant_id"], "tenant_id"), records)
+            if list(plan.projects) != [s["project_id"]]:
+                raise fail(ErrorCode.INVALID_COMMAND, "an import page names another project")
+            archive = Archive(self._writable(), self.clock, self.ids)
+            archive.import_plan(plan, {s["project_id"]: s["project_epoch"]})
+            return {"head_seq": plan.projects[s["project_id"]]}
+
+        return answer(run)
+
+    # -- deletion -------------------------------------------------------------------------
+
+    async def delete_tenant(self, tenant_id: Any) -> dict[str, Any]:
+        """Remove every row of the tenant here; `{removed, left}` counts by table."""
+        return answer(lambda: delete_rows(self._open(create=False), str(tenant_id)))
+
+    # -- alarm ----------------------------------------------------------------------------
+
+    async def _arm_alarm(self) -> None:
+        if await self.ctx.storage.getAlarm() is None:
+            await self.ctx.storage.setAlarm(self.clock.now_ms() + STAGE_TTL_MS)
+
+    async def alarm(self, alarm_info: Any = None) -> None:
+        """Drop staged exports and imports older than `STAGE_TTL_MS`; re-arm if any remain."""
+        cutoff = self.clock.now_ms() - STAGE_TTL_MS
+        for key in [k for k, v in self._exports.items() if v[0] <= cutoff]:
+            del self._exports[key]
+        for key in [k for k, v in self._imports.items() if v[0] <= cutoff]:
+            del self._imports[key]
+        if self._exports or self._imports:
+            await self.ctx.storage.setAlarm(self.clock.now_ms() + STAGE_TTL_MS)
+
+
+def delete_rows(store: Any, tenant_id: str) -> dict[str, dict[str, int]]:
+    """Delete the tenant's rows from one object's store and count what is left (ARC-4).
+
+    An object that never held the tenant removes nothing; if any row survived, the deletion is
+    rolled back and reported as `storage_failure`.
+    """
+    if store is None:
+        return {"removed": {}, "left": {}}
+
+    def run(tx: WriteTx) -> dict[str, dict[str, int]]:
+        before = {k: v for k, v in tx.count_tenant_rows(tenant_id).items() if v}
+        if before:
+            tx.delete_tenant(tenant_id)
+        left = {k: v for k, v in tx.count_tenant_rows(tenant_id).items() if v}
+        if left:  # roll back: a deletion is whole or not at all
+            raise fail(ErrorCode.STORAGE_FAILURE, f"tenant rows survived deletion: {left}")
+        return {"removed": before, "left": left}
+
+    result: dict[str, dict[str, int]] = store.transaction(run)
+    return result

@@ -1,0 +1,173 @@
+"""The RPC envelope between the Worker and the Durable Objects (pure, stdlib + core).
+
+Workers RPC carries structured-clonable values only; the Python SDK converts a `dict` into a
+plain JS object and back into a `dict` (a `JsDict`), a `list` into an array, and refuses
+`tuple`, `bytearray` and awaitables (`workers/rpc.py`, `python_to_rpc`). So every payload here
+is built from `dict`, `list`, `str`, `int`, `bool` and `None`; bodies travel as `str`.
+
+An exception thrown by an RPC method reaches the caller "without a stack trace" (Cloudflare's
+Durable Objects docs, "Invoke methods") and, through Pyodide, as a `JsException` whose type
+is lost. Domain errors therefore never cross as exceptions: methods wrapped in `answer`
+return `{"ok": value}` or `{"error": {"code", "message"}}`, and the Worker's `unwrap` raises
+the same `AidememoError` again. Anything else that escapes an object is a bug or an outage,
+which the Worker answers with the retryable 503.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from typing import Any
+
+from aidememo.domain.errors import AidememoError, ErrorCode, fail
+from aidememo.http.types import Request, Response
+from aidememo.service.access import Caller
+
+# Pages between Worker and objects (export and import) hold at most this many bytes of lines,
+# or a single line when one line is longer.
+PAGE_BYTES = 1024 * 1024
+
+
+def plain(value: Any) -> Any:
+    """An RPC value as plain Python: JS proxies through `to_py()`, mappings to `dict`.
+
+    Under the SDK an object argument arrives as a `JsDict` (a `dict`) or, where the runtime
+    does not convert, as a `JsProxy`; both become `dict`/`list`/scalars here.
+    """
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    to_py = getattr(value, "to_py", None)
+    if callable(to_py):
+        return plain(to_py())
+    return value
+
+
+def answer(fn: Callable[[], Any]) -> dict[str, Any]:
+    """Run `fn`; its value as `{"ok": ...}`, a domain error as `{"error": ...}`."""
+    try:
+        return {"ok": fn()}
+    except AidememoError as error:
+        return {"error": {"code": error.code.value, "message": error.message}}
+
+
+def unwrap(result: Any) -> Any:
+    """The value of an `answer`, or its domain error raised again."""
+    result = plain(result)
+    if not isinstance(result, dict) or ("ok" not in result and "error" not in result):
+        raise fail(ErrorCode.STORAGE_FAILURE, "malformed answer from a durable object")
+    if "error" in result:
+        error = result["error"]
+        raise fail(ErrorCode(error["code"]), str(error["message"]))
+    return result["ok"]
+
+
+def caller_payload(caller: Caller) -> dict[str, str]:
+    """The authenticated identity as the Worker hands it to a project object."""
+    return {"tenant_id": caller.tenant_id, "actor_id": caller.actor_id}
+
+
+def caller_from(payload: Any) -> Caller:
+    """The identity the Worker authenticated (never read from client headers)."""
+    data = plain(payload)
+    return Caller(str(data["tenant_id"]), str(data["actor_id"]))
+
+
+# Headers that stay at the Worker: credentials were checked there, and the project object
+# must never see (or trust) them.
+_DROPPED_HEADERS = frozenset({"authorization", "cookie"})
+
+
+def request_payload(request: Request) -> dict[str, Any]:
+    """A core `Request` as an RPC dict; a body that is not UTF-8 travels as base64."""
+    payload: dict[str, Any] = {
+        "method": request.method,
+        "path": request.path,
+        "query": request.query,
+        "headers": {k: v for k, v in request.headers.items() if k not in _DROPPED_HEADERS},
+        "request_id": request.request_id,
+    }
+    try:
+        payload["body"] = request.body.decode("utf-8")
+    except UnicodeDecodeError:
+        payload["body_base64"] = base64.b64encode(request.body).decode("ascii")
+    return payload
+
+
+def request_from(payload: Any) -> Request:
+    """The core `Request` back from `request_payload`."""
+    data = plain(payload)
+    if "body_base64" in data:
+        body = base64.b64decode(data["body_base64"])
+    else:
+        body = str(data.get("body", "")).encode("utf-8")
+    return Request(
+        method=str(data["method"]),
+        path=str(data["path"]),
+        query=str(data.get("query", "")),
+        headers={str(k).lower(): str(v) for k, v in dict(data.get("headers") or {}).items()},
+        body=body,
+        request_id=str(data.get("request_id", "")),
+    )
+
+
+def response_payload(response: Response) -> dict[str, Any]:
+    """A core `Response` as an RPC dict (bodies are JSON or JSON Lines, so UTF-8 text)."""
+    return {
+        "status": response.status,
+        "headers": [[k, v] for k, v in response.headers],
+        "body": response.body.decode("utf-8"),
+    }
+
+
+def response_from(payload: Any) -> Response:
+    """The core `Response` back from `response_payload`."""
+    data = plain(payload)
+    headers = [(str(k), str(v)) for k, v in data["headers"]]
+    return Response(int(data["status"]), headers, str(data["body"]).encode("utf-8"))
+
+
+def pack_pages(lines: list[tuple[str, bytes]], limit: int = PAGE_BYTES) -> list[list[Any]]:
+    """Typed lines packed into pages of at most `limit` bytes.
+
+    A page is a list of runs `[type, count, text]`: `count` consecutive lines of one type,
+    concatenated. A receiver can hash and count a run without splitting it.
+    """
+    pages: list[list[Any]] = []
+    runs: list[tuple[str, list[bytes]]] = []
+    size = 0
+
+    def flush() -> None:
+        pages.append([[kind, len(run), b"".join(run).decode("utf-8")] for kind, run in runs])
+
+    for kind, data in lines:
+        if runs and size + len(data) > limit:
+            flush()
+            runs, size = [], 0
+        if runs and runs[-1][0] == kind:
+            runs[-1][1].append(data)
+        else:
+            runs.append((kind, [data]))
+        size += len(data)
+    if runs:
+        flush()
+    return pages
+
+
+def split_text(lines: list[bytes], limit: int = PAGE_BYTES) -> list[str]:
+    """Whole lines joined into texts of at most `limit` bytes each (import pages)."""
+    chunks: list[str] = []
+    chunk: list[bytes] = []
+    size = 0
+    for data in lines:
+        if chunk and size + len(data) > limit:
+            chunks.append(b"".join(chunk).decode("utf-8"))
+            chunk, size = [], 0
+        chunk.append(data)
+        size += len(data)
+    if chunk:
+        chunks.append(b"".join(chunk).decode("utf-8"))
+    return chunks

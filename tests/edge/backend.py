@@ -1,0 +1,89 @@
+"""The `edge` backend of the HTTP contract suite: `Default.fetch` + the Durable Objects.
+
+Provisioning goes through the admin HTTP routes (`POST /v1/admin/bootstrap`, `.../members`,
+`.../tokens/revoke`) with the admin token, so the fixture exercises the same orchestration
+across registry, token directory and project objects that an operator uses.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from aidememo.domain.clock import FixedClock
+from aidememo.domain.errors import AidememoError, ErrorCode
+from aidememo.domain.model import ActorKind, MemberStatus, Role
+from tests.edge.runtime import EdgeClient, Runtime
+
+
+class EdgeIdentity:
+    """The provisioning calls the contract fixture makes, as admin HTTP requests."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def _admin(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        status, _, answer = self.runtime.admin("POST", path, json=body)
+        if status != 200:
+            error = answer["error"]
+            raise AidememoError(ErrorCode(error["code"]), error["message"])
+        result: dict[str, Any] = answer
+        return result
+
+    def bootstrap(
+        self,
+        *,
+        tenant_id: str,
+        project_id: str,
+        actor_id: str,
+        kind: ActorKind = ActorKind.AGENT,
+        role: Role = Role.WRITER,
+        project_epoch: str | None = None,
+        token_sha256: bytes | None = None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "tenant_id": tenant_id,
+            "project_id": project_id,
+            "actor_id": actor_id,
+            "actor_kind": kind.value,
+            "role": role.value,
+        }
+        if project_epoch is not None:
+            body["project_epoch"] = project_epoch
+        if token_sha256 is not None:
+            body["token_sha256"] = token_sha256.hex()
+        return self._admin("/v1/admin/bootstrap", body)
+
+    def set_membership(
+        self,
+        tenant_id: str,
+        project_id: str,
+        actor_id: str,
+        *,
+        role: Role | None = None,
+        status: MemberStatus | None = None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "tenant_id": tenant_id,
+            "project_id": project_id,
+            "actor_id": actor_id,
+        }
+        if role is not None:
+            body["role"] = role.value
+        if status is not None:
+            body["status"] = status.value
+        return self._admin("/v1/admin/members", body)
+
+    def revoke_token(self, token_sha256: bytes) -> bool:
+        status, _, _ = self.runtime.admin(
+            "POST", "/v1/admin/tokens/revoke", json={"token_sha256": token_sha256.hex()}
+        )
+        return status == 200
+
+
+def edge_backend(tmp: Path, clock: FixedClock) -> Any:
+    """A `tests.contract.support.Backend` on a fresh simulated deployment."""
+    from tests.contract.support import LEASE_MS, Backend
+
+    runtime = Runtime(tmp / "edge", clock, vars={"HANDOFF_LEASE_MS": str(LEASE_MS)})
+    return Backend(EdgeClient(runtime), EdgeIdentity(runtime), runtime.close)  # type: ignore[arg-type]

@@ -1,0 +1,105 @@
+"""The stand-in `workers` module: the SDK classes our code touches, with the SDK's shapes.
+
+- `Request`: `.url` (str), `.method` (an `http.HTTPMethod`; an unknown method raises
+  `KeyError` like the SDK's `HTTPMethod[js.method]`), `.headers` (an
+  `http.client.HTTPMessage`), `await .bytes()` / `.text()`, `.js_object.method`.
+- `Response(body, status=, headers=)`: body `str` or `bytes`; `Response.json(data, status=)`.
+- `WorkerEntrypoint(ctx, env)` and `DurableObject(ctx, env)` keep `ctx` and `env`.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import types
+from http import HTTPMethod
+from typing import Any
+
+
+class JsRequest:
+    """What `Request.js_object` exposes here: the method as the client sent it."""
+
+    def __init__(self, method: str) -> None:
+        self.method = method
+
+
+class Request:
+    """`workers.Request` wrapping a JS request."""
+
+    def __init__(self, url: str, method: str, headers: dict[str, str], body: bytes) -> None:
+        self.url = url
+        self.js_object = JsRequest(method)
+        self._headers = headers
+        self._body = body
+        self.body_used = False
+
+    @property
+    def method(self) -> HTTPMethod:
+        return HTTPMethod[self.js_object.method]
+
+    @property
+    def headers(self) -> http.client.HTTPMessage:
+        message = http.client.HTTPMessage()
+        for key, value in self._headers.items():
+            message[key] = value
+        return message
+
+    async def bytes(self) -> bytes:
+        if self.body_used:
+            raise OSError("Body already used")
+        self.body_used = True
+        return self._body
+
+    async def text(self) -> str:
+        return (await self.bytes()).decode("utf-8")
+
+
+class Response:
+    """`workers.Response`."""
+
+    def __init__(
+        self,
+        body: str | bytes | None = None,
+        status: int = 200,
+        status_text: str = "",
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        if body is not None and not isinstance(body, (str, bytes)):
+            raise TypeError(f"unsupported body type {type(body).__name__}")
+        self.body = body.encode("utf-8") if isinstance(body, str) else (body or b"")
+        self.status = status
+        self.headers = {k.lower(): v for k, v in (headers or {}).items()}
+
+    @classmethod
+    def json(cls, data: Any, status: int = 200) -> Response:
+        return cls(json.dumps(data), status=status, headers={"content-type": "application/json"})
+
+
+class WorkerEntrypoint:
+    """Base of `Default`: the runtime creates one per request with `(ctx, env)`."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        self.ctx = ctx
+        self.env = env
+
+
+class DurableObject:
+    """Base of a Durable Object class: `(ctx, env)`."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        self.ctx = ctx
+        self.env = env
+
+
+def module() -> types.ModuleType:
+    """A fresh `workers` module object holding the classes above."""
+    mod = types.ModuleType("workers")
+    mod.__dict__.update(
+        {
+            "Request": Request,
+            "Response": Response,
+            "WorkerEntrypoint": WorkerEntrypoint,
+            "DurableObject": DurableObject,
+        }
+    )
+    return mod
