@@ -103,3 +103,31 @@ def test_typ3_concurrent_creates_through_two_handles_of_one_file(tmp_path: Path)
     finally:
         first.close()
         second.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("driver", ["psycopg", "pg8000"])
+def test_typ3_concurrent_creates_through_two_postgres_stores(driver: str) -> None:
+    from tests import pg
+
+    clock = FixedClock(START_MS)
+    db = pg.create_database()
+    stores = []
+    try:
+        stores = [db.open(driver), db.open(driver)]
+        one = _api(HttpApp(stores[0], clock=clock, handoff_lease_ms=LEASE_MS), clock)
+        _provision(one)
+        two = _api(HttpApp(stores[1], clock=clock, handoff_lease_ms=LEASE_MS), clock)
+        two.tokens = one.tokens
+        _check((one, two))
+        # and through one store's pool from two threads
+        for round_ in range(ROUNDS):
+            results = _race((one, one), f"fact_pool_{round_}")
+            assert Counter(results) == Counter(
+                {(200, None): 1, (409, "resource_already_exists"): 1}
+            )
+    finally:
+        for store in stores:
+            store.close()
+        db.drop()
