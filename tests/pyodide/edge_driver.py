@@ -1,0 +1,313 @@
+"""Runs inside Pyodide (via edge_runner.mjs): drive the edge through `Default.fetch`.
+
+Every request is a Node `Request` handed to the harness, which calls `Default.fetch` the way
+workerd does; the Worker reaches the Durable Objects over the harness's RPC. Each step is
+recorded as `{"name", "ok", "detail"}` and a failing step does not stop the later ones (they
+usually fail too, which the cases show). Parameters come from `edge_harness.params`: the admin
+token and the tokens of the two actors (plaintext; their SHA-256 is what is bootstrapped).
+
+`main()` returns {"steps": [...], "objects": [...], "imports": {...}} for test_edge_pyodide.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import traceback
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import edge_harness
+from js import Headers, Request
+
+BASE = "https://aidememo.test"
+params = edge_harness.params.to_py()
+ADMIN = params["admin_token"]
+TENANT, PROJECT, EPOCH = params["tenant_id"], params["project_id"], params["project_epoch"]
+WRITER, RECEIVER = params["writer"], params["receiver"]
+TOKENS = {WRITER: params["writer_token"], RECEIVER: params["receiver_token"]}
+P = f"/v1/projects/{PROJECT}"
+
+steps: list[dict[str, Any]] = []
+
+
+class StepFailed(AssertionError):
+    pass
+
+
+def check(condition: bool, message: str) -> None:
+    if not condition:
+        raise StepFailed(message)
+
+
+async def call(
+    method: str,
+    path: str,
+    *,
+    token: str | None = None,
+    json_body: Any = None,
+    raw: bytes | None = None,
+    content_type: str | None = None,
+) -> tuple[int, dict[str, str], bytes]:
+    headers = Headers.new()
+    if token is not None:
+        headers.set("authorization", f"Bearer {token}")
+    body = raw
+    if json_body is not None:
+        body = json.dumps(json_body).encode()
+        headers.set("content-type", "application/json")
+    if content_type is not None:
+        headers.set("content-type", content_type)
+    init: dict[str, Any] = {"method": method, "headers": headers}
+    if body is not None:
+        init["body"] = body.decode()
+    resp = await edge_harness.fetch(Request.new(BASE + path, **init))
+    data = bytes((await resp.arrayBuffer()).to_bytes())
+    return int(resp.status), dict(resp.headers.entries()), data
+
+
+async def call_json(method: str, path: str, expect: int = 200, **kw: Any) -> Any:
+    status, _, data = await call(method, path, **kw)
+    body = json.loads(data) if data else None
+    check(status == expect, f"{method} {path}: {status} (wanted {expect}): {data[:400]!r}")
+    return body
+
+
+async def step(name: str, fn: Callable[[], Awaitable[Any]]) -> None:
+    try:
+        detail = await fn()
+        steps.append({"name": name, "ok": True, "detail": detail})
+    except Exception as exc:
+        text = str(exc) if isinstance(exc, StepFailed) else traceback.format_exc()
+        steps.append({"name": name, "ok": False, "detail": text})
+
+
+def digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+# -- the steps ------------------------------------------------------------------------------
+
+
+async def health() -> Any:
+    body = await call_json("GET", "/health")
+    check(body.get("mode") == "edge", f"mode {body.get('mode')!r}")
+    return body
+
+
+async def insecure_http_refused() -> Any:
+    resp = await edge_harness.fetch(Request.new(f"http://aidememo.test{P}/identity"))
+    body = json.loads(bytes((await resp.arrayBuffer()).to_bytes()))
+    check(int(resp.status) == 426, f"status {resp.status}")
+    check(body["error"]["code"] == "insecure_transport", repr(body))
+    return body["error"]["code"]
+
+
+async def admin_requires_token() -> Any:
+    body = {"tenant_id": TENANT, "project_id": PROJECT, "actor_id": WRITER}
+    body["token_sha256"] = digest(TOKENS[WRITER])
+    status, _, data = await call("POST", "/v1/admin/bootstrap", json_body=body)
+    check(status == 401, f"status {status}: {data!r}")
+    return json.loads(data)["error"]["code"]
+
+
+def _bootstrap_body(actor: str) -> dict[str, Any]:
+    return {
+        "tenant_id": TENANT,
+        "project_id": PROJECT,
+        "actor_id": actor,
+        "role": "writer",
+        "project_epoch": EPOCH,
+        "token_sha256": digest(TOKENS[actor]),
+    }
+
+
+async def bootstrap_writer() -> Any:
+    return await call_json(
+        "POST", "/v1/admin/bootstrap", token=ADMIN, json_body=_bootstrap_body(WRITER)
+    )
+
+
+async def bootstrap_receiver() -> Any:
+    first = await call_json(
+        "POST", "/v1/admin/bootstrap", token=ADMIN, json_body=_bootstrap_body(RECEIVER)
+    )
+    again = await call_json(
+        "POST", "/v1/admin/bootstrap", token=ADMIN, json_body=_bootstrap_body(RECEIVER)
+    )
+    return {"first": first, "retry": again}
+
+
+async def identity() -> Any:
+    body = await call_json("GET", f"{P}/identity", token=TOKENS[WRITER])
+    check(body.get("actor_id") == WRITER, repr(body))
+    other = await call_json("GET", f"{P}/identity", token=TOKENS[RECEIVER])
+    check(other.get("actor_id") == RECEIVER, repr(other))
+    status, _, data = await call("GET", f"{P}/identity", token="not-a-token")
+    check(status == 401, f"unknown token: {status} {data!r}")
+    return body
+
+
+async def session() -> Any:
+    body = {
+        "command_id": "cmd_session_edge",
+        "payload": {"session_id": "session_edge", "topic": "edge", "source_id": "project:edge"},
+    }
+    receipt = await call_json("POST", f"{P}/sessions", token=TOKENS[WRITER], json_body=body)
+    replay = await call_json("POST", f"{P}/sessions", token=TOKENS[WRITER], json_body=body)
+    check(replay == receipt, f"replay differs: {replay!r} != {receipt!r}")
+    return receipt
+
+
+async def _fact(fact_id: str, content: str, actor: str) -> Any:
+    body = {
+        "command_id": f"cmd_{fact_id}",
+        "payload": {"fact_id": fact_id, "session_id": "session_edge", "content": content},
+    }
+    return await call_json("POST", f"{P}/facts", token=TOKENS[actor], json_body=body)
+
+
+async def fact() -> Any:
+    receipt = await _fact("fact_edge_en", "redis cluster timeout at the edge", WRITER)
+    await _fact("fact_edge_ko", "어제 서버 배포가 실패했습니다", WRITER)
+    await _fact("fact_edge_zh", "我们的服务器昨天挂了", WRITER)
+    got = await call_json("GET", f"{P}/resources/fact/fact_edge_en", token=TOKENS[RECEIVER])
+    check("redis" in json.dumps(got), repr(got))
+    return receipt
+
+
+async def handoff() -> Any:
+    send = {
+        "command_id": "cmd_send_edge",
+        "payload": {
+            "handoff_id": "handoff_edge",
+            "session_id": "session_edge",
+            "to_actor": RECEIVER,
+            "focus": "review the edge",
+        },
+    }
+    sent = await call_json("POST", f"{P}/handoffs", token=TOKENS[WRITER], json_body=send)
+    mailbox = await call_json("GET", f"{P}/handoffs", token=TOKENS[RECEIVER])
+    check("handoff_edge" in json.dumps(mailbox), f"not in the mailbox: {mailbox!r}")
+    return {"send": sent}
+
+
+async def handoff_accept() -> Any:
+    body = {
+        "command_id": "cmd_accept_edge",
+        "expected_revision": 1,
+        "payload": {"claim_id": "claim_edge"},
+    }
+    path = f"{P}/handoffs/handoff_edge/accept"
+    status, _, data = await call("POST", path, token=TOKENS[WRITER], json_body=body)
+    check(status == 403, f"the sender accepted: {status} {data!r}")
+    return await call_json("POST", path, token=TOKENS[RECEIVER], json_body=body)
+
+
+async def handoff_return() -> Any:
+    await _fact("fact_edge_result", "edge result by the receiver", RECEIVER)
+    body = {
+        "command_id": "cmd_return_edge",
+        "expected_revision": 2,
+        "payload": {
+            "claim_id": "claim_edge",
+            "result_fact_id": "fact_edge_result",
+            "outcome": "succeeded",
+        },
+    }
+    receipt = await call_json(
+        "POST", f"{P}/handoffs/handoff_edge/return", token=TOKENS[RECEIVER], json_body=body
+    )
+    status = await call_json("GET", f"{P}/handoffs/handoff_edge", token=TOKENS[WRITER])
+    return {"return": receipt, "status": status}
+
+
+async def _search(q: str) -> list[str]:
+    found = await call_json("GET", f"{P}/search?q={q}", token=TOKENS[RECEIVER])
+    return [r["fact_id"] for r in found["results"]]
+
+
+async def search() -> Any:
+    ids = await _search("redis%20timeout")
+    check(ids == ["fact_edge_en"], repr(ids))
+    return ids
+
+
+async def search_cjk() -> Any:
+    from urllib.parse import quote
+
+    ko = await _search(quote("서버"))
+    zh = await _search(quote("服务器"))
+    check(ko == ["fact_edge_ko"], f"서버: {ko!r}")
+    check(zh == ["fact_edge_zh"], f"服务器: {zh!r}")
+    return {"ko": ko, "zh": zh}
+
+
+async def changes() -> Any:
+    body = await call_json("GET", f"{P}/changes", token=TOKENS[WRITER])
+    text = json.dumps(body)
+    for needle in ("session_edge", "fact_edge_en", "handoff_edge"):
+        check(needle in text, f"{needle} not in the change log")
+    return {"keys": sorted(body)}
+
+
+async def export() -> Any:
+    status, headers, data = await call("GET", f"/v1/admin/tenants/{TENANT}/export", token=ADMIN)
+    check(status == 200, f"status {status}: {data[:300]!r}")
+    check(headers.get("content-type", "").startswith("application/x-ndjson"), repr(headers))
+    lines = [json.loads(line) for line in data.decode().splitlines() if line.strip()]
+    text = data.decode()
+    for needle in ("fact_edge_en", "fact_edge_zh", "handoff_edge", WRITER, RECEIVER):
+        check(needle in text, f"{needle} not in the export")
+    return {"lines": len(lines), "bytes": len(data)}
+
+
+async def rate_limited() -> Any:
+    limit = int(params["rate_limit"])
+    statuses = []
+    for _ in range(limit + 1):
+        status, headers, _ = await call("GET", f"{P}/identity", token=TOKENS[WRITER])
+        statuses.append(status)
+        if status == 429:
+            check(headers.get("retry-after") == str(params["rate_period"]), repr(headers))
+            return {"after": len(statuses)}
+    raise StepFailed(f"no 429 within {limit + 1} requests: {statuses}")
+
+
+STEPS: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
+    ("health", health),
+    ("insecure_http_refused", insecure_http_refused),
+    ("admin_requires_token", admin_requires_token),
+    ("bootstrap_writer", bootstrap_writer),
+    ("bootstrap_receiver", bootstrap_receiver),
+    ("identity", identity),
+    ("session", session),
+    ("fact", fact),
+    ("handoff_send", handoff),
+    ("handoff_accept", handoff_accept),
+    ("handoff_return", handoff_return),
+    ("search", search),
+    ("search_cjk", search_cjk),
+    ("changes", changes),
+    ("export", export),
+    ("rate_limited", rate_limited),
+]
+
+
+def _imports() -> dict[str, str]:
+    """The postgres-mode modules of the edge import under Pyodide too (when they exist)."""
+    out: dict[str, str] = {}
+    for name in params.get("extra_imports", []):
+        try:
+            importlib.import_module(name)
+            out[name] = "ok"
+        except Exception:
+            out[name] = traceback.format_exc()
+    return out
+
+
+async def main() -> dict[str, Any]:
+    for name, fn in STEPS:
+        await step(name, fn)
+    return {"steps": steps, "objects": edge_harness.objects().to_py(), "imports": _imports()}

@@ -1,0 +1,540 @@
+// Run the edge bundle (worker/ + durable_objects/ + the core) under npm `pyodide` with the REAL
+// `workers-runtime-sdk`, offline, behind a small JavaScript stand-in of the Workers runtime, then
+// run a driver snippet that sends requests through `Default.fetch`; print one JSON line.
+//
+// Usage: node tests/pyodide/edge_runner.mjs --sdk SDK_DIR --bundle BUNDLE_DIR
+//          --config CONFIG.json --driver DRIVER.py
+//
+// SDK_DIR is the unpacked wheel (its `workers/` package is copied into /sdk); BUNDLE_DIR is what
+// scripts/build_edge.py builds for wrangler (copied into /bundle). CONFIG.json, from wrangler.toml
+// (without "main", no Worker is imported and the driver uses the runtime objects directly):
+//   {"main": "worker/entry.py", "durable_objects": [{"name": BINDING, "class_name": CLS}],
+//    "ratelimits": [{"name": BINDING, "limit": N, "period": S}], "vars": {...}, "secrets": {...},
+//    "compat_flags": {...}}
+// As wrangler does, the main module is uploaded under its basename at the bundle root
+// (/bundle/entry.py) and imported as the Worker's main module; Durable Object classes are looked
+// up on it by class name. The driver defines `async def main()`, whose JSON-serialisable return
+// value is the result; it reaches the runtime through the JS module `edge_harness` (registered
+// in main() below). stdout carries one line:
+//   {"ok": true, "result": RESULT, "pyodide": "...", "load_ms": N, "run_ms": N}
+//   {"ok": false, "error": "...", ...}                       (exit status 1)
+//
+// What is real and what is a stand-in:
+// - real: Pyodide 314.0.7, the SDK's `workers` package (Request/Response wrappers, _EnvWrapper,
+//   _BindingWrapper, DurableObjectContext, python_to_rpc/python_from_rpc), Node 20's fetch API
+//   classes (`Request`, `Response`, `Headers`: what the SDK wraps), SQLite (better-sqlite3 12).
+// - stand-ins, each as small as the SDK and our code need:
+//   * `_cloudflare_compat_flags`: the two flags the SDK reads, with their values at our
+//     compatibility date (both on since 2026-02: python_request_headers_preserve_commas,
+//     python_workflows_implicit_dependencies).
+//   * `_pyodide_entrypoint_helper`: `cloudflareWorkersModule` ({env, waitUntil}),
+//     `cloudflareSocketsModule` (empty), `patchWaitUntil` (workerd's: keeps a Python awaitable
+//     alive until it settles), `doAnImport`/`patch_env_helper` (refuse: unused by our code).
+//   * the runtime objects below: ExecutionContext, DurableObjectNamespace/Id/stub with RPC,
+//     DurableObjectState, DurableObjectStorage with SqlStorage, Ratelimit. Their class names are
+//     the runtime's, because the SDK picks its wrappers by `constructor.name`.
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { createHash, randomBytes } from "node:crypto";
+import { createRequire } from "node:module";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const repo = path.resolve(here, "..", "..");
+const indexURL = path.join(repo, "node_modules", "pyodide") + path.sep;
+const Database = createRequire(import.meta.url)("better-sqlite3");
+
+function parseArgs(argv) {
+  const opts = {};
+  for (let i = 0; i < argv.length; i += 2) {
+    const key = argv[i].replace(/^--/, "");
+    if (!["sdk", "bundle", "config", "driver"].includes(key) || i + 1 >= argv.length) {
+      throw new Error(`bad argument ${argv[i]}`);
+    }
+    opts[key] = path.resolve(argv[i + 1]);
+  }
+  for (const key of ["sdk", "bundle", "config", "driver"]) {
+    if (!opts[key]) throw new Error(`--${key} is required`);
+  }
+  return opts;
+}
+
+// Copy the .py files of a host directory into the Pyodide FS (no __pycache__).
+function copyTree(FS, src, dst) {
+  FS.mkdirTree(dst);
+  for (const entry of readdirSync(src, { withFileTypes: true })) {
+    const from = path.join(src, entry.name);
+    if (entry.isDirectory() && entry.name !== "__pycache__") {
+      copyTree(FS, from, `${dst}/${entry.name}`);
+    } else if (entry.isFile() && entry.name.endsWith(".py")) {
+      FS.writeFile(`${dst}/${entry.name}`, readFileSync(from));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Durable Object SQL on real SQLite, refusing what workerd refuses (DESIGN.md section 5).
+// ---------------------------------------------------------------------------------------------
+const TX_RE = /^\s*(BEGIN|COMMIT|END|ROLLBACK|SAVEPOINT|RELEASE)\b/i;
+const TX_MESSAGE =
+  "To execute a transaction, please use the state.storage.transaction() or " +
+  "state.storage.transactionSync() APIs instead of the SQL BEGIN TRANSACTION or SAVEPOINT " +
+  "statements. The JavaScript API is safer because it will automatically roll back on " +
+  "exceptions, and because it interacts correctly with Durable Objects' automatic atomic " +
+  "write coalescing.";
+// workerd denies these through SQLite's authorizer; better-sqlite3 has no authorizer hook, so the
+// pragmas are matched here (also in their table-valued form) and the function is overridden.
+const DENIED_PRAGMA_RE = /\bpragma(?:\s+(?:\w+\s*\.\s*)?|_)(user_version|journal_mode)\b/i;
+
+// An ArrayBuffer of its own (what workerd hands out for a BLOB), from a Node Buffer.
+const toArrayBuffer = (buf) => buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.byteLength);
+
+function toBinding(value) {
+  if (value instanceof Uint8Array) return Buffer.from(value.buffer, value.byteOffset, value.length);
+  if (value instanceof ArrayBuffer) return Buffer.from(value);
+  if (typeof value === "boolean") return value ? 1 : 0;
+  if (value === undefined) return null;
+  return value;
+}
+
+// What `cursor.raw()` returns in workerd (a JSG iterator of value arrays); `toArray()` is the
+// iterator helper that workerd's V8 has and Node 20's lacks.
+class RawIterator {
+  constructor(rows) {
+    this._rows = rows;
+  }
+  next() {
+    return this._rows.next();
+  }
+  [Symbol.iterator]() {
+    return this;
+  }
+  toArray() {
+    return [...this];
+  }
+}
+
+class SqlStorageCursor {
+  constructor(columnNames, rows, rowsWritten) {
+    this.columnNames = columnNames;
+    this.rowsRead = rows.length; // approximation: rows returned, not rows scanned
+    this.rowsWritten = rowsWritten;
+    this._rows = rows[Symbol.iterator]();
+  }
+  next() {
+    const step = this._rows.next();
+    return step.done ? step : { done: false, value: this._object(step.value) };
+  }
+  [Symbol.iterator]() {
+    return this;
+  }
+  toArray() {
+    return [...this];
+  }
+  one() {
+    const rows = this.toArray();
+    if (rows.length !== 1) {
+      const got = rows.length === 0 ? "no results" : "multiple results";
+      throw new Error(`Expected exactly one result from SQL query, but got ${got}.`);
+    }
+    return rows[0];
+  }
+  raw() {
+    return new RawIterator(this._rows);
+  }
+  _object(values) {
+    const row = {};
+    this.columnNames.forEach((name, i) => {
+      row[name] = values[i];
+    });
+    return row;
+  }
+}
+
+class SqlStorage {
+  constructor(db) {
+    this._db = db;
+  }
+  exec(query, ...bindings) {
+    if (TX_RE.test(query)) throw new Error(TX_MESSAGE);
+    if (DENIED_PRAGMA_RE.test(query)) throw new Error("not authorized: SQLITE_AUTH");
+    const params = bindings.map(toBinding);
+    let stmt;
+    try {
+      stmt = this._db.prepare(query);
+    } catch (err) {
+      // workerd runs several statements in one exec; better-sqlite3 only through exec().
+      if (!/more than one statement/.test(err.message) || params.length) throw err;
+      const before = this._db.prepare("SELECT total_changes() AS n").get().n;
+      this._db.exec(query);
+      const written = this._db.prepare("SELECT total_changes() AS n").get().n - before;
+      return new SqlStorageCursor([], [], written);
+    }
+    if (!stmt.reader) {
+      const info = stmt.run(...params);
+      return new SqlStorageCursor([], [], info.changes);
+    }
+    const columns = stmt.columns().map((c) => c.name);
+    const before = this._db.prepare("SELECT total_changes() AS n").get().n;
+    const rows = stmt.raw(true).all(...params);
+    const written = this._db.prepare("SELECT total_changes() AS n").get().n - before;
+    for (const row of rows) {
+      for (let i = 0; i < row.length; i++) {
+        if (Buffer.isBuffer(row[i])) row[i] = toArrayBuffer(row[i]);
+      }
+    }
+    return new SqlStorageCursor(columns, rows, written);
+  }
+  get databaseSize() {
+    return this._db.pragma("page_count", { simple: true }) * this._db.pragma("page_size", { simple: true });
+  }
+}
+
+class DurableObjectStorage {
+  constructor() {
+    this._db = new Database(":memory:");
+    this._db.pragma("foreign_keys = ON");
+    this._db.function("sqlite_version", () => {
+      throw new Error("not authorized to use function: sqlite_version: SQLITE_AUTH");
+    });
+    this.sql = new SqlStorage(this._db);
+    this._depth = 0;
+    this._alarm = null;
+    this.onAlarmSet = () => {};
+  }
+  // Atomic: a SAVEPOINT per call (nests), rolled back when the callback throws.
+  transactionSync(fn) {
+    const name = `tx${this._depth++}`;
+    this._db.exec(`SAVEPOINT ${name}`);
+    try {
+      const result = fn();
+      this._db.exec(`RELEASE ${name}`);
+      return result;
+    } catch (err) {
+      this._db.exec(`ROLLBACK TO ${name}`);
+      this._db.exec(`RELEASE ${name}`);
+      throw err;
+    } finally {
+      this._depth--;
+    }
+  }
+  async getAlarm() {
+    return this._alarm;
+  }
+  async setAlarm(when) {
+    this._alarm = when instanceof Date ? when.getTime() : Number(when);
+    this.onAlarmSet(this._alarm);
+  }
+  async deleteAlarm() {
+    this._alarm = null;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Entrypoints, namespaces, stubs and RPC, called the way workerd calls Python classes.
+// ---------------------------------------------------------------------------------------------
+class ExecutionContext {
+  constructor() {
+    this._pending = [];
+  }
+  waitUntil(promise) {
+    this._pending.push(Promise.resolve(promise));
+  }
+  passThroughOnException() {}
+  get [Symbol.toStringTag]() {
+    return "ExecutionContext";
+  }
+  async drain() {
+    await Promise.allSettled(this._pending);
+  }
+}
+
+class DurableObjectId {
+  constructor(hex, name) {
+    this._hex = hex;
+    if (name !== undefined) this.name = name;
+  }
+  toString() {
+    return this._hex;
+  }
+  equals(other) {
+    return String(other) === this._hex;
+  }
+}
+
+class DurableObjectState {
+  constructor(id, storage) {
+    this.id = id;
+    this.storage = storage;
+    this._gates = [];
+  }
+  // Later events wait until the callback settles (the object's input gate).
+  blockConcurrencyWhile(fn) {
+    const run = (async () => fn())();
+    this._gates.push(run.catch(() => {}));
+    return run;
+  }
+  waitUntil(promise) {
+    this._gates.push(Promise.resolve(promise).catch(() => {}));
+  }
+  abort(reason) {
+    throw new Error(`Durable Object aborted: ${reason ?? ""}`);
+  }
+  async _opened() {
+    while (this._gates.length) await this._gates.shift();
+  }
+}
+
+// Property names a stub must not answer with an RPC method: Pyodide probes `then` to decide
+// whether a JS object is awaitable (workerd's stubs are not thenable either).
+const NOT_RPC = new Set(["then"]);
+
+class DurableObjectStub {
+  constructor(namespace, id) {
+    this.id = id;
+    this.name = id.name;
+    this._ns = namespace;
+  }
+  fetch(input, init) {
+    return this._ns._fetch(this.id, new Request(input, init));
+  }
+}
+
+function makeStub(namespace, id) {
+  return new Proxy(new DurableObjectStub(namespace, id), {
+    get(target, prop, receiver) {
+      if (typeof prop !== "string" || prop in target || NOT_RPC.has(prop)) {
+        return Reflect.get(target, prop, receiver);
+      }
+      return (...args) => namespace._call(id, prop, args);
+    },
+  });
+}
+
+class DurableObjectNamespace {
+  constructor(runtime, binding, className) {
+    this._runtime = runtime;
+    this._binding = binding;
+    this._className = className;
+    this._objects = new Map();
+  }
+  idFromName(name) {
+    const hex = createHash("sha256").update(`${this._binding}\0${name}`).digest("hex");
+    return new DurableObjectId(hex, name);
+  }
+  idFromString(hex) {
+    return new DurableObjectId(hex);
+  }
+  newUniqueId() {
+    return new DurableObjectId(randomBytes(32).toString("hex"));
+  }
+  get(id) {
+    return makeStub(this, id);
+  }
+  getByName(name) {
+    return this.get(this.idFromName(name));
+  }
+  // One live instance per id, created on its first event as workerd does.
+  _instance(id) {
+    const key = String(id);
+    let obj = this._objects.get(key);
+    if (!obj) {
+      const storage = new DurableObjectStorage();
+      const state = new DurableObjectState(id, storage);
+      const cls = this._runtime.mainModule[this._className];
+      obj = { id, name: id.name, storage, state, py: cls(state, this._runtime.env) };
+      storage.onAlarmSet = (when) => this._runtime.scheduleAlarm(this, obj, when);
+      this._objects.set(key, obj);
+    }
+    return obj;
+  }
+  // An RPC call: arguments and result cross the boundary by structured clone, and workerd's
+  // wrapper converts them with the SDK's python_from_rpc / python_to_rpc on the Python side.
+  async _call(id, method, args) {
+    const obj = this._instance(id);
+    await obj.state._opened();
+    try {
+      const result = await this._runtime.glue.wrapper_func(false, obj.py, method, ...structuredClone(args));
+      return structuredClone(result);
+    } catch (err) {
+      throw structuredClone(err); // an error crosses RPC as a plain Error (no Python object)
+    }
+  }
+  async _fetch(id, request) {
+    const obj = this._instance(id);
+    await obj.state._opened();
+    return this._runtime.glue.wrapper_func(true, obj.py, "fetch", request);
+  }
+}
+
+class Ratelimit {
+  // A fixed window per key; the real binding counts per Cloudflare location and is eventually
+  // consistent, which no offline test can reproduce.
+  constructor(limit, period) {
+    this._limit = limit;
+    this._periodMs = period * 1000;
+    this._windows = new Map();
+  }
+  async limit({ key }) {
+    const now = Date.now();
+    let win = this._windows.get(key);
+    if (!win || now - win.start >= this._periodMs) {
+      win = { start: now, count: 0 };
+      this._windows.set(key, win);
+    }
+    win.count += 1;
+    return { success: win.count <= this._limit };
+  }
+}
+
+class Runtime {
+  constructor(py, config) {
+    this.py = py;
+    this.config = config;
+    this.namespaces = {};
+    this.alarms = new Map(); // "binding/id" -> {obj, when}
+    this.env = { ...(config.vars ?? {}), ...(config.secrets ?? {}) };
+    for (const { name, class_name: className } of config.durable_objects ?? []) {
+      this.namespaces[name] = new DurableObjectNamespace(this, name, className);
+      this.env[name] = this.namespaces[name];
+    }
+    for (const { name, limit, period } of config.ratelimits ?? []) {
+      this.env[name] = new Ratelimit(limit, period);
+    }
+    this.workersModule = {
+      env: this.env,
+      waitUntil: (p) => this.background.push(Promise.resolve(p)),
+    };
+    this.background = [];
+  }
+  scheduleAlarm(ns, obj, when) {
+    this.alarms.set(`${ns._binding}/${String(obj.id)}`, { obj, when });
+  }
+  // workerd runs an alarm at its time; the driver asks for every alarm due by `nowMs`.
+  async fireDueAlarms(nowMs) {
+    let fired = 0;
+    for (const [key, { obj, when }] of [...this.alarms]) {
+      if (when === null || when > nowMs || obj.storage._alarm !== when) continue;
+      this.alarms.delete(key);
+      obj.storage._alarm = null;
+      await obj.state._opened();
+      await this.glue.call_relaxed(obj.py, "alarm", { retryCount: 0, isRetry: false });
+      fired += 1;
+    }
+    return fired;
+  }
+  // A request from the outside world into the Worker: a fresh `Default` per request.
+  async fetch(input, init) {
+    const request = input instanceof Request ? input : new Request(input, init);
+    const ctx = new ExecutionContext();
+    const instance = this.mainModule.Default(ctx, this.env);
+    try {
+      return await this.glue.wrapper_func(true, instance, "fetch", request);
+    } finally {
+      await ctx.drain();
+      instance.destroy();
+    }
+  }
+}
+
+async function main() {
+  const opts = parseArgs(process.argv.slice(2));
+  const config = JSON.parse(readFileSync(opts.config, "utf8"));
+  for (const need of ["pyodide.mjs", "pyodide.asm.wasm", "python_stdlib.zip"]) {
+    if (!existsSync(path.join(indexURL, need))) throw new Error(`${need} missing: run npm ci`);
+  }
+  const { loadPyodide } = await import(path.join(indexURL, "pyodide.mjs"));
+  const t0 = performance.now();
+  const toStderr = (line) => process.stderr.write(line + "\n");
+  const py = await loadPyodide({ indexURL, stdout: toStderr, stderr: toStderr });
+  const meta = { pyodide: py.version, load_ms: Math.round(performance.now() - t0) };
+
+  copyTree(py.FS, path.join(opts.sdk, "workers"), "/sdk/workers");
+  copyTree(py.FS, opts.bundle, "/bundle");
+  const mainPath = config.main ? path.join(opts.bundle, config.main) : null;
+  if (mainPath) py.FS.writeFile(`/bundle/${path.basename(mainPath)}`, readFileSync(mainPath));
+  py.FS.mkdirTree("/harness");
+  py.FS.writeFile("/harness/edge_glue.py", readFileSync(path.join(here, "edge_glue.py")));
+
+  const runtime = new Runtime(py, config);
+  py.registerJsModule("_cloudflare_compat_flags", {
+    python_request_headers_preserve_commas: true,
+    python_workflows_implicit_dependencies: true,
+    ...(config.compat_flags ?? {}),
+  });
+  py.registerJsModule("_pyodide_entrypoint_helper", {
+    cloudflareWorkersModule: runtime.workersModule,
+    cloudflareSocketsModule: {},
+    patchWaitUntil(ctx) {
+      if (Object.prototype.toString.call(ctx) !== "[object ExecutionContext]") return;
+      const orig = ctx.waitUntil.bind(ctx);
+      ctx.waitUntil = (p) =>
+        orig(
+          (async () => {
+            const owned = typeof p?.copy === "function" ? p.copy() : p;
+            try {
+              await owned;
+            } finally {
+              owned?.destroy?.();
+            }
+          })(),
+        );
+    },
+    doAnImport(name) {
+      throw new Error(`doAnImport(${name}) is not available in this harness`);
+    },
+    patch_env_helper() {
+      throw new Error("patch_env is not available in this harness");
+    },
+  });
+
+  py.runPython(
+    "import sys; sys.dont_write_bytecode = True; sys.path[:0] = ['/bundle', '/sdk', '/harness']",
+  );
+  const t1 = performance.now();
+  try {
+    // Without "main" no Worker is loaded: the driver uses the runtime objects directly.
+    if (mainPath) runtime.mainModule = py.pyimport(path.basename(mainPath, ".py"));
+    runtime.glue = py.pyimport("edge_glue");
+    meta.import_ms = Math.round(performance.now() - t1);
+    // What the driver reaches as `import edge_harness`.
+    py.registerJsModule("edge_harness", {
+      fetch: (input, init) => runtime.fetch(input, init),
+      fire_due_alarms: (nowMs) => runtime.fireDueAlarms(nowMs ?? Date.now()),
+      objects: () =>
+        Object.entries(runtime.namespaces).flatMap(([binding, ns]) =>
+          [...ns._objects.values()].map((o) => ({ binding, name: o.name ?? null, id: String(o.id) })),
+        ),
+      // A fresh Durable Object state (own SQLite), for drivers that test storage directly.
+      new_state: () => {
+        const id = new DurableObjectId(randomBytes(32).toString("hex"));
+        return new DurableObjectState(id, new DurableObjectStorage());
+      },
+      params: config.driver_params ?? {},
+    });
+    const globals = py.toPy({ SNIPPET: readFileSync(opts.driver, "utf8") });
+    const t2 = performance.now();
+    const out = await py.runPythonAsync(
+      [
+        "import json",
+        "from pyodide.code import eval_code_async",
+        "_ns = {'__name__': '__driver__'}",
+        "await eval_code_async(SNIPPET, _ns, filename='<driver>')",
+        "json.dumps({'result': await _ns['main']()})",
+      ].join("\n"),
+      { globals },
+    );
+    globals.destroy();
+    await Promise.allSettled(runtime.background);
+    emit({ ok: true, ...meta, run_ms: Math.round(performance.now() - t2), ...JSON.parse(out) }, 0);
+  } catch (err) {
+    emit({ ok: false, ...meta, error: String(err?.stack ?? err) }, 1);
+  }
+}
+
+function emit(obj, code) {
+  process.stdout.write(JSON.stringify(obj) + "\n");
+  process.exitCode = code;
+}
+
+main().catch((err) => emit({ ok: false, error: String(err?.stack ?? err) }, 2));
