@@ -171,14 +171,6 @@ def _edge(tmp: Path, clock: FixedClock) -> Backend:
     return backend
 
 
-def _edge(tmp: Path, clock: FixedClock) -> Backend:
-    """The Worker and its Durable Objects in the CPython runtime double (`tests/edge`)."""
-    from tests.edge.backend import edge_backend
-
-    backend: Backend = edge_backend(tmp, clock)
-    return backend
-
-
 def _postgres(driver: str) -> BackendFactory:
     def make(tmp: Path, clock: FixedClock) -> Backend:
         db = pg.create_database()
@@ -209,7 +201,6 @@ BACKENDS: dict[str, BackendFactory] = {
     ),
     "postgres_psycopg": _postgres("psycopg"),
     "postgres_pg8000": _postgres("pg8000"),
-    "edge": lambda tmp, clock: _edge(tmp, clock),
     "edge": lambda tmp, clock: _edge(tmp, clock),
     "uvicorn_sqlite": lambda tmp, clock: _uvicorn(
         SqliteStore.open_file(tmp / "ssot.sqlite", synchronous="OFF"), clock
