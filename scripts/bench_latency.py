@@ -1,0 +1,429 @@
+#!/usr/bin/env python3
+"""Request latency of one aidememo deployment (issue 5 item 6, DESIGN.md section 6).
+
+Works against `wrangler dev`, a deployed Worker or an origin alike: it only speaks the HTTP
+contract. What is measured, and how:
+
+- Client: the stdlib `http.client`, one request at a time, with connections opened explicitly
+  so that connection reuse is under control. Two kinds of sample per operation:
+  * cold: a fresh connection (TCP, and TLS for https) for one request, then closed; the time
+    covers connect + handshake + request + response.
+  * warm: one keep-alive connection; a first request (not counted) opens it, then `--requests`
+    requests are timed one after another.
+  Times are `time.perf_counter_ns` around the whole exchange, body read included.
+- Operations, each on the project of `--project` with the token of `--token-file`:
+  `POST facts` (a unique command_id/fact_id per request, about 200 bytes of content),
+  `GET resource` (a fact written above), `GET search` (two terms that match a few facts),
+  `GET changes` (`limit=100` from the start of the log). With `--receiver-token-file` (a second
+  member of the project), `--cycles` handoff cycles: send by the first actor, accept, result
+  fact and return by the second, timed per step and per cycle on warm connections.
+- Baseline, in the same run and with the same client: `GET /health` (no auth, no store).
+- Output: progress on stderr; the last stdout line is the JSON object of DESIGN.md section 6.
+  `figures` has `{op}_{cold|warm}_{p50,p95,p99,max,mean}_ms` and sample counts; `baseline`
+  the same for `/health`; `ratios` inside figures divide each warm p50 by the baseline's warm
+  p50. The issue's <= 15 % overhead targets belong to the in-process edge measurement (the
+  CPython runtime double), which this network client cannot see; they are not reported here.
+- `--plot FILE.png` draws a latency histogram per operation (cold and warm) with matplotlib,
+  imported only then (`pip install matplotlib` when it is missing).
+
+Every id written carries a run tag, so repeated runs against one project never collide.
+Usage: `.venv/bin/python scripts/bench_latency.py --base-url http://127.0.0.1:3030
+--token-file ~/.aidememo/demo.token --project demo [--requests 200]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import secrets
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _bench_common import emit, latency_summary, note, peak_rss_mib
+
+OPERATIONS = ("post_facts", "get_resource", "get_search", "get_changes")
+HANDOFF_STEPS = ("send", "accept", "fact", "return")
+TIMEOUT_S = 30.0
+
+
+class HttpFailure(RuntimeError):
+    pass
+
+
+class Endpoint:
+    """Where to connect and which path prefix to put in front of every route."""
+
+    def __init__(self, base_url: str) -> None:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise SystemExit(f"--base-url must be http(s)://host[:port][/prefix], not {base_url}")
+        self.scheme = parts.scheme
+        self.host = parts.hostname
+        self.port = parts.port
+        self.prefix = parts.path.rstrip("/")
+
+    def connect(self) -> http.client.HTTPConnection:
+        cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
+        conn = cls(self.host, self.port, timeout=TIMEOUT_S)
+        conn.connect()
+        return conn
+
+
+class Actor:
+    """One token; `request` runs on a given connection and checks the status."""
+
+    def __init__(self, endpoint: Endpoint, token: str | None) -> None:
+        self.endpoint = endpoint
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+
+    def request(
+        self,
+        conn: http.client.HTTPConnection,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+    ) -> Any:
+        headers = dict(self.headers)
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        conn.request(method, self.endpoint.prefix + path, data, headers)
+        response = conn.getresponse()
+        raw = response.read()
+        if response.status != 200:
+            raise HttpFailure(f"{method} {path}: {response.status} {raw[:300]!r}")
+        return json.loads(raw) if raw else None
+
+
+Call = Callable[[http.client.HTTPConnection, int], Any]
+
+
+def measure(endpoint: Endpoint, call: Call, warm_n: int, cold_n: int) -> dict[str, list[int]]:
+    """`cold_n` one-request connections, then `warm_n` requests on one warmed connection."""
+    clock = time.perf_counter_ns
+    cold: list[int] = []
+    for i in range(cold_n):
+        t0 = clock()
+        conn = endpoint.connect()
+        try:
+            call(conn, i)
+        finally:
+            conn.close()
+        cold.append(clock() - t0)
+    warm: list[int] = []
+    conn = endpoint.connect()
+    try:
+        call(conn, cold_n)  # opens the connection (and TLS); not counted
+        for i in range(cold_n + 1, cold_n + 1 + warm_n):
+            t0 = clock()
+            call(conn, i)
+            warm.append(clock() - t0)
+    finally:
+        conn.close()
+    return {"cold": cold, "warm": warm}
+
+
+def summarize(name: str, samples: dict[str, list[int]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kind in ("cold", "warm"):
+        out.update(latency_summary(samples[kind], f"{name}_{kind}"))
+        out[f"{name}_{kind}_n"] = len(samples[kind])
+    return out
+
+
+# -- the operations ---------------------------------------------------------------------------
+
+COMMON = ("deploy", "cache", "timeout", "cluster", "review", "latency", "edge", "origin")
+
+
+def fact_content(i: int, tag: str) -> str:
+    """About 200 bytes: common words plus two terms shared by a few facts."""
+    words = [COMMON[(i + k) % len(COMMON)] for k in range(12)]
+    return f"{' '.join(words)} rare{tag}{i % 7} probe{tag}{i % 11} benchmark fact number {i}"
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.endpoint = Endpoint(args.base_url)
+        self.tag = secrets.token_hex(3)
+        self.project = args.project
+        self.base = f"/v1/projects/{quote(self.project, safe='')}"
+        self.writer = Actor(self.endpoint, read_token(args.token_file))
+        self.receiver = (
+            Actor(self.endpoint, read_token(args.receiver_token_file))
+            if args.receiver_token_file
+            else None
+        )
+        self.anonymous = Actor(self.endpoint, None)
+        self.session = f"bench-session-{self.tag}"
+        self.facts: list[str] = []
+
+    def setup(self) -> dict[str, Any]:
+        conn = self.endpoint.connect()
+        try:
+            identity = self.writer.request(conn, "GET", f"{self.base}/identity")
+            self.epoch = identity["project_epoch"]
+            self.writer.request(
+                conn,
+                "POST",
+                f"{self.base}/sessions",
+                {
+                    "command_id": f"bench-sess-{self.tag}",
+                    "payload": {
+                        "session_id": self.session,
+                        "topic": "latency benchmark",
+                        "source_id": "bench",
+                    },
+                },
+            )
+        finally:
+            conn.close()
+        result: dict[str, Any] = identity
+        return result
+
+    def health(self, conn: http.client.HTTPConnection, i: int) -> Any:
+        return self.anonymous.request(conn, "GET", "/health")
+
+    def post_fact(self, conn: http.client.HTTPConnection, i: int) -> Any:
+        fact_id = f"bench-{self.tag}-{i}"
+        receipt = self.writer.request(
+            conn,
+            "POST",
+            f"{self.base}/facts",
+            {
+                "command_id": f"bench-cmd-{self.tag}-{i}",
+                "payload": {
+                    "fact_id": fact_id,
+                    "session_id": self.session,
+                    "content": fact_content(i, self.tag),
+                },
+            },
+        )
+        self.facts.append(fact_id)
+        return receipt
+
+    def get_resource(self, conn: http.client.HTTPConnection, i: int) -> Any:
+        fact_id = self.facts[i % len(self.facts)]
+        return self.writer.request(conn, "GET", f"{self.base}/resources/fact/{fact_id}")
+
+    def get_search(self, conn: http.client.HTTPConnection, i: int) -> Any:
+        query = urlencode({"q": f"rare{self.tag}{i % 7} probe{self.tag}{i % 11}", "limit": 20})
+        return self.writer.request(conn, "GET", f"{self.base}/search?{query}")
+
+    def get_changes(self, conn: http.client.HTTPConnection, i: int) -> Any:
+        query = urlencode({"project_epoch": self.epoch, "after_seq": 0, "limit": 100})
+        return self.writer.request(conn, "GET", f"{self.base}/changes?{query}")
+
+    def handoff_cycles(self, cycles: int) -> dict[str, list[int]]:
+        """Send (writer), accept, result fact and return (receiver), on warm connections."""
+        assert self.receiver is not None
+        receiver_id = self._receiver_id()
+        clock = time.perf_counter_ns
+        timings: dict[str, list[int]] = {step: [] for step in (*HANDOFF_STEPS, "cycle")}
+        a, b = self.endpoint.connect(), self.endpoint.connect()
+        try:
+            self.writer.request(a, "GET", "/health")  # open both connections first
+            self.receiver.request(b, "GET", "/health")
+            for i in range(cycles):
+                hid, claim, fid = f"bh-{self.tag}-{i}", f"bc-{self.tag}-{i}", f"br-{self.tag}-{i}"
+                t0 = clock()
+                sent = self.writer.request(
+                    a,
+                    "POST",
+                    f"{self.base}/handoffs",
+                    {
+                        "command_id": f"bhs-{self.tag}-{i}",
+                        "payload": {
+                            "handoff_id": hid,
+                            "session_id": self.session,
+                            "to_actor": receiver_id,
+                            "focus": "latency benchmark handoff",
+                        },
+                    },
+                )
+                t1 = clock()
+                accepted = self.receiver.request(
+                    b,
+                    "POST",
+                    f"{self.base}/handoffs/{hid}/accept",
+                    {
+                        "command_id": f"bha-{self.tag}-{i}",
+                        "expected_revision": sent["revision"],
+                        "payload": {"claim_id": claim},
+                    },
+                )
+                t2 = clock()
+                self.receiver.request(
+                    b,
+                    "POST",
+                    f"{self.base}/facts",
+                    {
+                        "command_id": f"bhf-{self.tag}-{i}",
+                        "payload": {
+                            "fact_id": fid,
+                            "session_id": self.session,
+                            "content": f"result of benchmark handoff {i}",
+                        },
+                    },
+                )
+                t3 = clock()
+                self.receiver.request(
+                    b,
+                    "POST",
+                    f"{self.base}/handoffs/{hid}/return",
+                    {
+                        "command_id": f"bhr-{self.tag}-{i}",
+                        "expected_revision": accepted["revision"],
+                        "payload": {
+                            "claim_id": claim,
+                            "result_fact_id": fid,
+                            "outcome": "succeeded",
+                        },
+                    },
+                )
+                t4 = clock()
+                for step, took in zip(
+                    (*HANDOFF_STEPS, "cycle"),
+                    (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0),
+                    strict=True,
+                ):
+                    timings[step].append(took)
+        finally:
+            a.close()
+            b.close()
+        return timings
+
+    def _receiver_id(self) -> str:
+        assert self.receiver is not None
+        conn = self.endpoint.connect()
+        try:
+            identity = self.receiver.request(conn, "GET", f"{self.base}/identity")
+        finally:
+            conn.close()
+        if identity["project_epoch"] != self.epoch:
+            raise SystemExit("the receiver token belongs to another project epoch")
+        actor: str = identity["actor_id"]
+        return actor
+
+
+def read_token(path: str) -> str:
+    text = Path(path).expanduser().read_text(encoding="utf-8").strip()
+    if not text:
+        raise SystemExit(f"token file {path} is empty")
+    return text
+
+
+def plot(path: str, samples: dict[str, dict[str, list[int]]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(samples)
+    fig, axes = plt.subplots(len(names), 1, figsize=(8, 2.4 * len(names)), squeeze=False)
+    for ax, name in zip(axes[:, 0], names, strict=True):
+        for kind, values in samples[name].items():
+            if values:
+                ax.hist(
+                    [v / 1e6 for v in values], bins=40, alpha=0.6, label=f"{kind} (n={len(values)})"
+                )
+        ax.set_title(name)
+        ax.set_xlabel("ms")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    note(f"histograms written to {path}")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:3030")
+    parser.add_argument("--token-file", required=True, help="bearer token of a project writer")
+    parser.add_argument(
+        "--receiver-token-file", help="token of a second writer: adds the handoff cycle"
+    )
+    parser.add_argument("--project", default="demo", help="project id (default: demo)")
+    parser.add_argument(
+        "--requests", type=int, default=200, help="warm requests per operation (default 200)"
+    )
+    parser.add_argument(
+        "--cold", type=int, help="fresh-connection requests per operation (default requests/10)"
+    )
+    parser.add_argument("--cycles", type=int, help="handoff cycles (default requests/10)")
+    parser.add_argument("--plot", metavar="FILE.png", help="draw latency histograms")
+    args = parser.parse_args(argv)
+    if args.requests < 1:
+        parser.error("--requests must be at least 1")
+    args.cold = max(1, args.requests // 10) if args.cold is None else args.cold
+    args.cycles = max(1, args.requests // 10) if args.cycles is None else args.cycles
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            print("--plot needs matplotlib: pip install matplotlib", file=sys.stderr)
+            return 2
+    bench = Bench(args)
+    try:
+        identity = bench.setup()
+        note(f"bench_latency: {args.base_url} project {args.project} as {identity['actor_id']}")
+        samples: dict[str, dict[str, list[int]]] = {}
+        samples["health"] = measure(bench.endpoint, bench.health, args.requests, args.cold)
+        calls = {
+            "post_facts": bench.post_fact,
+            "get_resource": bench.get_resource,
+            "get_search": bench.get_search,
+            "get_changes": bench.get_changes,
+        }
+        for name in OPERATIONS:
+            note(f"  {name}: {args.cold} cold + {args.requests} warm")
+            samples[name] = measure(bench.endpoint, calls[name], args.requests, args.cold)
+        handoff: dict[str, list[int]] = {}
+        if bench.receiver is not None:
+            note(f"  handoff: {args.cycles} cycles")
+            handoff = bench.handoff_cycles(args.cycles)
+    except (HttpFailure, OSError) as exc:
+        print(f"bench_latency: {exc}", file=sys.stderr)
+        return 1
+
+    figures: dict[str, Any] = {
+        "base_url": args.base_url,
+        "project": args.project,
+        "requests": args.requests,
+        "cold_requests": args.cold,
+    }
+    for name in OPERATIONS:
+        figures.update(summarize(name, samples[name]))
+    if handoff:
+        figures["handoff_cycles"] = args.cycles
+        for step, values in handoff.items():
+            figures.update(latency_summary(values, f"handoff_{step}"))
+    baseline = summarize("health", samples["health"])
+    base_p50 = baseline["health_warm_p50_ms"]
+    figures["ratios_to_health_warm_p50"] = {
+        name: round(figures[f"{name}_warm_p50_ms"] / base_p50, 2) if base_p50 else None
+        for name in OPERATIONS
+    }
+    figures["client_peak_rss_mib"] = peak_rss_mib()
+    if args.plot:
+        plot(
+            args.plot, {**samples, **({"handoff": {"cycle": handoff["cycle"]}} if handoff else {})}
+        )
+    emit("bench_latency", figures, baseline, {})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
