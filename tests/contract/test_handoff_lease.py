@@ -148,13 +148,16 @@ def test_ho_completed_handoff_refuses_accept_and_heartbeat(api: Api) -> None:
     _ret(api, h, "claim-a", "fact_b", 4).expect(409, "handoff_conflict")
 
 
-def test_ho_same_claim_accept_while_live_is_accepted(api: Api) -> None:
+def test_ho2_same_claim_accept_while_live_is_a_no_op_revision(api: Api) -> None:
     h = _pending(api)
     _claim(api, h, "claim-a", 1).expect(200)
+    before = api.status_of(h)["record"]
+    api.clock.advance(10)
     again = _claim(api, h, "claim-a", 2).expect(200)
-    record = api.status_of(h)["record"]
-    assert (record["claim_id"], record["attempt_count"]) == ("claim-a", 1)
-    assert again["revision"] >= 2
+    assert again["revision"] == 3
+    status = api.status_of(h)
+    assert status["revision"] == 3
+    assert status["record"] == before  # same claim, same lease: nothing but the revision moved
 
 
 def test_ho7_transition_fault_order(api: Api) -> None:
@@ -186,7 +189,7 @@ def test_ho7_transition_fault_order(api: Api) -> None:
     api.transition(h, "heartbeat", {"claim_id": "zz"}, 2).expect(409, "handoff_conflict")
 
 
-def test_ho1_expected_revision_is_required_and_positive(api: Api) -> None:
+def test_typ1_expected_revision_is_required_and_positive(api: Api) -> None:
     h = _pending(api)
     for revision in (None, 0, -1, "1", 1.5, True):
         api.transition(h, "accept", {"claim_id": "k"}, revision).expect(400, "invalid_command")
@@ -198,3 +201,10 @@ def test_ho1_expected_revision_is_required_and_positive(api: Api) -> None:
     api.transition(h, "accept", {}, 1).expect(400, "invalid_command")
     api.transition(h, "accept", {"claim_id": "bad claim"}, 1).expect(400, "invalid_identifier")
     assert api.status_of(h)["revision"] == 1
+
+
+def test_ho7_two_accepts_with_one_expected_revision_one_wins_other_stale(api: Api) -> None:
+    h = _pending(api)
+    _claim(api, h, "claim-a", 1).expect(200)
+    _claim(api, h, "claim-b", 1).expect(409, "stale_revision")
+    assert api.status_of(h)["record"]["claim_id"] == "claim-a"

@@ -134,7 +134,7 @@ def test_http_b_writer_round_trip_and_reader_boundary(api: Api) -> None:
     assert api.head() == 1
 
 
-def test_cmd5_raw_delete_needs_null_payload_and_leaves_a_tombstone(api: Api) -> None:
+def test_rev2_raw_delete_needs_null_payload_and_leaves_a_tombstone(api: Api) -> None:
     api.post("/v1/commands", _note_put()).expect(200)
     delete = _note_put(
         command_id="command_delete",
@@ -466,3 +466,18 @@ def test_http_c12_second_route_to_hermes(api: Api) -> None:
         "completed",
         "fact_hermes_result",
     )
+
+
+def test_typ2_identity_and_source_are_server_derived(api: Api) -> None:
+    api.session("session_default", source_id=None, as_=HERMES)
+    body = api.get(f"{P}/resources/session/session_default").expect(200)["state"]["body"]
+    assert (body["source_id"], body["created_by"]) == ("default", HERMES)
+    api.fact("fact_default", "session_default", "inherits the source", as_=RECEIVER)
+    fact = api.get(f"{P}/resources/fact/fact_default").expect(200)["state"]["body"]
+    assert fact == {
+        "fact_id": "fact_default",
+        "session_id": "session_default",
+        "source_id": "default",
+        "actor_id": RECEIVER,
+        "content": "inherits the source",
+    }

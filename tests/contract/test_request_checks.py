@@ -41,7 +41,12 @@ def _command(**overrides: object) -> dict[str, object]:
 
 def test_http1_unknown_route_is_404_before_authentication(api: Api) -> None:
     api.call("GET", "/v1/nothing").expect(404, "route_not_found")
-    api.call("POST", f"{P}/nothing", body=b"{not json", headers={"content-type": "text/plain"})
+    api.call(
+        "POST",
+        f"{P}/nothing",
+        body=b"x" * (2 * 1024 * 1024),
+        headers={"content-type": "text/plain"},
+    ).expect(404, "route_not_found")
     api.call("GET", f"{P}/resources/fact").expect(404, "route_not_found")
     api.call("GET", "/").expect(404, "route_not_found")
 
@@ -324,7 +329,7 @@ def test_http3_booleans_are_true_or_false_only(api: Api, value: str) -> None:
     )
 
 
-def test_mbx3_actor_id_or_tenant_id_in_query_is_400(api: Api) -> None:
+def test_mbx1_actor_id_or_tenant_id_in_query_is_400(api: Api) -> None:
     api.get(f"{P}/handoffs", query="box=inbox&actor_id=hermes").expect(400, "invalid_command")
     api.get(f"{P}/handoffs", query="box=outbox&tenant_id=tenant_http").expect(
         400, "invalid_command"
@@ -436,7 +441,7 @@ def test_auth5_suspension_and_role_change_take_effect_on_the_next_request(api: A
     assert api.get(f"{P}/identity", HERMES).expect(200)["role"] == "reader"
 
 
-def test_ho1_send_to_self_or_reader_is_400(api: Api) -> None:
+def test_typ4_send_to_self_reader_or_non_member_is_400(api: Api) -> None:
     api.session("sess_self")
     api.send("h_self", "sess_self", WRITER).expect(400, "invalid_command")
     api.send("h_reader", "sess_self", READER).expect(400, "invalid_command")
@@ -456,7 +461,7 @@ def test_ho1_send_to_self_or_reader_is_400(api: Api) -> None:
     api.send("h_ok", "sess_self", RECEIVER).expect(200)
 
 
-def test_typ2_missing_session_context_or_fact_is_404(api: Api) -> None:
+def test_typ4_missing_session_context_or_fact_is_404(api: Api) -> None:
     fact = {"command_id": "c", "payload": {"fact_id": "f", "session_id": "none", "content": "x"}}
     api.post(f"{P}/facts", fact).expect(404, "resource_not_found")
     api.send("h_nosession", "none", RECEIVER).expect(404, "resource_not_found")
@@ -468,7 +473,7 @@ def test_typ2_missing_session_context_or_fact_is_404(api: Api) -> None:
     api.get(f"{P}/handoffs/none").expect(404, "resource_not_found")
 
 
-def test_no_5xx_for_odd_requests(api: Api) -> None:
+def test_http2_no_5xx_for_odd_requests(api: Api) -> None:
     odd = [
         ("GET", "//", None, None),
         ("GET", f"{P}/resources/custom.note/%ff", None, None),
@@ -484,3 +489,38 @@ def test_no_5xx_for_odd_requests(api: Api) -> None:
         reply = api.call(method, path, as_=WRITER, query=query, body=raw)
         assert reply.status < 500, (path, reply.body)
         assert reply.status == 200 or reply.code is not None
+
+
+def test_auth2_bearer_over_4096_bytes_or_with_control_characters_is_401(api: Api) -> None:
+    api.call("GET", f"{P}/identity", token="a" * 4097).expect(401, "authentication_failed")
+    api.call("GET", f"{P}/identity", headers={"authorization": "Bearer a\tb"}).expect(
+        401, "authentication_failed"
+    )
+    lower = {"authorization": "bearer " + api.tokens[WRITER]}
+    api.call("GET", f"{P}/identity", headers=lower).expect(200)
+
+
+def test_id3_text_limits_are_counted_in_utf8_bytes(api: Api) -> None:
+    api.session("s_limits")
+
+    def fact(fact_id: str, content: str) -> tuple[int, str | None]:
+        body = {
+            "command_id": f"c_{fact_id}",
+            "payload": {"fact_id": fact_id, "session_id": "s_limits", "content": content},
+        }
+        reply = api.post(f"{P}/facts", body)
+        return reply.status, reply.code
+
+    assert fact("f_max", "x" * 65_536) == (200, None)
+    assert fact("f_over", "x" * 65_537) == (400, "invalid_command")
+    assert fact("f_cjk_over", "服" * 21_846) == (400, "invalid_command")  # 65,538 bytes
+    assert fact("f_empty", "") == (400, "invalid_command")
+    focus = {"handoff_id": "h_focus", "session_id": "s_limits", "to_actor": RECEIVER}
+    over = {"command_id": "c_focus_over", "payload": {**focus, "focus": "가" * 1366}}
+    api.post(f"{P}/handoffs", over).expect(400, "invalid_command")
+    ok = {"command_id": "c_focus", "payload": {**focus, "focus": "x" * 4096, "done_when": ""}}
+    api.post(f"{P}/handoffs", ok).expect(200)
+    topic = {"command_id": "c_topic", "payload": {"session_id": "s_t", "topic": "가" * 171}}
+    api.post(f"{P}/sessions", topic).expect(400, "invalid_command")  # 513 bytes
+    topic_ok = {"command_id": "c_topic2", "payload": {"session_id": "s_t", "topic": "a\tb\nc"}}
+    api.post(f"{P}/sessions", topic_ok).expect(200)

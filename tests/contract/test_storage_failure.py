@@ -1,0 +1,55 @@
+"""HTTP-2 / ERR-2: a storage failure or an unexpected bug is a 503 with Retry-After and the
+fixed message, never a 500 and never the internals; the request checks still come first."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from aidememo.domain.clock import FixedClock
+from aidememo.domain.errors import ErrorCode, fail
+from aidememo.domain.model import Role
+from aidememo.http.app import HttpApp
+from aidememo.stores.memory import MemoryStore
+from tests.contract.support import START_MS, WRITER, Api, InProcessClient, P
+
+
+class FlakyStore(MemoryStore):
+    """A memory store whose reads and writes fail once `broken` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.broken: Exception | None = None
+
+    def transaction(self, fn: Any) -> Any:
+        if self.broken is not None:
+            raise self.broken
+        return super().transaction(fn)
+
+    def read(self, fn: Any) -> Any:
+        if self.broken is not None:
+            raise self.broken
+        return super().read(fn)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [fail(ErrorCode.STORAGE_FAILURE, "disk I/O error at /secret/path"), RuntimeError("a bug")],
+    ids=["storage_failure", "unexpected"],
+)
+def test_http2_storage_failure_is_503_with_retry_after(error: Exception) -> None:
+    store = FlakyStore()
+    clock = FixedClock(START_MS)
+    app = HttpApp(store, clock=clock)
+    api = Api("flaky", InProcessClient(app), app.services.identity, clock)
+    api.provision(WRITER, Role.WRITER)
+    store.broken = error
+    reply = api.get(f"{P}/identity")
+    reply.expect(503, "storage_failure")
+    assert reply.headers["retry-after"] == "1"
+    assert reply.body["error"]["message"] == "canonical storage temporarily unavailable"
+    assert "secret" not in str(reply.body)
+    # the checks before the store still answer first
+    api.get(f"{P}/identity", None).expect(401, "authentication_failed")
+    api.call("GET", "/nope").expect(404, "route_not_found")
