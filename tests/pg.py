@@ -4,17 +4,20 @@
 Without it a PostgreSQL test is skipped, except under `CI=true`, where it fails: CI must never
 pass by skipping the PostgreSQL tiers.
 
-Every test gets its own schema in the cluster's database, migrated by the store itself
-(`PostgresStore.open(..., migrate=True)`) and dropped at teardown. A schema costs about 50 ms;
-`CREATE DATABASE ... TEMPLATE` costs about 270 ms here (it copies the whole system catalog),
-which over some 300 tests on two drivers is more than a minute. The test's connections reach
+Every test gets an empty schema of its own in the cluster's database. Creating one (every
+migration in one script) costs 130-200 ms here and `CREATE DATABASE ... TEMPLATE` about 270 ms
+(it copies the whole system catalog), which over some 300 tests on two drivers is minutes; so
+at teardown a schema is emptied (one cascading `DELETE FROM tenants`, a few ms) and handed to
+the next test, and new ones are created only when none is free. The test's connections reach
 their schema through `search_path`, set as a connection startup parameter, and carry the
 schema's name as `application_name`, so teardown can end any session a test left behind.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -105,6 +108,26 @@ def admin(url: str) -> Any:
     return psycopg.connect(url, autocommit=True, connect_timeout=5)
 
 
+_lock = threading.Lock()
+_admin_conns: dict[str, Any] = {}
+_recycled: dict[str, list[str]] = {}  # server URL -> emptied migrated schemas
+
+
+def _admin_run(server: str, *statements: str | bytes, params: tuple[Any, ...] = ()) -> None:
+    """Run statements in one transaction on a shared admin connection (one per server)."""
+    with _lock:
+        conn = _admin_conns.get(server)
+        if conn is None or conn.closed:
+            conn = _admin_conns[server] = admin(server)
+        try:
+            with conn.transaction():
+                for statement in statements:
+                    conn.execute(statement, params or None)
+        except Exception:
+            conn.close()
+            raise
+
+
 @dataclass
 class Database:
     """One fresh schema; `url` reaches it, `connect(driver)` opens connections to it."""
@@ -112,6 +135,7 @@ class Database:
     server: str
     name: str
     url: str
+    reusable: bool = False  # created with every migration, so it can be emptied and reused
 
     def connect(self, driver: str) -> Callable[[], Any]:
         """A connection factory of `driver` for this schema."""
@@ -123,40 +147,92 @@ class Database:
 
     def terminate_sessions(self) -> None:
         """End every session a test opened on this schema."""
-        with admin(self.server) as conn:
-            conn.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE application_name = %s AND pid <> pg_backend_pid()",
-                (self.name,),
-            )
+        _admin_run(
+            self.server,
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = %s AND pid <> pg_backend_pid()",
+            params=(self.name,),
+        )
 
     def drop(self) -> None:
-        """Drop the schema, ending any session still using it."""
+        """End the test's sessions, then empty the schema for the next test (every row hangs
+        off `tenants` by cascading keys, so that is one DELETE) or drop it."""
         self.terminate_sessions()
-        with admin(self.server) as conn:
-            conn.execute("SET lock_timeout = '10s'")
-            conn.execute(f'DROP SCHEMA IF EXISTS "{self.name}" CASCADE')
+        if self.reusable:
+            try:
+                _admin_run(self.server, *_empty_script(self.name))
+            except Exception:
+                pass  # a test changed more than rows: drop it instead
+            else:
+                with _lock:
+                    _recycled.setdefault(self.server, []).append(self.name)
+                return
+        _admin_run(self.server, f'DROP SCHEMA IF EXISTS "{self.name}" CASCADE')
+
+
+def _empty_script(name: str) -> list[str]:
+    from aidememo.stores.postgres import schema
+
+    return [
+        "SET LOCAL lock_timeout = '10s'",
+        f'DELETE FROM "{name}".tenants',
+        f'DELETE FROM "{name}".aidememo_schema',
+        f'INSERT INTO "{name}".aidememo_schema (component, version) '
+        f"VALUES ('{schema.COMPONENT}', {schema.SCHEMA_VERSION})",
+    ]
+
+
+def _schema_script(name: str) -> bytes:
+    """Every migration as one script: one round trip instead of one per statement. The
+    store's own `migrate()` is exercised by the schema tests (test_postgres_store.py)."""
+    from aidememo.stores.postgres import schema
+
+    statements = [f'SET LOCAL search_path TO "{name}"', schema.CREATE_VERSION_TABLE]
+    for _, steps in schema.MIGRATIONS:
+        statements.extend(steps)
+    statements.append(
+        f"INSERT INTO aidememo_schema (component, version) "
+        f"VALUES ('{schema.COMPONENT}', {schema.SCHEMA_VERSION})"
+    )
+    return ";\n".join(statements).encode()
 
 
 def create_database(*, migrated: bool = True) -> Database:
-    """A new schema, migrated by the store unless `migrated=False`."""
+    """An empty schema with this code's tables and functions (a recycled one when there is
+    one), or with nothing at all when `migrated=False`."""
     server = server_url()
-    name = f"aidememo_t_{uuid.uuid4().hex[:16]}"
-    with admin(server) as conn:
-        conn.execute(f'CREATE SCHEMA "{name}"')
-    db = Database(server, name, with_schema(server, name))
     if migrated:
-        try:
-            PostgresStore.open(db.connect("psycopg"), migrate=True).close()
-        except BaseException:
-            db.drop()
-            raise
-    return db
+        with _lock:
+            free = _recycled.get(server)
+            name = free.pop() if free else None
+        if name is not None:
+            return Database(server, name, with_schema(server, name), reusable=True)
+    name = f"aidememo_t_{uuid.uuid4().hex[:16]}"
+    if migrated:
+        _admin_run(server, f'CREATE SCHEMA "{name}"', _schema_script(name))
+    else:
+        _admin_run(server, f'CREATE SCHEMA "{name}"')
+    return Database(server, name, with_schema(server, name), reusable=migrated)
+
+
+def _drop_recycled() -> None:
+    """At exit: drop the emptied schemas (they matter on a server that outlives the run)."""
+    for server, names in _recycled.items():
+        for name in names:
+            try:
+                _admin_run(server, f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+            except Exception:
+                pass
+    for conn in _admin_conns.values():
+        conn.close()
+
+
+atexit.register(_drop_recycled)
 
 
 @contextmanager
 def fresh_database(*, migrated: bool = True) -> Iterator[Database]:
-    """A schema for one test, dropped afterwards."""
+    """An empty schema for one test, emptied or dropped afterwards."""
     db = create_database(migrated=migrated)
     try:
         yield db
