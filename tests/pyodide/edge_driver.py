@@ -188,7 +188,7 @@ async def handoff() -> Any:
         },
     }
     sent = await call_json("POST", f"{P}/handoffs", token=TOKENS[WRITER], json_body=send)
-    mailbox = await call_json("GET", f"{P}/handoffs", token=TOKENS[RECEIVER])
+    mailbox = await call_json("GET", f"{P}/handoffs?box=inbox", token=TOKENS[RECEIVER])
     check("handoff_edge" in json.dumps(mailbox), f"not in the mailbox: {mailbox!r}")
     return {"send": sent}
 
@@ -245,7 +245,8 @@ async def search_cjk() -> Any:
 
 
 async def changes() -> Any:
-    body = await call_json("GET", f"{P}/changes", token=TOKENS[WRITER])
+    query = f"project_epoch={EPOCH}&after_seq=0&limit=100"
+    body = await call_json("GET", f"{P}/changes?{query}", token=TOKENS[WRITER])
     text = json.dumps(body)
     for needle in ("session_edge", "fact_edge_en", "handoff_edge"):
         check(needle in text, f"{needle} not in the change log")
