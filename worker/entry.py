@@ -30,7 +30,7 @@ from __future__ import annotations
 import hmac
 import logging
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from workers import Response, WorkerEntrypoint
 
@@ -104,7 +104,8 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
 
     async def _serve(self, request: Any) -> CoreResponse:
         url = urlsplit(str(request.url))
-        method, path = _method(request), url.path or "/"
+        # Percent-decoded like the ASGI scope's `path` at the origin.
+        method, path = _method(request), unquote(url.path) or "/"
         headers = {str(k).lower(): str(v) for k, v in request.headers.items()}
         if insecure(url.scheme, path, var_is_set(self.env, ALLOW_INSECURE_HTTP)):
             raise fail(ErrorCode.INSECURE_TRANSPORT, "use https")

@@ -95,17 +95,29 @@ class Runtime:
 
     # -- requests -------------------------------------------------------------------------
 
+    def isolate(self) -> type:
+        """Another isolate of the same deployment: its own `Default` class and token cache."""
+        return type("Default", (self.Default,), {"token_cache": type(self.Default.token_cache)()})
+
     def fetch(
         self,
         method: str,
         url: str,
         headers: Mapping[str, str] | None = None,
         body: bytes = b"",
+        *,
+        isolate: type | None = None,
+        body_used: list[bool] | None = None,
     ) -> tuple[int, dict[str, str], bytes]:
-        """One request through a fresh `Default`; `(status, headers, body)`."""
+        """One request through a fresh `Default`; `(status, headers, body)`.
+
+        `body_used` receives whether the Worker read the request body."""
         request = workers_module.Request(url, method, dict(headers or {}), body)
-        worker = self.Default(types.SimpleNamespace(waitUntil=lambda p: None), self.env)
+        cls = isolate or self.Default
+        worker = cls(types.SimpleNamespace(waitUntil=lambda p: None), self.env)
         response = self.run(worker.fetch(request))
+        if body_used is not None:
+            body_used.append(request.body_used)
         return response.status, dict(response.headers), response.body
 
     def run(self, coro: Any) -> Any:
@@ -134,6 +146,7 @@ class Runtime:
         json: Any = None,
         body: bytes | None = None,
         content_type: str = "application/json",
+        isolate: type | None = None,
     ) -> tuple[int, dict[str, str], Any]:
         """A request with the admin token; JSON bodies decoded."""
         headers = {"authorization": f"Bearer {self.admin_token}"}
@@ -141,7 +154,9 @@ class Runtime:
             body = jsonlib.dumps(json).encode()
         if body is not None:
             headers["content-type"] = content_type
-        status, hdrs, raw = self.fetch(method, BASE_URL + path, headers, body or b"")
+        status, hdrs, raw = self.fetch(
+            method, BASE_URL + path, headers, body or b"", isolate=isolate
+        )
         return status, hdrs, _decode(raw, hdrs)
 
     # -- teardown -------------------------------------------------------------------------
