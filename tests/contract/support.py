@@ -201,7 +201,7 @@ BACKENDS: dict[str, BackendFactory] = {
     ),
     "postgres_psycopg": _postgres("psycopg"),
     "postgres_pg8000": _postgres("pg8000"),
-    "edge": lambda tmp, clock: _edge(tmp, clock),
+    "edge": _edge,
     "uvicorn_sqlite": lambda tmp, clock: _uvicorn(
         SqliteStore.open_file(tmp / "ssot.sqlite", synchronous="OFF"), clock
     ),
