@@ -1,0 +1,139 @@
+"""The pure parts of the edge, on plain CPython: routing rules, the token cache, the RPC
+envelope and its pages."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from aidememo.domain.errors import AidememoError, ErrorCode, fail
+from aidememo.http.types import Request, Response
+from aidememo.service.access import Caller
+from durable_objects.rpc import (
+    PAGE_BYTES,
+    answer,
+    caller_from,
+    caller_payload,
+    pack_pages,
+    request_from,
+    request_payload,
+    response_from,
+    response_payload,
+    split_text,
+    unwrap,
+)
+from worker.auth_cache import TTL_MS, TokenCache
+from worker.routing import insecure, project_object_name, token_shard, var_is_set
+
+
+def _json_only(value: object) -> object:
+    """What survives structured clone as JSON: no tuples, bytes or other types."""
+    return json.loads(json.dumps(value))
+
+
+def test_insecure_only_for_plain_http_v1() -> None:
+    assert insecure("http", "/v1/projects/p/identity", False)
+    assert insecure("http", "/v1", False)
+    assert insecure("HTTP", "/v1/admin/import", False)
+    assert not insecure("https", "/v1/projects/p/identity", False)
+    assert not insecure("http", "/health", False)
+    assert not insecure("http", "/v10", False)
+    assert not insecure("http", "/v1/x", True)
+
+
+def test_var_is_set() -> None:
+    class Env:
+        A = "1"
+        B = "false"
+        C = ""
+
+    assert var_is_set(Env, "A")
+    assert not var_is_set(Env, "B")
+    assert not var_is_set(Env, "C")
+    assert not var_is_set(Env, "MISSING")
+
+
+def test_object_names() -> None:
+    assert project_object_name("t1", "p1") == "t1/p1"
+    assert token_shard("ab" + "0" * 62) == "tokens-ab"
+    assert len({token_shard(f"{n:02x}" + "0" * 62) for n in range(256)}) == 256
+
+
+def test_token_cache_window_is_at_most_30_s() -> None:
+    with pytest.raises(ValueError, match="at most"):
+        TokenCache(ttl_ms=TTL_MS + 1)
+    cache = TokenCache()
+    who = Caller("t", "a")
+    cache.put(b"d", who, 1_000)
+    assert cache.get(b"d", 1_000 + TTL_MS - 1) == who
+    assert cache.get(b"d", 1_000 + TTL_MS) is None
+    cache.put(b"d", who, 0)
+    cache.evict(b"d")
+    assert cache.get(b"d", 0) is None
+
+
+def test_token_cache_is_bounded() -> None:
+    cache = TokenCache(max_entries=2)
+    for n in range(3):
+        cache.put(bytes([n]), Caller("t", str(n)), 0)
+    assert cache.get(bytes([0]), 0) is None
+    assert cache.get(bytes([2]), 0) == Caller("t", "2")
+
+
+def test_answer_and_unwrap_carry_domain_errors_by_code() -> None:
+    assert unwrap(_json_only(answer(lambda: {"x": 1}))) == {"x": 1}
+
+    def boom() -> None:
+        raise fail(ErrorCode.IDENTITY_MISMATCH, "nope")
+
+    with pytest.raises(AidememoError) as caught:
+        unwrap(_json_only(answer(boom)))
+    assert (caught.value.code, caught.value.message) == (ErrorCode.IDENTITY_MISMATCH, "nope")
+    with pytest.raises(AidememoError) as malformed:
+        unwrap({"neither": 1})
+    assert malformed.value.code is ErrorCode.STORAGE_FAILURE
+
+
+def test_request_payload_is_plain_and_drops_credentials() -> None:
+    request = Request(
+        "POST",
+        "/v1/projects/p/facts",
+        "a=1",
+        {"authorization": "Bearer secret", "cookie": "c", "content-type": "application/json"},
+        '{"k": "값"}'.encode(),
+        request_id="r1",
+    )
+    payload = request_payload(request)
+    assert _json_only(payload) == payload
+    assert "authorization" not in payload["headers"] and "cookie" not in payload["headers"]
+    back = request_from(payload)
+    assert (back.method, back.path, back.query, back.body) == (
+        request.method,
+        request.path,
+        request.query,
+        request.body,
+    )
+    binary = request_payload(Request("POST", "/x", body=b"\xff\xfe"))
+    assert "body" not in binary and request_from(_json_only(binary)).body == b"\xff\xfe"
+
+
+def test_response_and_caller_round_trip() -> None:
+    response = Response(201, [("content-type", "application/json")], b'{"a":"\xc3\xa9"}')
+    assert response_from(_json_only(response_payload(response))) == response
+    who = Caller("t", "a")
+    assert caller_from(_json_only(caller_payload(who))) == who
+
+
+def test_pages_hold_whole_lines_under_the_limit() -> None:
+    lines = [("resource", b'{"n":%d}\n' % n) for n in range(50)]
+    lines += [("change", b"x" * 90 + b"\n") for _ in range(20)]
+    pages = pack_pages(lines, limit=300)
+    assert all(sum(len(t.encode()) for _, _, t in page) <= 300 for page in pages)
+    flat = [(k, t) for page in pages for k, _, t in page]
+    assert "".join(t for _, t in flat).encode() == b"".join(d for _, d in lines)
+    assert sum(c for page in pages for _, c, _ in page) == len(lines)
+    assert _json_only(pages) == pages
+    assert PAGE_BYTES == 1024 * 1024
+    big = [b"y" * 500 + b"\n", b"z\n"]
+    assert split_text(big, limit=300) == ["y" * 500 + "\n", "z\n"]  # one long line alone
