@@ -268,10 +268,15 @@ class DurableObjectState {
     this.storage = storage;
     this._gates = [];
   }
-  // Later events wait until the callback settles (the object's input gate).
+  // Later events wait until the callback settles (the object's input gate). workerd calls the
+  // callback later, from a task queued behind the critical section (IoContext::
+  // blockConcurrencyWhile: addTask(cs->wait().then(... cb(lock) ...))), never during this call;
+  // so does this stand-in. (A Python callable passed without create_proxy is a borrowed proxy
+  // that Pyodide destroys when this call returns.)
   blockConcurrencyWhile(fn) {
-    const run = (async () => fn())();
-    this._gates.push(run.catch(() => {}));
+    const run = Promise.resolve().then(() => fn());
+    // A callback that throws breaks the object in workerd: every later event fails.
+    this._gates.push(run.catch((err) => (this._broken ??= err)));
     return run;
   }
   waitUntil(promise) {
@@ -282,6 +287,7 @@ class DurableObjectState {
   }
   async _opened() {
     while (this._gates.length) await this._gates.shift();
+    if (this._broken) throw this._broken;
   }
 }
 
