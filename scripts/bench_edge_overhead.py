@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""What the Worker and Durable Object translation layers add over the core (issue 5 item 6).
+
+Measured in the CPython harness of the edge tests (`tests/edge/runtime`), in one process:
+
+- edge: `Default.fetch` on an `https://` request -> bearer digest, the per-isolate token cache
+  (the token directory on a miss), the rate-limit binding -> RPC `handle(request, caller)` with
+  the payload copied through the structured-clone check -> `ProjectCoordinator` ->
+  `HttpApp.dispatch` on the object's `SqliteStore` over `ctx.storage` -> the answer back.
+- direct (the baseline): `HttpApp.dispatch` on an equivalent store, the same `SqliteStore` on
+  the same storage double (real sqlite3, `synchronous=OFF` in both), authenticating the
+  bearer token through the store as the origin does.
+
+Two request shapes, `GET resource` (a seeded fact) and `POST facts` (a new fact each), run in
+alternating blocks of edge and direct requests so drift on a shared machine hits both alike.
+The overhead is `edge p50 / direct p50 - 1` per shape; the issue's target is <= 15%.
+What the harness cannot show: workerd's own RPC hop and JS<->Python conversions, which a
+deployed Worker adds on top (scripts/bench_latency.py measures a live deployment).
+
+Run from the repository root: `.venv/bin/python scripts/bench_edge_overhead.py [--requests N]`.
+The last line of output is the JSON object of DESIGN.md section 6.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
+
+from _bench_common import emit, latency_summary, note, peak_rss_mib, target  # noqa: E402
+
+from aidememo.domain.clock import RandomIds, SystemClock  # noqa: E402
+from aidememo.http.app import HttpApp  # noqa: E402
+from aidememo.http.types import Request  # noqa: E402
+from aidememo.service.identity import IdentityService  # noqa: E402
+from aidememo.stores.sqlite import SqliteStore  # noqa: E402
+from tests.edge.runtime import Runtime  # noqa: E402
+from tests.edge.runtime.objects import Storage  # noqa: E402
+
+TENANT, PROJECT, ACTOR, TOKEN = "t_bench", "p_bench", "a_bench", "bench-token-0123456789"
+P = f"/v1/projects/{PROJECT}"
+
+
+def _fact(n: int, tag: str) -> bytes:
+    body = {
+        "command_id": f"cmd_{tag}_{n}",
+        "payload": {"fact_id": f"f_{tag}_{n}", "session_id": "s1", "content": f"fact {n} {tag}"},
+    }
+    return json.dumps(body).encode()
+
+
+class Edge:
+    def __init__(self, folder: Path) -> None:
+        self.rt = Runtime(folder, SystemClock(), rate_limit=10**9)
+        digest = hashlib.sha256(TOKEN.encode()).hexdigest()
+        status, _, answer = self.rt.admin(
+            "POST",
+            "/v1/admin/bootstrap",
+            json={"tenant_id": TENANT, "project_id": PROJECT, "actor_id": ACTOR,
+                  "token_sha256": digest},
+        )  # fmt: skip
+        assert status == 200, answer
+        self.headers = {"authorization": f"Bearer {TOKEN}"}
+
+    def send(self, method: str, path: str, body: bytes = b"") -> int:
+        headers = dict(self.headers)
+        if body:
+            headers["content-type"] = "application/json"
+            headers["content-length"] = str(len(body))
+        status, _, _ = self.rt.fetch(method, "https://edge.test" + path, headers, body)
+        return status
+
+
+class Direct:
+    def __init__(self, folder: Path) -> None:
+        self.storage = Storage(str(folder / "direct.sqlite"))
+        store = SqliteStore.on_durable_object(self.storage)
+        self.app = HttpApp(store, clock=SystemClock(), ids=RandomIds())
+        IdentityService(store, SystemClock(), RandomIds()).bootstrap(
+            tenant_id=TENANT,
+            project_id=PROJECT,
+            actor_id=ACTOR,
+            token_sha256=hashlib.sha256(TOKEN.encode()).digest(),
+        )
+        self.headers = {"authorization": f"Bearer {TOKEN}"}
+
+    def send(self, method: str, path: str, body: bytes = b"") -> int:
+        headers = dict(self.headers)
+        if body:
+            headers["content-type"] = "application/json"
+        return self.app.dispatch(Request(method, path, "", headers, body)).status
+
+
+def _timed(target_: Any, method: str, path: str, body: bytes = b"") -> int:
+    start = time.perf_counter_ns()
+    status = target_.send(method, path, body)
+    elapsed = time.perf_counter_ns() - start
+    if status != 200:
+        raise SystemExit(f"{type(target_).__name__} {method} {path}: HTTP {status}")
+    return elapsed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=3000, help="per shape and side")
+    parser.add_argument("--seed-facts", type=int, default=500)
+    parser.add_argument("--blocks", type=int, default=10)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bench-edge-") as tmp:
+        edge, direct = Edge(Path(tmp) / "edge"), Direct(Path(tmp))
+        try:
+            return _run(args, edge, direct)
+        finally:
+            edge.rt.close()
+            direct.storage.close()
+
+
+def _run(args: argparse.Namespace, edge: Edge, direct: Direct) -> int:
+    session = json.dumps({"command_id": "cmd_s1", "payload": {"session_id": "s1", "topic": "t"}})
+    for side in (edge, direct):
+        _timed(side, "POST", f"{P}/sessions", session.encode())
+        for n in range(args.seed_facts):
+            _timed(side, "POST", f"{P}/facts", _fact(n, "seed"))
+    note(f"seeded {args.seed_facts} facts on each side; {args.blocks} blocks per shape")
+    samples: dict[str, list[int]] = {k: [] for k in ("edge_get", "direct_get", "edge_post",
+                                                     "direct_post")}  # fmt: skip
+    per_block = max(1, args.requests // args.blocks)
+    counter = 0
+    gc.collect()
+    for block in range(args.blocks):
+        order = ((edge, "edge"), (direct, "direct"))
+        if block % 2:
+            order = order[::-1]
+        for side, name in order:
+            for i in range(per_block):
+                n = (block * per_block + i) % args.seed_facts
+                samples[f"{name}_get"].append(_timed(side, "GET", f"{P}/resources/fact/f_seed_{n}"))
+        for side, name in order:
+            for _ in range(per_block):
+                counter += 1
+                samples[f"{name}_post"].append(
+                    _timed(side, "POST", f"{P}/facts", _fact(counter, f"{name}"))
+                )
+    figures: dict[str, Any] = {"requests_per_shape_and_side": per_block * args.blocks}
+    baseline: dict[str, Any] = {}
+    for key, values in samples.items():
+        summary = latency_summary(values, key.split("_", 1)[1] + "_" + key.split("_", 1)[0])
+        (figures if key.startswith("edge") else baseline).update(summary)
+    get_ratio = figures["get_edge_p50_ms"] / baseline["get_direct_p50_ms"] - 1
+    post_ratio = figures["post_edge_p50_ms"] / baseline["post_direct_p50_ms"] - 1
+    figures["get_resource_overhead"] = round(get_ratio, 4)
+    figures["post_facts_overhead"] = round(post_ratio, 4)
+    figures["get_resource_added_p50_ms"] = round(
+        figures["get_edge_p50_ms"] - baseline["get_direct_p50_ms"], 4
+    )
+    figures["post_facts_added_p50_ms"] = round(
+        figures["post_edge_p50_ms"] - baseline["post_direct_p50_ms"], 4
+    )
+    figures["peak_rss_mib"] = peak_rss_mib()
+    emit(
+        "bench_edge_overhead",
+        figures,
+        baseline,
+        {
+            "get_resource_overhead": target(get_ratio, "<= 0.15"),
+            "post_facts_overhead": target(post_ratio, "<= 0.15"),
+        },
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
