@@ -70,9 +70,15 @@ def caller_payload(caller: Caller) -> dict[str, str]:
     return {"tenant_id": caller.tenant_id, "actor_id": caller.actor_id}
 
 
+def _mapping(value: Any) -> Any:
+    """A top-level RPC object as something subscriptable, without a deep copy when the SDK
+    already gave a `dict` (its `JsDict`)."""
+    return value if isinstance(value, dict) else plain(value)
+
+
 def caller_from(payload: Any) -> Caller:
     """The identity the Worker authenticated (never read from client headers)."""
-    data = plain(payload)
+    data = _mapping(payload)
     return Caller(str(data["tenant_id"]), str(data["actor_id"]))
 
 
@@ -99,7 +105,7 @@ def request_payload(request: Request) -> dict[str, Any]:
 
 def request_from(payload: Any) -> Request:
     """The core `Request` back from `request_payload`."""
-    data = plain(payload)
+    data = _mapping(payload)
     if "body_base64" in data:
         body = base64.b64decode(data["body_base64"])
     else:
@@ -108,7 +114,7 @@ def request_from(payload: Any) -> Request:
         method=str(data["method"]),
         path=str(data["path"]),
         query=str(data.get("query", "")),
-        headers={str(k).lower(): str(v) for k, v in dict(data.get("headers") or {}).items()},
+        headers={str(k).lower(): str(v) for k, v in _mapping(data.get("headers") or {}).items()},
         body=body,
         request_id=str(data.get("request_id", "")),
     )

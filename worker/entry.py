@@ -109,13 +109,13 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         headers = {str(k).lower(): str(v) for k, v in request.headers.items()}
         if insecure(url.scheme, path, var_is_set(self.env, ALLOW_INSECURE_HTTP)):
             raise fail(ErrorCode.INSECURE_TRANSPORT, "use https")
-        route = resolve(method, path).route
+        match = resolve(method, path)
         declared = _content_length(headers)
-        if route is not None and declared is not None:
-            check_size(route, declared)
-        body = await request.bytes() if route is not None else b""
+        if match.route is not None and declared is not None:
+            check_size(match.route, declared)
+        body = await request.bytes() if match.route is not None else b""
         core = Request(method, path, url.query, headers, body)
-        match = check_request(core)
+        check_request(core, match)
         route = match.route
         assert route is not None  # check_request refused the rest
         if not route.authenticated:

@@ -69,13 +69,15 @@ def bearer_digest(authorization: str | None) -> bytes:
     return hashlib.sha256(token.encode("utf-8")).digest()
 
 
-def check_request(request: Request) -> Match:
+def check_request(request: Request, match: Match | None = None) -> Match:
     """The checks before authentication (HTTP-1): route, method, size, content type.
 
     Returns the match of a request that passed; a front that authenticates and routes by
-    itself (the edge Worker) calls this first, so its answers are the origin's.
+    itself (the edge Worker) calls this first, so its answers are the origin's. `match` is
+    `resolve(request.method, request.path)` when the caller already has it.
     """
-    match = resolve(request.method, request.path)
+    if match is None:
+        match = resolve(request.method, request.path)
     route = match.route
     if route is None:
         if match.allowed:
