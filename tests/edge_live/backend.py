@@ -1,0 +1,294 @@
+"""The live edge: `pywrangler dev` started here, or a deployed Worker at AIDEMEMO_EDGE_URL.
+
+Nothing in this module runs unless a test marked `edge_live` runs, and those run only with
+AIDEMEMO_EDGE_LIVE=1 (tests/conftest.py); otherwise they are skipped and no connection is made.
+
+Settings (environment):
+- AIDEMEMO_EDGE_URL: a deployed Worker (https://...). Needs AIDEMEMO_EDGE_ADMIN_TOKEN_FILE, the
+  admin token whose SHA-256 is the Worker's ADMIN_TOKEN_SHA256 secret. The suite creates and
+  deletes the tenants of the contract fixture (`tenant_http`), so point it at a test deployment.
+- without it: `pywrangler dev` (AIDEMEMO_PYWRANGLER, default `pywrangler` from the workers-py
+  package) in the repository on a free loopback port, with a fresh `--persist-to` folder, a
+  generated admin token passed as `--var ADMIN_TOKEN_SHA256:...` and `ALLOW_INSECURE_HTTP:1`
+  (wrangler dev serves plain HTTP). It needs the network the first time (pywrangler sync and
+  workerd's Pyodide bundle), so it cannot run on the offline CI machines.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import os
+import secrets
+import shlex
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import pytest
+
+from aidememo.domain.clock import FixedClock
+from aidememo.domain.errors import AidememoError, ErrorCode
+from aidememo.domain.limits import MAX_REQUEST_BODY_BYTES
+from aidememo.domain.model import ActorKind, MemberStatus, Role
+from tests.contract.support import Headers, Query, decode_body, encode_query, request_parts
+
+REPO = Path(__file__).resolve().parents[2]
+STARTUP_TIMEOUT_S = 300.0  # the first pywrangler dev downloads the Pyodide bundle
+_PATH_SAFE = "/:@!$&'()*+,;=-._~%"
+
+
+@dataclass
+class LiveEdge:
+    url: str
+    admin_token: str
+
+
+class LiveClient:
+    """`tests.contract.support.Client` over HTTP(S) with keep-alive, to any base URL."""
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        self.https = parts.scheme == "https"
+        self.host = parts.hostname or "127.0.0.1"
+        self.port = parts.port
+        self.prefix = parts.path.rstrip("/")
+        self.conn: http.client.HTTPConnection | None = None
+
+    def _connection(self) -> http.client.HTTPConnection:
+        if self.conn is None:
+            cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
+            self.conn = cls(self.host, self.port, timeout=60)
+        return self.conn
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        token: str | None = None,
+        json: Any = None,
+        body: bytes | None = None,
+        headers: Headers | None = None,
+        query: Query = None,
+    ) -> tuple[int, dict[str, str], Any]:
+        hdrs, raw = request_parts(token, json, body, headers)
+        query_string = encode_query(query)
+        target = self.prefix + quote(path, safe=_PATH_SAFE)
+        target += f"?{query_string}" if query_string else ""
+        send: bytes | None = raw if raw or method not in ("GET", "DELETE") else None
+        if len(raw) > MAX_REQUEST_BODY_BYTES:  # announce it, send none (as the origin tests do)
+            hdrs["content-length"] = str(len(raw))
+            send = None
+        conn = self._connection()
+        try:
+            conn.request(method, target, body=send, headers=hdrs)
+            response = conn.getresponse()
+            data = response.read()
+        except (ConnectionError, http.client.HTTPException):
+            self.close()
+            raise
+        result_headers = {k.lower(): v for k, v in response.getheaders()}
+        if response.will_close:
+            self.close()
+        return response.status, result_headers, decode_body(data)
+
+
+class LiveIdentity:
+    """The contract fixture's provisioning, as admin HTTP requests to the live edge."""
+
+    def __init__(self, client: LiveClient, admin_token: str) -> None:
+        self.client = client
+        self.admin_token = admin_token
+
+    def admin(
+        self, method: str, path: str, json: Any = None, query: Query = None
+    ) -> tuple[int, Any]:
+        status, _, answer = self.client.request(
+            method, path, token=self.admin_token, json=json, query=query
+        )
+        return status, answer
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        status, answer = self.admin("POST", path, body)
+        if status != 200:
+            error = answer["error"]
+            raise AidememoError(ErrorCode(error["code"]), error["message"])
+        result: dict[str, Any] = answer
+        return result
+
+    def bootstrap(
+        self,
+        *,
+        tenant_id: str,
+        project_id: str,
+        actor_id: str,
+        kind: ActorKind = ActorKind.AGENT,
+        role: Role = Role.WRITER,
+        project_epoch: str | None = None,
+        token_sha256: bytes | None = None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "tenant_id": tenant_id,
+            "project_id": project_id,
+            "actor_id": actor_id,
+            "actor_kind": kind.value,
+            "role": role.value,
+        }
+        if project_epoch is not None:
+            body["project_epoch"] = project_epoch
+        if token_sha256 is not None:
+            body["token_sha256"] = token_sha256.hex()
+        return self._post("/v1/admin/bootstrap", body)
+
+    def set_membership(
+        self,
+        tenant_id: str,
+        project_id: str,
+        actor_id: str,
+        *,
+        role: Role | None = None,
+        status: MemberStatus | None = None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"tenant_id": tenant_id, "project_id": project_id}
+        body["actor_id"] = actor_id
+        if role is not None:
+            body["role"] = role.value
+        if status is not None:
+            body["status"] = status.value
+        return self._post("/v1/admin/members", body)
+
+    def revoke_token(self, token_sha256: bytes) -> bool:
+        status, _ = self.admin(
+            "POST", "/v1/admin/tokens/revoke", {"token_sha256": token_sha256.hex()}
+        )
+        return status == 200
+
+    def delete_tenant(self, tenant_id: str) -> None:
+        """Empty the tenant (a 404 for a tenant that does not exist is fine)."""
+        path = f"/v1/admin/tenants/{tenant_id}"
+        status, answer = self.admin("DELETE", path, query={"confirm": tenant_id})
+        assert status in (200, 404), answer
+
+
+class LiveClock(FixedClock):
+    """The live edge keeps its own time: a test that moves or reads the fixture's clock is
+    skipped (its expectations assume the Worker runs on that clock)."""
+
+    def __init__(self) -> None:
+        pass
+
+    @property  # type: ignore[override]
+    def value(self) -> int:
+        pytest.skip("the live edge runs on its own clock; this test reads the fixture clock")
+
+    def advance(self, ms: int) -> None:
+        pytest.skip("the live edge runs on its own clock; this test advances time")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _healthy(url: str) -> bool:
+    client = LiveClient(url)
+    try:
+        status, _, body = client.request("GET", "/health")
+        return status == 200 and isinstance(body, dict) and body.get("mode") == "edge"
+    except OSError:
+        return False
+    finally:
+        client.close()
+
+
+@contextmanager
+def live_edge() -> Iterator[LiveEdge]:
+    """The deployed Worker of AIDEMEMO_EDGE_URL, or a `pywrangler dev` started for the session."""
+    url = os.environ.get("AIDEMEMO_EDGE_URL")
+    if url:
+        token_file = os.environ.get("AIDEMEMO_EDGE_ADMIN_TOKEN_FILE")
+        if not token_file:
+            pytest.fail("AIDEMEMO_EDGE_URL needs AIDEMEMO_EDGE_ADMIN_TOKEN_FILE (the admin token)")
+        yield LiveEdge(url.rstrip("/"), Path(token_file).read_text(encoding="utf-8").strip())
+        return
+    with _pywrangler_dev() as edge:
+        yield edge
+
+
+@contextmanager
+def _pywrangler_dev() -> Iterator[LiveEdge]:
+    command = shlex.split(os.environ.get("AIDEMEMO_PYWRANGLER", "pywrangler"))
+    admin = secrets.token_hex(32)
+    port = _free_port()
+    with tempfile.TemporaryDirectory(prefix="aidememo-edge-live-") as tmp:
+        log_path = Path(tmp) / "pywrangler.log"
+        args = [
+            *command,
+            "dev",
+            "--ip",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--persist-to",
+            str(Path(tmp) / "state"),
+            "--var",
+            f"ADMIN_TOKEN_SHA256:{hashlib.sha256(admin.encode()).hexdigest()}",
+            "--var",
+            "ALLOW_INSECURE_HTTP:1",
+        ]
+        with log_path.open("wb") as log:
+            try:
+                proc = subprocess.Popen(
+                    args,
+                    cwd=REPO,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # its own process group, stopped as one below
+                )
+            except FileNotFoundError:
+                hint = "pip install workers-py, or set AIDEMEMO_PYWRANGLER"
+                pytest.fail(f"{command[0]} not found: {hint}")
+            url = f"http://127.0.0.1:{port}"
+            try:
+                deadline = time.monotonic() + STARTUP_TIMEOUT_S
+                while not _healthy(url):
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        tail = log_path.read_text(errors="replace")[-4000:]
+                        pytest.fail(f"pywrangler dev did not serve {url}:\n{tail}")
+                    time.sleep(0.5)
+                yield LiveEdge(url, admin)
+            finally:
+                _stop(proc)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGINT to the process group this module started (wrangler stops workerd on it)."""
+    if proc.poll() is not None:
+        return
+    for sig, wait_s in ((signal.SIGINT, 15), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue

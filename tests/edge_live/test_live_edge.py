@@ -1,0 +1,54 @@
+"""Live edge tier: `pywrangler dev` (or AIDEMEMO_EDGE_URL) and the HTTP contract suite.
+
+Marked `edge_live`: skipped, with the reason, unless AIDEMEMO_EDGE_LIVE=1; a skipped test makes
+no network call (the fixtures that start or reach the Worker never run).
+
+The contract suite's test functions are collected here from their modules, so they run against
+the live edge with this folder's `api` fixture. Tests that move the fixture's clock are skipped
+there (a live Worker keeps its own time).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import pytest
+
+from tests.edge_live.backend import LiveClient, LiveEdge
+
+pytestmark = pytest.mark.edge_live
+
+# The contract modules whose tests talk to the service only through the `api` fixture.
+CONTRACT_MODULES = (
+    "tests.contract.test_http_anchor",
+    "tests.contract.test_reads",
+    "tests.contract.test_request_checks",
+    "tests.contract.test_search",
+    "tests.contract.test_handoff_lease",
+    "tests.contract.test_scenario_t",
+)
+
+
+def _collect(modules: tuple[str, ...]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for name in modules:
+        module = importlib.import_module(name)
+        for attr, value in vars(module).items():
+            if attr.startswith("test_") and callable(value):
+                assert attr not in found, f"{attr} is defined in two contract modules"
+                found[attr] = value
+    return found
+
+
+globals().update(_collect(CONTRACT_MODULES))
+
+
+def test_live_health_is_the_edge(edge: LiveEdge) -> None:
+    client = LiveClient(edge.url)
+    try:
+        status, _, body = client.request("GET", "/health")
+    finally:
+        client.close()
+    assert status == 200
+    assert body["mode"] == "edge"
