@@ -70,6 +70,30 @@ def _do_sql(tmp_path: Path) -> Backend:
     return backend
 
 
+def _project_object(tmp_path: Path) -> Backend:
+    # The store as a ProjectCoordinator holds it, in the edge's CPython runtime double: every
+    # open() drops the live object and wakes a new one on the same storage, so the schema
+    # check and migration inside blockConcurrencyWhile run each time.
+    from aidememo.domain.clock import FixedClock
+    from tests.edge.runtime import Runtime
+
+    runtime = Runtime(tmp_path / "edge", FixedClock(1_000))
+    projects = runtime.namespaces["PROJECTS"]
+    name = "tenant/project"
+
+    def open_object() -> Store:
+        projects.evict(name)
+        live = projects.instance(name)
+        while live.ctx.gate:
+            runtime.run(live.ctx.gate.pop(0))
+        store: Store = live.obj._writable()
+        return store
+
+    backend = Backend("project_object", open_object, frozenset({CAP_REOPEN}))
+    backend.cleanups.append(runtime.close)
+    return backend
+
+
 def _postgres(driver: str) -> Callable[[Path], Backend]:
     # A fresh database per test, cloned from a migrated template; every store opened on it is
     # closed before the database is dropped.
@@ -96,6 +120,7 @@ BACKENDS: dict[str, Callable[[Path], Backend]] = {
     "sqlite_file": _sqlite_file,
     "sqlite_memory": _sqlite_memory,
     "do_sql": _do_sql,
+    "project_object": _project_object,
     "postgres_psycopg": _postgres("psycopg"),
     "postgres_pg8000": _postgres("pg8000"),
 }
