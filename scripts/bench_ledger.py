@@ -15,7 +15,7 @@ What is measured, in one process, on a fresh SQLite file in a temporary director
   rendering it to JSON bytes exactly as `aidememo.http.handlers.snapshot` does; the median of
   `--snapshot-runs` runs of each, and of their sum, which is what the target is checked on.
 - Materialized change feed: the whole log read in pages of 1,000 through `Queries.changes`,
-  each page rendered with `materialized_json` and `batch_json` as the HTTP handler does;
+  each page rendered with `materialized_entries` and `batch_json` as the HTTP handler does;
   entries/s for the best of `--feed-runs` full passes (query only and query plus render).
 - Baseline, in the same run: a raw `sqlite3` loop on another file in the same directory with
   the same pragmas (WAL, `synchronous=FULL`, `busy_timeout` 5000), each transaction
@@ -56,7 +56,7 @@ from _bench_common import emit, latency_summary, note, peak_rss_mib, target
 from aidememo.domain.canonical import canonical_bytes
 from aidememo.domain.clock import RandomIds, SystemClock
 from aidememo.domain.envelope import Command, parse_raw_command
-from aidememo.http.render import batch_json, materialized_json, resource_json, scope_json
+from aidememo.http.render import batch_json, materialized_entries, snapshot_json
 from aidememo.service.access import Caller
 from aidememo.service.identity import IdentityService, token_digest
 from aidememo.service.ledger import Ledger
@@ -149,10 +149,7 @@ def render_snapshot(queries: Queries, caller: Caller) -> tuple[int, int, int]:
     t0 = time.perf_counter_ns()
     snap = queries.snapshot(caller, PROJECT)
     t1 = time.perf_counter_ns()
-    sb = scope_json(snap.scope)
-    rows = b",".join(resource_json(sb, row) for row in snap.resources)
-    head = f',"project_epoch":"{snap.project_epoch}","at_seq":{snap.at_seq},"resources":['
-    body = b'{"scope":' + sb + head.encode() + rows + b"]}"
+    body = snapshot_json(snap.scope, snap.project_epoch, snap.at_seq, snap.resources)
     t2 = time.perf_counter_ns()
     if not body.endswith(b"]}"):
         raise RuntimeError("snapshot rendering failed")
@@ -168,8 +165,7 @@ def read_feed(queries: Queries, caller: Caller, epoch: str, render: bool) -> tup
         page = queries.changes(caller, PROJECT, epoch, after, FEED_PAGE)
         if render:
             scope = page.scope
-            sb = scope_json(scope)
-            rendered = [materialized_json(scope, sb, row) for row in page.records]
+            rendered = materialized_entries(scope, page.records)
             batch_json(
                 scope,
                 page.project_epoch,

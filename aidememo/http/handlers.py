@@ -24,12 +24,13 @@ from aidememo.http import openapi as openapi_doc
 from aidememo.http.query import Query
 from aidememo.http.render import (
     batch_json,
-    change_json,
+    change_entries,
     json_bytes,
-    materialized_json,
+    materialized_entries,
     receipt_json,
     resource_json,
     scope_json,
+    snapshot_json,
     typed_record_json,
 )
 from aidememo.http.types import Request, Response
@@ -157,10 +158,9 @@ def _changes(
     )
     scope = page.scope
     if materialized:
-        sb = scope_json(scope)
-        entries = [materialized_json(scope, sb, row) for row in page.records]
+        entries = materialized_entries(scope, page.records)
     else:
-        entries = [change_json(scope, row) for row in page.records]
+        entries = change_entries(scope, page.records)
     return _ok(
         batch_json(
             scope, page.project_epoch, page.after_seq, entries, page.next_after_seq, page.has_more
@@ -189,10 +189,7 @@ def snapshot(
     project_id = _project(params)
     _no_query(request)
     snap = s.queries.snapshot(_caller(caller), project_id)
-    sb = scope_json(snap.scope)
-    rows = b",".join(resource_json(sb, row) for row in snap.resources)
-    head = f',"project_epoch":"{snap.project_epoch}","at_seq":{snap.at_seq},"resources":['
-    return _ok(b'{"scope":' + sb + head.encode() + rows + b"]}")
+    return _ok(snapshot_json(snap.scope, snap.project_epoch, snap.at_seq, snap.resources))
 
 
 # -- typed writes ---------------------------------------------------------------------------

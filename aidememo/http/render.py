@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aidememo.domain.model import ChangeRecord, Receipt, Scope, StoredResource
+from aidememo.domain.model import ChangeOp, ChangeRecord, Receipt, Scope, StoredResource
 
 _dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
 
@@ -59,6 +59,77 @@ def materialized_json(scope: Scope, scope_bytes: bytes, row: ChangeRecord) -> by
     """`{change, resource}` with the exact body at the change's revision."""
     resource = resource_json(scope_bytes, StoredResource(row.ref, row.revision, row.body))
     return b'{"change":' + change_json(scope, row) + b',"resource":' + resource + b"}"
+
+
+# -- whole pages: the same bytes as the per-row functions above, with the per-page parts
+# (scope, prefixes) formatted once and one f-string per row (the feed and snapshot hot paths).
+
+_UPSERT = ChangeOp.UPSERT
+
+
+def _scope_text(scope: Scope) -> str:
+    return f'{{"tenant_id":"{scope.tenant_id}","project_id":"{scope.project_id}"}}'
+
+
+def _change_text(prefix: str, row: ChangeRecord) -> str:
+    """`change_json` as text; `prefix` is `{"tenant_id":"T","project_id":"P",`."""
+    ref = row.ref
+    op = "upsert" if row.op is _UPSERT else "delete"
+    return (
+        f'{prefix}"project_epoch":"{row.project_epoch}","seq":{row.seq},'
+        f'"resource":{{"kind":"{ref.kind}","id":"{ref.id}"}},"operation":"{op}",'
+        f'"revision":{row.revision},"actor_id":"{row.actor_id}",'
+        f'"committed_at_ms":{row.committed_at_ms}}}'
+    )
+
+
+def change_entries(scope: Scope, rows: list[ChangeRecord]) -> list[bytes]:
+    """`change_json` of every row."""
+    prefix = _scope_text(scope)[:-1] + ","
+    return [_change_text(prefix, row).encode() for row in rows]
+
+
+def materialized_entries(scope: Scope, rows: list[ChangeRecord]) -> list[bytes]:
+    """`materialized_json` of every row; bodies are spliced in as stored (FEED-6)."""
+    scope_text = _scope_text(scope)
+    prefix = scope_text[:-1] + ","
+    entries: list[bytes] = []
+    append = entries.append
+    for row in rows:
+        ref, body = row.ref, row.body
+        head = (
+            f'{{"change":{_change_text(prefix, row)},"resource":{{"scope":{scope_text},'
+            f'"resource":{{"kind":"{ref.kind}","id":"{ref.id}"}},"revision":{row.revision},'
+        )
+        if body is None:
+            append((head + '"state":{"state":"deleted"}}}').encode())
+        else:
+            append((head + '"state":{"state":"present","body":').encode() + body + b"}}}")
+    return entries
+
+
+def resources_json(scope: Scope, rows: list[StoredResource]) -> bytes:
+    """`resource_json` of every row, comma-separated (a snapshot's resources)."""
+    scope_text = _scope_text(scope)
+    parts: list[bytes] = []
+    append = parts.append
+    for row in rows:
+        ref, body = row.ref, row.body
+        head = (
+            f'{{"scope":{scope_text},"resource":{{"kind":"{ref.kind}","id":"{ref.id}"}},'
+            f'"revision":{row.revision},"state":'
+        )
+        if body is None:
+            append((head + '{"state":"deleted"}}').encode())
+        else:
+            append((head + '{"state":"present","body":').encode() + body + b"}}")
+    return b",".join(parts)
+
+
+def snapshot_json(scope: Scope, epoch: str, at_seq: int, rows: list[StoredResource]) -> bytes:
+    """`{scope, project_epoch, at_seq, resources}`."""
+    head = f',"project_epoch":"{epoch}","at_seq":{at_seq},"resources":['
+    return b'{"scope":' + scope_json(scope) + head.encode() + resources_json(scope, rows) + b"]}"
 
 
 def batch_json(

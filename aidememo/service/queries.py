@@ -7,6 +7,7 @@ check and the rows it returns all come from one consistent state.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.limits import CHANGES_LIMIT_DEFAULT, CHANGES_LIMIT_MAX, SNAPSHOT_MAX_RESOURCES
@@ -18,9 +19,11 @@ from aidememo.domain.model import (
     Scope,
     StoredResource,
 )
-from aidememo.domain.visibility import visible_to
+from aidememo.domain.visibility import PARTICIPANT_KINDS, visible_to
 from aidememo.ports import ReadTx, Store
 from aidememo.service.access import Caller, authorize
+
+R = TypeVar("R", ChangeRecord, StoredResource)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,8 +135,7 @@ class Queries:
 
         project, rows = self.store.read(run)
         next_after = rows[-1].seq if rows else after_seq
-        actor = caller.actor_id
-        visible = [row for row in rows if visible_to(row.ref.kind, row.body, actor)]
+        visible = _visible(rows, caller.actor_id)
         return ChangePage(
             scope=scope,
             project_epoch=project.project_epoch,
@@ -157,6 +159,17 @@ class Queries:
                 ErrorCode.SNAPSHOT_TOO_LARGE,
                 f"more than {SNAPSHOT_MAX_RESOURCES} resources; page the change feed instead",
             )
-        actor = caller.actor_id
-        visible = [row for row in rows if visible_to(row.ref.kind, row.body, actor)]
+        visible = _visible(rows, caller.actor_id)
         return Snapshot(scope, project.project_epoch, project.head_seq, visible)
+
+
+def _visible(rows: list[R], actor: str) -> list[R]:
+    """The rows `actor` may see (VIS-1); only participant kinds need their body decoded."""
+    hidden = PARTICIPANT_KINDS
+    if not any(row.ref.kind in hidden for row in rows):
+        return rows
+    return [
+        row
+        for row in rows
+        if row.ref.kind not in hidden or visible_to(row.ref.kind, row.body, actor)
+    ]
