@@ -10,7 +10,8 @@ JSON result that the cases below read:
 - `edge_run` (edge_driver.py): the bundle scripts/build_edge.py makes for wrangler, with the
   bindings of wrangler.toml; requests go through `Default.fetch` into the Durable Objects: admin
   bootstrap of two actors, identity, session, facts, handoff send/accept/return, search
-  (including CJK), changes, export, rate limiting.
+  (including CJK), changes, export, the project's alarm, tenant deletion, import of the
+  export, rate limiting.
 
 The SDK wheel is fetched by scripts/test (scripts/_lib.sh, `ensure_sdk_wheel`) into .cache/.
 """
@@ -63,6 +64,9 @@ EDGE_STEPS = (
     "search_cjk",
     "changes",
     "export",
+    "alarm",
+    "delete_tenant",
+    "import_export",
     "rate_limited",
 )
 STORAGE_PROBES = (
