@@ -54,8 +54,15 @@ class ReadTx(Protocol):
         """The stored receipt of a command id, or None."""
         ...
 
-    def list_changes(self, scope: Scope, after_seq: int, limit: int) -> list[ChangeRecord]:
-        """Up to `limit` change records with `seq > after_seq`, ascending, bodies included."""
+    def list_changes(
+        self, scope: Scope, after_seq: int, limit: int, bodies: bool = True
+    ) -> list[ChangeRecord]:
+        """Up to `limit` change records with `seq > after_seq`, ascending, bodies included.
+
+        With `bodies=False` (the metadata feed) a store may leave out the bodies (None) of
+        every record except participant-scoped ones (`PARTICIPANT_KINDS`), which visibility
+        needs; `op`, not the body, tells an upsert from a delete.
+        """
         ...
 
     def list_resources(self, scope: Scope, limit: int) -> list[StoredResource]:

@@ -155,6 +155,7 @@ def _changes(
         epoch,
         after_seq,
         CHANGES_LIMIT_DEFAULT if limit is None else limit,
+        bodies=materialized,
     )
     scope = page.scope
     if materialized:

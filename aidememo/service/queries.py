@@ -123,15 +123,17 @@ class Queries:
         project_epoch: str,
         after_seq: int,
         limit: int = CHANGES_LIMIT_DEFAULT,
+        bodies: bool = True,
     ) -> ChangePage:
-        """Change records after the cursor, with bodies, filtered for the caller (FEED-1)."""
+        """Change records after the cursor, filtered for the caller (FEED-1); with bodies,
+        or (`bodies=False`, the metadata feed) without those visibility does not need."""
         check_change_limit(limit)
         scope = caller.scope(project_id)
 
         def run(tx: ReadTx) -> tuple[Project, list[ChangeRecord]]:
             project, _ = authorize(tx, caller, project_id, write=False)
             check_cursor(project, project_epoch, after_seq)
-            return project, tx.list_changes(scope, after_seq, limit)
+            return project, tx.list_changes(scope, after_seq, limit, bodies)
 
         project, rows = self.store.read(run)
         next_after = rows[-1].seq if rows else after_seq

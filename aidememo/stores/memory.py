@@ -113,7 +113,9 @@ class _MemoryTx:
     def get_receipt(self, scope: Scope, command_id: str) -> Receipt | None:
         return self._t.receipts.get((scope.tenant_id, scope.project_id, command_id))
 
-    def list_changes(self, scope: Scope, after_seq: int, limit: int) -> list[ChangeRecord]:
+    def list_changes(
+        self, scope: Scope, after_seq: int, limit: int, bodies: bool = True
+    ) -> list[ChangeRecord]:
         rows = self._t.changes.get((scope.tenant_id, scope.project_id), [])
         # Sequences are dense from 1, so the list index of seq s is s - 1.
         return rows[after_seq : after_seq + limit]

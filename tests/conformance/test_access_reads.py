@@ -6,7 +6,7 @@ import pytest
 
 from aidememo.conformance.harness import ACTOR, EPOCH, PROJECT, TENANT, Fixture
 from aidememo.domain.errors import AidememoError, ErrorCode
-from aidememo.domain.model import MemberStatus, Project, Role, Scope
+from aidememo.domain.model import ChangeOp, MemberStatus, Project, ResourceRef, Role, Scope
 from aidememo.service.access import Caller
 from tests.conformance.conftest import Backend
 
@@ -48,4 +48,29 @@ def test_auth_access_reads_project_and_membership_together(backend: Backend) -> 
     project, member = fx.store.read(lambda tx: tx.get_access(SCOPE, ACTOR))
     assert project is not None and project.head_seq == 1
     assert member is not None and member.status is MemberStatus.SUSPENDED
+    fx.store.close()
+
+
+def test_feed1_metadata_changes_keep_only_the_bodies_visibility_needs(backend: Backend) -> None:
+    fx = Fixture.create(backend.open)
+    fx.put("command_fact", "a")
+    fx.put("command_handoff", "h", resource=ResourceRef("handoff", "handoff_1"))
+    fx.put("command_context", "c", resource=ResourceRef("handoff_context", "context_1"))
+    fx.delete("command_delete", expected=1)
+    full = fx.store.read(lambda tx: tx.list_changes(SCOPE, 0, 100))
+    heads = fx.store.read(lambda tx: tx.list_changes(SCOPE, 0, 100, bodies=False))
+    assert [c.seq for c in heads] == [c.seq for c in full] == [1, 2, 3, 4]
+    for head, change in zip(heads, full, strict=True):
+        assert (head.ref, head.op, head.revision, head.actor_id, head.committed_at_ms) == (
+            change.ref,
+            change.op,
+            change.revision,
+            change.actor_id,
+            change.committed_at_ms,
+        )
+        if change.ref.kind in ("handoff", "handoff_context"):
+            assert head.body == change.body is not None  # visibility reads it
+        else:
+            assert head.body in (None, change.body)  # a store may leave it out
+    assert full[0].body is not None and full[3].op is ChangeOp.DELETE and full[3].body is None
     fx.store.close()

@@ -85,6 +85,7 @@ def _exercise(store: SqliteStore) -> None:
         lambda tx: (
             tx.get_project(SCOPE),
             tx.list_changes(SCOPE, 0, 100),
+            tx.list_changes(SCOPE, 0, 100, bodies=False),
             tx.list_resources(SCOPE, 100),
             tx.list_audit(SCOPE),
             tx.get_token(DIGEST),

@@ -9,6 +9,10 @@ nothing outlives a transaction behind a transaction-mode pool.
 from __future__ import annotations
 
 from aidememo.domain.model import ChangeOp
+from aidememo.domain.visibility import PARTICIPANT_KINDS
+
+# Kind names are identifiers (no quotes possible), so they can be SQL literals.
+_PARTICIPANT_KINDS = ", ".join(f"'{kind}'" for kind in sorted(PARTICIPANT_KINDS))
 
 # -- transaction framing --------------------------------------------------------------------
 
@@ -100,6 +104,12 @@ GET_RECEIPT = (
 )
 LIST_CHANGES = (
     "SELECT seq, project_epoch, kind, resource_id, op, revision, actor_id, committed_at_ms, body "
+    "FROM changes WHERE tenant_id = %s AND project_id = %s AND seq > %s ORDER BY seq LIMIT %s"
+)
+# The metadata feed: bodies only where visibility needs them (TOASTed bodies stay unread).
+LIST_CHANGE_HEADS = (
+    "SELECT seq, project_epoch, kind, resource_id, op, revision, actor_id, committed_at_ms, "
+    f"CASE WHEN kind IN ({_PARTICIPANT_KINDS}) THEN body END "
     "FROM changes WHERE tenant_id = %s AND project_id = %s AND seq > %s ORDER BY seq LIMIT %s"
 )
 LIST_RESOURCES = (

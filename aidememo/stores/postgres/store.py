@@ -153,9 +153,13 @@ class PgReadTx(ArchiveReads):
             ResourceRef(kind, rid), revision, at,
         )  # fmt: skip
 
-    def list_changes(self, scope: Scope, after_seq: int, limit: int) -> list[ChangeRecord]:
-        """Changes with `seq > after_seq`, ascending, at most `limit`, bodies included."""
-        rows = self._s.run(q.LIST_CHANGES, (scope.tenant_id, scope.project_id, after_seq, limit))
+    def list_changes(
+        self, scope: Scope, after_seq: int, limit: int, bodies: bool = True
+    ) -> list[ChangeRecord]:
+        """Changes with `seq > after_seq`, ascending, at most `limit`, bodies included
+        (without `bodies`, only participant-scoped records keep theirs)."""
+        statement = q.LIST_CHANGES if bodies else q.LIST_CHANGE_HEADS
+        rows = self._s.run(statement, (scope.tenant_id, scope.project_id, after_seq, limit))
         return [
             ChangeRecord(
                 seq, epoch, ResourceRef(kind, rid), q.OPS[op], rev, actor, at, _bytes(body)

@@ -7,6 +7,11 @@ Placeholders are positional `?`, which both `sqlite3` and Durable Object SQL acc
 
 from __future__ import annotations
 
+from aidememo.domain.visibility import PARTICIPANT_KINDS
+
+# Kind names are identifiers (no quotes possible), so they can be SQL literals.
+_PARTICIPANT_KINDS = ", ".join(f"'{kind}'" for kind in sorted(PARTICIPANT_KINDS))
+
 # -- identity -------------------------------------------------------------------------------
 
 GET_PROJECT = "SELECT project_epoch, head_seq FROM projects WHERE tenant_id = ? AND project_id = ?"
@@ -72,6 +77,13 @@ GET_RECEIPT = (
 )
 LIST_CHANGES = (
     "SELECT seq, project_epoch, kind, resource_id, op, revision, actor_id, committed_at_ms, body "
+    "FROM changes WHERE tenant_id = ? AND project_id = ? AND seq > ? ORDER BY seq LIMIT ?"
+)
+# The metadata feed: bodies only where visibility needs them, so large bodies (overflow
+# pages) are never read for it.
+LIST_CHANGE_HEADS = (
+    "SELECT seq, project_epoch, kind, resource_id, op, revision, actor_id, committed_at_ms, "
+    f"CASE WHEN kind IN ({_PARTICIPANT_KINDS}) THEN body END "
     "FROM changes WHERE tenant_id = ? AND project_id = ? AND seq > ? ORDER BY seq LIMIT ?"
 )
 LIST_RESOURCES = (

@@ -101,10 +101,14 @@ class SqliteReadTx(ArchiveReads):
             committed_at_ms=at,
         )
 
-    def list_changes(self, scope: Scope, after_seq: int, limit: int) -> list[ChangeRecord]:
-        """Changes with `seq > after_seq`, ascending, at most `limit`, bodies included."""
+    def list_changes(
+        self, scope: Scope, after_seq: int, limit: int, bodies: bool = True
+    ) -> list[ChangeRecord]:
+        """Changes with `seq > after_seq`, ascending, at most `limit`, bodies included
+        (without `bodies`, only participant-scoped records keep theirs)."""
         rows: list[Any] = self._x.execute(
-            q.LIST_CHANGES, (scope.tenant_id, scope.project_id, after_seq, limit)
+            q.LIST_CHANGES if bodies else q.LIST_CHANGE_HEADS,
+            (scope.tenant_id, scope.project_id, after_seq, limit),
         )
         return [
             ChangeRecord(seq, epoch, ResourceRef(kind, rid), _OPS[op], rev, actor, at, body)
