@@ -11,6 +11,10 @@ What is measured, in one process, on a fresh SQLite file in a temporary director
   10,000 resources. The commands are built (and parsed with `parse_raw_command`, as the HTTP
   handler does) before the clock starts; each `execute_raw` call is timed on its own.
   Reported: p50/p95/p99/max/mean commit latency and commands/s over the whole loop.
+- Concurrent commits: `--concurrent-commands` (default 4,000) more commands of the same shape
+  on another project, split over `--threads` (16) threads released together, as an HTTP server's
+  worker threads submit them; the executor may commit several in one transaction (group
+  commit). Reported: commands/s over the whole run and p50/p99 latency of each call.
 - Snapshot: `Queries.snapshot` of the project (10,000 resources at the default size), and
   rendering it to JSON bytes exactly as `aidememo.http.handlers.snapshot` does; the median of
   `--snapshot-runs` runs of each, and of their sum, which is what the target is checked on.
@@ -45,6 +49,7 @@ import sqlite3
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -66,6 +71,7 @@ from aidememo.stores.sqlite import SqliteStore
 TENANT = "bench-tenant"
 PROJECT = "bench-project"
 WARMUP_PROJECT = "bench-warmup"
+CONCURRENT_PROJECT = "bench-concurrent"
 ACTOR = "bench-agent"
 KIND = "custom.note"
 PAYLOAD_BYTES = 200
@@ -114,6 +120,43 @@ def run_ledger(
         execute(caller, command)
         samples.append(clock() - t0)
     return samples, (clock() - start) / 1e9, time.process_time() - cpu
+
+
+def run_concurrent(
+    ledger: Ledger, caller: Caller, commands: list[Command], threads: int
+) -> tuple[list[int], float]:
+    """`commands` split over `threads` threads started together; per-call ns and wall seconds."""
+    shares: list[list[Command]] = [[] for _ in range(threads)]
+    for i in range(0, len(commands), 2):  # a create and the update after it stay in order
+        shares[(i // 2) % threads].extend(commands[i : i + 2])
+    samples: list[list[int]] = [[] for _ in range(threads)]
+    barrier = threading.Barrier(threads + 1)
+    failures: list[BaseException] = []
+
+    def work(index: int) -> None:
+        clock = time.perf_counter_ns
+        out = samples[index]
+        execute = ledger.execute_raw
+        barrier.wait()
+        try:
+            for command in shares[index]:
+                t0 = clock()
+                execute(caller, command)
+                out.append(clock() - t0)
+        except BaseException as exc:
+            failures.append(exc)
+
+    workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    barrier.wait()
+    start = time.perf_counter_ns()
+    for worker in workers:
+        worker.join()
+    elapsed = (time.perf_counter_ns() - start) / 1e9
+    if failures:
+        raise failures[0]
+    return [ns for share in samples for ns in share], elapsed
 
 
 def run_baseline(
@@ -217,6 +260,10 @@ def main() -> int:
     parser.add_argument(
         "--probe-commands", type=int, default=5_000, help="synchronous=OFF overhead probe size"
     )
+    parser.add_argument(
+        "--concurrent-commands", type=int, default=4_000, help="commands for the threaded run"
+    )
+    parser.add_argument("--threads", type=int, default=16, help="threads of the threaded run")
     parser.add_argument("--snapshot-runs", type=int, default=5)
     parser.add_argument("--feed-runs", type=int, default=3)
     parser.add_argument("--dir", default=None, help="directory for the database files")
@@ -237,6 +284,7 @@ def main() -> int:
                 tenant_id=TENANT, project_id=PROJECT, actor_id=ACTOR, token_sha256=digest
             )
             identity.bootstrap(tenant_id=TENANT, project_id=WARMUP_PROJECT, actor_id=ACTOR)
+            identity.bootstrap(tenant_id=TENANT, project_id=CONCURRENT_PROJECT, actor_id=ACTOR)
             caller = identity.authenticate(digest)
             epoch = boot.project.project_epoch
             ledger = Ledger(store, clock)
@@ -245,6 +293,7 @@ def main() -> int:
             note(f"building {n} commands")
             commands = build_commands(PROJECT, n, "r")
             warm = build_commands(WARMUP_PROJECT, args.warmup, "w")
+            threaded = build_commands(CONCURRENT_PROJECT, args.concurrent_commands, "c")
 
             half = baseline_rows // 2
             note(f"baseline: {half} raw sqlite3 commits (first half)")
@@ -257,6 +306,9 @@ def main() -> int:
             note(f"baseline: {baseline_rows - half} raw sqlite3 commits (second half)")
             base_b, base_b_s, base_b_cpu = run_baseline(raw_path, half, baseline_rows - half)
             base_samples, base_s = base_a + base_b, base_a_s + base_b_s
+
+            note(f"concurrent: {len(threaded)} commands over {args.threads} threads")
+            conc_samples, conc_s = run_concurrent(ledger, caller, threaded, args.threads)
             base_cpu = base_a_cpu + base_b_cpu
 
             note("snapshot")
@@ -300,6 +352,10 @@ def main() -> int:
         "wall_mean_overhead_us_per_command": round(wall_overhead_us, 1),
         "probe_sync_off_cpu_us_per_command": round(probe_ledger_us, 1),
         "python_overhead_us_per_command": round(probe_ledger_us - probe_raw_us, 1),
+        "concurrent_threads": args.threads,
+        "concurrent_commands": len(threaded),
+        "concurrent_commands_per_s": round(len(threaded) / conc_s, 1) if threaded else 0.0,
+        **(latency_summary(conc_samples, "concurrent_commit") if conc_samples else {}),
         "snapshot_resources": snap_count,
         "snapshot_query_ms": round(snap_query, 2),
         "snapshot_render_ms": round(snap_render, 2),
