@@ -159,7 +159,13 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         raise fail(ErrorCode.ADMIN_REQUIRED, "this route needs the admin token")
 
     async def _limit(self, digest: bytes) -> None:
-        """The rate-limit binding (`limit({key})` -> `{success}`), keyed by the digest."""
+        """The rate-limit binding, keyed by the token digest (never the token itself).
+
+        `await env.RATE_LIMITER.limit({"key": k})` resolves to `{success: bool}`
+        (developers.cloudflare.com/workers/runtime-apis/bindings/rate-limit); the SDK wraps a
+        `Ratelimit` binding so the dict goes over as a JS object and the answer comes back as
+        a `JsDict` (workers-py `rpc.py`, its bindings test reads `result.success`).
+        """
         limiter = getattr(self.env, RATE_LIMITER, None)
         if limiter is None:  # no binding configured: no limit
             return
