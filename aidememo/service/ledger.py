@@ -8,6 +8,7 @@ change, audit row and receipt with a compare-and-swap of the project head.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -20,6 +21,7 @@ from aidememo.domain.model import (
     Mutation,
     Project,
     Receipt,
+    Scope,
     SearchDoc,
     StoredResource,
 )
@@ -36,6 +38,11 @@ class Decision:
     handoff: HandoffIndexRow | None = None  # revision and updated_seq are filled in
     search: SearchDoc | None = None
 
+
+log = logging.getLogger("aidememo.ledger")
+
+OnCommit = Callable[[Scope, int], None]
+"""`on_commit(scope, seq)`: called after a new commit is durable (live feed, LIVE-2)."""
 
 Decide = Callable[[WriteTx, Project, StoredResource | None, int], Decision]
 """`decide(tx, project, current, now_ms)` runs the operation's checks inside the transaction."""
@@ -74,13 +81,21 @@ class Ledger:
     def __init__(self, store: Store, clock: Clock) -> None:
         self.store = store
         self.clock = clock
+        # Called with (scope, seq) after `store.transaction` returned a new commit, i.e. once
+        # it is durable; never for a receipt replay or a rolled-back command. A hook must be
+        # quick and must not raise (it is logged and ignored: the commit stands).
+        self.on_commit: list[OnCommit] = []
 
     def execute(self, caller: Caller, command: Command, decide: Decide) -> Receipt:
         """Run one command through the pipeline and return its receipt (CMD-3 .. CMD-6)."""
         fp = command_fingerprint(command)
         scope = caller.scope(command.project_id)
 
+        committed = False
+
         def run(tx: WriteTx) -> Receipt:
+            nonlocal committed
+            committed = False
             start = tx.begin_command(scope, caller.actor_id, command.command_id, command.resource)
             project = check_access(start.project, start.membership, write=True)
             stored = start.receipt
@@ -121,9 +136,17 @@ class Ledger:
                     search=decision.search,
                 )
             )
+            committed = True
             return receipt
 
-        return self.store.transaction(run)
+        receipt = self.store.transaction(run)
+        if committed and self.on_commit:
+            for hook in self.on_commit:
+                try:
+                    hook(scope, receipt.project_seq)
+                except Exception:
+                    log.exception("on_commit hook failed")
+        return receipt
 
     def execute_raw(self, caller: Caller, command: Command) -> Receipt:
         """A generic put or delete (`POST /v1/commands`): revision check, then write."""
