@@ -17,7 +17,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from aidememo import __version__
+from aidememo.cli.archive import (
+    check_confirm,
+    open_import,
+    write_export,
+    write_lines,
+)
 from aidememo.cli.errors import EXIT_FAILED, EXIT_USAGE, CliError
+from aidememo.cli.remote import AdminClient
 from aidememo.cli.stores import (
     default_database,
     describe_database,
@@ -27,9 +34,15 @@ from aidememo.cli.stores import (
 )
 from aidememo.domain.clock import RandomIds, SystemClock
 from aidememo.domain.errors import AidememoError
-from aidememo.domain.limits import BEARER_MAX_BYTES, HANDOFF_LEASE_MS_DEFAULT, HANDOFF_LEASE_MS_MAX
+from aidememo.domain.limits import (
+    BEARER_MAX_BYTES,
+    HANDOFF_LEASE_MS_DEFAULT,
+    HANDOFF_LEASE_MS_MAX,
+    MAX_ARCHIVE_BYTES,
+)
 from aidememo.domain.model import ActorKind, MemberStatus, Role
 from aidememo.ports import Store
+from aidememo.service.archive import Archive
 from aidememo.service.identity import IdentityService, token_digest
 
 PROG = "aidememo"
@@ -217,6 +230,26 @@ def _refused(what: str, error: AidememoError) -> CliError:
     return CliError(f"{what}: {error.message} ({error.code.value}); nothing was changed")
 
 
+def _archive(store: Store) -> Archive:
+    return Archive(store, SystemClock(), RandomIds())
+
+
+def _remote(ns: argparse.Namespace) -> AdminClient | None:
+    """The admin endpoint of `--url`, or None in `--database` mode."""
+    url: str | None = ns.url
+    if not url:
+        return None
+    if not ns.admin_token_file:
+        raise CliError(
+            "--url needs --admin-token-file (or set AIDEMEMO_ADMIN_TOKEN_FILE)", EXIT_USAGE
+        )
+    return AdminClient(
+        url,
+        read_token_file(ns.admin_token_file),
+        allow_insecure_http=bool(ns.allow_insecure_http),
+    )
+
+
 # -- commands ---------------------------------------------------------------------------------
 
 
@@ -248,6 +281,20 @@ def cmd_token_new(ns: argparse.Namespace) -> int:
 def cmd_bootstrap(ns: argparse.Namespace) -> int:
     """Create (or confirm) tenant, project, actor, membership and token in one transaction."""
     digest = token_digest(read_token_file(ns.token_file))
+    remote = _remote(ns)
+    if remote is not None:
+        body: dict[str, Any] = {
+            "tenant_id": ns.tenant_id,
+            "project_id": ns.project_id,
+            "actor_id": ns.actor_id,
+            "actor_kind": ns.actor_kind,
+            "role": ns.role,
+            "token_sha256": digest.hex(),  # the digest only: the token never leaves this host
+        }
+        if ns.project_epoch is not None:
+            body["project_epoch"] = ns.project_epoch
+        _print_json(remote.post_json("bootstrap refused", "/v1/admin/bootstrap", body))
+        return 0
 
     def run(store: Store) -> int:
         try:
@@ -280,6 +327,16 @@ def cmd_admin_member(ns: argparse.Namespace) -> int:
     """Change one member's role or status."""
     if (ns.role is None) == (ns.status is None):
         raise CliError("give exactly one of --role and --status", EXIT_USAGE)
+    remote = _remote(ns)
+    if remote is not None:
+        body: dict[str, Any] = {
+            "tenant_id": ns.tenant_id,
+            "project_id": ns.project_id,
+            "actor_id": ns.actor_id,
+        }
+        body.update({"role": ns.role} if ns.role is not None else {"status": ns.status})
+        _print_json(remote.post_json("member change refused", "/v1/admin/members", body))
+        return 0
 
     def run(store: Store) -> int:
         try:
@@ -309,6 +366,11 @@ def cmd_admin_member(ns: argparse.Namespace) -> int:
 def cmd_admin_token_revoke(ns: argparse.Namespace) -> int:
     """Revoke the token in a token file (final; bootstrap will not reactivate it)."""
     digest = token_digest(read_token_file(ns.token_file))
+    remote = _remote(ns)
+    if remote is not None:
+        body = {"token_sha256": digest.hex()}
+        _print_json(remote.post_json("revoke refused", "/v1/admin/tokens/revoke", body))
+        return 0
 
     def run(store: Store) -> int:
         try:
@@ -318,6 +380,101 @@ def cmd_admin_token_revoke(ns: argparse.Namespace) -> int:
         if not known:
             raise CliError(f"the token in {ns.token_file} is not bound to any actor")
         _print_json({"revoked": True})
+        return 0
+
+    return _with_store(_database(ns), run)
+
+
+def cmd_admin_export(ns: argparse.Namespace) -> int:
+    """Write the tenant's (or one project's) export to a new 0600 file (ARC-1)."""
+    tenant_id: str = ns.tenant_id
+    project_id: str | None = ns.project_id
+    include_tokens = bool(ns.include_token_digests)
+    if os.path.lexists(ns.out):  # before any work; the final link checks again
+        raise CliError(f"{ns.out} already exists; refusing to overwrite an export")
+    remote = _remote(ns)
+    summary: dict[str, Any]
+    if remote is not None:
+        client = remote
+        query = {"project_id": project_id} if project_id is not None else {}
+        if include_tokens:
+            query["include_token_digests"] = "true"
+        path = f"/v1/admin/tenants/{tenant_id}/export"
+        summary = write_export(
+            ns.out, lambda write: client.download("export refused", path, query, write)
+        )
+    else:
+
+        def run(store: Store) -> dict[str, Any]:
+            try:
+                lines = list(
+                    _archive(store).export_lines(
+                        tenant_id, project_id, include_tokens=include_tokens
+                    )
+                )
+            except AidememoError as error:
+                raise CliError(f"export refused: {error.message} ({error.code.value})") from None
+            return write_export(ns.out, write_lines(lines))
+
+        store = open_store(_database(ns))
+        try:
+            summary = run(store)
+        finally:
+            store.close()
+    _print_json(
+        {
+            "tenant_id": tenant_id,
+            "project_id": project_id,
+            "include_token_digests": include_tokens,
+            **summary,
+        }
+    )
+    return 0
+
+
+def cmd_admin_import(ns: argparse.Namespace) -> int:
+    """Import an export into scopes that do not exist yet, all or nothing (ARC-2, ARC-3)."""
+    remote = _remote(ns)
+    handle, size = open_import(getattr(ns, "in"), limit=MAX_ARCHIVE_BYTES if remote else None)
+    with handle:
+        if remote is not None:
+            _print_json(remote.upload("import refused", "/v1/admin/import", handle, size))
+            return 0
+        lines = list(handle)
+
+    def run(store: Store) -> int:
+        try:
+            summary = _archive(store).import_lines(lines)
+        except AidememoError as error:
+            raise _refused("import refused", error) from None
+        _print_json(
+            {
+                "tenant_id": summary.tenant_id,
+                "project_epochs": summary.epochs,
+                "counts": summary.counts,
+            }
+        )
+        return 0
+
+    return _with_store(_database(ns), run)
+
+
+def cmd_admin_delete_tenant(ns: argparse.Namespace) -> int:
+    """Remove every row of a tenant, verified by counts (ARC-4)."""
+    tenant_id: str = ns.tenant_id
+    check_confirm(tenant_id, ns.confirm)
+    remote = _remote(ns)
+    if remote is not None:
+        path = f"/v1/admin/tenants/{tenant_id}"
+        _print_json(remote.delete("deletion refused", path, {"confirm": ns.confirm}))
+        return 0
+
+    def run(store: Store) -> int:
+        try:
+            removed = _archive(store).delete_tenant(tenant_id, ns.confirm)
+        except AidememoError as error:
+            raise _refused("deletion refused", error) from None
+        _print_json({"tenant_id": tenant_id, "removed": removed})
         return 0
 
     return _with_store(_database(ns), run)
@@ -375,8 +532,12 @@ def cmd_serve(ns: argparse.Namespace) -> int:
     """Serve the HTTP API (imports the origin extra lazily)."""
     from aidememo.cli.serve import run_serve
 
+    admin_digest = (
+        token_digest(read_token_file(ns.admin_token_file)) if ns.admin_token_file else None
+    )
     return run_serve(
         database=ns.database,
+        admin_token_sha256=admin_digest,
         host=ns.host,
         port=ns.port,
         allow_insecure_http=bool(ns.allow_insecure_http),
@@ -386,6 +547,26 @@ def cmd_serve(ns: argparse.Namespace) -> int:
 
 
 # -- parser -----------------------------------------------------------------------------------
+
+
+def _target(cmd: _Command, db_help: str) -> None:
+    """`--database D`, or `--url URL --admin-token-file F` for the admin HTTP routes."""
+    where = cmd.parser.add_mutually_exclusive_group()
+    cmd.add("--database", env="AIDEMEMO_DATABASE_URL", help=db_help, group=where,
+            group_name="target")  # fmt: skip
+    cmd.add(
+        "--url",
+        help="an origin or edge to administer over HTTPS instead of a database",
+        group=where,
+        group_name="target",
+    )
+    cmd.add("--admin-token-file", help="file holding the admin token (with --url)")
+    cmd.add(
+        "--allow-insecure-http",
+        switch=True,
+        default=False,
+        help="allow an http:// --url to a non-loopback host",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -409,7 +590,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_parser("bootstrap", help="create or confirm a project, member and token"),
         cmd_bootstrap,
     )
-    boot.add("--database", env="AIDEMEMO_DATABASE_URL", help=db_help)
+    _target(boot, db_help)
     boot.add("--tenant-id", required=True, help="tenant id")
     boot.add("--project-id", required=True, help="project id")
     boot.add("--actor-id", required=True, help="actor id")
@@ -429,7 +610,7 @@ def build_parser() -> argparse.ArgumentParser:
     member = _Command(
         admin.add_parser("member", help="change a member's role or status"), cmd_admin_member
     )
-    member.add("--database", env="AIDEMEMO_DATABASE_URL", help=db_help)
+    _target(member, db_help)
     member.add("--tenant-id", required=True, help="tenant id")
     member.add("--project-id", required=True, help="project id")
     member.add("--actor-id", required=True, help="actor id")
@@ -454,8 +635,39 @@ def build_parser() -> argparse.ArgumentParser:
     revoke = _Command(
         admin_token.add_parser("revoke", help="revoke a token (final)"), cmd_admin_token_revoke
     )
-    revoke.add("--database", env="AIDEMEMO_DATABASE_URL", help=db_help)
+    _target(revoke, db_help)
     revoke.add("--token-file", required=True, help="token file whose token to revoke")
+
+    export = _Command(
+        admin.add_parser("export", help="export a tenant or project to a new JSONL file"),
+        cmd_admin_export,
+    )
+    _target(export, db_help)
+    export.add("--tenant-id", required=True, help="tenant to export")
+    export.add("--project-id", help="export only this project (and its members)")
+    export.add(
+        "--include-token-digests",
+        switch=True,
+        default=False,
+        help="include token digests, so members keep their tokens after an import",
+    )
+    export.add("--out", env="AIDEMEMO_EXPORT_FILE", required=True,
+               help="file to create (0600; an existing file is never overwritten)")  # fmt: skip
+
+    import_ = _Command(
+        admin.add_parser("import", help="import an export into scopes that do not exist yet"),
+        cmd_admin_import,
+    )
+    _target(import_, db_help)
+    import_.add("--in", env="AIDEMEMO_IMPORT_FILE", required=True, help="export file to import")
+
+    delete = _Command(
+        admin.add_parser("delete-tenant", help="remove every row of a tenant"),
+        cmd_admin_delete_tenant,
+    )
+    _target(delete, db_help)
+    delete.add("--tenant-id", required=True, help="tenant to delete")
+    delete.add("--confirm", required=True, help="the tenant id again")
 
     migrate = _Command(
         admin.add_parser("migrate", help="migrate the database to this version's schema"),
@@ -488,6 +700,10 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["writes", "inline", "thread"],
         help="where requests run: reads on the event loop and writes in worker threads, "
         "everything on the loop, or everything in threads",
+    )
+    serve.add(
+        "--admin-token-file",
+        help="file holding the admin token; its SHA-256 guards /v1/admin (closed without it)",
     )
     return parser
 

@@ -34,8 +34,12 @@ def run_serve(
     allow_insecure_http: bool,
     handoff_lease_ms: int,
     dispatch: str = "writes",
+    admin_token_sha256: bytes | None = None,
 ) -> int:
-    """Serve until SIGTERM/SIGINT; returns the exit status."""
+    """Serve until SIGTERM/SIGINT; returns the exit status.
+
+    `admin_token_sha256` opens the admin routes to the token with that digest; without it
+    they answer 401 `authentication_failed` to everyone."""
     if not is_loopback(host) and not allow_insecure_http:
         raise CliError(
             f"refusing plain HTTP on non-loopback host {host}: tokens would cross the network "
@@ -49,7 +53,9 @@ def run_serve(
 
     store = open_store(database if database else default_database())
     try:
-        app = HttpApp(store, handoff_lease_ms=handoff_lease_ms)
+        app = HttpApp(
+            store, handoff_lease_ms=handoff_lease_ms, admin_token_sha256=admin_token_sha256
+        )
     except BaseException:
         store.close()
         raise
