@@ -1,9 +1,10 @@
 // Run the edge bundle (worker/ + durable_objects/ + the core) under npm `pyodide` with the REAL
 // `workers-runtime-sdk`, offline, behind a small JavaScript stand-in of the Workers runtime, then
-// run a driver snippet that sends requests through `Default.fetch`; print one JSON line.
+// run driver snippets (one after the other, in this one process) that send requests through
+// `Default.fetch`; print one JSON line.
 //
 // Usage: node tests/pyodide/edge_runner.mjs --sdk SDK_DIR --bundle BUNDLE_DIR
-//          --config CONFIG.json --driver DRIVER.py
+//          --config CONFIG.json --driver DRIVER.py [--driver DRIVER2.py ...]
 //
 // SDK_DIR is the unpacked wheel (its `workers/` package is copied into /sdk); BUNDLE_DIR is what
 // scripts/build_edge.py builds for wrangler (copied into /bundle). CONFIG.json, from wrangler.toml
@@ -13,10 +14,11 @@
 //    "compat_flags": {...}}
 // As wrangler does, the main module is uploaded under its basename at the bundle root
 // (/bundle/entry.py) and imported as the Worker's main module; Durable Object classes are looked
-// up on it by class name. The driver defines `async def main()`, whose JSON-serialisable return
-// value is the result; it reaches the runtime through the JS module `edge_harness` (registered
-// in main() below). stdout carries one line:
-//   {"ok": true, "result": RESULT, "pyodide": "...", "load_ms": N, "run_ms": N}
+// up on it by class name. A driver defines `async def main()`, whose JSON-serialisable return
+// value is its result; it reaches the runtime through the JS module `edge_harness` (registered
+// in main() below). stdout carries one line, results keyed by the driver's file name stem:
+//   {"ok": true, "result": {STEM: RESULT, ...}, "pyodide": "...", "load_ms": N,
+//    "run_ms": {STEM: N, ...}}
 //   {"ok": false, "error": "...", ...}                       (exit status 1)
 //
 // What is real and what is a stand-in:
@@ -45,17 +47,20 @@ const indexURL = path.join(repo, "node_modules", "pyodide") + path.sep;
 const Database = createRequire(import.meta.url)("better-sqlite3");
 
 function parseArgs(argv) {
-  const opts = {};
+  const opts = { driver: [] };
   for (let i = 0; i < argv.length; i += 2) {
     const key = argv[i].replace(/^--/, "");
     if (!["sdk", "bundle", "config", "driver"].includes(key) || i + 1 >= argv.length) {
       throw new Error(`bad argument ${argv[i]}`);
     }
-    opts[key] = path.resolve(argv[i + 1]);
+    const value = path.resolve(argv[i + 1]);
+    if (key === "driver") opts.driver.push(value);
+    else opts[key] = value;
   }
-  for (const key of ["sdk", "bundle", "config", "driver"]) {
+  for (const key of ["sdk", "bundle", "config"]) {
     if (!opts[key]) throw new Error(`--${key} is required`);
   }
+  if (!opts.driver.length) throw new Error("--driver is required");
   return opts;
 }
 
@@ -518,21 +523,28 @@ async function main() {
       },
       params: config.driver_params ?? {},
     });
-    const globals = py.toPy({ SNIPPET: readFileSync(opts.driver, "utf8") });
-    const t2 = performance.now();
-    const out = await py.runPythonAsync(
-      [
-        "import json",
-        "from pyodide.code import eval_code_async",
-        "_ns = {'__name__': '__driver__'}",
-        "await eval_code_async(SNIPPET, _ns, filename='<driver>')",
-        "json.dumps({'result': await _ns['main']()})",
-      ].join("\n"),
-      { globals },
-    );
-    globals.destroy();
+    const result = {};
+    meta.run_ms = {};
+    for (const driver of opts.driver) {
+      const stem = path.basename(driver, ".py");
+      const globals = py.toPy({ SNIPPET: readFileSync(driver, "utf8"), NAME: `<${stem}>` });
+      const t2 = performance.now();
+      const out = await py.runPythonAsync(
+        [
+          "import json",
+          "from pyodide.code import eval_code_async",
+          "_ns = {'__name__': '__driver__'}",
+          "await eval_code_async(SNIPPET, _ns, filename=NAME)",
+          "json.dumps(await _ns['main']())",
+        ].join("\n"),
+        { globals },
+      );
+      globals.destroy();
+      result[stem] = JSON.parse(out);
+      meta.run_ms[stem] = Math.round(performance.now() - t2);
+    }
     await Promise.allSettled(runtime.background);
-    emit({ ok: true, ...meta, run_ms: Math.round(performance.now() - t2), ...JSON.parse(out) }, 0);
+    emit({ ok: true, ...meta, result }, 0);
   } catch (err) {
     emit({ ok: false, ...meta, error: String(err?.stack ?? err) }, 1);
   }

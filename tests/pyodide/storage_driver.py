@@ -1,4 +1,4 @@
-"""Runs inside Pyodide (via edge_runner.mjs, no Worker loaded): Durable Object SQL as the edge
+"""Runs inside Pyodide (via edge_runner.mjs, before edge_driver.py): Durable Object SQL as the edge
 code sees it, through the real SDK's `DurableObjectContext(state).storage` wrapper, on the
 harness's real SQLite.
 

@@ -1,17 +1,15 @@
 """Pyodide tier, edge: the real Workers SDK and our edge code under npm pyodide 314.0.7, offline.
 
-Two Node processes (tests/pyodide/edge_runner.mjs), one per session fixture, each printing one
-JSON result that the cases below read:
+One Node process (tests/pyodide/edge_runner.mjs) per session loads the bundle
+scripts/build_edge.py makes for wrangler, with the bindings of wrangler.toml, and runs two
+drivers; it prints one JSON result that the cases below read:
 
-- `storage_run` (storage_driver.py, no Worker): Durable Object SQL through the SDK's own
-  `DurableObjectContext(state).storage` wrapper on real SQLite (better-sqlite3): workerd's
-  refusals, the SDK behaviours the edge code relies on, and the conformance suite on the shared
-  SQLite store over that storage.
-- `edge_run` (edge_driver.py): the bundle scripts/build_edge.py makes for wrangler, with the
-  bindings of wrangler.toml; requests go through `Default.fetch` into the Durable Objects: admin
-  bootstrap of two actors, identity, session, facts, handoff send/accept/return, search
-  (including CJK), changes, export, the project's alarm, tenant deletion, import of the
-  export, rate limiting.
+- storage_driver.py: Durable Object SQL through the SDK's own `DurableObjectContext(state)
+  .storage` wrapper on real SQLite (better-sqlite3): workerd's refusals, the SDK behaviours the
+  edge code relies on, and the conformance suite on the shared SQLite store over that storage.
+- edge_driver.py: requests through `Default.fetch` into the Durable Objects: admin bootstrap of
+  two actors, identity, session, facts, handoff send/accept/return, search (including CJK),
+  changes, export, the project's alarm, tenant deletion, import of the export, rate limiting.
 
 The SDK wheel is fetched by scripts/test (scripts/_lib.sh, `ensure_sdk_wheel`) into .cache/.
 """
@@ -118,31 +116,18 @@ def _require_tools() -> str:
     return node
 
 
-def _run(node: str, bundle: Path, config: dict[str, Any], driver: str, tmp: Path) -> Any:
-    config_path = tmp / f"{Path(driver).stem}.json"
+def _run(node: str, bundle: Path, config: dict[str, Any], tmp: Path) -> Any:
+    config_path = tmp / "config.json"
     config_path.write_text(json.dumps(config))
-    proc = subprocess.run(
-        [
-            node,
-            str(RUNNER),
-            "--sdk",
-            str(SDK_DIR),
-            "--bundle",
-            str(bundle),
-            "--config",
-            str(config_path),
-            "--driver",
-            str(HERE / driver),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=280,
-        check=False,
-    )
+    args = [node, str(RUNNER), "--sdk", str(SDK_DIR), "--bundle", str(bundle)]
+    args += ["--config", str(config_path)]
+    for driver in ("storage_driver.py", "edge_driver.py"):
+        args += ["--driver", str(HERE / driver)]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=280, check=False)
     lines = proc.stdout.strip().splitlines()
     assert lines, f"edge_runner printed nothing (exit {proc.returncode})\n{proc.stderr[-4000:]}"
     out = json.loads(lines[-1])
-    assert out["ok"], f"{driver} failed in Pyodide:\n{out.get('error')}\n{proc.stderr[-4000:]}"
+    assert out["ok"], f"a driver failed in Pyodide:\n{out.get('error')}\n{proc.stderr[-4000:]}"
     return out
 
 
@@ -157,15 +142,6 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=60,
     )
     return out
-
-
-@pytest.fixture(scope="session")
-def storage_run(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    node = _require_tools()
-    result: dict[str, Any] = _run(
-        node, bundle, {}, "storage_driver.py", tmp_path_factory.mktemp("storage")
-    )["result"]
-    return result
 
 
 def _wrangler() -> dict[str, Any]:
@@ -197,10 +173,8 @@ def _edge_config(admin_token: str, params: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="session")
-def edge_run(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def edge_session(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     node = _require_tools()
-    if not _wrangler().get("durable_objects", {}).get("bindings"):
-        pytest.skip("wrangler.toml declares no Durable Objects yet (issue 5 items 1, 2 and 4)")
     admin = secrets.token_hex(32)
     params: dict[str, Any] = {
         "admin_token": admin,
@@ -215,10 +189,21 @@ def edge_run(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str
         "rate_period": 60,
         "extra_imports": [m for m in POSTGRES_MODE_MODULES if _module_file(m).exists()],
     }
-    config = _edge_config(admin, params)
-    out = _run(node, bundle, config, "edge_driver.py", tmp_path_factory.mktemp("edge_run"))
-    result: dict[str, Any] = out["result"]
-    result["timing"] = {k: out.get(k) for k in ("load_ms", "import_ms", "run_ms")}
+    out: dict[str, Any] = _run(
+        node, bundle, _edge_config(admin, params), tmp_path_factory.mktemp("edge_run")
+    )
+    return out
+
+
+@pytest.fixture(scope="session")
+def storage_run(edge_session: dict[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = edge_session["result"]["storage_driver"]
+    return result
+
+
+@pytest.fixture(scope="session")
+def edge_run(edge_session: dict[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = edge_session["result"]["edge_driver"]
     return result
 
 
