@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import pkgutil
 import traceback
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -341,14 +342,22 @@ STEPS: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
 
 
 def _imports() -> dict[str, str]:
-    """The postgres-mode modules of the edge import under Pyodide too (when they exist)."""
+    """Every module of the edge packages imports under Pyodide, including the PostgreSQL-mode
+    modules of a later issue as soon as they exist (a walk, not a list)."""
     out: dict[str, str] = {}
-    for name in params.get("extra_imports", []):
+
+    def walk(name: str) -> None:
         try:
-            importlib.import_module(name)
+            module = importlib.import_module(name)
             out[name] = "ok"
         except Exception:
             out[name] = traceback.format_exc()
+            return
+        for info in pkgutil.iter_modules(getattr(module, "__path__", []), name + "."):
+            walk(info.name)
+
+    for package in ("worker", "durable_objects"):
+        walk(package)
     return out
 
 
