@@ -191,7 +191,8 @@ class SqlStorage {
     return new SqlStorageCursor(columns, rows, written);
   }
   get databaseSize() {
-    return this._db.pragma("page_count", { simple: true }) * this._db.pragma("page_size", { simple: true });
+    const pragma = (name) => this._db.pragma(name, { simple: true });
+    return pragma("page_count") * pragma("page_size");
   }
 }
 
@@ -365,7 +366,8 @@ class DurableObjectNamespace {
     const obj = this._instance(id);
     await obj.state._opened();
     try {
-      const result = await this._runtime.glue.wrapper_func(false, obj.py, method, ...structuredClone(args));
+      const { glue } = this._runtime;
+      const result = await glue.wrapper_func(false, obj.py, method, ...structuredClone(args));
       return structuredClone(result);
     } catch (err) {
       throw structuredClone(err); // an error crosses RPC as a plain Error (no Python object)
@@ -514,7 +516,7 @@ async function main() {
       fire_due_alarms: (nowMs) => runtime.fireDueAlarms(nowMs ?? Date.now()),
       objects: () =>
         Object.entries(runtime.namespaces).flatMap(([binding, ns]) =>
-          [...ns._objects.values()].map((o) => ({ binding, name: o.name ?? null, id: String(o.id) })),
+          [...ns._objects.values()].map((o) => ({ binding, name: o.name ?? null })),
         ),
       // A fresh Durable Object state (own SQLite), for drivers that test storage directly.
       new_state: () => {
