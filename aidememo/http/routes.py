@@ -41,6 +41,7 @@ ROUTES: tuple[Route, ...] = (
     _route("GET", f"{P}/resources/{{kind}}/{{resource_id}}", "resource"),
     _route("GET", f"{P}/changes", "changes"),
     _route("GET", f"{P}/changes/materialized", "changes_materialized"),
+    _route("GET", f"{P}/changes/live", "changes_live"),
     _route("GET", f"{P}/snapshot", "snapshot"),
     _route("POST", f"{P}/sessions", "create_session", has_body=True),
     _route("POST", f"{P}/facts", "create_fact", has_body=True),
@@ -92,10 +93,23 @@ class Match:
     allowed: tuple[str, ...]
 
 
+def _by_length(routes: tuple[Route, ...]) -> dict[int, tuple[Route, ...]]:
+    index: dict[int, list[Route]] = {}
+    for route in routes:
+        index.setdefault(len(route.pattern), []).append(route)
+    return {length: tuple(group) for length, group in index.items()}
+
+
+# Only routes with as many segments as the path can match it; the table order is kept.
+_ROUTES_BY_LENGTH = _by_length(ROUTES)
+
+
 def resolve(method: str, path: str, routes: tuple[Route, ...] = ROUTES) -> Match:
     """Find the route for `method` and `path`; `allowed` is empty when no path matches."""
     segments = path.strip("/").split("/") if path not in ("", "/") else [""]
     allowed: list[str] = []
+    if routes is ROUTES:
+        routes = _ROUTES_BY_LENGTH.get(len(segments), ())
     for route in routes:
         params = _match(route.pattern, segments)
         if params is None:
