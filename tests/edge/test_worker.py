@@ -283,3 +283,40 @@ def test_invalid_project_id_refused_before_any_object(edge: Edge) -> None:
     status, _, body = edge.get("/v1/projects/bad%20id/identity", edge.token("t1", "a1"))
     assert status == 400 and body["error"]["code"] == "invalid_identifier"
     assert all(name.startswith("t1/p1") for name in edge.runtime.namespaces["PROJECTS"].names())
+
+
+def test_half_done_member_change_and_revocation_are_completed_by_a_retry(edge: Edge) -> None:
+    import hashlib
+
+    edge.bootstrap("t1", "p1", "a1")
+    token = edge.token("t1", "a1")
+    admin = edge.runtime.admin
+    body = {"tenant_id": "t1", "project_id": "p1", "actor_id": "a1", "status": "suspended"}
+    edge.runtime.namespaces["PROJECTS"].fail_next("sync_member")
+    assert admin("POST", "/v1/admin/members", json=body)[0] == 503
+    assert edge.get(P + "/identity", token)[0] == 200  # the project object has not heard yet
+    assert admin("POST", "/v1/admin/members", json=body)[0] == 200
+    assert edge.get(P + "/identity", token)[0] == 403
+    digest = {"token_sha256": hashlib.sha256(token.encode()).hexdigest()}
+    edge.runtime.namespaces["TENANTS"].fail_next("revoke")
+    assert admin("POST", "/v1/admin/tokens/revoke", json=digest)[0] == 503
+    assert admin("POST", "/v1/admin/tokens/revoke", json=digest)[0] == 200
+    status, _, answer = admin("POST", "/v1/admin/tokens/revoke", json={"token_sha256": "0" * 64})
+    assert (status, answer["error"]["code"]) == (404, "resource_not_found")
+
+
+def test_half_done_tenant_deletion_is_completed_by_a_retry(edge: Edge) -> None:
+    edge.bootstrap("t1", "p1", "a1")
+    edge.bootstrap("t1", "p2", "a2")
+    assert edge.post(P + "/sessions", edge.token("t1", "a1"), _session(1))[0] == 200
+    edge.runtime.namespaces["TENANTS"].fail_next("delete_tenant")
+    path = "/v1/admin/tenants/t1?confirm=t1"
+    assert edge.runtime.admin("DELETE", path)[0] == 503
+    status, _, answer = edge.runtime.admin("DELETE", path)
+    assert status == 200
+    # The retry removes what the first attempt left: the registry's rows; the project
+    # objects were emptied by the first attempt, so it counts none of their rows.
+    removed = answer["removed"]
+    assert (removed["tenants"], removed["projects"], removed["actors"]) == (1, 2, 2)
+    assert (removed["token_bindings"], removed["changes"], removed["resources"]) == (2, 0, 0)
+    assert edge.runtime.admin("DELETE", path)[0] == 404
