@@ -16,7 +16,12 @@ a tenant lives in several objects. The order of writes makes every operation saf
 - export: the registry's identity records, one consistent snapshot per project object (its
   head and epoch go into the project line), its pages, and the manifest computed here.
 - delete-tenant: every project object, every directory shard holding the tenant's digests,
-  then the registry last, so a retry still finds what is left; each object verifies by counts.
+  then the registry last, so a retry still finds what is left; each object verifies by counts
+  (a deletion whose rows survive rolls back in that object and answers 503). The answer counts
+  the rows this request removed, so a retry after a half-done deletion counts only the rest.
+
+Between Worker and client the export and import bodies are whole in the isolate's memory;
+only the hops between Worker and objects are paged (at most 1 MiB each).
 """
 
 from __future__ import annotations
