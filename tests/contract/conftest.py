@@ -29,7 +29,9 @@ def api(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Api]:
     codex-p1, codex-p2 and hermes, reader reader_actor, and an outsider of another project."""
     clock = FixedClock(START_MS)
     backend = BACKENDS[request.param](tmp_path, clock)
-    api = Api(request.param, backend.client, backend.identity, clock)
+    api = Api(
+        request.param, backend.client, backend.identity, clock, admin_token=backend.admin_token
+    )
     for actor in (WRITER, RECEIVER, HERMES):
         api.provision(actor, Role.WRITER)
     api.provision(READER, Role.READER)

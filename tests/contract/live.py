@@ -14,10 +14,16 @@ import time
 from typing import Any
 from urllib.parse import quote
 
-from aidememo.domain.limits import MAX_REQUEST_BODY_BYTES
 from aidememo.http.app import HttpApp
 from aidememo.http.types import Request, Response
-from tests.contract.support import Headers, Query, decode_body, encode_query, request_parts
+from tests.contract.support import (
+    Headers,
+    Query,
+    body_limit,
+    decode_body,
+    encode_query,
+    request_parts,
+)
 
 # Characters left as they are in a request target: the path grammar plus "%" (escapes a test
 # wrote on purpose stay escapes; anything else, such as a space, is percent-encoded).
@@ -132,7 +138,7 @@ class SocketClient:
         query_string = encode_query(query)
         target = quote(path, safe=_PATH_SAFE) + (f"?{query_string}" if query_string else "")
         send: bytes | None = raw if raw or method not in ("GET", "DELETE") else None
-        if len(raw) > MAX_REQUEST_BODY_BYTES:
+        if len(raw) > body_limit(method, path):
             # The adapter refuses by Content-Length and closes without reading the body;
             # announce it and send none, as a client that waits for 100-continue would.
             hdrs["content-length"] = str(len(raw))

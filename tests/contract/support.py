@@ -40,6 +40,10 @@ OUTSIDER = "outsider"  # a writer of another project in the same tenant
 OTHER_PROJECT = "project_other"
 LEASE_MS = 120_000
 START_MS = 1_700_000_000_000
+# Every in-process and socket app is built with this admin token's SHA-256 (ADM-1); the edge
+# backend's runtime has an admin token of its own, which `Backend.admin_token` reports.
+ADMIN_TOKEN = "admin-token-for-contract-tests"
+ADMIN_TOKEN_SHA256 = hashlib.sha256(ADMIN_TOKEN.encode()).digest()
 
 # A header value of None removes the header the client would otherwise send.
 Headers = Mapping[str, str | None]
@@ -100,6 +104,12 @@ def decode_body(raw: bytes) -> Any:
         return raw
 
 
+def body_limit(method: str, path: str) -> int:
+    """The most a client's adapter lets through: 1 MiB, or the route's larger limit (the
+    archive import's 256 MiB)."""
+    return max(HttpApp.body_limit(method, path), MAX_REQUEST_BODY_BYTES)
+
+
 class InProcessClient:
     """Calls `HttpApp.dispatch` directly, doing what the ASGI adapter does with a body."""
 
@@ -118,7 +128,7 @@ class InProcessClient:
         query: Query = None,
     ) -> tuple[int, dict[str, str], Any]:
         hdrs, raw = request_parts(token, json, body, headers)
-        too_large = len(raw) > MAX_REQUEST_BODY_BYTES
+        too_large = len(raw) > body_limit(method, path)
         response = self.app.dispatch(
             Request(
                 method=method,
@@ -139,28 +149,35 @@ class Backend:
     client: Client
     identity: IdentityService
     close: Callable[[], None]
+    admin_token: str | None = None  # the token of the admin routes; None: not configured
 
 
 BackendFactory = Callable[[Path, FixedClock], Backend]
 
 
+def _app(store: Any, clock: FixedClock) -> HttpApp:
+    return HttpApp(
+        store, clock=clock, handoff_lease_ms=LEASE_MS, admin_token_sha256=ADMIN_TOKEN_SHA256
+    )
+
+
 def _in_process(store: Any, clock: FixedClock) -> Backend:
-    app = HttpApp(store, clock=clock, handoff_lease_ms=LEASE_MS)
-    return Backend(InProcessClient(app), app.services.identity, store.close)
+    app = _app(store, clock)
+    return Backend(InProcessClient(app), app.services.identity, store.close, ADMIN_TOKEN)
 
 
 def _uvicorn(store: Any, clock: FixedClock) -> Backend:
     """A real socket: uvicorn and the origin ASGI adapter in front of the app."""
     from tests.contract.live import SocketClient, shared_server
 
-    app = HttpApp(store, clock=clock, handoff_lease_ms=LEASE_MS)
+    app = _app(store, clock)
     client = SocketClient(shared_server(app).port)
 
     def close() -> None:
         client.close()
         store.close()
 
-    return Backend(client, app.services.identity, close)
+    return Backend(client, app.services.identity, close, ADMIN_TOKEN)
 
 
 def _edge(tmp: Path, clock: FixedClock) -> Backend:
@@ -168,6 +185,10 @@ def _edge(tmp: Path, clock: FixedClock) -> Backend:
     from tests.edge.backend import edge_backend
 
     backend: Backend = edge_backend(tmp, clock)
+    if backend.admin_token is None:
+        # The runtime double holds the Worker's admin token (its ADMIN_TOKEN_SHA256 secret).
+        runtime = getattr(backend.client, "runtime", None)
+        backend.admin_token = getattr(runtime, "admin_token", None)
     return backend
 
 
@@ -238,6 +259,7 @@ class Api:
     identity: IdentityService
     clock: FixedClock
     tokens: dict[str, str] = field(default_factory=dict)
+    admin_token: str | None = None  # the backend's admin token (ADM-1), when it has one
 
     def call(
         self,
