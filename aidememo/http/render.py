@@ -108,11 +108,10 @@ def materialized_entries(scope: Scope, rows: list[ChangeRecord]) -> list[bytes]:
     return entries
 
 
-def resources_json(scope: Scope, rows: list[StoredResource]) -> bytes:
-    """`resource_json` of every row, comma-separated (a snapshot's resources)."""
+def _resource_parts(scope: Scope, rows: list[StoredResource], parts: list[bytes]) -> None:
+    """Append `resource_json` of every row to `parts`, each followed by a comma."""
     scope_text = _scope_text(scope)
-    parts: list[bytes] = []
-    append = parts.append
+    extend = parts.extend
     for row in rows:
         ref, body = row.ref, row.body
         head = (
@@ -120,16 +119,27 @@ def resources_json(scope: Scope, rows: list[StoredResource]) -> bytes:
             f'"revision":{row.revision},"state":'
         )
         if body is None:
-            append((head + '{"state":"deleted"}}').encode())
+            extend(((head + '{"state":"deleted"}},').encode(),))
         else:
-            append((head + '{"state":"present","body":').encode() + body + b"}}")
-    return b",".join(parts)
+            extend(((head + '{"state":"present","body":').encode(), body, b"}},"))
+
+
+def resources_json(scope: Scope, rows: list[StoredResource]) -> bytes:
+    """`resource_json` of every row, comma-separated (a snapshot's resources), joined once."""
+    parts: list[bytes] = []
+    _resource_parts(scope, rows, parts)
+    return b"".join(parts)[:-1]
 
 
 def snapshot_json(scope: Scope, epoch: str, at_seq: int, rows: list[StoredResource]) -> bytes:
-    """`{scope, project_epoch, at_seq, resources}`."""
+    """`{scope, project_epoch, at_seq, resources}`, joined once."""
     head = f',"project_epoch":"{epoch}","at_seq":{at_seq},"resources":['
-    return b'{"scope":' + scope_json(scope) + head.encode() + resources_json(scope, rows) + b"]}"
+    parts = [b'{"scope":' + scope_json(scope) + head.encode()]
+    _resource_parts(scope, rows, parts)
+    if rows:
+        parts[-1] = parts[-1][:-1]  # no comma after the last resource
+    parts.append(b"]}")
+    return b"".join(parts)
 
 
 def batch_json(

@@ -54,6 +54,9 @@ def test_feed6_page_renderers_match_row_renderers() -> None:
     expected = b",".join(resource_json(sb, row) for row in resources)
     assert resources_json(SCOPE, resources) == expected
     assert resources_json(SCOPE, []) == b""
+    backwards = resources[::-1][1:]  # ends with a tombstone
+    assert resources_json(SCOPE, backwards) == b",".join(resource_json(sb, r) for r in backwards)
+    assert json.loads(snapshot_json(SCOPE, "e", 0, []))["resources"] == []
     snap = snapshot_json(SCOPE, "epoch_e", 9, resources)
     assert snap == (
         b'{"scope":'
