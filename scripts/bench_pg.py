@@ -9,7 +9,8 @@ removed in a `finally`, also when the run fails or is interrupted (SIGINT, SIGTE
 
 Every client connects over TCP to 127.0.0.1 with the origin's connection factory
 (`aidememo.cli.stores.psycopg_connector`: psycopg 3, `prepare_threshold=None`) and has its own
-`PostgresStore` (pool of one connection) in its own process (multiprocessing, `spawn`). Each
+`PostgresStore` (pool of one connection) in its own process (multiprocessing, `fork`, after every
+connection of this process is closed). Each
 command is a `Ledger.execute_raw` of a `resource.put` creating a new `custom.note` with a
 unique command id and resource id and a payload of exactly 200 canonical bytes, built before
 its timer starts. Clients warm up, meet at a barrier, then run until `--seconds` have passed
@@ -46,6 +47,7 @@ import argparse
 import array
 import multiprocessing
 import os
+import queue
 import shutil
 import signal
 import socket
@@ -273,7 +275,16 @@ def run_phase(
     procs = [
         ctx.Process(
             target=client_main,
-            args=(url, project, f"{name}-{k}", seconds, max_commands, warmup, barrier, results),
+            args=(
+                _client_url(url),
+                project,
+                f"{name}-{k}",
+                seconds,
+                max_commands,
+                warmup,
+                barrier,
+                results,
+            ),
             daemon=True,
         )
         for k, project in enumerate(projects)
@@ -281,14 +292,23 @@ def run_phase(
     note(f"{name}: {n} client process(es), {seconds:g} s or {max_commands} commands each")
     for p in procs:
         p.start()
+    states: dict[str, int] = {}
     try:
         barrier.wait()
         got: list[ClientResult] = []
-        while len(got) < n:
-            kind, value = results.get(timeout=seconds + 120)
-            if kind == "error":
-                raise RuntimeError(f"{name}: a client failed: {value}")
-            got.append(value)
+        give_up = time.monotonic() + seconds + 120
+        with _Sampler(url) as sampler:
+            while len(got) < n:
+                if time.monotonic() > give_up:
+                    raise RuntimeError(f"{name}: the clients did not finish in time")
+                try:
+                    kind, value = results.get(timeout=SAMPLE_INTERVAL_S)
+                except queue.Empty:
+                    sampler.sample(states)
+                    continue
+                if kind == "error":
+                    raise RuntimeError(f"{name}: a client failed: {value}")
+                got.append(value)
         for p in procs:
             p.join(timeout=30)
     finally:
@@ -310,7 +330,49 @@ def run_phase(
         **latency_summary(samples, f"{name}_commit"),
         f"{name}_client_cpu_us_per_command": round(cpu_s / max(committed, 1) * 1e6, 1),
         f"{name}_client_peak_rss_mib": max(r.peak_rss_mib for r in got),
+        f"{name}_server_states": _shares(states),
     }
+
+
+SAMPLE_INTERVAL_S = 0.1
+CLIENT_APP = "bench_pg_client"
+STATES = (
+    "SELECT CASE WHEN state = 'active' AND wait_event IS NULL THEN 'active:cpu' "
+    "WHEN wait_event IS NOT NULL AND state = 'active' THEN wait_event_type || ':' || wait_event "
+    "ELSE state END FROM pg_stat_activity WHERE application_name = %s"
+)
+
+
+class _Sampler:
+    """Samples what the clients' server backends are doing (pg_stat_activity), every
+    `SAMPLE_INTERVAL_S`: running, waiting for a lock or the WAL, or idle waiting for the
+    client (`idle in transaction`: the client's Python and the network inside a command;
+    `idle`: between commands)."""
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        self._conn = psycopg.connect(url, autocommit=True)
+
+    def __enter__(self) -> _Sampler:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._conn.close()
+
+    def sample(self, states: dict[str, int]) -> None:
+        for (state,) in self._conn.execute(STATES, (CLIENT_APP,)).fetchall():
+            states[state] = states.get(state, 0) + 1
+
+
+def _shares(states: dict[str, int]) -> dict[str, float]:
+    total = sum(states.values()) or 1
+    ordered = sorted(states.items(), key=lambda kv: -kv[1])
+    return {state: round(count / total, 3) for state, count in ordered}
+
+
+def _client_url(url: str) -> str:
+    return f"{url}?application_name={CLIENT_APP}"
 
 
 # -- baseline -------------------------------------------------------------------------------
@@ -550,7 +612,7 @@ def main() -> int:
 
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _raise_on_signal)
-    ctx = multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("fork")
     cluster = Cluster(tempfile.mkdtemp(prefix="aidememo-bench-pg.", dir=args.dir))
     began = time.monotonic()
     load_before = os.getloadavg()
