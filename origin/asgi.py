@@ -88,6 +88,14 @@ DISPATCH_WRITES = "writes"
 DISPATCH_MODES = frozenset({DISPATCH_INLINE, DISPATCH_THREAD, DISPATCH_WRITES})
 
 
+class WebSocketHandler(Protocol):
+    """What serves `websocket` scopes: `origin.live.LiveFeed` fits."""
+
+    async def handle(self, scope: AsgiScope, receive: AsgiReceive, send: AsgiSend) -> None:
+        """Serve one WebSocket from its connect to its close."""
+        ...
+
+
 class Dispatcher(Protocol):
     """What the adapter needs from the core: `aidememo.http.app.HttpApp` fits."""
 
@@ -129,12 +137,14 @@ def create_asgi_app(
     on_startup: Callable[[], None] | None = None,
     on_shutdown: Callable[[], None] | None = None,
     access_logger: logging.Logger | None = None,
+    websocket: WebSocketHandler | None = None,
 ) -> AsgiApp:
     """Wrap `http_app` in an ASGI 3 application.
 
     `dispatch_mode` is `inline` (on the event loop), `thread` (every request in the loop's
     default thread pool) or `writes` (GET and HEAD inline, every other method in the pool);
-    the module docstring has the measurements behind the default.
+    the module docstring has the measurements behind the default. `websocket` serves the
+    live change feed (`origin.live.LiveFeed`); without it every WebSocket is refused.
     """
     if dispatch_mode not in DISPATCH_MODES:
         raise ValueError(f"dispatch_mode must be one of {sorted(DISPATCH_MODES)}")
@@ -273,7 +283,9 @@ def create_asgi_app(
         elif kind == "lifespan":
             await handle_lifespan(receive, send)
         elif kind == "websocket":
-            # No WebSocket routes yet: closing before accept answers 403.
-            await send({"type": "websocket.close", "code": 1008})
+            if websocket is not None:
+                await websocket.handle(scope, receive, send)
+            else:  # no live feed here: closing before accept answers 403
+                await send({"type": "websocket.close", "code": 1008})
 
     return app

@@ -94,8 +94,14 @@ def serve(http_app: Dispatcher, settings: ServerSettings, *, close: Callable[[],
     """
     import uvicorn
 
+    from aidememo.http.app import HttpApp
+    from origin.live import LiveFeed
+
     close_once = _Once(close)
-    app = create_asgi_app(http_app, dispatch_mode=settings.dispatch, on_shutdown=close_once)
+    live = LiveFeed(http_app) if isinstance(http_app, HttpApp) else None
+    app = create_asgi_app(
+        http_app, dispatch_mode=settings.dispatch, on_shutdown=close_once, websocket=live
+    )
     config = uvicorn.Config(
         app,
         host=settings.host,

@@ -51,6 +51,9 @@ class ErrorCode(StrEnum):
     INSECURE_TRANSPORT = "insecure_transport"
     RATE_LIMITED = "rate_limited"
     ADMIN_REQUIRED = "admin_required"
+    # The live change feed (SPEC.md LIVE-*).
+    UPGRADE_REQUIRED = "upgrade_required"
+    FEED_OVERFLOW = "feed_overflow"
 
 
 HTTP_STATUS: dict[ErrorCode, int] = {
@@ -92,6 +95,8 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.INSECURE_TRANSPORT: 426,
     ErrorCode.RATE_LIMITED: 429,
     ErrorCode.ADMIN_REQUIRED: 403,
+    ErrorCode.UPGRADE_REQUIRED: 426,
+    ErrorCode.FEED_OVERFLOW: 429,
 }
 
 # Seconds a client should wait before retrying a 503 (ERR-2).

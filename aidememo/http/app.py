@@ -134,6 +134,10 @@ class HttpApp:
         self._authenticate = authenticate or self.services.identity.authenticate
         self._admin_digest = admin_token_sha256
 
+    def authenticate(self, digest: bytes) -> Caller:
+        """The caller a bearer token digest names, or `authentication_failed` (AUTH-2)."""
+        return self._authenticate(digest)
+
     def _check_admin(self, digest: bytes) -> None:
         """The admin token passes; a member's token is `admin_required` (ADM-1)."""
         if self._admin_digest is not None and hmac.compare_digest(digest, self._admin_digest):

@@ -183,6 +183,17 @@ def changes_materialized(
     return _changes(s, request, params, caller, materialized=True)
 
 
+def changes_live(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
+    """The live feed without a WebSocket upgrade: every check of the upgrade, then 426
+    `upgrade_required` (LIVE-1)."""
+    from aidememo.http.live import parse_subscription
+
+    parse_subscription(s, request, params, _caller(caller), None)
+    raise fail(ErrorCode.UPGRADE_REQUIRED, "connect with a WebSocket upgrade")
+
+
 def snapshot(
     s: Services, request: Request, params: dict[str, str], caller: Caller | None
 ) -> Response:

@@ -407,6 +407,15 @@ def _schemas() -> dict[str, Schema]:
         "type": "string",
         "description": "JSON Lines: one record per line, the manifest last.",
     }
+    s["LeaseExpired"] = obj(
+        {"type": {"const": "lease_expired"}, "handoff_id": ref("Id"), "claim_id": ref("Id")}
+    )
+    s["LiveMessage"] = {
+        "description": "One text message of the live change feed (LIVE-2..LIVE-7): a change "
+        "batch in the shape of /changes/materialized, a lease notice, or an error just before "
+        "the close.",
+        "oneOf": [ref("MaterializedBatch"), ref("LeaseExpired"), ref("Error")],
+    }
     return s
 
 
@@ -445,6 +454,7 @@ _CHANGES_QUERY = [
 _QUERY: dict[str, list[Schema]] = {
     "changes": _CHANGES_QUERY,
     "changes_materialized": _CHANGES_QUERY,
+    "changes_live": _CHANGES_QUERY,
     "mailbox": [
         _query("box", {"type": "string", "enum": ["inbox", "outbox"]}, required=True),
         _query("source_id", ref("Id")),
@@ -535,6 +545,12 @@ _DOMAIN_ERRORS: dict[str, tuple[ErrorCode, ...]] = {
         E.CURSOR_EPOCH_MISMATCH,
         E.CURSOR_OUT_OF_RANGE,
     ),
+    "changes_live": (
+        E.INVALID_CHANGE_BATCH,
+        E.CURSOR_EPOCH_MISMATCH,
+        E.CURSOR_OUT_OF_RANGE,
+        E.UPGRADE_REQUIRED,
+    ),
     "snapshot": (E.SNAPSHOT_TOO_LARGE,),
     "create_session": (E.COMMAND_CONFLICT, E.RESOURCE_ALREADY_EXISTS),
     "create_fact": (E.RESOURCE_NOT_FOUND, E.COMMAND_CONFLICT, E.RESOURCE_ALREADY_EXISTS),
@@ -566,6 +582,7 @@ _SUMMARIES: dict[str, str] = {
     "resource": "The exact current body or tombstone of one resource",
     "changes": "Metadata-only change entries after a cursor",
     "changes_materialized": "Change entries with the exact body at each revision",
+    "changes_live": "Live change feed over a WebSocket: catch-up pages, then every commit",
     "snapshot": "The atomic current state and the head it represents",
     "create_session": "session.create",
     "create_fact": "fact.create (source and actor inherited server-side)",
@@ -647,7 +664,26 @@ _STATUS_TEXT = {
     409: "Conflict",
     413: "Too large",
     415: "Unsupported media type",
+    426: "Upgrade required: connect with a WebSocket (every other check passed)",
     503: "Storage temporarily unavailable; retry the identical request",
+}
+
+
+_LIVE_UPGRADE: Schema = {
+    "description": "Switching Protocols: a WebSocket (SPEC.md LIVE-*). Every check of "
+    "/changes runs before the upgrade and a refusal is the HTTP error below. After the "
+    "upgrade the server sends JSON text messages (`x-websocket-messages`): first the "
+    "materialized pages after the cursor (`limit` entries each, the first one always, empty "
+    "when already at the head), then one batch per commit from `seq - 1` to `seq`, filtered "
+    "for the caller; a commit it may not see is an empty batch that still advances "
+    "`next_cursor`. Participants of a handoff also receive `lease_expired` when its claim's "
+    "lease runs out (nothing is written). An error after the upgrade is one "
+    '`{"error": ...}` message followed by a close with code 4000 + its HTTP status: 4403 '
+    "`project_unauthorized` (suspended within 5 s, or removed), 4409 `cursor_epoch_mismatch` "
+    "(the project was re-imported), 4429 `feed_overflow` (the client read too slowly; "
+    "reconnect from the last `next_cursor`), 4503 `storage_failure`. Messages the client "
+    "sends are ignored.",
+    "x-websocket-messages": ref("LiveMessage"),
 }
 
 
@@ -670,13 +706,15 @@ def _operation(route: Route) -> Schema:
             "content": {media: {"schema": ref(_BODIES[handler])}},
         }
     ok: Schema = {"description": "OK"}
-    if handler == "openapi":
+    if handler == "changes_live":
+        ok = _LIVE_UPGRADE
+    elif handler == "openapi":
         ok["content"] = {JSON: {"schema": {"type": "object"}}}
     elif handler == "admin_export":
         ok["content"] = {"application/x-ndjson": {"schema": ref(_OK[handler])}}
     else:
         ok["content"] = {JSON: {"schema": ref(_OK[handler])}}
-    responses: dict[str, Schema] = {"200": ok}
+    responses: dict[str, Schema] = {"101" if handler == "changes_live" else "200": ok}
     by_status: dict[int, list[ErrorCode]] = {}
     for code in route_errors(route):
         by_status.setdefault(HTTP_STATUS[code], []).append(code)

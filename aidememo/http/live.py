@@ -1,0 +1,120 @@
+"""The live change feed's HTTP side: the checks before the upgrade and the message shapes.
+
+`GET /v1/projects/{p}/changes/live?project_epoch=E&after_seq=N[&limit=L]` (SPEC.md LIVE-*)
+runs every check of `/changes` before a WebSocket is accepted: route, authentication (the
+bearer header), parameters, membership and the cursor, so a refused subscriber gets the
+same HTTP error as `/changes` would give. After the upgrade every message is one JSON text:
+
+- a change batch in exactly the shape of `/changes/materialized` (catch-up pages first, then
+  one batch per commit; a commit the subscriber may not see is an empty batch that still
+  advances `next_cursor`);
+- `{"type": "lease_expired", "handoff_id", "claim_id"}` to the handoff's participants;
+- `{"error": {"code", "message"}}`, followed by a close with code 4000 + the HTTP status.
+
+A plain GET of the route (no upgrade) runs the same checks and then answers 426
+`upgrade_required`. Transports (the origin's ASGI adapter, the edge's Durable Object) only
+move these bytes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aidememo.domain.errors import AidememoError, ErrorCode, fail
+from aidememo.domain.ids import validate_id
+from aidememo.domain.limits import CHANGES_LIMIT_DEFAULT, CHANGES_LIMIT_MAX
+from aidememo.domain.model import ChangeRecord
+from aidememo.http.query import Query
+from aidememo.http.render import batch_json, json_bytes, materialized_entries
+from aidememo.http.types import Request
+from aidememo.service.access import Caller
+from aidememo.service.live import CommitBatch, Lease, LiveSubscription, check_subscription
+from aidememo.service.queries import ChangePage
+
+if TYPE_CHECKING:
+    from aidememo.http.app import HttpApp, Services
+
+LIVE_HANDLER = "changes_live"
+_PARAMS = frozenset({"project_epoch", "after_seq", "limit"})
+_IDENTITY_PARAMS = frozenset({"actor_id", "tenant_id"})
+
+
+def parse_subscription(
+    s: Services, request: Request, params: dict[str, str], caller: Caller, digest: bytes | None
+) -> LiveSubscription:
+    """The parameters (checked as `/changes` checks them), then membership and the cursor in
+    one read (LIVE-1)."""
+    project_id = validate_id(params["project_id"], "project_id")
+    query = Query(request.query)
+    epoch = query.text("project_epoch")
+    after_seq = query.integer("after_seq")
+    limit = query.integer(
+        "limit", minimum=1, maximum=CHANGES_LIMIT_MAX, code=ErrorCode.INVALID_CHANGE_BATCH
+    )
+    query.finish(_PARAMS, forbidden=_IDENTITY_PARAMS)
+    if epoch is None or after_seq is None:
+        raise fail(ErrorCode.INVALID_COMMAND, "project_epoch and after_seq are required")
+    validate_id(epoch, "project_epoch")
+    sub = LiveSubscription(
+        caller=caller,
+        project_id=project_id,
+        project_epoch=epoch,
+        after_seq=after_seq,
+        page_limit=CHANGES_LIMIT_DEFAULT if limit is None else limit,
+        token_sha256=digest,
+    )
+    check_subscription(s.store, sub)
+    return sub
+
+
+def open_subscription(
+    app: HttpApp, request: Request, caller: Caller | None = None
+) -> LiveSubscription:
+    """Every check before the upgrade, in the order of HTTP-1; raises the `AidememoError` to
+    answer as an HTTP response instead of upgrading. `caller` is given by a front that has
+    authenticated the bearer token itself (the edge Worker)."""
+    from aidememo.http.app import bearer_digest, check_request
+
+    match = check_request(request)
+    route = match.route
+    assert route is not None  # check_request refused a request without a route
+    if route.handler != LIVE_HANDLER:
+        raise fail(ErrorCode.ROUTE_NOT_FOUND, "no WebSocket route here")
+    digest: bytes | None = None
+    if caller is None:
+        digest = bearer_digest(request.headers.get("authorization"))
+        caller = app.authenticate(digest)
+    return parse_subscription(app.services, request, match.params, caller, digest)
+
+
+def page_message(page: ChangePage) -> str:
+    """A catch-up page: exactly the `/changes/materialized` response body."""
+    scope = page.scope
+    entries = materialized_entries(scope, page.records)
+    body = batch_json(
+        scope, page.project_epoch, page.after_seq, entries, page.next_after_seq, page.has_more
+    )
+    return body.decode()
+
+
+def commit_message(batch: CommitBatch, row: ChangeRecord, visible: bool) -> str:
+    """One commit as a change batch from `seq - 1` to `seq`; empty when not `visible`."""
+    project = batch.project
+    assert project is not None  # a batch without a project closes every subscriber first
+    scope = batch.scope
+    entries = materialized_entries(scope, [row]) if visible else []
+    more = row.seq < project.head_seq
+    return batch_json(scope, project.project_epoch, row.seq - 1, entries, row.seq, more).decode()
+
+
+def notice_message(lease: Lease) -> str:
+    """`{"type": "lease_expired", "handoff_id", "claim_id"}` (LIVE-7)."""
+    return (
+        f'{{"type":"lease_expired","handoff_id":"{lease.handoff_id}",'
+        f'"claim_id":"{lease.claim_id}"}}'
+    )
+
+
+def error_message(error: AidememoError) -> str:
+    """`{"error": {"code", "message"}}`, sent just before the close (LIVE-4)."""
+    return json_bytes(error.to_json()).decode()

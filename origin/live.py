@@ -1,0 +1,471 @@
+"""The origin's live change feed: ASGI WebSocket sessions and one hub per project.
+
+Only translation and scheduling live here; every decision (checks before the upgrade,
+visibility, cursors, message shapes, errors and close codes) is the core's
+(`aidememo.service.live`, `aidememo.http.live`), so the edge's Durable Object serves the
+same feed.
+
+- `LiveFeed.handle` answers one ASGI `websocket` scope: the pre-upgrade checks run first and
+  a refusal is an HTTP response (ASGI's WebSocket denial response, which uvicorn supports),
+  with the status and body `/changes` would give. After `websocket.accept` a sender task
+  catches up through the ordinary materialized feed, then forwards the hub's batches.
+- `ProjectHub` (one per project with subscribers) learns of commits from
+  `Ledger.on_commit`, called after the commit is durable, and reads them once for every
+  subscriber: one read view with the commits after the hub's sequence, the project row and
+  the subscribed actors' memberships. Reads run in the loop's thread pool, never on the loop.
+  Commits arriving while a read runs are coalesced into the next read. Every
+  `RECHECK_INTERVAL_S` the hub reads again, whether or not a commit was announced: that is
+  how a suspension (an identity change, not a commit) and the commits of another process on
+  the same database (a second origin behind a load balancer) reach subscribers.
+- A subscriber's queue is bounded (`SUBSCRIBER_QUEUE_MAX` batches): the hub never waits for
+  a subscriber, and one that overflows is sent `feed_overflow` and closed (4429); it
+  reconnects from the last cursor it received. A subscriber still catching up is not queued
+  to: it only notes that it missed a batch and reads on until it has seen the head.
+- Lease notices: each hub keeps a `LeaseBook` of its handoffs' live claims and a loop timer
+  at the earliest expiry; when it fires, the due claims are re-read (a heartbeat the hub has
+  not read yet must not produce a notice) and `lease_expired` goes to the subscribers that
+  may see each handoff. Nothing is written (HO-6).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any, TypeVar
+
+from aidememo.domain.errors import STORAGE_RETRY_AFTER_S, AidememoError, ErrorCode, fail
+from aidememo.domain.ids import is_valid_id
+from aidememo.domain.limits import SNAPSHOT_MAX_RESOURCES
+from aidememo.domain.model import Scope
+from aidememo.http.app import HttpApp, error_response
+from aidememo.http.live import (
+    commit_message,
+    error_message,
+    notice_message,
+    open_subscription,
+    page_message,
+)
+from aidememo.http.types import Request
+from aidememo.service.live import (
+    COMMIT_READ_LIMIT,
+    RECHECK_INTERVAL_S,
+    SUBSCRIBER_QUEUE_MAX,
+    CommitBatch,
+    FeedCursor,
+    Gap,
+    LeaseBook,
+    close_code,
+    load_leases,
+    read_commits,
+    reread_leases,
+    settle_due,
+)
+
+AsgiScope = MutableMapping[str, Any]
+AsgiMessage = MutableMapping[str, Any]
+AsgiReceive = Callable[[], Awaitable[AsgiMessage]]
+AsgiSend = Callable[[AsgiMessage], Awaitable[None]]
+
+T = TypeVar("T")
+log = logging.getLogger("aidememo.live")
+access = logging.getLogger("aidememo.access")
+
+# How long a closing subscriber may take to accept its error message and close frame (a slow
+# one first has to read what is already buffered for it); then the socket is dropped.
+CLOSE_SEND_TIMEOUT_S = 30.0
+
+Item = CommitBatch | str  # a shared batch, or a ready notice text
+
+
+class Subscriber:
+    """One accepted WebSocket: its cursor, its bounded queue and how it ends."""
+
+    __slots__ = ("actor", "cursor", "failed", "failure", "live", "missed", "queue")
+
+    def __init__(self, cursor: FeedCursor, queue_max: int) -> None:
+        self.cursor = cursor
+        self.actor = cursor.sub.caller.actor_id
+        self.queue: asyncio.Queue[Item] = asyncio.Queue(queue_max)
+        self.live = False  # False while catching up: batches are noted, not queued
+        self.missed = False
+        self.failure: AidememoError | None = None
+        self.failed = asyncio.Event()
+
+    def fail(self, error: AidememoError) -> None:
+        """End this subscriber with `error` (the first one wins)."""
+        if self.failure is None:
+            self.failure = error
+            self.failed.set()
+
+    def offer(self, item: Item) -> None:
+        """Queue without waiting; a full queue ends the subscriber (LIVE-6)."""
+        try:
+            self.queue.put_nowait(item)
+        except asyncio.QueueFull:
+            self.fail(
+                fail(
+                    ErrorCode.FEED_OVERFLOW,
+                    f"more than {self.queue.maxsize} messages waiting for this subscriber; "
+                    "reconnect from the last next_cursor received",
+                )
+            )
+
+
+class ProjectHub:
+    """The subscribers of one project, the shared commit reads and the lease timer."""
+
+    def __init__(self, feed: LiveFeed, scope: Scope) -> None:
+        self.feed = feed
+        self.scope = scope
+        self.subs: set[Subscriber] = set()
+        self.seq: int | None = None  # read up to here; None until the first read
+        self.leases = LeaseBook()
+        self.dirty = False
+        self.reading = False
+        self.timer: asyncio.TimerHandle | None = None
+        self.ticker: asyncio.Task[None] | None = None
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    def start(self) -> None:
+        self.ticker = asyncio.get_running_loop().create_task(self._tick())
+        self.wake()
+
+    def stop(self) -> None:
+        if self.ticker is not None:
+            self.ticker.cancel()
+        if self.timer is not None:
+            self.timer.cancel()
+        for task in self.tasks:
+            task.cancel()
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def wake(self) -> None:
+        """A commit (or the recheck tick) happened: read once more."""
+        self.dirty = True
+        if not self.reading:
+            self.reading = True
+            self._spawn(self._read_loop())
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(self.feed.recheck_s)
+            self.wake()
+
+    async def _read_loop(self) -> None:
+        store = self.feed.store
+        try:
+            while self.dirty and self.subs:
+                self.dirty = False
+                try:
+                    if self.seq is None:
+                        now = self.feed.clock.now_ms()
+                        project, book = await self.feed.run(
+                            load_leases, store, self.scope, now, SNAPSHOT_MAX_RESOURCES
+                        )
+                        self.seq = 0 if project is None else project.head_seq
+                        self.leases = book
+                        self._arm_timer()
+                    actors = {sub.actor for sub in self.subs}
+                    batch = await self.feed.run(
+                        read_commits, store, self.scope, self.seq, actors, self.feed.read_limit
+                    )
+                except AidememoError as error:
+                    log.warning("live feed read failed for %s: %s", self.scope, error)
+                    continue  # the next commit or tick reads again
+                self.seq = batch.last_seq
+                if batch.project is not None and batch.project.head_seq > self.seq:
+                    self.dirty = True  # a longer backlog than one read: read on
+                if batch.rows:
+                    self.leases.observe_rows(batch.rows)
+                    self._arm_timer()
+                self._publish(batch)
+        finally:
+            self.reading = False
+
+    def _publish(self, batch: CommitBatch) -> None:
+        for sub in list(self.subs):
+            if sub.live:
+                sub.offer(batch)
+            else:
+                sub.missed = True
+
+    # -- lease notices --------------------------------------------------------------------
+
+    def _arm_timer(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        expiry = self.leases.next_expiry()
+        if expiry is None or not self.subs:
+            return
+        delay = max(0.0, (expiry - self.feed.clock.now_ms()) / 1000.0)
+        self.timer = asyncio.get_running_loop().call_later(delay, self._lease_timer)
+
+    def _lease_timer(self) -> None:
+        self.timer = None
+        self._spawn(self._announce())
+
+    async def _announce(self) -> None:
+        now = self.feed.clock.now_ms()
+        due = self.leases.due(now)
+        if due:
+            try:
+                current = await self.feed.run(
+                    reread_leases, self.feed.store, self.scope, [d.handoff_id for d in due]
+                )
+            except AidememoError as error:
+                log.warning("lease re-read failed for %s: %s", self.scope, error)
+                for lease in due:
+                    self.leases.track(lease.handoff_id, lease)
+                current = None
+            if current is not None:
+                for lease in settle_due(self.leases, due, current, now):
+                    text = notice_message(lease)
+                    for sub in list(self.subs):
+                        if sub.actor in lease.participants:
+                            sub.offer(text)
+        if self.timer is None:
+            self._arm_timer()
+
+
+class LiveFeed:
+    """Every live subscription of one `HttpApp`, served from one event loop."""
+
+    def __init__(
+        self,
+        app: HttpApp,
+        *,
+        queue_max: int = SUBSCRIBER_QUEUE_MAX,
+        recheck_s: float = RECHECK_INTERVAL_S,
+        read_limit: int = COMMIT_READ_LIMIT,
+    ) -> None:
+        self.app = app
+        self.store = app.services.store
+        self.queries = app.services.queries
+        self.clock = app.services.ledger.clock
+        self.queue_max = queue_max
+        self.recheck_s = recheck_s
+        self.read_limit = read_limit
+        self.hubs: dict[Scope, ProjectHub] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None
+        app.services.ledger.on_commit.append(self._committed)
+
+    # -- commits (called from any thread) -------------------------------------------------
+
+    def _committed(self, scope: Scope, seq: int) -> None:
+        loop = self.loop
+        if loop is None or scope not in self.hubs:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody to tell
+            loop.call_soon_threadsafe(self._wake, scope)
+
+    def _wake(self, scope: Scope) -> None:
+        hub = self.hubs.get(scope)
+        if hub is not None:
+            hub.wake()
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """A blocking store call in the loop's thread pool."""
+        return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+
+    # -- one WebSocket --------------------------------------------------------------------
+
+    async def handle(self, scope: AsgiScope, receive: AsgiReceive, send: AsgiSend) -> None:
+        """Serve one ASGI `websocket` scope until either side closes."""
+        self.loop = asyncio.get_running_loop()
+        started = time.perf_counter()
+        message = await receive()
+        if message["type"] != "websocket.connect":
+            return
+        headers: dict[str, str] = {}
+        for raw_name, raw_value in scope["headers"]:
+            name = raw_name.decode("latin-1").lower()
+            value = raw_value.decode("latin-1")
+            previous = headers.get(name)
+            headers[name] = value if previous is None else f"{previous}, {value}"
+        incoming = headers.get("x-request-id")
+        request_id = incoming if incoming is not None and is_valid_id(incoming) else _new_id()
+        request = Request(
+            method="GET",
+            path=scope["path"],
+            query=scope.get("query_string", b"").decode("latin-1"),
+            headers=headers,
+            request_id=request_id,
+        )
+        status = 101
+        code: int | None = None
+        try:
+            try:
+                sub = await self.run(open_subscription, self.app, request)
+            except AidememoError as error:
+                status = error.http_status
+                await _deny(scope, send, error, request_id)
+                return
+            except Exception:
+                log.exception("live feed check raised; request_id=%s", request_id)
+                status = 503
+                await _deny(
+                    scope, send, fail(ErrorCode.STORAGE_FAILURE, "check raised"), request_id
+                )
+                return
+            await send(
+                {"type": "websocket.accept", "headers": [(b"x-request-id", request_id.encode())]}
+            )
+            code = await self._serve(sub.scope, FeedCursor(sub), receive, send)
+        finally:
+            access.info(
+                "request_id=%s method=GET path=%s status=%d websocket_close=%s duration_ms=%.2f",
+                request_id,
+                _log_safe(request.path),
+                status,
+                "-" if code is None else code,
+                (time.perf_counter() - started) * 1000.0,
+            )
+
+    async def _serve(
+        self, scope: Scope, cursor: FeedCursor, receive: AsgiReceive, send: AsgiSend
+    ) -> int | None:
+        """Run an accepted subscriber; returns the close code sent (None: the client left)."""
+        sub = Subscriber(cursor, self.queue_max)
+        hub = self.hubs.get(scope)
+        if hub is None:
+            hub = self.hubs[scope] = ProjectHub(self, scope)
+            hub.subs.add(sub)
+            hub.start()
+        else:
+            hub.subs.add(sub)
+        loop = asyncio.get_running_loop()
+        sender = loop.create_task(self._send_loop(sub, send))
+        listener = loop.create_task(_until_disconnect(receive))
+        failed = loop.create_task(sub.failed.wait())
+        try:
+            await asyncio.wait({sender, listener, failed}, return_when=asyncio.FIRST_COMPLETED)
+            if listener.done():
+                return None
+            if sender.done() and sub.failure is None:
+                error = sender.exception()
+                if isinstance(error, AidememoError):
+                    sub.fail(error)
+                elif isinstance(error, OSError):  # uvicorn's ClientDisconnected
+                    return None
+                else:
+                    if error is not None:
+                        log.error("live feed sender failed", exc_info=error)
+                    sub.fail(fail(ErrorCode.STORAGE_FAILURE, "live feed failed"))
+            assert sub.failure is not None
+            sender.cancel()
+            with contextlib.suppress(BaseException):
+                await sender
+            return await _close_with(send, sub.failure)
+        finally:
+            for task in (sender, listener, failed):
+                task.cancel()
+            hub.subs.discard(sub)
+            if not hub.subs and self.hubs.get(scope) is hub:
+                del self.hubs[scope]
+                hub.stop()
+
+    async def _send_loop(self, sub: Subscriber, send: AsgiSend) -> None:
+        """Catch up, go live, then forward the hub's batches and notices in order."""
+
+        async def text(value: str) -> None:
+            await send({"type": "websocket.send", "text": value})
+
+        await self._catch_up(sub, text, first=True)
+        while True:
+            item = await sub.queue.get()
+            if isinstance(item, str):
+                await text(item)
+                continue
+            try:
+                messages = sub.cursor.messages(item, commit_message)
+            except Gap:
+                await self._catch_up(sub, text, first=False)
+                continue
+            for message in messages:
+                await text(message)
+
+    async def _catch_up(
+        self, sub: Subscriber, text: Callable[[str], Awaitable[None]], *, first: bool
+    ) -> None:
+        """Page the materialized feed from the cursor to the head; the first page is always
+        sent (it tells the client it has caught up), later empty pages are not. Ends live:
+        batches published from then on are queued."""
+        cursor = sub.cursor
+        sub.live = False
+        while True:
+            sub.missed = False
+            while True:
+                before = cursor.after_seq
+                page = await self.run(cursor.catch_up, self.queries)
+                if first or page.records or cursor.after_seq != before:
+                    await text(page_message(page))
+                    first = False
+                if not page.has_more:
+                    break
+            if not sub.missed:
+                sub.live = True  # no await since the last read: no batch slips between
+                return
+
+
+async def _until_disconnect(receive: AsgiReceive) -> None:
+    """Wait for the client to close; anything it sends is ignored."""
+    while True:
+        message = await receive()
+        if message["type"] == "websocket.disconnect":
+            return
+
+
+async def _close_with(send: AsgiSend, error: AidememoError) -> int | None:
+    """`{"error": ...}` then a close with 4000 + status (LIVE-4); None if the client is gone."""
+    code = close_code(error)
+    try:
+        await asyncio.wait_for(
+            send({"type": "websocket.send", "text": error_message(error)}), CLOSE_SEND_TIMEOUT_S
+        )
+        await asyncio.wait_for(
+            send({"type": "websocket.close", "code": code, "reason": error.code.value}),
+            CLOSE_SEND_TIMEOUT_S,
+        )
+    except Exception:  # the client went away, or stopped reading altogether
+        return None
+    return code
+
+
+async def _deny(scope: AsgiScope, send: AsgiSend, error: AidememoError, request_id: str) -> None:
+    """Refuse before the upgrade with the HTTP error `/changes` would give (LIVE-1)."""
+    if "websocket.http.response" not in scope.get("extensions", {}):
+        # A server without the denial-response extension can only answer 403.
+        await send({"type": "websocket.close", "code": 1008})
+        return
+    response = error_response(error)
+    headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers]
+    headers.append((b"content-length", str(len(response.body)).encode()))
+    headers.append((b"x-request-id", request_id.encode()))
+    if response.status == 503 and not any(k == b"retry-after" for k, _ in headers):
+        headers.append((b"retry-after", str(STORAGE_RETRY_AFTER_S).encode()))
+    await send(
+        {"type": "websocket.http.response.start", "status": response.status, "headers": headers}
+    )
+    await send({"type": "websocket.http.response.body", "body": response.body})
+
+
+def _new_id() -> str:
+    import os
+
+    return os.urandom(8).hex()
+
+
+def _log_safe(text: str) -> str:
+    import json
+
+    if text.isascii() and text.isprintable() and " " not in text:
+        return text
+    return json.dumps(text)
