@@ -36,6 +36,12 @@ and `track_wal_io_timing`, so the server's time inside each function and in WAL 
 known too; the rest of a command's wall time is Python in the client. The same probe on the
 raw loop gives the baseline's split.
 
+What the clients' server backends are doing is sampled every 0.1 s during each phase
+(`{phase}_server_states`, shares of samples from `pg_stat_activity`): `active:cpu` (running),
+`Lock:tuple`/`Lock:transactionid` (queued behind the project row), `IO:WALSync` or
+`LWLock:WALWrite` (the commit's flush), `idle in transaction` (waiting for the client's next
+statement inside a command: client Python, driver and network) and `idle` (between commands).
+
 Peak memory: the largest client's and this process's maximum resident set size.
 The last line of output is the JSON object of DESIGN.md section 6; progress goes to stderr.
 Run from the repository root: `.venv/bin/python scripts/bench_pg.py [--seconds 5]`.
@@ -690,4 +696,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM/SIGHUP through _raise_on_signal
+        note(f"interrupted ({exc or 'SIGINT'}); the cluster was stopped and removed")
+        raise SystemExit(130) from None
