@@ -37,9 +37,15 @@ import pytest
 
 from aidememo.domain.clock import FixedClock
 from aidememo.domain.errors import AidememoError, ErrorCode
-from aidememo.domain.limits import MAX_REQUEST_BODY_BYTES
 from aidememo.domain.model import ActorKind, MemberStatus, Role
-from tests.contract.support import Headers, Query, decode_body, encode_query, request_parts
+from tests.contract.support import (
+    Headers,
+    Query,
+    body_limit,
+    decode_body,
+    encode_query,
+    request_parts,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT_S = 300.0  # the first pywrangler dev downloads the Pyodide bundle
@@ -90,15 +96,15 @@ class LiveClient:
         target = self.prefix + quote(path, safe=_PATH_SAFE)
         target += f"?{query_string}" if query_string else ""
         send: bytes | None = raw if raw or method not in ("GET", "DELETE") else None
-        if len(raw) > MAX_REQUEST_BODY_BYTES:  # announce it, send none (as the origin tests do)
-            hdrs["content-length"] = str(len(raw))
+        if len(raw) > body_limit(method, path):  # announce it, send none (as the socket
+            hdrs["content-length"] = str(len(raw))  # client of the contract suite does)
             send = None
         conn = self._connection()
         try:
             conn.request(method, target, body=send, headers=hdrs)
             response = conn.getresponse()
             data = response.read()
-        except (ConnectionError, http.client.HTTPException):
+        except (OSError, http.client.HTTPException):  # timeouts included: never reuse it
             self.close()
             raise
         result_headers = {k.lower(): v for k, v in response.getheaders()}

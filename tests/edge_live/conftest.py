@@ -38,7 +38,9 @@ def api(edge: LiveEdge) -> Iterator[Api]:
     identity = LiveIdentity(client, edge.admin_token)
     try:
         identity.delete_tenant(TENANT)
-        api = Api("edge_live", client, identity, LiveClock())  # type: ignore[arg-type]
+        # Named "edge": the same code as the offline edge backend, per-isolate token cache
+        # included, so the contract's edge-specific allowances apply.
+        api = Api("edge", client, identity, LiveClock(), admin_token=edge.admin_token)  # type: ignore[arg-type]
         for actor in (WRITER, RECEIVER, HERMES):
             api.provision(actor, Role.WRITER)
         api.provision(READER, Role.READER)

@@ -27,7 +27,28 @@ CONTRACT_MODULES = (
     "tests.contract.test_search",
     "tests.contract.test_handoff_lease",
     "tests.contract.test_scenario_t",
+    "tests.contract.test_admin",
 )
+# Contract tests that cannot run against one live deployment, and why (reported as skips).
+NOT_LIVE = {
+    "test_arc5_export_then_import_into_a_fresh_backend_is_identical_apart_from_the_epoch": (
+        "needs a second, fresh deployment to import into"
+    ),
+    "test_boot1_bootstrap_is_idempotent_and_adds_members": (
+        "compares two exports byte for byte; each carries the live clock's export time"
+    ),
+    "test_adm1_admin_routes_stay_closed_without_a_configured_token": (
+        "builds its own in-process app without an admin token; nothing live to test"
+    ),
+}
+
+
+def _not_live(reason: str) -> Any:
+    @pytest.mark.skip(reason=f"not run live: {reason}")
+    def skipped() -> None:
+        raise AssertionError("unreachable")
+
+    return skipped
 
 
 def _collect(modules: tuple[str, ...]) -> dict[str, Any]:
@@ -37,7 +58,7 @@ def _collect(modules: tuple[str, ...]) -> dict[str, Any]:
         for attr, value in vars(module).items():
             if attr.startswith("test_") and callable(value):
                 assert attr not in found, f"{attr} is defined in two contract modules"
-                found[attr] = value
+                found[attr] = _not_live(NOT_LIVE[attr]) if attr in NOT_LIVE else value
     return found
 
 
