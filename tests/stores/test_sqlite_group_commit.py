@@ -271,6 +271,18 @@ def test_store_group_commit_direct_path_and_caller_context(tmp_path: Path) -> No
     release.set()
     outcomes.join()
     assert outcomes.values["x"] == "x" and outcomes.values["y"] == "y"
+
+    # A caller that queued alone is promoted and runs alone, on its own thread.
+    lone = _Outcomes()
+    release = _hold_writer(fx, lone)
+    _queue_in_order(
+        fx,
+        lone,
+        [("z", lambda: (fx.store.transaction(lambda tx: threading.current_thread()),))],
+    )
+    release.set()
+    lone.join()
+    assert lone.values["z"][0] is next(t for t in lone.threads if t.name == "z")
     fx.store.close()
 
 

@@ -239,6 +239,12 @@ class Sqlite3Executor:
         with self._queue_lock:
             while self._queue and len(batch) < MAX_BATCH:
                 batch.append(self._queue.popleft())
+        if len(batch) == 1:  # nobody else queued: no savepoint needed
+            try:
+                with self._lock:
+                    return self._alone(fn)
+            finally:
+                self._hand_off()
         try:
             with self._lock:
                 self._batch(batch)
