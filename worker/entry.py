@@ -170,7 +170,9 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         if limiter is None:  # no binding configured: no limit
             return
         outcome = await limiter.limit({"key": digest.hex()})
-        if not outcome["success"]:
+        # A `JsDict` answers both spellings; a bare JS proxy only the attribute one.
+        success = outcome["success"] if isinstance(outcome, dict) else outcome.success
+        if not success:
             raise fail(
                 ErrorCode.RATE_LIMITED, f"too many requests; retry in {RATE_LIMIT_PERIOD_S} s"
             )
