@@ -231,3 +231,101 @@ pg_stop() {
     rm -rf "$PG_DIR"
     PG_DIR=""
 }
+
+# -- PgBouncer in transaction pool mode -------------------------------------------------------
+# pgbouncer_start puts Debian's PgBouncer (1.18; installed with apt-get when missing) in front of
+# the cluster pg_start made, in transaction pool mode: a server connection is lent for one
+# transaction only, so nothing may depend on session state (every setting SET LOCAL, every lock
+# a transaction lock), as behind Hyperdrive. It refuses to run as root, so as root it runs as
+# `postgres`. Any user the cluster knows may log in (trust, looked up with auth_query as the
+# `postgres` auth_user): tests log in as per-schema roles. It exports
+# AIDEMEMO_TEST_PGBOUNCER_URL; pgbouncer_stop (from the same EXIT trap as pg_stop) stops it by
+# the PID in its pidfile and removes its directory.
+PGB_DIR=""
+
+ensure_pgbouncer() {
+    command -v pgbouncer >/dev/null 2>&1 && return 0
+    [ -x /usr/sbin/pgbouncer ] && return 0
+    if [ "$(id -u)" != "0" ] || ! command -v apt-get >/dev/null 2>&1; then
+        log "pgbouncer is missing; install the pgbouncer package"
+        return 1
+    fi
+    log "installing pgbouncer with apt-get"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q pgbouncer >/dev/null \
+        || { apt-get update -q >/dev/null && \
+             DEBIAN_FRONTEND=noninteractive apt-get install -y -q pgbouncer >/dev/null; } \
+        || return 1
+}
+
+pgbouncer_start() {
+    [ -n "${AIDEMEMO_TEST_PG_PORT:-}" ] || { log "pgbouncer_start needs pg_start first"; return 1; }
+    ensure_pgbouncer || return 1
+    local bin
+    bin="$(command -v pgbouncer || echo /usr/sbin/pgbouncer)"
+    PGB_DIR="$(mktemp -d "${TMPDIR:-/tmp}/aidememo-pgbouncer.XXXXXX")" || return 1
+    chmod 755 "$PGB_DIR"
+    local port attempt
+    for attempt in 1 2 3; do
+        port="$(_free_port)" || return 1
+        cat >"$PGB_DIR/pgbouncer.ini" <<INI
+[databases]
+* = host=127.0.0.1 port=$AIDEMEMO_TEST_PG_PORT
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $port
+unix_socket_dir =
+auth_type = trust
+auth_file = $PGB_DIR/userlist.txt
+auth_user = postgres
+admin_users = postgres
+pool_mode = transaction
+max_client_conn = 1000
+default_pool_size = 20
+max_db_connections = 200
+server_idle_timeout = 5
+server_reset_query =
+ignore_startup_parameters = extra_float_digits
+logfile = $PGB_DIR/pgbouncer.log
+pidfile = $PGB_DIR/pgbouncer.pid
+INI
+        printf '"postgres" ""\n' >"$PGB_DIR/userlist.txt"
+        if [ "$(id -u)" = "0" ]; then
+            chown -R postgres:postgres "$PGB_DIR" || return 1
+        fi
+        if _pg_as_owner "$bin" -d "$PGB_DIR/pgbouncer.ini" >>"$PGB_DIR/start.log" 2>&1; then
+            local i
+            for i in $(seq 1 100); do
+                if "${PY:-python3}" -c "import socket,sys; socket.create_connection(('127.0.0.1', $port), 0.2)" 2>/dev/null; then
+                    export AIDEMEMO_TEST_PGBOUNCER_URL="postgresql://postgres@127.0.0.1:$port/postgres"
+                    log "PgBouncer (transaction pool mode) on 127.0.0.1:$port"
+                    return 0
+                fi
+                sleep 0.05
+            done
+        fi
+        log "pgbouncer start failed on port $port (attempt $attempt)"
+        cat "$PGB_DIR/start.log" "$PGB_DIR/pgbouncer.log" >&2 2>/dev/null || true
+        pgbouncer_stop
+        PGB_DIR="$(mktemp -d "${TMPDIR:-/tmp}/aidememo-pgbouncer.XXXXXX")" || return 1
+        chmod 755 "$PGB_DIR"
+    done
+    return 1
+}
+
+pgbouncer_stop() {
+    [ -n "$PGB_DIR" ] || return 0
+    local pid
+    pid="$(cat "$PGB_DIR/pgbouncer.pid" 2>/dev/null || true)"
+    if [ -n "$pid" ]; then
+        kill "$pid" 2>/dev/null || true
+        local i
+        for i in $(seq 1 50); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.05
+        done
+    fi
+    rm -rf "$PGB_DIR"
+    PGB_DIR=""
+    unset AIDEMEMO_TEST_PGBOUNCER_URL
+}

@@ -11,6 +11,14 @@ at teardown a schema is emptied (one cascading `DELETE FROM tenants`, a few ms) 
 the next test, and new ones are created only when none is free. The test's connections reach
 their schema through `search_path`, set as a connection startup parameter, and carry the
 schema's name as `application_name`, so teardown can end any session a test left behind.
+
+Through PgBouncer (`scripts/test` starts one in transaction pool mode in front of the cluster
+and exports `AIDEMEMO_TEST_PGBOUNCER_URL`; `pooled=True`), PgBouncer 1.18 refuses the `options`
+startup parameter, and a session `SET` would not survive a transaction anyway. So each schema
+also gets a login role of the same name whose role default is `search_path=<schema>`: PgBouncer
+keeps one server pool per (database, user), and every server connection of that pool starts
+with the role's search path. The store under test sends nothing but transactions, so passing
+through a transaction-mode pool proves it keeps no session state (STORE-8).
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import pytest
 from aidememo.stores.postgres import PostgresStore
 
 URL_ENV = "AIDEMEMO_TEST_PG_URL"
+PGBOUNCER_ENV = "AIDEMEMO_TEST_PGBOUNCER_URL"
 DRIVERS = ("psycopg", "pg8000")
 
 
@@ -42,6 +51,29 @@ def server_url() -> str:
             pytest.fail(message + "; CI must not skip PostgreSQL tests")
         pytest.skip(message)
     return url
+
+
+def pgbouncer_url() -> str:
+    """PgBouncer's URL (transaction pool mode, in front of the cluster of `server_url`);
+    skips the test (fails it under CI=true) when there is none."""
+    server_url()
+    url = os.environ.get(PGBOUNCER_ENV, "")
+    if not url:
+        message = f"no PgBouncer: {PGBOUNCER_ENV} is not set (scripts/test starts one)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message + "; CI must not skip the PgBouncer tier")
+        pytest.skip(message)
+    return url
+
+
+def pooled_url(bouncer: str, schema: str) -> str:
+    """`bouncer` logged in as the schema's role (whose default search_path is the schema),
+    named after it; no `options`, which PgBouncer refuses."""
+    parts = urlsplit(bouncer)
+    host = parts.hostname or "127.0.0.1"
+    netloc = f"{schema}@{host}" + (f":{parts.port}" if parts.port else "")
+    query = urlencode({"application_name": schema}, quote_via=quote)
+    return parts._replace(netloc=netloc, query=query).geturl()
 
 
 def with_database(url: str, database: str) -> str:
@@ -71,7 +103,8 @@ def psycopg_connect(url: str) -> Callable[[], Any]:
 
 def pg8000_connect(url: str) -> Callable[[], Any]:
     """The edge's driver (pure Python, DB-API `format` paramstyle); honours the URL's
-    `options=-c search_path=...` and `application_name`."""
+    `options=-c search_path=...` and `application_name`. Like Hyperdrive at the edge, it
+    sends every statement unnamed (nothing prepared outlives a transaction)."""
     import pg8000.dbapi
 
     parts = urlsplit(url)
@@ -136,6 +169,7 @@ class Database:
     name: str
     url: str
     reusable: bool = False  # created with every migration, so it can be emptied and reused
+    pooled: bool = False  # `url` goes through PgBouncer in transaction pool mode
 
     def connect(self, driver: str) -> Callable[[], Any]:
         """A connection factory of `driver` for this schema."""
@@ -150,8 +184,8 @@ class Database:
         _admin_run(
             self.server,
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE application_name = %s AND pid <> pg_backend_pid()",
-            params=(self.name,),
+            "WHERE (application_name = %s OR usename = %s) AND pid <> pg_backend_pid()",
+            params=(self.name, self.name),
         )
 
     def drop(self) -> None:
@@ -167,7 +201,24 @@ class Database:
                 with _lock:
                     _recycled.setdefault(self.server, []).append(self.name)
                 return
-        _admin_run(self.server, f'DROP SCHEMA IF EXISTS "{self.name}" CASCADE')
+        _admin_run(self.server, *_drop_script(self.name))
+
+
+def _drop_script(name: str) -> list[str]:
+    return [
+        f'DROP SCHEMA IF EXISTS "{name}" CASCADE',
+        f'DROP OWNED BY "{name}"',
+        f'DROP ROLE IF EXISTS "{name}"',
+    ]
+
+
+def _role_script(name: str) -> list[str]:
+    """The schema's login role (the way in through PgBouncer), with the schema as its
+    default search path."""
+    return [
+        f'CREATE ROLE "{name}" LOGIN SUPERUSER',
+        f'ALTER ROLE "{name}" SET search_path TO "{name}"',
+    ]
 
 
 def _empty_script(name: str) -> list[str]:
@@ -197,22 +248,28 @@ def _schema_script(name: str) -> bytes:
     return ";\n".join(statements).encode()
 
 
-def create_database(*, migrated: bool = True) -> Database:
+def create_database(*, migrated: bool = True, pooled: bool = False) -> Database:
     """An empty schema with this code's tables and functions (a recycled one when there is
-    one), or with nothing at all when `migrated=False`."""
+    one), or with nothing at all when `migrated=False`; `pooled` reaches it through PgBouncer
+    in transaction pool mode."""
     server = server_url()
+    bouncer = pgbouncer_url() if pooled else ""
+
+    def url(name: str) -> str:
+        return pooled_url(bouncer, name) if pooled else with_schema(server, name)
+
     if migrated:
         with _lock:
             free = _recycled.get(server)
             name = free.pop() if free else None
         if name is not None:
-            return Database(server, name, with_schema(server, name), reusable=True)
+            return Database(server, name, url(name), reusable=True, pooled=pooled)
     name = f"aidememo_t_{uuid.uuid4().hex[:16]}"
     if migrated:
-        _admin_run(server, f'CREATE SCHEMA "{name}"', _schema_script(name))
+        _admin_run(server, f'CREATE SCHEMA "{name}"', *_role_script(name), _schema_script(name))
     else:
-        _admin_run(server, f'CREATE SCHEMA "{name}"')
-    return Database(server, name, with_schema(server, name), reusable=migrated)
+        _admin_run(server, f'CREATE SCHEMA "{name}"', *_role_script(name))
+    return Database(server, name, url(name), reusable=migrated, pooled=pooled)
 
 
 def _drop_recycled() -> None:
@@ -220,7 +277,7 @@ def _drop_recycled() -> None:
     for server, names in _recycled.items():
         for name in names:
             try:
-                _admin_run(server, f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+                _admin_run(server, *_drop_script(name))
             except Exception:
                 pass
     for conn in _admin_conns.values():
@@ -231,9 +288,9 @@ atexit.register(_drop_recycled)
 
 
 @contextmanager
-def fresh_database(*, migrated: bool = True) -> Iterator[Database]:
+def fresh_database(*, migrated: bool = True, pooled: bool = False) -> Iterator[Database]:
     """An empty schema for one test, emptied or dropped afterwards."""
-    db = create_database(migrated=migrated)
+    db = create_database(migrated=migrated, pooled=pooled)
     try:
         yield db
     finally:

@@ -94,11 +94,11 @@ def _project_object(tmp_path: Path) -> Backend:
     return backend
 
 
-def _postgres(driver: str) -> Callable[[Path], Backend]:
+def _postgres(driver: str, *, pooled: bool = False) -> Callable[[Path], Backend]:
     # A fresh database per test, cloned from a migrated template; every store opened on it is
     # closed before the database is dropped.
     def make(tmp_path: Path) -> Backend:
-        db = pg.create_database()
+        db = pg.create_database(pooled=pooled)
         opened: list[PostgresStore] = []
 
         def open_store() -> Store:
@@ -106,7 +106,8 @@ def _postgres(driver: str) -> Callable[[Path], Backend]:
             opened.append(store)
             return store
 
-        backend = Backend(f"postgres_{driver}", open_store, PostgresStore.capabilities)
+        name = f"{'pgbouncer' if pooled else 'postgres'}_{driver}"
+        backend = Backend(name, open_store, PostgresStore.capabilities)
         backend.db = db
         backend.cleanups.append(lambda: [store.close() for store in opened])
         backend.cleanups.append(db.drop)
@@ -123,6 +124,10 @@ BACKENDS: dict[str, Callable[[Path], Backend]] = {
     "project_object": _project_object,
     "postgres_psycopg": _postgres("psycopg"),
     "postgres_pg8000": _postgres("pg8000"),
+    # Once more through PgBouncer in transaction pool mode: every setting SET LOCAL, every
+    # lock a transaction lock, nothing depending on session state (STORE-8).
+    "pgbouncer_psycopg": _postgres("psycopg", pooled=True),
+    "pgbouncer_pg8000": _postgres("pg8000", pooled=True),
 }
 
 

@@ -192,9 +192,12 @@ def _edge(tmp: Path, clock: FixedClock) -> Backend:
     return backend
 
 
-def _postgres(driver: str) -> BackendFactory:
+def _postgres(driver: str, *, pooled: bool = False) -> BackendFactory:
+    """PostgreSQL with `driver`; `pooled` through PgBouncer in transaction pool mode (no
+    session state survives a transaction, as behind Hyperdrive)."""
+
     def make(tmp: Path, clock: FixedClock) -> Backend:
-        db = pg.create_database()
+        db = pg.create_database(pooled=pooled)
         try:
             store = db.open(driver)
         except BaseException:
@@ -222,6 +225,8 @@ BACKENDS: dict[str, BackendFactory] = {
     ),
     "postgres_psycopg": _postgres("psycopg"),
     "postgres_pg8000": _postgres("pg8000"),
+    "pgbouncer_psycopg": _postgres("psycopg", pooled=True),
+    "pgbouncer_pg8000": _postgres("pg8000", pooled=True),
     "edge": _edge,
     "uvicorn_sqlite": lambda tmp, clock: _uvicorn(
         SqliteStore.open_file(tmp / "ssot.sqlite", synchronous="OFF"), clock
