@@ -131,8 +131,8 @@ def response_payload(response: Response) -> dict[str, Any]:
 
 def response_from(payload: Any) -> Response:
     """The core `Response` back from `response_payload`."""
-    data = plain(payload)
-    headers = [(str(k), str(v)) for k, v in data["headers"]]
+    data = _mapping(payload)
+    headers = [(str(k), str(v)) for k, v in plain(data["headers"])]
     return Response(int(data["status"]), headers, str(data["body"]).encode("utf-8"))
 
 
