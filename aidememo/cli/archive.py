@@ -20,6 +20,7 @@ from aidememo.cli.errors import EXIT_USAGE, CliError
 from aidememo.domain.limits import MAX_ARCHIVE_BYTES
 
 EXPORT_FILE_MODE = 0o600
+WRITE_BATCH_BYTES = 256 * 1024  # lines are joined into writes of about this size
 
 
 class ManifestCheck:
@@ -152,8 +153,16 @@ def write_lines(lines: Iterable[bytes]) -> Callable[[Callable[[bytes], None]], N
     """A `produce` for `write_export` from an iterable of lines."""
 
     def produce(write: Callable[[bytes], None]) -> None:
+        batch: list[bytes] = []
+        size = 0
         for chunk in lines:
-            write(chunk)
+            batch.append(chunk)
+            size += len(chunk)
+            if size >= WRITE_BATCH_BYTES:
+                write(b"".join(batch))
+                batch, size = [], 0
+        if batch:
+            write(b"".join(batch))
 
     return produce
 
