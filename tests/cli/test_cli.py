@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from aidememo.cli.main import main, read_token_file
+from aidememo.cli.commands import read_token_file
+from aidememo.cli.main import main
 from aidememo.cli.serve import MISSING_EXTRA, is_loopback
 from aidememo.cli.stores import describe_database
 from aidememo.domain.clock import RandomIds, SystemClock

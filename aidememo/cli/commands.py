@@ -1,0 +1,408 @@
+"""The commands behind `aidememo ...`: provisioning, administration, health and serve.
+
+Expected failures raise `CliError` (one line, exit 1 or 2); nothing prints a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from aidememo.cli.archive import (
+    check_confirm,
+    open_import,
+    write_export,
+    write_lines,
+)
+from aidememo.cli.errors import EXIT_USAGE, CliError
+from aidememo.cli.options import (
+    PROG,
+    TOKEN_BYTES,
+    TOKEN_FILE_MODE,
+)
+from aidememo.cli.remote import AdminClient
+from aidememo.cli.stores import (
+    default_database,
+    describe_database,
+    is_postgres,
+    open_store,
+    psycopg_connector,
+)
+from aidememo.domain.clock import RandomIds, SystemClock
+from aidememo.domain.errors import AidememoError
+from aidememo.domain.limits import (
+    BEARER_MAX_BYTES,
+    MAX_ARCHIVE_BYTES,
+)
+from aidememo.domain.model import ActorKind, MemberStatus, Role
+from aidememo.ports import Store
+from aidememo.service.archive import Archive
+from aidememo.service.identity import IdentityService, token_digest
+
+
+def _print_json(document: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(document, sort_keys=False) + "\n")
+    sys.stdout.flush()
+
+
+def read_token_file(path: str) -> str:
+    """The token in `path`, surrounding whitespace stripped; refuses a missing or odd file."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read(BEARER_MAX_BYTES + 2).strip()
+    except FileNotFoundError:
+        raise CliError(
+            f"token file {path} does not exist (create one: {PROG} token new --out {path})"
+        ) from None
+    except UnicodeDecodeError:
+        raise CliError(f"token file {path} is not UTF-8 text") from None
+    except OSError as exc:
+        raise CliError(f"cannot read token file {path}: {exc.strerror or exc}") from None
+    if not text:
+        raise CliError(f"token file {path} is empty")
+    if len(text.encode("utf-8")) > BEARER_MAX_BYTES:
+        raise CliError(f"token in {path} is longer than {BEARER_MAX_BYTES} bytes")
+    if not all("!" <= ch <= "~" for ch in text):
+        raise CliError(f"token in {path} must be printable ASCII without spaces")
+    return text
+
+
+def _database(ns: argparse.Namespace) -> str:
+    value: str | None = ns.database
+    return value if value else default_database()
+
+
+def _with_store(database: str, fn: Callable[[Store], int]) -> int:
+    store = open_store(database)
+    try:
+        return fn(store)
+    finally:
+        store.close()
+
+
+def _identity(store: Store) -> IdentityService:
+    return IdentityService(store, SystemClock(), RandomIds())
+
+
+def _refused(what: str, error: AidememoError) -> CliError:
+    return CliError(f"{what}: {error.message} ({error.code.value}); nothing was changed")
+
+
+def _archive(store: Store) -> Archive:
+    return Archive(store, SystemClock(), RandomIds())
+
+
+def _remote(ns: argparse.Namespace) -> AdminClient | None:
+    """The admin endpoint of `--url`, or None in `--database` mode."""
+    url: str | None = ns.url
+    if not url:
+        return None
+    if not ns.admin_token_file:
+        raise CliError(
+            "--url needs --admin-token-file (or set AIDEMEMO_ADMIN_TOKEN_FILE)", EXIT_USAGE
+        )
+    return AdminClient(
+        url,
+        read_token_file(ns.admin_token_file),
+        allow_insecure_http=bool(ns.allow_insecure_http),
+    )
+
+
+# -- commands ---------------------------------------------------------------------------------
+
+
+def cmd_token_new(ns: argparse.Namespace) -> int:
+    """Write 32 random bytes as 64 hex characters and a newline to a new 0600 file."""
+    path: str = ns.out
+    token = os.urandom(TOKEN_BYTES).hex() + "\n"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    flags |= getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, TOKEN_FILE_MODE)
+    except FileExistsError:
+        raise CliError(f"{path} already exists; refusing to overwrite a token file") from None
+    except OSError as exc:
+        raise CliError(f"cannot create {path}: {exc.strerror or exc}") from None
+    try:
+        os.fchmod(fd, TOKEN_FILE_MODE)  # whatever the umask did
+        os.write(fd, token.encode("ascii"))
+        os.fsync(fd)
+    except OSError as exc:
+        os.close(fd)
+        os.unlink(path)
+        raise CliError(f"cannot write {path}: {exc.strerror or exc}") from None
+    os.close(fd)
+    _print_json({"token_file": os.path.abspath(path)})
+    return 0
+
+
+def cmd_bootstrap(ns: argparse.Namespace) -> int:
+    """Create (or confirm) tenant, project, actor, membership and token in one transaction."""
+    digest = token_digest(read_token_file(ns.token_file))
+    remote = _remote(ns)
+    if remote is not None:
+        body: dict[str, Any] = {
+            "tenant_id": ns.tenant_id,
+            "project_id": ns.project_id,
+            "actor_id": ns.actor_id,
+            "actor_kind": ns.actor_kind,
+            "role": ns.role,
+            "token_sha256": digest.hex(),  # the digest only: the token never leaves this host
+        }
+        if ns.project_epoch is not None:
+            body["project_epoch"] = ns.project_epoch
+        _print_json(remote.post_json("bootstrap refused", "/v1/admin/bootstrap", body))
+        return 0
+
+    def run(store: Store) -> int:
+        try:
+            result = _identity(store).bootstrap(
+                tenant_id=ns.tenant_id,
+                project_id=ns.project_id,
+                actor_id=ns.actor_id,
+                kind=ActorKind(ns.actor_kind),
+                role=Role(ns.role),
+                project_epoch=ns.project_epoch,
+                token_sha256=digest,
+            )
+        except AidememoError as error:
+            raise _refused("bootstrap refused", error) from None
+        _print_json(
+            {
+                "tenant_id": result.project.tenant_id,
+                "project_id": result.project.project_id,
+                "project_epoch": result.project.project_epoch,
+                "actor_id": result.membership.actor_id,
+                "role": result.membership.role.value,
+            }
+        )
+        return 0
+
+    return _with_store(_database(ns), run)
+
+
+def cmd_admin_member(ns: argparse.Namespace) -> int:
+    """Change one member's role or status."""
+    if (ns.role is None) == (ns.status is None):
+        raise CliError("give exactly one of --role and --status", EXIT_USAGE)
+    remote = _remote(ns)
+    if remote is not None:
+        body: dict[str, Any] = {
+            "tenant_id": ns.tenant_id,
+            "project_id": ns.project_id,
+            "actor_id": ns.actor_id,
+        }
+        body.update({"role": ns.role} if ns.role is not None else {"status": ns.status})
+        _print_json(remote.post_json("member change refused", "/v1/admin/members", body))
+        return 0
+
+    def run(store: Store) -> int:
+        try:
+            member = _identity(store).set_membership(
+                ns.tenant_id,
+                ns.project_id,
+                ns.actor_id,
+                role=None if ns.role is None else Role(ns.role),
+                status=None if ns.status is None else MemberStatus(ns.status),
+            )
+        except AidememoError as error:
+            raise _refused("member change refused", error) from None
+        _print_json(
+            {
+                "tenant_id": member.tenant_id,
+                "project_id": member.project_id,
+                "actor_id": member.actor_id,
+                "role": member.role.value,
+                "status": member.status.value,
+            }
+        )
+        return 0
+
+    return _with_store(_database(ns), run)
+
+
+def cmd_admin_token_revoke(ns: argparse.Namespace) -> int:
+    """Revoke the token in a token file (final; bootstrap will not reactivate it)."""
+    digest = token_digest(read_token_file(ns.token_file))
+    remote = _remote(ns)
+    if remote is not None:
+        body = {"token_sha256": digest.hex()}
+        _print_json(remote.post_json("revoke refused", "/v1/admin/tokens/revoke", body))
+        return 0
+
+    def run(store: Store) -> int:
+        try:
+            known = _identity(store).revoke_token(digest)
+        except AidememoError as error:
+            raise _refused("revoke refused", error) from None
+        if not known:
+            raise CliError(f"the token in {ns.token_file} is not bound to any actor")
+        _print_json({"revoked": True})
+        return 0
+
+    return _with_store(_database(ns), run)
+
+
+def cmd_admin_export(ns: argparse.Namespace) -> int:
+    """Write the tenant's (or one project's) export to a new 0600 file (ARC-1)."""
+    tenant_id: str = ns.tenant_id
+    project_id: str | None = ns.project_id
+    include_tokens = bool(ns.include_token_digests)
+    if os.path.lexists(ns.out):  # before any work; the final link checks again
+        raise CliError(f"{ns.out} already exists; refusing to overwrite an export")
+    remote = _remote(ns)
+    summary: dict[str, Any]
+    if remote is not None:
+        client = remote
+        query = {"project_id": project_id} if project_id is not None else {}
+        if include_tokens:
+            query["include_token_digests"] = "true"
+        path = f"/v1/admin/tenants/{tenant_id}/export"
+        summary = write_export(
+            ns.out, lambda write: client.download("export refused", path, query, write)
+        )
+    else:
+
+        def run(store: Store) -> dict[str, Any]:
+            try:
+                lines = list(
+                    _archive(store).export_lines(
+                        tenant_id, project_id, include_tokens=include_tokens
+                    )
+                )
+            except AidememoError as error:
+                raise CliError(f"export refused: {error.message} ({error.code.value})") from None
+            return write_export(ns.out, write_lines(lines))
+
+        store = open_store(_database(ns))
+        try:
+            summary = run(store)
+        finally:
+            store.close()
+    _print_json(
+        {
+            "tenant_id": tenant_id,
+            "project_id": project_id,
+            "include_token_digests": include_tokens,
+            **summary,
+        }
+    )
+    return 0
+
+
+def cmd_admin_import(ns: argparse.Namespace) -> int:
+    """Import an export into scopes that do not exist yet, all or nothing (ARC-2, ARC-3)."""
+    remote = _remote(ns)
+    handle, size = open_import(getattr(ns, "in"), limit=MAX_ARCHIVE_BYTES if remote else None)
+    with handle:
+        if remote is not None:
+            _print_json(remote.upload("import refused", "/v1/admin/import", handle, size))
+            return 0
+        lines = list(handle)
+
+    def run(store: Store) -> int:
+        try:
+            summary = _archive(store).import_lines(lines)
+        except AidememoError as error:
+            raise _refused("import refused", error) from None
+        _print_json(
+            {
+                "tenant_id": summary.tenant_id,
+                "project_epochs": summary.epochs,
+                "counts": summary.counts,
+            }
+        )
+        return 0
+
+    return _with_store(_database(ns), run)
+
+
+def cmd_admin_delete_tenant(ns: argparse.Namespace) -> int:
+    """Remove every row of a tenant, verified by counts (ARC-4)."""
+    tenant_id: str = ns.tenant_id
+    check_confirm(tenant_id, ns.confirm)
+    remote = _remote(ns)
+    if remote is not None:
+        path = f"/v1/admin/tenants/{tenant_id}"
+        _print_json(remote.delete("deletion refused", path, {"confirm": ns.confirm}))
+        return 0
+
+    def run(store: Store) -> int:
+        try:
+            removed = _archive(store).delete_tenant(tenant_id, ns.confirm)
+        except AidememoError as error:
+            raise _refused("deletion refused", error) from None
+        _print_json({"tenant_id": tenant_id, "removed": removed})
+        return 0
+
+    return _with_store(_database(ns), run)
+
+
+def cmd_admin_migrate(ns: argparse.Namespace) -> int:
+    """Bring the database's schema to this code's version (PostgreSQL: under the advisory
+    lock, in one transaction; SQLite migrates whenever it is opened)."""
+    database = _database(ns)
+    before: int | None = None
+    if is_postgres(database):
+        from aidememo.stores.postgres import PostgresStore
+
+        pg = PostgresStore(psycopg_connector(database))
+        try:
+            before = pg.schema_version()
+            after = pg.migrate()
+        except AidememoError as error:
+            raise CliError(
+                f"migration of {describe_database(database)} refused: {error.message}"
+            ) from None
+        finally:
+            pg.close()
+    else:
+        after = _with_store(database, lambda store: store.schema_version())
+    _print_json(
+        {
+            "database": describe_database(database),
+            "schema_version_before": before,
+            "schema_version": after,
+        }
+    )
+    return 0
+
+
+def cmd_health(ns: argparse.Namespace) -> int:
+    """Open the store and report what `/health` would."""
+    database = _database(ns)
+
+    def run(store: Store) -> int:
+        _print_json(
+            {
+                "status": "ok",
+                "mode": store.mode,
+                "schema_version": store.schema_version(),
+                "database": describe_database(database),
+            }
+        )
+        return 0
+
+    return _with_store(database, run)
+
+
+def cmd_serve(ns: argparse.Namespace) -> int:
+    """Serve the HTTP API (imports the origin extra lazily)."""
+    from aidememo.cli.serve import run_serve
+
+    admin_digest = (
+        token_digest(read_token_file(ns.admin_token_file)) if ns.admin_token_file else None
+    )
+    return run_serve(
+        database=ns.database,
+        admin_token_sha256=admin_digest,
+        host=ns.host,
+        port=ns.port,
+        allow_insecure_http=bool(ns.allow_insecure_http),
+        handoff_lease_ms=ns.handoff_lease_ms,
+        dispatch=ns.dispatch,
+    )
