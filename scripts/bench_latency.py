@@ -27,16 +27,32 @@ contract. What is measured, and how:
 - `--plot FILE.png` draws a latency histogram per operation (cold and warm) with matplotlib,
   imported only then (`pip install matplotlib` when it is missing).
 
+`--live` (issue 6 item 6) measures the live change feed instead: commit-to-delivery latency
+with `--live-subscribers` (default `1,100`) WebSocket subscribers (the `websockets` package of
+the test extra, all on one asyncio loop in this process) on
+`/v1/projects/{p}/changes/live`. Each round subscribes every client at the head (the search
+`index_seq`, which equals the head, SRCH-1), waits until each has its first catch-up page, then
+a writer thread posts `--live-commits` facts one after another, `--live-interval-ms` apart,
+over one warm connection. A sample is the time from just before a fact's POST is sent to the
+moment a subscriber has received and decoded the batch of that commit; every subscriber gives
+one sample per commit. Every subscriber must receive every commit exactly once and in order:
+`lost`, `duplicated` and `out_of_order` count what did not. The baseline is the same run's
+POST round trip (the writer's acknowledgement of a durable commit: delivery cannot beat it).
+Targets (the issue's, on the origin): `live_100_p95_ms <= 50` and no message lost or
+duplicated. The last line is then `{"name": "bench_latency_live", ...}`.
+
 Every id written carries a run tag, so repeated runs against one project never collide.
 Usage: `.venv/bin/python scripts/bench_latency.py --base-url http://127.0.0.1:3030
---token-file ~/.aidememo/demo.token --project demo [--requests 200]`.
+--token-file ~/.aidememo/demo.token --project demo [--requests 200] [--live]`.
 """
 
 from __future__ import annotations
 
 import argparse
 import http.client
+import itertools
 import json
+import re
 import secrets
 import sys
 import time
@@ -47,11 +63,12 @@ from urllib.parse import quote, urlencode, urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bench_common import emit, latency_summary, note, peak_rss_mib
+from _bench_common import emit, latency_summary, note, peak_rss_mib, target
 
 OPERATIONS = ("post_facts", "get_resource", "get_search", "get_changes")
 HANDOFF_STEPS = ("send", "accept", "fact", "return")
 TIMEOUT_S = 30.0
+SEQ_FIELD = re.compile(r'"change":\{[^{}]*?"seq":(\d+)')
 
 
 class HttpFailure(RuntimeError):
@@ -211,6 +228,26 @@ class Bench:
         self.facts.append(fact_id)
         return receipt
 
+    def post_fact_at(
+        self, conn: http.client.HTTPConnection, key: str, t0: int, sent_at: dict[int, int]
+    ) -> Any:
+        """A fact for the live feed; its commit's send time is kept under its sequence."""
+        receipt = self.writer.request(
+            conn,
+            "POST",
+            f"{self.base}/facts",
+            {
+                "command_id": f"bench-live-{self.tag}-{key}",
+                "payload": {
+                    "fact_id": f"bench-live-{self.tag}-{key}",
+                    "session_id": self.session,
+                    "content": fact_content(len(sent_at), self.tag),
+                },
+            },
+        )
+        sent_at[int(receipt["project_seq"])] = t0
+        return receipt
+
     def get_resource(self, conn: http.client.HTTPConnection, i: int) -> Any:
         fact_id = self.facts[i % len(self.facts)]
         return self.writer.request(conn, "GET", f"{self.base}/resources/fact/{fact_id}")
@@ -315,6 +352,183 @@ class Bench:
         return actor
 
 
+# -- the live feed (--live) --------------------------------------------------------------------
+
+
+class LiveRound:
+    """One round: `n` subscribers at the head, `commits` facts, every delivery timed."""
+
+    def __init__(self, bench: Bench, token: str, n: int, commits: int, interval_s: float) -> None:
+        self.bench = bench
+        self.token = token
+        self.n = n
+        self.commits = commits
+        self.interval_s = interval_s
+        self.sent_at: dict[int, int] = {}  # seq -> perf_counter_ns just before its POST
+        self.acks: list[int] = []
+        self.received: list[list[tuple[int, int]]] = [[] for _ in range(n)]  # (seq, ns)
+        self.last_seq = 0
+
+    def head(self) -> int:
+        conn = self.bench.endpoint.connect()
+        try:
+            query = urlencode({"q": "head", "limit": 1})
+            found = self.bench.writer.request(conn, "GET", f"{self.bench.base}/search?{query}")
+        finally:
+            conn.close()
+        return int(found["index_seq"])
+
+    def ws_url(self, after_seq: int) -> str:
+        endpoint = self.bench.endpoint
+        scheme = "wss" if endpoint.scheme == "https" else "ws"
+        port = f":{endpoint.port}" if endpoint.port else ""
+        query = urlencode({"project_epoch": self.bench.epoch, "after_seq": after_seq})
+        path = f"{endpoint.prefix}{self.bench.base}/changes/live?{query}"
+        return f"{scheme}://{endpoint.host}{port}{path}"
+
+    def write(self) -> None:
+        """The writer thread: one fact at a time on a warm connection."""
+        bench = self.bench
+        clock = time.perf_counter_ns
+        conn = bench.endpoint.connect()
+        try:
+            bench.writer.request(conn, "GET", "/health")
+            for i in range(self.commits):
+                t0 = clock()
+                receipt = bench.post_fact_at(conn, f"live{self.n}-{i}", t0, self.sent_at)
+                self.acks.append(clock() - t0)
+                self.last_seq = int(receipt["project_seq"])
+                if self.interval_s:
+                    time.sleep(self.interval_s)
+        finally:
+            conn.close()
+
+    async def run(self) -> None:
+        import asyncio
+
+        import websockets
+
+        start = self.head()
+        url = self.ws_url(start)
+        headers = {"Authorization": f"Bearer {self.token}"}
+        clock = time.perf_counter_ns
+        ready = asyncio.Event()
+        connected = [0]
+
+        async def follow(k: int) -> None:
+            got = self.received[k]
+            async with websockets.connect(
+                url,
+                additional_headers=headers,
+                max_size=None,
+                open_timeout=TIMEOUT_S,
+                compression=None,
+                ping_interval=None,
+            ) as ws:
+                first = True
+                async for raw in ws:
+                    now = clock()
+                    text = raw if isinstance(raw, str) else raw.decode()
+                    if text.startswith('{"error"'):
+                        raise HttpFailure(f"live feed closed: {text}")
+                    if first:  # the catch-up page at the head
+                        first = False
+                        connected[0] += 1
+                        if connected[0] == self.n:
+                            ready.set()
+                        continue
+                    # The change's "seq" of each entry (a fact's content cannot produce this
+                    # unescaped); cheaper than decoding every message in this one process.
+                    got.extend((int(m), now) for m in SEQ_FIELD.findall(text))
+
+        tasks = [asyncio.create_task(follow(k)) for k in range(self.n)]
+        waiter = asyncio.create_task(ready.wait())
+        await asyncio.wait({waiter, *tasks}, return_when=asyncio.FIRST_COMPLETED)
+        for task in tasks:
+            if task.done() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+        await asyncio.get_running_loop().run_in_executor(None, self.write)
+        deadline = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < deadline and any(
+            not got or got[-1][0] < self.last_seq for got in self.received
+        ):
+            await asyncio.sleep(0.01)  # what never arrives is counted as lost
+        for task in tasks:
+            task.cancel()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        for result in results:
+            if isinstance(result, Exception) and not isinstance(result, asyncio.CancelledError):
+                raise result
+
+    def figures(self) -> tuple[dict[str, Any], list[int], dict[str, int]]:
+        expected = sorted(self.sent_at)
+        samples: list[int] = []
+        lost = duplicated = out_of_order = 0
+        for got in self.received:
+            seqs = [seq for seq, _ in got]
+            duplicated += len(seqs) - len(set(seqs))
+            out_of_order += sum(1 for a, b in itertools.pairwise(seqs) if b <= a)
+            lost += len(set(expected) - set(seqs))
+            for seq, at in got:
+                if seq in self.sent_at:
+                    samples.append(at - self.sent_at[seq])
+        counts = {
+            "expected": len(expected) * self.n,
+            "received": sum(len(got) for got in self.received),
+            "lost": lost,
+            "duplicated": duplicated,
+            "out_of_order": out_of_order,
+        }
+        return latency_summary(samples, f"live_{self.n}"), samples, counts
+
+
+def run_live(bench: Bench, args: argparse.Namespace) -> int:
+    import asyncio
+
+    try:
+        import websockets  # noqa: F401
+    except ImportError:
+        print("--live needs the websockets package: pip install websockets", file=sys.stderr)
+        return 2
+    token = read_token(args.token_file)
+    figures: dict[str, Any] = {
+        "base_url": args.base_url,
+        "project": args.project,
+        "commits_per_round": args.live_commits,
+        "interval_ms": args.live_interval_ms,
+    }
+    acks: list[int] = []
+    targets: dict[str, Any] = {}
+    total_bad = 0
+    plots: dict[str, dict[str, list[int]]] = {}
+    for n in args.live_subscribers:
+        note(f"  live: {n} subscriber(s), {args.live_commits} commits")
+        rnd = LiveRound(bench, token, n, args.live_commits, args.live_interval_ms / 1000)
+        try:
+            asyncio.run(rnd.run())
+        except (HttpFailure, OSError, TimeoutError) as exc:
+            print(f"bench_latency --live: {exc!r}", file=sys.stderr)
+            return 1
+        summary, samples, counts = rnd.figures()
+        figures.update(summary)
+        figures[f"live_{n}_samples"] = len(samples)
+        for key, value in counts.items():
+            figures[f"live_{n}_{key}"] = value
+        total_bad += counts["lost"] + counts["duplicated"] + counts["out_of_order"]
+        acks += rnd.acks
+        plots[f"live_{n}"] = {"delivery": samples}
+    figures["client_peak_rss_mib"] = peak_rss_mib()
+    baseline = latency_summary(acks, "post_ack")
+    baseline["post_ack_n"] = len(acks)
+    if 100 in args.live_subscribers:
+        targets["live_100_p95_ms"] = target(figures["live_100_p95_ms"], "<= 50")
+    targets["lost_or_duplicated"] = target(float(total_bad), "<= 0")
+    if args.plot:
+        plot(args.plot, plots)
+    emit("bench_latency_live", figures, baseline, targets)
+    return 0
+
+
 def read_token(path: str) -> str:
     text = Path(path).expanduser().read_text(encoding="utf-8").strip()
     if not text:
@@ -360,7 +574,30 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--cycles", type=int, help="handoff cycles (default requests/10)")
     parser.add_argument("--plot", metavar="FILE.png", help="draw latency histograms")
+    parser.add_argument(
+        "--live", action="store_true", help="measure the live change feed (WebSocket) instead"
+    )
+    parser.add_argument(
+        "--live-subscribers",
+        default="1,100",
+        help="comma-separated subscriber counts, one round each (default 1,100)",
+    )
+    parser.add_argument(
+        "--live-commits", type=int, default=200, help="commits per live round (default 200)"
+    )
+    parser.add_argument(
+        "--live-interval-ms",
+        type=float,
+        default=10.0,
+        help="pause between the writer's commits (default 10 ms)",
+    )
     args = parser.parse_args(argv)
+    try:
+        args.live_subscribers = [int(n) for n in str(args.live_subscribers).split(",") if n]
+    except ValueError:
+        parser.error("--live-subscribers must be comma-separated integers")
+    if not args.live_subscribers or min(args.live_subscribers) < 1 or args.live_commits < 1:
+        parser.error("--live-subscribers and --live-commits must be at least 1")
     if args.requests < 1:
         parser.error("--requests must be at least 1")
     args.cold = max(1, args.requests // 10) if args.cold is None else args.cold
@@ -377,6 +614,14 @@ def main(argv: list[str] | None = None) -> int:
             print("--plot needs matplotlib: pip install matplotlib", file=sys.stderr)
             return 2
     bench = Bench(args)
+    if args.live:
+        try:
+            identity = bench.setup()
+        except (HttpFailure, OSError) as exc:
+            print(f"bench_latency: {exc}", file=sys.stderr)
+            return 1
+        note(f"bench_latency --live: {args.base_url} project {args.project}")
+        return run_live(bench, args)
     try:
         identity = bench.setup()
         note(f"bench_latency: {args.base_url} project {args.project} as {identity['actor_id']}")

@@ -135,3 +135,28 @@ def test_bench_latency_refuses_a_bad_token(origin: tuple[str, Path, Path], tmp_p
     proc = _bench(f"--base-url {url} --token-file {bad} --requests 1")
     assert proc.returncode == 1
     assert "401" in proc.stderr
+
+
+def test_bench_latency_live_prints_the_design_json_line(origin: tuple[str, Path, Path]) -> None:
+    """`--live`: commit-to-delivery latency of the live feed (issue 6 item 6), every commit
+    delivered to every subscriber exactly once and in order."""
+    url, writer, _ = origin
+    proc = _bench(
+        f"--base-url {url} --token-file {writer} --project demo",
+        "--live --live-subscribers 1,3 --live-commits 5 --live-interval-ms 0",
+    )
+    assert proc.returncode == 0, proc.stderr
+    line = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert set(line) == {"name", "figures", "baseline", "targets"}
+    assert line["name"] == "bench_latency_live"
+    figures = line["figures"]
+    for n in (1, 3):
+        for stat in STATS:
+            assert isinstance(figures[f"live_{n}_{stat}_ms"], float), (n, stat)
+        assert figures[f"live_{n}_expected"] == figures[f"live_{n}_received"] == 5 * n
+        assert figures[f"live_{n}_samples"] == 5 * n
+        assert figures[f"live_{n}_lost"] == figures[f"live_{n}_duplicated"] == 0
+        assert figures[f"live_{n}_out_of_order"] == 0
+    assert line["baseline"]["post_ack_n"] == 10
+    assert line["targets"]["lost_or_duplicated"]["met"] is True
+    assert "live_100_p95_ms" not in line["targets"]  # no round of 100 subscribers here
