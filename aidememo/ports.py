@@ -23,6 +23,8 @@ from aidememo.domain.model import (
     Membership,
     Mutation,
     Project,
+    RawOutcome,
+    RawWrite,
     Receipt,
     ResourceRef,
     Scope,
@@ -37,6 +39,9 @@ T = TypeVar("T")
 CAP_REOPEN = "reopen"  # state survives close and reopen
 CAP_TWO_CONNECTIONS = "two_connections"  # two handles on one database race for real
 CAP_SECOND_PROCESS = "second_process"  # another OS process can open the same database
+# The store has `execute_raw(RawWrite)` (`RawFastPath`): a generic put or delete in one round
+# trip. `Ledger.execute_raw` uses it when declared; the generic pipeline stays the reference.
+CAP_RAW_FAST_PATH = "raw_fast_path"
 
 
 class ReadTx(Protocol):
@@ -206,6 +211,20 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Release connections; the store is unusable afterwards."""
+        ...
+
+
+class RawFastPath(Protocol):
+    """The optional method of a store declaring `CAP_RAW_FAST_PATH`."""
+
+    def execute_raw(self, write: RawWrite) -> RawOutcome | None:
+        """Run the pipeline of a generic put or delete (CMD-3..6, REV-2, REV-3) in one round
+        trip and one transaction: lock the project, check the writer's membership, the
+        receipt, the expected revision (and no delete of a resource never written), then
+        write exactly what the generic pipeline writes. A refusal is an outcome, not an
+        exception; driver failures are `storage_failure` as ever. None means the path does
+        not apply here (e.g. a transaction is already open on this thread), and the caller
+        runs the generic pipeline."""
         ...
 
 

@@ -358,6 +358,40 @@ class CommandStart:
 
 
 @dataclass(frozen=True, slots=True)
+class RawWrite:
+    """A generic put or delete (`POST /v1/commands`) for a store's one-round-trip path
+    (`CAP_RAW_FAST_PATH`): everything Python decides is already here (fingerprint, canonical
+    body, time), and the store runs the pipeline's checks and write in one statement."""
+
+    scope: Scope
+    actor_id: str
+    command_id: str
+    fingerprint: str
+    resource: ResourceRef
+    expected_revision: int | None
+    operation: str
+    op: ChangeOp
+    body: bytes | None  # canonical JSON for an upsert, None for a delete
+    now_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class RawOutcome:
+    """What a store's one-round-trip path did with a `RawWrite`.
+
+    `outcome` is "committed" (a new commit: `receipt` is new), "replayed" (`receipt` is the
+    stored one) or "refused": then `error` is the code of the check that refused it and
+    `start` holds what the checks read (the current resource without its body), so the
+    caller can run the same checks and raise the same error as the generic pipeline.
+    """
+
+    outcome: str
+    receipt: Receipt | None = None
+    error: str | None = None
+    start: CommandStart | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class MailboxQuery:
     """A page of one actor's inbox or outbox, newest first by `updated_seq`."""
 

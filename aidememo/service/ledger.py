@@ -4,6 +4,13 @@ Order inside the write transaction: lock the project, check membership, then the
 (an identical replay returns the stored receipt; anything else reusing the command id is
 `command_conflict`), then the operation's own checks (`decide`), then one write of resource,
 change, audit row and receipt with a compare-and-swap of the project head.
+
+A generic put or delete (`execute_raw`) takes a store's one-round-trip path when the store
+declares `CAP_RAW_FAST_PATH`: the store runs the same checks in the same order and the same
+write server-side, and reports a refusal with the rows its checks read; the checks below
+(`_admit`, `_check_raw`) then run on those rows, so the error and its message are the ones
+the generic pipeline gives. The generic pipeline stays the reference: every store has it, and
+the fast path is tested against it (tests/stores/test_raw_fast_path.py).
 """
 
 from __future__ import annotations
@@ -11,21 +18,25 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import NoReturn, cast
 
 from aidememo.domain.canonical import canonical_bytes, fingerprint
 from aidememo.domain.envelope import Command
-from aidememo.domain.errors import ErrorCode, fail
+from aidememo.domain.errors import AidememoError, ErrorCode, fail
 from aidememo.domain.model import (
     ChangeOp,
+    CommandStart,
     HandoffIndexRow,
     Mutation,
     Project,
+    RawOutcome,
+    RawWrite,
     Receipt,
     Scope,
     SearchDoc,
     StoredResource,
 )
-from aidememo.ports import Clock, Store, WriteTx
+from aidememo.ports import CAP_RAW_FAST_PATH, Clock, RawFastPath, Store, WriteTx
 from aidememo.service.access import Caller, check_access
 
 
@@ -62,6 +73,31 @@ def check_expected_revision(current: StoredResource | None, expected: int | None
         )
 
 
+def _check_raw(command: Command, current: StoredResource | None) -> None:
+    """A generic put's or delete's own checks (REV-2, REV-3)."""
+    check_expected_revision(current, command.expected_revision)
+    if command.change is ChangeOp.DELETE and current is None:
+        raise fail(ErrorCode.RESOURCE_NOT_FOUND, "cannot delete a resource never written")
+
+
+def _admit(
+    caller: Caller, command: Command, fp: str, start: CommandStart
+) -> tuple[Project, Receipt | None]:
+    """Membership (AUTH-3..5), then the receipt (CMD-3), on the rows read with the project
+    locked: the project and the stored receipt of an identical replay, or an error."""
+    project = check_access(start.project, start.membership, write=True)
+    stored = start.receipt
+    if stored is not None:
+        if (
+            stored.actor_id == caller.actor_id
+            and stored.fingerprint == fp
+            and stored.resource == command.resource
+        ):
+            return project, stored
+        raise fail(ErrorCode.COMMAND_CONFLICT, "command_id was used for another command")
+    return project, None
+
+
 def command_fingerprint(command: Command) -> str:
     """The command's fingerprint (CJ-2)."""
     return fingerprint(
@@ -86,9 +122,13 @@ class Ledger:
         # quick and must not raise (it is logged and ignored: the commit stands).
         self.on_commit: list[OnCommit] = []
 
-    def execute(self, caller: Caller, command: Command, decide: Decide) -> Receipt:
-        """Run one command through the pipeline and return its receipt (CMD-3 .. CMD-6)."""
-        fp = command_fingerprint(command)
+    def execute(
+        self, caller: Caller, command: Command, decide: Decide, *, fp: str | None = None
+    ) -> Receipt:
+        """Run one command through the pipeline and return its receipt (CMD-3 .. CMD-6);
+        `fp` is the command's fingerprint when the caller computed it already."""
+        if fp is None:
+            fp = command_fingerprint(command)
         scope = caller.scope(command.project_id)
 
         committed = False
@@ -97,16 +137,9 @@ class Ledger:
             nonlocal committed
             committed = False
             start = tx.begin_command(scope, caller.actor_id, command.command_id, command.resource)
-            project = check_access(start.project, start.membership, write=True)
-            stored = start.receipt
+            project, stored = _admit(caller, command, fp, start)
             if stored is not None:
-                if (
-                    stored.actor_id == caller.actor_id
-                    and stored.fingerprint == fp
-                    and stored.resource == command.resource
-                ):
-                    return stored
-                raise fail(ErrorCode.COMMAND_CONFLICT, "command_id was used for another command")
+                return stored
             current = start.current
             now = self.clock.now_ms()
             decision = decide(tx, project, current, now)
@@ -140,24 +173,75 @@ class Ledger:
             return receipt
 
         receipt = self.store.transaction(run)
-        if committed and self.on_commit:
-            for hook in self.on_commit:
-                try:
-                    hook(scope, receipt.project_seq)
-                except Exception:
-                    log.exception("on_commit hook failed")
+        if committed:
+            self._committed(scope, receipt.project_seq)
         return receipt
 
+    def _committed(self, scope: Scope, seq: int) -> None:
+        for hook in self.on_commit:
+            try:
+                hook(scope, seq)
+            except Exception:
+                log.exception("on_commit hook failed")
+
     def execute_raw(self, caller: Caller, command: Command) -> Receipt:
-        """A generic put or delete (`POST /v1/commands`): revision check, then write."""
+        """A generic put or delete (`POST /v1/commands`): revision check, then write; in one
+        round trip on a store with `CAP_RAW_FAST_PATH`."""
         body = canonical_bytes(command.payload) if command.change is ChangeOp.UPSERT else None
+        fp = command_fingerprint(command)
+        if CAP_RAW_FAST_PATH in self.store.capabilities:
+            fast = cast(RawFastPath, self.store)
+            write = RawWrite(
+                scope=caller.scope(command.project_id),
+                actor_id=caller.actor_id,
+                command_id=command.command_id,
+                fingerprint=fp,
+                resource=command.resource,
+                expected_revision=command.expected_revision,
+                operation=command.operation,
+                op=command.change,
+                body=body,
+                now_ms=self.clock.now_ms(),
+            )
+            outcome = fast.execute_raw(write)
+            if outcome is not None:
+                return self._fast_outcome(caller, command, write, outcome)
 
         def decide(
             tx: WriteTx, project: Project, current: StoredResource | None, now: int
         ) -> Decision:
-            check_expected_revision(current, command.expected_revision)
-            if command.change is ChangeOp.DELETE and current is None:
-                raise fail(ErrorCode.RESOURCE_NOT_FOUND, "cannot delete a resource never written")
+            _check_raw(command, current)
             return Decision(command.change, body)
 
-        return self.execute(caller, command, decide)
+        return self.execute(caller, command, decide, fp=fp)
+
+    def _fast_outcome(
+        self, caller: Caller, command: Command, write: RawWrite, outcome: RawOutcome
+    ) -> Receipt:
+        receipt = outcome.receipt
+        if outcome.outcome in ("committed", "replayed") and receipt is not None:
+            if outcome.outcome == "committed":
+                self._committed(write.scope, receipt.project_seq)
+            return receipt
+        if outcome.outcome == "refused" and outcome.start is not None:
+            self._refused(caller, command, write.fingerprint, outcome.error, outcome.start)
+        raise fail(ErrorCode.STORAGE_FAILURE, f"unexpected fast path outcome {outcome.outcome!r}")
+
+    def _refused(
+        self, caller: Caller, command: Command, fp: str, error: str | None, start: CommandStart
+    ) -> NoReturn:
+        """Raise the error the generic pipeline gives for the rows the store's checks read;
+        a store whose checks disagree with these is a bug, reported as `storage_failure`."""
+        try:
+            _, stored = _admit(caller, command, fp, start)
+            if stored is None:
+                _check_raw(command, start.current)
+        except AidememoError as exc:
+            if exc.code.value == error:
+                raise
+            log.error("fast path refused with %s, the pipeline with %s", error, exc.code.value)
+            raise fail(
+                ErrorCode.STORAGE_FAILURE, f"fast path refused with {error}, not {exc.code.value}"
+            ) from exc
+        log.error("fast path refused with %s, the pipeline admits the command", error)
+        raise fail(ErrorCode.STORAGE_FAILURE, f"fast path refused with {error}, checks pass")

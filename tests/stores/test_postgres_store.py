@@ -7,16 +7,19 @@ Runs on a real PostgreSQL 15 (scripts/test starts one), with psycopg 3 and with 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from aidememo.conformance.harness import EPOCH, PROJECT, TENANT, Fixture
+from aidememo.conformance.harness import EPOCH, PROJECT, RESOURCE, TENANT, Fixture
 from aidememo.domain.clock import FixedClock
 from aidememo.domain.errors import AidememoError, ErrorCode
-from aidememo.domain.model import Role, Scope, TokenBinding
+from aidememo.domain.model import ResourceRef, Role, Scope, TokenBinding
+from aidememo.ports import CAP_RAW_FAST_PATH
+from aidememo.service.access import Caller
 from aidememo.stores.postgres import SCHEMA_VERSION, PostgresStore
 from aidememo.stores.postgres.store import tsquery
 from tests import pg
@@ -148,8 +151,9 @@ def test_tenant_deletion_cascades_through_every_table(db: pg.Database, driver: s
 
 
 def test_a_command_is_four_round_trips(db: pg.Database, driver: str) -> None:
+    """The generic pipeline (every typed command; raw ones without the fast path)."""
     log: list[str] = []
-    fx = Fixture.create(lambda: PostgresStore.open(_counting(db, driver, log)))
+    fx = Fixture.create(lambda: PostgresStore.open(_counting(db, driver, log), raw_fast_path=False))
     fx.put("command_warm", "a")
     log.clear()
     fx.put("command_counted", "b")
@@ -166,6 +170,136 @@ def test_a_command_is_four_round_trips(db: pg.Database, driver: str) -> None:
     fx.queries.changes(fx.actor, PROJECT, EPOCH, 0, 10)
     assert log[0] == "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
     assert log[1] == "set_config" and log[-1] == "COMMIT"
+    fx.store.close()
+
+
+def test_a_raw_command_is_one_round_trip_whatever_its_outcome(db: pg.Database, driver: str) -> None:
+    """`POST /v1/commands` takes the fast path: one `aidememo_execute_raw` statement, no
+    BEGIN or COMMIT, for a commit, a replay and every refusal alike. pg8000 splits a
+    statement with parameters over three Syncs, so there it is framed by BEGIN and COMMIT
+    (each one simple query), which keep a transaction-mode pool on one server connection."""
+    probe = PostgresStore(db.connect(driver))
+    conn = probe.pool.acquire()
+    assert probe._is_framed(conn) is (driver == "pg8000")  # detected from the connection
+    probe.pool.release(conn)
+    probe.close()
+    log: list[str] = []
+    fx = Fixture.create(
+        lambda: PostgresStore.open(_counting(db, driver, log), framed=driver == "pg8000")
+    )
+    assert CAP_RAW_FAST_PATH in fx.store.capabilities
+    fx.put("command_warm", "a")
+    one = ["aidememo_execute_raw"]
+    if driver == "pg8000":
+        one = ["BEGIN ISOLATION LEVEL READ COMMITTED", *one, "COMMIT"]
+    steps: list[tuple[str, Callable[[], Any], ErrorCode | None]] = [
+        ("put", lambda: fx.put("command_counted", "b"), None),
+        ("replay", lambda: fx.put("command_counted", "b"), None),
+        ("conflict", lambda: fx.put("command_counted", "other"), ErrorCode.COMMAND_CONFLICT),
+        ("stale", lambda: fx.put("command_stale", "c", expected=1), ErrorCode.STALE_REVISION),
+        (
+            "missing",
+            lambda: fx.put(
+                "command_missing", "c", expected=1, resource=ResourceRef("custom.x", "x")
+            ),
+            ErrorCode.RESOURCE_NOT_FOUND,
+        ),
+        ("delete", lambda: fx.delete("command_delete", expected=2), None),
+        (
+            "unauthorized",
+            lambda: fx.put("command_nobody", "d", caller=Caller(TENANT, "actor_nobody")),
+            ErrorCode.PROJECT_UNAUTHORIZED,
+        ),
+    ]
+    for name, call, code in steps:
+        log.clear()
+        if code is None:
+            call()
+        else:
+            with pytest.raises(AidememoError) as err:
+                call()
+            assert err.value.code is code, name
+        assert log == one, name
+    scope = Scope(TENANT, PROJECT)
+    assert fx.store.read(lambda tx: tx.get_project(scope)).head_seq == 3  # type: ignore[union-attr]
+    # Inside a transaction already open on the thread, the command joins it instead.
+    log.clear()
+    receipt = fx.store.transaction(lambda tx: fx.put("command_nested", "e"))
+    assert receipt.project_seq == 4
+    assert log == [
+        "BEGIN ISOLATION LEVEL READ COMMITTED",
+        "aidememo_begin_command",
+        "aidememo_commit_mutation",
+        "COMMIT",
+    ]
+    fx.store.close()
+
+
+def test_the_fast_path_sets_its_timeouts_for_its_own_statement_only(
+    db: pg.Database, driver: str
+) -> None:
+    """lock_timeout bounds the wait for the project row; nothing outlives the statement."""
+    fx = Fixture.create(lambda: db.open(driver, pool_size=1, lock_timeout_ms=300))
+    holder = db.open(driver)
+    locked = threading.Event()
+    release = threading.Event()
+
+    def hold(tx: Any) -> None:
+        tx.begin_command(Scope(TENANT, PROJECT), fx.actor.actor_id, "command_hold", RESOURCE)
+        locked.set()
+        release.wait(30)
+
+    thread = threading.Thread(target=lambda: holder.transaction(hold))
+    thread.start()
+    try:
+        assert locked.wait(30)
+        started = time.monotonic()
+        with pytest.raises(AidememoError) as err:
+            fx.put("command_waits", "a")
+        assert err.value.code is ErrorCode.STORAGE_FAILURE
+        assert "lock" in str(err.value.__cause__).lower()
+        assert 0.25 < time.monotonic() - started < 5
+    finally:
+        release.set()
+        thread.join(30)
+    assert fx.put("command_waits", "a").project_seq == 1  # nothing of the refused attempt
+    conn = fx.store.pool.acquire()  # type: ignore[attr-defined]
+    try:
+        cur = conn.cursor()
+        for setting in ("statement_timeout", "lock_timeout"):
+            cur.execute(f"SHOW {setting}")
+            assert cur.fetchall()[0][0] == "0", setting
+        cur.close()
+    finally:
+        fx.store.pool.release(conn)  # type: ignore[attr-defined]
+    holder.close()
+    fx.store.close()
+
+
+def test_a_raw_command_on_a_connection_that_died_while_idle_is_retried_once(
+    db: pg.Database, driver: str
+) -> None:
+    log: list[str] = []
+    framed = driver == "pg8000"
+    fx = Fixture.create(
+        lambda: PostgresStore.open(_counting(db, driver, log), pool_size=1, framed=framed)
+    )
+    fx.put("command_a", "a")
+    db.terminate_sessions()
+    log.clear()
+    assert fx.put("command_b", "b").project_seq == 2
+    # the probe after the failure is sent only where the driver still has a socket
+    sent = [e for e in log if e not in ("SELECT 1", "ROLLBACK")]
+    if framed:
+        begin = "BEGIN ISOLATION LEVEL READ COMMITTED"
+        assert sent == [begin, begin, "aidememo_execute_raw", "COMMIT"]  # BEGIN failed first
+    else:
+        assert sent == ["aidememo_execute_raw"] * 2
+    log.clear()
+    with pytest.raises(AidememoError) as err:  # a refusal on a live connection: no retry
+        fx.put("command_b", "other")
+    assert err.value.code is ErrorCode.COMMAND_CONFLICT
+    assert log.count("aidememo_execute_raw") == 1
     fx.store.close()
 
 

@@ -6,7 +6,7 @@ down, so a tenant's deletion is one `DELETE FROM tenants` (anchor 2.3). Identifi
 `COLLATE "C"`: ids are ASCII, and byte order makes `ORDER BY` agree with SQLite and Python
 whatever the database's default collation is.
 
-The migrations also create two plpgsql functions, so a command costs one round trip to read
+Version 1 also creates two plpgsql functions, so a command costs one round trip to read
 and one to write, the same SQL text for psycopg 3 and pg8000:
 - `aidememo_begin_command` sets the transaction's timeouts, locks the project row
   (`FOR NO KEY UPDATE`: writers of one project queue behind each other; writers of other
@@ -15,6 +15,17 @@ and one to write, the same SQL text for psycopg 3 and pg8000:
 - `aidememo_commit_mutation` moves the head by compare-and-swap and writes resource, change,
   audit row, receipt, the optional handoff index row and the optional search row.
 
+Version 2 adds `aidememo_execute_raw`, the one-round-trip path of a generic put or delete
+(`POST /v1/commands`, `CAP_RAW_FAST_PATH`): one statement on an autocommit connection, so the
+statement is its own transaction. It sets the timeouts, locks the project row, checks the
+writer's membership, the receipt and the expected revision in the pipeline's order (SPEC.md
+CMD-3..5, REV-2, REV-3), then writes through `aidememo_commit_mutation`. A refusal is not an
+exception but a result row naming the error code, with the rows the checks read, so the
+Python side raises the same error, with the same message, from the same checks as the generic
+pipeline (`aidememo.service.ledger`). `statement_timeout` set inside a statement cannot bound
+that statement (the server arms the timer when the statement starts); `lock_timeout` does
+bound every lock wait inside it, and lock waits are the only unbounded waits it has.
+
 The version lives in `aidememo_schema(component, version)`. `migrate` runs every pending step
 in one transaction under `pg_advisory_xact_lock`, so concurrent start-ups never race on DDL,
 and refuses a database newer than this code.
@@ -22,7 +33,7 @@ and refuses a database newer than this code.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 COMPONENT = "canonical_store"
 
 # "AideMemo" in ASCII, the anchor's advisory lock key for migrations.
@@ -306,7 +317,98 @@ BEGIN
 END
 $fn$"""
 
-_V1 = (*_TABLES, _INDEX_FACT, _BEGIN_COMMAND, _COMMIT_MUTATION)
+# The outcome is 'committed', 'replayed' or 'refused'. seq, revision and committed_at_ms are
+# the receipt's: the new one, or the stored one (of a replay or a command_conflict). On a
+# refusal `error` is the code the checks gave, and the remaining columns are what they read
+# (NULL where not read), for the Python side to run the same checks on. A row of `resources`
+# whose body is NULL is a tombstone: it exists (a delete of it writes a new tombstone), so
+# `found_resource` never looks at the body.
+_EXECUTE_RAW = """
+CREATE OR REPLACE FUNCTION aidememo_execute_raw(
+    p_statement_timeout TEXT, p_lock_timeout TEXT,
+    p_tenant TEXT, p_project TEXT, p_actor TEXT, p_command TEXT, p_fingerprint TEXT,
+    p_kind TEXT, p_resource TEXT, p_expected BIGINT,
+    p_operation TEXT, p_op TEXT, p_body BYTEA, p_at BIGINT,
+    OUT outcome TEXT, OUT seq BIGINT, OUT revision BIGINT, OUT committed_at_ms BIGINT,
+    OUT error TEXT, OUT project_epoch TEXT, OUT head_seq BIGINT,
+    OUT member_role TEXT, OUT member_status TEXT,
+    OUT r_fingerprint TEXT, OUT r_actor TEXT, OUT r_kind TEXT, OUT r_resource TEXT,
+    OUT found_resource BOOLEAN, OUT res_revision BIGINT
+) LANGUAGE plpgsql AS $fn$
+BEGIN
+    -- SET LOCAL equivalents: on an autocommit connection this statement is the transaction.
+    PERFORM set_config('statement_timeout', p_statement_timeout, true),
+            set_config('lock_timeout', p_lock_timeout, true);
+    -- CMD-5: the project row first (writers of one project queue here), then membership.
+    SELECT p.project_epoch, p.head_seq INTO project_epoch, head_seq
+        FROM projects p
+        WHERE p.tenant_id = p_tenant AND p.project_id = p_project
+        FOR NO KEY UPDATE;
+    SELECT m.role, m.status INTO member_role, member_status
+        FROM memberships m
+        WHERE m.tenant_id = p_tenant AND m.project_id = p_project AND m.actor_id = p_actor;
+    IF project_epoch IS NULL OR member_role IS NULL
+       OR member_status <> 'active' OR member_role = 'reader' THEN
+        outcome := 'refused';
+        error := 'project_unauthorized';
+        RETURN;
+    END IF;
+    -- CMD-3: an identical replay returns the stored receipt; any other reuse is a conflict.
+    SELECT r.fingerprint, r.actor_id, r.kind, r.resource_id, r.project_seq, r.revision,
+           r.committed_at_ms
+        INTO r_fingerprint, r_actor, r_kind, r_resource, seq, revision, committed_at_ms
+        FROM receipts r
+        WHERE r.tenant_id = p_tenant AND r.project_id = p_project AND r.command_id = p_command;
+    IF FOUND THEN
+        IF r_actor = p_actor AND r_fingerprint = p_fingerprint
+           AND r_kind = p_kind AND r_resource = p_resource THEN
+            outcome := 'replayed';
+        ELSE
+            outcome := 'refused';
+            error := 'command_conflict';
+        END IF;
+        RETURN;
+    END IF;
+    -- REV-2, REV-3: the expected revision, and no delete of a resource never written.
+    SELECT s.revision INTO res_revision
+        FROM resources s
+        WHERE s.tenant_id = p_tenant AND s.project_id = p_project
+          AND s.kind = p_kind AND s.resource_id = p_resource;
+    found_resource := FOUND;
+    IF p_expected IS NOT NULL AND NOT found_resource THEN
+        error := 'resource_not_found';
+    ELSIF p_expected IS NOT NULL AND res_revision <> p_expected THEN
+        error := 'stale_revision';
+    ELSIF p_op = 'delete' AND NOT found_resource THEN
+        error := 'resource_not_found';
+    END IF;
+    IF error IS NOT NULL THEN
+        outcome := 'refused';
+        RETURN;
+    END IF;
+    -- CMD-6: one write, exactly as the generic pipeline's.
+    seq := head_seq + 1;
+    revision := coalesce(res_revision, 0) + 1;
+    committed_at_ms := p_at;
+    PERFORM aidememo_commit_mutation(
+        p_tenant, p_project, seq, project_epoch,
+        p_command, p_fingerprint, p_actor, p_kind, p_resource,
+        revision, p_at, p_operation, p_op, p_body,
+        NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+        NULL, NULL, NULL);
+    outcome := 'committed';
+    -- Only a refusal carries what the checks read.
+    project_epoch := NULL;
+    head_seq := NULL;
+    member_role := NULL;
+    member_status := NULL;
+    found_resource := NULL;
+    res_revision := NULL;
+END
+$fn$"""
 
-MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [(1, _V1)]
+_V1 = (*_TABLES, _INDEX_FACT, _BEGIN_COMMAND, _COMMIT_MUTATION)
+_V2 = (_EXECUTE_RAW,)
+
+MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [(1, _V1), (2, _V2)]
 """Ordered (version, statements); applying version N moves the database from N-1 to N."""

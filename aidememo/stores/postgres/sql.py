@@ -36,6 +36,16 @@ COMMIT_MUTATION = (
 )
 INDEX_FACT = "SELECT aidememo_index_fact(%s, %s, %s, %s, %s)"
 
+# -- a generic put or delete in one round trip (CAP_RAW_FAST_PATH) ---------------------------
+
+# Sent alone on an autocommit connection: the statement is the whole transaction.
+EXECUTE_RAW = (
+    "SELECT * FROM aidememo_execute_raw(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+# A connection that answers this after a failed statement is alive (the error was the
+# statement's); one that does not is discarded.
+PING = "SELECT 1"
+
 # -- identity -------------------------------------------------------------------------------
 
 GET_PROJECT = (

@@ -16,6 +16,19 @@ Transactions (anchor 2.3, SPEC.md STORE-*):
 - A command is four round trips: `BEGIN`, `aidememo_begin_command` (timeouts, project row lock,
   membership, receipt, current resource), `aidememo_commit_mutation` (head CAS and every row),
   `COMMIT`; typed operations add their own reads in between.
+- A generic put or delete (`execute_raw`, `CAP_RAW_FAST_PATH`) is one round trip: one
+  `aidememo_execute_raw` statement on the autocommit connection, i.e. its own transaction,
+  which runs the checks and the write server-side and returns the receipt or the refusal.
+  pg8000 is the exception: it sends a statement with parameters as Parse+Sync,
+  Describe+Sync, Bind+Execute+Sync, and outside a transaction a transaction-mode pool may
+  hand each Sync's part to another server connection ("unnamed prepared statement does not
+  exist"). So for pg8000 connections (`framed`, detected from the connection's module unless
+  given) the same statement is sent between `BEGIN` and `COMMIT`, which pin the server
+  connection; both are parameterless, which pg8000 sends as one simple query each.
+  Inside a transaction already open on the thread it declines (the generic pipeline joins
+  that transaction). A failure after which the connection no longer answers (it died while
+  idle in the pool, or mid-statement) is retried once on a fresh connection: the command id
+  makes that safe, since a command the first attempt committed is then a replay.
 - Any driver exception becomes `storage_failure` (HTTP 503 + Retry-After) with the original in
   `__cause__`, and is logged; the transaction is rolled back, and a connection that cannot
   even roll back is discarded. A `BEGIN` that fails (a connection that died while idle in the
@@ -44,6 +57,8 @@ from aidememo.domain.model import (
     MemberStatus,
     Mutation,
     Project,
+    RawOutcome,
+    RawWrite,
     Receipt,
     ResourceRef,
     Role,
@@ -52,7 +67,7 @@ from aidememo.domain.model import (
     StoredResource,
     TokenBinding,
 )
-from aidememo.ports import CAP_REOPEN, CAP_TWO_CONNECTIONS, ReadTx, WriteTx
+from aidememo.ports import CAP_RAW_FAST_PATH, CAP_REOPEN, CAP_TWO_CONNECTIONS, ReadTx, WriteTx
 from aidememo.stores.postgres import schema
 from aidememo.stores.postgres import sql as q
 from aidememo.stores.postgres.archive import ArchiveReads, ArchiveWrites
@@ -394,7 +409,7 @@ class PgWriteTx(ArchiveWrites, PgReadTx):
 class PostgresStore:
     """The canonical store on PostgreSQL; implements `aidememo.ports.Store`."""
 
-    capabilities: frozenset[str] = frozenset({CAP_REOPEN, CAP_TWO_CONNECTIONS})
+    capabilities: frozenset[str] = frozenset({CAP_REOPEN, CAP_TWO_CONNECTIONS, CAP_RAW_FAST_PATH})
 
     def __init__(
         self,
@@ -405,9 +420,17 @@ class PostgresStore:
         statement_timeout_ms: int = 10_000,
         lock_timeout_ms: int = 5_000,
         mode: str = "postgres",
+        raw_fast_path: bool = True,
+        framed: bool | None = None,
     ) -> None:
-        """No connection is made here; the first transaction makes one."""
+        """No connection is made here; the first transaction makes one. `raw_fast_path=False`
+        leaves out `CAP_RAW_FAST_PATH`, so generic commands take the generic pipeline.
+        `framed` sends the fast path's statement between BEGIN and COMMIT (None: for pg8000
+        connections only, see the module docstring)."""
         self.mode = mode
+        self.framed = framed
+        if not raw_fast_path:
+            self.capabilities = self.capabilities - {CAP_RAW_FAST_PATH}
         self.pool = ConnectionPool(connect, size=pool_size, acquire_timeout_s=acquire_timeout_s)
         self.statement_timeout_ms = int(statement_timeout_ms)
         self.lock_timeout_ms = int(lock_timeout_ms)
@@ -448,6 +471,79 @@ class PostgresStore:
     def close(self) -> None:
         """Close the pool's connections; the store is unusable afterwards."""
         self.pool.close()
+
+    # -- RawFastPath ----------------------------------------------------------------------
+
+    def execute_raw(self, write: RawWrite) -> RawOutcome | None:
+        """A generic put or delete in one round trip (`aidememo_execute_raw`); None inside a
+        transaction already open on this thread."""
+        if getattr(self._local, "tx", None) is not None:
+            return None
+        sc, ref = write.scope, write.resource
+        params = (
+            *self._timeouts, sc.tenant_id, sc.project_id, write.actor_id, write.command_id,
+            write.fingerprint, ref.kind, ref.id, write.expected_revision, write.operation,
+            write.op.value, write.body, write.now_ms,
+        )  # fmt: skip
+        row, retried = self._one_statement(q.EXECUTE_RAW, params)
+        (
+            outcome, seq, revision, at, error,
+            epoch, head, role, status, r_fp, r_actor, r_kind, r_rid, found, res_revision,
+        ) = row  # fmt: skip
+        t, p = sc.tenant_id, sc.project_id
+        if outcome != "refused":
+            receipt = Receipt(
+                write.command_id, write.fingerprint, t, p, write.actor_id, seq, ref, revision, at
+            )
+            # After a lost first attempt a replay may be that attempt's commit: say committed
+            # (a spurious on_commit wake-up is harmless, a missed one delays live subscribers).
+            return RawOutcome("committed" if retried else outcome, receipt)
+        project = None if epoch is None else Project(t, p, epoch, head)
+        membership = (
+            None
+            if role is None
+            else Membership(t, p, write.actor_id, Role(role), MemberStatus(status))
+        )
+        stored = (
+            None
+            if r_fp is None
+            else Receipt(
+                write.command_id, r_fp, t, p, r_actor, seq, ResourceRef(r_kind, r_rid),
+                revision, at,
+            )
+        )  # fmt: skip
+        current = StoredResource(ref, res_revision, None) if found else None
+        return RawOutcome(outcome, None, error, CommandStart(project, membership, stored, current))
+
+    def _one_statement(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, bool]:
+        """One statement as one transaction (autocommit, or framed) and its one row, and
+        whether it was retried: a failure after which the connection does not answer is
+        retried once on a fresh connection (callers make that safe: see `execute_raw`)."""
+        conn = self.pool.acquire()
+        broken = False
+        try:
+            framed = self._is_framed(conn)
+            try:
+                return _one_row(conn, sql, params, framed), False
+            except AidememoError:
+                if _alive(conn, framed):
+                    raise
+            broken = True  # until the fresh connection answers
+            close_quietly(conn)
+            conn = self.pool.fresh()
+            broken = False
+            try:
+                return _one_row(conn, sql, params, framed), True
+            except AidememoError:
+                broken = not _alive(conn, framed)
+                raise
+        finally:
+            self.pool.release(conn, broken=broken)
+
+    def _is_framed(self, conn: Any) -> bool:
+        if self.framed is not None:
+            return self.framed
+        return type(conn).__module__.partition(".")[0] == "pg8000"
 
     # -- schema ---------------------------------------------------------------------------
 
@@ -554,6 +650,52 @@ def _bytes(value: Any) -> bytes | None:
     if value is None or isinstance(value, bytes):
         return value
     return bytes(value)
+
+
+def _one_row(conn: Any, sql: str, params: tuple[Any, ...], framed: bool) -> Any:
+    """Execute one statement that returns exactly one row, on its own cursor; `framed`
+    sends it between BEGIN and COMMIT."""
+    cur: Any = None
+    try:
+        cur = conn.cursor()
+        if framed:
+            cur.execute(q.BEGIN_WRITE)
+        cur.execute(sql, params)
+        rows = cur.fetchall()
+        if framed:
+            cur.execute(q.COMMIT)
+    except Exception as exc:
+        raise _driver_failure("statement", exc) from exc
+    finally:
+        if cur is not None:
+            try:
+                cur.close()
+            except Exception as exc:
+                log.debug("closing a postgres cursor failed: %r", exc)
+    if len(rows) != 1:
+        raise fail(ErrorCode.STORAGE_FAILURE, f"expected one row, got {len(rows)}")
+    return rows[0]
+
+
+def _alive(conn: Any, framed: bool) -> bool:
+    """True when the connection still answers after a failed `_one_row`: `SELECT 1` (the
+    server already rolled the autocommit statement back), or `ROLLBACK` when framed."""
+    cur: Any = None
+    try:
+        cur = conn.cursor()
+        cur.execute(q.ROLLBACK if framed else q.PING)
+        if not framed:
+            cur.fetchall()
+        cur.close()
+    except Exception as exc:
+        log.debug("a postgres connection stopped answering: %r", exc)
+        if cur is not None:
+            try:
+                cur.close()
+            except Exception:
+                log.debug("closing a postgres cursor failed", exc_info=True)
+        return False
+    return True
 
 
 def _rollback(session: _Session) -> bool:
