@@ -33,6 +33,7 @@ from aidememo.ports import Clock
 from aidememo.stores.sqlite.store import SqliteStore
 from origin.asgi import create_asgi_app
 from origin.live import LiveFeed
+from tests import pg
 from tests.contract.live import SocketClient
 from tests.contract.support import (
     EPOCH,
@@ -91,7 +92,8 @@ class LiveOrigin:
 
 @pytest.fixture
 def origin_factory(tmp_path: Path) -> Iterator[Any]:
-    made: list[tuple[LiveOrigin, SocketClient, SqliteStore]] = []
+    made: list[tuple[LiveOrigin, SocketClient, Any]] = []
+    databases: list[pg.Database] = []
 
     def make(
         clock: Clock | None = None,
@@ -99,9 +101,16 @@ def origin_factory(tmp_path: Path) -> Iterator[Any]:
         lease_ms: int = 120_000,
         recheck_s: float = 0.5,
         queue_max: int = 1024,
+        backend: str = "sqlite",
     ) -> tuple[Api, LiveOrigin]:
         clock = clock or FixedClock(START_MS)
-        store = SqliteStore.open_file(tmp_path / f"live{len(made)}.sqlite", synchronous="OFF")
+        store: Any
+        if backend == "postgres":
+            db = pg.create_database()
+            databases.append(db)
+            store = db.open("psycopg")
+        else:
+            store = SqliteStore.open_file(tmp_path / f"live{len(made)}.sqlite", synchronous="OFF")
         app = HttpApp(store, clock=clock, handoff_lease_ms=lease_ms)
         feed = LiveFeed(app, recheck_s=recheck_s, queue_max=queue_max)
         server = LiveOrigin(app, feed)
@@ -119,11 +128,14 @@ def origin_factory(tmp_path: Path) -> Iterator[Any]:
         client.close()
         server.stop()
         store.close()
+    for db in databases:
+        db.drop()
 
 
-@pytest.fixture
-def live(origin_factory: Any) -> tuple[Api, LiveOrigin]:
-    result: tuple[Api, LiveOrigin] = origin_factory()
+@pytest.fixture(params=["sqlite", "postgres"])
+def live(request: pytest.FixtureRequest, origin_factory: Any) -> tuple[Api, LiveOrigin]:
+    """The origin on SQLite and on PostgreSQL (psycopg): the shared reads are the store's."""
+    result: tuple[Api, LiveOrigin] = origin_factory(backend=request.param)
     return result
 
 
