@@ -6,6 +6,7 @@ caller (None only on the public routes).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from aidememo.domain.canonical import decode_json
@@ -18,8 +19,8 @@ from aidememo.domain.limits import (
     MAILBOX_LIMIT_DEFAULT,
     SEARCH_LIMIT_DEFAULT,
 )
-from aidememo.domain.model import ResourceRef
-from aidememo.domain.records import parse_create, parse_transition
+from aidememo.domain.model import Receipt, ResourceRef
+from aidememo.domain.records import CreateRequest, parse_create, parse_transition
 from aidememo.http import openapi as openapi_doc
 from aidememo.http.query import Query
 from aidememo.http.render import (
@@ -35,6 +36,7 @@ from aidememo.http.render import (
 )
 from aidememo.http.types import Request, Response
 from aidememo.service.access import Caller
+from aidememo.service.product import Product
 
 if TYPE_CHECKING:
     from aidememo.http.app import Services
@@ -207,44 +209,48 @@ def snapshot(
 # -- typed writes ---------------------------------------------------------------------------
 
 
+CreateOperation = Callable[[Product, Caller, str, CreateRequest], Receipt]
+
+
+def _create(
+    operation: CreateOperation,
+    s: Services,
+    request: Request,
+    params: dict[str, str],
+    caller: Caller | None,
+) -> Response:
+    project_id = _project(params)
+    _no_query(request)
+    req = parse_create(decode_json(request.body))
+    return _ok(receipt_json(operation(s.product, _caller(caller), project_id, req)))
+
+
 def create_session(
     s: Services, request: Request, params: dict[str, str], caller: Caller | None
 ) -> Response:
     """`session.create`."""
-    project_id = _project(params)
-    _no_query(request)
-    req = parse_create(decode_json(request.body))
-    return _ok(receipt_json(s.product.create_session(_caller(caller), project_id, req)))
+    return _create(Product.create_session, s, request, params, caller)
 
 
 def create_fact(
     s: Services, request: Request, params: dict[str, str], caller: Caller | None
 ) -> Response:
     """`fact.create`."""
-    project_id = _project(params)
-    _no_query(request)
-    req = parse_create(decode_json(request.body))
-    return _ok(receipt_json(s.product.create_fact(_caller(caller), project_id, req)))
+    return _create(Product.create_fact, s, request, params, caller)
 
 
 def create_context(
     s: Services, request: Request, params: dict[str, str], caller: Caller | None
 ) -> Response:
     """`handoff_context.create`."""
-    project_id = _project(params)
-    _no_query(request)
-    req = parse_create(decode_json(request.body))
-    return _ok(receipt_json(s.product.create_context(_caller(caller), project_id, req)))
+    return _create(Product.create_context, s, request, params, caller)
 
 
 def send_handoff(
     s: Services, request: Request, params: dict[str, str], caller: Caller | None
 ) -> Response:
     """`handoff.send`."""
-    project_id = _project(params)
-    _no_query(request)
-    req = parse_create(decode_json(request.body))
-    return _ok(receipt_json(s.product.send_handoff(_caller(caller), project_id, req)))
+    return _create(Product.send_handoff, s, request, params, caller)
 
 
 def _transition(
