@@ -10,19 +10,33 @@ will be delivered until the callback completes"). They are idempotent: an up-to-
 is only read. An object that was never provisioned has no schema and gets none until its
 first write, so stray names (a mistyped project, a token shard nobody uses) cost no storage.
 
+With `STORAGE_MODE=postgres` (`durable_objects.pg_connection`) the store is instead the shared
+`PostgresStore` over pg8000 through the Hyperdrive binding, opened on the first call (not at
+wake: a database that is unreachable or not migrated then answers that call with a clear
+`storage_failure`, and the next call tries again), never migrated, and kept for the object's
+lifetime. Every call that touches it holds `_serial`: a socket wait suspends the call and lets
+the runtime deliver the next one (Hyperdrive's Python Workers notes), so without the lock two
+calls of one object would interleave on its one connection. Each project's writes therefore
+still reach PostgreSQL one at a time.
+
 Time and ids are class attributes so a test harness can run the objects on a fixed clock by
 subclassing; production uses the system clock and random ids.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from aidememo.domain.clock import RandomIds, SystemClock
 from aidememo.ports import Clock, Ids
+from aidememo.stores.postgres import PostgresStore
 from aidememo.stores.sqlite.do_executor import DoSqlExecutor
 from aidememo.stores.sqlite.schema import read_version
 from aidememo.stores.sqlite.store import SqliteStore
+from durable_objects import pg_connection
+
+Store = SqliteStore | PostgresStore
 
 
 class StoredObject:
@@ -33,26 +47,34 @@ class StoredObject:
 
     ctx: Any
     env: Any
-    _store: SqliteStore | None
+    _store: Store | None
+    _postgres: bool
+    _serial: asyncio.Lock
 
     def _init_store(self) -> None:
         self._store = None
+        self._postgres = pg_connection.postgres_mode(self.env)
+        self._serial = asyncio.Lock()
         # Not awaited: the constructor cannot await; the runtime holds incoming calls until
         # the returned promise settles.
         self.ctx.blockConcurrencyWhile(self._wake)
 
     async def _wake(self) -> None:
-        self._open(create=False)
+        if not self._postgres:
+            self._open(create=False)
 
-    def _open(self, *, create: bool) -> SqliteStore | None:
-        """The object's store; `create=False` leaves an empty object without a schema."""
-        if self._store is None:
+    def _open(self, *, create: bool) -> Store | None:
+        """The object's store; `create=False` leaves an empty object without a schema (in
+        PostgreSQL mode the shared database always has one, so the store always opens)."""
+        if self._store is None and self._postgres:
+            self._store = pg_connection.open_store(self.env)
+        elif self._store is None:
             executor = DoSqlExecutor(self.ctx.storage)
             if create or executor.read(lambda: read_version(executor)) > 0:
                 self._store = SqliteStore(executor, mode="edge")  # migrates, idempotently
         return self._store
 
-    def _writable(self) -> SqliteStore:
+    def _writable(self) -> Store:
         store = self._open(create=True)
         assert store is not None  # create=True always opens
         return store

@@ -8,7 +8,11 @@ core checks the caller's membership on every request, inside the same read or wr
 suspension or role change takes effect on the next request.
 
 The object serializes its own writes (one Durable Object runs one call at a time, and every
-command is one `transactionSync`), which is the edge's per-project lock.
+command is one `transactionSync`), which is the edge's per-project lock. With
+`STORAGE_MODE=postgres` the records live in the shared PostgreSQL store instead
+(`durable_objects.pg_connection`); `handle` then holds the object's lock across each request,
+so the project's writes still reach PostgreSQL one at a time, and the administration below is
+not used: the Worker runs the admin routes on PostgreSQL itself.
 
 Administration arrives from the Worker as RPC calls:
 - `sync_member`: the tenant registry's view of one member (and the project's epoch) applied
@@ -30,11 +34,11 @@ from typing import Any
 from workers import DurableObject
 
 from aidememo.domain.canonical import decode_json
-from aidememo.domain.errors import ErrorCode, fail
+from aidememo.domain.errors import AidememoError, ErrorCode, fail
 from aidememo.domain.ids import validate_id
 from aidememo.domain.limits import HANDOFF_LEASE_MS_DEFAULT, HANDOFF_LEASE_MS_MAX
 from aidememo.domain.model import Actor, ActorKind, Membership, MemberStatus, Project, Role, Scope
-from aidememo.http.app import HttpApp
+from aidememo.http.app import HttpApp, error_response
 from aidememo.ports import WriteTx
 from aidememo.service.archive import Archive, Plan, project_lines
 from aidememo.stores.memory import MemoryStore
@@ -98,8 +102,14 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
         return self._app
 
     async def handle(self, request: Any, caller: Any) -> dict[str, Any]:
-        """One contract request for this project, from an authenticated caller."""
-        response = self._http().dispatch(request_from(request), caller_from(caller))
+        """One contract request for this project, from an authenticated caller. Calls run one
+        at a time (`_serial`; in PostgreSQL mode a socket wait would let the next one in)."""
+        async with self._serial:
+            try:
+                app = self._http()
+            except AidememoError as error:  # PostgreSQL unreachable, or its schema not migrated
+                return response_payload(error_response(error))
+            response = app.dispatch(request_from(request), caller_from(caller))
         return response_payload(response)
 
     # -- membership -----------------------------------------------------------------------

@@ -22,6 +22,14 @@ edge's two additions marked):
    membership on every request, so suspensions and role changes apply at once.
 Admin routes are orchestrated across the objects by `worker.admin`.
 
+With `STORAGE_MODE=postgres` (`durable_objects.pg_connection`) every record lives in one
+PostgreSQL database reached through the Hyperdrive binding: step 4 looks the digest up there
+(same 30 s cache), the admin routes run the origin's own handlers on that database (the token
+directory and tenant registry objects are not used), and the project object runs the contract
+on the same database. The Worker's connection is opened only when a request needs it (a cache
+miss or an admin route) and closed when the request ends; its schema is checked once per
+isolate, and the edge never migrates (`aidememo admin migrate` does).
+
 The Durable Object classes are imported here so the runtime registers them with this module.
 """
 
@@ -37,17 +45,22 @@ from workers import Response, WorkerEntrypoint
 from aidememo.domain.clock import RandomIds, SystemClock
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
 from aidememo.domain.ids import validate_id
+from aidememo.http import admin as core_admin
 from aidememo.http import handlers
 from aidememo.http import openapi as openapi_doc
-from aidememo.http.app import bearer_digest, check_request, check_size, error_response
+from aidememo.http.app import Services, bearer_digest, check_request, check_size, error_response
 from aidememo.http.render import json_bytes
 from aidememo.http.routes import Route, resolve
 from aidememo.http.types import Request
 from aidememo.http.types import Response as CoreResponse
 from aidememo.ports import Clock, Ids
 from aidememo.service.access import Caller
+from aidememo.service.identity import IdentityService
+from aidememo.stores.postgres import SCHEMA_VERSION as PG_SCHEMA_VERSION
+from aidememo.stores.postgres import PostgresStore
 from aidememo.stores.sqlite.schema import SCHEMA_VERSION
-from durable_objects import ProjectCoordinator, TenantRegistry, TokenDirectory
+from durable_objects import ProjectCoordinator, TenantRegistry, TokenDirectory, pg_connection
+from durable_objects.project import lease_ms
 from durable_objects.rpc import caller_payload, request_payload, response_from
 from worker import admin
 from worker.auth_cache import TokenCache
@@ -90,6 +103,10 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
     clock: Clock = SystemClock()
     ids: Ids = RandomIds()
     token_cache: TokenCache = TokenCache()
+    # PostgreSQL mode: whether this isolate has seen the database's schema match this code's.
+    pg_schema_checked: bool = False
+    # PostgreSQL mode: this request's store (one connection), opened on first use.
+    _pg: PostgresStore | None = None
 
     async def fetch(self, request: Any) -> Any:
         """Answer one HTTP request; never raises."""
@@ -100,6 +117,10 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         except Exception:
             log.exception("edge failure")
             response = _error(fail(ErrorCode.STORAGE_FAILURE, "unexpected failure"))
+        finally:
+            if self._pg is not None:
+                self._pg.close()
+                self._pg = None
         return Response(response.body, status=response.status, headers=dict(response.headers))
 
     async def _serve(self, request: Any) -> CoreResponse:
@@ -119,12 +140,14 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         route = match.route
         assert route is not None  # check_request refused the rest
         if not route.authenticated:
-            return _public(route, core)
+            return _public(route, core, pg_connection.postgres_mode(self.env))
         digest = bearer_digest(headers.get("authorization"))
         objs = Objects(self.env)
         if route.admin:
             await self._check_admin(objs, digest)
             await self._limit(digest)
+            if pg_connection.postgres_mode(self.env):
+                return self._admin_postgres(route, core, match.params)
             return await self._admin(objs, route, core, match.params)
         caller = await self._authenticate(objs, digest)
         await self._limit(digest)
@@ -140,10 +163,34 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         now = self.clock.now_ms()
         caller = self.token_cache.get(digest, now)
         if caller is None:
-            found = await call(objs.tokens(digest.hex()), "authenticate", digest.hex())
-            caller = Caller(found["tenant_id"], found["actor_id"])
+            if pg_connection.postgres_mode(self.env):
+                caller = IdentityService(self._postgres(), self.clock, self.ids).authenticate(
+                    digest
+                )
+            else:
+                found = await call(objs.tokens(digest.hex()), "authenticate", digest.hex())
+                caller = Caller(found["tenant_id"], found["actor_id"])
             self.token_cache.put(digest, caller, now)
         return caller
+
+    def _postgres(self) -> PostgresStore:
+        """This request's PostgreSQL store: one connection through Hyperdrive, closed when the
+        request ends. The first one of an isolate checks the schema version (never migrates)."""
+        if self._pg is None:
+            cls = type(self)
+            self._pg = pg_connection.open_store(self.env, check_schema=not cls.pg_schema_checked)
+            cls.pg_schema_checked = True
+        return self._pg
+
+    def _admin_postgres(self, route: Route, core: Request, params: dict[str, str]) -> CoreResponse:
+        """An admin route in PostgreSQL mode: the origin's own handler on the shared database
+        (one transaction where the origin has one; nothing to orchestrate across objects)."""
+        services = Services(self._postgres(), self.clock, self.ids, lease_ms(self.env))
+        handler = getattr(core_admin, route.handler)
+        response: CoreResponse = handler(services, core, params, None)
+        if route.handler == "admin_revoke_token" and response.status == 200:
+            self.token_cache.evict(core_admin.revoke_request(core))
+        return response
 
     async def _check_admin(self, objs: Objects, digest: bytes) -> None:
         configured = getattr(self.env, ADMIN_TOKEN_SHA256, None)
@@ -195,10 +242,11 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         raise fail(ErrorCode.ROUTE_NOT_FOUND, "no such route")
 
 
-def _public(route: Route, request: Request) -> CoreResponse:
+def _public(route: Route, request: Request, postgres: bool) -> CoreResponse:
     handlers.no_query(request)
     if route.handler == "health":
-        body = {"status": "ok", "mode": "edge", "schema_version": SCHEMA_VERSION}
+        version = PG_SCHEMA_VERSION if postgres else SCHEMA_VERSION
+        body = {"status": "ok", "mode": "edge", "schema_version": version}
         return CoreResponse(200, list(_JSON), json_bytes(body))
     if route.handler == "openapi":
         return CoreResponse(200, list(_JSON), openapi_doc.document_bytes())

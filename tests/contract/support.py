@@ -192,6 +192,15 @@ def _edge(tmp: Path, clock: FixedClock) -> Backend:
     return backend
 
 
+def _edge_postgres(tmp: Path, clock: FixedClock) -> Backend:
+    """The Worker and its Durable Objects with `STORAGE_MODE=postgres`: pg8000 through
+    PgBouncer in transaction pool mode (standing in for Hyperdrive) to the real PostgreSQL."""
+    from tests.edge.backend import edge_postgres_backend
+
+    backend: Backend = edge_postgres_backend(tmp, clock)
+    return backend
+
+
 def _postgres(driver: str, *, pooled: bool = False) -> BackendFactory:
     """PostgreSQL with `driver`; `pooled` through PgBouncer in transaction pool mode (no
     session state survives a transaction, as behind Hyperdrive)."""
@@ -228,6 +237,7 @@ BACKENDS: dict[str, BackendFactory] = {
     "pgbouncer_psycopg": _postgres("psycopg", pooled=True),
     "pgbouncer_pg8000": _postgres("pg8000", pooled=True),
     "edge": _edge,
+    "edge_postgres": _edge_postgres,
     "uvicorn_sqlite": lambda tmp, clock: _uvicorn(
         SqliteStore.open_file(tmp / "ssot.sqlite", synchronous="OFF"), clock
     ),

@@ -14,6 +14,7 @@ from aidememo.domain.clock import FixedClock
 from aidememo.domain.errors import AidememoError, ErrorCode
 from aidememo.domain.model import ActorKind, MemberStatus, Role
 from tests.edge.runtime import EdgeClient, Runtime
+from tests.edge.runtime.hyperdrive import Hyperdrive
 
 
 class EdgeIdentity:
@@ -87,3 +88,36 @@ def edge_backend(tmp: Path, clock: FixedClock) -> Any:
 
     runtime = Runtime(tmp / "edge", clock, vars={"HANDOFF_LEASE_MS": str(LEASE_MS)})
     return Backend(EdgeClient(runtime), EdgeIdentity(runtime), runtime.close)  # type: ignore[arg-type]
+
+
+def postgres_runtime(tmp: Path, clock: FixedClock, db: Any, **kw: Any) -> Runtime:
+    """A deployment with `STORAGE_MODE=postgres` whose Hyperdrive binding names `db` (a
+    `tests.pg.Database`; through PgBouncer in transaction pool mode when it is pooled)."""
+    variables = {"STORAGE_MODE": "postgres", **kw.pop("vars", {})}
+    return Runtime(tmp, clock, vars=variables, hyperdrive=Hyperdrive(db.url), **kw)
+
+
+def edge_postgres_backend(tmp: Path, clock: FixedClock) -> Any:
+    """The Worker and its objects in PostgreSQL mode: pg8000 through PgBouncer (transaction
+    pool mode, as Hyperdrive pools) to a fresh migrated schema of the test cluster."""
+    from tests import pg
+    from tests.contract.support import LEASE_MS, Backend
+
+    db = pg.create_database(pooled=True)
+    try:
+        runtime = postgres_runtime(
+            tmp / "edge", clock, db, vars={"HANDOFF_LEASE_MS": str(LEASE_MS)}
+        )
+    except BaseException:
+        db.drop()
+        raise
+
+    def close() -> None:
+        try:
+            runtime.close()
+        finally:
+            db.drop()
+
+    backend = Backend(EdgeClient(runtime), EdgeIdentity(runtime), close)  # type: ignore[arg-type]
+    backend.admin_token = runtime.admin_token
+    return backend

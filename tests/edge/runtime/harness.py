@@ -56,6 +56,7 @@ class Runtime:
         admin_token: str | None = "admin-token-for-tests",
         vars: Mapping[str, str] | None = None,
         rate_limit: int = 600,
+        hyperdrive: Any = None,
     ) -> None:
         self.clock = clock
         self.ids = ids or RandomIds()
@@ -81,6 +82,8 @@ class Runtime:
         if admin_token is not None:
             self.env.ADMIN_TOKEN_SHA256 = hashlib.sha256(admin_token.encode()).hexdigest()
         self.env.RATE_LIMITER = RateLimiter(clock, limit=rate_limit, period_s=60)
+        if hyperdrive is not None:  # the [[hyperdrive]] binding (tests.edge.runtime.hyperdrive)
+            self.env.HYPERDRIVE = hyperdrive
         self.namespaces: dict[str, Namespace] = {}
         for binding, cls in (
             ("PROJECTS", entry.ProjectCoordinator),

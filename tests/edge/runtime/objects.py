@@ -144,9 +144,12 @@ class Namespace:
         return live
 
     def evict(self, name: str | None = None) -> None:
-        """Drop live instances (all, or one); their storage stays."""
+        """Drop live instances (all, or one); their storage stays. The sockets an instance
+        held (PostgreSQL mode) die with it, as they do with an evicted isolate."""
         for key in [name] if name is not None else list(self.live):
-            self.live.pop(key, None)
+            live = self.live.pop(key, None)
+            if live is not None:
+                _close_sockets(live.obj)
 
     def fail_next(self, method: str, times: int = 1) -> None:
         self.failures[method] = self.failures.get(method, 0) + times
@@ -156,10 +159,19 @@ class Namespace:
         return sorted(self.storages)
 
     def close(self) -> None:
-        self.live.clear()
+        self.evict()
         for storage in self.storages.values():
             storage.close()
         self.storages.clear()
+
+
+def _close_sockets(obj: Any) -> None:
+    """Close the PostgreSQL connections of an object's store, if it holds any."""
+    from aidememo.stores.postgres import PostgresStore
+
+    store = getattr(obj, "_store", None)
+    if isinstance(store, PostgresStore):
+        store.close()
 
 
 class Stub:
