@@ -29,6 +29,7 @@ Worker answers 503, so the client retries the whole export or import.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from workers import DurableObject
@@ -51,6 +52,8 @@ from durable_objects.rpc import (
     request_from,
     response_payload,
 )
+
+log = logging.getLogger("aidememo.edge")
 
 # Staged exports and imports older than this are dropped by the alarm.
 STAGE_TTL_MS = 10 * 60 * 1000
@@ -108,6 +111,7 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
             try:
                 app = self._http()
             except AidememoError as error:  # PostgreSQL unreachable, or its schema not migrated
+                log.warning("project store unavailable: %s", error.message)
                 return response_payload(error_response(error))
             response = app.dispatch(request_from(request), caller_from(caller))
         return response_payload(response)

@@ -113,6 +113,8 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         try:
             response = await self._serve(request)
         except AidememoError as error:
+            if error.code is ErrorCode.STORAGE_FAILURE:  # its wire message hides the cause
+                log.warning("storage failure: %s", error.message)
             response = _error(error)
         except Exception:
             log.exception("edge failure")

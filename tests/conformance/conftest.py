@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from aidememo.ports import CAP_REOPEN, Store
+from aidememo.ports import CAP_REOPEN, CAP_TWO_CONNECTIONS, Store
 from aidememo.stores.memory import MemoryStore
 from aidememo.stores.postgres import PostgresStore
 from aidememo.stores.sqlite import SqliteStore
@@ -94,6 +94,35 @@ def _project_object(tmp_path: Path) -> Backend:
     return backend
 
 
+def _project_object_postgres(tmp_path: Path) -> Backend:
+    # The store a ProjectCoordinator holds with STORAGE_MODE=postgres: pg8000 through the
+    # Hyperdrive binding, here PgBouncer in transaction pool mode in front of a fresh migrated
+    # schema. Every open() drops the live object (closing its connection) and wakes a new one.
+    from aidememo.domain.clock import FixedClock
+    from tests.edge.backend import postgres_runtime
+
+    db = pg.create_database(pooled=True)
+    runtime = postgres_runtime(tmp_path / "edge", FixedClock(1_000), db)
+    projects = runtime.namespaces["PROJECTS"]
+    name = "tenant/project"
+
+    def open_object() -> Store:
+        projects.evict(name)
+        live = projects.instance(name)
+        while live.ctx.gate:
+            runtime.run(live.ctx.gate.pop(0))
+        store: Store = live.obj._writable()
+        return store
+
+    # One connection per object, and one call at a time: no two-connection races here.
+    caps = frozenset({CAP_REOPEN} | (PostgresStore.capabilities - {CAP_TWO_CONNECTIONS}))
+    backend = Backend("project_object_postgres", open_object, caps)
+    backend.db = db
+    backend.cleanups.append(runtime.close)
+    backend.cleanups.append(db.drop)
+    return backend
+
+
 def _postgres(driver: str, *, pooled: bool = False) -> Callable[[Path], Backend]:
     # A fresh database per test, cloned from a migrated template; every store opened on it is
     # closed before the database is dropped.
@@ -122,6 +151,7 @@ BACKENDS: dict[str, Callable[[Path], Backend]] = {
     "sqlite_memory": _sqlite_memory,
     "do_sql": _do_sql,
     "project_object": _project_object,
+    "project_object_postgres": _project_object_postgres,
     "postgres_psycopg": _postgres("psycopg"),
     "postgres_pg8000": _postgres("pg8000"),
     # Once more through PgBouncer in transaction pool mode: every setting SET LOCAL, every
