@@ -1,4 +1,5 @@
-"""Config tier: `wrangler deploy --dry-run` bundles exactly the edge packages, offline."""
+"""Config tier: `wrangler deploy --dry-run` bundles exactly the edge packages, offline, plus the
+vendored pg8000 of the PostgreSQL mode from python_modules/ next to wrangler.toml."""
 
 from __future__ import annotations
 
@@ -89,19 +90,112 @@ def test_bundle_excludes_non_edge_code(bundle: Path) -> None:
 
 
 def test_bundle_is_python_only(bundle: Path) -> None:
-    # Only .py modules (and wrangler's README) go up: no sources of node_modules or the venv.
-    stray = sorted(f for f in _files(bundle) if not f.endswith(".py") and f != "README.md")
+    # Only .py modules (and wrangler's README) go up: no sources of node_modules or the venv;
+    # the vendored distributions add their METADATA (read by importlib.metadata at import).
+    def allowed(name: str) -> bool:
+        if name.startswith("python_modules/"):
+            return name.endswith((".py", ".dist-info/METADATA"))
+        return name.endswith(".py") or name == "README.md"
+
+    stray = sorted(f for f in _files(bundle) if not allowed(f))
     assert not stray, stray
+
+
+def _build_edge() -> Any:
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import build_edge
+    finally:
+        sys.path.pop(0)
+    return build_edge
+
+
+def test_dry_run_uploads_the_vendored_pg8000(dry_run: DryRun) -> None:
+    """pg8000 and every pure-Python dependency its wheel requires go up as vendored modules
+    from python_modules/ next to wrangler.toml, never from inside the module root."""
+    assert "Vendored Modules" in dry_run.output, dry_run.output
+    files = _files(dry_run.outdir)
+    vendored = _build_edge().VENDORED
+    assert set(vendored) == {"pg8000", "scramp", "asn1crypto", "python-dateutil", "six"}
+    for name, (version, tops) in vendored.items():
+        info = f"{name.replace('-', '_')}-{version}.dist-info"
+        assert f"python_modules/{info}/METADATA" in files, name
+        for top in tops:
+            assert any(
+                f in (f"python_modules/{top}/__init__.py", f"python_modules/{top}.py")
+                for f in files
+            ), top
+    for module in ("core.py", "dbapi.py", "converters.py"):
+        assert f"python_modules/pg8000/{module}" in files
+    assert not (REPO / "build" / "python_modules").exists()
+
+
+def test_vendored_pins_match_what_pg8000_requires() -> None:
+    """The pins are the installed versions, and pg8000's own requirements are all vendored."""
+    from importlib import metadata
+
+    vendored = _build_edge().VENDORED
+    for name, (version, _) in vendored.items():
+        assert metadata.version(name) == version, name
+    pending, seen = ["pg8000"], set()
+    while pending:
+        name = pending.pop()
+        seen.add(name)
+        for req in metadata.requires(name) or ():
+            if "extra ==" in req:
+                continue
+            dep = req.split(";")[0].split("[")[0]
+            for sep in ("=", "<", ">", "!", "~", " ", "("):
+                dep = dep.split(sep)[0]
+            if dep.lower() not in seen:
+                pending.append(dep.lower())
+    assert seen == set(vendored), seen
+
+
+def test_vendored_folder_alone_imports_pg8000(tmp_path: Path) -> None:
+    """The vendored folder is all pg8000 needs: a bare interpreter (no site-packages) imports
+    it, and importlib.metadata finds every version from the vendored METADATA."""
+    out, vendor = tmp_path / "build", tmp_path / "python_modules"
+    subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "build_edge.py"), "--out", str(out),
+         "--vendor", str(vendor)],
+        check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1])\n"
+        "import pg8000.dbapi, scramp, dateutil.parser, asn1crypto, six\n"
+        "assert pg8000.__file__.startswith(sys.argv[1]), pg8000.__file__\n"
+        "print(pg8000.__version__, scramp.__version__)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-S", "-c", code, str(vendor)],
+        check=True, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.stdout.split() == ["1.31.6", "1.5.0"]
+    # A complete folder is left as is; one inside the module root is refused.
+    again = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "build_edge.py"), "--out", str(out),
+         "--vendor", str(vendor)],
+        check=True, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert "up to date" in again.stderr
+    inside = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "build_edge.py"), "--out", str(out),
+         "--vendor", str(out / "python_modules")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert inside.returncode == 2 and "module root" in inside.stderr
 
 
 def test_build_edge_skips_pycache(tmp_path: Path) -> None:
     out = tmp_path / "build"
     subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "build_edge.py"), "--out", str(out)],
+        [sys.executable, str(REPO / "scripts" / "build_edge.py"), "--out", str(out),
+         "--vendor", str(tmp_path / "python_modules")],
         check=True,
         capture_output=True,
-        timeout=60,
-    )
+        timeout=120,
+    )  # fmt: skip
     built = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
     assert "worker/entry.py" in built
     assert all(name.endswith(".py") for name in built), built
@@ -119,6 +213,8 @@ def test_dry_run_lists_every_binding(dry_run: DryRun) -> None:
         "env.TOKENS (TokenDirectory) Durable Object",
         "env.RATE_LIMITER (600 requests/60s) Rate Limit",
         'env.HANDOFF_LEASE_MS ("120000") Environment Variable',
+        'env.STORAGE_MODE ("sqlite") Environment Variable',
+        "env.HYPERDRIVE (00000000000000000000000000000000) Hyperdrive Config",
     ):
         assert binding in out, (binding, dry_run.output)
     assert "ALLOW_INSECURE_HTTP" not in out  # plain HTTP stays refused unless set for dev
@@ -146,3 +242,14 @@ def test_config_declares_sqlite_objects_the_entry_exports() -> None:
     assert limiter["simple"] == {"limit": 600, "period": 60}
     assert "ALLOW_INSECURE_HTTP" not in config["vars"]
     assert config["build"]["command"] == "python3 scripts/build_edge.py"
+    assert config["vars"]["STORAGE_MODE"] == "sqlite"
+
+
+def test_config_declares_the_hyperdrive_binding() -> None:
+    (hd,) = _config()["hyperdrive"]
+    assert hd["binding"] == "HYPERDRIVE"  # durable_objects.pg_connection.HYPERDRIVE
+    assert len(hd["id"]) == 32  # a placeholder: `wrangler hyperdrive create` gives the real one
+    assert hd["localConnectionString"].startswith("postgres://")
+    pg_connection = (REPO / "durable_objects" / "pg_connection.py").read_text()
+    assert 'HYPERDRIVE = "HYPERDRIVE"' in pg_connection
+    assert 'STORAGE_MODE = "STORAGE_MODE"' in pg_connection
