@@ -35,7 +35,8 @@ function parseArgs(argv) {
   return opts;
 }
 
-// Copy the .py files of a host directory into the Pyodide FS (no __pycache__, no other files).
+// Copy the .py files of a host directory into the Pyodide FS (no __pycache__, no other files
+// but a distribution's METADATA, which importlib.metadata reads: vendored python_modules/).
 function copyTree(FS, src, dst) {
   FS.mkdirTree(dst);
   let count = 0;
@@ -43,7 +44,7 @@ function copyTree(FS, src, dst) {
     const from = path.join(src, entry.name);
     if (entry.isDirectory()) {
       if (entry.name !== "__pycache__") count += copyTree(FS, from, `${dst}/${entry.name}`);
-    } else if (entry.isFile() && entry.name.endsWith(".py")) {
+    } else if (entry.isFile() && (entry.name.endsWith(".py") || entry.name === "METADATA")) {
       FS.writeFile(`${dst}/${entry.name}`, readFileSync(from));
       count += 1;
     }

@@ -1,0 +1,92 @@
+"""Pyodide tier, PostgreSQL mode: its modules and the vendored pg8000 import under npm pyodide
+314.0.7 (the Python of the Workers runtime at our compatibility date), offline.
+
+Only imports: Node's Pyodide has no real sockets. The bundle and python_modules/ are what
+scripts/build_edge.py makes for wrangler, built into a private folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.pyodide
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+RUNNER = HERE / "runner.mjs"
+SNIPPET = HERE / "pg_mode_snippet.py"
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def _vendored() -> dict[str, tuple[str, tuple[str, ...]]]:
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import build_edge
+    finally:
+        sys.path.pop(0)
+    pins: dict[str, tuple[str, tuple[str, ...]]] = build_edge.VENDORED
+    return pins
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    node = shutil.which("node")
+    if node is None:
+        _unavailable("node is not on PATH")
+    if not (REPO / "node_modules" / "pyodide" / "pyodide.asm.wasm").exists():
+        _unavailable("node_modules/pyodide is missing: run scripts/test (npm ci)")
+    assert node is not None
+    tmp = tmp_path_factory.mktemp("pg_mode")
+    out, vendor = tmp / "build", tmp / "python_modules"
+    subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "build_edge.py"), "--out", str(out),
+         "--vendor", str(vendor)],
+        check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    args = [node, str(RUNNER), "--file", str(SNIPPET)]
+    for pkg in (out / "aidememo", out / "durable_objects", vendor):
+        args += ["--pkg", str(pkg)]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=240, check=False)
+    lines = proc.stdout.strip().splitlines()
+    assert lines, f"runner printed nothing (exit {proc.returncode})\n{proc.stderr[-4000:]}"
+    result: dict[str, Any] = json.loads(lines[-1])
+    assert result["ok"], f"the snippet failed in Pyodide:\n{result.get('error')}"
+    return dict(result["result"])
+
+
+def test_postgres_mode_modules_import_without_the_driver(run: dict[str, Any]) -> None:
+    from aidememo.stores.postgres import SCHEMA_VERSION
+
+    assert run["python"] == [3, 14]
+    assert run["mode"] == "postgres"
+    assert run["schema_version"] == SCHEMA_VERSION
+    assert run["params"] == {
+        "host": "hyperdrive.local",
+        "port": 5432,
+        "user": "aidememo",
+        "password": "secret",
+        "database": "aidememo",
+    }
+    assert run["store"] == ["PostgresStore", "edge", 1, True]
+    # pg8000 is loaded by the first connection only, never by importing the mode.
+    assert run["loaded_at_import"] is False
+    assert run["loaded_before_connect"] is False
+
+
+def test_vendored_pg8000_imports_with_its_dependencies(run: dict[str, Any]) -> None:
+    assert run["paramstyle"] == "format"  # the shared store's %s placeholders
+    assert all(path.startswith("/pkgs/python_modules/") for path in run["files"].values())
+    assert run["versions"] == {name: pin for name, (pin, _) in _vendored().items()}
