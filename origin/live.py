@@ -125,6 +125,7 @@ class ProjectHub:
         self.leases = LeaseBook()
         self.dirty = False
         self.reading = False
+        self.recheck_tokens = False
         self.timer: asyncio.TimerHandle | None = None
         self.ticker: asyncio.Task[None] | None = None
         self.tasks: set[asyncio.Task[None]] = set()
@@ -156,6 +157,7 @@ class ProjectHub:
     async def _tick(self) -> None:
         while True:
             await asyncio.sleep(self.feed.recheck_s)
+            self.recheck_tokens = True  # the tick's read also re-authenticates the tokens
             self.wake()
 
     async def _read_loop(self) -> None:
@@ -173,8 +175,18 @@ class ProjectHub:
                         self.leases = book
                         self._arm_timer()
                     actors = {sub.actor for sub in self.subs}
+                    tokens: set[bytes] = set()
+                    if self.recheck_tokens:
+                        self.recheck_tokens = False
+                        tokens = {t for sub in self.subs if (t := sub.cursor.sub.token_sha256)}
                     batch = await self.feed.run(
-                        read_commits, store, self.scope, self.seq, actors, self.feed.read_limit
+                        read_commits,
+                        store,
+                        self.scope,
+                        self.seq,
+                        actors,
+                        self.feed.read_limit,
+                        tokens,
                     )
                 except AidememoError as error:
                     log.warning("live feed read failed for %s: %s", self.scope, error)

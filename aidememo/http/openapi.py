@@ -678,8 +678,9 @@ _LIVE_UPGRADE: Schema = {
     "for the caller; a commit it may not see is an empty batch that still advances "
     "`next_cursor`. Participants of a handoff also receive `lease_expired` when its claim's "
     "lease runs out (nothing is written). An error after the upgrade is one "
-    '`{"error": ...}` message followed by a close with code 4000 + its HTTP status: 4403 '
-    "`project_unauthorized` (suspended within 5 s, or removed), 4409 `cursor_epoch_mismatch` "
+    '`{"error": ...}` message followed by a close with code 4000 + its HTTP status: 4401 '
+    "`authentication_failed` (the token was revoked), 4403 `project_unauthorized` (suspended "
+    "within 5 s, or removed), 4409 `cursor_epoch_mismatch` "
     "(the project was re-imported), 4429 `feed_overflow` (the client read too slowly; "
     "reconnect from the last `next_cursor`), 4503 `storage_failure`. Messages the client "
     "sends are ignored.",

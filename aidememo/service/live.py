@@ -90,6 +90,8 @@ class CommitBatch:
     project: Project | None
     rows: list[ChangeRecord]
     members: dict[str, Membership | None]
+    # Token digests re-checked in this read -> still active (AUTH-2); empty when not checked.
+    tokens: dict[bytes, bool] = field(default_factory=dict)
     # Rendered messages, shared by every subscriber: (seq, visible) -> message text.
     rendered: dict[tuple[int, bool], str] = field(default_factory=dict)
 
@@ -100,25 +102,39 @@ class CommitBatch:
 
 
 def read_commits(
-    store: Store, scope: Scope, after_seq: int, actors: Iterable[str], limit: int
+    store: Store,
+    scope: Scope,
+    after_seq: int,
+    actors: Iterable[str],
+    limit: int,
+    tokens: Iterable[bytes] = (),
 ) -> CommitBatch:
     """One read view: the project row, the actors' memberships, and up to `limit` commits
-    after `after_seq` with their bodies (the shared read of LIVE-3)."""
+    after `after_seq` with their bodies (the shared read of LIVE-3); with `tokens`, whether
+    each of those bearer token digests still authenticates (a revoked token ends its
+    subscriptions, AUTH-2)."""
     wanted = sorted(set(actors))
+    digests = sorted(set(tokens))
 
     def run(tx: ReadTx) -> CommitBatch:
         project = tx.get_project(scope)
         members = {actor: tx.get_membership(scope, actor) for actor in wanted}
+        active = {digest: tx.authenticate_token(digest) is not None for digest in digests}
         rows: list[ChangeRecord] = []
         if project is not None and project.head_seq > after_seq:
             rows = tx.list_changes(scope, after_seq, limit, True)
-        return CommitBatch(scope, after_seq, project, rows, members)
+        return CommitBatch(scope, after_seq, project, rows, members, active)
 
     return store.read(run)
 
 
-def batch_error(batch: CommitBatch, actor_id: str, project_epoch: str) -> AidememoError | None:
-    """Why `actor_id` may no longer follow this feed, or None (AUTH-5, FEED-2)."""
+def batch_error(
+    batch: CommitBatch, actor_id: str, project_epoch: str, token: bytes | None = None
+) -> AidememoError | None:
+    """Why `actor_id` (holding `token`) may no longer follow this feed, or None (AUTH-2,
+    AUTH-5, FEED-2)."""
+    if token is not None and batch.tokens.get(token) is False:
+        return fail(ErrorCode.AUTHENTICATION_FAILED, "unknown or revoked token")
     membership = batch.members.get(actor_id)
     if batch.project is None or membership is None or not membership.active:
         return fail(ErrorCode.PROJECT_UNAUTHORIZED, "no active membership in this project")
@@ -168,7 +184,7 @@ class FeedCursor:
 
         Raises the error to close with (suspension, deleted project, new epoch), or `Gap`
         when the batch starts beyond the cursor."""
-        error = batch_error(batch, self.sub.caller.actor_id, self.epoch)
+        error = batch_error(batch, self.sub.caller.actor_id, self.epoch, self.sub.token_sha256)
         if error is not None:
             raise error
         if batch.after_seq > self.after_seq:

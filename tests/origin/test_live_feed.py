@@ -43,6 +43,7 @@ from tests.contract.support import (
     READER,
     RECEIVER,
     START_MS,
+    TENANT,
     WRITER,
     Api,
     P,
@@ -374,6 +375,35 @@ def test_live5_suspended_member_is_closed_with_4403_within_5_s(
     assert error["error"]["code"] == "project_unauthorized"
     assert info.value.rcvd is not None and info.value.rcvd.code == 4403
     assert elapsed < 5.0
+
+
+def test_live5_revoked_token_is_closed_with_4401(origin_factory: Any) -> None:
+    import hashlib
+
+    api, server = origin_factory(recheck_s=1.0)
+    with subscribe(api, server, as_=RECEIVER) as ws:
+        recv(ws)
+        api.identity.revoke_token(hashlib.sha256(api.tokens[RECEIVER].encode()).digest())
+        started = time.monotonic()
+        error = recv(ws, timeout=6)
+        with pytest.raises(ConnectionClosed) as info:
+            ws.recv(timeout=6)
+    assert error["error"]["code"] == "authentication_failed"
+    assert info.value.rcvd is not None and info.value.rcvd.code == 4401
+    assert time.monotonic() - started < 5.0
+
+
+def test_live5_deleted_tenant_ends_the_subscription(origin_factory: Any) -> None:
+    """Deleting the tenant removes its tokens and memberships: the origin, which re-checks the
+    token, closes with 4401 (a front without the token check would close with 4403)."""
+    api, server = origin_factory(recheck_s=1.0)
+    with subscribe(api, server) as ws:
+        recv(ws)
+        server.app.services.archive.delete_tenant(TENANT, confirm=TENANT)
+        assert recv(ws, timeout=6)["error"]["code"] == "authentication_failed"
+        with pytest.raises(ConnectionClosed) as info:
+            ws.recv(timeout=6)
+    assert info.value.rcvd is not None and info.value.rcvd.code == 4401
 
 
 def test_live5_suspension_is_seen_on_the_next_push(live: tuple[Api, LiveOrigin]) -> None:

@@ -187,3 +187,20 @@ def test_live7_lease_book_tracks_the_earliest_live_claim_and_announces_once() ->
     due = book.due(300)
     assert settle_due(book, due, {"h1": None}, 300) == []
     assert book.next_expiry() is None
+
+
+def test_live5_a_missing_project_or_revoked_token_ends_the_subscription(app: HttpApp) -> None:
+    import hashlib
+
+    gone = read_commits(app.services.store, Caller(T, "w").scope("nope"), 0, ["w"], 100)
+    with pytest.raises(AidememoError) as info:
+        cursor("w").messages(gone, commit_message)
+    assert close_code(info.value) == 4403
+    digest = hashlib.sha256(b"never-bound").digest()
+    scope = Caller(T, "w").scope(P)
+    batch = read_commits(app.services.store, scope, 0, ["w"], 100, tokens=[digest])
+    assert batch.tokens == {digest: False}
+    sub = FeedCursor(LiveSubscription(Caller(T, "w"), P, E, 0, 100, token_sha256=digest))
+    with pytest.raises(AidememoError) as info:
+        sub.messages(batch, commit_message)
+    assert close_code(info.value) == 4401
