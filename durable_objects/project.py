@@ -25,12 +25,24 @@ Administration arrives from the Worker as RPC calls:
 Snapshots and staged imports live in memory, keyed by an id; an alarm drops those left behind
 by a Worker that gave up. If the object is evicted in between, the next page call fails and the
 Worker answers 503, so the client retries the whole export or import.
+
+The live change feed (`durable_objects.live`): the Worker forwards
+`GET .../changes/live` with `Upgrade: websocket` by `stub.fetch` with the identity it
+authenticated in headers; `fetch` runs the shared pre-upgrade checks (a refusal is the HTTP
+error of `/changes`), accepts a hibernatable WebSocket and answers 101. Every request that
+committed is followed by one shared read pushed to the subscribers; `sync_member`,
+`delete_tenant` and `import_commit` re-check them at once (in SQLite mode every identity change
+of the project reaches the object that way). The object's one alarm is set to the earliest of:
+a staged export or import's expiry, the earliest live claim expiry (lease notices) and, in
+PostgreSQL mode, where the Worker changes memberships on the database directly, the membership
+re-check every 2 s while subscribers exist.
 """
 
 from __future__ import annotations
 
 import logging
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from workers import DurableObject
 
@@ -40,13 +52,17 @@ from aidememo.domain.ids import validate_id
 from aidememo.domain.limits import HANDOFF_LEASE_MS_DEFAULT, HANDOFF_LEASE_MS_MAX
 from aidememo.domain.model import Actor, ActorKind, Membership, MemberStatus, Project, Role, Scope
 from aidememo.http.app import HttpApp, error_response
+from aidememo.http.live import open_subscription
+from aidememo.http.types import Request
 from aidememo.ports import WriteTx
 from aidememo.service.archive import Archive, Plan, project_lines
 from aidememo.stores.memory import MemoryStore
 from durable_objects.base import StoredObject
+from durable_objects.live import EdgeFeed, answer_close
 from durable_objects.rpc import (
     answer,
     caller_from,
+    forwarded_caller,
     pack_pages,
     plain,
     request_from,
@@ -83,12 +99,20 @@ def lease_ms(env: Any) -> int:
 class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
     """One project's canonical store and its single writer."""
 
+    # Re-check the live subscribers' memberships from the alarm even in SQLite mode (where
+    # every identity change reaches the object itself); PostgreSQL mode always does.
+    live_recheck: bool = False
+
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)
         self._app: HttpApp | None = None
         self._exports: dict[str, tuple[int, list[list[Any]]]] = {}
         self._imports: dict[str, tuple[int, dict[str, Any], list[bytes]]] = {}
         self._init_store()
+        self._feed = EdgeFeed(ctx, self.clock, lambda: self.ids.new_id("sub"))
+        self._committed = False
+        self._alarm_at: int | None = None
+        self._alarm_known = False
 
     # -- requests -------------------------------------------------------------------------
 
@@ -102,7 +126,11 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
             self._app = HttpApp(
                 store, clock=self.clock, ids=self.ids, handoff_lease_ms=lease_ms(self.env)
             )
+            self._app.services.ledger.on_commit.append(self._on_commit)
         return self._app
+
+    def _on_commit(self, scope: Scope, seq: int) -> None:
+        self._committed = True
 
     async def handle(self, request: Any, caller: Any) -> dict[str, Any]:
         """One contract request for this project, from an authenticated caller. Calls run one
@@ -113,8 +141,74 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
             except AidememoError as error:  # PostgreSQL unreachable, or its schema not migrated
                 log.warning("project store unavailable: %s", error.message)
                 return response_payload(error_response(error))
+            self._committed = False
             response = app.dispatch(request_from(request), caller_from(caller))
+            if self._committed:
+                self._committed = False
+                self._live(app, push=True)
+        if self._feed.subscribers():
+            await self._schedule()
         return response_payload(response)
+
+    # -- the live change feed -------------------------------------------------------------
+
+    async def fetch(self, request: Any) -> Any:
+        """`GET .../changes/live` forwarded by the Worker: the checks of `/changes` (a refusal
+        is that HTTP error, before any upgrade), then a hibernatable WebSocket and 101."""
+        from workers import Response
+
+        async with self._serial:
+            try:
+                core = _core_request(request)
+                caller = forwarded_caller(core.headers)
+                app = self._http()
+                sub = open_subscription(app, core, caller)
+                if core.headers.get("upgrade", "").strip().lower() != "websocket":
+                    raise fail(ErrorCode.UPGRADE_REQUIRED, "connect with a WebSocket upgrade")
+                client = self._feed.subscribe(sub, app.services.store, app.services.queries)
+            except Exception as exc:
+                error = (
+                    exc
+                    if isinstance(exc, AidememoError)
+                    else fail(ErrorCode.STORAGE_FAILURE, "unexpected failure")
+                )
+                if not isinstance(exc, AidememoError):
+                    log.exception("live feed upgrade failed")
+                elif error.code is ErrorCode.STORAGE_FAILURE:
+                    log.warning("live feed upgrade: %s", error.message)
+                refused = error_response(error)
+                return Response(refused.body, status=refused.status, headers=dict(refused.headers))
+        await self._schedule()
+        return Response(None, status=101, web_socket=client)
+
+    def _live(self, app: HttpApp, *, push: bool) -> None:
+        """Push the commits after the feed's position (and re-check memberships) to the
+        subscribers; a failed read is logged, and the next commit or alarm reads again."""
+        if not self._feed.subscribers():
+            return
+        try:
+            self._feed.push(app.services.store, app.services.queries)
+        except AidememoError as error:
+            log.warning("live feed read failed (%s): %s", "push" if push else "recheck", error)
+
+    async def _recheck(self) -> None:
+        """An identity change reached the object: re-check its subscribers now."""
+        if self._feed.subscribers():
+            async with self._serial:
+                self._live(self._http(), push=False)
+            await self._schedule()
+
+    async def webSocketMessage(self, ws: Any, message: Any) -> None:
+        """Messages from subscribers are ignored (LIVE-6)."""
+
+    async def webSocketClose(self, ws: Any, code: int, reason: str, was_clean: bool) -> None:
+        """A subscriber left: forget it and complete the close."""
+        self._feed.drop(ws)
+        answer_close(ws, int(code), str(reason))
+
+    async def webSocketError(self, ws: Any, error: Any) -> None:
+        """A subscriber's socket failed: forget it."""
+        self._feed.drop(ws)
 
     # -- membership -----------------------------------------------------------------------
 
@@ -145,7 +239,9 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
             tx.put_membership(member, now)
             return {"role": member.role.value, "status": member.status.value}
 
-        return answer(lambda: self._writable().transaction(run))
+        result = answer(lambda: self._writable().transaction(run))
+        await self._recheck()  # a suspension closes the member's subscriptions at once
+        return result
 
     # -- export ---------------------------------------------------------------------------
 
@@ -177,7 +273,7 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
             }
 
         result = answer(run)
-        await self._arm_alarm()
+        await self._schedule()
         return result
 
     async def export_page(self, export_id: Any, number: Any) -> dict[str, Any]:
@@ -202,7 +298,7 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
         where `identity` holds the project's project, actor and membership records."""
         s = plain(spec)
         self._imports[str(s["import_id"])] = (self.clock.now_ms(), s, [])
-        await self._arm_alarm()
+        await self._schedule()
         return answer(lambda: None)
 
     async def import_page(self, import_id: Any, text: Any) -> dict[str, Any]:
@@ -232,29 +328,70 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
             archive.import_plan(plan, {s["project_id"]: s["project_epoch"]})
             return {"head_seq": plan.projects[s["project_id"]]}
 
-        return answer(run)
+        result = answer(run)
+        await self._recheck()  # a new epoch closes the subscriptions with 4409
+        return result
 
     # -- deletion -------------------------------------------------------------------------
 
     async def delete_tenant(self, tenant_id: Any) -> dict[str, Any]:
         """Remove every row of the tenant here; `{removed, left}` counts by table."""
-        return answer(lambda: delete_rows(self._open(create=False), str(tenant_id)))
+        result = answer(lambda: delete_rows(self._open(create=False), str(tenant_id)))
+        await self._recheck()  # the project is gone: its subscribers are closed (4403)
+        return result
 
     # -- alarm ----------------------------------------------------------------------------
 
-    async def _arm_alarm(self) -> None:
-        if await self.ctx.storage.getAlarm() is None:
-            await self.ctx.storage.setAlarm(self.clock.now_ms() + STAGE_TTL_MS)
+    def _rechecks(self) -> bool:
+        return self._postgres or self.live_recheck
+
+    async def _schedule(self) -> None:
+        """Set the object's one alarm to the earliest thing it must do: drop a stale staged
+        export or import, announce an expired lease, re-check memberships. An alarm already
+        set earlier is kept (it fires, finds less to do, and sets the next one)."""
+        staged = [v[0] for v in self._exports.values()] + [v[0] for v in self._imports.values()]
+        times = [at + STAGE_TTL_MS for at in staged]
+        live = self._feed.alarm_at(self._rechecks())
+        if live is not None:
+            times.append(live)
+        if not times:
+            return
+        want = min(times)
+        if not self._alarm_known:
+            current = await self.ctx.storage.getAlarm()
+            self._alarm_at = None if current is None else int(current)
+            self._alarm_known = True
+        if self._alarm_at is None or want < self._alarm_at:
+            await self.ctx.storage.setAlarm(want)
+            self._alarm_at = want
 
     async def alarm(self, alarm_info: Any = None) -> None:
-        """Drop staged exports and imports older than `STAGE_TTL_MS`; re-arm if any remain."""
+        """Drop staged exports and imports older than `STAGE_TTL_MS`; send the due lease
+        notices and re-check the subscribers (LIVE-5, LIVE-7); set the next alarm. The live
+        feed writes nothing here (HO-6)."""
+        self._alarm_at, self._alarm_known = None, True  # the alarm that was set has fired
         cutoff = self.clock.now_ms() - STAGE_TTL_MS
         for key in [k for k, v in self._exports.items() if v[0] <= cutoff]:
             del self._exports[key]
         for key in [k for k, v in self._imports.items() if v[0] <= cutoff]:
             del self._imports[key]
-        if self._exports or self._imports:
-            await self.ctx.storage.setAlarm(self.clock.now_ms() + STAGE_TTL_MS)
+        if self._feed.subscribers():
+            async with self._serial:
+                try:
+                    app = self._http()
+                    if self._rechecks():
+                        self._feed.push(app.services.store, app.services.queries)
+                    self._feed.announce(app.services.store)
+                except AidememoError as error:
+                    log.warning("live feed alarm failed: %s", error.message)
+        await self._schedule()
+
+
+def _core_request(request: Any) -> Request:
+    """The SDK request the Worker forwarded, as the core's `Request` (no body: a GET)."""
+    url = urlsplit(str(request.url))
+    headers = {str(k).lower(): str(v) for k, v in request.headers.items()}
+    return Request("GET", unquote(url.path) or "/", url.query, headers, b"")
 
 
 def delete_rows(store: Any, tenant_id: str) -> dict[str, dict[str, int]]:

@@ -87,6 +87,36 @@ def caller_from(payload: Any) -> Caller:
 _DROPPED_HEADERS = frozenset({"authorization", "cookie"})
 
 
+# The identity the Worker authenticated, on the one request it forwards with `stub.fetch`
+# (the live feed's WebSocket upgrade, which RPC cannot carry). Only the Worker reaches a
+# Durable Object, and it deletes whatever a client sent under these names.
+TENANT_HEADER = "x-aidememo-tenant"
+ACTOR_HEADER = "x-aidememo-actor"
+_IDENTITY_PREFIX = "x-aidememo-"
+
+
+def forwarded_headers(headers: dict[str, str], caller: Caller) -> dict[str, str]:
+    """The headers of a request forwarded to a project object: the client's, without its
+    credentials and without any `x-aidememo-*` header it sent, plus the authenticated
+    identity (never trusted from the client)."""
+    out = {
+        k: v
+        for k, v in headers.items()
+        if k not in _DROPPED_HEADERS and not k.startswith(_IDENTITY_PREFIX)
+    }
+    out[TENANT_HEADER] = caller.tenant_id
+    out[ACTOR_HEADER] = caller.actor_id
+    return out
+
+
+def forwarded_caller(headers: dict[str, str]) -> Caller:
+    """The identity `forwarded_headers` set; `authentication_failed` without it."""
+    tenant, actor = headers.get(TENANT_HEADER), headers.get(ACTOR_HEADER)
+    if not tenant or not actor:
+        raise fail(ErrorCode.AUTHENTICATION_FAILED, "no authenticated identity")
+    return Caller(tenant, actor)
+
+
 def request_payload(request: Request) -> dict[str, Any]:
     """A core `Request` as an RPC dict; a body that is not UTF-8 travels as base64."""
     payload: dict[str, Any] = {

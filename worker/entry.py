@@ -20,6 +20,11 @@ edge's two additions marked):
    project, by the RPC method `handle(request, caller)`: plain dicts, the body as text, and
    the identity the Worker authenticated, never client headers. The object checks the
    membership on every request, so suspensions and role changes apply at once.
+   The one exception is the live change feed's WebSocket upgrade (`GET .../changes/live` with
+   `Upgrade: websocket`), which RPC cannot carry: it is forwarded with `stub.fetch(request)`,
+   the client's credentials and any `x-aidememo-*` header it sent deleted and the identity
+   the Worker authenticated set in `x-aidememo-tenant` / `x-aidememo-actor`; the object's
+   answer (the HTTP error of `/changes`, or 101 with the WebSocket) is returned as it is.
 Admin routes are orchestrated across the objects by `worker.admin`.
 
 With `STORAGE_MODE=postgres` (`durable_objects.pg_connection`) every record lives in one
@@ -40,6 +45,7 @@ import logging
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from workers import Request as SdkRequest
 from workers import Response, WorkerEntrypoint
 
 from aidememo.domain.clock import RandomIds, SystemClock
@@ -49,6 +55,7 @@ from aidememo.http import admin as core_admin
 from aidememo.http import handlers
 from aidememo.http import openapi as openapi_doc
 from aidememo.http.app import Services, bearer_digest, check_request, check_size, error_response
+from aidememo.http.live import LIVE_HANDLER
 from aidememo.http.render import json_bytes
 from aidememo.http.routes import Route, resolve
 from aidememo.http.types import Request
@@ -61,7 +68,12 @@ from aidememo.stores.postgres import PostgresStore
 from aidememo.stores.sqlite.schema import SCHEMA_VERSION
 from durable_objects import ProjectCoordinator, TenantRegistry, TokenDirectory, pg_connection
 from durable_objects.project import lease_ms
-from durable_objects.rpc import caller_payload, request_payload, response_from
+from durable_objects.rpc import (
+    caller_payload,
+    forwarded_headers,
+    request_payload,
+    response_from,
+)
 from worker import admin
 from worker.auth_cache import TokenCache
 from worker.objects import Objects, call
@@ -112,6 +124,8 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         """Answer one HTTP request; never raises."""
         try:
             response = await self._serve(request)
+            if not isinstance(response, CoreResponse):
+                return response  # the project object's own answer to a WebSocket upgrade
         except AidememoError as error:
             if error.code is ErrorCode.STORAGE_FAILURE:  # its wire message hides the cause
                 log.warning("storage failure: %s", error.message)
@@ -125,7 +139,8 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
                 self._pg = None
         return Response(response.body, status=response.status, headers=dict(response.headers))
 
-    async def _serve(self, request: Any) -> CoreResponse:
+    async def _serve(self, request: Any) -> Any:
+        """A core `Response`, or the project object's response to a forwarded upgrade."""
         url = urlsplit(str(request.url))
         # Percent-decoded like the ASGI scope's `path` at the origin.
         method, path = _method(request), unquote(url.path) or "/"
@@ -158,6 +173,11 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         else:
             project_id = validate_id(match.params["project_id"], "project_id")
         stub = objs.project(caller.tenant_id, project_id)
+        if route.handler == LIVE_HANDLER and headers.get("upgrade", "").lower() == "websocket":
+            forwarded = SdkRequest(
+                str(request.url), method="GET", headers=forwarded_headers(headers, caller)
+            )
+            return await stub.fetch(forwarded)
         answer = await stub.handle(request_payload(core), caller_payload(caller))
         return response_from(answer)
 

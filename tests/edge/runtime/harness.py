@@ -24,7 +24,7 @@ from typing import Any
 
 from aidememo.domain.clock import RandomIds
 from aidememo.ports import Clock, Ids
-from tests.edge.runtime import workers_module
+from tests.edge.runtime import websockets, workers_module
 from tests.edge.runtime.objects import Namespace
 from tests.edge.runtime.ratelimit import RateLimiter
 
@@ -62,10 +62,11 @@ class Runtime:
         self.ids = ids or RandomIds()
         self.admin_token = admin_token
         self.loop = asyncio.new_event_loop()
-        self._saved = {name: sys.modules.get(name) for name in ("workers",)}
+        self._saved = {name: sys.modules.get(name) for name in ("workers", "js")}
         for name in _edge_modules():  # imported against another runtime: start clean
             del sys.modules[name]
         sys.modules["workers"] = workers_module.module()
+        sys.modules["js"] = websockets.js_module()
         try:
             entry = importlib.import_module("worker.entry")
         except BaseException:
@@ -92,6 +93,7 @@ class Runtime:
         ):
             sub = type(cls.__name__, (cls,), overrides)
             ns = Namespace(sub, self.env, folder / binding.lower(), clock)
+            ns.runner = self.run
             (folder / binding.lower()).mkdir(exist_ok=True)
             self.namespaces[binding] = ns
             setattr(self.env, binding, ns)
@@ -123,6 +125,18 @@ class Runtime:
             body_used.append(request.body_used)
         return response.status, dict(response.headers), response.body
 
+    def connect(
+        self, url: str, headers: Mapping[str, str] | None = None, *, isolate: type | None = None
+    ) -> tuple[int, dict[str, str], bytes, websockets.ClientSocket | None]:
+        """A WebSocket upgrade through a fresh `Default`: `(status, headers, body, client)`,
+        `client` being the socket's client end when the answer is 101."""
+        hdrs = {"upgrade": "websocket", "connection": "Upgrade", **dict(headers or {})}
+        request = workers_module.Request(url, "GET", hdrs, b"")
+        cls = isolate or self.Default
+        worker = cls(types.SimpleNamespace(waitUntil=lambda p: None), self.env)
+        response = self.run(worker.fetch(request))
+        return response.status, dict(response.headers), response.body, response.web_socket
+
     def run(self, coro: Any) -> Any:
         """Run a coroutine on this runtime's event loop."""
         return self.loop.run_until_complete(coro)
@@ -136,8 +150,7 @@ class Runtime:
                 storage = ns.storages[name]
                 if storage.alarm_ms is not None and storage.alarm_ms <= now:
                     storage.alarm_ms = None
-                    live = ns.instance(name)
-                    self.run(live.obj.alarm())
+                    self.run(ns.event(name, "alarm"))
                     fired += 1
         return fired
 

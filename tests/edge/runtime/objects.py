@@ -15,6 +15,11 @@
   before it is delivered (a crash between two steps of an orchestration).
 - Alarms: `ctx.storage.setAlarm(ms | datetime)`, `getAlarm()`, `deleteAlarm()`; `Runtime.
   fire_alarms()` runs `alarm()` on every object whose alarm time has come.
+- `stub.fetch(request)` delivers a `workers.Request` to the object's `fetch` (no clone).
+- Hibernatable WebSockets (`tests.edge.runtime.websockets`): `ctx.acceptWebSocket(ws, tags)`,
+  `ctx.getWebSockets(tag)` (the open ones), `setWebSocketAutoResponse`. Accepted sockets
+  belong to the object's name and outlive its instance: `evict(name)` is hibernation, and the
+  next event (a socket message or close, an alarm, a call) re-creates the object.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from typing import Any
 
 from aidememo.ports import Clock
 from tests.doubles.do_storage import DoStorage, JsDict
+from tests.edge.runtime.websockets import OPEN, WebSocket
 
 
 class RpcError(Exception):
@@ -87,12 +93,45 @@ class ObjectId:
 
 
 class Context:
-    """`DurableObjectState`: `id`, `storage`, `blockConcurrencyWhile`."""
+    """`DurableObjectState`: `id`, `storage`, `blockConcurrencyWhile`, hibernatable
+    WebSockets."""
 
-    def __init__(self, object_id: ObjectId, storage: Storage) -> None:
+    def __init__(
+        self,
+        object_id: ObjectId,
+        storage: Storage,
+        sockets: list[tuple[WebSocket, list[str]]] | None = None,
+        deliver: Callable[..., None] | None = None,
+    ) -> None:
         self.id = object_id
         self.storage = storage
         self.gate: list[Awaitable[Any]] = []
+        self.sockets = [] if sockets is None else sockets
+        self._deliver = deliver
+        self.auto_response: Any = None
+
+    def acceptWebSocket(self, ws: WebSocket, tags: list[str] | None = None) -> None:
+        if not isinstance(ws, WebSocket) or ws.accepted:
+            raise TypeError("acceptWebSocket takes the server end of a new WebSocketPair")
+        if tags is not None and (
+            not isinstance(tags, list)
+            or len(tags) > 10
+            or not all(isinstance(t, str) for t in tags)
+        ):
+            raise TypeError("tags must be an array of at most 10 strings")
+        ws.accepted = True
+        ws.deliver = self._deliver
+        self.sockets.append((ws, list(tags or [])))
+
+    def getWebSockets(self, tag: str | None = None) -> list[WebSocket]:
+        return [
+            ws
+            for ws, tags in self.sockets
+            if ws.readyState == OPEN and (tag is None or tag in tags)
+        ]
+
+    def setWebSocketAutoResponse(self, pair: Any = None) -> None:
+        self.auto_response = pair
 
     def blockConcurrencyWhile(self, callback: Callable[[], Any]) -> None:
         """Calls wait until `callback` (sync or async) has finished."""
@@ -122,6 +161,11 @@ class Namespace:
         self.storages: dict[str, Storage] = {}
         self.failures: dict[str, int] = {}
         self.calls: list[tuple[str, str]] = []
+        # Accepted WebSockets by object name: they survive the instance (hibernation).
+        self.sockets: dict[str, list[tuple[WebSocket, list[str]]]] = {}
+        # Runs a coroutine to completion (the runtime's loop); set by the harness.
+        self.runner: Callable[[Any], Any] | None = None
+        self.created = 0  # instances constructed (a re-creation after hibernation counts)
 
     def idFromName(self, name: str) -> ObjectId:
         return ObjectId(name)
@@ -139,9 +183,36 @@ class Namespace:
             if storage is None:
                 file = self.folder / f"{hashlib.sha256(name.encode()).hexdigest()[:24]}.sqlite"
                 storage = self.storages[name] = Storage(str(file))
-            ctx = Context(ObjectId(name), storage)
+            sockets = self.sockets.setdefault(name, [])
+
+            def deliver(method: str, *args: Any) -> None:
+                assert self.runner is not None, "no runtime loop to deliver socket events"
+                self.runner(self.event(name, method, *args))
+
+            ctx = Context(ObjectId(name), storage, sockets, deliver)
             live = self.live[name] = Instance(self.cls(ctx, self.env), ctx)
+            self.created += 1
         return live
+
+    async def event(self, name: str, method: str, *args: Any) -> Any:
+        """Deliver a runtime event (`fetch`, `alarm`, `webSocketMessage`, ...) to the object,
+        re-created if it was evicted, after its input gate; nothing is cloned. A handler the
+        class does not define is skipped (workerd logs it)."""
+        live = self.instance(name)
+        async with live.lock:
+            while live.ctx.gate:
+                await live.ctx.gate.pop(0)
+            target = getattr(live.obj, method, None)
+            if target is None:
+                return None
+            result = target(*args)
+            if inspect.isawaitable(result):
+                result = await result
+            return result
+
+    def hibernate(self, name: str) -> None:
+        """Drop the instance while its WebSockets stay open (WebSocket hibernation)."""
+        self.evict(name)
 
     def evict(self, name: str | None = None) -> None:
         """Drop live instances (all, or one); their storage stays. The sockets an instance
@@ -180,6 +251,11 @@ class Stub:
     def __init__(self, namespace: Namespace, name: str) -> None:
         self._namespace = namespace
         self.name = name
+
+    async def fetch(self, request: Any) -> Any:
+        """`stub.fetch(request)`: the object's `fetch` handler with the request as it is."""
+        self._namespace.calls.append((self.name, "fetch"))
+        return await self._namespace.event(self.name, "fetch", request)
 
     def __getattr__(self, method: str) -> Callable[..., Awaitable[Any]]:
         if method.startswith("_"):

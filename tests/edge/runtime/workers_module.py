@@ -24,12 +24,19 @@ class JsRequest:
 
 
 class Request:
-    """`workers.Request` wrapping a JS request."""
+    """`workers.Request` wrapping a JS request; `Request(url, method=, headers=, body=)` as the
+    SDK builds one."""
 
-    def __init__(self, url: str, method: str, headers: dict[str, str], body: bytes) -> None:
+    def __init__(
+        self,
+        url: str,
+        method: str = "GET",
+        headers: dict[str, str] | None = None,
+        body: bytes = b"",
+    ) -> None:
         self.url = url
         self.js_object = JsRequest(method)
-        self._headers = headers
+        self._headers = dict(headers or {})
         self._body = body
         self.body_used = False
 
@@ -55,7 +62,8 @@ class Request:
 
 
 class Response:
-    """`workers.Response`."""
+    """`workers.Response`; `web_socket=` the client end of a pair, with status 101 only (as
+    workerd's `Response` constructor requires)."""
 
     def __init__(
         self,
@@ -63,9 +71,13 @@ class Response:
         status: int = 200,
         status_text: str = "",
         headers: dict[str, str] | None = None,
+        web_socket: Any = None,
     ) -> None:
         if body is not None and not isinstance(body, (str, bytes)):
             raise TypeError(f"unsupported body type {type(body).__name__}")
+        if (status == 101) != (web_socket is not None):
+            raise JsRangeError("status 101 goes with a webSocket, and only it")
+        self.web_socket = web_socket
         self.body = body.encode("utf-8") if isinstance(body, str) else (body or b"")
         self.status = status
         self.headers = {k.lower(): v for k, v in (headers or {}).items()}
@@ -73,6 +85,10 @@ class Response:
     @classmethod
     def json(cls, data: Any, status: int = 200) -> Response:
         return cls(json.dumps(data), status=status, headers={"content-type": "application/json"})
+
+
+class JsRangeError(ValueError):
+    """A JS `RangeError` from the `Response` constructor."""
 
 
 class WorkerEntrypoint:
