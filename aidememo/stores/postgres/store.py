@@ -22,9 +22,10 @@ Transactions (anchor 2.3, SPEC.md STORE-*):
   pg8000 is the exception: it sends a statement with parameters as Parse+Sync,
   Describe+Sync, Bind+Execute+Sync, and outside a transaction a transaction-mode pool may
   hand each Sync's part to another server connection ("unnamed prepared statement does not
-  exist"). So for pg8000 connections (`framed`, detected from the connection's module unless
-  given) the same statement is sent between `BEGIN` and `COMMIT`, which pin the server
-  connection; both are parameterless, which pg8000 sends as one simple query each.
+  exist"). So on any connection but psycopg's (`framed`, decided from the connection's module
+  unless given) the same statement is sent between `BEGIN` and `COMMIT`, which pin the server
+  connection; both are parameterless, which pg8000 sends as one simple query each. psycopg
+  sends Parse, Bind, Describe, Execute and one Sync together: one round trip, pool-safe.
   Inside a transaction already open on the thread it declines (the generic pipeline joins
   that transaction). A failure after which the connection no longer answers (it died while
   idle in the pool, or mid-statement) is retried once on a fresh connection: the command id
@@ -425,8 +426,8 @@ class PostgresStore:
     ) -> None:
         """No connection is made here; the first transaction makes one. `raw_fast_path=False`
         leaves out `CAP_RAW_FAST_PATH`, so generic commands take the generic pipeline.
-        `framed` sends the fast path's statement between BEGIN and COMMIT (None: for pg8000
-        connections only, see the module docstring)."""
+        `framed` sends the fast path's statement between BEGIN and COMMIT (None: on every
+        connection but psycopg's, see the module docstring)."""
         self.mode = mode
         self.framed = framed
         if not raw_fast_path:
@@ -543,7 +544,7 @@ class PostgresStore:
     def _is_framed(self, conn: Any) -> bool:
         if self.framed is not None:
             return self.framed
-        return type(conn).__module__.partition(".")[0] == "pg8000"
+        return type(conn).__module__.partition(".")[0] != "psycopg"
 
     # -- schema ---------------------------------------------------------------------------
 
