@@ -29,12 +29,17 @@ Baseline, in the same run: a raw psycopg loop on one connection from the same fa
 `INSERT` of one 200-byte row into a plain table, then `commit()` (psycopg sends the `BEGIN`
 itself), half before the phases and half after them, so drift hits both sides alike.
 
+Each command takes the store's one-round-trip path (`aidememo_execute_raw`, one autocommit
+statement per command; `CAP_RAW_FAST_PATH`); `--generic` measures the generic pipeline
+instead (BEGIN, `aidememo_begin_command`, `aidememo_commit_mutation`, COMMIT), for a same-load
+comparison. `raw_fast_path` in the figures says which ran.
+
 Where the time goes (`profile_*` figures): a short single-client probe on a connection that
-times every statement the store sends (BEGIN, `aidememo_begin_command`,
-`aidememo_commit_mutation`, COMMIT) and turns on, for that session only, `track_functions`
-and `track_wal_io_timing`, so the server's time inside each function and in WAL fsync is
-known too; the rest of a command's wall time is Python in the client. The same probe on the
-raw loop gives the baseline's split.
+times every statement the store sends (`aidememo_execute_raw`, or BEGIN,
+`aidememo_begin_command`, `aidememo_commit_mutation` and COMMIT) and turns on, for that
+session only, `track_functions` and `track_wal_io_timing`, so the server's time inside each
+function and in WAL fsync is known too; the rest of a command's wall time is Python in the
+client. The same probe on the raw loop gives the baseline's split.
 
 What the clients' server backends are doing is sampled every 0.1 s during each phase
 (`{phase}_server_states`, shares of samples from `pg_stat_activity`): `active:cpu` (running),
@@ -223,10 +228,11 @@ def client_main(
     warmup: int,
     barrier: Any,
     results: Any,
+    fast_path: bool,
 ) -> None:
     """One client process: its own store and connection, warm-up, barrier, timed loop."""
     try:
-        store = PostgresStore(psycopg_connector(url), pool_size=1)
+        store = PostgresStore(psycopg_connector(url), pool_size=1, raw_fast_path=fast_path)
         caller = Caller(TENANT, ACTOR)
         execute = Ledger(store, SystemClock()).execute_raw
         for i in range(warmup):
@@ -273,6 +279,7 @@ def run_phase(
     seconds: float,
     max_commands: int,
     warmup: int,
+    fast_path: bool,
 ) -> dict[str, Any]:
     """Run one client process per entry of `projects`; the phase's figures."""
     n = len(projects)
@@ -290,6 +297,7 @@ def run_phase(
                 warmup,
                 barrier,
                 results,
+                fast_path,
             ),
             daemon=True,
         )
@@ -418,6 +426,7 @@ def run_baseline(
 # -- profile: where a command's time goes ---------------------------------------------------
 
 _STATEMENT_KINDS = (
+    ("SELECT * FROM aidememo_execute_raw", "execute_raw"),
     ("BEGIN", "begin"),
     ("SELECT * FROM aidememo_begin_command", "begin_command"),
     ("SELECT aidememo_commit_mutation", "commit_mutation"),
@@ -512,12 +521,15 @@ def _reset_stats(url: str) -> None:
         conn.execute("SELECT pg_stat_reset(), pg_stat_reset_shared('wal')")
 
 
-def profile(url: str, commands: int) -> dict[str, Any]:
+def profile(url: str, commands: int, fast_path: bool) -> dict[str, Any]:
     """Split one client's command (and one raw row) into statements, server and fsync time."""
     out: dict[str, Any] = {"profile_commands": commands}
 
     sink: dict[str, int] = {}
-    store = PostgresStore(_probe_connector(url, sink), pool_size=1)
+    # The probe's wrapper hides psycopg's connection class: say it is unframed.
+    store = PostgresStore(
+        _probe_connector(url, sink), pool_size=1, raw_fast_path=fast_path, framed=False
+    )
     try:
         execute = Ledger(store, SystemClock()).execute_raw
         caller = Caller(TENANT, ACTOR)
@@ -537,11 +549,16 @@ def profile(url: str, commands: int) -> dict[str, Any]:
     per = 1 / (commands * 1e3)  # ns in total -> us per command
     statements_ns = sum(sink.values())
     out["profile_wall_us_per_command"] = round(wall_ns * per, 1)
-    for kind in ("begin", "begin_command", "commit_mutation", "commit", "other"):
+    for kind in ("execute_raw", "begin", "begin_command", "commit_mutation", "commit", "other"):
         out[f"profile_{kind}_us"] = round(sink.get(kind, 0) * per, 1)
     out["profile_python_outside_statements_us"] = round((wall_ns - statements_ns) * per, 1)
     out["profile_client_cpu_us_per_command"] = round(cpu_s / commands * 1e6, 1)
-    for name in ("aidememo_begin_command", "aidememo_commit_mutation", "aidememo_index_fact"):
+    for name in (
+        "aidememo_execute_raw",
+        "aidememo_begin_command",
+        "aidememo_commit_mutation",
+        "aidememo_index_fact",
+    ):
         if name in funcs:
             calls, total_ms, _self_ms = funcs[name]
             out[f"profile_server_{name}_us"] = round(total_ms / max(calls, 1) * 1e3, 1)
@@ -613,7 +630,13 @@ def main() -> int:
         "--profile-commands", type=int, default=1_000, help="size of the where-time-goes probe"
     )
     parser.add_argument("--dir", default=None, help="parent directory of the cluster")
+    parser.add_argument(
+        "--generic",
+        action="store_true",
+        help="the generic pipeline (4 statements per command) instead of the fast path",
+    )
     args = parser.parse_args()
+    fast_path = not args.generic
     seconds, max_commands = args.seconds, args.commands
 
     for signum in (signal.SIGTERM, signal.SIGHUP):
@@ -637,13 +660,15 @@ def main() -> int:
         note(f"baseline: raw psycopg insert+commit loop, {half_s:g} s (first half)")
         base_a, base_a_s, base_a_cpu = run_baseline(connect, 0, half_s, half_rows)
 
-        figures: dict[str, Any] = {"payload_bytes": PAYLOAD_BYTES}
+        figures: dict[str, Any] = {"payload_bytes": PAYLOAD_BYTES, "raw_fast_path": fast_path}
         for name, projects in (
             ("one_client", ["bench-solo"]),
             ("sixteen_clients_one_project", ["bench-shared"] * CLIENTS),
             ("sixteen_clients_sixteen_projects", _many_projects()),
         ):
-            figures.update(run_phase(ctx, name, url, projects, seconds, max_commands, args.warmup))
+            figures.update(
+                run_phase(ctx, name, url, projects, seconds, max_commands, args.warmup, fast_path)
+            )
 
         note(f"baseline: raw psycopg insert+commit loop, {half_s:g} s (second half)")
         base_b, base_b_s, base_b_cpu = run_baseline(connect, len(base_a), half_s, half_rows)
@@ -651,7 +676,7 @@ def main() -> int:
         base_s, base_cpu = base_a_s + base_b_s, base_a_cpu + base_b_cpu
 
         note(f"profile: {args.profile_commands} commands and raw rows, statements timed")
-        figures.update(profile(url, args.profile_commands))
+        figures.update(profile(url, args.profile_commands, fast_path))
     finally:
         cluster.stop()
     elapsed = time.monotonic() - began

@@ -18,12 +18,13 @@ from aidememo.conformance.harness import EPOCH, PROJECT, RESOURCE, TENANT, Fixtu
 from aidememo.domain.clock import FixedClock
 from aidememo.domain.errors import AidememoError, ErrorCode
 from aidememo.domain.model import ResourceRef, Role, Scope, TokenBinding
+from aidememo.http.app import HttpApp
 from aidememo.ports import CAP_RAW_FAST_PATH
 from aidememo.service.access import Caller
 from aidememo.stores.postgres import SCHEMA_VERSION, PostgresStore
 from aidememo.stores.postgres.store import tsquery
 from tests import pg
-from tests.contract.support import BACKENDS, START_MS, WRITER, Api, P
+from tests.contract.support import BACKENDS, START_MS, WRITER, Api, InProcessClient, P
 
 pytestmark = pytest.mark.postgres
 
@@ -233,6 +234,25 @@ def test_a_raw_command_is_one_round_trip_whatever_its_outcome(db: pg.Database, d
         "COMMIT",
     ]
     fx.store.close()
+
+
+def test_post_v1_commands_takes_the_fast_path(db: pg.Database, driver: str) -> None:
+    """Through the HTTP app: the command is the one `aidememo_execute_raw` statement (the
+    token lookup before it is a read of its own); typed commands keep the pipeline."""
+    log: list[str] = []
+    store = PostgresStore.open(_counting(db, driver, log), framed=driver == "pg8000")
+    app = HttpApp(store, clock=FixedClock(START_MS))
+    api = Api("counted", InProcessClient(app), app.services.identity, FixedClock(START_MS))
+    api.provision(WRITER, Role.WRITER)
+    for _ in ("commit", "replay"):
+        log.clear()
+        api.put_note("note_http", {"text": "one round trip"}).expect(200)
+        assert log.count("aidememo_execute_raw") == 1
+        assert "aidememo_begin_command" not in log and "aidememo_commit_mutation" not in log
+    log.clear()
+    api.session("s_http", source_id="src")  # a typed command: the generic pipeline
+    assert "aidememo_begin_command" in log and "aidememo_execute_raw" not in log
+    store.close()
 
 
 def test_the_fast_path_sets_its_timeouts_for_its_own_statement_only(
