@@ -156,6 +156,9 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         check_request(core, match)
         route = match.route
         assert route is not None  # check_request refused the rest
+        upgrade = headers.get("upgrade", "").strip().lower() == "websocket"
+        if upgrade and route.handler != LIVE_HANDLER:  # as the origin answers (LIVE-1)
+            raise fail(ErrorCode.ROUTE_NOT_FOUND, "no WebSocket route here")
         if not route.authenticated:
             return _public(route, core, pg_connection.postgres_mode(self.env))
         digest = bearer_digest(headers.get("authorization"))
@@ -173,7 +176,7 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         else:
             project_id = validate_id(match.params["project_id"], "project_id")
         stub = objs.project(caller.tenant_id, project_id)
-        if route.handler == LIVE_HANDLER and headers.get("upgrade", "").lower() == "websocket":
+        if upgrade:  # the live feed: forwarded, since RPC cannot carry a WebSocket
             forwarded = SdkRequest(
                 str(request.url), method="GET", headers=forwarded_headers(headers, caller)
             )
