@@ -258,6 +258,39 @@ async def changes() -> Any:
     return {"keys": sorted(body)}
 
 
+async def live_feed() -> Any:
+    """The live feed's upgrade through the real SDK: the Worker's `stub.fetch`, the object's
+    `Response(None, status=101, web_socket=client)` and the pair from `js.WebSocketPair`; the
+    catch-up page and a pushed commit arrive on the client end."""
+    query = f"project_epoch={EPOCH}&after_seq=0"
+    headers = Headers.new()
+    headers.set("authorization", f"Bearer {TOKENS[WRITER]}")
+    headers.set("upgrade", "websocket")
+    resp = await edge_harness.fetch(Request.new(f"{BASE}{P}/changes/live?{query}", headers=headers))
+    check(int(resp.status) == 101, f"status {resp.status}")
+    client = resp.webSocket
+    check(client is not None, "no webSocket on the 101")
+    page = json.loads(client.received.shift())
+    expected = await call_json("GET", f"{P}/changes/materialized?{query}", token=TOKENS[WRITER])
+    check(page == expected, f"catch-up page differs: {page!r} != {expected!r}")
+    await _fact("fact_edge_live", "pushed to the live feed", WRITER)
+    pushed = [json.loads(m) for m in client.received.to_py()]
+    check(len(pushed) == 1, f"pushed {pushed!r}")
+    check(pushed[0]["cursor"]["after_seq"] == page["next_cursor"]["after_seq"], repr(pushed))
+    check("fact_edge_live" in json.dumps(pushed[0]), repr(pushed))
+    # Refused before the upgrade with the HTTP error of /changes.
+    bad = Headers.new()
+    bad.set("authorization", f"Bearer {TOKENS[WRITER]}")
+    bad.set("upgrade", "websocket")
+    wrong = f"{BASE}{P}/changes/live?project_epoch=other_epoch&after_seq=0"
+    refused = await edge_harness.fetch(Request.new(wrong, headers=bad))
+    body = json.loads(bytes((await refused.arrayBuffer()).to_bytes()))
+    check(int(refused.status) == 409, f"status {refused.status}")
+    check(body["error"]["code"] == "cursor_epoch_mismatch", repr(body))
+    client.close(1000, "done")
+    return {"catch_up_entries": len(page["entries"]), "pushed": pushed[0]["next_cursor"]}
+
+
 async def export() -> Any:
     status, headers, data = await call("GET", f"/v1/admin/tenants/{TENANT}/export", token=ADMIN)
     check(status == 200, f"status {status}: {data[:300]!r}")
@@ -333,6 +366,7 @@ STEPS: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
     ("search", search),
     ("search_cjk", search_cjk),
     ("changes", changes),
+    ("live_feed", live_feed),
     ("export", export),
     ("alarm", alarm),
     ("delete_tenant", delete_tenant),

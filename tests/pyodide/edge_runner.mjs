@@ -35,6 +35,10 @@
 //   * the runtime objects below: ExecutionContext, DurableObjectNamespace/Id/stub with RPC,
 //     DurableObjectState, DurableObjectStorage with SqlStorage, Ratelimit. Their class names are
 //     the runtime's, because the SDK picks its wrappers by `constructor.name`.
+//   * WebSockets for the live feed: `WebSocketPair` (global, as in workerd) whose server end the
+//     object accepts with `state.acceptWebSocket` (hibernatable; `getWebSockets`,
+//     `serializeAttachment` by structured clone), and `Response` patched to allow what workerd
+//     allows and Node refuses: status 101 with a `webSocket`. No hibernation happens here.
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { createHash, randomBytes } from "node:crypto";
 import { createRequire } from "node:module";
@@ -268,11 +272,85 @@ class DurableObjectId {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// WebSockets: workerd's WebSocketPair and Response(101, {webSocket}), which Node lacks.
+// ---------------------------------------------------------------------------------------------
+class WebSocket {
+  constructor() {
+    this.readyState = 1;
+    this.peer = null;
+    this.received = []; // what the other end sent (read by drivers on the client end)
+    this.closeCode = null;
+    this.closeReason = "";
+    this._accepted = false;
+    this._attachment = null;
+  }
+  send(data) {
+    if (!this._accepted) throw new Error("You must call accept() on this WebSocket before sending.");
+    if (this.readyState !== 1) throw new Error("Can't call WebSocket send() after close().");
+    if (typeof data !== "string") throw new TypeError("the live feed sends text");
+    this.peer.received.push(data);
+  }
+  close(code = 1000, reason = "") {
+    if ([1004, 1005, 1006, 1015].includes(code)) throw new Error(`invalid close code ${code}`);
+    if (this.readyState === 3) return;
+    this.readyState = 3;
+    this.peer.closeCode = code;
+    this.peer.closeReason = reason;
+  }
+  // Structured clone, as workerd: a Python object would arrive as a PyProxy and be refused.
+  serializeAttachment(value) {
+    this._attachment = structuredClone(value);
+  }
+  deserializeAttachment() {
+    return this._attachment === null ? null : structuredClone(this._attachment);
+  }
+}
+
+class WebSocketPair {
+  constructor() {
+    const client = new WebSocket();
+    const server = new WebSocket();
+    client.peer = server;
+    server.peer = client;
+    client._accepted = true;
+    this[0] = client;
+    this[1] = server;
+  }
+}
+globalThis.WebSocketPair = WebSocketPair;
+
+const NodeResponse = globalThis.Response;
+globalThis.Response = class Response extends NodeResponse {
+  constructor(body, init) {
+    const upgrade = init?.status === 101;
+    if (upgrade && !init.webSocket) throw new RangeError("status 101 needs a webSocket");
+    super(body, upgrade ? { ...init, status: 200 } : init);
+    this._upgrade = upgrade;
+    this.webSocket = init?.webSocket ?? null;
+  }
+  get status() {
+    return this._upgrade ? 101 : super.status;
+  }
+};
+
 class DurableObjectState {
   constructor(id, storage) {
     this.id = id;
     this.storage = storage;
     this._gates = [];
+    this._sockets = [];
+  }
+  acceptWebSocket(ws, tags) {
+    if (!(ws instanceof WebSocket) || ws._accepted) throw new TypeError("not a new server end");
+    if (tags !== undefined && !Array.isArray(tags)) throw new TypeError("tags must be an array");
+    ws._accepted = true;
+    this._sockets.push({ ws, tags: tags ?? [] });
+  }
+  getWebSockets(tag) {
+    return this._sockets
+      .filter(({ ws, tags }) => ws.readyState === 1 && (tag === undefined || tags.includes(tag)))
+      .map(({ ws }) => ws);
   }
   // Later events wait until the callback settles (the object's input gate). workerd calls the
   // callback later, from a task queued behind the critical section (IoContext::
