@@ -20,6 +20,7 @@ import pytest
 
 from aidememo.domain.clock import FixedClock
 from aidememo.domain.model import MemberStatus, Role
+from tests import pg
 from tests.contract.support import (
     EPOCH,
     HERMES,
@@ -35,7 +36,7 @@ from tests.contract.support import (
     Api,
     P,
 )
-from tests.edge.backend import EdgeIdentity
+from tests.edge.backend import EdgeIdentity, postgres_runtime
 from tests.edge.runtime import EdgeClient, Runtime
 from tests.edge.runtime.harness import BASE_URL
 from tests.edge.runtime.websockets import ClientSocket
@@ -47,9 +48,13 @@ OBJECT = f"{TENANT}/{PROJECT}"
 class LiveEdge:
     """A deployment, the contract's `Api` over it, and WebSocket subscriptions."""
 
-    def __init__(self, tmp: Path, *, lease_ms: int = LEASE_MS, **kw: Any) -> None:
+    def __init__(self, tmp: Path, *, lease_ms: int = LEASE_MS, db: Any = None) -> None:
         self.clock = FixedClock(START_MS)
-        self.runtime = Runtime(tmp / "edge", self.clock, vars={"HANDOFF_LEASE_MS": str(lease_ms)})
+        variables = {"HANDOFF_LEASE_MS": str(lease_ms)}
+        if db is None:
+            self.runtime = Runtime(tmp / "edge", self.clock, vars=variables)
+        else:  # STORAGE_MODE=postgres: pg8000 through PgBouncer (transaction pool mode)
+            self.runtime = postgres_runtime(tmp / "edge", self.clock, db, vars=variables)
         self.api = Api("edge", EdgeClient(self.runtime), EdgeIdentity(self.runtime), self.clock)  # type: ignore[arg-type]
         for actor in (WRITER, RECEIVER, HERMES):
             self.api.provision(actor, Role.WRITER)
@@ -511,3 +516,67 @@ def test_hibernation_lease_expiring_while_away_is_announced_once(short_lease: Li
     edge.clock.advance(5000)
     edge.runtime.fire_alarms()
     assert [m.get("type") for m in receiver.drain()] == [None]
+
+
+# -- STORAGE_MODE=postgres ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def pg_edge(tmp_path: Path) -> Iterator[LiveEdge]:
+    """The edge on PostgreSQL (a fresh migrated schema through PgBouncer), 1 s leases."""
+    with pg.fresh_database(pooled=True) as db:
+        made = LiveEdge(tmp_path, lease_ms=1000, db=db)
+        try:
+            yield made
+        finally:
+            made.close()
+
+
+@pytest.mark.postgres
+def test_postgres_catch_up_push_and_visibility(pg_edge: LiveEdge) -> None:
+    edge = pg_edge
+    edge.api.session("s1")
+    writer = edge.subscribe(WRITER, limit=1)
+    reader = edge.subscribe(READER, after_seq=1)
+    assert writer.recv() == edge.materialized(0, limit=1)
+    assert reader.recv()["entries"] == []
+    edge.api.send("h1", "s1", RECEIVER).expect(200)
+    assert seqs(writer.recv()) == [2]
+    hidden = reader.recv()
+    assert hidden == edge.materialized(1, as_=READER) and hidden["entries"] == []
+    edge.projects.hibernate(OBJECT)  # its pg8000 connection closes with it
+    edge.note("n")
+    assert seqs(writer.recv()) == [3] and seqs(reader.recv()) == [3]
+
+
+@pytest.mark.postgres
+def test_postgres_suspension_by_the_worker_is_found_by_the_alarm(pg_edge: LiveEdge) -> None:
+    """In PostgreSQL mode the Worker writes memberships itself; the object re-checks from its
+    alarm while subscribers exist, so the member is closed within 5 s without a commit."""
+    edge = pg_edge
+    reader = edge.subscribe(READER)
+    reader.recv()
+    subscribed = edge.clock.now_ms()
+    edge.api.set_status(READER, MemberStatus.SUSPENDED)
+    assert reader.inbox == []
+    alarm = edge.alarm_ms()
+    assert alarm is not None and alarm - subscribed <= 5000
+    edge.clock.advance(alarm - subscribed)
+    assert edge.runtime.fire_alarms() == 1
+    assert reader.recv()["error"]["code"] == "project_unauthorized"
+    assert reader.close_code == 4403
+
+
+@pytest.mark.postgres
+def test_postgres_lease_notice(pg_edge: LiveEdge) -> None:
+    edge = pg_edge
+    (receiver, sender, reader), receipt = _accepted(edge)
+    deadline = edge.clock.now_ms() + 1000
+    while edge.clock.now_ms() < deadline:
+        alarm = edge.alarm_ms()
+        assert alarm is not None
+        edge.clock.advance(max(0, min(alarm, deadline) - edge.clock.now_ms()))
+        edge.runtime.fire_alarms()
+    assert receiver.drain() == [NOTICE] and sender.drain() == [NOTICE]
+    assert reader.inbox == []
+    assert edge.api.head() == receipt["project_seq"]

@@ -15,6 +15,8 @@ from durable_objects.rpc import (
     answer,
     caller_from,
     caller_payload,
+    forwarded_caller,
+    forwarded_headers,
     pack_pages,
     request_from,
     request_payload,
@@ -137,3 +139,30 @@ def test_pages_hold_whole_lines_under_the_limit() -> None:
     assert PAGE_BYTES == 1024 * 1024
     big = [b"y" * 500 + b"\n", b"z\n"]
     assert split_text(big, limit=300) == ["y" * 500 + "\n", "z\n"]  # one long line alone
+
+
+def test_forwarded_headers_replace_client_identity_and_drop_credentials() -> None:
+    sent = {
+        "authorization": "Bearer secret",
+        "cookie": "c=1",
+        "upgrade": "websocket",
+        "x-aidememo-actor": "someone_else",
+        "x-aidememo-tenant": "other_tenant",
+        "x-aidememo-anything": "x",
+        "x-request-id": "req1",
+    }
+    out = forwarded_headers(sent, Caller("t1", "a1"))
+    assert out == {
+        "upgrade": "websocket",
+        "x-request-id": "req1",
+        "x-aidememo-tenant": "t1",
+        "x-aidememo-actor": "a1",
+    }
+    assert forwarded_caller(out) == Caller("t1", "a1")
+
+
+def test_forwarded_caller_without_identity_is_authentication_failed() -> None:
+    for headers in ({}, {"x-aidememo-tenant": "t1"}, {"x-aidememo-actor": "a1"}):
+        with pytest.raises(AidememoError) as info:
+            forwarded_caller(headers)
+        assert info.value.code is ErrorCode.AUTHENTICATION_FAILED
