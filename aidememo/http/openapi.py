@@ -670,7 +670,9 @@ _STATUS_TEXT = {
 
 
 _LIVE_UPGRADE: Schema = {
-    "description": "Switching Protocols: a WebSocket (SPEC.md LIVE-*). Every check of "
+    "description": "Switching Protocols: a WebSocket (SPEC.md LIVE-*), on the origin and on "
+    "the edge alike (there the project's Durable Object holds the socket through the "
+    "WebSocket Hibernation API and sends lease notices from its alarm). Every check of "
     "/changes runs before the upgrade and a refusal is the HTTP error below. After the "
     "upgrade the server sends JSON text messages (`x-websocket-messages`): first the "
     "materialized pages after the cursor (`limit` entries each, the first one always, empty "
@@ -679,10 +681,11 @@ _LIVE_UPGRADE: Schema = {
     "`next_cursor`. Participants of a handoff also receive `lease_expired` when its claim's "
     "lease runs out (nothing is written). An error after the upgrade is one "
     '`{"error": ...}` message followed by a close with code 4000 + its HTTP status: 4401 '
-    "`authentication_failed` (the token was revoked), 4403 `project_unauthorized` (suspended "
-    "within 5 s, or removed), 4409 `cursor_epoch_mismatch` "
-    "(the project was re-imported), 4429 `feed_overflow` (the client read too slowly; "
-    "reconnect from the last `next_cursor`), 4503 `storage_failure`. Messages the client "
+    "`authentication_failed` (origin: the token was revoked; the edge does not re-check the "
+    "token after the upgrade), 4403 `project_unauthorized` (suspended within 5 s, or "
+    "removed), 4409 `cursor_epoch_mismatch` (the project was re-imported), 4429 "
+    "`feed_overflow` (origin: the client read too slowly; reconnect from the last "
+    "`next_cursor`), 4503 `storage_failure`. Messages the client "
     "sends are ignored.",
     "x-websocket-messages": ref("LiveMessage"),
 }
