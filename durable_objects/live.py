@@ -68,6 +68,10 @@ log = logging.getLogger("aidememo.edge")
 RECHECK_MS = int(RECHECK_INTERVAL_S * 1000)
 # Attachment format version.
 ATTACHMENT_VERSION = 1
+# The close of a subscriber the object cannot serve any more without an error of the core to
+# report (its socket failed, or its attachment is unreadable): reconnect, as after 4503. Codes
+# 1001-2999 are avoided: the WebSocket API lets a server send only 1000 and 3000-4999.
+RESTART_CLOSE = 4503
 # Close codes the runtime refuses to send; a peer's close with one is answered with 1000.
 _RESERVED_CLOSE = frozenset({1005, 1006, 1015})
 
@@ -168,7 +172,7 @@ class EdgeFeed:
             for ws in self.ctx.getWebSockets():
                 found = Subscriber.restore(ws)
                 if found is None:
-                    _close(ws, 1011, "unknown subscriber")
+                    _close(ws, RESTART_CLOSE, "unknown subscriber; reconnect")
                     continue
                 subs.append(found)
             self._subs = subs
@@ -187,9 +191,14 @@ class EdgeFeed:
         client, server = WebSocketPair.new().object_values()
         self.ctx.acceptWebSocket(server)
         found = Subscriber(server, self.new_id(), FeedCursor(sub), self.clock.now_ms())
+        try:
+            found.save()
+            self._catch_up(found, queries, first=True)
+            found.save()
+        except BaseException:  # answered with an HTTP error instead: no socket stays behind
+            _close(server, RESTART_CLOSE, "subscription failed")
+            raise
         self.scope = sub.scope
-        self._catch_up(found, queries, first=True)
-        found.save()
         subs.append(found)
         after = found.cursor.after_seq
         self.seq = after if self.seq is None else min(self.seq, after)
@@ -261,7 +270,7 @@ class EdgeFeed:
             return
         except Exception:  # the socket is gone (a send on a closed socket throws)
             log.warning("live subscriber dropped after a failed send", exc_info=True)
-            _close(sub.ws, 1011, "send failed")
+            _close(sub.ws, RESTART_CLOSE, "send failed; reconnect")
             if self._subs is not None:
                 self._subs = [s for s in self._subs if s is not sub]
             return

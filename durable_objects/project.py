@@ -143,11 +143,11 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
                 return response_payload(error_response(error))
             self._committed = False
             response = app.dispatch(request_from(request), caller_from(caller))
-            if self._committed:
-                self._committed = False
+            committed, self._committed = self._committed, False
+            if committed:
                 self._live(app, push=True)
-        if self._feed.subscribers():
-            await self._schedule()
+        if committed and self._feed.subscribers():
+            await self._schedule()  # a new claim may expire before the alarm already set
         return response_payload(response)
 
     # -- the live change feed -------------------------------------------------------------

@@ -580,3 +580,23 @@ def test_postgres_lease_notice(pg_edge: LiveEdge) -> None:
     assert receiver.drain() == [NOTICE] and sender.drain() == [NOTICE]
     assert reader.inbox == []
     assert edge.api.head() == receipt["project_seq"]
+
+
+def test_live1_failed_catch_up_is_an_http_error_and_leaves_no_socket(
+    edge: LiveEdge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from aidememo.domain.errors import ErrorCode, fail
+
+    def broken(page: Any) -> str:
+        raise fail(ErrorCode.STORAGE_FAILURE, "read failed")
+
+    edge.note("a")
+    monkeypatch.setattr(sys.modules["durable_objects.live"], "page_message", broken)
+    status, body, ws = edge.connect(WRITER, project_epoch=EPOCH, after_seq=0)
+    assert (status, body["error"]["code"], ws) == (503, "storage_failure", None)
+    assert edge.projects.instance(OBJECT).ctx.getWebSockets() == []
+    monkeypatch.undo()
+    edge.note("b")  # the feed still works, and nobody is pushed to
+    assert seqs(edge.subscribe().recv()) == [1, 2]
