@@ -2,8 +2,8 @@
 
 Hypothesis drives random sequences of raw commands (puts and deletes of a few resources by a
 few actors: fresh commands, identical replays, reuse of a command id for something else,
-stale and missing expectations, deletes of resources never written, a reader and a stranger
-writing) through `Ledger.execute_raw` on three stores side by side:
+stale and missing expectations, deletes of resources never written, a reader, a suspended
+writer and a stranger writing) through `Ledger.execute_raw` on three stores side by side:
 
 - the in-memory reference store (the generic pipeline, in Python);
 - PostgreSQL with the fast path (one statement per command);
@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from aidememo.domain.clock import FixedClock
 from aidememo.domain.envelope import Command
 from aidememo.domain.errors import AidememoError
-from aidememo.domain.model import ChangeOp, ResourceRef, Role, Scope
+from aidememo.domain.model import ChangeOp, MemberStatus, ResourceRef, Role, Scope
 from aidememo.ports import CAP_RAW_FAST_PATH, Store
 from aidememo.service.access import Caller
 from aidememo.service.identity import IdentityService
@@ -44,8 +44,8 @@ PROJECT = "project_prop"
 EPOCH = "epoch_prop"
 WRITERS = ("actor_a", "actor_b")
 READER = "actor_reader"
+SUSPENDED = "actor_suspended"  # a writer whose membership is suspended
 STRANGER = "actor_stranger"  # no membership at all
-ACTORS = (*WRITERS, READER, STRANGER)
 RESOURCES = (
     ResourceRef("custom.note", "note_1"),
     ResourceRef("custom.note", "note_2"),
@@ -79,7 +79,7 @@ class Spec:
 
 specs = st.builds(
     Spec,
-    actor=st.sampled_from((*WRITERS * 4, READER, STRANGER)),
+    actor=st.sampled_from((*WRITERS * 4, READER, SUSPENDED, STRANGER)),
     resource=st.sampled_from((RESOURCES[0], RESOURCES[0], *RESOURCES)),
     delete=st.sampled_from((False, False, False, True)),
     # None: unconditional; else current revision + offset (0: matches; never below 1)
@@ -121,10 +121,12 @@ def _provision(store: Store, tenant: str) -> None:
             tenant_id=tenant, project_id=PROJECT, actor_id=actor, role=Role.WRITER,
             project_epoch=EPOCH,
         )  # fmt: skip
-    identity.bootstrap(
-        tenant_id=tenant, project_id=PROJECT, actor_id=READER, role=Role.READER,
-        project_epoch=EPOCH,
-    )  # fmt: skip
+    for actor, role in ((READER, Role.READER), (SUSPENDED, Role.WRITER)):
+        identity.bootstrap(
+            tenant_id=tenant, project_id=PROJECT, actor_id=actor, role=role,
+            project_epoch=EPOCH,
+        )  # fmt: skip
+    identity.set_membership(tenant, PROJECT, SUSPENDED, status=MemberStatus.SUSPENDED)
 
 
 class _Ids:
@@ -263,6 +265,7 @@ def test_the_sequence_covers_every_outcome(sides: list[Side]) -> None:
         ("c4", Spec(WRITERS[1], RESOURCES[1], True, None, 0)),  # delete never written
         ("c5", Spec(READER, note, False, None, 3)),  # a reader may not write
         ("c6", Spec(STRANGER, note, False, None, 3)),  # nor may a stranger
+        ("c6", Spec(SUSPENDED, note, False, None, 3)),  # nor a suspended writer
         ("c7", Spec(WRITERS[1], note, False, 1, 4)),  # update at the expected revision
         ("c8", Spec(WRITERS[0], note, True, 2, 0)),  # delete at the expected revision
         ("c9", Spec(WRITERS[0], note, True, None, 0)),  # delete a tombstone: a new one
