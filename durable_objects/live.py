@@ -199,9 +199,9 @@ class EdgeFeed:
             _close(server, RESTART_CLOSE, "subscription failed")
             raise
         self.scope = sub.scope
+        after = found.cursor.after_seq  # the head: nothing commits while the object is busy
+        self.seq = after if self.seq is None or not subs else min(self.seq, after)
         subs.append(found)
-        after = found.cursor.after_seq
-        self.seq = after if self.seq is None else min(self.seq, after)
         self._ensure_book(store)
         return client
 
