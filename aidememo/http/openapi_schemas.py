@@ -1,0 +1,402 @@
+"""Building blocks and component schemas of the OpenAPI document (`openapi.py`).
+
+The wire shapes of every record, batch and answer, with the grammar and limits of
+`aidememo.domain`; `openapi.py` assembles them into paths and operations.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aidememo.domain.errors import ErrorCode
+from aidememo.domain.limits import (
+    CONTENT_MAX_BYTES,
+    FOCUS_MAX_BYTES,
+    ID_MAX_BYTES,
+    INT64_MAX,
+    MAILBOX_LIMIT_MAX,
+    NAME_MAX_BYTES,
+    SEARCH_LIMIT_MAX,
+    TOPIC_MAX_BYTES,
+)
+
+Schema = dict[str, Any]
+
+JSON = "application/json"
+_REF = "#/components/schemas/"
+
+
+def ref(name: str) -> Schema:
+    """A reference to a component schema."""
+    return {"$ref": _REF + name}
+
+
+def nullable(schema: Schema) -> Schema:
+    """`schema` or null."""
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def obj(required: dict[str, Schema], optional: dict[str, Schema] | None = None) -> Schema:
+    """A closed object: exactly these properties, the first group required."""
+    properties = {**required, **(optional or {})}
+    schema: Schema = {
+        "type": "object",
+        "properties": properties,
+        "required": list(required),
+        "additionalProperties": False,
+    }
+    return schema
+
+
+def integer(minimum: int = 0, maximum: int = INT64_MAX, **extra: Any) -> Schema:
+    """A signed 64-bit integer in `[minimum, maximum]`."""
+    return {"type": "integer", "minimum": minimum, "maximum": maximum, **extra}
+
+
+def text(max_chars: int, max_bytes: int, *, min_length: int = 1, what: str = "") -> Schema:
+    """A string limited in UTF-8 bytes (given in characters as the nearest JSON Schema can)."""
+    note = f"{min_length}-{max_bytes} bytes of UTF-8"
+    return {
+        "type": "string",
+        "minLength": min_length,
+        "maxLength": max_chars,
+        "description": f"{what} ({note})." if what else f"{note}.",
+    }
+
+
+# -- component schemas ----------------------------------------------------------------------
+
+_NO_CONTROL = "^[^\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f]*$"
+
+
+def component_schemas() -> dict[str, Schema]:
+    s: dict[str, Schema] = {}
+    s["ErrorCode"] = {
+        "type": "string",
+        "enum": [code.value for code in ErrorCode],
+        "description": "Stable snake_case error code; clients switch on it, never on message.",
+    }
+    s["Error"] = obj(
+        {
+            "error": obj(
+                {"code": ref("ErrorCode"), "message": {"type": "string"}},
+            )
+        }
+    )
+    s["Id"] = {
+        "type": "string",
+        "pattern": f"^[A-Za-z0-9\\-_.:@]{{1,{ID_MAX_BYTES}}}$",
+        "minLength": 1,
+        "maxLength": ID_MAX_BYTES,
+        "description": f"Identifier: 1-{ID_MAX_BYTES} bytes of [A-Za-z0-9-_.:@].",
+    }
+    s["Name"] = {
+        "type": "string",
+        "pattern": f"^[a-z0-9._\\-]{{1,{NAME_MAX_BYTES}}}$",
+        "minLength": 1,
+        "maxLength": NAME_MAX_BYTES,
+        "description": f"Kind or operation name: 1-{NAME_MAX_BYTES} bytes of [a-z0-9._-].",
+    }
+    s["CustomKind"] = {
+        "type": "string",
+        "pattern": f"^custom\\.[a-z0-9._\\-]{{0,{NAME_MAX_BYTES - 7}}}$",
+        "maxLength": NAME_MAX_BYTES,
+        "description": "A resource kind writable through POST /v1/commands: custom.*.",
+    }
+    s["Seq"] = integer(1, description="A project sequence number (1 is the first change).")
+    s["Revision"] = integer(1, description="A resource revision (1 is the first write).")
+    s["TimestampMs"] = integer(0, description="Milliseconds since the Unix epoch.")
+    s["Scope"] = obj({"tenant_id": ref("Id"), "project_id": ref("Id")})
+    s["ResourceRef"] = obj({"kind": ref("Name"), "id": ref("Id")})
+    s["Receipt"] = obj(
+        {
+            "command_id": ref("Id"),
+            "fingerprint": {
+                "type": "string",
+                "pattern": "^[0-9a-f]{64}$",
+                "description": "SHA-256 hex of the canonical command material.",
+            },
+            "tenant_id": ref("Id"),
+            "project_id": ref("Id"),
+            "actor_id": ref("Id"),
+            "project_seq": ref("Seq"),
+            "resource": ref("ResourceRef"),
+            "revision": ref("Revision"),
+            "committed_at_ms": ref("TimestampMs"),
+        }
+    )
+    s["Health"] = obj(
+        {
+            "status": {"const": "ok"},
+            "mode": {"type": "string", "enum": ["single_node", "postgres", "edge"]},
+            "schema_version": integer(1, description="The canonical store's schema version."),
+        }
+    )
+    s["Identity"] = obj(
+        {
+            "tenant_id": ref("Id"),
+            "project_id": ref("Id"),
+            "project_epoch": ref("Id"),
+            "actor_id": ref("Id"),
+            "role": {"type": "string", "enum": ["owner", "admin", "writer", "reader"]},
+        }
+    )
+    s["State"] = {
+        "oneOf": [
+            obj({"state": {"const": "present"}, "body": {"description": "The exact JSON body."}}),
+            obj({"state": {"const": "deleted"}}),
+        ]
+    }
+    s["Resource"] = obj(
+        {
+            "scope": ref("Scope"),
+            "resource": ref("ResourceRef"),
+            "revision": ref("Revision"),
+            "state": ref("State"),
+        }
+    )
+    s["Cursor"] = obj({"project_epoch": ref("Id"), "after_seq": integer(0)})
+    s["ChangeEntry"] = obj(
+        {
+            "tenant_id": ref("Id"),
+            "project_id": ref("Id"),
+            "project_epoch": ref("Id"),
+            "seq": ref("Seq"),
+            "resource": ref("ResourceRef"),
+            "operation": {"type": "string", "enum": ["upsert", "delete"]},
+            "revision": ref("Revision"),
+            "actor_id": ref("Id"),
+            "committed_at_ms": ref("TimestampMs"),
+        }
+    )
+    s["MaterializedEntry"] = obj({"change": ref("ChangeEntry"), "resource": ref("Resource")})
+    batch_doc = (
+        "`limit` counts scanned entries: entries the caller may not see are left out but still "
+        "advance `next_cursor`, so a page may be empty with `has_more: true`."
+    )
+    for name, entry in (("ChangeBatch", "ChangeEntry"), ("MaterializedBatch", "MaterializedEntry")):
+        s[name] = {
+            **obj(
+                {
+                    "scope": ref("Scope"),
+                    "cursor": ref("Cursor"),
+                    "entries": {"type": "array", "items": ref(entry)},
+                    "next_cursor": ref("Cursor"),
+                    "has_more": {"type": "boolean"},
+                }
+            ),
+            "description": batch_doc,
+        }
+    s["Snapshot"] = obj(
+        {
+            "scope": ref("Scope"),
+            "project_epoch": ref("Id"),
+            "at_seq": integer(0),
+            "resources": {"type": "array", "items": ref("Resource")},
+        }
+    )
+    s["HandoffRecord"] = obj(
+        {
+            "handoff_id": ref("Id"),
+            "session_id": ref("Id"),
+            "source_id": ref("Id"),
+            "from_actor": ref("Id"),
+            "to_actor": ref("Id"),
+            "focus": nullable({"type": "string", "maxLength": FOCUS_MAX_BYTES}),
+            "done_when": nullable({"type": "string", "maxLength": FOCUS_MAX_BYTES}),
+            "context_id": nullable(ref("Id")),
+            "status": {"type": "string", "enum": ["pending", "accepted", "completed"]},
+            "claim_id": nullable(ref("Id")),
+            "claim_heartbeat_at_ms": nullable(ref("TimestampMs")),
+            "claim_expires_at_ms": nullable(ref("TimestampMs")),
+            "attempt_count": integer(0),
+            "result_fact_id": nullable(ref("Id")),
+            "outcome": nullable({"type": "string", "enum": ["succeeded", "failed"]}),
+        }
+    )
+    s["HandoffStatus"] = obj({"revision": ref("Revision"), "record": ref("HandoffRecord")})
+    s["Mailbox"] = obj(
+        {
+            "assignments": {
+                "type": "array",
+                "maxItems": MAILBOX_LIMIT_MAX,
+                "items": obj(
+                    {
+                        "project_seq": ref("Seq"),
+                        "revision": ref("Revision"),
+                        "record": ref("HandoffRecord"),
+                    }
+                ),
+            },
+            "next_before_seq": nullable(ref("Seq")),
+        }
+    )
+    s["SearchResult"] = obj(
+        {
+            "fact_id": ref("Id"),
+            "session_id": ref("Id"),
+            "source_id": ref("Id"),
+            "actor_id": ref("Id"),
+            "content": {"type": "string"},
+            "score": {"type": "number", "description": "BM25; higher is better."},
+        }
+    )
+    s["Search"] = obj(
+        {
+            "project_epoch": ref("Id"),
+            "index_seq": integer(0),
+            "mode": {"const": "lexical"},
+            "semantic_model": {"type": "null"},
+            "results": {
+                "type": "array",
+                "maxItems": SEARCH_LIMIT_MAX,
+                "items": ref("SearchResult"),
+            },
+        }
+    )
+    # -- request bodies --
+    s["JsonObject"] = {
+        "type": "object",
+        "description": "Any JSON object (nesting at most 64 deep, integers within int64).",
+    }
+    raw_common = {
+        "command_id": ref("Id"),
+        "project_id": ref("Id"),
+        "resource": obj({"kind": ref("CustomKind"), "id": ref("Id")}),
+    }
+    revision = nullable(integer(1))
+    s["RawCommand"] = {
+        "description": "A raw put or delete of a custom.* resource; `expected_revision` null or "
+        "absent is an unconditional write.",
+        "oneOf": [
+            obj(
+                {
+                    **raw_common,
+                    "operation": {"const": "resource.put"},
+                    "change": {"const": "upsert"},
+                    "payload": ref("JsonObject"),
+                },
+                {"expected_revision": revision},
+            ),
+            obj(
+                {
+                    **raw_common,
+                    "operation": {"const": "resource.delete"},
+                    "change": {"const": "delete"},
+                },
+                {"expected_revision": revision, "payload": {"type": "null"}},
+            ),
+        ],
+    }
+    topic = {
+        **text(TOPIC_MAX_BYTES, TOPIC_MAX_BYTES, what="Not blank, no control characters"),
+        "allOf": [{"pattern": _NO_CONTROL}, {"pattern": "[^\\s\\u0085]"}],
+    }
+    content = text(CONTENT_MAX_BYTES, CONTENT_MAX_BYTES)
+    focus = nullable(text(FOCUS_MAX_BYTES, FOCUS_MAX_BYTES, min_length=0))
+    payloads = {
+        "SessionPayload": obj(
+            {"session_id": ref("Id"), "topic": topic},
+            {"source_id": nullable(ref("Id"))},
+        ),
+        "FactPayload": obj({"fact_id": ref("Id"), "session_id": ref("Id"), "content": content}),
+        "HandoffContextPayload": obj(
+            {
+                "context_id": ref("Id"),
+                "handoff_id": ref("Id"),
+                "session_id": ref("Id"),
+                "to_actor": ref("Id"),
+                "content": content,
+            }
+        ),
+        "HandoffPayload": obj(
+            {"handoff_id": ref("Id"), "session_id": ref("Id"), "to_actor": ref("Id")},
+            {"focus": focus, "done_when": focus, "context_id": nullable(ref("Id"))},
+        ),
+        "ClaimPayload": obj({"claim_id": ref("Id")}),
+        "ReturnPayload": obj(
+            {
+                "claim_id": ref("Id"),
+                "result_fact_id": ref("Id"),
+                "outcome": {"type": "string", "enum": ["succeeded", "failed"]},
+            }
+        ),
+    }
+    s.update(payloads)
+    for name, payload in (
+        ("SessionCreate", "SessionPayload"),
+        ("FactCreate", "FactPayload"),
+        ("HandoffContextCreate", "HandoffContextPayload"),
+        ("HandoffSend", "HandoffPayload"),
+    ):
+        s[name] = obj({"command_id": ref("Id"), "payload": ref(payload)})
+    for name, payload in (
+        ("ClaimTransition", "ClaimPayload"),
+        ("ReturnTransition", "ReturnPayload"),
+    ):
+        s[name] = obj(
+            {
+                "command_id": ref("Id"),
+                "expected_revision": integer(1),
+                "payload": ref(payload),
+            }
+        )
+    # -- administration (admin token) --
+    digest = {
+        "type": "string",
+        "pattern": "^[0-9a-f]{64}$",
+        "description": "SHA-256 of the token text, 64 lowercase hex characters.",
+    }
+    role = {"type": "string", "enum": ["owner", "admin", "writer", "reader"]}
+    status = {"type": "string", "enum": ["active", "suspended"]}
+    s["AdminBootstrap"] = obj(
+        {
+            "tenant_id": ref("Id"),
+            "project_id": ref("Id"),
+            "actor_id": ref("Id"),
+            "token_sha256": digest,
+        },
+        {
+            "actor_kind": nullable({"type": "string", "enum": ["agent", "human", "service"]}),
+            "role": nullable(role),
+            "project_epoch": nullable(ref("Id")),
+        },
+    )
+    s["AdminMember"] = obj(
+        {"tenant_id": ref("Id"), "project_id": ref("Id"), "actor_id": ref("Id")},
+        {"role": nullable(role), "status": nullable(status)},
+    )
+    s["AdminMembership"] = obj(
+        {
+            "tenant_id": ref("Id"),
+            "project_id": ref("Id"),
+            "actor_id": ref("Id"),
+            "role": role,
+            "status": status,
+        }
+    )
+    s["AdminRevoke"] = obj({"token_sha256": digest})
+    s["AdminRevoked"] = obj({"revoked": {"const": True}})
+    counts = {"type": "object", "additionalProperties": integer(0)}
+    s["AdminImported"] = obj(
+        {
+            "tenant_id": ref("Id"),
+            "project_epochs": {"type": "object", "additionalProperties": ref("Id")},
+            "counts": counts,
+        }
+    )
+    s["AdminDeleted"] = obj({"tenant_id": ref("Id"), "removed": counts})
+    s["Archive"] = {
+        "type": "string",
+        "description": "JSON Lines: one record per line, the manifest last.",
+    }
+    s["LeaseExpired"] = obj(
+        {"type": {"const": "lease_expired"}, "handoff_id": ref("Id"), "claim_id": ref("Id")}
+    )
+    s["LiveMessage"] = {
+        "description": "One text message of the live change feed (LIVE-2..LIVE-7): a change "
+        "batch in the shape of /changes/materialized, a lease notice, or an error just before "
+        "the close.",
+        "oneOf": [ref("MaterializedBatch"), ref("LeaseExpired"), ref("Error")],
+    }
+    return s
