@@ -24,7 +24,7 @@ from aidememo.ports import CAP_RAW_FAST_PATH
 from aidememo.service.access import Caller
 from aidememo.service.ledger import Ledger
 from aidememo.stores.postgres import SCHEMA_VERSION, PostgresStore
-from aidememo.stores.postgres.store import tsquery
+from aidememo.stores.postgres.tx import tsquery
 from tests import pg
 from tests.contract.support import BACKENDS, START_MS, WRITER, Api, InProcessClient, P
 

@@ -27,7 +27,7 @@ from aidememo.domain.model import (
 from aidememo.stores.postgres import sql as q
 
 if TYPE_CHECKING:
-    from aidememo.stores.postgres.store import _Session
+    from aidememo.stores.postgres.tx import Session
 
 LIST_PROJECTS = (
     "SELECT project_id, project_epoch, head_seq FROM projects WHERE tenant_id = %s "
@@ -72,7 +72,7 @@ class ArchiveReads:
     """The ReadTx methods of ARC-*; expects `self._s` to be the transaction's session."""
 
     __slots__ = ()
-    _s: _Session
+    _s: Session
 
     def list_projects(self, tenant_id: str) -> list[Project]:
         """Every project of the tenant."""
@@ -119,7 +119,7 @@ class ArchiveWrites:
     """The WriteTx methods of ARC-*."""
 
     __slots__ = ()
-    _s: _Session
+    _s: Session
 
     def restore_history(self, project: Project, history: History) -> None:
         """Insert an imported project's rows as they are (the project row exists)."""
