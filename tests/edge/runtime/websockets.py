@@ -50,7 +50,9 @@ class WebSocket:
         self.deliver: Callable[..., None] | None = None
 
     def accept(self) -> None:
-        raise NotImplementedError("the live feed uses ctx.acceptWebSocket (hibernation)")
+        # workerd has ws.accept() too, but it pins the object in memory; the double refuses it
+        # so that a test fails if the live feed ever stops using the hibernation API.
+        raise AssertionError("use ctx.acceptWebSocket (hibernation), not WebSocket.accept()")
 
     def send(self, data: str | bytes) -> None:
         if not self.accepted:
