@@ -12,7 +12,7 @@ import socket
 import threading
 import time
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from aidememo.http.app import HttpApp
 from aidememo.http.types import Request, Response
@@ -107,15 +107,25 @@ class LiveServer:
 
 
 class SocketClient:
-    """`Client` over HTTP/1.1 with keep-alive, reconnecting when the server closes."""
+    """`Client` over HTTP(S)/1.1 with keep-alive, reconnecting when the server closes.
 
-    def __init__(self, port: int) -> None:
-        self.port = port
+    `target` is a loopback port (a server of this test run) or a base URL (a live edge,
+    possibly https and with a path prefix).
+    """
+
+    def __init__(self, target: int | str, *, timeout: float = 30) -> None:
+        parts = urlsplit(target if isinstance(target, str) else f"http://127.0.0.1:{target}")
+        self.https = parts.scheme == "https"
+        self.host = parts.hostname or "127.0.0.1"
+        self.port = parts.port
+        self.prefix = parts.path.rstrip("/")
+        self.timeout = timeout
         self.conn: http.client.HTTPConnection | None = None
 
     def _connection(self) -> http.client.HTTPConnection:
         if self.conn is None:
-            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+            cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
+            self.conn = cls(self.host, self.port, timeout=self.timeout)
         return self.conn
 
     def close(self) -> None:
@@ -136,7 +146,8 @@ class SocketClient:
     ) -> tuple[int, dict[str, str], Any]:
         hdrs, raw = request_parts(token, json, body, headers)
         query_string = encode_query(query)
-        target = quote(path, safe=_PATH_SAFE) + (f"?{query_string}" if query_string else "")
+        target = self.prefix + quote(path, safe=_PATH_SAFE)
+        target += f"?{query_string}" if query_string else ""
         send: bytes | None = raw if raw or method not in ("GET", "DELETE") else None
         if len(raw) > body_limit(method, path):
             # The adapter refuses by Content-Length and closes without reading the body;
@@ -148,7 +159,7 @@ class SocketClient:
             conn.request(method, target, body=send, headers=hdrs)
             response = conn.getresponse()
             data = response.read()
-        except (ConnectionError, http.client.HTTPException):
+        except (OSError, http.client.HTTPException):  # timeouts included: never reuse it
             self.close()
             raise
         result_headers = {k.lower(): v for k, v in response.getheaders()}

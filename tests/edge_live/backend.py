@@ -17,7 +17,6 @@ Settings (environment):
 from __future__ import annotations
 
 import hashlib
-import http.client
 import os
 import secrets
 import shlex
@@ -31,25 +30,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit
 
 import pytest
 
 from aidememo.domain.clock import FixedClock
 from aidememo.domain.errors import AidememoError, ErrorCode
 from aidememo.domain.model import ActorKind, MemberStatus, Role
+from tests.contract.live import SocketClient
 from tests.contract.support import (
-    Headers,
     Query,
-    body_limit,
-    decode_body,
-    encode_query,
-    request_parts,
 )
 
 REPO = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT_S = 300.0  # the first pywrangler dev downloads the Pyodide bundle
-_PATH_SAFE = "/:@!$&'()*+,;=-._~%"
 
 
 @dataclass
@@ -58,65 +51,10 @@ class LiveEdge:
     admin_token: str
 
 
-class LiveClient:
-    """`tests.contract.support.Client` over HTTP(S) with keep-alive, to any base URL."""
-
-    def __init__(self, url: str) -> None:
-        parts = urlsplit(url)
-        self.https = parts.scheme == "https"
-        self.host = parts.hostname or "127.0.0.1"
-        self.port = parts.port
-        self.prefix = parts.path.rstrip("/")
-        self.conn: http.client.HTTPConnection | None = None
-
-    def _connection(self) -> http.client.HTTPConnection:
-        if self.conn is None:
-            cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
-            self.conn = cls(self.host, self.port, timeout=60)
-        return self.conn
-
-    def close(self) -> None:
-        if self.conn is not None:
-            self.conn.close()
-            self.conn = None
-
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        token: str | None = None,
-        json: Any = None,
-        body: bytes | None = None,
-        headers: Headers | None = None,
-        query: Query = None,
-    ) -> tuple[int, dict[str, str], Any]:
-        hdrs, raw = request_parts(token, json, body, headers)
-        query_string = encode_query(query)
-        target = self.prefix + quote(path, safe=_PATH_SAFE)
-        target += f"?{query_string}" if query_string else ""
-        send: bytes | None = raw if raw or method not in ("GET", "DELETE") else None
-        if len(raw) > body_limit(method, path):  # announce it, send none (as the socket
-            hdrs["content-length"] = str(len(raw))  # client of the contract suite does)
-            send = None
-        conn = self._connection()
-        try:
-            conn.request(method, target, body=send, headers=hdrs)
-            response = conn.getresponse()
-            data = response.read()
-        except (OSError, http.client.HTTPException):  # timeouts included: never reuse it
-            self.close()
-            raise
-        result_headers = {k.lower(): v for k, v in response.getheaders()}
-        if response.will_close:
-            self.close()
-        return response.status, result_headers, decode_body(data)
-
-
 class LiveIdentity:
     """The contract fixture's provisioning, as admin HTTP requests to the live edge."""
 
-    def __init__(self, client: LiveClient, admin_token: str) -> None:
+    def __init__(self, client: SocketClient, admin_token: str) -> None:
         self.client = client
         self.admin_token = admin_token
 
@@ -213,7 +151,7 @@ def _free_port() -> int:
 
 
 def _healthy(url: str) -> bool:
-    client = LiveClient(url)
+    client = SocketClient(url, timeout=60)
     try:
         status, _, body = client.request("GET", "/health")
         return status == 200 and isinstance(body, dict) and body.get("mode") == "edge"

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from aidememo.domain.model import Role
+from tests.contract.live import SocketClient
 from tests.contract.support import (
     HERMES,
     OTHER_PROJECT,
@@ -23,7 +24,7 @@ from tests.contract.support import (
     Api,
     Client,
 )
-from tests.edge_live.backend import LiveClient, LiveClock, LiveEdge, LiveIdentity, live_edge
+from tests.edge_live.backend import LiveClock, LiveEdge, LiveIdentity, live_edge
 
 
 @pytest.fixture(scope="session")
@@ -34,7 +35,7 @@ def edge() -> Iterator[LiveEdge]:
 
 @pytest.fixture
 def api(edge: LiveEdge) -> Iterator[Api]:
-    client = LiveClient(edge.url)
+    client = SocketClient(edge.url, timeout=60)
     identity = LiveIdentity(client, edge.admin_token)
     try:
         identity.delete_tenant(TENANT)

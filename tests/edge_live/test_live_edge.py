@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.edge_live.backend import LiveClient, LiveEdge
+from tests.contract.live import SocketClient
+from tests.edge_live.backend import LiveEdge
 
 pytestmark = pytest.mark.edge_live
 
@@ -66,7 +67,7 @@ globals().update(_collect(CONTRACT_MODULES))
 
 
 def test_live_health_is_the_edge(edge: LiveEdge) -> None:
-    client = LiveClient(edge.url)
+    client = SocketClient(edge.url, timeout=60)
     try:
         status, _, body = client.request("GET", "/health")
     finally:
