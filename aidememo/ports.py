@@ -70,12 +70,18 @@ class ReadTx(Protocol):
         """
         ...
 
-    def list_resources(self, scope: Scope, limit: int) -> list[StoredResource]:
-        """Up to `limit` current resources (tombstones included), ordered by (kind, id)."""
+    def list_resources(
+        self, scope: Scope, limit: int, after: ResourceRef | None = None
+    ) -> list[StoredResource]:
+        """Up to `limit` current resources (tombstones included), ordered by (kind, id); with
+        `after`, only those after it in that order (keyset paging)."""
         ...
 
-    def list_audit(self, scope: Scope) -> list[AuditRow]:
-        """Every audit row of the project, ascending by sequence."""
+    def list_audit(
+        self, scope: Scope, after_seq: int = 0, limit: int | None = None
+    ) -> list[AuditRow]:
+        """The audit rows with a sequence above `after_seq`, ascending, at most `limit` (every
+        one without a limit; keyset paging)."""
         ...
 
     def get_actor(self, tenant_id: str, actor_id: str) -> Actor | None:
@@ -132,8 +138,11 @@ class ReadTx(Protocol):
         """Every token binding of the tenant, ordered by digest."""
         ...
 
-    def list_receipts(self, scope: Scope) -> list[Receipt]:
-        """Every receipt of the project, ascending by sequence."""
+    def list_receipts(
+        self, scope: Scope, after_seq: int = 0, limit: int | None = None
+    ) -> list[Receipt]:
+        """The receipts with a sequence above `after_seq`, ascending, at most `limit` (every
+        one without a limit; keyset paging)."""
         ...
 
     def count_tenant_rows(self, tenant_id: str) -> dict[str, int]:

@@ -17,14 +17,23 @@ not used: the Worker runs the admin routes on PostgreSQL itself.
 Administration arrives from the Worker as RPC calls:
 - `sync_member`: the tenant registry's view of one member (and the project's epoch) applied
   here; idempotent, so a retried bootstrap completes a half-done one.
-- `export_begin` / `export_page`: a consistent snapshot of the project's rows, taken in one
-  synchronous read and handed out in pages of at most 1 MiB.
-- `import_begin` / `import_page` / `import_commit`: the project's part of an import, staged in
-  pages and written in one transaction by the core's `Archive.import_plan`.
-- `delete_tenant`: every row of the tenant removed, verified by counts.
-Snapshots and staged imports live in memory, keyed by an id; an alarm drops those left behind
-by a Worker that gave up. If the object is evicted in between, the next page call fails and the
-Worker answers 503, so the client retries the whole export or import.
+- `export_begin` / `export_page`: a consistent snapshot of the project's rows, read in
+  keyset pages (`archive_rows.project_lines`) and packed into pages of at most 1 MiB that go
+  straight into the staging table, all in one synchronous transaction (no await, so no other
+  call interleaves); `export_page` reads one page back, and the last page drops the rest.
+- `import_begin` / `import_page` / `import_commit` / `import_abort`: the project's part of an
+  import; the spec and each page (whole NDJSON lines, at most 1 MiB) are appended to the
+  staging table, and `import_commit` reads them back one page at a time, checking and writing
+  them in one transaction (`project_import.ProjectImport`: all or nothing). The stage is
+  dropped after the commit, whatever its outcome, or by `import_abort` when the Worker refuses
+  the stream.
+- `delete_tenant`: every row of the tenant removed, verified by counts, and its stages dropped.
+Snapshots and staged imports live in the object's own SQLite (`durable_objects.staging`, table
+`aidememo_staging`, outside the canonical schema), never in Python memory: the object holds
+about one page at a time whatever the project's size (SPEC.md ARC-8). They survive an
+eviction between two calls; the alarm drops those older than `STAGE_TTL_MS`, left behind by a
+Worker that gave up, and a call on a dropped stage is `storage_failure` (503: the client
+starts the export or import again).
 
 The live change feed (`durable_objects.live`): the Worker forwards
 `GET .../changes/live` with `Upgrade: websocket` by `stub.fetch` with the identity it
@@ -46,7 +55,6 @@ from urllib.parse import unquote, urlsplit
 
 from workers import DurableObject
 
-from aidememo.domain.canonical import decode_json
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
 from aidememo.domain.ids import validate_id
 from aidememo.domain.limits import HANDOFF_LEASE_MS_DEFAULT, HANDOFF_LEASE_MS_MAX
@@ -54,8 +62,10 @@ from aidememo.domain.model import Actor, ActorKind, Membership, MemberStatus, Pr
 from aidememo.http.app import HttpApp, error_response
 from aidememo.http.live import open_subscription
 from aidememo.http.types import Request
-from aidememo.ports import WriteTx
-from aidememo.service.archive import Archive, Plan, project_lines
+from aidememo.ports import ReadTx, WriteTx
+from aidememo.service.archive import Archive
+from aidememo.service.archive_rows import project_lines
+from aidememo.service.project_import import ProjectImport
 from aidememo.stores.memory import MemoryStore
 from durable_objects.base import StoredObject
 from durable_objects.live import EdgeFeed, answer_close
@@ -63,16 +73,22 @@ from durable_objects.rpc import (
     answer,
     caller_from,
     forwarded_caller,
-    pack_pages,
+    iter_packed,
     plain,
     request_from,
     response_payload,
 )
+from durable_objects.staging import EXPORT, IMPORT, StagedPages, Staging
 
 log = logging.getLogger("aidememo.edge")
 
 # Staged exports and imports older than this are dropped by the alarm.
 STAGE_TTL_MS = 10 * 60 * 1000
+# Rows per read while an export is staged: a resource or change carries a body of up to about
+# 1 MiB (the request limit), so a read holds at most a few MiB next to the page being built.
+EXPORT_READ_ROWS = 8
+_GONE_EXPORT = "export snapshot is gone; start again"
+_GONE_IMPORT = "staged import is gone; start again"
 # Tables whose rows belong to a project's content (the rest are identity rows).
 CONTENT_TABLES = (
     "resources",
@@ -106,8 +122,7 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)
         self._app: HttpApp | None = None
-        self._exports: dict[str, tuple[int, list[list[Any]]]] = {}
-        self._imports: dict[str, tuple[int, dict[str, Any], list[bytes]]] = {}
+        self._staging = Staging(ctx.storage)
         self._init_store()
         self._feed = EdgeFeed(ctx, self.clock, lambda: self.ids.new_id("sub"))
         self._committed = False
@@ -246,7 +261,8 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
     # -- export ---------------------------------------------------------------------------
 
     async def export_begin(self, spec: Any) -> dict[str, Any]:
-        """Snapshot the project's rows; `{export_id, project_epoch, head_seq, pages}`."""
+        """Snapshot the project's rows into the staging table, page by page, in one
+        synchronous transaction; `{export_id, project_epoch, head_seq, pages}`."""
         s = plain(spec)
 
         def run() -> dict[str, Any]:
@@ -254,22 +270,26 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
             scope = Scope(s["tenant_id"], s["project_id"])
             if store is None:
                 raise fail(ErrorCode.RESOURCE_NOT_FOUND, f"project {scope.project_id} not found")
+            export_id, now = self.ids.new_id("export"), self.clock.now_ms()
 
-            def snapshot(tx: Any) -> tuple[Project, list[tuple[str, bytes]]]:
+            def snapshot(tx: ReadTx) -> tuple[Project, int]:
                 project = tx.get_project(scope)
                 if project is None:
                     raise fail(ErrorCode.RESOURCE_NOT_FOUND, "project not found")
-                return project, list(project_lines(tx, project))
+                lines = project_lines(tx, project, read_rows=EXPORT_READ_ROWS)
+                pages = self._staging.stage_export(
+                    export_id, scope.tenant_id, now, iter_packed(lines)
+                )
+                return project, pages
 
-            project, lines = store.read(snapshot)
-            export_id = self.ids.new_id("export")
-            pages = pack_pages(lines)
-            self._exports[export_id] = (self.clock.now_ms(), pages)
+            # No await from the first read to the last staged page: nothing interleaves, and
+            # the transaction leaves the stage whole or absent.
+            project, pages = self._staging.transaction(lambda: store.read(snapshot))
             return {
                 "export_id": export_id,
                 "project_epoch": project.project_epoch,
                 "head_seq": project.head_seq,
-                "pages": len(pages),
+                "pages": pages,
             }
 
         result = answer(run)
@@ -277,17 +297,16 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
         return result
 
     async def export_page(self, export_id: Any, number: Any) -> dict[str, Any]:
-        """Page `number` of a snapshot: runs `[type, count, text]`; the last page frees it."""
+        """Page `number` of a snapshot: runs `[type, count, text]`; the last page drops it."""
 
         def run() -> list[Any]:
-            entry = self._exports.get(str(export_id))
-            if entry is None:
-                raise fail(ErrorCode.STORAGE_FAILURE, "export snapshot is gone; start again")
-            pages = entry[1]
-            n = int(number)
-            if n == len(pages) - 1:
-                del self._exports[str(export_id)]
-            return pages[n]
+            found = self._staging.export_page(str(export_id), int(number))
+            if found is None:
+                raise fail(ErrorCode.STORAGE_FAILURE, _GONE_EXPORT)
+            page, last = found
+            if last:
+                self._staging.drop(EXPORT, str(export_id))
+            return page
 
         return answer(run)
 
@@ -297,46 +316,72 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
         """Stage an import: `{import_id, tenant_id, project_id, project_epoch, identity}`
         where `identity` holds the project's project, actor and membership records."""
         s = plain(spec)
-        self._imports[str(s["import_id"])] = (self.clock.now_ms(), s, [])
+
+        def run() -> None:
+            for key in ("import_id", "tenant_id", "project_id", "project_epoch"):
+                validate_id(s.get(key), key)
+            if not isinstance(s.get("identity"), list):
+                raise fail(ErrorCode.INVALID_COMMAND, "identity must be a list of records")
+            staged = {k: s[k] for k in ("tenant_id", "project_id", "project_epoch", "identity")}
+            self._staging.begin(IMPORT, s["import_id"], s["tenant_id"], self.clock.now_ms(), staged)
+
+        result = answer(run)
         await self._schedule()
-        return answer(lambda: None)
+        return result
 
     async def import_page(self, import_id: Any, text: Any) -> dict[str, Any]:
         """Append whole lines (at most 1 MiB) of the project's rows to a staged import."""
 
         def run() -> None:
-            entry = self._imports.get(str(import_id))
-            if entry is None:
-                raise fail(ErrorCode.STORAGE_FAILURE, "staged import is gone; start again")
-            entry[2].extend(str(text).encode("utf-8").splitlines(keepends=True))
+            data = str(text).encode("utf-8")
+            if self._staging.add_page(IMPORT, str(import_id), data) is None:
+                raise fail(ErrorCode.STORAGE_FAILURE, _GONE_IMPORT)
 
         return answer(run)
 
     async def import_commit(self, import_id: Any) -> dict[str, Any]:
-        """Check the staged project with the core's `Plan` and write it in one transaction."""
+        """Check the staged rows page by page and write the project in one transaction
+        (`ProjectImport`); the stage is dropped whatever the outcome."""
+        key = str(import_id)
 
         def run() -> dict[str, Any]:
-            entry = self._imports.pop(str(import_id), None)
-            if entry is None:
-                raise fail(ErrorCode.STORAGE_FAILURE, "staged import is gone; start again")
-            _, s, lines = entry
-            records = list(s["identity"]) + [decode_json(line) for line in lines]
-            plan = Plan.build(validate_id(s["tenant_id"], "tenant_id"), records)
-            if list(plan.projects) != [s["project_id"]]:
-                raise fail(ErrorCode.INVALID_COMMAND, "an import page names another project")
+            s = self._staging.spec(IMPORT, key)
+            if s is None:
+                raise fail(ErrorCode.STORAGE_FAILURE, _GONE_IMPORT)
             archive = Archive(self._writable(), self.clock, self.ids)
-            archive.import_plan(plan, {s["project_id"]: s["project_epoch"]})
-            return {"head_seq": plan.projects[s["project_id"]]}
+            importer = ProjectImport(
+                archive, s["tenant_id"], s["project_id"], s["project_epoch"], s["identity"]
+            )
+            return {"head_seq": importer.write(StagedPages(self._staging, key))}
 
-        result = answer(run)
+        try:
+            result = answer(run)
+        finally:
+            self._drop_stage(IMPORT, key)
         await self._recheck()  # a new epoch closes the subscriptions with 4409
         return result
+
+    async def import_abort(self, import_id: Any) -> dict[str, Any]:
+        """Drop a staged import (the Worker refused the stream); nothing if it is gone."""
+        return answer(lambda: self._staging.drop(IMPORT, str(import_id)))
+
+    def _drop_stage(self, kind: str, key: str) -> None:
+        try:
+            self._staging.drop(kind, key)
+        except AidememoError as error:  # the alarm drops it later
+            log.warning("dropping a staged %s failed: %s", kind, error.message)
 
     # -- deletion -------------------------------------------------------------------------
 
     async def delete_tenant(self, tenant_id: Any) -> dict[str, Any]:
-        """Remove every row of the tenant here; `{removed, left}` counts by table."""
-        result = answer(lambda: delete_rows(self._open(create=False), str(tenant_id)))
+        """Remove every row of the tenant here, staged exports and imports included;
+        `{removed, left}` counts by table (staged rows are not tenant rows: not counted)."""
+
+        def run() -> dict[str, dict[str, int]]:
+            self._staging.drop_tenant(str(tenant_id))
+            return delete_rows(self._open(create=False), str(tenant_id))
+
+        result = answer(run)
         await self._recheck()  # the project is gone: its subscribers are closed (4403)
         return result
 
@@ -349,8 +394,14 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
         """Set the object's one alarm to the earliest thing it must do: drop a stale staged
         export or import, announce an expired lease, re-check memberships. An alarm already
         set earlier is kept (it fires, finds less to do, and sets the next one)."""
-        staged = [v[0] for v in self._exports.values()] + [v[0] for v in self._imports.values()]
-        times = [at + STAGE_TTL_MS for at in staged]
+        times: list[int] = []
+        try:
+            staged = self._staging.earliest()
+        except AidememoError as error:
+            log.warning("reading the staging table failed: %s", error.message)
+            staged = None
+        if staged is not None:
+            times.append(staged + STAGE_TTL_MS)
         live = self._feed.alarm_at(self._rechecks())
         if live is not None:
             times.append(live)
@@ -370,11 +421,10 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
         notices and re-check the subscribers (LIVE-5, LIVE-7); set the next alarm. The live
         feed writes nothing here (HO-6)."""
         self._alarm_at, self._alarm_known = None, True  # the alarm that was set has fired
-        cutoff = self.clock.now_ms() - STAGE_TTL_MS
-        for key in [k for k, v in self._exports.items() if v[0] <= cutoff]:
-            del self._exports[key]
-        for key in [k for k, v in self._imports.items() if v[0] <= cutoff]:
-            del self._imports[key]
+        try:
+            self._staging.drop_older(self.clock.now_ms() - STAGE_TTL_MS)
+        except AidememoError as error:  # the next alarm tries again
+            log.warning("dropping stale staged rows failed: %s", error.message)
         if self._feed.subscribers():
             async with self._serial:
                 try:

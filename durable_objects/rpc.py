@@ -16,7 +16,7 @@ which the Worker answers with the retryable 503.
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
@@ -166,31 +166,60 @@ def response_from(payload: Any) -> Response:
     return Response(int(data["status"]), headers, str(data["body"]).encode("utf-8"))
 
 
-def pack_pages(lines: list[tuple[str, bytes]], limit: int = PAGE_BYTES) -> list[list[Any]]:
-    """Typed lines packed into pages of at most `limit` bytes.
+def iter_packed(
+    lines: Iterable[tuple[str, bytes]], limit: int = PAGE_BYTES
+) -> Iterator[tuple[list[list[Any]], bytes]]:
+    """Typed lines packed into pages of at most `limit` bytes (or a single longer line),
+    yielded one at a time as `(runs, data)`: `data` is the page's lines joined, and each run
+    `[type, count, size]` covers `size` bytes of it, `count` consecutive lines of one type.
+    The generator keeps nothing of a page once it is yielded."""
+    runs: list[list[Any]] = []
+    chunk: list[bytes] = []
+    size = 0
+
+    def flush() -> tuple[list[list[Any]], bytes]:
+        data = b"".join(chunk)
+        chunk.clear()
+        return runs, data
+
+    for kind, data in lines:
+        if chunk and size + len(data) > limit:
+            yield flush()
+            runs, size = [], 0
+        if runs and runs[-1][0] == kind:
+            runs[-1][1] += 1
+            runs[-1][2] += len(data)
+        else:
+            runs.append([kind, 1, len(data)])
+        chunk.append(data)
+        size += len(data)
+    if chunk:
+        yield flush()
+
+
+def unpack_page(runs: list[list[Any]], data: bytes) -> list[list[Any]]:
+    """A packed page as the runs `[type, count, text]` that travel over RPC."""
+    page: list[list[Any]] = []
+    at = 0
+    for kind, count, size in runs:
+        page.append([kind, count, data[at : at + size].decode("utf-8")])
+        at += size
+    return page
+
+
+def iter_pages(lines: Iterable[tuple[str, bytes]], limit: int = PAGE_BYTES) -> Iterator[list[Any]]:
+    """Typed lines packed into pages of at most `limit` bytes, one at a time.
 
     A page is a list of runs `[type, count, text]`: `count` consecutive lines of one type,
     concatenated. A receiver can hash and count a run without splitting it.
     """
-    pages: list[list[Any]] = []
-    runs: list[tuple[str, list[bytes]]] = []
-    size = 0
+    for runs, data in iter_packed(lines, limit):
+        yield unpack_page(runs, data)
 
-    def flush() -> None:
-        pages.append([[kind, len(run), b"".join(run).decode("utf-8")] for kind, run in runs])
 
-    for kind, data in lines:
-        if runs and size + len(data) > limit:
-            flush()
-            runs, size = [], 0
-        if runs and runs[-1][0] == kind:
-            runs[-1][1].append(data)
-        else:
-            runs.append((kind, [data]))
-        size += len(data)
-    if runs:
-        flush()
-    return pages
+def pack_pages(lines: Iterable[tuple[str, bytes]], limit: int = PAGE_BYTES) -> list[list[Any]]:
+    """Every page of `iter_pages`, as a list."""
+    return list(iter_pages(lines, limit))
 
 
 def split_text(lines: list[bytes], limit: int = PAGE_BYTES) -> list[str]:

@@ -9,8 +9,10 @@ PostgreSQL and the edge by export and import.
 The pieces are public so a front that keeps a tenant in several stores (the edge: a registry
 of identities and one Durable Object per project) can assemble the same export and split the
 same import: the record builders (`header_record` ... `token_record`, `line`), the `Manifest`,
-`read_identity` + `identity_records`, `project_lines`, `verified_records`, `check_header` and
-`Plan` with `Archive.import_plan`.
+`read_identity` + `identity_records`, `project_lines` (from `archive_rows`, which also turns
+records back into rows), `verified_records`, `check_header`, `Plan` with `Archive.import_plan`
+and `Archive.write_plan`. A front that cannot hold a project's rows at once imports them in
+chunks with `project_import.ProjectImport`.
 """
 
 from __future__ import annotations
@@ -20,35 +22,34 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from aidememo.domain.canonical import canonical_bytes, decode_json, decode_stored
+from aidememo.domain.canonical import canonical_bytes, decode_json
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.ids import validate_id, validate_name
 from aidememo.domain.model import (
     Actor,
     ActorKind,
-    AuditRow,
-    ChangeOp,
-    ChangeRecord,
-    HandoffIndexRow,
     History,
     Membership,
     MemberStatus,
     Project,
-    Receipt,
-    ResourceRef,
     Role,
     Scope,
-    SearchDoc,
-    StoredResource,
     TokenBinding,
 )
-from aidememo.domain.tokenize import index_terms
 from aidememo.ports import Clock, Ids, ReadTx, Store, WriteTx
+from aidememo.service import archive_rows
+from aidememo.service.archive_rows import (
+    audit_row,
+    change_row,
+    derived_rows,
+    receipt_row,
+    resource_row,
+)
 
 FORMAT = "aidememo-export"
 FORMAT_VERSION = 1
-_PAGE = 10_000
-_EVERYTHING = 2**62
+# One project's rows as export lines, read in keyset pages; it lives in `archive_rows`.
+project_lines = archive_rows.project_lines
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +64,6 @@ class ImportSummary:
 def line(record: dict[str, Any]) -> bytes:
     """One export line: the record in canonical JSON and a newline."""
     return canonical_bytes(record) + b"\n"
-
-
-def _body(raw: bytes | None) -> Any:
-    return None if raw is None else decode_stored(raw)
 
 
 class Manifest:
@@ -186,84 +183,6 @@ def identity_records(view: IdentityView) -> Iterator[dict[str, Any]]:
     yield from (token_record(b) for b in view.tokens)
 
 
-def project_lines(tx: ReadTx, p: Project) -> Iterator[tuple[str, bytes]]:
-    """One project's rows as `(type, line)`: resources, changes, receipts, audit."""
-    scope, pid = p.scope, p.project_id
-    for r in tx.list_resources(scope, _EVERYTHING):
-        yield (
-            "resource",
-            line(
-                {
-                    "type": "resource",
-                    "project_id": pid,
-                    "kind": r.ref.kind,
-                    "id": r.ref.id,
-                    "revision": r.revision,
-                    "body": _body(r.body),
-                }
-            ),
-        )
-    after = 0
-    while True:
-        page = tx.list_changes(scope, after, _PAGE)
-        for c in page:
-            yield (
-                "change",
-                line(
-                    {
-                        "type": "change",
-                        "project_id": pid,
-                        "seq": c.seq,
-                        "kind": c.ref.kind,
-                        "id": c.ref.id,
-                        "operation": c.op,
-                        "revision": c.revision,
-                        "actor_id": c.actor_id,
-                        "committed_at_ms": c.committed_at_ms,
-                        "body": _body(c.body),
-                    }
-                ),
-            )
-        if len(page) < _PAGE:
-            break
-        after = page[-1].seq
-    for rc in tx.list_receipts(scope):
-        yield (
-            "receipt",
-            line(
-                {
-                    "type": "receipt",
-                    "project_id": pid,
-                    "command_id": rc.command_id,
-                    "fingerprint": rc.fingerprint,
-                    "actor_id": rc.actor_id,
-                    "seq": rc.project_seq,
-                    "kind": rc.resource.kind,
-                    "id": rc.resource.id,
-                    "revision": rc.revision,
-                    "committed_at_ms": rc.committed_at_ms,
-                }
-            ),
-        )
-    for a in tx.list_audit(scope):
-        yield (
-            "audit",
-            line(
-                {
-                    "type": "audit",
-                    "project_id": pid,
-                    "seq": a.project_seq,
-                    "command_id": a.command_id,
-                    "operation": a.operation,
-                    "kind": a.ref.kind,
-                    "id": a.ref.id,
-                    "actor_id": a.actor_id,
-                    "committed_at_ms": a.committed_at_ms,
-                }
-            ),
-        )
-
-
 class Archive:
     """Export, import and delete whole tenants or single projects."""
 
@@ -318,9 +237,12 @@ class Archive:
         memberships, tokens): the edge's tenant registry keeps those while each project's
         rows live in the project's own object.
         """
-        self.store.transaction(lambda tx: self._import(tx, plan, epochs, history))
+        self.store.transaction(lambda tx: self.write_plan(tx, plan, epochs, history=history))
 
-    def _import(self, tx: WriteTx, plan: Plan, epochs: dict[str, str], history: bool) -> None:
+    def write_plan(
+        self, tx: WriteTx, plan: Plan, epochs: dict[str, str], *, history: bool = True
+    ) -> None:
+        """`import_plan`'s writes inside the caller's transaction `tx`."""
         now, tenant_id = self.clock.now_ms(), plan.tenant_id
         for pid in plan.projects:
             if tx.get_project(Scope(tenant_id, pid)) is not None:
@@ -508,79 +430,10 @@ class Plan:
         return pid
 
     def history(self, pid: str, epoch: str) -> History:
+        """The project's rows with the new `epoch`, and the index rows rebuilt (ARC-3)."""
         rows = self.rows[pid]
-        resources = [
-            StoredResource(ResourceRef(r["kind"], r["id"]), r["revision"], _stored_body(r))
-            for r in rows["resource"]
-        ]
-        changes = [
-            ChangeRecord(
-                c["seq"],
-                epoch,
-                ResourceRef(c["kind"], c["id"]),
-                ChangeOp(c["operation"]),
-                c["revision"],
-                c["actor_id"],
-                c["committed_at_ms"],
-                _stored_body(c),
-            )
-            for c in rows["change"]
-        ]
-        receipts = [
-            Receipt(
-                r["command_id"],
-                r["fingerprint"],
-                self.tenant_id,
-                pid,
-                r["actor_id"],
-                r["seq"],
-                ResourceRef(r["kind"], r["id"]),
-                r["revision"],
-                r["committed_at_ms"],
-            )
-            for r in rows["receipt"]
-        ]
-        audit = [
-            AuditRow(
-                a["seq"],
-                a["command_id"],
-                a["operation"],
-                ResourceRef(a["kind"], a["id"]),
-                a["actor_id"],
-                a["committed_at_ms"],
-            )
-            for a in rows["audit"]
-        ]
-        return History(resources, changes, receipts, audit, *_derived(resources, changes))
-
-
-def _stored_body(record: dict[str, Any]) -> bytes | None:
-    return None if record["body"] is None else canonical_bytes(record["body"])
-
-
-def _derived(
-    resources: list[StoredResource], changes: list[ChangeRecord]
-) -> tuple[list[HandoffIndexRow], list[SearchDoc]]:
-    """Rebuild the mailbox and search index rows from canonical rows (ARC-3)."""
-    last_seq = {c.ref: c.seq for c in changes}
-    handoffs: list[HandoffIndexRow] = []
-    search: list[SearchDoc] = []
-    for r in resources:
-        if r.body is None:
-            continue
-        record = decode_stored(r.body)
-        if r.ref.kind == "handoff":
-            handoffs.append(
-                HandoffIndexRow(
-                    r.ref.id,
-                    record["from_actor"],
-                    record["to_actor"],
-                    record["source_id"],
-                    record["status"],
-                    r.revision,
-                    last_seq.get(r.ref, 0),
-                )
-            )
-        elif r.ref.kind == "fact":
-            search.append(SearchDoc(r.ref.id, record["source_id"], index_terms(record["content"])))
-    return handoffs, search
+        resources = [resource_row(r) for r in rows["resource"]]
+        changes = [change_row(c, epoch) for c in rows["change"]]
+        receipts = [receipt_row(r, self.tenant_id, pid) for r in rows["receipt"]]
+        audit = [audit_row(a) for a in rows["audit"]]
+        return History(resources, changes, receipts, audit, *derived_rows(resources, changes))

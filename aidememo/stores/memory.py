@@ -7,6 +7,7 @@ the store the Pyodide tier runs the conformance suite against.
 
 from __future__ import annotations
 
+import bisect
 import inspect
 import math
 import threading
@@ -36,6 +37,7 @@ from aidememo.domain.model import (
 )
 
 T = TypeVar("T")
+R = TypeVar("R")
 _MISSING = object()
 SCHEMA_VERSION = 1
 
@@ -120,12 +122,19 @@ class _MemoryTx:
         # Sequences are dense from 1, so the list index of seq s is s - 1.
         return rows[after_seq : after_seq + limit]
 
-    def list_resources(self, scope: Scope, limit: int) -> list[StoredResource]:
+    def list_resources(
+        self, scope: Scope, limit: int, after: ResourceRef | None = None
+    ) -> list[StoredResource]:
         rows = self._t.resources.get((scope.tenant_id, scope.project_id), {})
-        return [rows[key] for key in sorted(rows)[:limit]]
+        keys = sorted(rows)
+        start = 0 if after is None else bisect.bisect_right(keys, (after.kind, after.id))
+        return [rows[key] for key in keys[start : start + limit]]
 
-    def list_audit(self, scope: Scope) -> list[AuditRow]:
-        return list(self._t.audit.get((scope.tenant_id, scope.project_id), []))
+    def list_audit(
+        self, scope: Scope, after_seq: int = 0, limit: int | None = None
+    ) -> list[AuditRow]:
+        rows = self._t.audit.get((scope.tenant_id, scope.project_id), [])
+        return _page(rows, lambda a: a.project_seq, after_seq, limit)
 
     def get_actor(self, tenant_id: str, actor_id: str) -> Actor | None:
         return self._t.actors.get((tenant_id, actor_id))
@@ -218,13 +227,15 @@ class _MemoryTx:
         rows = [b for b in self._t.tokens.values() if b.tenant_id == tenant_id]
         return sorted(rows, key=lambda b: b.token_sha256)
 
-    def list_receipts(self, scope: Scope) -> list[Receipt]:
+    def list_receipts(
+        self, scope: Scope, after_seq: int = 0, limit: int | None = None
+    ) -> list[Receipt]:
         rows = [
             r
             for (t, p, _), r in self._t.receipts.items()
             if (t, p) == (scope.tenant_id, scope.project_id)
         ]
-        return sorted(rows, key=lambda r: r.project_seq)
+        return _page(rows, lambda r: r.project_seq, after_seq, limit)
 
     def count_tenant_rows(self, tenant_id: str) -> dict[str, int]:
         t = self._t
@@ -376,6 +387,12 @@ class MemoryStore:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+def _page(rows: list[R], seq: Callable[[R], int], after_seq: int, limit: int | None) -> list[R]:
+    """The rows with `seq(row) > after_seq`, ascending by it, at most `limit`."""
+    picked = sorted((r for r in rows if seq(r) > after_seq), key=seq)
+    return picked if limit is None else picked[:limit]
 
 
 def _refuse_awaitable(result: object) -> None:

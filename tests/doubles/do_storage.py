@@ -14,7 +14,10 @@ binding wrapper; each behaviour below was checked in workerd through Miniflare):
 - Refused like workerd: `BEGIN`, `COMMIT`, `END`, `ROLLBACK`, `SAVEPOINT`, `RELEASE` ("please
   use ... transactionSync()"); `PRAGMA user_version` and `PRAGMA journal_mode` ("not
   authorized: SQLITE_AUTH"); the function `sqlite_version()` ("not authorized to use
-  function"). Foreign keys are on.
+  function"); any table or index whose name starts with `_cf_` (workerd's
+  `SqlStorage::isAllowedName` reserves the prefix; "not authorized"); a string, BLOB or row
+  over 2 MB (Cloudflare's limit for SQLite-backed objects; SQLITE_TOOBIG). Foreign keys are
+  on.
 Errors surface as `JsException`, as JS errors do in Pyodide, never as `sqlite3` errors.
 Not mirrored: several statements in one `exec` (workerd runs them; this double refuses).
 """
@@ -33,6 +36,25 @@ _TX_MESSAGE = (
     "statements."
 )
 _DENIED_PRAGMAS = frozenset({"user_version", "journal_mode"})
+_RESERVED_PREFIX = "_cf_"
+MAX_VALUE_BYTES = 2_000_000  # "Maximum string, BLOB or table row size: 2 MB"
+# Authorizer actions whose first argument names a table or an index (the second names the
+# table for index actions).
+_NAMED = frozenset(
+    {
+        sqlite3.SQLITE_CREATE_TABLE,
+        sqlite3.SQLITE_CREATE_TEMP_TABLE,
+        sqlite3.SQLITE_DROP_TABLE,
+        sqlite3.SQLITE_DROP_TEMP_TABLE,
+        sqlite3.SQLITE_CREATE_INDEX,
+        sqlite3.SQLITE_DROP_INDEX,
+        sqlite3.SQLITE_INSERT,
+        sqlite3.SQLITE_UPDATE,
+        sqlite3.SQLITE_DELETE,
+        sqlite3.SQLITE_READ,
+        sqlite3.SQLITE_ALTER_TABLE,
+    }
+)
 
 
 class JsException(Exception):
@@ -140,6 +162,7 @@ class DoStorage:
     def __init__(self, path: str = ":memory:") -> None:
         self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._conn.execute("PRAGMA foreign_keys = ON")
+        self._conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
         self._conn.set_authorizer(self._authorize)
         self._depth = 0
         self.sql = SqlStorage(self._conn)
@@ -149,6 +172,10 @@ class DoStorage:
         if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() in _DENIED_PRAGMAS:
             return sqlite3.SQLITE_DENY
         if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() == "sqlite_version":
+            return sqlite3.SQLITE_DENY
+        if action in _NAMED and any(
+            (name or "").startswith(_RESERVED_PREFIX) for name in (arg1, arg2)
+        ):
             return sqlite3.SQLITE_DENY
         return sqlite3.SQLITE_OK
 

@@ -294,10 +294,13 @@ def test_abandoned_export_snapshot_is_dropped_by_the_alarm(
     assert answer["error"]["code"] == "storage_failure"
 
 
-def test_export_fails_cleanly_when_the_object_is_evicted_mid_export(
+def test_export_survives_the_object_evicted_mid_export_ARC_8(
     edge_a: Runtime, clock: FixedClock
 ) -> None:
+    """The snapshot's pages wait in the object's SQLite, not in its memory: an eviction
+    between `export_begin` and the pages loses nothing."""
     _populate(edge_a, clock)
+    whole = _export(edge_a)
     projects = edge_a.namespaces["PROJECTS"]
     original = projects.cls.export_begin
 
@@ -307,6 +310,4 @@ def test_export_fails_cleanly_when_the_object_is_evicted_mid_export(
         return answer
 
     projects.cls.export_begin = begin_then_evict
-    status, headers, body = edge_a.admin("GET", f"/v1/admin/tenants/{TENANT}/export")
-    assert (status, body["error"]["code"]) == (503, "storage_failure")
-    assert headers["retry-after"] == "1"
+    assert _normal(_export(edge_a)) == _normal(whole)

@@ -193,7 +193,12 @@ def test_store_do_double_refuses_begin() -> None:
                 storage.sql.exec(statement)
         with pytest.raises(JsException, match="not authorized"):
             storage.sql.exec("SELECT sqlite_version()")
+        for statement in ("CREATE TABLE _cf_stage (a INTEGER)", "CREATE TABLE _cf_KV (k TEXT)"):
+            with pytest.raises(JsException, match="not authorized"):
+                storage.sql.exec(statement)  # workerd reserves the `_cf_` prefix
         assert storage.sql.exec("PRAGMA foreign_keys").raw().toArray() == [[1]]
+        with pytest.raises(JsException, match="too big"):
+            storage.sql.exec("SELECT ?", b"x" * 2_000_001)  # workerd's 2 MB value limit
         storage.sql.exec("CREATE TABLE t (a INTEGER) STRICT")
         assert storage.sql.databaseSize > 0
     finally:

@@ -17,12 +17,14 @@ from durable_objects.rpc import (
     caller_payload,
     forwarded_caller,
     forwarded_headers,
+    iter_packed,
     pack_pages,
     request_from,
     request_payload,
     response_from,
     response_payload,
     split_text,
+    unpack_page,
     unwrap,
 )
 from worker.auth_cache import TTL_MS, TokenCache
@@ -139,6 +141,21 @@ def test_pages_hold_whole_lines_under_the_limit() -> None:
     assert PAGE_BYTES == 1024 * 1024
     big = [b"y" * 500 + b"\n", b"z\n"]
     assert split_text(big, limit=300) == ["y" * 500 + "\n", "z\n"]  # one long line alone
+
+
+def test_arc8_packed_pages_are_the_pages_as_bytes() -> None:
+    """`iter_packed` (what a project object stages) unpacks to exactly `pack_pages`, with
+    run sizes in bytes, non-ASCII text included; a line longer than the limit is alone."""
+    lines = [("resource", '{"n":%d,"t":"서버"}\n'.encode() % n) for n in range(40)]
+    lines += [("change", b"x" * 90 + b"\n") for _ in range(20)]
+    lines += [("audit", b"a" * 400 + b"\n"), ("audit", b"b\n")]
+    packed = list(iter_packed(iter(lines), limit=300))
+    assert [unpack_page(runs, data) for runs, data in packed] == pack_pages(lines, limit=300)
+    for runs, data in packed:
+        assert sum(size for _, _, size in runs) == len(data)
+        assert len(data) <= 300 or sum(count for _, count, _ in runs) == 1
+    assert b"".join(data for _, data in packed) == b"".join(d for _, d in lines)
+    assert list(iter_packed([])) == []
 
 
 def test_forwarded_headers_replace_client_identity_and_drop_credentials() -> None:

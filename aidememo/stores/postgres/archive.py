@@ -45,7 +45,7 @@ LIST_TOKENS = (
 LIST_RECEIPTS = (
     "SELECT command_id, fingerprint, actor_id, project_seq, kind, resource_id, revision, "
     "committed_at_ms FROM receipts WHERE tenant_id = %s AND project_id = %s "
-    "ORDER BY project_seq"
+    "AND project_seq > %s ORDER BY project_seq LIMIT %s"
 )
 
 TENANT_TABLES = (
@@ -100,10 +100,13 @@ class ArchiveReads:
             for digest, aid, active, at in rows
         ]
 
-    def list_receipts(self, scope: Scope) -> list[Receipt]:
-        """Every receipt of the project."""
+    def list_receipts(
+        self, scope: Scope, after_seq: int = 0, limit: int | None = None
+    ) -> list[Receipt]:
+        """The receipts after `after_seq`, ascending by sequence, at most `limit` (LIMIT NULL
+        is no limit)."""
         t, p = scope.tenant_id, scope.project_id
-        rows = self._s.run(LIST_RECEIPTS, (t, p))
+        rows = self._s.run(LIST_RECEIPTS, (t, p, after_seq, limit))
         return [
             Receipt(cid, fp, t, p, actor, seq, ResourceRef(kind, rid), rev, at)
             for cid, fp, actor, seq, kind, rid, rev, at in rows

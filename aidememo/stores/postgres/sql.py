@@ -126,9 +126,17 @@ LIST_RESOURCES = (
     "SELECT kind, resource_id, revision, body FROM resources "
     "WHERE tenant_id = %s AND project_id = %s ORDER BY kind, resource_id LIMIT %s"
 )
+# Keyset paging of the resources: a row value range on the primary key index.
+LIST_RESOURCES_AFTER = (
+    "SELECT kind, resource_id, revision, body FROM resources "
+    "WHERE tenant_id = %s AND project_id = %s AND (kind, resource_id) > (%s, %s) "
+    "ORDER BY kind, resource_id LIMIT %s"
+)
+# LIMIT NULL is no limit.
 LIST_AUDIT = (
     "SELECT project_seq, command_id, operation, kind, resource_id, actor_id, committed_at_ms "
-    "FROM audit WHERE tenant_id = %s AND project_id = %s ORDER BY project_seq"
+    "FROM audit WHERE tenant_id = %s AND project_id = %s AND project_seq > %s "
+    "ORDER BY project_seq LIMIT %s"
 )
 
 # -- rows written one by one (imports; a command writes them in aidememo_commit_mutation) ----

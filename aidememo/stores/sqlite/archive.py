@@ -39,7 +39,8 @@ LIST_TOKENS = (
 )
 LIST_RECEIPTS = (
     "SELECT command_id, fingerprint, actor_id, project_seq, kind, resource_id, revision, "
-    "committed_at_ms FROM receipts WHERE tenant_id = ? AND project_id = ? ORDER BY project_seq"
+    "committed_at_ms FROM receipts WHERE tenant_id = ? AND project_id = ? AND project_seq > ? "
+    "ORDER BY project_seq LIMIT ?"
 )
 
 # Child tables first, so foreign keys hold at every step of a deletion.
@@ -98,10 +99,15 @@ class ArchiveReads:
             for digest, aid, active, at in rows
         ]
 
-    def list_receipts(self, scope: Scope) -> list[Receipt]:
-        """Every receipt of the project."""
+    def list_receipts(
+        self, scope: Scope, after_seq: int = 0, limit: int | None = None
+    ) -> list[Receipt]:
+        """The receipts after `after_seq`, ascending by sequence, at most `limit` (a negative
+        LIMIT is none in SQLite)."""
         t, p = scope.tenant_id, scope.project_id
-        rows: list[Any] = self._x.execute(LIST_RECEIPTS, (t, p))
+        rows: list[Any] = self._x.execute(
+            LIST_RECEIPTS, (t, p, after_seq, -1 if limit is None else limit)
+        )
         return [
             Receipt(cid, fp, t, p, actor, seq, ResourceRef(kind, rid), rev, at)
             for cid, fp, actor, seq, kind, rid, rev, at in rows

@@ -90,9 +90,18 @@ LIST_RESOURCES = (
     "SELECT kind, resource_id, revision, body FROM resources "
     "WHERE tenant_id = ? AND project_id = ? ORDER BY kind, resource_id LIMIT ?"
 )
+# Keyset paging of the resources: the next page starts after the last (kind, id) seen; the
+# row value comparison is a range on the primary key index.
+LIST_RESOURCES_AFTER = (
+    "SELECT kind, resource_id, revision, body FROM resources "
+    "WHERE tenant_id = ? AND project_id = ? AND (kind, resource_id) > (?, ?) "
+    "ORDER BY kind, resource_id LIMIT ?"
+)
+# A negative LIMIT is no limit in SQLite.
 LIST_AUDIT = (
     "SELECT project_seq, command_id, operation, kind, resource_id, actor_id, committed_at_ms "
-    "FROM audit WHERE tenant_id = ? AND project_id = ? ORDER BY project_seq"
+    "FROM audit WHERE tenant_id = ? AND project_id = ? AND project_seq > ? "
+    "ORDER BY project_seq LIMIT ?"
 )
 
 # -- the commit -----------------------------------------------------------------------------

@@ -115,16 +115,27 @@ class SqliteReadTx(ArchiveReads):
             for seq, epoch, kind, rid, op, rev, actor, at, body in rows
         ]
 
-    def list_resources(self, scope: Scope, limit: int) -> list[StoredResource]:
-        """Current resources (tombstones included) ordered by (kind, id), at most `limit`."""
-        rows: list[Any] = self._x.execute(
-            q.LIST_RESOURCES, (scope.tenant_id, scope.project_id, limit)
+    def list_resources(
+        self, scope: Scope, limit: int, after: ResourceRef | None = None
+    ) -> list[StoredResource]:
+        """Current resources (tombstones included) ordered by (kind, id), at most `limit`,
+        after `after` when given."""
+        t, p = scope.tenant_id, scope.project_id
+        rows: list[Any] = (
+            self._x.execute(q.LIST_RESOURCES, (t, p, limit))
+            if after is None
+            else self._x.execute(q.LIST_RESOURCES_AFTER, (t, p, after.kind, after.id, limit))
         )
         return [StoredResource(ResourceRef(kind, rid), rev, body) for kind, rid, rev, body in rows]
 
-    def list_audit(self, scope: Scope) -> list[AuditRow]:
-        """Every audit row of the project, ascending by sequence."""
-        rows: list[Any] = self._x.execute(q.LIST_AUDIT, (scope.tenant_id, scope.project_id))
+    def list_audit(
+        self, scope: Scope, after_seq: int = 0, limit: int | None = None
+    ) -> list[AuditRow]:
+        """The audit rows after `after_seq`, ascending by sequence, at most `limit`."""
+        rows: list[Any] = self._x.execute(
+            q.LIST_AUDIT,
+            (scope.tenant_id, scope.project_id, after_seq, -1 if limit is None else limit),
+        )
         return [
             AuditRow(seq, cid, operation, ResourceRef(kind, rid), actor, at)
             for seq, cid, operation, kind, rid, actor, at in rows
