@@ -157,7 +157,8 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
                 log.warning("project store unavailable: %s", error.message)
                 return response_payload(error_response(error))
             self._committed = False
-            response = app.dispatch(request_from(request), caller_from(caller))
+            core, match = request_from(request)
+            response = app.dispatch(core, caller_from(caller), match)
             committed, self._committed = self._committed, False
             if committed:
                 self._live(app, push=True)

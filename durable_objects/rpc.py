@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
+from aidememo.http.routes import Match, route_named
 from aidememo.http.types import Request, Response
 from aidememo.service.access import Caller
 
@@ -117,15 +118,24 @@ def forwarded_caller(headers: dict[str, str]) -> Caller:
     return Caller(tenant, actor)
 
 
-def request_payload(request: Request) -> dict[str, Any]:
-    """A core `Request` as an RPC dict; a body that is not UTF-8 travels as base64."""
+def request_payload(request: Request, match: Match | None = None) -> dict[str, Any]:
+    """A core `Request` as an RPC dict, as the Worker checked it: method, path, query, request
+    id, the body (base64 when it is not UTF-8), and of the headers only the content type, the
+    one the object's dispatch reads once the Worker authenticated the caller; with `match`,
+    the route the Worker resolved (by handler name) and its parameters, so the object neither
+    routes nor checks the request again."""
     payload: dict[str, Any] = {
         "method": request.method,
         "path": request.path,
         "query": request.query,
-        "headers": {k: v for k, v in request.headers.items() if k not in _DROPPED_HEADERS},
         "request_id": request.request_id,
     }
+    content_type = request.headers.get("content-type")
+    if content_type is not None:
+        payload["content_type"] = content_type
+    if match is not None and match.route is not None:
+        payload["route"] = match.route.handler
+        payload["params"] = match.params
     try:
         payload["body"] = request.body.decode("utf-8")
     except UnicodeDecodeError:
@@ -133,21 +143,35 @@ def request_payload(request: Request) -> dict[str, Any]:
     return payload
 
 
-def request_from(payload: Any) -> Request:
-    """The core `Request` back from `request_payload`."""
+def request_from(payload: Any) -> tuple[Request, Match | None]:
+    """The core `Request` back from `request_payload`, and the Worker's route if it sent one."""
     data = _mapping(payload)
-    if "body_base64" in data:
+    text = data.get("body")
+    if text is None and "body_base64" in data:
         body = base64.b64decode(data["body_base64"])
     else:
-        body = str(data.get("body", "")).encode("utf-8")
-    return Request(
-        method=str(data["method"]),
-        path=str(data["path"]),
-        query=str(data.get("query", "")),
-        headers={str(k).lower(): str(v) for k, v in _mapping(data.get("headers") or {}).items()},
-        body=body,
-        request_id=str(data.get("request_id", "")),
+        body = _text(text or "").encode("utf-8")
+    content_type = data.get("content_type")
+    request = Request(
+        _text(data["method"]),
+        _text(data["path"]),
+        _text(data.get("query", "")),
+        {} if content_type is None else {"content-type": _text(content_type)},
+        body,
+        False,
+        _text(data.get("request_id", "")),
     )
+    handler = data.get("route")
+    if handler is None:
+        return request, None
+    params = _mapping(data.get("params") or {})
+    if not all(type(k) is str and type(v) is str for k, v in params.items()):
+        params = {str(k): str(v) for k, v in params.items()}
+    return request, Match(route_named(_text(handler)), params, ())
+
+
+def _text(value: Any) -> str:
+    return value if type(value) is str else str(value)
 
 
 def response_payload(response: Response) -> dict[str, Any]:
@@ -161,9 +185,17 @@ def response_payload(response: Response) -> dict[str, Any]:
 
 def response_from(payload: Any) -> Response:
     """The core `Response` back from `response_payload`."""
+    body, status, headers = response_parts(payload)
+    return Response(status, list(headers.items()), body.encode("utf-8"))
+
+
+def response_parts(payload: Any) -> tuple[str, int, dict[str, str]]:
+    """`(body text, status, headers)` of a `response_payload`, what the Worker hands straight
+    to the runtime's `Response` (text bodies go out as UTF-8 without a copy through bytes)."""
     data = _mapping(payload)
-    headers = [(str(k), str(v)) for k, v in plain(data["headers"])]
-    return Response(int(data["status"]), headers, str(data["body"]).encode("utf-8"))
+    raw = data["headers"]
+    headers = {_text(k): _text(v) for k, v in (raw if isinstance(raw, list) else plain(raw))}
+    return _text(data["body"]), int(data["status"]), headers
 
 
 def iter_packed(

@@ -5,7 +5,9 @@ edge's two additions marked):
 1. [edge] a plain-HTTP `/v1` request is refused with 426 `insecure_transport`, unless the
    `ALLOW_INSECURE_HTTP` var is set (local development);
 2. route and method, body size (the declared Content-Length first, so an oversized body is
-   refused unread, then the bytes received) and content type: the core's `check_request`;
+   refused unread, then the bytes received) and content type: the core's `check_request`.
+   The import body is the exception: it is read after authentication, as it streams in, and
+   its size is counted as it arrives (`worker.transfer`, SPEC.md ARC-7);
 3. public routes are answered here: `/health` (`mode: "edge"`, this code's schema version)
    and `/openapi.json`;
 4. the bearer token's SHA-256 (`bearer_digest`); on admin routes the `ADMIN_TOKEN_SHA256`
@@ -17,9 +19,11 @@ edge's two additions marked):
    429 `rate_limited` with `Retry-After: 60`;
 6. project routes and `POST /v1/commands` (its project read from the body, by the core's own
    parser) go to the project's `ProjectCoordinator`, named from the caller's tenant and the
-   project, by the RPC method `handle(request, caller)`: plain dicts, the body as text, and
-   the identity the Worker authenticated, never client headers. The object checks the
-   membership on every request, so suspensions and role changes apply at once.
+   project, by the RPC method `handle(request, caller)`: plain dicts (the body as text, the
+   content type, and the route the Worker resolved, so the object neither routes nor checks
+   the request again) and the identity the Worker authenticated, never client headers. The
+   object checks the membership on every request, so suspensions and role changes apply at
+   once.
    The one exception is the live change feed's WebSocket upgrade (`GET .../changes/live` with
    `Upgrade: websocket`), which RPC cannot carry: it is forwarded with `stub.fetch(request)`,
    the client's credentials and any `x-aidememo-*` header it sent deleted and the identity
@@ -72,9 +76,9 @@ from durable_objects.rpc import (
     caller_payload,
     forwarded_headers,
     request_payload,
-    response_from,
+    response_parts,
 )
-from worker import admin
+from worker import admin, transfer
 from worker.auth_cache import TokenCache
 from worker.objects import Objects, call
 from worker.routing import (
@@ -90,6 +94,8 @@ __all__ = ["Default", "ProjectCoordinator", "TenantRegistry", "TokenDirectory"]
 
 log = logging.getLogger("aidememo.edge")
 _JSON = [("content-type", "application/json")]
+# Routes whose request body the Worker streams instead of reading it whole.
+STREAMED_BODIES = frozenset({"admin_import"})
 
 
 def _method(request: Any) -> str:
@@ -151,7 +157,14 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         declared = _content_length(headers)
         if match.route is not None and declared is not None:
             check_size(match.route, declared)
-        body = await request.bytes() if match.route is not None else b""
+        # The import body streams (`worker.transfer`): read after authentication, as it goes.
+        # PostgreSQL mode runs the origin's handler, which takes the body whole.
+        streamed = (
+            match.route is not None
+            and match.route.handler in STREAMED_BODIES
+            and not pg_connection.postgres_mode(self.env)
+        )
+        body = await request.bytes() if match.route is not None and not streamed else b""
         core = Request(method, path, url.query, headers, body)
         check_request(core, match)
         route = match.route
@@ -168,7 +181,7 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
             await self._limit(digest)
             if pg_connection.postgres_mode(self.env):
                 return self._admin_postgres(route, core, match.params)
-            return await self._admin(objs, route, core, match.params)
+            return await self._admin(objs, route, core, match.params, request)
         caller = await self._authenticate(objs, digest)
         await self._limit(digest)
         if route.handler == "command":
@@ -181,8 +194,9 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
                 str(request.url), method="GET", headers=forwarded_headers(headers, caller)
             )
             return await stub.fetch(forwarded)
-        answer = await stub.handle(request_payload(core), caller_payload(caller))
-        return response_from(answer)
+        answer = await stub.handle(request_payload(core, match), caller_payload(caller))
+        body, status, out = response_parts(answer)
+        return Response(body, status=status, headers=out)
 
     async def _authenticate(self, objs: Objects, digest: bytes) -> Caller:
         now = self.clock.now_ms()
@@ -250,8 +264,10 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
             )
 
     async def _admin(
-        self, objs: Objects, route: Route, core: Request, params: dict[str, str]
-    ) -> CoreResponse:
+        self, objs: Objects, route: Route, core: Request, params: dict[str, str], raw: Any
+    ) -> Any:
+        """An admin route orchestrated across the objects; `raw` is the SDK request, whose
+        body the import streams."""
         if route.handler == "admin_bootstrap":
             return await admin.bootstrap(objs, core)
         if route.handler == "admin_members":
@@ -259,9 +275,9 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         if route.handler == "admin_revoke_token":
             return await admin.revoke(objs, core, self.token_cache)
         if route.handler == "admin_export":
-            return await admin.export(objs, core, params, self.clock)
+            return await transfer.export(objs, self.ctx, core, params, self.clock)
         if route.handler == "admin_import":
-            return await admin.import_(objs, core, self.ids)
+            return await transfer.import_(objs, raw, core, route.max_body, self.ids)
         if route.handler == "admin_delete_tenant":
             return await admin.delete_tenant(objs, core, params)
         raise fail(ErrorCode.ROUTE_NOT_FOUND, "no such route")

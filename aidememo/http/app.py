@@ -145,15 +145,19 @@ class HttpApp:
         self._authenticate(digest)  # raises authentication_failed for unknown tokens
         raise fail(ErrorCode.ADMIN_REQUIRED, "this route needs the admin token")
 
-    def dispatch(self, request: Request, caller: Caller | None = None) -> Response:
+    def dispatch(
+        self, request: Request, caller: Caller | None = None, match: Match | None = None
+    ) -> Response:
         """Answer one request; never raises.
 
         `caller` is given only by a front that has already authenticated the bearer token
         (the edge Worker, through its token directory); the request's own Authorization
         header is then not consulted again. Membership is still checked here (AUTH-5).
+        `match` is given only by a front that has already routed the request and run
+        `check_request` on it (the edge Worker again), so neither is done twice.
         """
         try:
-            return self._dispatch(request, caller)
+            return self._dispatch(request, caller, match)
         except AidememoError as error:
             if error.code is ErrorCode.STORAGE_FAILURE:
                 log.warning("storage failure on %s %s: %s", request.method, request.path, error)
@@ -164,8 +168,9 @@ class HttpApp:
             log.exception("unexpected failure on %s %s", request.method, request.path)
             return error_response(fail(ErrorCode.STORAGE_FAILURE, "unexpected failure"))
 
-    def _dispatch(self, request: Request, caller: Caller | None) -> Response:
-        match = check_request(request)
+    def _dispatch(self, request: Request, caller: Caller | None, match: Match | None) -> Response:
+        if match is None:
+            match = check_request(request)
         route = match.route
         assert route is not None  # check_request refused a request without a route
         if route.admin:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.limits import MAX_ARCHIVE_BYTES, MAX_REQUEST_BODY_BYTES
 
 NDJSON = "application/x-ndjson"
@@ -102,6 +103,18 @@ def _by_length(routes: tuple[Route, ...]) -> dict[int, tuple[Route, ...]]:
 
 # Only routes with as many segments as the path can match it; the table order is kept.
 _ROUTES_BY_LENGTH = _by_length(ROUTES)
+
+
+_ROUTES_BY_HANDLER = {route.handler: route for route in ROUTES}
+
+
+def route_named(handler: str) -> Route:
+    """The route whose handler is `handler` (names are unique in the table); a front that
+    routed a request hands the object behind it the name instead of the path to route again."""
+    try:
+        return _ROUTES_BY_HANDLER[handler]
+    except KeyError:
+        raise fail(ErrorCode.ROUTE_NOT_FOUND, f"no route named {handler}") from None
 
 
 def resolve(method: str, path: str, routes: tuple[Route, ...] = ROUTES) -> Match:

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from aidememo.domain.canonical import canonical_bytes, decode_json
+from aidememo.domain.canonical import canonical_bytes
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.ids import validate_id, validate_name
 from aidememo.domain.model import (
@@ -41,13 +41,13 @@ from aidememo.service import archive_rows
 from aidememo.service.archive_rows import (
     audit_row,
     change_row,
+    check_row,
     derived_rows,
     receipt_row,
     resource_row,
 )
+from aidememo.service.archive_verify import FORMAT, FORMAT_VERSION, ExportReader, check_header
 
-FORMAT = "aidememo-export"
-FORMAT_VERSION = 1
 # One project's rows as export lines, read in keyset pages; it lives in `archive_rows`.
 project_lines = archive_rows.project_lines
 
@@ -300,33 +300,12 @@ def confirm_deletion(tenant_id: str, confirm: str) -> None:
 
 def verified_records(lines: list[bytes]) -> list[dict[str, Any]]:
     """Every record of an export, after its manifest checksum and counts were verified; the
-    manifest itself is left out, so the header comes first (ARC-2)."""
-    if len(lines) < 2:
-        raise fail(ErrorCode.INVALID_COMMAND, "an export has a header and a manifest at least")
-    manifest = decode_json(lines[-1])
-    if not isinstance(manifest, dict) or manifest.get("type") != "manifest":
-        raise fail(ErrorCode.INVALID_COMMAND, "the last line must be the manifest")
-    total = hashlib.sha256()
-    for line in lines[:-1]:
-        total.update(line if line.endswith(b"\n") else line + b"\n")
-    if total.hexdigest() != manifest.get("lines_sha256"):
-        raise fail(ErrorCode.INVALID_COMMAND, "the export does not match its manifest checksum")
-    records = [decode_json(line) for line in lines[:-1]]
-    counts: dict[str, int] = {}
-    for record in records:
-        if not isinstance(record, dict) or not isinstance(record.get("type"), str):
-            raise fail(ErrorCode.INVALID_COMMAND, "every line must be an object with a type")
-        counts[record["type"]] = counts.get(record["type"], 0) + 1
-    if counts != manifest.get("counts") or records[0].get("type") != "header":
-        raise fail(ErrorCode.INVALID_COMMAND, "the export's counts do not match its manifest")
+    manifest itself is left out, so the header comes first (ARC-2, ARC-6). The same line by
+    line reader as the edge's streamed import (`archive_verify.ExportReader`)."""
+    reader = ExportReader()
+    records = [checked[0] for data in lines if (checked := reader.feed(data)) is not None]
+    reader.finish()
     return records
-
-
-def check_header(header: dict[str, Any]) -> str:
-    """The tenant id of an export's header, if the format and version are known."""
-    if header.get("format") != FORMAT or header.get("version") != FORMAT_VERSION:
-        raise fail(ErrorCode.INVALID_COMMAND, "not an aidememo export of a known version")
-    return validate_id(header.get("tenant_id"), "tenant_id")
 
 
 def record_counts(records: Iterable[dict[str, Any]]) -> dict[str, int]:
@@ -405,6 +384,7 @@ class Plan:
         elif kind in ("resource", "change", "receipt", "audit"):
             validate_name(r["kind"], "kind")
             validate_id(r["id"], "id")
+            check_row(r)
             self.rows[self._project(r)][kind].append(r)
         else:
             raise ValueError(f"unknown record type {kind!r}")

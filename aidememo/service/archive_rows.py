@@ -205,6 +205,23 @@ def audit_row(a: dict[str, Any]) -> AuditRow:
     )
 
 
+def check_row(r: dict[str, Any]) -> None:
+    """Convert a row record (`resource`, `change`, `receipt`, `audit`) as its import will, so
+    a malformed one fails before anything is written; raises KeyError, ValueError or
+    TypeError, which importers report as `invalid_command`."""
+    kind = r["type"]
+    if kind == "resource":
+        resource_row(r)
+    elif kind == "change":
+        change_row(r, "epoch_check")
+    elif kind == "receipt":
+        receipt_row(r, "tenant_check", "project_check")
+    elif kind == "audit":
+        audit_row(r)
+    else:
+        raise ValueError(f"{kind!r} is not a row type")
+
+
 def search_doc(r: StoredResource) -> SearchDoc | None:
     """The search index row of a current fact; None for anything else."""
     if r.ref.kind != "fact" or r.body is None:

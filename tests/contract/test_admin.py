@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from aidememo.domain.model import Role
+from aidememo.service.archive import Manifest
 from tests.contract.support import (
     BACKENDS,
     EPOCH,
@@ -410,6 +411,42 @@ def test_arc4_delete_tenant_counts_rows_and_leaves_other_tenants(api: Api) -> No
     admin(api, "DELETE", path, query={"confirm": TENANT}).expect(404, "resource_not_found")
     assert export(api, KEEP, include_token_digests="true") == keep_before
     api.call("GET", f"{P}/identity", token=keep_token).expect(200)
+
+
+def _with_manifest(lines: list[bytes]) -> bytes:
+    """`lines` (header first, manifest left out) with a correct manifest appended, so only
+    what the test changed can make an import fail."""
+    m = Manifest()
+    for data in lines:
+        m.add(json.loads(data)["type"], data)
+    return b"".join(lines) + m.line()
+
+
+def test_arc6_import_refuses_identity_after_rows_and_malformed_rows_writing_nothing(
+    api: Api,
+) -> None:
+    populate(api)
+    data = export(api, include_token_digests="true")
+    admin(api, "DELETE", f"/v1/admin/tenants/{TENANT}", query={"confirm": TENANT}).expect(200)
+    lines = data.splitlines(keepends=True)[:-1]
+    kinds = [json.loads(data)["type"] for data in lines]
+    first_row = kinds.index("resource")
+    membership = kinds.index("membership")
+    late_identity = [*lines[:membership], *lines[membership + 1 : first_row + 1]]
+    late_identity += [lines[membership], *lines[first_row + 1 :]]
+    change = kinds.index("change")
+    bad_change = json.loads(lines[change])
+    bad_change["operation"] = "teleport"
+    bad_row = [*lines[:change], json.dumps(bad_change).encode() + b"\n", *lines[change + 1 :]]
+    second_header = [*lines, lines[0]]
+    for body in (late_identity, bad_row, second_header):
+        import_(api, _with_manifest(body)).expect(400, "invalid_command")
+        # Nothing was written: the tenant is still absent.
+        path = f"/v1/admin/tenants/{TENANT}/export"
+        admin(api, "GET", path).expect(404, "resource_not_found")
+    summary = import_(api, _with_manifest(lines)).expect(200)
+    assert summary["counts"]["token"] == 5
+    assert records(export(api, include_token_digests="true")) == records(data)
 
 
 def test_arc2_import_body_over_1_mib_is_accepted(api: Api) -> None:

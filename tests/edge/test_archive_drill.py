@@ -32,6 +32,7 @@ from tests.contract.support import (
 )
 from tests.edge.backend import EdgeIdentity
 from tests.edge.runtime import EdgeClient, Runtime
+from tests.edge.runtime.streams import StreamAborted
 
 START_MS = 1_700_000_000_000
 PAGE_LIMIT = 1024 * 1024  # durable_objects.rpc.PAGE_BYTES
@@ -294,20 +295,17 @@ def test_abandoned_export_snapshot_is_dropped_by_the_alarm(
     assert answer["error"]["code"] == "storage_failure"
 
 
-def test_export_survives_the_object_evicted_mid_export_ARC_8(
+def test_export_failing_after_its_status_aborts_the_stream_ARC_7(
     edge_a: Runtime, clock: FixedClock
 ) -> None:
-    """The snapshot's pages wait in the object's SQLite, not in its memory: an eviction
-    between `export_begin` and the pages loses nothing."""
+    """A page that cannot be read once the 200 went out aborts the body: the client sees a
+    read error, never a short export that looks whole (it would lack the manifest)."""
     _populate(edge_a, clock)
-    whole = _export(edge_a)
     projects = edge_a.namespaces["PROJECTS"]
-    original = projects.cls.export_begin
 
-    async def begin_then_evict(self: Any, spec: Any) -> Any:
-        answer = await original(self, spec)
-        projects.evict()  # the runtime drops the object between two RPC calls
-        return answer
+    async def gone(self: Any, export_id: Any, number: Any) -> Any:
+        return {"error": {"code": "storage_failure", "message": "export snapshot is gone"}}
 
-    projects.cls.export_begin = begin_then_evict
-    assert _normal(_export(edge_a)) == _normal(whole)
+    projects.cls.export_page = gone
+    with pytest.raises(StreamAborted, match="export snapshot is gone"):
+        edge_a.admin("GET", f"/v1/admin/tenants/{TENANT}/export")

@@ -519,12 +519,19 @@ class Runtime {
     const request = input instanceof Request ? input : new Request(input, init);
     const ctx = new ExecutionContext();
     const instance = this.mainModule.Default(ctx, this.env);
+    const done = () => ctx.drain().finally(() => instance.destroy());
+    let response;
     try {
-      return await this.glue.wrapper_func(true, instance, "fetch", request);
-    } finally {
-      await ctx.drain();
-      instance.destroy();
+      response = await this.glue.wrapper_func(true, instance, "fetch", request);
+    } catch (error) {
+      await done();
+      throw error;
     }
+    // As in workerd, what was handed to waitUntil runs on after the response is returned: a
+    // streamed body is written by such a task while the client reads it, so waiting for it
+    // first would deadlock on the stream's backpressure.
+    done();
+    return response;
   }
 }
 

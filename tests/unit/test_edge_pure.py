@@ -8,6 +8,7 @@ import json
 import pytest
 
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
+from aidememo.http.routes import resolve
 from aidememo.http.types import Request, Response
 from aidememo.service.access import Caller
 from durable_objects.rpc import (
@@ -99,7 +100,7 @@ def test_answer_and_unwrap_carry_domain_errors_by_code() -> None:
     assert malformed.value.code is ErrorCode.STORAGE_FAILURE
 
 
-def test_request_payload_is_plain_and_drops_credentials() -> None:
+def test_request_payload_is_plain_and_carries_no_credentials() -> None:
     request = Request(
         "POST",
         "/v1/projects/p/facts",
@@ -108,18 +109,25 @@ def test_request_payload_is_plain_and_drops_credentials() -> None:
         '{"k": "값"}'.encode(),
         request_id="r1",
     )
-    payload = request_payload(request)
+    match = resolve("POST", "/v1/projects/p/facts")
+    payload = request_payload(request, match)
     assert _json_only(payload) == payload
-    assert "authorization" not in payload["headers"] and "cookie" not in payload["headers"]
-    back = request_from(payload)
-    assert (back.method, back.path, back.query, back.body) == (
+    # Of the headers only the content type travels: credentials stay at the Worker.
+    assert "secret" not in json.dumps(payload) and "cookie" not in json.dumps(payload)
+    back, routed = request_from(payload)
+    assert (back.method, back.path, back.query, back.body, back.request_id) == (
         request.method,
         request.path,
         request.query,
         request.body,
+        request.request_id,
     )
+    assert back.headers == {"content-type": "application/json"}
+    assert routed == match  # the object dispatches on the Worker's route, not routing again
+    unrouted, none = request_from(request_payload(request))
+    assert none is None and unrouted.body == request.body
     binary = request_payload(Request("POST", "/x", body=b"\xff\xfe"))
-    assert "body" not in binary and request_from(_json_only(binary)).body == b"\xff\xfe"
+    assert "body" not in binary and request_from(_json_only(binary))[0].body == b"\xff\xfe"
 
 
 def test_response_and_caller_round_trip() -> None:

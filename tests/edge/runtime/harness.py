@@ -24,7 +24,7 @@ from typing import Any
 
 from aidememo.domain.clock import RandomIds
 from aidememo.ports import Clock, Ids
-from tests.edge.runtime import websockets, workers_module
+from tests.edge.runtime import streams, websockets, workers_module
 from tests.edge.runtime.objects import Namespace
 from tests.edge.runtime.ratelimit import RateLimiter
 
@@ -42,6 +42,20 @@ def _edge_modules() -> list[str]:
 
 class Env(types.SimpleNamespace):
     """The Worker's `env`: bindings and vars as attributes."""
+
+
+class Context:
+    """The `ExecutionContext` of one request: `waitUntil` keeps work alive past the answer."""
+
+    def __init__(self) -> None:
+        self.pending: list[Any] = []
+
+    def waitUntil(self, awaitable: Any) -> None:
+        self.pending.append(getattr(awaitable, "obj", awaitable))  # a pyodide proxy's target
+
+    async def drain(self) -> None:
+        """Wait for everything handed to `waitUntil` (its failures are the code's logs)."""
+        await asyncio.gather(*self.pending, return_exceptions=True)
 
 
 class Runtime:
@@ -62,11 +76,12 @@ class Runtime:
         self.ids = ids or RandomIds()
         self.admin_token = admin_token
         self.loop = asyncio.new_event_loop()
-        self._saved = {name: sys.modules.get(name) for name in ("workers", "js")}
+        stand_ins = {"workers": workers_module.module(), "js": websockets.js_module()}
+        stand_ins.update(streams.pyodide_modules())
+        self._saved = {name: sys.modules.get(name) for name in stand_ins}
         for name in _edge_modules():  # imported against another runtime: start clean
             del sys.modules[name]
-        sys.modules["workers"] = workers_module.module()
-        sys.modules["js"] = websockets.js_module()
+        sys.modules.update(stand_ins)
         try:
             entry = importlib.import_module("worker.entry")
         except BaseException:
@@ -119,11 +134,16 @@ class Runtime:
         `body_used` receives whether the Worker read the request body."""
         request = workers_module.Request(url, method, dict(headers or {}), body)
         cls = isolate or self.Default
-        worker = cls(types.SimpleNamespace(waitUntil=lambda p: None), self.env)
+        ctx = Context()
+        worker = cls(ctx, self.env)
         response = self.run(worker.fetch(request))
+        data = response.body
+        if response.stream is not None:  # a streamed body: read it as the client would
+            data = self.run(response.stream.read_all())
+        self.run(ctx.drain())
         if body_used is not None:
             body_used.append(request.body_used)
-        return response.status, dict(response.headers), response.body
+        return response.status, dict(response.headers), data
 
     def connect(
         self, url: str, headers: Mapping[str, str] | None = None, *, isolate: type | None = None
@@ -133,7 +153,7 @@ class Runtime:
         hdrs = {"upgrade": "websocket", "connection": "Upgrade", **dict(headers or {})}
         request = workers_module.Request(url, "GET", hdrs, b"")
         cls = isolate or self.Default
-        worker = cls(types.SimpleNamespace(waitUntil=lambda p: None), self.env)
+        worker = cls(Context(), self.env)
         response = self.run(worker.fetch(request))
         return response.status, dict(response.headers), response.body, response.web_socket
 

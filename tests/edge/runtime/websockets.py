@@ -24,6 +24,8 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from tests.edge.runtime import streams
+
 CONNECTING, OPEN, CLOSING, CLOSED = 0, 1, 2, 3
 _RESERVED = frozenset({1004, 1005, 1006, 1015})
 
@@ -142,4 +144,6 @@ def js_module() -> types.ModuleType:
     """A fresh stand-in `js` module: what the edge code imports from it."""
     mod = types.ModuleType("js")
     mod.__dict__["WebSocketPair"] = WebSocketPair
+    mod.__dict__["TransformStream"] = streams.TransformStream
+    mod.__dict__["TextEncoder"] = streams.TextEncoder
     return mod

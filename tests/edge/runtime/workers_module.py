@@ -3,7 +3,9 @@
 - `Request`: `.url` (str), `.method` (an `http.HTTPMethod`; an unknown method raises
   `KeyError` like the SDK's `HTTPMethod[js.method]`), `.headers` (an
   `http.client.HTTPMessage`), `await .bytes()` / `.text()`, `.js_object.method`.
-- `Response(body, status=, headers=)`: body `str` or `bytes`; `Response.json(data, status=)`.
+- `Request.body`: the body as a `ReadableStream` (None without one), as the SDK exposes it.
+- `Response(body, status=, headers=)`: body `str`, `bytes` or a `ReadableStream` (`stream`,
+  read by the harness as a client would); `Response.json(data, status=)`.
 - `WorkerEntrypoint(ctx, env)` and `DurableObject(ctx, env)` keep `ctx` and `env`.
 """
 
@@ -14,6 +16,8 @@ import json
 import types
 from http import HTTPMethod
 from typing import Any
+
+from tests.edge.runtime.streams import ReadableStream
 
 
 class JsRequest:
@@ -51,6 +55,16 @@ class Request:
             message[key] = value
         return message
 
+    @property
+    def body(self) -> ReadableStream | None:
+        """The body as a stream (JS null without one); reading it uses the body."""
+        if not self._body:
+            return None
+        if self.body_used:
+            raise OSError("Body already used")
+        self.body_used = True
+        return ReadableStream.of(self._body)
+
     async def bytes(self) -> bytes:
         if self.body_used:
             raise OSError("Body already used")
@@ -73,12 +87,15 @@ class Response:
         headers: dict[str, str] | None = None,
         web_socket: Any = None,
     ) -> None:
-        if body is not None and not isinstance(body, (str, bytes)):
+        self.stream = body if isinstance(body, ReadableStream) else None
+        if body is not None and self.stream is None and not isinstance(body, (str, bytes)):
             raise TypeError(f"unsupported body type {type(body).__name__}")
         if (status == 101) != (web_socket is not None):
             raise JsRangeError("status 101 goes with a webSocket, and only it")
         self.web_socket = web_socket
-        self.body = body.encode("utf-8") if isinstance(body, str) else (body or b"")
+        if isinstance(body, str):
+            body = body.encode("utf-8")
+        self.body = body if isinstance(body, bytes) else b""
         self.status = status
         self.headers = {k.lower(): v for k, v in (headers or {}).items()}
 

@@ -1,0 +1,276 @@
+"""Tenant export and import at the edge, streamed end to end (ADM-3, ARC-1, ARC-2, ARC-6).
+
+A body can be 256 MiB and the Worker has 128 MB, so neither direction is ever whole here:
+
+- export: the registry's identity records and one consistent snapshot per project object
+  (its head and epoch go into the project line) are taken first, so a missing tenant or a
+  failing object is still an HTTP error; then the body streams (`worker.streams`): header,
+  identity lines, each project's pages (at most 1 MiB each, fetched one at a time), and the
+  manifest, computed here as the bytes pass.
+- import: the body is read chunk by chunk (`worker.streams.body_chunks`) and checked line by
+  line (`ExportReader`: header first, identity before rows); identity records are kept (they
+  are small), and each project's rows go to its object in pages of at most 1 MiB, staged there
+  and not yet visible. Only when the manifest at the end has verified every byte, and every
+  check of the origin passed (the plan of the identity records, each project's change log
+  dense 1..head, the registry's and the directory shards' refusals), is anything written:
+  registry, directory shards, then each project object commits its staged rows in one
+  transaction. A body that fails any check has its staged pages dropped (`import_abort`) and
+  is answered with the error; nothing was written. Not atomic across objects: a failure among
+  the final commits is cleaned up with the tenant deletion, which the registry (written
+  first) sees.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from aidememo.domain.errors import ErrorCode, fail
+from aidememo.domain.ids import validate_id, validate_name
+from aidememo.http import admin as core
+from aidememo.http.query import Query
+from aidememo.http.render import json_bytes
+from aidememo.http.types import Request, Response
+from aidememo.ports import Clock, Ids
+from aidememo.service.archive import ImportSummary, Manifest, Plan, header_record, line
+from aidememo.service.archive_rows import check_row
+from aidememo.service.archive_verify import ExportReader, LineSplitter
+from durable_objects.rpc import PAGE_BYTES
+from worker.objects import Objects, call
+from worker.routing import token_shard
+from worker.streams import body_chunks, stream_response
+
+log = logging.getLogger("aidememo.edge")
+
+
+# -- export -----------------------------------------------------------------------------------
+
+
+async def export(
+    objs: Objects, ctx: Any, request: Request, params: dict[str, str], clock: Clock
+) -> Any:
+    """`GET /v1/admin/tenants/{t}/export`: checked and snapshotted, then streamed."""
+    tenant_id, project_id, include_tokens = core.export_request(request, params)
+    records = await call(
+        objs.registry(tenant_id),
+        "export_identity",
+        {"tenant_id": tenant_id, "project_id": project_id, "include_tokens": include_tokens},
+    )
+    snapshots: dict[str, dict[str, Any]] = {}
+    for record in records:
+        if record["type"] == "project":
+            pid = record["project_id"]
+            snapshots[pid] = await call(
+                objs.project(tenant_id, pid),
+                "export_begin",
+                {"tenant_id": tenant_id, "project_id": pid},
+            )
+    header = header_record(tenant_id, project_id, clock.now_ms(), include_tokens)
+
+    async def texts() -> AsyncIterator[str]:
+        m = Manifest()
+        first = [m.add("header", line(header))]
+        for record in records:
+            current = record
+            if record["type"] == "project":
+                snap = snapshots[record["project_id"]]
+                current = {
+                    **record,
+                    "project_epoch": snap["project_epoch"],
+                    "head_seq": snap["head_seq"],
+                }
+            first.append(m.add(current["type"], line(current)))
+        yield b"".join(first).decode("utf-8")
+        for pid, snap in snapshots.items():
+            stub = objs.project(tenant_id, pid)
+            for number in range(snap["pages"]):
+                page = await call(stub, "export_page", snap["export_id"], number)
+                while page:  # run by run, each let go once written
+                    kind, count, text = page.pop(0)
+                    m.add(kind, text.encode("utf-8"), count)
+                    yield text
+        yield m.line().decode("utf-8")
+
+    return stream_response(ctx, 200, dict(core.NDJSON_HEADERS), texts())
+
+
+# -- import -----------------------------------------------------------------------------------
+
+
+async def import_(objs: Objects, body: Any, request: Request, max_bytes: int, ids: Ids) -> Response:
+    """`POST /v1/admin/import`: `body` is the SDK request whose body streams in."""
+    Query(request.query).finish(frozenset())
+    reader, staging = ExportReader(), _Staging(objs, ids)
+    splitter = LineSplitter(max_bytes)
+    try:
+        async for chunk in body_chunks(body):
+            for data in splitter.feed(chunk):
+                await staging.add(reader.feed(data))
+        for data in splitter.finish():
+            await staging.add(reader.feed(data))
+        tenant_id = reader.finish()
+        summary = await staging.commit(tenant_id, reader.record_counts())
+    except BaseException:
+        await staging.abort()
+        raise
+    return Response(
+        200, [("content-type", "application/json")], json_bytes(core.import_json(summary))
+    )
+
+
+class _Staging:
+    """An import in flight: identity records kept, project rows staged in their objects."""
+
+    def __init__(self, objs: Objects, ids: Ids) -> None:
+        self.objs = objs
+        self.ids = ids
+        self.tenant_id = ""
+        self.identity: list[dict[str, Any]] = []
+        self.plan: Plan | None = None
+        self.epochs: dict[str, str] = {}
+        self.staged: dict[str, str] = {}  # project -> import id in its object
+        self.next_seq: dict[str, int] = {}
+        self.page: list[bytes] = []
+        self.page_project = ""
+        self.page_bytes = 0
+
+    async def add(self, checked: tuple[dict[str, Any], bytes] | None) -> None:
+        """One checked record and its line (`None` for a line not yet known to be one)."""
+        if checked is None:
+            return
+        record, data = checked
+        kind = record["type"]
+        if kind == "header":
+            self.tenant_id = record["tenant_id"]
+        elif self.plan is None and kind not in ("resource", "change", "receipt", "audit"):
+            self.identity.append(record)
+        else:
+            await self._row(record, data)
+
+    def _close_identity(self) -> Plan:
+        """The identity records are complete: checked as the origin checks them."""
+        if self.plan is None:
+            self.plan = Plan.build(self.tenant_id, self.identity, history=False)
+            self.epochs = {pid: self.ids.new_id("epoch") for pid in self.plan.projects}
+        return self.plan
+
+    async def _row(self, record: dict[str, Any], data: bytes) -> None:
+        plan = self._close_identity()
+        try:
+            pid = validate_id(record["project_id"], "project_id")
+            validate_name(record["kind"], "kind")
+            validate_id(record["id"], "id")
+            # The conversions the object's commit makes, so a malformed row is refused here,
+            # before any object was written (the commits are not atomic across objects).
+            check_row(record)
+            seq = record["seq"] if record["type"] == "change" else None
+        except (KeyError, ValueError, TypeError) as exc:
+            raise fail(ErrorCode.INVALID_COMMAND, f"malformed export record: {exc}") from None
+        if pid not in plan.projects:
+            raise fail(ErrorCode.INVALID_COMMAND, f"record for undeclared project {pid}")
+        if seq is not None:
+            expected = self.next_seq.get(pid, 1)
+            if seq != expected or seq > plan.projects[pid]:
+                raise fail(
+                    ErrorCode.INVALID_COMMAND,
+                    f"project {pid} history is not dense 1..{plan.projects[pid]}",
+                )
+            self.next_seq[pid] = expected + 1
+        if self.page and (pid != self.page_project or self.page_bytes + len(data) > PAGE_BYTES):
+            await self._flush()
+        self.page.append(data)
+        self.page_project = pid
+        self.page_bytes += len(data)
+
+    async def _flush(self) -> None:
+        if not self.page:
+            return
+        pid, text = self.page_project, b"".join(self.page).decode("utf-8")
+        self.page, self.page_bytes = [], 0
+        import_id = self.staged.get(pid) or await self._begin(pid)
+        await call(self.objs.project(self.tenant_id, pid), "import_page", import_id, text)
+
+    async def _begin(self, pid: str) -> str:
+        """Stage the project in its object with its identity records and new epoch."""
+        members = [r for r in self.identity if r["type"] == "membership" and r["project_id"] == pid]
+        member_ids = {r["actor_id"] for r in members}
+        own = [
+            r
+            for r in self.identity
+            if (r["type"] == "project" and r["project_id"] == pid)
+            or (r["type"] == "actor" and r["actor_id"] in member_ids)
+        ]
+        import_id = uuid.uuid4().hex
+        self.staged[pid] = import_id
+        await call(
+            self.objs.project(self.tenant_id, pid),
+            "import_begin",
+            {
+                "import_id": import_id,
+                "tenant_id": self.tenant_id,
+                "project_id": pid,
+                "project_epoch": self.epochs[pid],
+                "identity": own + members,
+            },
+        )
+        return import_id
+
+    async def commit(self, tenant_id: str, counts: dict[str, int]) -> ImportSummary:
+        """Every check, then every write: registry, directory shards, project objects."""
+        plan = self._close_identity()
+        await self._flush()
+        for pid, head in plan.projects.items():
+            if self.next_seq.get(pid, 1) != head + 1:
+                raise fail(
+                    ErrorCode.INVALID_COMMAND, f"project {pid} history is not dense 1..{head}"
+                )
+        shards = _token_shards(self.identity)
+        registry = self.objs.registry(tenant_id)
+        await call(registry, "check_import", {"tenant_id": tenant_id, "records": self.identity})
+        for group in shards.values():
+            await call(
+                self.objs.tokens(group[-1]["token_sha256"]),
+                "check_import",
+                {"tenant_id": tenant_id, "records": group},
+            )
+        for pid in plan.projects:  # a project without rows is staged empty
+            if pid not in self.staged:
+                await self._begin(pid)
+        await call(
+            registry,
+            "import_identity",
+            {"tenant_id": tenant_id, "records": self.identity, "epochs": self.epochs},
+        )
+        for group in shards.values():
+            await call(
+                self.objs.tokens(group[-1]["token_sha256"]),
+                "import_tokens",
+                {"tenant_id": tenant_id, "records": group},
+            )
+        for pid in plan.projects:
+            await call(self.objs.project(tenant_id, pid), "import_commit", self.staged.pop(pid))
+        return ImportSummary(tenant_id, dict(self.epochs), counts)
+
+    async def abort(self) -> None:
+        """Drop what is staged (best effort: the objects' alarms drop the rest later)."""
+        for pid, import_id in self.staged.items():
+            try:
+                await call(self.objs.project(self.tenant_id, pid), "import_abort", import_id)
+            except Exception:  # the import's own error is the answer; this is cleanup
+                log.warning("dropping the staged import of %s failed", pid, exc_info=True)
+
+
+def _token_shards(identity: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Token records grouped by directory shard, each group led by its actors' records."""
+    actors = {r["actor_id"]: r for r in identity if r["type"] == "actor"}
+    shards: dict[str, list[dict[str, Any]]] = {}
+    for r in identity:
+        if r["type"] == "token":
+            group = shards.setdefault(token_shard(r["token_sha256"]), [])
+            actor = actors.get(r["actor_id"])
+            if actor is not None and actor not in group:
+                group.insert(0, actor)
+            group.append(r)
+    return shards
