@@ -25,6 +25,9 @@ What is measured, and how:
   `origin.asgi` (our adapter and access log, no core) is reported as a figure, so the cost of
   the adapter and of the core can be told apart.
 - Peak memory: the server's peak RSS (`VmHWM`) read before it is stopped.
+- CPU: each run's `cpu_us_per_req` is the serving process's user plus system CPU time
+  (`/proc/PID/stat`, all threads) over the run, per request. On this shared machine it moves
+  far less from run to run than requests/s, so compare changes by it first.
 
 Every process this script starts is stopped (SIGTERM, then SIGKILL) in a `finally`, also on
 failure and on SIGTERM/SIGINT. The last line of output is the JSON object of DESIGN.md section
@@ -301,6 +304,15 @@ def peak_rss_of(pid: int) -> float:
     return float("nan")
 
 
+def cpu_seconds_of(pid: int) -> float:
+    """User plus system CPU time of a live process (all its threads) in seconds, or NaN."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def ensure_wrk() -> str:
     """The path of `wrk`, installing Debian's package with apt-get if it is missing."""
     found = shutil.which("wrk")
@@ -532,20 +544,25 @@ def orchestrate(args: argparse.Namespace) -> int:
         lua_args = LuaArgs(tokens[ACTOR_A], PROJECT, epoch, args.seed_facts, head, SESSION)
         run_id = secrets.token_hex(3)
 
-        def measure(port: int, mode: str) -> dict[str, Any]:
+        def measure(proc: subprocess.Popen[bytes], port: int, mode: str) -> dict[str, Any]:
             if args.warmup > 0:
                 run_wrk(wrk, port, mode, args.warmup, lua_args, f"w{run_id}")
             note(f"wrk {mode}: {args.duration} s")
-            return wrk_figures(run_wrk(wrk, port, mode, args.duration, lua_args, f"m{run_id}"))
+            cpu_before = cpu_seconds_of(proc.pid)
+            raw = run_wrk(wrk, port, mode, args.duration, lua_args, f"m{run_id}")
+            figures = wrk_figures(raw)
+            cpu = cpu_seconds_of(proc.pid) - cpu_before
+            figures["cpu_us_per_req"] = round(cpu / max(1, figures["requests"]) * 1e6, 1)
+            return figures
 
         # The baseline right before GET resource: the pair the ratio target compares.
         results: dict[str, dict[str, Any]] = {}
-        results["hello"] = measure(hello_port, "hello")
-        results["get_resource"] = measure(app_port, "resource")
-        results["post_facts"] = measure(app_port, "facts")
-        results["get_changes"] = measure(app_port, "changes")
-        results["get_search"] = measure(app_port, "search")
-        results["adapter_hello"] = measure(adapter_port, "hello")
+        results["hello"] = measure(hello, hello_port, "hello")
+        results["get_resource"] = measure(server, app_port, "resource")
+        results["post_facts"] = measure(server, app_port, "facts")
+        results["get_changes"] = measure(server, app_port, "changes")
+        results["get_search"] = measure(server, app_port, "search")
+        results["adapter_hello"] = measure(adapter, adapter_port, "hello")
 
         note(f"handoff cycle: {args.cycles} cycles from a separate process")
         client = subprocess.run(
@@ -600,6 +617,8 @@ def orchestrate(args: argparse.Namespace) -> int:
             figures[f"{name}_{key}"] = value
     for key, value in handoff.items():
         figures[f"handoff_{key}"] = value
+    hello_rps = results["hello"]["rps"]
+    figures["adapter_hello_ratio"] = round(results["adapter_hello"]["rps"] / hello_rps, 4)
     figures["server_peak_rss_mib"] = server_rss
     figures["bench_peak_rss_mib"] = peak_rss_mib()
     figures["load"] = f"wrk -t2 -c32 -d{args.duration}s --latency after {args.warmup} s warm-up"
