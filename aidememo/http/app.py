@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import re
 from collections.abc import Callable
 
 from aidememo.domain.canonical import decode_json
@@ -54,6 +55,11 @@ def _media_type_ok(content_type: str | None, expected: str) -> bool:
     return content_type.split(";", 1)[0].strip().lower() == expected
 
 
+# What a bearer token may not contain: control characters, DEL, and any whitespace (str.isspace,
+# which `\s` matches in a str pattern).
+_NOT_TOKEN_TEXT = re.compile(r"[\s\x00-\x20\x7f]")
+
+
 def bearer_digest(authorization: str | None) -> bytes:
     """SHA-256 of the bearer token text, or `authentication_failed` (AUTH-2)."""
     if authorization is None:
@@ -63,7 +69,7 @@ def bearer_digest(authorization: str | None) -> bytes:
         scheme.lower() != "bearer"
         or not token
         or len(token.encode("utf-8", "replace")) > BEARER_MAX_BYTES
-        or any(ch.isspace() or ord(ch) < 33 or ord(ch) == 127 for ch in token)
+        or _NOT_TOKEN_TEXT.search(token) is not None
     ):
         raise fail(ErrorCode.AUTHENTICATION_FAILED, "malformed bearer token")
     return hashlib.sha256(token.encode("utf-8")).digest()
