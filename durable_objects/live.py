@@ -16,8 +16,10 @@ WebSocket Hibernation API and schedules its reads:
 - `recheck` is the same read without a commit, run when the object learns of an identity
   change (`sync_member`, `delete_tenant`, `import_commit`) and from the alarm.
 - The attachment (`serializeAttachment`, kept by the runtime while the object hibernates)
-  holds what a subscriber is: tenant, actor, project, epoch, page limit, its cursor (updated
-  at every push) and the time up to which it has been told of expired leases. A re-created
+  holds what a subscriber is: tenant, actor, the digest of the token it connected with (a
+  revocation closes it: `revoke`, and in PostgreSQL mode the alarm's token re-check), project,
+  epoch, page limit, its cursor (updated at every push) and the time up to which it has been
+  told of expired leases. A re-created
   object recovers its subscribers from `ctx.getWebSockets()` and those attachments.
 - Lease notices: `LeaseBook` holds the live claims of the project's handoffs; the object's one
   alarm (`alarm_at`) is set to the earliest expiry, and `announce` re-reads the due claims
@@ -38,7 +40,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from aidememo.domain.errors import AidememoError
+from aidememo.domain.errors import AidememoError, ErrorCode, fail
 from aidememo.domain.limits import SNAPSHOT_MAX_RESOURCES
 from aidememo.domain.model import Scope
 from aidememo.http.live import commit_message, error_message, notice_message, page_message
@@ -105,6 +107,7 @@ class Subscriber:
                 "after_seq": self.cursor.after_seq,
                 "limit": sub.page_limit,
                 "lease_ms": self.lease_ms,
+                "token": None if sub.token_sha256 is None else sub.token_sha256.hex(),
             },
             separators=(",", ":"),
         )
@@ -132,6 +135,7 @@ class Subscriber:
                 project_epoch=str(data["project_epoch"]),
                 after_seq=int(data["after_seq"]),
                 page_limit=int(data["limit"]),
+                token_sha256=None if data.get("token") is None else bytes.fromhex(data["token"]),
             )
             found = cls(ws, str(data["id"]), FeedCursor(sub), int(data["lease_ms"]))
         except (ValueError, KeyError, TypeError, AttributeError):
@@ -236,9 +240,11 @@ class EdgeFeed:
 
     # -- commits and rechecks -------------------------------------------------------------
 
-    def push(self, store: Store, queries: Queries) -> None:
+    def push(self, store: Store, queries: Queries, *, tokens: bool = False) -> None:
         """Read the commits after the shared position once, with the subscribers'
-        memberships, and send each subscriber its messages (LIVE-2, LIVE-3, LIVE-5)."""
+        memberships (and with `tokens`, whether their tokens still authenticate: only where
+        the store holds the tokens, i.e. PostgreSQL mode), and send each subscriber its
+        messages (LIVE-2, LIVE-3, LIVE-5)."""
         while True:
             subs = self.subscribers()
             if not subs or self.scope is None:
@@ -246,7 +252,9 @@ class EdgeFeed:
             if self.seq is None:
                 self.seq = min(s.cursor.after_seq for s in subs)
             actors = {s.actor for s in subs}
-            batch = read_commits(store, self.scope, self.seq, actors, COMMIT_READ_LIMIT)
+            digests = {d for s in subs if (d := s.cursor.sub.token_sha256)} if tokens else set()
+            batch = read_commits(store, self.scope, self.seq, actors, COMMIT_READ_LIMIT, digests)
+            tokens = False  # once per call
             self.seq = batch.last_seq
             if batch.rows:
                 self._ensure_book(store).observe_rows(batch.rows)
@@ -255,6 +263,14 @@ class EdgeFeed:
             project = batch.project
             if project is None or project.head_seq <= self.seq:
                 return
+
+    def revoke(self, token_sha256: bytes) -> int:
+        """Close the subscribers that authenticated with a token just revoked (LIVE-5:
+        `authentication_failed`, 4401); how many were closed."""
+        gone = [s for s in self.subscribers() if s.cursor.sub.token_sha256 == token_sha256]
+        for sub in gone:
+            self._end(sub, fail(ErrorCode.AUTHENTICATION_FAILED, "unknown or revoked token"))
+        return len(gone)
 
     def _deliver(self, sub: Subscriber, batch: CommitBatch, queries: Queries) -> None:
         try:

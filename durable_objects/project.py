@@ -50,6 +50,7 @@ re-check every 2 s while subscribers exist.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -73,6 +74,7 @@ from durable_objects.rpc import (
     answer,
     caller_from,
     forwarded_caller,
+    forwarded_token,
     iter_packed,
     plain,
     request_from,
@@ -178,7 +180,10 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
                 core = _core_request(request)
                 caller = forwarded_caller(core.headers)
                 app = self._http()
-                sub = open_subscription(app, core, caller)
+                sub = replace(
+                    open_subscription(app, core, caller),
+                    token_sha256=forwarded_token(core.headers),
+                )
                 if core.headers.get("upgrade", "").strip().lower() != "websocket":
                     raise fail(ErrorCode.UPGRADE_REQUIRED, "connect with a WebSocket upgrade")
                 client = self._feed.subscribe(sub, app.services.store, app.services.queries)
@@ -213,6 +218,14 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
             async with self._serial:
                 self._live(self._http(), push=False)
             await self._schedule()
+
+    async def revoke_token(self, token_sha256: Any) -> dict[str, Any]:
+        """A token was revoked (the Worker calls every project of its actor): its live feeds
+        here close with `authentication_failed` (4401); `{"closed": n}`."""
+        digest = bytes.fromhex(str(token_sha256))
+        async with self._serial:
+            closed = self._feed.revoke(digest) if self._feed.subscribers() else 0
+        return answer(lambda: {"closed": closed})
 
     async def webSocketMessage(self, ws: Any, message: Any) -> None:
         """Messages from subscribers are ignored (LIVE-6)."""
@@ -431,7 +444,10 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
                 try:
                     app = self._http()
                     if self._rechecks():
-                        self._feed.push(app.services.store, app.services.queries)
+                        # PostgreSQL mode holds the tokens too: a revoked one closes (4401).
+                        self._feed.push(
+                            app.services.store, app.services.queries, tokens=self._postgres
+                        )
                     self._feed.announce(app.services.store)
                 except AidememoError as error:
                     log.warning("live feed alarm failed: %s", error.message)

@@ -90,8 +90,27 @@ class TenantRegistry(DurableObject, StoredObject):  # type: ignore[misc]
         return answer(run)
 
     async def revoke(self, token_sha256: Any) -> dict[str, Any]:
-        """Mark a digest revoked here too (the directory is revoked first)."""
-        return answer(lambda: self._identity().revoke_token(bytes.fromhex(str(token_sha256))))
+        """Mark a digest revoked here too (the directory is revoked first); answers the
+        projects where its actor is a member, whose objects close the token's live feeds."""
+
+        def run() -> dict[str, Any]:
+            identity = self._identity()
+            digest = bytes.fromhex(str(token_sha256))
+            revoked = identity.revoke_token(digest)
+
+            def projects(tx: Any) -> list[str]:
+                binding = tx.get_token(digest)
+                if binding is None:
+                    return []
+                return sorted(
+                    m.project_id
+                    for m in tx.list_memberships(binding.tenant_id)
+                    if m.actor_id == binding.actor_id
+                )
+
+            return {"revoked": revoked, "projects": identity.store.read(projects)}
+
+        return answer(run)
 
     async def export_identity(self, spec: Any) -> dict[str, Any]:
         """The identity records of an export, in export order (heads are the project

@@ -93,13 +93,17 @@ _DROPPED_HEADERS = frozenset({"authorization", "cookie"})
 # Durable Object, and it deletes whatever a client sent under these names.
 TENANT_HEADER = "x-aidememo-tenant"
 ACTOR_HEADER = "x-aidememo-actor"
+TOKEN_HEADER = "x-aidememo-token-sha256"
 _IDENTITY_PREFIX = "x-aidememo-"
 
 
-def forwarded_headers(headers: dict[str, str], caller: Caller) -> dict[str, str]:
+def forwarded_headers(
+    headers: dict[str, str], caller: Caller, token_sha256: bytes | None = None
+) -> dict[str, str]:
     """The headers of a request forwarded to a project object: the client's, without its
     credentials and without any `x-aidememo-*` header it sent, plus the authenticated
-    identity (never trusted from the client)."""
+    identity and the digest of the token it authenticated with (never trusted from the
+    client; the object closes the feed when that token is revoked, LIVE-5)."""
     out = {
         k: v
         for k, v in headers.items()
@@ -107,6 +111,8 @@ def forwarded_headers(headers: dict[str, str], caller: Caller) -> dict[str, str]
     }
     out[TENANT_HEADER] = caller.tenant_id
     out[ACTOR_HEADER] = caller.actor_id
+    if token_sha256 is not None:
+        out[TOKEN_HEADER] = token_sha256.hex()
     return out
 
 
@@ -116,6 +122,16 @@ def forwarded_caller(headers: dict[str, str]) -> Caller:
     if not tenant or not actor:
         raise fail(ErrorCode.AUTHENTICATION_FAILED, "no authenticated identity")
     return Caller(tenant, actor)
+
+
+def forwarded_token(headers: dict[str, str]) -> bytes | None:
+    """The token digest `forwarded_headers` set, or None."""
+    raw = headers.get(TOKEN_HEADER)
+    try:
+        digest = bytes.fromhex(raw) if raw else None
+    except ValueError:
+        digest = None
+    return digest if digest is not None and len(digest) == 32 else None
 
 
 def request_payload(request: Request, match: Match | None = None) -> dict[str, Any]:

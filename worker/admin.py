@@ -8,7 +8,8 @@ a tenant lives in several objects. The order of writes makes every operation saf
   idempotent, so retrying a bootstrap that failed half-way completes it.
 - members: registry first, then the project object.
 - token revoke: directory first (authentication stops there; cached copies expire within
-  30 s), then the registry's copy.
+  30 s), then the registry's copy, then every project object of the token's actor, which
+  closes the live feeds opened with that token (LIVE-5, 4401). A retry repeats it all.
 - export and import stream their bodies: `worker.transfer`.
 - delete-tenant: every project object, every directory shard holding the tenant's digests,
   then the registry last, so a retry still finds what is left; each object verifies by counts
@@ -114,8 +115,10 @@ async def revoke(objs: Objects, request: Request, cache: TokenCache) -> Response
     """`POST /v1/admin/tokens/revoke`: directory, registry, and this isolate's cache."""
     digest = core.revoke_request(request)
     owner = await call(objs.tokens(digest.hex()), "revoke", digest.hex())
-    await call(objs.registry(owner["tenant_id"]), "revoke", digest.hex())
+    done = await call(objs.registry(owner["tenant_id"]), "revoke", digest.hex())
     cache.evict(digest)
+    for project_id in done["projects"]:  # the token's open live feeds close (LIVE-5)
+        await call(objs.project(owner["tenant_id"], project_id), "revoke_token", digest.hex())
     return _ok({"revoked": True})
 
 

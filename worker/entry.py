@@ -27,8 +27,10 @@ edge's two additions marked):
    The one exception is the live change feed's WebSocket upgrade (`GET .../changes/live` with
    `Upgrade: websocket`), which RPC cannot carry: it is forwarded with `stub.fetch(request)`,
    the client's credentials and any `x-aidememo-*` header it sent deleted and the identity
-   the Worker authenticated set in `x-aidememo-tenant` / `x-aidememo-actor`; the object's
-   answer (the HTTP error of `/changes`, or 101 with the WebSocket) is returned as it is.
+   the Worker authenticated set in `x-aidememo-tenant` / `x-aidememo-actor`, with the digest
+   of the token it used in `x-aidememo-token-sha256` (so a revocation closes the feed); the
+   object's answer (the HTTP error of `/changes`, or 101 with the WebSocket) is returned as
+   it is.
 Admin routes are orchestrated across the objects by `worker.admin`.
 
 With `STORAGE_MODE=postgres` (`durable_objects.pg_connection`) every record lives in one
@@ -191,7 +193,7 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         stub = objs.project(caller.tenant_id, project_id)
         if upgrade:  # the live feed: forwarded, since RPC cannot carry a WebSocket
             forwarded = SdkRequest(
-                str(request.url), method="GET", headers=forwarded_headers(headers, caller)
+                str(request.url), method="GET", headers=forwarded_headers(headers, caller, digest)
             )
             return await stub.fetch(forwarded)
         answer = await stub.handle(request_payload(core, match), caller_payload(caller))

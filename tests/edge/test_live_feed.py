@@ -10,6 +10,7 @@ path: Worker, `ProjectCoordinator.handle`, the commit, then the push to the subs
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -368,6 +369,35 @@ def test_live5_deleted_tenant_closes_with_4403(edge: LiveEdge) -> None:
     assert ws.close_code == 4403
 
 
+def _revoke(edge: LiveEdge, actor: str) -> None:
+    digest = hashlib.sha256(edge.api.tokens[actor].encode()).hexdigest()
+    body = {"token_sha256": digest}
+    status, _, answer = edge.runtime.admin("POST", "/v1/admin/tokens/revoke", json=body)
+    assert status == 200, answer
+
+
+def test_live5_revoked_token_closes_its_feeds_with_4401_at_once(edge: LiveEdge) -> None:
+    """The Worker's revoke reaches every project object of the token's actor, which closes
+    the feeds opened with that token; other members' feeds stay open."""
+    writer, other = edge.subscribe(WRITER), edge.subscribe(READER)
+    writer.recv(), other.recv()
+    _revoke(edge, WRITER)  # no commit, no time passes
+    assert writer.recv()["error"]["code"] == "authentication_failed"
+    assert (writer.close_code, writer.close_reason) == (4401, "authentication_failed")
+    assert not other.closed and other.inbox == []
+    edge.note("after", as_=RECEIVER)
+    assert seqs(other.recv()) == [1]
+
+
+def test_hibernation_revoked_token_after_waking(edge: LiveEdge) -> None:
+    writer = edge.subscribe(WRITER)
+    writer.recv()
+    edge.projects.hibernate(OBJECT)  # the token digest survives in the attachment
+    _revoke(edge, WRITER)
+    assert writer.recv()["error"]["code"] == "authentication_failed"
+    assert writer.close_code == 4401
+
+
 def test_live4_client_messages_are_ignored(edge: LiveEdge) -> None:
     ws = edge.subscribe()
     ws.recv()
@@ -565,6 +595,24 @@ def test_postgres_suspension_by_the_worker_is_found_by_the_alarm(pg_edge: LiveEd
     assert edge.runtime.fire_alarms() == 1
     assert reader.recv()["error"]["code"] == "project_unauthorized"
     assert reader.close_code == 4403
+
+
+@pytest.mark.postgres
+def test_postgres_revoked_token_is_found_by_the_alarm_with_4401(pg_edge: LiveEdge) -> None:
+    """In PostgreSQL mode the Worker revokes on the database; the object's alarm re-check
+    reads the tokens too, as the origin's timer does."""
+    edge = pg_edge
+    writer = edge.subscribe(WRITER)
+    writer.recv()
+    subscribed = edge.clock.now_ms()
+    _revoke(edge, WRITER)
+    assert writer.inbox == []
+    alarm = edge.alarm_ms()
+    assert alarm is not None and alarm - subscribed <= 5000
+    edge.clock.advance(alarm - subscribed)
+    assert edge.runtime.fire_alarms() == 1
+    assert writer.recv()["error"]["code"] == "authentication_failed"
+    assert writer.close_code == 4401
 
 
 @pytest.mark.postgres

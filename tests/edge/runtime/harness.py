@@ -140,7 +140,8 @@ class Runtime:
         data = response.body
         if response.stream is not None:  # a streamed body: read it as the client would
             data = self.run(response.stream.read_all())
-        self.run(ctx.drain())
+        if ctx.pending:
+            self.run(ctx.drain())
         if body_used is not None:
             body_used.append(request.body_used)
         return response.status, dict(response.headers), data
