@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from json.encoder import encode_basestring
 from typing import Any
 
 from aidememo.domain.errors import ErrorCode, fail
@@ -22,6 +23,8 @@ JsonValue = Any
 _ENCODER = json.JSONEncoder(
     ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
 )
+_encode_str = encode_basestring
+"""How `_ENCODER` encodes a string (`ensure_ascii=False`), at any depth."""
 
 
 def canonical_text(value: JsonValue) -> str:
@@ -45,15 +48,53 @@ def fingerprint(
     payload: JsonValue,
 ) -> str:
     """SHA-256 hex of the canonical fingerprint material (CJ-2); the command id is excluded."""
-    material = {
-        "change": change,
-        "expected_revision": expected_revision,
-        "operation": operation,
-        "payload": payload,
-        "project_id": project_id,
-        "resource": {"id": resource_id, "kind": resource_kind},
-    }
-    return hashlib.sha256(canonical_bytes(material)).hexdigest()
+    return fingerprint_of_payload(
+        project_id=project_id,
+        expected_revision=expected_revision,
+        operation=operation,
+        resource_kind=resource_kind,
+        resource_id=resource_id,
+        change=change,
+        payload_bytes=canonical_bytes(payload),
+    )
+
+
+def fingerprint_of_payload(
+    *,
+    project_id: str,
+    expected_revision: int | None,
+    operation: str,
+    resource_kind: str,
+    resource_id: str,
+    change: str,
+    payload_bytes: bytes,
+) -> str:
+    """`fingerprint` from the payload's canonical bytes, which a write has encoded already.
+
+    The material is the canonical JSON object `{change, expected_revision, operation, payload,
+    project_id, resource: {id, kind}}` (keys in code point order); it is hashed in pieces
+    around `payload_bytes`, which are the bytes `canonical_bytes` gives for the payload inside
+    it, so the payload is not encoded a second time.
+    """
+    enc = _encode_str
+    if expected_revision is None:
+        expected = "null"
+    elif type(expected_revision) is int:
+        expected = int.__repr__(expected_revision)
+    else:
+        expected = _ENCODER.encode(expected_revision)
+    head = (
+        f'{{"change":{enc(change)},"expected_revision":{expected},'
+        f'"operation":{enc(operation)},"payload":'
+    )
+    tail = (
+        f',"project_id":{enc(project_id)},'
+        f'"resource":{{"id":{enc(resource_id)},"kind":{enc(resource_kind)}}}}}'
+    )
+    digest = hashlib.sha256(head.encode("utf-8"))
+    digest.update(payload_bytes)
+    digest.update(tail.encode("utf-8"))
+    return digest.hexdigest()
 
 
 def _reject_constant(name: str) -> float:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import NoReturn, cast
 
-from aidememo.domain.canonical import canonical_bytes, fingerprint
+from aidememo.domain.canonical import canonical_bytes, fingerprint_of_payload
 from aidememo.domain.envelope import Command
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
 from aidememo.domain.model import (
@@ -98,16 +98,17 @@ def _admit(
     return project, None
 
 
-def command_fingerprint(command: Command) -> str:
-    """The command's fingerprint (CJ-2)."""
-    return fingerprint(
+def command_fingerprint(command: Command, payload_bytes: bytes | None = None) -> str:
+    """The command's fingerprint (CJ-2); `payload_bytes`, when given, must be the payload's
+    canonical bytes (a write's body), so the payload is not encoded twice."""
+    return fingerprint_of_payload(
         project_id=command.project_id,
         expected_revision=command.expected_revision,
         operation=command.operation,
         resource_kind=command.resource.kind,
         resource_id=command.resource.id,
         change=command.change.value,
-        payload=command.payload,
+        payload_bytes=canonical_bytes(command.payload) if payload_bytes is None else payload_bytes,
     )
 
 
@@ -188,7 +189,7 @@ class Ledger:
         """A generic put or delete (`POST /v1/commands`): revision check, then write; in one
         round trip on a store with `CAP_RAW_FAST_PATH`."""
         body = canonical_bytes(command.payload) if command.change is ChangeOp.UPSERT else None
-        fp = command_fingerprint(command)
+        fp = command_fingerprint(command, body)
         if CAP_RAW_FAST_PATH in self.store.capabilities:
             fast = cast(RawFastPath, self.store)
             write = RawWrite(

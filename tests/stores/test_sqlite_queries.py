@@ -2,26 +2,37 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
 
 from aidememo.domain.errors import AidememoError, ErrorCode
 from aidememo.domain.model import (
+    Actor,
+    ActorKind,
     ChangeOp,
+    CommandStart,
     HandoffIndexRow,
     MailboxQuery,
+    Membership,
+    MemberStatus,
     Mutation,
+    ResourceRef,
+    Role,
+    Scope,
     SearchDoc,
     SearchHit,
 )
 from aidememo.domain.tokenize import index_terms, query_terms
-from aidememo.ports import Store
+from aidememo.ports import Store, WriteTx
 from aidememo.stores.memory import MemoryStore
 from aidememo.stores.sqlite.store import fts_query
 from tests.stores._support import (
     KINDS,
+    PROJECT,
     SCOPE,
+    TENANT,
     commit_all,
     committer,
     mutation,
@@ -220,3 +231,52 @@ def test_store_commit_roundtrip(kind: str, tmp_path: Path) -> None:
         assert store.read(lambda tx: tx.list_audit(SCOPE)) == [put.audit(), delete.audit()]
         assert store.read(lambda tx: tx.list_resources(SCOPE, 10)) == [current]
         assert delete.change().op is ChangeOp.DELETE
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_store_begin_command_is_the_four_point_reads(kind: str, tmp_path: Path) -> None:
+    """`begin_command`'s one statement reads what the four separate reads do: hits, misses,
+    a tombstone, a suspended member and a project that does not exist."""
+    with open_store(kind, tmp_path) as store:
+
+        def members(tx: WriteTx) -> None:
+            for actor, status in (
+                ("actor_a", MemberStatus.ACTIVE),
+                ("actor_s", MemberStatus.SUSPENDED),
+            ):
+                tx.insert_actor(Actor(TENANT, actor, ActorKind.AGENT), 1)
+                tx.put_membership(Membership(TENANT, PROJECT, actor, Role.WRITER, status), 1)
+
+        store.transaction(members)
+        commit_all(
+            store,
+            [mutation(1, "r1", b'{"a":1}'), mutation(2, "r2"), mutation(3, "r2", None, revision=2)],
+        )
+        other = Scope(TENANT, "project_none")
+        cases = list(
+            itertools.product(
+                (SCOPE, other),
+                ("actor_a", "actor_s", "actor_x"),
+                ("cmd_1", "cmd_3", "cmd_9"),
+                (ResourceRef("custom.fact", rid) for rid in ("r1", "r2", "r9")),
+            )
+        )
+
+        def compare(tx: WriteTx) -> None:
+            for scope, actor, command_id, ref in cases:
+                four = CommandStart(
+                    tx.get_project(scope),
+                    tx.get_membership(scope, actor),
+                    tx.get_receipt(scope, command_id),
+                    tx.get_resource(scope, ref),
+                )
+                assert tx.begin_command(scope, actor, command_id, ref) == four
+
+        store.transaction(compare)
+        start = store.transaction(
+            lambda tx: tx.begin_command(SCOPE, "actor_a", "cmd_3", ResourceRef("custom.fact", "r2"))
+        )
+        assert start.project is not None and start.project.head_seq == 3
+        assert start.membership is not None and start.membership.active
+        assert start.receipt is not None and start.receipt.project_seq == 3
+        assert start.current is not None and start.current.deleted and start.current.revision == 2

@@ -25,6 +25,7 @@ from aidememo.domain.model import (
     MailboxQuery,
     Membership,
     MemberStatus,
+    ResourceRef,
     Role,
     SearchDoc,
     TokenBinding,
@@ -80,6 +81,13 @@ def _exercise(store: SqliteStore) -> None:
             mutation(4, "f2", bytes(range(256)), search=SearchDoc("f2", "s2", "hello hello")),
             mutation(5, "f9", None),
         ],
+    )
+    ref = ResourceRef("custom.fact", "f1")
+    store.transaction(
+        lambda tx: (
+            tx.begin_command(SCOPE, "actor_a", "cmd_3", ref),
+            tx.begin_command(SCOPE, "actor_nobody", "cmd_none", ResourceRef("custom.fact", "f0")),
+        )
     )
     store.read(
         lambda tx: (

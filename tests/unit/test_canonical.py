@@ -8,7 +8,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aidememo.domain.canonical import canonical_bytes, canonical_text, decode_json, fingerprint
+from aidememo.domain.canonical import (
+    canonical_bytes,
+    canonical_text,
+    decode_json,
+    fingerprint,
+    fingerprint_of_payload,
+)
 from aidememo.domain.errors import AidememoError, ErrorCode
 
 
@@ -59,6 +65,56 @@ def test_cj1_canonical_bytes_round_trip_and_are_stable(value: object) -> None:
     encoded = canonical_bytes(value)
     assert decode_json(encoded) == value
     assert canonical_bytes(decode_json(encoded)) == encoded
+
+
+@given(
+    st.text(),
+    st.none() | st.integers(1, 2**63 - 1),
+    st.text(),
+    st.text(),
+    st.text(),
+    st.sampled_from(["upsert", "delete"]),
+    json_values,
+)
+def test_cj2_fingerprint_of_payload_bytes_is_the_fingerprint(
+    project_id: str,
+    expected: int | None,
+    operation: str,
+    kind: str,
+    rid: str,
+    change: str,
+    payload: object,
+) -> None:
+    """Hashing the material in pieces around the payload's canonical bytes gives the SHA-256
+    of the canonical material object (CJ-2), whatever the strings hold."""
+    material = {
+        "change": change,
+        "expected_revision": expected,
+        "operation": operation,
+        "payload": payload,
+        "project_id": project_id,
+        "resource": {"id": rid, "kind": kind},
+    }
+    digest = hashlib.sha256(canonical_bytes(material)).hexdigest()
+    whole = fingerprint(
+        project_id=project_id,
+        expected_revision=expected,
+        operation=operation,
+        resource_kind=kind,
+        resource_id=rid,
+        change=change,
+        payload=payload,
+    )
+    pieces = fingerprint_of_payload(
+        project_id=project_id,
+        expected_revision=expected,
+        operation=operation,
+        resource_kind=kind,
+        resource_id=rid,
+        change=change,
+        payload_bytes=canonical_bytes(payload),
+    )
+    assert whole == pieces == digest
 
 
 @pytest.mark.parametrize(

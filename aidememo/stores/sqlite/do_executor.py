@@ -87,6 +87,11 @@ class DoSqlExecutor:
         """`execute`: a Durable Object's read runs alone anyway (one call at a time)."""
         return self.execute(sql, params)
 
+    def execute_count(self, sql: str, params: Sequence[SqlValue] = ()) -> int:
+        """Rows changed by one INSERT, UPDATE or DELETE, counted with `RETURNING 1` (a
+        cursor's `rowsWritten` would count index entries as well)."""
+        return len(self.execute(sql + " RETURNING 1", params))
+
     def execute_script(self, statements: Sequence[str]) -> None:
         """Run parameterless statements in order."""
         for statement in statements:

@@ -39,6 +39,13 @@ class SqlExecutor(Protocol):
         further statement in that view."""
         ...
 
+    def execute_count(self, sql: str, params: Sequence[SqlValue] = ()) -> int:
+        """Run one INSERT, UPDATE or DELETE (no RETURNING clause, no trailing `;`) and return
+        how many rows it changed. `sqlite3` reads the count off the cursor, where a RETURNING
+        clause would cost an ephemeral table; an executor without a count may append
+        `RETURNING 1` and count the rows."""
+        ...
+
     def execute_script(self, statements: Sequence[str]) -> None:
         """Run parameterless statements in order (schema DDL); call inside `transaction`."""
         ...

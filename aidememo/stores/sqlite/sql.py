@@ -75,6 +75,21 @@ GET_RECEIPT = (
     "SELECT fingerprint, actor_id, project_seq, kind, resource_id, revision, committed_at_ms "
     "FROM receipts WHERE tenant_id = ? AND project_id = ? AND command_id = ?"
 )
+# CMD-5's four point reads in one statement: the project row, the caller's membership, the
+# receipt of the command id and the resource's current state, each a primary-key lookup
+# LEFT JOINed to one constant row, so a missing row reads as NULLs rather than no row.
+# Parameters: tenant, project, tenant, project, actor, tenant, project, command id, tenant,
+# project, kind, resource id (positional `?` only, which every executor binds alike).
+BEGIN_COMMAND = (
+    "SELECT p.project_epoch, p.head_seq, m.role, m.status, r.fingerprint, r.actor_id, "
+    "r.project_seq, r.kind, r.resource_id, r.revision, r.committed_at_ms, s.revision, s.body "
+    "FROM (SELECT 1) AS one "
+    "LEFT JOIN projects AS p ON p.tenant_id = ? AND p.project_id = ? "
+    "LEFT JOIN memberships AS m ON m.tenant_id = ? AND m.project_id = ? AND m.actor_id = ? "
+    "LEFT JOIN receipts AS r ON r.tenant_id = ? AND r.project_id = ? AND r.command_id = ? "
+    "LEFT JOIN resources AS s ON s.tenant_id = ? AND s.project_id = ? AND s.kind = ? "
+    "AND s.resource_id = ?"
+)
 LIST_CHANGES = (
     "SELECT seq, project_epoch, kind, resource_id, op, revision, actor_id, committed_at_ms, body "
     "FROM changes WHERE tenant_id = ? AND project_id = ? AND seq > ? ORDER BY seq LIMIT ?"
@@ -106,11 +121,12 @@ LIST_AUDIT = (
 
 # -- the commit -----------------------------------------------------------------------------
 
-# Compare-and-swap of the head; RETURNING tells whether exactly one row moved, in both
-# executors (Durable Object SQL has no `changes()` that survives across `exec` calls reliably).
+# Compare-and-swap of the head, run with `execute_count`: exactly one row must move. (The
+# Durable Object executor counts with `RETURNING 1`, as it has no `changes()` that survives
+# across `exec` calls reliably; `sqlite3` reads the cursor's count, which spares RETURNING's
+# ephemeral table on every commit.)
 ADVANCE_HEAD = (
-    "UPDATE projects SET head_seq = ? "
-    "WHERE tenant_id = ? AND project_id = ? AND head_seq = ? RETURNING head_seq"
+    "UPDATE projects SET head_seq = ? WHERE tenant_id = ? AND project_id = ? AND head_seq = ?"
 )
 UPSERT_RESOURCE = (
     "INSERT INTO resources (tenant_id, project_id, kind, resource_id, revision, body) "

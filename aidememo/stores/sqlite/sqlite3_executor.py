@@ -181,6 +181,20 @@ class Sqlite3Executor:
         except sqlite3.Error as exc:
             raise storage_failure("statement", exc) from exc
 
+    def execute_count(self, sql: str, params: Sequence[SqlValue] = ()) -> int:
+        """Run one INSERT, UPDATE or DELETE and return the rows it changed (`rowcount`)."""
+        local = self._local
+        conn = local.conn
+        try:
+            if conn is not None:
+                if local.view:
+                    _begin_view(local, conn)
+                return conn.execute(sql, params).rowcount
+            with self._lock:
+                return self._conn.execute(sql, params).rowcount
+        except sqlite3.Error as exc:
+            raise storage_failure("statement", exc) from exc
+
     def execute_alone(self, sql: str, params: Sequence[SqlValue] = ()) -> list[Row]:
         """Like `execute`; as the first statement of a read view, it runs without `BEGIN`.
 
