@@ -1,8 +1,8 @@
 """Helpers shared by the `scripts/bench_*.py` benchmarks (DESIGN.md section 6).
 
-Percentiles, targets in the `{"value", "goal", "met"}` shape, peak memory and the final JSON
-line. Stdlib only, so a benchmark runs from the repository's virtual environment without
-installing anything else.
+Percentiles, targets in the `{"value", "goal", "met"}` shape, peak memory, a free loopback
+port and the final JSON line. Stdlib only, so a benchmark runs from the repository's virtual
+environment without installing anything else.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import resource
+import socket
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -55,6 +56,14 @@ def target(value: float, goal: str) -> dict[str, Any]:
 def peak_rss_mib() -> float:
     """Peak resident set size of this process so far, in MiB (Linux reports KiB)."""
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (the kernel picks it)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def emit(

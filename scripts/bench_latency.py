@@ -44,82 +44,31 @@ duplicated. The last line is then `{"name": "bench_latency_live", ...}`.
 Every id written carries a run tag, so repeated runs against one project never collide.
 Usage: `.venv/bin/python scripts/bench_latency.py --base-url http://127.0.0.1:3030
 --token-file ~/.aidememo/demo.token --project demo [--requests 200] [--live]`.
+The HTTP client both modes share (and the histogram plot) is in
+`scripts/_bench_latency_client.py`, the live-feed round in `scripts/_bench_latency_live.py`;
+this file holds the request operations, the handoff cycle and the command line.
 """
 
 from __future__ import annotations
 
 import argparse
 import http.client
-import itertools
-import json
-import re
 import secrets
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bench_common import emit, latency_summary, note, peak_rss_mib, target
+from _bench_common import emit, latency_summary, note, peak_rss_mib
+from _bench_latency_client import Actor, Endpoint, HttpFailure, plot, read_token
+from _bench_latency_live import run_live
 
 OPERATIONS = ("post_facts", "get_resource", "get_search", "get_changes")
 HANDOFF_STEPS = ("send", "accept", "fact", "return")
-TIMEOUT_S = 30.0
-SEQ_FIELD = re.compile(r'"change":\{[^{}]*?"seq":(\d+)')
-
-
-class HttpFailure(RuntimeError):
-    pass
-
-
-class Endpoint:
-    """Where to connect and which path prefix to put in front of every route."""
-
-    def __init__(self, base_url: str) -> None:
-        parts = urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise SystemExit(f"--base-url must be http(s)://host[:port][/prefix], not {base_url}")
-        self.scheme = parts.scheme
-        self.host = parts.hostname
-        self.port = parts.port
-        self.prefix = parts.path.rstrip("/")
-
-    def connect(self) -> http.client.HTTPConnection:
-        cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
-        conn = cls(self.host, self.port, timeout=TIMEOUT_S)
-        conn.connect()
-        return conn
-
-
-class Actor:
-    """One token; `request` runs on a given connection and checks the status."""
-
-    def __init__(self, endpoint: Endpoint, token: str | None) -> None:
-        self.endpoint = endpoint
-        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
-
-    def request(
-        self,
-        conn: http.client.HTTPConnection,
-        method: str,
-        path: str,
-        body: dict[str, Any] | None = None,
-    ) -> Any:
-        headers = dict(self.headers)
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
-        conn.request(method, self.endpoint.prefix + path, data, headers)
-        response = conn.getresponse()
-        raw = response.read()
-        if response.status != 200:
-            raise HttpFailure(f"{method} {path}: {response.status} {raw[:300]!r}")
-        return json.loads(raw) if raw else None
-
 
 Call = Callable[[http.client.HTTPConnection, int], Any]
 
@@ -350,212 +299,6 @@ class Bench:
             raise SystemExit("the receiver token belongs to another project epoch")
         actor: str = identity["actor_id"]
         return actor
-
-
-# -- the live feed (--live) --------------------------------------------------------------------
-
-
-class LiveRound:
-    """One round: `n` subscribers at the head, `commits` facts, every delivery timed."""
-
-    def __init__(self, bench: Bench, token: str, n: int, commits: int, interval_s: float) -> None:
-        self.bench = bench
-        self.token = token
-        self.n = n
-        self.commits = commits
-        self.interval_s = interval_s
-        self.sent_at: dict[int, int] = {}  # seq -> perf_counter_ns just before its POST
-        self.acks: list[int] = []
-        self.received: list[list[tuple[int, int]]] = [[] for _ in range(n)]  # (seq, ns)
-        self.last_seq = 0
-
-    def head(self) -> int:
-        conn = self.bench.endpoint.connect()
-        try:
-            query = urlencode({"q": "head", "limit": 1})
-            found = self.bench.writer.request(conn, "GET", f"{self.bench.base}/search?{query}")
-        finally:
-            conn.close()
-        return int(found["index_seq"])
-
-    def ws_url(self, after_seq: int) -> str:
-        endpoint = self.bench.endpoint
-        scheme = "wss" if endpoint.scheme == "https" else "ws"
-        port = f":{endpoint.port}" if endpoint.port else ""
-        query = urlencode({"project_epoch": self.bench.epoch, "after_seq": after_seq})
-        path = f"{endpoint.prefix}{self.bench.base}/changes/live?{query}"
-        return f"{scheme}://{endpoint.host}{port}{path}"
-
-    def write(self) -> None:
-        """The writer thread: one fact at a time on a warm connection."""
-        bench = self.bench
-        clock = time.perf_counter_ns
-        conn = bench.endpoint.connect()
-        try:
-            bench.writer.request(conn, "GET", "/health")
-            for i in range(self.commits):
-                t0 = clock()
-                receipt = bench.post_fact_at(conn, f"live{self.n}-{i}", t0, self.sent_at)
-                self.acks.append(clock() - t0)
-                self.last_seq = int(receipt["project_seq"])
-                if self.interval_s:
-                    time.sleep(self.interval_s)
-        finally:
-            conn.close()
-
-    async def run(self) -> None:
-        import asyncio
-
-        import websockets
-
-        start = self.head()
-        url = self.ws_url(start)
-        headers = {"Authorization": f"Bearer {self.token}"}
-        clock = time.perf_counter_ns
-        ready = asyncio.Event()
-        connected = [0]
-
-        async def follow(k: int) -> None:
-            got = self.received[k]
-            async with websockets.connect(
-                url,
-                additional_headers=headers,
-                max_size=None,
-                open_timeout=TIMEOUT_S,
-                compression=None,
-                ping_interval=None,
-            ) as ws:
-                first = True
-                async for raw in ws:
-                    now = clock()
-                    text = raw if isinstance(raw, str) else raw.decode()
-                    if text.startswith('{"error"'):
-                        raise HttpFailure(f"live feed closed: {text}")
-                    if first:  # the catch-up page at the head
-                        first = False
-                        connected[0] += 1
-                        if connected[0] == self.n:
-                            ready.set()
-                        continue
-                    # The change's "seq" of each entry (a fact's content cannot produce this
-                    # unescaped); cheaper than decoding every message in this one process.
-                    got.extend((int(m), now) for m in SEQ_FIELD.findall(text))
-
-        tasks = [asyncio.create_task(follow(k)) for k in range(self.n)]
-        waiter = asyncio.create_task(ready.wait())
-        await asyncio.wait({waiter, *tasks}, return_when=asyncio.FIRST_COMPLETED)
-        for task in tasks:
-            if task.done() and task.exception() is not None:
-                raise task.exception()  # type: ignore[misc]
-        await asyncio.get_running_loop().run_in_executor(None, self.write)
-        deadline = time.monotonic() + TIMEOUT_S
-        while time.monotonic() < deadline and any(
-            not got or got[-1][0] < self.last_seq for got in self.received
-        ):
-            await asyncio.sleep(0.01)  # what never arrives is counted as lost
-        for task in tasks:
-            task.cancel()
-        results = await asyncio.gather(*tasks, return_exceptions=True)
-        for result in results:
-            if isinstance(result, Exception) and not isinstance(result, asyncio.CancelledError):
-                raise result
-
-    def figures(self) -> tuple[dict[str, Any], list[int], dict[str, int]]:
-        expected = sorted(self.sent_at)
-        samples: list[int] = []
-        lost = duplicated = out_of_order = 0
-        for got in self.received:
-            seqs = [seq for seq, _ in got]
-            duplicated += len(seqs) - len(set(seqs))
-            out_of_order += sum(1 for a, b in itertools.pairwise(seqs) if b <= a)
-            lost += len(set(expected) - set(seqs))
-            for seq, at in got:
-                if seq in self.sent_at:
-                    samples.append(at - self.sent_at[seq])
-        counts = {
-            "expected": len(expected) * self.n,
-            "received": sum(len(got) for got in self.received),
-            "lost": lost,
-            "duplicated": duplicated,
-            "out_of_order": out_of_order,
-        }
-        return latency_summary(samples, f"live_{self.n}"), samples, counts
-
-
-def run_live(bench: Bench, args: argparse.Namespace) -> int:
-    import asyncio
-
-    try:
-        import websockets  # noqa: F401
-    except ImportError:
-        print("--live needs the websockets package: pip install websockets", file=sys.stderr)
-        return 2
-    token = read_token(args.token_file)
-    figures: dict[str, Any] = {
-        "base_url": args.base_url,
-        "project": args.project,
-        "commits_per_round": args.live_commits,
-        "interval_ms": args.live_interval_ms,
-    }
-    acks: list[int] = []
-    targets: dict[str, Any] = {}
-    total_bad = 0
-    plots: dict[str, dict[str, list[int]]] = {}
-    for n in args.live_subscribers:
-        note(f"  live: {n} subscriber(s), {args.live_commits} commits")
-        rnd = LiveRound(bench, token, n, args.live_commits, args.live_interval_ms / 1000)
-        try:
-            asyncio.run(rnd.run())
-        except (HttpFailure, OSError, TimeoutError) as exc:
-            print(f"bench_latency --live: {exc!r}", file=sys.stderr)
-            return 1
-        summary, samples, counts = rnd.figures()
-        figures.update(summary)
-        figures[f"live_{n}_samples"] = len(samples)
-        for key, value in counts.items():
-            figures[f"live_{n}_{key}"] = value
-        total_bad += counts["lost"] + counts["duplicated"] + counts["out_of_order"]
-        acks += rnd.acks
-        plots[f"live_{n}"] = {"delivery": samples}
-    figures["client_peak_rss_mib"] = peak_rss_mib()
-    baseline = latency_summary(acks, "post_ack")
-    baseline["post_ack_n"] = len(acks)
-    if 100 in args.live_subscribers:
-        targets["live_100_p95_ms"] = target(figures["live_100_p95_ms"], "<= 50")
-    targets["lost_or_duplicated"] = target(float(total_bad), "<= 0")
-    if args.plot:
-        plot(args.plot, plots)
-    emit("bench_latency_live", figures, baseline, targets)
-    return 0
-
-
-def read_token(path: str) -> str:
-    text = Path(path).expanduser().read_text(encoding="utf-8").strip()
-    if not text:
-        raise SystemExit(f"token file {path} is empty")
-    return text
-
-
-def plot(path: str, samples: dict[str, dict[str, list[int]]]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    names = list(samples)
-    fig, axes = plt.subplots(len(names), 1, figsize=(8, 2.4 * len(names)), squeeze=False)
-    for ax, name in zip(axes[:, 0], names, strict=True):
-        for kind, values in samples[name].items():
-            if values:
-                ax.hist(
-                    [v / 1e6 for v in values], bins=40, alpha=0.6, label=f"{kind} (n={len(values)})"
-                )
-        ax.set_title(name)
-        ax.set_xlabel("ms")
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(path)
-    note(f"histograms written to {path}")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
