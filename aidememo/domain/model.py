@@ -1,9 +1,10 @@
 """Value objects of the canonical ledger: scopes, receipts, changes, identity records.
 
 All are frozen, slotted dataclasses, except the three the read paths build by the thousand
-(`ResourceRef`, `StoredResource`, `ChangeRecord`): those are slotted classes with a plain
-`__init__`, immutable by convention (`Final` attributes, so mypy refuses assignments) and with
-a dataclass's equality, hash and repr. A frozen dataclass sets each field through
+(`ResourceRef`, `StoredResource`, `ChangeRecord`) and the three every command builds
+(`Receipt`, `Mutation`, `CommandStart`): those are slotted classes with a plain `__init__`,
+immutable by convention (`Final` attributes, so mypy refuses assignments) and with a
+dataclass's equality, hash and repr. A frozen dataclass sets each field through
 `object.__setattr__`, which made building a 10,000-resource snapshot or a 1,000-entry change
 page cost more than reading it from SQLite. Resource bodies travel as the canonical JSON bytes that
 were stored, so reads never re-encode them (the change feed stays fast and byte-exact).
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from aidememo.domain.canonical import JsonValue, decode_stored
 
@@ -142,19 +143,77 @@ class TokenBinding:
     created_at_ms: int
 
 
-@dataclass(frozen=True, slots=True)
-class Receipt:
+class _Record:
+    """Equality, hash and repr of a dataclass over the names in `_FIELDS`, for the per-command
+    value objects built with a plain `__init__` (see the module doc)."""
+
+    __slots__ = ()
+    _FIELDS: ClassVar[tuple[str, ...]] = ()
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self._FIELDS)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, _Record)
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._FIELDS)
+        return f"{type(self).__name__}({inner})"
+
+
+class Receipt(_Record):
     """The stored answer to a command; a replay returns it unchanged (CMD-3)."""
 
-    command_id: str
-    fingerprint: str
-    tenant_id: str
-    project_id: str
-    actor_id: str
-    project_seq: int
-    resource: ResourceRef
-    revision: int
-    committed_at_ms: int
+    __slots__ = (
+        "actor_id",
+        "command_id",
+        "committed_at_ms",
+        "fingerprint",
+        "project_id",
+        "project_seq",
+        "resource",
+        "revision",
+        "tenant_id",
+    )
+    _FIELDS = (
+        "command_id",
+        "fingerprint",
+        "tenant_id",
+        "project_id",
+        "actor_id",
+        "project_seq",
+        "resource",
+        "revision",
+        "committed_at_ms",
+    )
+
+    def __init__(
+        self,
+        command_id: str,
+        fingerprint: str,
+        tenant_id: str,
+        project_id: str,
+        actor_id: str,
+        project_seq: int,
+        resource: ResourceRef,
+        revision: int,
+        committed_at_ms: int,
+    ) -> None:
+        self.command_id: Final = command_id
+        self.fingerprint: Final = fingerprint
+        self.tenant_id: Final = tenant_id
+        self.project_id: Final = project_id
+        self.actor_id: Final = actor_id
+        self.project_seq: Final = project_seq
+        self.resource: Final = resource
+        self.revision: Final = revision
+        self.committed_at_ms: Final = committed_at_ms
 
     def to_json(self) -> dict[str, Any]:
         """Wire shape of a receipt."""
@@ -303,8 +362,7 @@ class SearchDoc:
     terms: str  # space-separated tokens (see domain.tokenize)
 
 
-@dataclass(frozen=True, slots=True)
-class Mutation:
+class Mutation(_Record):
     """Everything one command writes, applied by a store in its transaction (CMD-6).
 
     The store writes the resource, the change (with body), the audit row, the receipt, the
@@ -312,13 +370,26 @@ class Mutation:
     `receipt.project_seq` with a compare-and-swap.
     """
 
-    receipt: Receipt
-    project_epoch: str
-    operation: str
-    op: ChangeOp
-    body: bytes | None
-    handoff: HandoffIndexRow | None = None
-    search: SearchDoc | None = None
+    __slots__ = ("body", "handoff", "op", "operation", "project_epoch", "receipt", "search")
+    _FIELDS = ("receipt", "project_epoch", "operation", "op", "body", "handoff", "search")
+
+    def __init__(
+        self,
+        receipt: Receipt,
+        project_epoch: str,
+        operation: str,
+        op: ChangeOp,
+        body: bytes | None,
+        handoff: HandoffIndexRow | None = None,
+        search: SearchDoc | None = None,
+    ) -> None:
+        self.receipt: Final = receipt
+        self.project_epoch: Final = project_epoch
+        self.operation: Final = operation
+        self.op: Final = op
+        self.body: Final = body
+        self.handoff: Final = handoff
+        self.search: Final = search
 
     def change(self) -> ChangeRecord:
         """The change record this mutation appends."""
@@ -347,14 +418,23 @@ class Mutation:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class CommandStart:
+class CommandStart(_Record):
     """What the pipeline reads first, with the project locked (CMD-5)."""
 
-    project: Project | None
-    membership: Membership | None
-    receipt: Receipt | None
-    current: StoredResource | None
+    __slots__ = ("current", "membership", "project", "receipt")
+    _FIELDS = ("project", "membership", "receipt", "current")
+
+    def __init__(
+        self,
+        project: Project | None,
+        membership: Membership | None,
+        receipt: Receipt | None,
+        current: StoredResource | None,
+    ) -> None:
+        self.project: Final = project
+        self.membership: Final = membership
+        self.receipt: Final = receipt
+        self.current: Final = current
 
 
 @dataclass(frozen=True, slots=True)

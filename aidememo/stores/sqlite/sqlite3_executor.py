@@ -13,6 +13,12 @@ Settings and why:
   `:memory:` database cannot be shared between connections, so it reads on the one it has.
 - WAL, so readers never block the writer; `synchronous=FULL` by default, so a commit that
   returned survives power loss (configurable for benchmarks and throwaway stores).
+- `wal_autocheckpoint` 4000 pages (16 MiB of 4 KiB pages) instead of SQLite's 1000: one
+  command writes a dozen pages (resource, change, audit row and receipt, their indexes, the
+  project row), so at 1000 every ~85th commit paid a checkpoint (two fsyncs, ~2.5 ms); at
+  4000 one in ~350 does (~4.5 ms, since pages rewritten between checkpoints are copied
+  once), which halves the checkpoint I/O per command. The WAL file keeps its largest size
+  (no `journal_size_limit`), so later cycles reuse it instead of growing the file again.
 - `busy_timeout` 5000 ms: another process holding the write lock is waited for, then reported
   as `storage_failure` (HTTP 503 with Retry-After), never as a raw exception.
 - Group commit (file databases): concurrent `transaction(fn)` calls are coalesced. The first
@@ -51,6 +57,8 @@ DIR_MODE = 0o700
 MAX_BATCH = 64
 """Most callbacks one group commit carries; bounds how long a batch holds the write lock."""
 MAX_IDLE_READERS = 8
+WAL_AUTOCHECKPOINT_PAGES = 4000
+"""WAL pages after which a commit checkpoints (SQLite's default is 1000); see the module doc."""
 """Reader connections kept open between reads; more are opened under load, then closed."""
 
 _BEGIN_WRITE = "BEGIN IMMEDIATE"
@@ -157,6 +165,7 @@ class Sqlite3Executor:
     def _configure(self, synchronous: str, busy_timeout_ms: int) -> None:
         if not self.in_memory:
             self.execute("PRAGMA journal_mode = WAL")
+            self.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
         self.execute(f"PRAGMA synchronous = {synchronous}")
         self.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
         self.execute("PRAGMA foreign_keys = ON")
