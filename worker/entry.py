@@ -166,7 +166,11 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
             and match.route.handler in STREAMED_BODIES
             and not pg_connection.postgres_mode(self.env)
         )
-        body = await request.bytes() if match.route is not None and not streamed else b""
+        # A bodiless route (a GET) reads a body only if one is announced, as the origin would
+        # count it against the limit; otherwise no read (in the runtime, a promise) is spent.
+        announced = bool(declared) or "transfer-encoding" in headers
+        wanted = match.route is not None and (match.route.has_body or announced)
+        body = await request.bytes() if wanted and not streamed else b""
         core = Request(method, path, url.query, headers, body)
         check_request(core, match)
         route = match.route

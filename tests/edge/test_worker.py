@@ -140,6 +140,22 @@ def test_oversized_body_refused_from_content_length_unread(edge: Edge) -> None:
     assert request_log == [False]
 
 
+def test_bodiless_get_is_answered_without_reading_a_body(edge: Edge) -> None:
+    edge.bootstrap("t1", "p1", "a1")
+    headers = {"authorization": f"Bearer {edge.token('t1', 'a1')}"}
+    request_log: list[bool] = []
+    status, _, _ = edge.runtime.fetch(
+        "GET", f"https://edge.test{P}/identity", headers, b"", body_used=request_log
+    )
+    assert status == 200 and request_log == [False]
+    # A GET that announces a body has it counted against the limit, as at the origin.
+    big = b"x" * (MAX_REQUEST_BODY_BYTES + 1)
+    status, _, raw = edge.runtime.fetch(
+        "GET", f"https://edge.test{P}/identity", {**headers, "transfer-encoding": "chunked"}, big
+    )
+    assert status == 413 and b"payload_too_large" in raw
+
+
 def test_commands_route_by_body_project_and_identity_comes_from_the_token(edge: Edge) -> None:
     edge.bootstrap("t1", "p1", "a1")
     edge.bootstrap("t1", "p2", "a2")
