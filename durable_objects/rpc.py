@@ -199,12 +199,6 @@ def response_payload(response: Response) -> dict[str, Any]:
     }
 
 
-def response_from(payload: Any) -> Response:
-    """The core `Response` back from `response_payload`."""
-    body, status, headers = response_parts(payload)
-    return Response(status, list(headers.items()), body.encode("utf-8"))
-
-
 def response_parts(payload: Any) -> tuple[str, int, dict[str, str]]:
     """`(body text, status, headers)` of a `response_payload`, what the Worker hands straight
     to the runtime's `Response` (text bodies go out as UTF-8 without a copy through bytes)."""
@@ -268,19 +262,3 @@ def iter_pages(lines: Iterable[tuple[str, bytes]], limit: int = PAGE_BYTES) -> I
 def pack_pages(lines: Iterable[tuple[str, bytes]], limit: int = PAGE_BYTES) -> list[list[Any]]:
     """Every page of `iter_pages`, as a list."""
     return list(iter_pages(lines, limit))
-
-
-def split_text(lines: list[bytes], limit: int = PAGE_BYTES) -> list[str]:
-    """Whole lines joined into texts of at most `limit` bytes each (import pages)."""
-    chunks: list[str] = []
-    chunk: list[bytes] = []
-    size = 0
-    for data in lines:
-        if chunk and size + len(data) > limit:
-            chunks.append(b"".join(chunk).decode("utf-8"))
-            chunk, size = [], 0
-        chunk.append(data)
-        size += len(data)
-    if chunk:
-        chunks.append(b"".join(chunk).decode("utf-8"))
-    return chunks

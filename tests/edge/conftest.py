@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from aidememo.domain.clock import FixedClock
+from tests.edge.archive_support import runtime as archive_runtime
 from tests.edge.runtime import EdgeClient, Runtime
 
 START_MS = 1_700_000_000_000
@@ -66,3 +67,27 @@ def make_edge(tmp_path: Path, **kw: Any) -> Iterator[Edge]:
 def edge(tmp_path: Path) -> Iterator[Edge]:
     """A fresh deployment with an admin token configured and the default rate limit."""
     yield from make_edge(tmp_path)
+
+
+# -- export and import tests (tests.edge.archive_support) ----------------------------------
+
+
+@pytest.fixture
+def clock() -> FixedClock:
+    return FixedClock(START_MS)
+
+
+@pytest.fixture
+def rt(tmp_path: Path, clock: FixedClock) -> Iterator[Runtime]:
+    """A deployment with the archive tests' admin token."""
+    made = archive_runtime(tmp_path / "a", clock)
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def other(tmp_path: Path, clock: FixedClock) -> Iterator[Runtime]:
+    """A second, fresh deployment: where an export is imported."""
+    made = archive_runtime(tmp_path / "b", clock)
+    yield made
+    made.close()

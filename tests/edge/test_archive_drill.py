@@ -30,28 +30,22 @@ from tests.contract.support import (
     Api,
     P,
 )
+from tests.edge.archive_support import (
+    ADMIN,
+    NDJSON,
+    PAGE_LIMIT,
+    export_tenant,
+    normal,
+    runtime,
+)
 from tests.edge.backend import EdgeIdentity
 from tests.edge.runtime import EdgeClient, Runtime
 from tests.edge.runtime.streams import StreamAborted
 
-START_MS = 1_700_000_000_000
-PAGE_LIMIT = 1024 * 1024  # durable_objects.rpc.PAGE_BYTES
-ADMIN = "drill-admin-token"
-NDJSON = "application/x-ndjson"
-
-
-@pytest.fixture
-def clock() -> FixedClock:
-    return FixedClock(START_MS)
-
-
-def _runtime(folder: Path, clock: FixedClock) -> Runtime:
-    return Runtime(folder, clock, admin_token=ADMIN)
-
 
 @pytest.fixture
 def edge_a(tmp_path: Path, clock: FixedClock) -> Iterator[Runtime]:
-    rt = _runtime(tmp_path / "a", clock)
+    rt = runtime(tmp_path / "a", clock)
     yield rt
     rt.close()
 
@@ -92,30 +86,6 @@ def _populate(rt: Runtime, clock: FixedClock) -> Api:
     return api
 
 
-def _export(rt: Runtime, tenant: str = TENANT) -> bytes:
-    status, headers, body = rt.admin(
-        "GET", f"/v1/admin/tenants/{tenant}/export?include_token_digests=true"
-    )
-    assert status == 200, body
-    assert headers["content-type"] == NDJSON
-    assert isinstance(body, bytes)
-    return body
-
-
-def _normal(export: bytes) -> list[dict[str, Any]]:
-    """The records without what legitimately differs between two exports of the same data:
-    the export time, the project epochs (a new epoch per import) and the manifest."""
-    records = [json.loads(line) for line in export.splitlines()]
-    assert records[-1]["type"] == "manifest"
-    out = []
-    for r in records[:-1]:
-        r.pop("exported_at_ms", None)
-        if r["type"] == "project":
-            r.pop("project_epoch")
-        out.append(r)
-    return out
-
-
 class Origin:
     """A SQLite origin with the admin token: the other side of the drill."""
 
@@ -153,8 +123,8 @@ def test_drill_edge_to_sqlite_origin_to_edge(
     tmp_path: Path, clock: FixedClock, edge_a: Runtime
 ) -> None:
     api = _populate(edge_a, clock)
-    first = _export(edge_a)
-    kinds = {r["type"] for r in _normal(first)}
+    first = export_tenant(edge_a)
+    kinds = {r["type"] for r in normal(first)}
     assert kinds == {
         "header", "actor", "project", "membership", "token", "resource", "change", "receipt",
         "audit",
@@ -167,17 +137,17 @@ def test_drill_edge_to_sqlite_origin_to_edge(
     from_origin = origin.call(
         "GET", f"/v1/admin/tenants/{TENANT}/export", "include_token_digests=true"
     )
-    assert _normal(from_origin) == _normal(first)
+    assert normal(from_origin) == normal(first)
 
     # SQLite origin -> a fresh edge: the same records again, and the data is live there.
-    edge_b = _runtime(tmp_path / "b", clock)
+    edge_b = runtime(tmp_path / "b", clock)
     try:
         status, _, summary = edge_b.admin("POST", "/v1/admin/import", body=from_origin,
                                           content_type=NDJSON)  # fmt: skip
         assert status == 200, summary
         assert summary["counts"] == imported["counts"]
         assert set(summary["project_epochs"]) == {PROJECT, OTHER_PROJECT}
-        assert _normal(_export(edge_b)) == _normal(first)
+        assert normal(export_tenant(edge_b)) == normal(first)
         client = EdgeClient(edge_b)
         status, _, found = client.request(
             "GET", f"{P}/search", token=api.tokens[WRITER], query={"q": "redis"}
@@ -229,7 +199,7 @@ def test_project_export_and_deletion_checks(edge_a: Runtime, clock: FixedClock) 
         "GET", f"/v1/admin/tenants/{TENANT}/export?project_id={OTHER_PROJECT}"
     )
     assert status == 200
-    records = _normal(body)
+    records = normal(body)
     assert {r["project_id"] for r in records if r["type"] == "project"} == {OTHER_PROJECT}
     assert {r["actor_id"] for r in records if r["type"] == "actor"} == {OUTSIDER}
     status, _, body = edge_a.admin("GET", f"/v1/admin/tenants/{TENANT}/export?project_id=nope")
@@ -258,11 +228,11 @@ def test_pages_between_worker_and_objects_stay_under_1_mib(
         return answer
 
     projects.cls.export_page = spy
-    export = _export(edge_a)
+    export = export_tenant(edge_a)
     assert len(export) > 4 * PAGE_LIMIT
     assert len(pages) >= 4 and max(pages) <= PAGE_LIMIT
 
-    edge_b = _runtime(tmp_path / "b", clock)
+    edge_b = runtime(tmp_path / "b", clock)
     try:
         received: list[int] = []
         ns = edge_b.namespaces["PROJECTS"]
@@ -276,7 +246,7 @@ def test_pages_between_worker_and_objects_stay_under_1_mib(
         status, _, _ = edge_b.admin("POST", "/v1/admin/import", body=export, content_type=NDJSON)
         assert status == 200
         assert len(received) >= 4 and max(received) <= PAGE_LIMIT
-        assert _normal(_export(edge_b)) == _normal(export)
+        assert normal(export_tenant(edge_b)) == normal(export)
     finally:
         edge_b.close()
 

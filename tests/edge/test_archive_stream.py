@@ -14,7 +14,6 @@ import hashlib
 import json
 import sqlite3
 import tracemalloc
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,37 +22,22 @@ import pytest
 from aidememo.domain.clock import FixedClock
 from aidememo.domain.model import Role
 from tests.contract.support import OTHER_PROJECT, PROJECT, RECEIVER, TENANT, WRITER, Api
+from tests.edge.archive_support import (
+    ADMIN,
+    NDJSON,
+    PAGE_LIMIT,
+    STAGING,
+    export_tenant,
+    normal,
+    runtime,
+)
 from tests.edge.backend import EdgeIdentity
 from tests.edge.runtime import EdgeClient, Runtime, streams
 from tests.edge.runtime.harness import BASE_URL, Context
 from tests.edge.runtime.workers_module import Request
 
-START_MS = 1_700_000_000_000
-PAGE_LIMIT = 1024 * 1024  # durable_objects.rpc.PAGE_BYTES
-STAGING = "aidememo_staging"  # durable_objects.staging.TABLE
-ADMIN = "stream-admin-token"
-NDJSON = "application/x-ndjson"
 NOTES = 64
 NOTE_BYTES = 100_000  # with its change line, about 200 KB of export per note
-
-
-@pytest.fixture
-def clock() -> FixedClock:
-    return FixedClock(START_MS)
-
-
-@pytest.fixture
-def rt(tmp_path: Path, clock: FixedClock) -> Iterator[Runtime]:
-    runtime = Runtime(tmp_path / "a", clock, admin_token=ADMIN)
-    yield runtime
-    runtime.close()
-
-
-@pytest.fixture
-def other(tmp_path: Path, clock: FixedClock) -> Iterator[Runtime]:
-    runtime = Runtime(tmp_path / "b", clock, admin_token=ADMIN)
-    yield runtime
-    runtime.close()
 
 
 def _api(rt: Runtime, clock: FixedClock) -> Api:
@@ -65,25 +49,9 @@ def _api(rt: Runtime, clock: FixedClock) -> Api:
     return api
 
 
-def _export(rt: Runtime) -> bytes:
-    path = f"/v1/admin/tenants/{TENANT}/export?include_token_digests=true"
-    status, _, body = rt.admin("GET", path)
-    assert status == 200, body
-    assert isinstance(body, bytes)
-    return body
-
-
 def _import(rt: Runtime, body: bytes) -> tuple[int, Any]:
     status, _, answer = rt.admin("POST", "/v1/admin/import", body=body, content_type=NDJSON)
     return status, answer
-
-
-def _normal(export: bytes) -> list[dict[str, Any]]:
-    records = [json.loads(line) for line in export.splitlines()][:-1]
-    for r in records:
-        r.pop("exported_at_ms", None)
-        r.pop("project_epoch", None)
-    return records
 
 
 def _stages(rt: Runtime) -> int:
@@ -129,19 +97,19 @@ def _fetch_streamed(rt: Runtime, method: str, path: str, body: bytes) -> tuple[i
 
 def _transfer_peaks(tmp: Path, clock: FixedClock, notes: int) -> tuple[int, int, int]:
     """`(export size, export peak, import peak)` of a tenant with `notes` large notes."""
-    source = Runtime(tmp / f"source{notes}", clock, admin_token=ADMIN)
-    target = Runtime(tmp / f"target{notes}", clock, admin_token=ADMIN)
+    source = runtime(tmp / f"source{notes}", clock)
+    target = runtime(tmp / f"target{notes}", clock)
     try:
         api = _api(source, clock)
         for n in range(notes):
             api.put_note(f"note{n:03}", {"text": f"note {n} " + "z" * NOTE_BYTES}).expect(200)
-        export = _export(source)
+        export = export_tenant(source)
         path = f"/v1/admin/tenants/{TENANT}/export?include_token_digests=true"
         status, digest, export_peak = _fetch_streamed(source, "GET", path, b"")
         assert status == 200 and digest == hashlib.sha256(export).hexdigest()
         status, _, import_peak = _fetch_streamed(target, "POST", "/v1/admin/import", export)
         assert status == 200
-        assert _normal(_export(target)) == _normal(export)
+        assert normal(export_tenant(target)) == normal(export)
         assert _stages(source) == 0 and _stages(target) == 0
         return len(export), export_peak, import_peak
     finally:
@@ -171,7 +139,7 @@ def _two_projects(rt: Runtime, clock: FixedClock) -> bytes:
         for project in (PROJECT, OTHER_PROJECT):
             note = {"text": "w" * 200_000}
             api.put_note(f"note{n:03}", note, project_id=project).expect(200)
-    return _export(rt)
+    return export_tenant(rt)
 
 
 def _tampered(export: bytes, **manifest: Any) -> bytes:
@@ -211,7 +179,7 @@ def test_arc7_import_refused_by_its_manifest_leaves_no_stage_and_no_tenant(
     assert (status, body["error"]["code"]) == (404, "resource_not_found")
     status, answer = _import(other, export)  # the same body, whole, imports
     assert status == 200, answer
-    assert _normal(_export(other)) == _normal(export)
+    assert normal(export_tenant(other)) == normal(export)
 
 
 def test_arc7_refused_registry_check_at_the_end_drops_the_stages(
@@ -221,11 +189,11 @@ def test_arc7_refused_registry_check_at_the_end_drops_the_stages(
     409, nothing new written, no stage left."""
     export = _two_projects(rt, clock)
     assert _import(other, export)[0] == 200
-    before = _normal(_export(other))
+    before = normal(export_tenant(other))
     status, answer = _import(other, export)
     assert (status, answer["error"]["code"]) == (409, "resource_already_exists")
     assert _stages(other) == 0
-    assert _normal(_export(other)) == before
+    assert normal(export_tenant(other)) == before
 
 
 @pytest.mark.parametrize("chunk", [1, 7, 4096, 1 << 20])
@@ -234,12 +202,12 @@ def test_arc6_body_cut_into_any_chunks_imports_the_same(
 ) -> None:
     api = _api(rt, clock)
     api.put_note("n1", {"text": "line\nbreaks stay escaped"}).expect(200)
-    export = _export(rt)
+    export = export_tenant(rt)
     monkeypatch.setattr(streams, "REQUEST_CHUNK", chunk)
     body = export.rstrip(b"\n") if chunk == 7 else export  # a last line without its newline
     status, answer = _import(other, body)
     assert status == 200, answer
-    assert _normal(_export(other)) == _normal(export)
+    assert normal(export_tenant(other)) == normal(export)
 
 
 def test_arc7_the_import_body_is_read_only_after_authentication(rt: Runtime) -> None:

@@ -16,7 +16,6 @@ import sqlite3
 import sys
 import tracemalloc
 from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,40 +25,24 @@ from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.model import Role
 from aidememo.stores.sqlite.archive import TENANT_TABLES
 from tests.contract.support import PROJECT, RECEIVER, TENANT, WRITER, Api
+from tests.edge.archive_support import (
+    NDJSON,
+    PAGE_LIMIT,
+    STAGING,
+    START_MS,
+    export_tenant,
+    normal,
+)
 from tests.edge.backend import EdgeIdentity
 from tests.edge.runtime import EdgeClient, Runtime
 from tests.edge.runtime.objects import Namespace
 
-START_MS = 1_700_000_000_000
-PAGE_LIMIT = 1024 * 1024  # durable_objects.rpc.PAGE_BYTES
 STAGE_TTL_MS = 10 * 60 * 1000  # durable_objects.project.STAGE_TTL_MS
-STAGING = "aidememo_staging"  # durable_objects.staging.TABLE
-ADMIN = "staging-admin-token"
-NDJSON = "application/x-ndjson"
 NAME = f"{TENANT}/{PROJECT}"
 FACTS = 64
 FACT_BYTES = 60_000  # close to the 64 KiB content limit: several MiB in all
 NOTES = 48
 NOTE_BYTES = 100_000
-
-
-@pytest.fixture
-def clock() -> FixedClock:
-    return FixedClock(START_MS)
-
-
-@pytest.fixture
-def rt(tmp_path: Path, clock: FixedClock) -> Iterator[Runtime]:
-    runtime = Runtime(tmp_path / "a", clock, admin_token=ADMIN)
-    yield runtime
-    runtime.close()
-
-
-@pytest.fixture
-def other(tmp_path: Path, clock: FixedClock) -> Iterator[Runtime]:
-    runtime = Runtime(tmp_path / "b", clock, admin_token=ADMIN)
-    yield runtime
-    runtime.close()
 
 
 def _api(rt: Runtime, clock: FixedClock) -> Api:
@@ -125,23 +108,6 @@ def _tenant_rows(rt: Runtime, name: str = NAME) -> int:
     )
 
 
-def _export(rt: Runtime) -> bytes:
-    path = f"/v1/admin/tenants/{TENANT}/export?include_token_digests=true"
-    status, _, body = rt.admin("GET", path)
-    assert status == 200, body
-    assert isinstance(body, bytes)
-    return body
-
-
-def _normal(export: bytes) -> list[dict[str, Any]]:
-    """The records without the export time, the epochs and the manifest."""
-    records = [json.loads(line) for line in export.splitlines()][:-1]
-    for r in records:
-        r.pop("exported_at_ms", None)
-        r.pop("project_epoch", None)
-    return records
-
-
 def _wrap(
     ns: Namespace,
     method: str,
@@ -192,7 +158,7 @@ def test_arc8_multi_page_project_moves_through_the_staging_table(
 
     _wrap(projects, "export_begin", after=evict_after_begin)
     _wrap(projects, "export_page", after=lambda answer, args: projects.evict(NAME))
-    export = _export(rt)
+    export = export_tenant(rt)
     assert len(export) > 6 * PAGE_LIMIT
     assert staged_pages[0] >= 6  # the pages were in the table before the first page call
     assert _staged(rt) == [] and STAGING not in _tables(rt)  # the last page dropped them
@@ -210,7 +176,7 @@ def test_arc8_multi_page_project_moves_through_the_staging_table(
     assert status == 200, summary
     assert len(pages) >= 6 and pages == list(range(1, len(pages) + 1))
     assert _staged(other) == [] and STAGING not in _tables(other)  # the commit dropped them
-    assert _normal(_export(other)) == _normal(export)
+    assert normal(export_tenant(other)) == normal(export)
     # The rebuilt index rows work: search and the receiver's inbox, with the exported tokens.
     client = EdgeClient(other)
     status, _, found = client.request(
@@ -238,10 +204,10 @@ def test_arc8_export_and_commit_memory_stays_near_one_page(
     for ns in (_projects(rt), _projects(other)):
         for method, seen in peaks.items():
             _wrap(ns, method, around=lambda call, seen=seen: _traced(call, seen))  # type: ignore[misc]
-    export = _export(rt)
+    export = export_tenant(rt)
     status, _, summary = other.admin("POST", "/v1/admin/import", body=export, content_type=NDJSON)
     assert status == 200, summary
-    assert _normal(_export(other)) == _normal(export)
+    assert normal(export_tenant(other)) == normal(export)
     rows = sum(len(line) for line in export.splitlines() if b'"project_id"' in line)
     assert rows > 8 * PAGE_LIMIT
     assert len(peaks["export_begin"]) == 2 and len(peaks["import_commit"]) == 1
@@ -416,7 +382,7 @@ def test_arc1_export_begin_failing_half_way_stages_nothing(
     assert answer["error"] == {"code": "storage_failure", "message": "disk full"}
     assert STAGING not in _tables(rt)
     monkeypatch.setattr(project, "iter_packed", packed)
-    assert b'"type":"manifest"' in _export(rt)
+    assert b'"type":"manifest"' in export_tenant(rt)
     assert STAGING not in _tables(rt)
 
 

@@ -22,9 +22,8 @@ from durable_objects.rpc import (
     pack_pages,
     request_from,
     request_payload,
-    response_from,
+    response_parts,
     response_payload,
-    split_text,
     unpack_page,
     unwrap,
 )
@@ -132,7 +131,12 @@ def test_request_payload_is_plain_and_carries_no_credentials() -> None:
 
 def test_response_and_caller_round_trip() -> None:
     response = Response(201, [("content-type", "application/json")], b'{"a":"\xc3\xa9"}')
-    assert response_from(_json_only(response_payload(response))) == response
+    body, status, headers = response_parts(_json_only(response_payload(response)))
+    assert (body.encode(), status, list(headers.items())) == (
+        response.body,
+        response.status,
+        response.headers,
+    )
     who = Caller("t", "a")
     assert caller_from(_json_only(caller_payload(who))) == who
 
@@ -147,8 +151,8 @@ def test_pages_hold_whole_lines_under_the_limit() -> None:
     assert sum(c for page in pages for _, c, _ in page) == len(lines)
     assert _json_only(pages) == pages
     assert PAGE_BYTES == 1024 * 1024
-    big = [b"y" * 500 + b"\n", b"z\n"]
-    assert split_text(big, limit=300) == ["y" * 500 + "\n", "z\n"]  # one long line alone
+    big = [("resource", b"y" * 500 + b"\n"), ("resource", b"z\n")]
+    assert [len(page) for page in pack_pages(big, limit=300)] == [1, 1]  # a long line alone
 
 
 def test_arc8_packed_pages_are_the_pages_as_bytes() -> None:
