@@ -183,7 +183,11 @@ class FeedCursor:
         """One message per commit of `batch` that this subscriber has not had yet.
 
         Raises the error to close with (suspension, deleted project, new epoch), or `Gap`
-        when the batch starts beyond the cursor."""
+        when the batch starts beyond the cursor or was read without this subscriber's actor."""
+        if self.sub.caller.actor_id not in batch.members:
+            # Read before this subscriber joined (a shared read in flight while it caught up):
+            # the batch cannot judge it, so it catches up from its own cursor instead.
+            raise Gap
         error = batch_error(batch, self.sub.caller.actor_id, self.epoch, self.sub.token_sha256)
         if error is not None:
             raise error

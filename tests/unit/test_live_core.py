@@ -105,6 +105,19 @@ def test_live3_hidden_commits_are_empty_batches_that_advance(app: HttpApp) -> No
     assert shown["entries"][0]["resource"]["resource"] == {"kind": "handoff", "id": "id2"}
 
 
+def test_live3_a_batch_read_before_a_subscriber_joined_is_a_gap_not_an_error(
+    app: HttpApp,
+) -> None:
+    """A shared read in flight while a new subscriber caught up did not ask about its actor:
+    the subscriber catches up from its own cursor instead of being judged by that batch
+    (it used to be closed as not a member)."""
+    put(app, 1)
+    batch = read_commits(app.services.store, Caller(T, "w").scope(P), 0, ["w"], 100)
+    with pytest.raises(Gap):
+        cursor("r").messages(batch, commit_message)
+    assert len(cursor("w").messages(batch, commit_message)) == 1
+
+
 def test_live5_suspension_and_new_epoch_end_the_subscription(app: HttpApp) -> None:
     put(app, 1)
     scope = Caller(T, "r").scope(P)
