@@ -132,6 +132,9 @@ class ProjectHub:
 
     def start(self) -> None:
         self.ticker = asyncio.get_running_loop().create_task(self._tick())
+        # The first read re-checks the tokens too: it may run after an identity change that
+        # happened while the first subscriber caught up, which it must judge as a tick would.
+        self.recheck_tokens = True
         self.wake()
 
     def stop(self) -> None:
