@@ -22,7 +22,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from aidememo.domain.canonical import canonical_bytes
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.ids import validate_id, validate_name
 from aidememo.domain.model import (
@@ -48,8 +47,10 @@ from aidememo.service.archive_rows import (
 )
 from aidememo.service.archive_verify import FORMAT, FORMAT_VERSION, ExportReader, check_header
 
-# One project's rows as export lines, read in keyset pages; it lives in `archive_rows`.
+# One project's rows as export lines, read in keyset pages, and one export line (a record in
+# canonical JSON and a newline); both live in `archive_rows`.
 project_lines = archive_rows.project_lines
+line = archive_rows.line
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,11 +60,6 @@ class ImportSummary:
     tenant_id: str
     epochs: dict[str, str]
     counts: dict[str, int]
-
-
-def line(record: dict[str, Any]) -> bytes:
-    """One export line: the record in canonical JSON and a newline."""
-    return canonical_bytes(record) + b"\n"
 
 
 class Manifest:

@@ -16,7 +16,7 @@ Stdlib and the domain only, so every front (origin, edge, Pyodide) shares it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from aidememo.domain.canonical import canonical_bytes, decode_stored
@@ -41,7 +41,8 @@ READ_ROWS = 1_000
 SMALL_READ_ROWS = 1_000
 
 
-def _line(record: dict[str, Any]) -> bytes:
+def line(record: dict[str, Any]) -> bytes:
+    """One export line: the record in canonical JSON and a newline."""
     return canonical_bytes(record) + b"\n"
 
 
@@ -54,101 +55,85 @@ def project_lines(
 ) -> Iterator[tuple[str, bytes]]:
     """One project's rows as `(type, line)`: resources, changes, receipts, audit; each table
     read `read_rows` rows at a time (receipts and audit `SMALL_READ_ROWS`)."""
-    yield from _resource_lines(tx, p, read_rows)
-    yield from _change_lines(tx, p, read_rows)
-    yield from _receipt_lines(tx, p)
-    yield from _audit_lines(tx, p)
+    scope, pid, rows, small = p.scope, p.project_id, read_rows, SMALL_READ_ROWS
+    for r in _keyset(lambda after: tx.list_resources(scope, rows, after), None, rows, _ref):
+        record = {
+            "type": "resource",
+            "project_id": pid,
+            "kind": r.ref.kind,
+            "id": r.ref.id,
+            "revision": r.revision,
+            "body": _body(r.body),
+        }
+        yield "resource", line(record)
+    for c in _keyset(lambda after: tx.list_changes(scope, after, rows), 0, rows, _seq):
+        record = {
+            "type": "change",
+            "project_id": pid,
+            "seq": c.seq,
+            "kind": c.ref.kind,
+            "id": c.ref.id,
+            "operation": c.op,
+            "revision": c.revision,
+            "actor_id": c.actor_id,
+            "committed_at_ms": c.committed_at_ms,
+            "body": _body(c.body),
+        }
+        yield "change", line(record)
+    for rc in _keyset(lambda after: tx.list_receipts(scope, after, small), 0, small, _project_seq):
+        record = {
+            "type": "receipt",
+            "project_id": pid,
+            "command_id": rc.command_id,
+            "fingerprint": rc.fingerprint,
+            "actor_id": rc.actor_id,
+            "seq": rc.project_seq,
+            "kind": rc.resource.kind,
+            "id": rc.resource.id,
+            "revision": rc.revision,
+            "committed_at_ms": rc.committed_at_ms,
+        }
+        yield "receipt", line(record)
+    for a in _keyset(lambda after: tx.list_audit(scope, after, small), 0, small, _project_seq):
+        record = {
+            "type": "audit",
+            "project_id": pid,
+            "seq": a.project_seq,
+            "command_id": a.command_id,
+            "operation": a.operation,
+            "kind": a.ref.kind,
+            "id": a.ref.id,
+            "actor_id": a.actor_id,
+            "committed_at_ms": a.committed_at_ms,
+        }
+        yield "audit", line(record)
 
 
-def _resource_lines(tx: ReadTx, p: Project, rows: int) -> Iterator[tuple[str, bytes]]:
-    scope, pid = p.scope, p.project_id
-    after: ResourceRef | None = None
+def _keyset(
+    read: Callable[[Any], Sequence[Any]], first: Any, rows: int, key: Callable[[Any], Any]
+) -> Iterator[Any]:
+    """Every row of a table read `rows` at a time: `read(after)` answers the rows after the
+    key `after` (`first` to start) in key order, `key(row)` is a row's key; a short page is
+    the last."""
+    after = first
     while True:
-        page = tx.list_resources(scope, rows, after)
-        for r in page:
-            record = {
-                "type": "resource",
-                "project_id": pid,
-                "kind": r.ref.kind,
-                "id": r.ref.id,
-                "revision": r.revision,
-                "body": _body(r.body),
-            }
-            yield "resource", _line(record)
+        page = read(after)
+        yield from page
         if len(page) < rows:
             return
-        after = page[-1].ref
+        after = key(page[-1])
 
 
-def _change_lines(tx: ReadTx, p: Project, rows: int) -> Iterator[tuple[str, bytes]]:
-    scope, pid = p.scope, p.project_id
-    after = 0
-    while True:
-        page = tx.list_changes(scope, after, rows)
-        for c in page:
-            record = {
-                "type": "change",
-                "project_id": pid,
-                "seq": c.seq,
-                "kind": c.ref.kind,
-                "id": c.ref.id,
-                "operation": c.op,
-                "revision": c.revision,
-                "actor_id": c.actor_id,
-                "committed_at_ms": c.committed_at_ms,
-                "body": _body(c.body),
-            }
-            yield "change", _line(record)
-        if len(page) < rows:
-            return
-        after = page[-1].seq
+def _ref(row: StoredResource) -> ResourceRef:
+    return row.ref
 
 
-def _receipt_lines(tx: ReadTx, p: Project) -> Iterator[tuple[str, bytes]]:
-    scope, pid = p.scope, p.project_id
-    after = 0
-    while True:
-        page = tx.list_receipts(scope, after, SMALL_READ_ROWS)
-        for rc in page:
-            record = {
-                "type": "receipt",
-                "project_id": pid,
-                "command_id": rc.command_id,
-                "fingerprint": rc.fingerprint,
-                "actor_id": rc.actor_id,
-                "seq": rc.project_seq,
-                "kind": rc.resource.kind,
-                "id": rc.resource.id,
-                "revision": rc.revision,
-                "committed_at_ms": rc.committed_at_ms,
-            }
-            yield "receipt", _line(record)
-        if len(page) < SMALL_READ_ROWS:
-            return
-        after = page[-1].project_seq
+def _seq(row: ChangeRecord) -> int:
+    return row.seq
 
 
-def _audit_lines(tx: ReadTx, p: Project) -> Iterator[tuple[str, bytes]]:
-    scope, pid = p.scope, p.project_id
-    after = 0
-    while True:
-        page = tx.list_audit(scope, after, SMALL_READ_ROWS)
-        for a in page:
-            record = {
-                "type": "audit",
-                "project_id": pid,
-                "seq": a.project_seq,
-                "command_id": a.command_id,
-                "operation": a.operation,
-                "kind": a.ref.kind,
-                "id": a.ref.id,
-                "actor_id": a.actor_id,
-                "committed_at_ms": a.committed_at_ms,
-            }
-            yield "audit", _line(record)
-        if len(page) < SMALL_READ_ROWS:
-            return
-        after = page[-1].project_seq
+def _project_seq(row: Receipt | AuditRow) -> int:
+    return row.project_seq
 
 
 # -- records back into rows ---------------------------------------------------------------
