@@ -144,8 +144,8 @@ class TokenBinding:
 
 
 class _Record:
-    """Equality, hash and repr of a dataclass over the names in `_FIELDS`, for the per-command
-    value objects built with a plain `__init__` (see the module doc)."""
+    """Equality, hash and repr of a dataclass over the names in `_FIELDS`, for the value
+    objects built with a plain `__init__` (see the module doc)."""
 
     __slots__ = ()
     _FIELDS: ClassVar[tuple[str, ...]] = ()
@@ -230,26 +230,16 @@ class Receipt(_Record):
         }
 
 
-class StoredResource:
+class StoredResource(_Record):
     """A resource's current state: a body, or a tombstone kept forever (REC-3)."""
 
     __slots__ = ("body", "ref", "revision")
+    _FIELDS = ("ref", "revision", "body")
 
     def __init__(self, ref: ResourceRef, revision: int, body: bytes | None) -> None:
         self.ref: Final = ref
         self.revision: Final = revision
         self.body: Final = body  # canonical JSON bytes; None means deleted
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not StoredResource:
-            return NotImplemented
-        return _fields(self) == _fields(other)
-
-    def __hash__(self) -> int:
-        return hash(_fields(self))
-
-    def __repr__(self) -> str:
-        return f"StoredResource(ref={self.ref!r}, revision={self.revision!r}, body={self.body!r})"
 
     @property
     def deleted(self) -> bool:
@@ -261,7 +251,7 @@ class StoredResource:
         return None if self.body is None else decode_stored(self.body)
 
 
-class ChangeRecord:
+class ChangeRecord(_Record):
     """One entry of the change log with the exact body at its revision (FEED-1)."""
 
     __slots__ = (
@@ -273,6 +263,16 @@ class ChangeRecord:
         "ref",
         "revision",
         "seq",
+    )
+    _FIELDS = (
+        "seq",
+        "project_epoch",
+        "ref",
+        "op",
+        "revision",
+        "actor_id",
+        "committed_at_ms",
+        "body",
     )
 
     def __init__(
@@ -294,38 +294,6 @@ class ChangeRecord:
         self.actor_id: Final = actor_id
         self.committed_at_ms: Final = committed_at_ms
         self.body: Final = body  # None for a delete
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not ChangeRecord:
-            return NotImplemented
-        return _fields(self) == _fields(other)
-
-    def __hash__(self) -> int:
-        return hash(_fields(self))
-
-    def __repr__(self) -> str:
-        inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in _CHANGE_FIELDS)
-        return f"ChangeRecord({inner})"
-
-
-_CHANGE_FIELDS = (
-    "seq",
-    "project_epoch",
-    "ref",
-    "op",
-    "revision",
-    "actor_id",
-    "committed_at_ms",
-    "body",
-)
-
-
-def _fields(value: StoredResource | ChangeRecord) -> tuple[Any, ...]:
-    """The field values of a `StoredResource` or `ChangeRecord`, in declaration order."""
-    if isinstance(value, StoredResource):
-        return (value.ref, value.revision, value.body)
-    v = value
-    return (v.seq, v.project_epoch, v.ref, v.op, v.revision, v.actor_id, v.committed_at_ms, v.body)
 
 
 @dataclass(frozen=True, slots=True)
