@@ -39,6 +39,7 @@ from aidememo.domain.limits import (
     MAX_ARCHIVE_BYTES,
 )
 from aidememo.domain.model import ActorKind, MemberStatus, Role
+from aidememo.http import admin as admin_answers
 from aidememo.ports import Store
 from aidememo.service.archive import Archive
 from aidememo.service.identity import IdentityService, token_digest
@@ -171,15 +172,7 @@ def cmd_bootstrap(ns: argparse.Namespace) -> int:
             )
         except AidememoError as error:
             raise _refused("bootstrap refused", error) from None
-        _print_json(
-            {
-                "tenant_id": result.project.tenant_id,
-                "project_id": result.project.project_id,
-                "project_epoch": result.project.project_epoch,
-                "actor_id": result.membership.actor_id,
-                "role": result.membership.role.value,
-            }
-        )
+        _print_json(admin_answers.bootstrap_json(result))
         return 0
 
     return _with_store(_database(ns), run)
@@ -211,15 +204,7 @@ def cmd_admin_member(ns: argparse.Namespace) -> int:
             )
         except AidememoError as error:
             raise _refused("member change refused", error) from None
-        _print_json(
-            {
-                "tenant_id": member.tenant_id,
-                "project_id": member.project_id,
-                "actor_id": member.actor_id,
-                "role": member.role.value,
-                "status": member.status.value,
-            }
-        )
+        _print_json(admin_answers.membership_json(member))
         return 0
 
     return _with_store(_database(ns), run)
@@ -309,13 +294,7 @@ def cmd_admin_import(ns: argparse.Namespace) -> int:
             summary = _archive(store).import_lines(lines)
         except AidememoError as error:
             raise _refused("import refused", error) from None
-        _print_json(
-            {
-                "tenant_id": summary.tenant_id,
-                "project_epochs": summary.epochs,
-                "counts": summary.counts,
-            }
-        )
+        _print_json(admin_answers.import_json(summary))
         return 0
 
     return _with_store(_database(ns), run)
