@@ -23,6 +23,7 @@ from typing import Any
 
 from aidememo.domain.model import Membership, MemberStatus, Project, Role
 from aidememo.http import admin as core
+from aidememo.http.app import json_response
 from aidememo.http.render import json_bytes
 from aidememo.http.types import Request, Response
 from aidememo.service.archive import (
@@ -34,14 +35,11 @@ from worker.auth_cache import TokenCache
 from worker.objects import Objects, call
 from worker.routing import token_shard
 
-_JSON = [("content-type", "application/json")]
-IDENTITY_TYPES = ("actor", "project", "membership", "token")
-ROW_TYPES = ("resource", "change", "receipt", "audit")
 IDENTITY_TABLES = frozenset({"tenants", "actors", "projects", "memberships", "token_bindings"})
 
 
 def _ok(value: Any) -> Response:
-    return Response(200, list(_JSON), json_bytes(value))
+    return json_response(200, json_bytes(value))
 
 
 async def bootstrap(objs: Objects, request: Request) -> Response:

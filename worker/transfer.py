@@ -30,13 +30,14 @@ from typing import Any
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.ids import validate_id, validate_name
 from aidememo.http import admin as core
+from aidememo.http.app import json_response
 from aidememo.http.query import Query
 from aidememo.http.render import json_bytes
 from aidememo.http.types import Request, Response
 from aidememo.ports import Clock, Ids
 from aidememo.service.archive import ImportSummary, Manifest, Plan, header_record, line
 from aidememo.service.archive_rows import check_row
-from aidememo.service.archive_verify import ExportReader, LineSplitter
+from aidememo.service.archive_verify import ROW_TYPES, ExportReader, LineSplitter
 from durable_objects.rpc import PAGE_BYTES
 from worker.objects import Objects, call
 from worker.routing import token_shard
@@ -115,9 +116,7 @@ async def import_(objs: Objects, body: Any, request: Request, max_bytes: int, id
     except BaseException:
         await staging.abort()
         raise
-    return Response(
-        200, [("content-type", "application/json")], json_bytes(core.import_json(summary))
-    )
+    return json_response(200, json_bytes(core.import_json(summary)))
 
 
 class _Staging:
@@ -144,7 +143,7 @@ class _Staging:
         kind = record["type"]
         if kind == "header":
             self.tenant_id = record["tenant_id"]
-        elif self.plan is None and kind not in ("resource", "change", "receipt", "audit"):
+        elif self.plan is None and kind not in ROW_TYPES:
             self.identity.append(record)
         else:
             await self._row(record, data)
