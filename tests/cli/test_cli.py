@@ -133,7 +133,7 @@ def test_token_new_two_tokens_differ(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert new_token(capsys, tmp_path / "a") != new_token(capsys, tmp_path / "b")
 
 
-def test_token_file_is_read_stripped_and_digest_is_sha256_of_text_AUTH_1(tmp_path: Path) -> None:
+def test_auth1_token_file_is_read_stripped_and_digest_is_sha256_of_text(tmp_path: Path) -> None:
     path = tmp_path / "t"
     path.write_text("  \n abc123 \n\n")
     assert read_token_file(str(path)) == "abc123"
@@ -142,7 +142,7 @@ def test_token_file_is_read_stripped_and_digest_is_sha256_of_text_AUTH_1(tmp_pat
 # -- bootstrap --------------------------------------------------------------------------------
 
 
-def test_bootstrap_prints_identity_and_is_idempotent_BOOT_1(
+def test_boot1_bootstrap_prints_identity_and_is_idempotent(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "db.sqlite"
@@ -187,7 +187,7 @@ def test_bootstrap_with_another_actor_adds_a_member(
     assert authenticate(db, text2) == "a2"
 
 
-def test_bootstrap_rotation_adds_token_then_revoke_old_AUTH_6(
+def test_auth6_bootstrap_rotation_adds_token_then_revoke_old(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "db.sqlite"
@@ -221,7 +221,7 @@ def test_bootstrap_rotation_adds_token_then_revoke_old_AUTH_6(
     ],
     ids=["kind", "role", "epoch", "token_owner"],
 )
-def test_bootstrap_conflict_fails_with_no_change_BOOT_1(
+def test_boot1_bootstrap_conflict_fails_with_no_change(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     extra: tuple[str, ...],
@@ -364,7 +364,7 @@ def _member(db: Path, actor: str) -> tuple[Role, MemberStatus]:
     return m.role, m.status
 
 
-def test_admin_member_suspend_and_reactivate_AUTH_5(
+def test_auth5_admin_member_suspend_and_reactivate(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "db.sqlite"

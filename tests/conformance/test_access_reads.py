@@ -13,7 +13,7 @@ from tests.conformance.conftest import Backend
 SCOPE = Scope(TENANT, PROJECT)
 
 
-def test_auth_token_resolves_only_active_bindings_of_existing_actors(backend: Backend) -> None:
+def test_auth2_auth6_token_resolves_only_active_bindings_of_existing_actors(backend: Backend) -> None:
     fx = Fixture.create(backend.open)
     digest, other = bytes([3]) * 32, bytes([4]) * 32
     fx.identity.provision_member(TENANT, PROJECT, "actor_tok", token_sha256=digest)
@@ -33,7 +33,7 @@ def test_auth_token_resolves_only_active_bindings_of_existing_actors(backend: Ba
     fx.store.close()
 
 
-def test_auth_access_reads_project_and_membership_together(backend: Backend) -> None:
+def test_auth3_auth5_access_reads_project_and_membership_together(backend: Backend) -> None:
     fx = Fixture.create(backend.open)
     project = Project(TENANT, PROJECT, EPOCH, 0)
     got = fx.store.read(lambda tx: tx.get_access(SCOPE, ACTOR))

@@ -311,7 +311,7 @@ def test_auth6_revoke_stops_the_token_on_the_next_request(api: Api) -> None:
 # -- ARC: export, import, delete over HTTP ----------------------------------------------------
 
 
-def test_arc1_export_is_ndjson_with_a_verified_manifest(api: Api) -> None:
+def test_adm3_arc1_export_is_ndjson_with_a_verified_manifest(api: Api) -> None:
     populate(api)
     data = export(api)
     lines = data.splitlines(keepends=True)
@@ -334,7 +334,7 @@ def test_arc1_export_is_ndjson_with_a_verified_manifest(api: Api) -> None:
     odd.expect(400, "invalid_command")
 
 
-def test_arc5_export_then_import_into_a_fresh_backend_is_identical_apart_from_the_epoch(
+def test_adm3_arc5_export_then_import_into_a_fresh_backend_is_identical_apart_from_the_epoch(
     api: Api, tmp_path: Path
 ) -> None:
     populate(api)
@@ -379,7 +379,7 @@ def test_arc2_import_refuses_malformed_bodies_and_wrong_content_type(api: Api) -
     assert records(export(api)) == records(data)
 
 
-def test_arc4_delete_tenant_counts_rows_and_leaves_other_tenants(api: Api) -> None:
+def test_adm3_arc4_delete_tenant_counts_rows_and_leaves_other_tenants(api: Api) -> None:
     populate(api)
     keep_token = secrets.token_hex(32)
     keep = {"tenant_id": KEEP, "project_id": PROJECT, "actor_id": "keeper",

@@ -30,7 +30,7 @@ def _ret(
     return api.transition(handoff_id, "return", payload, revision)
 
 
-def test_ho_accept_assigns_lease_and_heartbeat_renews_only_active_claim(api: Api) -> None:
+def test_ho2_ho6_accept_assigns_lease_and_heartbeat_renews_only_active_claim(api: Api) -> None:
     h = _pending(api)
     accepted = _claim(api, h, "lease-claim-one", 1).expect(200)
     record = api.status_of(h)["record"]
@@ -50,7 +50,7 @@ def test_ho_accept_assigns_lease_and_heartbeat_renews_only_active_claim(api: Api
     _beat(api, h, "lease-claim-one", 3, as_=READER).expect(403, "project_unauthorized")
 
 
-def test_ho_heartbeat_keeps_an_old_lease_alive_past_its_first_expiry(api: Api) -> None:
+def test_ho6_heartbeat_keeps_an_old_lease_alive_past_its_first_expiry(api: Api) -> None:
     h = _pending(api)
     _claim(api, h, "claim-a", 1).expect(200)
     api.clock.advance(LEASE_MS - 1)
@@ -61,7 +61,7 @@ def test_ho_heartbeat_keeps_an_old_lease_alive_past_its_first_expiry(api: Api) -
     _ret(api, h, "claim-a", "fact_lease", 3).expect(200)
 
 
-def test_ho_heartbeat_on_pending_or_expired_lease_is_conflict(api: Api) -> None:
+def test_ho6_heartbeat_on_pending_or_expired_lease_is_conflict(api: Api) -> None:
     h = _pending(api)
     _beat(api, h, "claim-a", 1).expect(409, "handoff_conflict")
     _claim(api, h, "claim-a", 1).expect(200)
@@ -71,7 +71,7 @@ def test_ho_heartbeat_on_pending_or_expired_lease_is_conflict(api: Api) -> None:
     _claim(api, h, "claim-a", 2).expect(409, "handoff_conflict")
 
 
-def test_ho_expired_claim_replaced_and_old_fenced(api: Api) -> None:
+def test_ho3_expired_claim_replaced_and_old_fenced(api: Api) -> None:
     h = _pending(api)
     _claim(api, h, "claim-old", 1).expect(200)
     api.clock.advance(LEASE_MS - 1)
@@ -94,7 +94,7 @@ def test_ho_expired_claim_replaced_and_old_fenced(api: Api) -> None:
     assert api.status_of(h)["record"]["status"] == "completed"
 
 
-def test_ho_return_after_lease_expiry_is_conflict(api: Api) -> None:
+def test_ho4_ho6_return_after_lease_expiry_is_conflict(api: Api) -> None:
     h = _pending(api)
     _claim(api, h, "claim-a", 1).expect(200)
     api.fact("fact_a", SESSION, "result", as_=RECEIVER)
@@ -103,7 +103,7 @@ def test_ho_return_after_lease_expiry_is_conflict(api: Api) -> None:
     assert api.status_of(h)["record"]["status"] == "accepted"
 
 
-def test_ho_failed_return_keeps_handoff_accepted_for_new_claim(api: Api) -> None:
+def test_ho3_ho4_failed_return_keeps_handoff_accepted_for_new_claim(api: Api) -> None:
     h = _pending(api)
     _claim(api, h, "claim-1", 1).expect(200)
     api.fact("fact_fail", SESSION, "attempt failed", as_=RECEIVER)
@@ -135,7 +135,7 @@ def test_ho_failed_return_keeps_handoff_accepted_for_new_claim(api: Api) -> None
     )
 
 
-def test_ho_completed_handoff_refuses_accept_and_heartbeat(api: Api) -> None:
+def test_ho3_ho5_completed_handoff_refuses_accept_and_heartbeat(api: Api) -> None:
     h = _pending(api)
     _claim(api, h, "claim-a", 1).expect(200)
     api.fact("fact_a", SESSION, "result", as_=RECEIVER)

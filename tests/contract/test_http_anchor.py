@@ -100,7 +100,7 @@ def _note_put(**overrides: Any) -> dict[str, Any]:
     return body
 
 
-def test_http_b_writer_round_trip_and_reader_boundary(api: Api) -> None:
+def test_cmd3_rev1_writer_round_trip_and_reader_boundary(api: Api) -> None:
     first = api.post("/v1/commands", _note_put()).expect(200)
     assert set(first) == RECEIPT_KEYS
     assert (first["project_seq"], first["revision"]) == (1, 1)
@@ -248,7 +248,7 @@ def test_http_c1_session_create_replay_and_foreign_actor_conflict(api: Api) -> N
     api.post(f"{P}/sessions", fresh).expect(409, "resource_already_exists")
 
 
-def test_http_c2_context_and_two_sends(api: Api) -> None:
+def test_ho1_context_and_two_sends(api: Api) -> None:
     state = _setup_c(api)
     assert state["first"]["revision"] == 1
     assert state["second"]["revision"] == 1
@@ -348,7 +348,7 @@ def test_http_c5_only_the_receiver_accepts(api: Api) -> None:
     )
 
 
-def test_http_c7_return_evidence_and_claim_are_checked(api: Api) -> None:
+def test_ho4_return_evidence_and_claim_are_checked(api: Api) -> None:
     _setup_c(api)
     _accept(api, "handoff_p2", "claim_p2", 1).expect(200)
     api.fact("fact_p2_result", SESSION, "codex-p2 result", as_=RECEIVER)
@@ -401,7 +401,7 @@ def test_http_c9_status_and_inbox_after_completion(api: Api) -> None:
     assert outbox["assignments"][0]["revision"] == 3
 
 
-def test_http_c10_reader_cannot_see_handoffs_or_contexts(api: Api) -> None:
+def test_ho8_vis1_reader_cannot_see_handoffs_or_contexts(api: Api) -> None:
     _complete_c(api)
     api.get(f"{P}/handoffs/handoff_p2", READER).expect(403, "handoff_actor_mismatch")
     api.get(f"{P}/handoffs/handoff_p2", HERMES).expect(403, "handoff_actor_mismatch")
@@ -420,7 +420,7 @@ def test_http_c10_reader_cannot_see_handoffs_or_contexts(api: Api) -> None:
     assert sender_kinds == {"session", "fact", "handoff", "handoff_context"}
 
 
-def test_http_c11_hidden_changes_still_advance_the_cursor(api: Api) -> None:
+def test_feed4_vis1_hidden_changes_still_advance_the_cursor(api: Api) -> None:
     _complete_c(api)
     at_seq = api.get(f"{P}/snapshot", READER).expect(200)["at_seq"]
     for route in ("changes", "changes/materialized"):

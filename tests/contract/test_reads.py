@@ -98,7 +98,7 @@ def test_feed1_entry_shapes(api: Api) -> None:
     assert resource["state"]["body"]["to_actor"] == RECEIVER
 
 
-def test_feed1_materialized_keeps_each_revision_and_tombstones(api: Api) -> None:
+def test_feed1_rec3_materialized_keeps_each_revision_and_tombstones(api: Api) -> None:
     api.put_note("n", {"v": 1}).expect(200)
     api.post(
         "/v1/commands",
@@ -136,7 +136,7 @@ def test_feed1_materialized_keeps_each_revision_and_tombstones(api: Api) -> None
     assert snap["resources"][0]["revision"] == 3
 
 
-def test_feed2_cursor_failures_fail_closed(api: Api) -> None:
+def test_feed2_feed3_cursor_failures_fail_closed(api: Api) -> None:
     api.put_note("n", {"v": 1}).expect(200)
     for route in ("changes", "changes/materialized"):
         api.get(f"{P}/{route}", query={"project_epoch": "epoch_other", "after_seq": 0}).expect(

@@ -243,7 +243,7 @@ def test_cmd2_session_body_violations_are_400_before_authorization(
     api.post(f"{P}/sessions", body, READER).expect(400, code)
 
 
-def test_cmd4_raw_command_shape_violations_are_400(api: Api) -> None:
+def test_cmd1_cmd4_id2_raw_command_shape_violations_are_400(api: Api) -> None:
     cases = [
         _command(operation="fact.add"),
         _command(resource={"kind": "fact", "id": "f1"}),

@@ -12,7 +12,7 @@ def _two_sources(api: Api) -> int:
     return int(api.fact("fact-beta", "session_beta", "redis cache fallback")["project_seq"])
 
 
-def test_srch_lexical_search_source_scoped_and_sequence_explicit(api: Api) -> None:
+def test_srch1_srch3_lexical_search_source_scoped_and_sequence_explicit(api: Api) -> None:
     api.get(f"{P}/search", None, query="q=redis").expect(401, "authentication_failed")
     latest = _two_sources(api)
     alpha = api.get(
@@ -39,7 +39,7 @@ def test_srch_lexical_search_source_scoped_and_sequence_explicit(api: Api) -> No
     api.get(f"{P}/search", query={"q": "redis", "at_least_seq": 0}).expect(200)
 
 
-def test_srch_any_token_matches_and_ranking_is_score_then_fact_id(api: Api) -> None:
+def test_srch3_any_token_matches_and_ranking_is_score_then_fact_id(api: Api) -> None:
     api.session("s", source_id="src")
     api.fact("f3", "s", "timeout timeout timeout in the cluster")
     api.fact("f2", "s", "a cache")
@@ -60,7 +60,7 @@ def test_srch_any_token_matches_and_ranking_is_score_then_fact_id(api: Api) -> N
     assert len(limited["results"]) == 1
 
 
-def test_srch_bm25_prefers_repeated_terms(api: Api) -> None:
+def test_srch3_srch4_bm25_prefers_repeated_terms(api: Api) -> None:
     api.session("s", source_id="src")
     api.fact("fact_once", "s", "deploy failed once while the other parts worked fine")
     api.fact("fact_many", "s", "deploy deploy deploy")
@@ -86,7 +86,7 @@ def test_srch2_cjk_words_are_found_inside_longer_text(api: Api) -> None:
     assert single["results"] == [] or {r["fact_id"] for r in single["results"]} <= {"fact_zh"}
 
 
-def test_srch_query_syntax_is_plain_text(api: Api) -> None:
+def test_srch2_query_syntax_is_plain_text(api: Api) -> None:
     api.session("s", source_id="src")
     api.fact("f_op", "s", 'look for "NEAR" OR AND not * ^')
     for q in (

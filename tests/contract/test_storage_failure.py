@@ -38,7 +38,7 @@ class FlakyStore(MemoryStore):
     [fail(ErrorCode.STORAGE_FAILURE, "disk I/O error at /secret/path"), RuntimeError("a bug")],
     ids=["storage_failure", "unexpected"],
 )
-def test_http2_storage_failure_is_503_with_retry_after(error: Exception) -> None:
+def test_http2_err2_storage_failure_is_503_with_retry_after(error: Exception) -> None:
     store = FlakyStore()
     clock = FixedClock(START_MS)
     app = HttpApp(store, clock=clock)

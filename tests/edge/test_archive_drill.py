@@ -265,7 +265,7 @@ def test_abandoned_export_snapshot_is_dropped_by_the_alarm(
     assert answer["error"]["code"] == "storage_failure"
 
 
-def test_export_failing_after_its_status_aborts_the_stream_ARC_7(
+def test_arc7_export_failing_after_its_status_aborts_the_stream(
     edge_a: Runtime, clock: FixedClock
 ) -> None:
     """A page that cannot be read once the 200 went out aborts the body: the client sees a

@@ -166,7 +166,7 @@ def test_request_id_generated_and_echoed() -> None:
     assert response_headers(sent)["x-request-id"] == rid
 
 
-def test_valid_incoming_request_id_is_kept_ID_1() -> None:
+def test_valid_incoming_request_id_is_kept() -> None:
     rec = Recorder()
     sent, _ = call(create_asgi_app(rec), http_scope(headers=[(b"x-request-id", b"trace-1.a")]), [])
     assert rec.requests[0].request_id == "trace-1.a"

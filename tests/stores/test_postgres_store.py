@@ -137,7 +137,7 @@ def test_a_version_1_database_migrates_to_the_fast_path(empty_db: pg.Database, d
     store.close()
 
 
-def test_a_newer_schema_is_refused(db: pg.Database, driver: str) -> None:
+def test_store6_a_newer_schema_is_refused(db: pg.Database, driver: str) -> None:
     with pg.admin(db.url) as conn:
         conn.execute("UPDATE aidememo_schema SET version = %s", (SCHEMA_VERSION + 1,))
     for migrate in (False, True):
@@ -207,7 +207,7 @@ def test_a_command_is_four_round_trips(db: pg.Database, driver: str) -> None:
     fx.store.close()
 
 
-def test_a_raw_command_is_one_round_trip_whatever_its_outcome(db: pg.Database, driver: str) -> None:
+def test_store9_a_raw_command_is_one_round_trip_whatever_its_outcome(db: pg.Database, driver: str) -> None:
     """`POST /v1/commands` takes the fast path: one `aidememo_execute_raw` statement, no
     BEGIN or COMMIT, for a commit, a replay and every refusal alike. pg8000 splits a
     statement with parameters over three Syncs, so there it is framed by BEGIN and COMMIT
@@ -269,7 +269,7 @@ def test_a_raw_command_is_one_round_trip_whatever_its_outcome(db: pg.Database, d
     fx.store.close()
 
 
-def test_post_v1_commands_takes_the_fast_path(db: pg.Database, driver: str) -> None:
+def test_store9_post_v1_commands_takes_the_fast_path(db: pg.Database, driver: str) -> None:
     """Through the HTTP app: the command is the one `aidememo_execute_raw` statement (the
     token lookup before it is a read of its own); typed commands keep the pipeline."""
     log: list[str] = []
@@ -288,7 +288,7 @@ def test_post_v1_commands_takes_the_fast_path(db: pg.Database, driver: str) -> N
     store.close()
 
 
-def test_the_fast_path_sets_its_timeouts_for_its_own_statement_only(
+def test_store9_the_fast_path_sets_its_timeouts_for_its_own_statement_only(
     db: pg.Database, driver: str
 ) -> None:
     """lock_timeout bounds the wait for the project row; nothing outlives the statement."""
@@ -475,7 +475,7 @@ def _search_results(backend: str, tmp_path: Path) -> list[list[tuple[str, float]
         made.close()
 
 
-def test_search_finds_the_same_facts_in_the_same_order_on_every_backend(
+def test_srch4_search_finds_the_same_facts_in_the_same_order_on_every_backend(
     tmp_path: Path,
 ) -> None:
     pg.server_url()

@@ -208,7 +208,7 @@ def _side(name: str, store: Store) -> Side:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(script=steps)
-def test_random_raw_sequences_agree_with_the_reference(
+def test_store9_random_raw_sequences_agree_with_the_reference(
     sides: list[Side], script: list[tuple[str, Spec | None, int]]
 ) -> None:
     tenant = f"tenant_prop_{next(_tenants)}"

@@ -36,7 +36,7 @@ def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-def test_store_sqlite_file_modes_0600(tmp_path: Path) -> None:
+def test_store7_sqlite_file_modes_0600(tmp_path: Path) -> None:
     old = os.umask(0o002)  # a permissive umask must not leak into the files
     try:
         path = tmp_path / "new_dir" / "canonical.sqlite"
@@ -53,7 +53,7 @@ def test_store_sqlite_file_modes_0600(tmp_path: Path) -> None:
         os.umask(old)
 
 
-def test_store_sqlite_existing_file_tightened_to_0600(tmp_path: Path) -> None:
+def test_store7_sqlite_existing_file_tightened_to_0600(tmp_path: Path) -> None:
     path = tmp_path / "canonical.sqlite"
     path.touch(mode=0o644)
     os.chmod(path, 0o644)
@@ -61,7 +61,7 @@ def test_store_sqlite_existing_file_tightened_to_0600(tmp_path: Path) -> None:
     assert _mode(path) == 0o600
 
 
-def test_store_sqlite_pragmas(tmp_path: Path) -> None:
+def test_store7_sqlite_pragmas(tmp_path: Path) -> None:
     executor = Sqlite3Executor(tmp_path / "db.sqlite")
     try:
         assert executor.execute("PRAGMA journal_mode") == [("wal",)]
@@ -164,7 +164,7 @@ def test_store_nested_transaction_joins_outer(kind: str, tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_store_async_callback_refused(kind: str, tmp_path: Path) -> None:
+def test_store2_async_callback_refused(kind: str, tmp_path: Path) -> None:
     with open_store(kind, tmp_path) as store:
 
         async def later(tx: WriteTx) -> None:

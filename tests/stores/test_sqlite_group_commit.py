@@ -104,7 +104,7 @@ def _ref(i: int) -> ResourceRef:
     return ResourceRef("custom.fact", f"fact_{i}")
 
 
-def test_store_group_commit_many_threads_dense_sequence(tmp_path: Path) -> None:
+def test_rec2_store7_group_commit_many_threads_dense_sequence(tmp_path: Path) -> None:
     fx = _open(tmp_path / "db.sqlite")
     threads, per_thread = 16, 12
     outcomes = _Outcomes()
@@ -159,7 +159,7 @@ def test_store_group_commit_batches_queued_callers_into_one_commit(
     fx.store.close()
 
 
-def test_store_group_commit_failing_callback_affects_only_itself(tmp_path: Path) -> None:
+def test_store7_group_commit_failing_callback_affects_only_itself(tmp_path: Path) -> None:
     fx = _open(tmp_path / "db.sqlite")
     outcomes = _Outcomes()
     raised = fail(ErrorCode.STALE_REVISION, "from the middle of the batch")
@@ -194,7 +194,7 @@ def test_store_group_commit_failing_callback_affects_only_itself(tmp_path: Path)
     fx.store.close()
 
 
-def test_store_group_commit_failed_commit_answers_every_caller(tmp_path: Path) -> None:
+def test_store7_group_commit_failed_commit_answers_every_caller(tmp_path: Path) -> None:
     fx = _open(tmp_path / "db.sqlite")
     executor = _executor(fx)
     outcomes = _Outcomes()
@@ -235,7 +235,7 @@ def test_store_group_commit_failed_commit_answers_every_caller(tmp_path: Path) -
     fx.store.close()
 
 
-def test_store_group_commit_bounded_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_store7_group_commit_bounded_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fx = _open(tmp_path / "db.sqlite")
     commits = _count_commits(_executor(fx), monkeypatch)
     outcomes = _Outcomes()
@@ -289,7 +289,7 @@ def test_store_group_commit_direct_path_and_caller_context(tmp_path: Path) -> No
 # -- reads off the writer's lock ------------------------------------------------------------
 
 
-def test_store_reads_do_not_wait_for_the_writer(tmp_path: Path) -> None:
+def test_store7_reads_do_not_wait_for_the_writer(tmp_path: Path) -> None:
     fx = _open(tmp_path / "db.sqlite")
     fx.put("command_a", "a")
     outcomes = _Outcomes()
@@ -310,7 +310,7 @@ def test_store_reads_do_not_wait_for_the_writer(tmp_path: Path) -> None:
     fx.store.close()
 
 
-def test_store_read_view_is_read_only_and_consistent(tmp_path: Path) -> None:
+def test_store7_read_view_is_read_only_and_consistent(tmp_path: Path) -> None:
     fx = _open(tmp_path / "db.sqlite")
     executor = _executor(fx)
 
@@ -357,7 +357,7 @@ def test_store_reader_pool_bounded_and_closed(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("memory", [False, True])
-def test_store_standalone_read_needs_no_begin_and_stays_alone(tmp_path: Path, memory: bool) -> None:
+def test_store7_standalone_read_needs_no_begin_and_stays_alone(tmp_path: Path, memory: bool) -> None:
     fx = Fixture.create(
         SqliteStore.open_memory if memory else lambda: SqliteStore.open_file(tmp_path / "db")
     )

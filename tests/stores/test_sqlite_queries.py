@@ -66,7 +66,7 @@ def _search(store: Store, terms: list[str], source: str | None = None) -> list[S
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_store_search_ranks_by_bm25_then_fact_id(kind: str, tmp_path: Path) -> None:
+def test_srch3_store_search_ranks_by_bm25_then_fact_id(kind: str, tmp_path: Path) -> None:
     with open_store(kind, tmp_path) as store:
         commit_all(store, _fact_mutations(FACTS))
         hits = store.read(lambda tx: tx.search(SCOPE, ["server"], None, 10))
@@ -104,7 +104,7 @@ def test_store_search_cjk_bigrams(kind: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_store_search_scores_match_reference_store(kind: str, tmp_path: Path) -> None:
+def test_srch4_store_search_scores_match_reference_store(kind: str, tmp_path: Path) -> None:
     mutations = _fact_mutations(FACTS)
     reference = MemoryStore()
     reference.transaction(provision)

@@ -23,7 +23,7 @@ def _set_version(path: Path, version: int) -> None:
     conn.close()
 
 
-def test_store_schema_version_in_table_not_user_version(tmp_path: Path) -> None:
+def test_store6_schema_version_in_table_not_user_version(tmp_path: Path) -> None:
     store = SqliteStore.open_file(tmp_path / "db.sqlite")
     store.close()
     conn = sqlite3.connect(tmp_path / "db.sqlite")
@@ -34,12 +34,12 @@ def test_store_schema_version_in_table_not_user_version(tmp_path: Path) -> None:
     assert user_version == 0
 
 
-def test_store_migrations_ordered_and_end_at_schema_version() -> None:
+def test_store6_migrations_ordered_and_end_at_schema_version() -> None:
     versions = [version for version, _ in MIGRATIONS]
     assert versions == sorted(versions) == list(range(1, SCHEMA_VERSION + 1))
 
 
-def test_store_newer_schema_refused(tmp_path: Path) -> None:
+def test_store6_newer_schema_refused(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite"
     SqliteStore.open_file(path).close()
     _set_version(path, SCHEMA_VERSION + 1)
@@ -51,7 +51,7 @@ def test_store_newer_schema_refused(tmp_path: Path) -> None:
     )
 
 
-def test_store_newer_schema_refused_do_executor() -> None:
+def test_store6_newer_schema_refused_do_executor() -> None:
     storage = DoStorage()
     try:
         SqliteStore.on_durable_object(storage)
@@ -64,7 +64,7 @@ def test_store_newer_schema_refused_do_executor() -> None:
         storage.close()
 
 
-def test_store_migrations_idempotent_on_reopen(tmp_path: Path) -> None:
+def test_store6_migrations_idempotent_on_reopen(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite"
     store = SqliteStore.open_file(path)
     store.transaction(provision)
@@ -82,7 +82,7 @@ def test_store_migrations_idempotent_on_reopen(tmp_path: Path) -> None:
     assert count == 1
 
 
-def test_store_migrations_idempotent_on_do_reopen() -> None:
+def test_store6_migrations_idempotent_on_do_reopen() -> None:
     storage = DoStorage()
     try:
         first = SqliteStore.on_durable_object(storage)
@@ -95,7 +95,7 @@ def test_store_migrations_idempotent_on_do_reopen() -> None:
         storage.close()
 
 
-def test_store_all_tables_strict(tmp_path: Path) -> None:
+def test_store7_all_tables_strict(tmp_path: Path) -> None:
     store = SqliteStore.open_file(tmp_path / "db.sqlite")
     store.close()
     conn = sqlite3.connect(tmp_path / "db.sqlite")
