@@ -13,7 +13,9 @@ from tests.conformance.conftest import Backend
 SCOPE = Scope(TENANT, PROJECT)
 
 
-def test_auth2_auth6_token_resolves_only_active_bindings_of_existing_actors(backend: Backend) -> None:
+def test_auth2_auth6_token_resolves_only_active_bindings_of_existing_actors(
+    backend: Backend,
+) -> None:
     fx = Fixture.create(backend.open)
     digest, other = bytes([3]) * 32, bytes([4]) * 32
     fx.identity.provision_member(TENANT, PROJECT, "actor_tok", token_sha256=digest)

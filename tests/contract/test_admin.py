@@ -230,7 +230,7 @@ def test_boot1_conflicts_are_identity_mismatch_and_change_nothing(api: Api) -> N
     assert api.get(f"{P}/identity", READER).expect(200)["actor_id"] == READER
 
 
-def test_boot1_rotation_adds_a_token_and_revocation_is_final_auth6(api: Api) -> None:
+def test_boot1_auth6_rotation_adds_a_token_and_revocation_is_final(api: Api) -> None:
     old, new = api.tokens[WRITER], secrets.token_hex(32)
     boot(api, WRITER, new).expect(200)
     for token in (old, new):

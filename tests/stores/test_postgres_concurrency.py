@@ -89,7 +89,9 @@ def _run_threads(targets: list[Callable[[], None]], timeout: float = 120) -> Non
 
 
 @pytest.mark.timeout(300)
-def test_rec2_store8_eight_writers_on_one_project_keep_a_dense_sequence(db: pg.Database, driver: str) -> None:
+def test_rec2_store8_eight_writers_on_one_project_keep_a_dense_sequence(
+    db: pg.Database, driver: str
+) -> None:
     fixtures = [Fixture.create(lambda: db.open(driver, pool_size=1)) for _ in range(WRITERS)]
     acked: list[list[Receipt]] = [[] for _ in range(WRITERS)]
     barrier = threading.Barrier(WRITERS)

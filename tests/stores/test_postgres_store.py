@@ -207,7 +207,9 @@ def test_a_command_is_four_round_trips(db: pg.Database, driver: str) -> None:
     fx.store.close()
 
 
-def test_store9_a_raw_command_is_one_round_trip_whatever_its_outcome(db: pg.Database, driver: str) -> None:
+def test_store9_a_raw_command_is_one_round_trip_whatever_its_outcome(
+    db: pg.Database, driver: str
+) -> None:
     """`POST /v1/commands` takes the fast path: one `aidememo_execute_raw` statement, no
     BEGIN or COMMIT, for a commit, a replay and every refusal alike. pg8000 splits a
     statement with parameters over three Syncs, so there it is framed by BEGIN and COMMIT

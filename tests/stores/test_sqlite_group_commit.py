@@ -357,7 +357,9 @@ def test_store_reader_pool_bounded_and_closed(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("memory", [False, True])
-def test_store7_standalone_read_needs_no_begin_and_stays_alone(tmp_path: Path, memory: bool) -> None:
+def test_store7_standalone_read_needs_no_begin_and_stays_alone(
+    tmp_path: Path, memory: bool
+) -> None:
     fx = Fixture.create(
         SqliteStore.open_memory if memory else lambda: SqliteStore.open_file(tmp_path / "db")
     )
