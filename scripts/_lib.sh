@@ -83,12 +83,14 @@ ensure_venv() {
 node_modules_complete() {
     local f
     for f in node_modules/pyodide/pyodide.asm.wasm node_modules/pyodide/python_stdlib.zip \
-        node_modules/.bin/wrangler node_modules/better-sqlite3/build/Release/better_sqlite3.node; do
+        node_modules/.bin/wrangler node_modules/better-sqlite3/build/Release/better_sqlite3.node \
+        node_modules/miniflare/package.json node_modules/workerd/package.json; do
         [ -e "$f" ] || return 1
     done
 }
 
-# Install the root node_modules (pyodide, wrangler, better-sqlite3) when package files changed.
+# Install the root node_modules (pyodide, wrangler, miniflare with workerd, better-sqlite3) when
+# package files changed.
 ensure_node_modules() {
     [ -f package.json ] || return 0
     if ! command -v npm >/dev/null 2>&1; then
