@@ -13,7 +13,7 @@ from tests.conformance.conftest import Backend
 SCOPE = Scope(TENANT, PROJECT)
 
 
-def test_auth2_auth6_token_resolves_only_active_bindings_of_existing_actors(
+def test_auth2_token_resolves_only_active_bindings_of_existing_actors(
     backend: Backend,
 ) -> None:
     fx = Fixture.create(backend.open)
