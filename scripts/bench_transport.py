@@ -36,12 +36,13 @@ from _bench_http_tools import (
     wrk_figures,
 )
 
-KINDS = ("stock", "limited")
+KINDS = ("stock", "limited", "h11")
 
 
 def serve(kind: str, port: int) -> int:
     """`stock`: uvicorn's httptools protocol; `limited`: the origin's, as `origin.server`
-    configures it (its WebSocket protocol and keep-alive included)."""
+    configures it (its WebSocket protocol and keep-alive included); `h11`: uvicorn's h11
+    protocol bounded to a 64 KiB head (`h11_max_incomplete_event_size`), the alternative."""
     import uvicorn
     from bench_http import hello_asgi
 
@@ -55,7 +56,8 @@ def serve(kind: str, port: int) -> int:
         host="127.0.0.1",
         port=port,
         loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
-        http=http_protocol(limits) if limited else "httptools",
+        http=http_protocol(limits) if limited else ("h11" if kind == "h11" else "httptools"),
+        h11_max_incomplete_event_size=limits.max_head_bytes,
         ws=ws_protocol() if limited else "auto",
         timeout_keep_alive=int(limits.idle_timeout_s) if limited else 5,
         lifespan="on",
@@ -73,6 +75,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5, help="measured runs per server")
     parser.add_argument("--duration", type=int, default=5, help="seconds per measured run")
     parser.add_argument("--warmup", type=int, default=2, help="seconds of warm-up per server")
+    parser.add_argument(
+        "--h11", action="store_true", help="also measure uvicorn's h11 protocol (the alternative)"
+    )
     parser.add_argument("--serve", choices=KINDS, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -90,18 +95,19 @@ def orchestrate(args: argparse.Namespace) -> int:
     py, me = sys.executable, str(Path(__file__).resolve())
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     try:
-        ports = {kind: free_port() for kind in KINDS}
+        kinds = KINDS if args.h11 else KINDS[:2]
+        ports = {kind: free_port() for kind in kinds}
         pids = {}
-        for kind in KINDS:
+        for kind in kinds:
             log = tmp / f"{kind}.log"
             proc = procs.start([py, me, "--serve", kind, "--port", str(ports[kind])], log, env)
             wait_ready(proc, ports[kind], "/hello", log)
             pids[kind] = proc.pid
             run_wrk(wrk, ports[kind], "hello", args.warmup, lua, f"w{kind}")
-        rps: dict[str, list[float]] = {kind: [] for kind in KINDS}
-        cpu_us: dict[str, list[float]] = {kind: [] for kind in KINDS}
+        rps: dict[str, list[float]] = {kind: [] for kind in kinds}
+        cpu_us: dict[str, list[float]] = {kind: [] for kind in kinds}
         for round_no in range(args.rounds):
-            for kind in KINDS if round_no % 2 == 0 else reversed(KINDS):
+            for kind in kinds if round_no % 2 == 0 else reversed(kinds):
                 before = cpu_seconds_of(pids[kind])
                 raw = run_wrk(wrk, ports[kind], "hello", args.duration, lua, "m")
                 used = cpu_seconds_of(pids[kind]) - before
