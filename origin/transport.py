@@ -145,12 +145,12 @@ class LimitedHttpProtocol(HttpToolsProtocol):
     def _receive_long_head(self, data: bytes) -> None:
         """Feed at most the head's remaining room; refuse if the head has not ended there."""
         room = self._max_head - self._head_bytes
-        self._head_bytes = self._max_head
+        self._head_bytes = self._max_head  # on_message_complete resets it to 0
         if not self._feed(data[:room]):
             return
-        if self._in_head:
+        if self._in_head and self._head_bytes == self._max_head:  # the same head, unfinished
             self._refuse(ErrorCode.HEADERS_TOO_LARGE, "request line and headers over 64 KiB")
-        else:
+        else:  # the head ended (and maybe its request, and more pipelined ones): read on
             self.data_received(data[room:])
 
     def _feed(self, data: bytes) -> bool:
@@ -242,9 +242,15 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._refuse(ErrorCode.REQUEST_TIMEOUT, "request body made no progress within the limit")
 
     def _refuse(self, code: ErrorCode, message: str) -> None:
-        """Answer `code` with the error shape, log one access line, close the connection."""
+        """Answer `code` with the error shape, log one access line, close the connection.
+        While an earlier (pipelined) request's response is still to come, the answer would
+        take its place: then the connection is closed without one."""
+        if self.transport.is_closing():
+            return
         request_id = new_request_id()
-        self.transport.write(refusal(code, message, request_id))
+        pending = self.cycle is not None and not self.cycle.response_complete
+        if not (self._in_head and pending):
+            self.transport.write(refusal(code, message, request_id))
         self.transport.close()
         self._stop_timers()
         now = self.loop.time()

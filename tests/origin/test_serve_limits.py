@@ -368,3 +368,18 @@ def test_http5_timeout_override_must_be_positive_seconds(text: str) -> None:
     limits = TransportLimits.from_environ({"AIDEMEMO_HEADER_TIMEOUT_S": "0.5"})
     assert (limits.header_timeout_s, limits.body_timeout_s, limits.idle_timeout_s) == (0.5, 30, 75)
     assert (limits.max_head_bytes, limits.max_header_fields) == (64 * 1024, 100)
+
+
+def test_http4_pipelined_requests_beyond_64_kib_in_one_read_are_served(
+    tmp_path: Path, home: Path, serve: list[ServeProcess]
+) -> None:
+    """The 64 KiB bound is per head: many small pipelined requests sent at once are not one
+    large head."""
+    server = start(serve, tmp_path, home)
+    request = head("GET /health HTTP/1.1", "host: x", "x-pad: " + "p" * 100)
+    count = 2 * (64 << 10) // len(request)
+    with connect(server) as sock:
+        sock.sendall(request * count + head("GET /health HTTP/1.1", "connection: close"))
+        raw = read_all(sock)
+    assert raw.count(b"HTTP/1.1 200 OK") == count + 1
+    assert b"headers_too_large" not in raw
