@@ -19,6 +19,8 @@ alone. What this module changes, without changing a single written line:
   running `LogRecord.__init__` (path splitting, thread and process lookups) and the caller
   lookup of `Logger._log`; handlers and formatters see an ordinary record. Its arguments are
   plain str, int and float, so formatting it later on the writer thread is safe.
+- `ClientDetailFilter`: keeps the server's own records from writing a client address, a query
+  string or a header value (SPEC.md HTTP-6); `origin.server` puts it on the stderr handler.
 """
 
 from __future__ import annotations
@@ -57,6 +59,35 @@ class CachedTimeFormatter(logging.Formatter):
             else:
                 text = self._text
         return self.default_msec_format % (text, record.msecs)
+
+
+_ADDRESS_TEMPLATES = ('%s - "WebSocket ', "%s:%d - ")
+# The websockets library's INFO lines, logged through uvicorn's logger once per WebSocket: the
+# access line (`origin.live`, `origin.transport`) already says each of them.
+_WEBSOCKET_LINES = frozenset(
+    {"connection open", "connection rejected (%d %s)", "connection closed"}
+)
+
+
+class ClientDetailFilter(logging.Filter):
+    """Drops the server's records that could carry a client address, a query string or a
+    header value: everything below INFO from `uvicorn*` and `websockets*` (uvicorn's TRACE
+    lines start with the client address; the websockets library's DEBUG lines print request
+    heads), every `uvicorn.access` record, uvicorn's WebSocket handshake lines
+    (`'%s - "WebSocket %s" ...'`: client address, path and query string) and the websockets
+    library's per-connection INFO lines, so that a refused upgrade is its one access line.
+    Other records pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        name = record.name
+        if not name.startswith(("uvicorn", "websockets")):
+            return True
+        if record.levelno < logging.INFO or name == "uvicorn.access":
+            return False
+        msg = record.msg
+        if not isinstance(msg, str):
+            return True
+        return not (msg.startswith(_ADDRESS_TEMPLATES) or msg in _WEBSOCKET_LINES)
 
 
 class AccessRecord(logging.LogRecord):

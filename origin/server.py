@@ -10,26 +10,36 @@ into exit status 143; `serve` installs its own no-op handlers first, so that re-
 on them and the process exits 0. A second SIGINT still forces an immediate exit (uvicorn's
 behaviour).
 
+The transport is `origin.transport`: uvicorn's httptools protocol with the head size, header
+count and time limits of SPEC.md HTTP-4/HTTP-5 (`settings.limits`, `origin.limits`), and
+uvicorn's websockets-sansio protocol without an ERROR line per denied upgrade. Without
+httptools uvicorn falls back to h11, bounded only in head size (`h11_max_incomplete_event_size`).
+
 Logging goes to stderr: uvicorn's own lines, and one `aidememo.access` line per request with
 request id, method, path without the query string, status and duration. uvicorn's access
-log is off, because it would log the query string and the client address. The stderr handler
+log is off, because it would log the query string and the client address, and
+`origin.logsink.ClientDetailFilter` drops uvicorn's other lines that carry a client address,
+a query string or a header value (SPEC.md HTTP-6). The stderr handler
 is `origin.logsink.BackgroundStreamHandler`: a writer thread formats and writes the lines in
 batches, off the event loop; `serve` flushes it after the server stopped, so no line is lost.
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import logging
+import math
 import signal
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
 from origin.asgi import DISPATCH_WRITES, Dispatcher, create_asgi_app
-from origin.logsink import CachedTimeFormatter
+from origin.limits import TransportLimits
+from origin.logsink import CachedTimeFormatter, ClientDetailFilter
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 3030
@@ -49,10 +59,12 @@ def logging_config(level: str = "INFO") -> dict[str, Any]:
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"plain": {"()": CachedTimeFormatter, "fmt": LOG_FORMAT}},
+        "filters": {"client_detail": {"()": ClientDetailFilter}},
         "handlers": {
             "stderr": {
                 "class": "origin.logsink.BackgroundStreamHandler",
                 "formatter": "plain",
+                "filters": ["client_detail"],
                 "stream": "ext://sys.stderr",
             }
         },
@@ -75,6 +87,10 @@ def _installed(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
+_TRANSPORT = _installed("httptools") and _installed("websockets")
+"""`origin.transport` needs both; the origin extra (`uvicorn[standard]`) installs them."""
+
+
 @dataclass(frozen=True, slots=True)
 class ServerSettings:
     """Where and how to listen."""
@@ -85,6 +101,7 @@ class ServerSettings:
     threads: int | None = DISPATCH_THREADS
     log_level: str = "INFO"
     graceful_timeout_s: int = GRACEFUL_TIMEOUT_S
+    limits: TransportLimits = field(default_factory=TransportLimits)
 
 
 class _Once:
@@ -101,6 +118,25 @@ class _Once:
                 return
             self._done = True
         self._fn()
+
+
+def http_protocol(limits: TransportLimits) -> type[asyncio.Protocol] | str:
+    """uvicorn's httptools protocol with `limits` enforced (`origin.transport`); without
+    httptools, uvicorn's h11, which bounds only the head's size (SPEC.md HTTP-4)."""
+    if not _TRANSPORT:
+        return "h11"
+    from origin.transport import LimitedHttpProtocol
+
+    return type("OriginHttpProtocol", (LimitedHttpProtocol,), {"limits": limits})
+
+
+def ws_protocol() -> type[asyncio.Protocol] | str:
+    """uvicorn's websockets-sansio protocol without an ERROR per denied upgrade."""
+    if not _TRANSPORT:
+        return "auto"
+    from origin.transport import QuietWebSocketProtocol
+
+    return QuietWebSocketProtocol
 
 
 def serve(http_app: Dispatcher, settings: ServerSettings, *, close: Callable[[], None]) -> int:
@@ -127,7 +163,10 @@ def serve(http_app: Dispatcher, settings: ServerSettings, *, close: Callable[[],
         host=settings.host,
         port=settings.port,
         loop="uvloop" if _installed("uvloop") else "asyncio",
-        http="httptools" if _installed("httptools") else "h11",
+        http=http_protocol(settings.limits),
+        ws=ws_protocol(),
+        timeout_keep_alive=math.ceil(settings.limits.idle_timeout_s),  # h11; httptools: exact
+        h11_max_incomplete_event_size=settings.limits.max_head_bytes,
         lifespan="on",
         access_log=False,
         log_config=logging_config(settings.log_level.upper()),

@@ -49,7 +49,13 @@ def run_serve(
     if importlib.util.find_spec("uvicorn") is None:
         raise CliError(MISSING_EXTRA, EXIT_USAGE)
     from aidememo.http.app import HttpApp
+    from origin.limits import TransportLimits
     from origin.server import ServerSettings, serve
+
+    try:
+        limits = TransportLimits.from_environ()
+    except ValueError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
 
     store = open_store(database if database else default_database())
     try:
@@ -59,4 +65,5 @@ def run_serve(
     except BaseException:
         store.close()
         raise
-    return serve(app, ServerSettings(host=host, port=port, dispatch=dispatch), close=store.close)
+    settings = ServerSettings(host=host, port=port, dispatch=dispatch, limits=limits)
+    return serve(app, settings, close=store.close)

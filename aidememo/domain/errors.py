@@ -54,6 +54,9 @@ class ErrorCode(StrEnum):
     # The live change feed (SPEC.md LIVE-*).
     UPGRADE_REQUIRED = "upgrade_required"
     FEED_OVERFLOW = "feed_overflow"
+    # The origin's transport limits, answered before any route is known (SPEC.md HTTP-4, HTTP-5).
+    HEADERS_TOO_LARGE = "headers_too_large"
+    REQUEST_TIMEOUT = "request_timeout"
 
 
 HTTP_STATUS: dict[ErrorCode, int] = {
@@ -97,6 +100,8 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.ADMIN_REQUIRED: 403,
     ErrorCode.UPGRADE_REQUIRED: 426,
     ErrorCode.FEED_OVERFLOW: 429,
+    ErrorCode.HEADERS_TOO_LARGE: 431,
+    ErrorCode.REQUEST_TIMEOUT: 408,
 }
 
 # Seconds a client should wait before retrying a 503 (ERR-2).

@@ -32,7 +32,9 @@ from aidememo.http.app import HttpApp
 from aidememo.ports import Clock
 from aidememo.stores.sqlite.store import SqliteStore
 from origin.asgi import create_asgi_app
+from origin.limits import TransportLimits
 from origin.live import LiveFeed
+from origin.server import http_protocol, ws_protocol
 from tests import pg
 from tests.contract.live import SocketClient
 from tests.contract.support import (
@@ -53,7 +55,8 @@ LIVE = f"{P}/changes/live"
 
 
 class LiveOrigin:
-    """uvicorn serving `HttpApp` with the live feed on 127.0.0.1, in a daemon thread."""
+    """uvicorn serving `HttpApp` with the live feed on 127.0.0.1, in a daemon thread, through
+    the origin's transport (`origin.transport`), so LIVE-1's refusals go through it."""
 
     def __init__(self, app: HttpApp, feed: LiveFeed) -> None:
         import uvicorn
@@ -66,6 +69,8 @@ class LiveOrigin:
         self.port: int = self.sock.getsockname()[1]
         config = uvicorn.Config(
             create_asgi_app(app, websocket=feed),
+            http=http_protocol(TransportLimits()),  # the transport `aidememo serve` runs on
+            ws=ws_protocol(),
             log_level="warning",
             access_log=False,
             lifespan="off",

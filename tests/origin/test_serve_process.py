@@ -38,10 +38,13 @@ def free_port() -> int:
 class ServeProcess:
     """One `python -m aidememo serve` child with its stderr in a file."""
 
-    def __init__(self, home: Path, log: Path, *extra: str) -> None:
+    def __init__(
+        self, home: Path, log: Path, *extra: str, environ: dict[str, str] | None = None
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items() if not k.startswith("AIDEMEMO_")}
+        env.update(environ or {})
         env["AIDEMEMO_HOME"] = str(home)
         env["PYTHONUNBUFFERED"] = "1"
         self.log = log

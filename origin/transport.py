@@ -1,0 +1,284 @@
+"""The origin's HTTP/1.1 transport: uvicorn's httptools protocol with limits before work.
+
+uvicorn's httptools protocol puts no bound on a request head: a 128 MiB header sent in
+64 KiB pieces was parsed to its end, at a cost growing with the square of its size (httptools
+joins the pieces of a header name or value, and uvicorn's `on_url` those of the target, by
+repeated bytes concatenation), and a connection that sends half a head, or
+announces a body and sends nothing, stays open forever. `LimitedHttpProtocol` is that
+protocol with the limits of SPEC.md HTTP-4 and HTTP-5 enforced in `data_received`, before the
+parser sees the bytes:
+
+- Head size: the bytes of a request line plus headers are counted as they arrive; the parser is
+  never fed more than `max_head_bytes` of one head, so parsing costs at most that much per
+  request (linear in the bytes received). A head still incomplete at the limit is answered 431
+  `headers_too_large` and the connection is closed. (A head that begins inside the same read
+  as the end of the previous request is counted from the next read on: at most one more read.)
+- Header fields: a head of more than `max_header_fields` fields stops the parser when it
+  completes (`on_headers_complete` raises before uvicorn starts an ASGI task); 431
+  `headers_too_large` and close. Counting them as they are parsed would cost a call per
+  field on every request; the 64 KiB bound already caps the parsing.
+- Head time: a head must be complete `header_timeout_s` after its first byte (a new connection:
+  after it opened). Past that, a connection that sent part of a head gets 408
+  `request_timeout` and is closed; one that sent nothing is closed without an answer.
+- Body progress: while a request body is incomplete, some of it must arrive at least every
+  `body_timeout_s` (time the server itself stopped reading, under flow control, does not
+  count). Else, if the application has not answered yet, it is told the client disconnected
+  (its `receive` returns `http.disconnect`, its `send` is dropped) and the protocol answers
+  408 `request_timeout`; either way the connection is closed.
+- Idle keep-alive: uvicorn's `timeout_keep_alive`, set to `idle_timeout_s`.
+
+A refusal answers the error shape of SPEC.md ERR-1 (the message from `ErrorCode`'s mapping,
+with `x-request-id` and `connection: close`) and logs one `aidememo.access` line in the
+adapter's format, method and path `-` when the head was not complete. A client still writing
+a huge head may see the connection reset before it reads the 431.
+
+The common path adds a length test per read and a few attribute reads and writes per request;
+no timer is armed for a head that arrives in one read (docs/bench-notes.md has the
+measurement: about 0.6 us per request, within the noise of hello-world throughput).
+
+`QuietWebSocketProtocol` is uvicorn's websockets-sansio protocol without its two leaks: after
+an application's denial response (LIVE-1) it marks the handshake done, so uvicorn does not log
+the ERROR "ASGI callable returned without completing handshake"; and a handshake the websockets
+library itself refuses (a malformed upgrade) gets one access line. `ClientDetailFilter` drops
+uvicorn's records that carry a client address or a query string (its WebSocket handshake lines
+and its TRACE lines) and everything below INFO from uvicorn and websockets (the library's DEBUG
+lines print request heads), so no server logger writes a header value either (SPEC.md HTTP-6).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any, ClassVar
+
+import httptools
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.http11 import Request as WsRequest
+
+from aidememo.domain.errors import ErrorCode, fail
+from origin.asgi import ACCESS_FORMAT, ACCESS_LOGGER, REQUEST_ID_HEADER, new_request_id
+from origin.limits import TransportLimits
+
+access = logging.getLogger(ACCESS_LOGGER)
+
+
+class _TooManyFields(Exception):
+    """Raised in `on_headers_complete` to stop the parser before the application starts."""
+
+
+def refusal(code: ErrorCode, message: str, request_id: str) -> bytes:
+    """A complete HTTP/1.1 response with the error shape, closing the connection."""
+    error = fail(code, message)
+    body = json.dumps(error.to_json()).encode()
+    return b"".join(
+        [
+            STATUS_LINE[error.http_status],
+            b"content-type: application/json\r\n",
+            b"content-length: %d\r\n" % len(body),
+            b"%s: %s\r\n" % (REQUEST_ID_HEADER.encode(), request_id.encode()),
+            b"connection: close\r\n\r\n",
+            body,
+        ]
+    )
+
+
+def _log_path(path: str) -> str:
+    """As the adapter logs a path: plain printable ASCII as is, else JSON-quoted."""
+    if path.isascii() and path.isprintable() and " " not in path:
+        return path
+    return json.dumps(path)
+
+
+def log_access(request_id: str, method: str, path: str, status: int, seconds: float) -> None:
+    """One `aidememo.access` line in the adapter's format (the path never has its query)."""
+    if access.isEnabledFor(logging.INFO):
+        access.info(ACCESS_FORMAT, request_id, method, _log_path(path), status, seconds * 1000.0)
+
+
+class LimitedHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with SPEC.md HTTP-4/HTTP-5 enforced; see the module doc."""
+
+    limits: ClassVar[TransportLimits] = TransportLimits()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.timeout_keep_alive = self.limits.idle_timeout_s  # type: ignore[assignment]
+        self._max_head = self.limits.max_head_bytes
+        self._max_fields = self.limits.max_header_fields
+        self._in_head = True  # between a request's end (or the connection's start) and a head
+        self._head_bytes = 0  # of the current head, fed to the parser so far
+        self._head_started = -1.0  # loop time the current head's timer was armed, or -1
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._body_timer: asyncio.TimerHandle | None = None
+        self._body_seen = 0.0  # loop time of the last body progress
+
+    # -- connection ---------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_head_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_timers()
+        super().connection_lost(exc)
+
+    def handle_websocket_upgrade(self) -> None:
+        self._stop_timers()  # the WebSocket protocol takes the connection over
+        super().handle_websocket_upgrade()
+
+    def data_received(self, data: bytes) -> None:
+        self._unset_keepalive_if_required()
+        if self._in_head:
+            if self._head_bytes + len(data) > self._max_head:
+                self._receive_long_head(data)
+                return
+            self._head_bytes += len(data)
+        if not self._feed(data):
+            return
+        if self._in_head:
+            if self._head_bytes and self._head_timer is None:
+                self._arm_head_timer()  # part of a head: it must end in time
+        elif self._body_timer is None:  # part of a body: it must keep coming
+            self._body_seen = self.loop.time()
+            self._body_timer = self.loop.call_later(self.limits.body_timeout_s, self._body_late)
+
+    def _receive_long_head(self, data: bytes) -> None:
+        """Feed at most the head's remaining room; refuse if the head has not ended there."""
+        room = self._max_head - self._head_bytes
+        self._head_bytes = self._max_head  # on_message_complete resets it to 0
+        if not self._feed(data[:room]):
+            return
+        if self._in_head and self._head_bytes == self._max_head:  # the same head, unfinished
+            self._refuse(ErrorCode.HEADERS_TOO_LARGE, "request line and headers over 64 KiB")
+        else:  # the head ended (and maybe its request, and more pipelined ones): read on
+            self.data_received(data[room:])
+
+    def _feed(self, data: bytes) -> bool:
+        """Feed the parser; False once the connection is answered, closed or upgraded."""
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            else:
+                self._unsupported_upgrade_warning()
+            return False
+        except httptools.HttpParserError as exc:
+            if isinstance(exc.__context__, _TooManyFields):
+                self._refuse(ErrorCode.HEADERS_TOO_LARGE, "more than 100 header fields")
+            else:
+                msg = "Invalid HTTP request received."
+                self.logger.warning(msg)
+                self.send_400_response(msg)
+            return False
+        return True
+
+    # -- parser callbacks ---------------------------------------------------------------------
+
+    def on_headers_complete(self) -> None:
+        if len(self.headers) > self._max_fields:
+            raise _TooManyFields  # before uvicorn starts the application
+        self._in_head = False
+        self._head_started = -1.0
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+        super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        self._body_seen = self.loop.time()
+        super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        self._in_head = True
+        self._head_bytes = 0
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+        super().on_message_complete()
+
+    # -- limits -------------------------------------------------------------------------------
+
+    def _arm_head_timer(self) -> None:
+        self._head_started = self.loop.time()
+        self._head_timer = self.loop.call_later(self.limits.header_timeout_s, self._head_late)
+
+    def _stop_timers(self) -> None:
+        for timer in (self._head_timer, self._body_timer):
+            if timer is not None:
+                timer.cancel()
+        self._head_timer = self._body_timer = None
+
+    def _head_late(self) -> None:
+        self._head_timer = None
+        if not self._in_head or self.transport.is_closing():
+            return
+        if self.cycle is not None and not self.cycle.response_complete:
+            self.cycle.keep_alive = False  # a response is on its way: close after it
+            return
+        if self._head_bytes == 0:
+            self.transport.close()  # nothing sent: nothing to answer
+            return
+        self._refuse(ErrorCode.REQUEST_TIMEOUT, "request headers not complete within the limit")
+
+    def _body_late(self) -> None:
+        self._body_timer = None
+        if self._in_head or self.transport.is_closing():
+            return
+        now = self.loop.time()
+        if self.flow.read_paused:  # the server stopped reading: not the client's delay
+            self._body_seen = now
+        quiet = now - self._body_seen
+        if quiet < self.limits.body_timeout_s:
+            wait = self.limits.body_timeout_s - quiet
+            self._body_timer = self.loop.call_later(wait, self._body_late)
+            return
+        cycle = self.cycle
+        if cycle is None or cycle.response_started:
+            self.transport.close()  # answered already: only the rest of the body is missing
+            return
+        cycle.disconnected = True  # the application's receive returns http.disconnect
+        cycle.message_event.set()
+        self._refuse(ErrorCode.REQUEST_TIMEOUT, "request body made no progress within the limit")
+
+    def _refuse(self, code: ErrorCode, message: str) -> None:
+        """Answer `code` with the error shape, log one access line, close the connection.
+        While an earlier (pipelined) request's response is still to come, the answer would
+        take its place: then the connection is closed without one."""
+        if self.transport.is_closing():
+            return
+        request_id = new_request_id()
+        pending = self.cycle is not None and not self.cycle.response_complete
+        if not (self._in_head and pending):
+            self.transport.write(refusal(code, message, request_id))
+        self.transport.close()
+        self._stop_timers()
+        now = self.loop.time()
+        if self._in_head:  # no complete head: no method or path to name
+            method, path = "-", "-"
+            started = self._head_started if self._head_started >= 0 else now
+        else:
+            method, path = self.scope.get("method", "-"), self.scope.get("path", "-")
+            started = self._body_seen
+        status = 431 if code is ErrorCode.HEADERS_TOO_LARGE else 408
+        log_access(request_id, method, path, status, now - started)
+
+
+class QuietWebSocketProtocol(WebSocketsSansIOProtocol):
+    """uvicorn's websockets-sansio protocol without an ERROR per denied upgrade; see the
+    module doc."""
+
+    async def send(self, message: Any) -> None:
+        await super().send(message)
+        if message["type"] == "websocket.http.response.body" and not message.get("more_body"):
+            self.handshake_complete = True  # the denial response is the end of the handshake
+
+    def handle_connect(self, event: WsRequest) -> None:
+        started = self.loop.time()
+        super().handle_connect(event)
+        status = self.response.status_code
+        if status != 101:  # the library refused the handshake; the application never ran
+            path = event.path.partition("?")[0]
+            log_access(new_request_id(), "GET", path, status, self.loop.time() - started)
