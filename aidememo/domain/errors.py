@@ -54,6 +54,8 @@ class ErrorCode(StrEnum):
     # The live change feed (SPEC.md LIVE-*).
     UPGRADE_REQUIRED = "upgrade_required"
     FEED_OVERFLOW = "feed_overflow"
+    # A written text holds what looks like a secret (SPEC.md SEC-*).
+    SECRET_REJECTED = "secret_rejected"
 
 
 HTTP_STATUS: dict[ErrorCode, int] = {
@@ -97,6 +99,7 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.ADMIN_REQUIRED: 403,
     ErrorCode.UPGRADE_REQUIRED: 426,
     ErrorCode.FEED_OVERFLOW: 429,
+    ErrorCode.SECRET_REJECTED: 422,
 }
 
 # Seconds a client should wait before retrying a 503 (ERR-2).

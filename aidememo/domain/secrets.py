@@ -1,0 +1,204 @@
+"""Secret detection: obvious credentials are refused on write (SPEC.md SEC-*).
+
+`KINDS` is the one list of what counts as a secret. Each kind is a precompiled pattern plus
+the lower-case hints one of which every match contains: a text is lower-cased once and a
+pattern runs only when one of its hints is in it, so a text without any hint costs one
+`str.lower` and a few substring searches. Every pattern runs in time linear in the text: a
+token may only start where the character before it could not belong to it (a lookbehind,
+not `\\b`, where the token's characters include `-`), so no run of token characters is
+scanned again from each of its positions.
+
+This is a safety guard for obvious values, not a data-loss-prevention system: names of
+secrets, placeholders (`REDACTED`, `placeholder`, `example`, `changeme`, `****`) and prose
+about passwords or tokens pass (SEC-5).
+
+Stdlib only: it runs at the edge (Pyodide) as at the origin.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from aidememo.domain.canonical import JsonValue
+from aidememo.domain.errors import AidememoError, ErrorCode, fail
+
+_FLAGS = re.ASCII
+_NOCASE = re.ASCII | re.IGNORECASE
+# Values that say a secret is elided, not given (followed by a non-word character or the end).
+_PLACEHOLDER = r"(?:redacted|placeholder|example|changeme|\*+)(?![A-Za-z0-9_])"
+# A name may end in `"` or `'` (JSON, YAML) before its `:` or `=`.
+_ASSIGN = r"""['"]?\s*[:=]\s*['"]?"""
+
+
+@dataclass(frozen=True, slots=True)
+class SecretKind:
+    """One kind of secret: its name, the hints any match contains, its pattern."""
+
+    name: str
+    hints: tuple[str, ...]
+    pattern: re.Pattern[str]
+
+
+def _kind(name: str, hints: tuple[str, ...], pattern: str, flags: int = _FLAGS) -> SecretKind:
+    return SecretKind(name, hints, re.compile(pattern, flags))
+
+
+KINDS: tuple[SecretKind, ...] = (
+    _kind(
+        "private_key",
+        ("-----begin ",),
+        r"-----BEGIN (?:(?:RSA |EC |OPENSSH |DSA |ENCRYPTED )?PRIVATE KEY|PGP PRIVATE KEY BLOCK)"
+        r"-----",
+    ),
+    _kind(
+        "github_token",
+        ("github_pat_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+        r"\b(?:github_pat_|gh[pousr]_)[A-Za-z0-9_]{20,}+\b",
+    ),
+    _kind("npm_token", ("npm_",), r"\bnpm_[A-Za-z0-9]{20,}+\b"),
+    _kind(
+        "provider_api_key",
+        ("sk-", "sk_live_", "aiza"),
+        r"(?<![A-Za-z0-9_-])"
+        r"(?:sk-[A-Za-z0-9_-]{20,}|sk_live_[A-Za-z0-9]{20,}+|AIza[A-Za-z0-9_-]{30,})\b",
+    ),
+    _kind("aws_access_key", ("akia", "asia"), r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"),
+    _kind(
+        "aws_secret_access_key",
+        ("access",),
+        rf"(?<![A-Za-z0-9])(?:aws_?)?secret_?access_?key{_ASSIGN}"
+        r"[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=])",
+        _NOCASE,
+    ),
+    _kind(
+        "jwt",
+        ("eyj",),
+        r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}\b",
+    ),
+    _kind(
+        "bearer_token",
+        ("bearer",),
+        r"\bBearer\s++(?!(?:redacted|placeholder|example)\b)[A-Za-z0-9._~+/-]{20,}=*\b",
+        _NOCASE,
+    ),
+    _kind(
+        "credential_url",
+        ("://",),
+        r"\b(?:postgres(?:ql)?|mysql|mariadb|mongodb(?:\+srv)?|rediss?|amqps?|https?|ftp)://"
+        r"[^:\s/@]++:(?!(?:redacted|password|placeholder|changeme|\*+)@)[^@\s/]{4,}+@",
+        _NOCASE,
+    ),
+    _kind(
+        "session_cookie",
+        ("cookie", "sess"),
+        rf"(?:cookie|sess(?:ion)?(?:_?id)?){_ASSIGN}"
+        rf"(?!{_PLACEHOLDER})"
+        # A ULID is an identifier (of an aidememo session, say), not a cookie.
+        r"(?![0-7][0-9A-HJKMNP-TV-Z]{25}(?![A-Za-z0-9]))"
+        r"[A-Za-z0-9%+/=]{16}",
+        _NOCASE,
+    ),
+    _kind(
+        "generic_api_key",
+        ("key", "token", "secret", "password"),
+        rf"(?:api[_-]?key|token|secret|password){_ASSIGN}"
+        rf"(?!{_PLACEHOLDER})[A-Za-z0-9._~+/=-]{{16}}",
+        _NOCASE,
+    ),
+    _kind("slack_token", ("xox",), r"(?<![A-Za-z0-9_-])xox[abposr]-[A-Za-z0-9-]{10,}"),
+    _kind("gitlab_token", ("glpat-",), r"(?<![A-Za-z0-9_-])glpat-[A-Za-z0-9_-]{20,}"),
+)
+
+KIND_NAMES: tuple[str, ...] = tuple(kind.name for kind in KINDS)
+
+
+def secret_kinds(text: str) -> list[str]:
+    """Every kind of secret found in `text`, in `KINDS` order; empty when none."""
+    lowered = text.lower()
+    return [
+        kind.name
+        for kind in KINDS
+        if any(hint in lowered for hint in kind.hints) and kind.pattern.search(text)
+    ]
+
+
+def first_secret(text: str) -> str | None:
+    """The first kind of secret (in `KINDS` order) found in `text`, or None."""
+    lowered = text.lower()
+    for kind in KINDS:
+        if any(hint in lowered for hint in kind.hints) and kind.pattern.search(text):
+            return kind.name
+    return None
+
+
+_MAX_POINTER_CHARS = 200
+
+
+@dataclass(frozen=True, slots=True)
+class SecretFinding:
+    """A secret of `kind` in the field at JSON Pointer `field` (RFC 6901)."""
+
+    kind: str
+    field: str
+
+    def error(self) -> AidememoError:
+        """The refusal (SEC-3): names the kind and the field, never the value."""
+        where = self.field
+        if len(where) > _MAX_POINTER_CHARS:
+            where = where[:_MAX_POINTER_CHARS] + "..."
+        return fail(
+            ErrorCode.SECRET_REJECTED,
+            f"{where} holds what looks like a secret ({self.kind}); secrets are not stored: "
+            "keep the secret in a secret manager and write where it lives instead",
+        )
+
+
+def pointer_token(key: str) -> str:
+    """One reference token of a JSON Pointer (`~` as `~0`, `/` as `~1`)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def find_in_texts(fields: Iterable[tuple[str, str | None]]) -> SecretFinding | None:
+    """The first secret in `(pointer, text)` pairs (a None text is skipped), or None."""
+    for pointer, text in fields:
+        if text is not None:
+            kind = first_secret(text)
+            if kind is not None:
+                return SecretFinding(kind, pointer)
+    return None
+
+
+def find_in_json(value: JsonValue, pointer: str) -> SecretFinding | None:
+    """The first secret in a JSON value, in document order, or None (SEC-1).
+
+    Every key and every string is screened; a string member is also screened with its key in
+    front (`key=value`), so `{"password": "..."}` is read as the assignment it is. A secret in
+    a key is reported at the object holding it, so the pointer never carries the secret.
+    Iterative, so no nesting depth can exhaust the stack.
+    """
+    stack: list[tuple[str, JsonValue]] = [(pointer, value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, str):
+            kind = first_secret(item)
+            if kind is not None:
+                return SecretFinding(kind, where)
+        elif isinstance(item, list):
+            stack.extend((f"{where}/{i}", v) for i, v in reversed(list(enumerate(item))))
+        elif isinstance(item, dict):
+            members: list[tuple[str, JsonValue]] = []
+            for key, member in item.items():
+                kind = first_secret(key)
+                if kind is not None:
+                    return SecretFinding(kind, where)
+                at = f"{where}/{pointer_token(key)}"
+                if isinstance(member, str):
+                    kind = first_secret(f"{key}={member}")
+                    if kind is not None:
+                        return SecretFinding(kind, at)
+                else:
+                    members.append((at, member))
+            stack.extend(reversed(members))
+    return None
