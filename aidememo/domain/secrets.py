@@ -171,34 +171,31 @@ def find_in_texts(fields: Iterable[tuple[str, str | None]]) -> SecretFinding | N
 
 
 def find_in_json(value: JsonValue, pointer: str) -> SecretFinding | None:
-    """The first secret in a JSON value, in document order, or None (SEC-1).
+    """The first secret in a JSON value, or None (SEC-1): values in document order, the keys
+    of an object before its members.
 
     Every key and every string is screened; a string member is also screened with its key in
     front (`key=value`), so `{"password": "..."}` is read as the assignment it is. A secret in
     a key is reported at the object holding it, so the pointer never carries the secret.
     Iterative, so no nesting depth can exhaust the stack.
     """
-    stack: list[tuple[str, JsonValue]] = [(pointer, value)]
+    # (pointer, value, key): a string member is screened as `key=value`.
+    stack: list[tuple[str, JsonValue, str | None]] = [(pointer, value, None)]
     while stack:
-        where, item = stack.pop()
+        where, item, key = stack.pop()
         if isinstance(item, str):
-            kind = first_secret(item)
+            kind = first_secret(item if key is None else f"{key}={item}")
             if kind is not None:
                 return SecretFinding(kind, where)
         elif isinstance(item, list):
-            stack.extend((f"{where}/{i}", v) for i, v in reversed(list(enumerate(item))))
+            stack.extend((f"{where}/{i}", v, None) for i, v in reversed(list(enumerate(item))))
         elif isinstance(item, dict):
-            members: list[tuple[str, JsonValue]] = []
-            for key, member in item.items():
-                kind = first_secret(key)
+            for name in item:
+                kind = first_secret(name)
                 if kind is not None:
                     return SecretFinding(kind, where)
-                at = f"{where}/{pointer_token(key)}"
-                if isinstance(member, str):
-                    kind = first_secret(f"{key}={member}")
-                    if kind is not None:
-                        return SecretFinding(kind, at)
-                else:
-                    members.append((at, member))
-            stack.extend(reversed(members))
+            stack.extend(
+                (f"{where}/{pointer_token(name)}", member, name)
+                for name, member in reversed(list(item.items()))
+            )
     return None
