@@ -144,3 +144,14 @@ def test_sec3_the_refusal_names_kind_and_field_but_not_the_value() -> None:
     assert "gitlab_token" in body and "/payload/done_when" in body and token not in body
     long = SecretFinding("jwt", "/payload/" + "k" * 1000).error()
     assert len(long.message) < 400
+
+
+def test_sec1_texts_are_screened_one_by_one_a_secret_spanning_two_is_none() -> None:
+    split = [("/payload/a", "Authorization: Bearer"), ("/payload/b", "abcdefghij" * 3)]
+    assert first_secret("\n".join(text for _, text in split)) == "bearer_token"
+    assert find_in_texts(split) is None
+    assert find_in_json({"a": "Authorization: Bearer", "b": "abcdefghij" * 3}, "") is None
+    many = [(f"/payload/{i}", f"line {i}") for i in range(1000)] + [
+        ("/payload/x", "AKIA" + "B" * 16)
+    ]
+    assert find_in_texts(many) == SecretFinding("aws_access_key", "/payload/x")
