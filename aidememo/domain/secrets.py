@@ -25,9 +25,8 @@ from aidememo.domain.canonical import JsonValue
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
 
 _FLAGS = re.ASCII
-_NOCASE = re.ASCII | re.IGNORECASE
 # Values that say a secret is elided, not given (followed by a non-word character or the end).
-_PLACEHOLDER = r"(?:redacted|placeholder|example|changeme|\*+)(?![A-Za-z0-9_])"
+_PLACEHOLDER = r"(?i:redacted|placeholder|example|changeme|\*+)(?![A-Za-z0-9_])"
 # A name may end in `"` or `'` (JSON, YAML) before its `:` or `=`.
 _ASSIGN = r"""['"]?\s*[:=]\s*['"]?"""
 
@@ -41,10 +40,15 @@ class SecretKind:
     pattern: re.Pattern[str]
 
 
-def _kind(name: str, hints: tuple[str, ...], pattern: str, flags: int = _FLAGS) -> SecretKind:
-    return SecretKind(name, hints, re.compile(pattern, flags))
+def _kind(name: str, hints: tuple[str, ...], pattern: str) -> SecretKind:
+    return SecretKind(name, hints, re.compile(pattern, _FLAGS))
 
 
+# Every pattern starts with one character or a class of first characters, and the word
+# boundary before a token is a lookbehind after that first character: `re` then finds the
+# candidates with its fast first-character search instead of trying the pattern at every
+# position (a leading `\b`, lookbehind or global IGNORECASE would disable that). Names that
+# any case may spell are `(?i:...)` groups after the first character.
 KINDS: tuple[SecretKind, ...] = (
     _kind(
         "private_key",
@@ -55,60 +59,58 @@ KINDS: tuple[SecretKind, ...] = (
     _kind(
         "github_token",
         ("github_pat_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
-        r"\b(?:github_pat_|gh[pousr]_)[A-Za-z0-9_]{20,}+\b",
+        r"g(?<![A-Za-z0-9_]g)(?:ithub_pat_|h[pousr]_)[A-Za-z0-9_]{20,}+\b",
     ),
-    _kind("npm_token", ("npm_",), r"\bnpm_[A-Za-z0-9]{20,}+\b"),
+    _kind("npm_token", ("npm_",), r"n(?<![A-Za-z0-9_]n)pm_[A-Za-z0-9]{20,}+\b"),
     _kind(
         "provider_api_key",
         ("sk-", "sk_live_", "aiza"),
-        r"(?<![A-Za-z0-9_-])"
-        r"(?:sk-[A-Za-z0-9_-]{20,}|sk_live_[A-Za-z0-9]{20,}+|AIza[A-Za-z0-9_-]{30,})\b",
+        r"[sA](?<![A-Za-z0-9_-][sA])"
+        r"(?:(?<=s)k-[A-Za-z0-9_-]{20,}|(?<=s)k_live_[A-Za-z0-9]{20,}+|(?<=A)Iza[A-Za-z0-9_-]{30,})"
+        r"\b",
     ),
-    _kind("aws_access_key", ("akia", "asia"), r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"),
+    _kind("aws_access_key", ("akia", "asia"), r"A(?<![A-Za-z0-9_]A)[KS]IA[A-Z0-9]{16}\b"),
     _kind(
         "aws_secret_access_key",
         ("access",),
-        rf"(?<![A-Za-z0-9])(?:aws_?)?secret_?access_?key{_ASSIGN}"
+        rf"[aAsS](?<![A-Za-z0-9][aAsS])(?i:(?<=a)ws_?s|(?<=s))(?i:ecret_?access_?key){_ASSIGN}"
         r"[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=])",
-        _NOCASE,
     ),
     _kind(
         "jwt",
         ("eyj",),
-        r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}\b",
+        r"e(?<![A-Za-z0-9_-]e)yJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}\b",
     ),
     _kind(
         "bearer_token",
         ("bearer",),
-        r"\bBearer\s++(?!(?:redacted|placeholder|example)\b)[A-Za-z0-9._~+/-]{20,}=*\b",
-        _NOCASE,
+        r"[bB](?<![A-Za-z0-9_][bB])(?i:earer)\s++"
+        r"(?!(?i:redacted|placeholder|example)\b)[A-Za-z0-9._~+/-]{20,}=*\b",
     ),
     _kind(
         "credential_url",
         ("://",),
-        r"\b(?:postgres(?:ql)?|mysql|mariadb|mongodb(?:\+srv)?|rediss?|amqps?|https?|ftp)://"
-        r"[^:\s/@]++:(?!(?:redacted|password|placeholder|changeme|\*+)@)[^@\s/]{4,}+@",
-        _NOCASE,
+        r"[pPmMrRaAhHfF](?<![A-Za-z0-9_][pPmMrRaAhHfF])"
+        r"(?i:(?<=p)ostgres(?:ql)?|(?<=m)ysql|(?<=m)ariadb|(?<=m)ongodb(?:\+srv)?|(?<=r)ediss?"
+        r"|(?<=a)mqps?|(?<=h)ttps?|(?<=f)tp)://"
+        r"[^:\s/@]++:(?!(?i:redacted|password|placeholder|changeme|\*+)@)[^@\s/]{4,}+@",
     ),
     _kind(
         "session_cookie",
         ("cookie", "sess"),
-        rf"(?:cookie|sess(?:ion)?(?:_?id)?){_ASSIGN}"
-        rf"(?!{_PLACEHOLDER})"
+        rf"[cCsS](?i:(?<=c)ookie|(?<=s)ess(?:ion)?(?:_?id)?){_ASSIGN}(?!{_PLACEHOLDER})"
         # A ULID is an identifier (of an aidememo session, say), not a cookie.
-        r"(?![0-7][0-9A-HJKMNP-TV-Z]{25}(?![A-Za-z0-9]))"
+        r"(?!(?i:[0-7][0-9A-HJKMNP-TV-Z]{25})(?![A-Za-z0-9]))"
         r"[A-Za-z0-9%+/=]{16}",
-        _NOCASE,
     ),
     _kind(
         "generic_api_key",
         ("key", "token", "secret", "password"),
-        rf"(?:api[_-]?key|token|secret|password){_ASSIGN}"
-        rf"(?!{_PLACEHOLDER})[A-Za-z0-9._~+/=-]{{16}}",
-        _NOCASE,
+        r"[aAtTsSpP](?i:(?<=a)pi[_-]?key|(?<=t)oken|(?<=s)ecret|(?<=p)assword)"
+        rf"{_ASSIGN}(?!{_PLACEHOLDER})[A-Za-z0-9._~+/=-]{{16}}",
     ),
-    _kind("slack_token", ("xox",), r"(?<![A-Za-z0-9_-])xox[abposr]-[A-Za-z0-9-]{10,}"),
-    _kind("gitlab_token", ("glpat-",), r"(?<![A-Za-z0-9_-])glpat-[A-Za-z0-9_-]{20,}"),
+    _kind("slack_token", ("xox",), r"x(?<![A-Za-z0-9_-]x)ox[abposr]-[A-Za-z0-9-]{10,}"),
+    _kind("gitlab_token", ("glpat-",), r"g(?<![A-Za-z0-9_-]g)lpat-[A-Za-z0-9_-]{20,}"),
 )
 
 KIND_NAMES: tuple[str, ...] = tuple(kind.name for kind in KINDS)
