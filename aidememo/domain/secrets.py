@@ -4,9 +4,9 @@
 the lower-case hints one of which every match contains: a text is lower-cased once and a
 pattern runs only when one of its hints is in it, so a text without any hint costs one
 `str.lower` and a few substring searches. Every pattern runs in time linear in the text: a
-token may only start where the character before it could not belong to it (a lookbehind,
-not `\\b`, where the token's characters include `-`), so no run of token characters is
-scanned again from each of its positions.
+token may only start where the character before it could not belong to it (a lookbehind
+after the token's first character), so no run of token characters is scanned again from
+each of its positions.
 
 This is a safety guard for obvious values, not a data-loss-prevention system: names of
 secrets, placeholders (`REDACTED`, `placeholder`, `example`, `changeme`, `****`) and prose
