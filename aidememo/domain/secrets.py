@@ -27,6 +27,9 @@ from aidememo.domain.errors import AidememoError, ErrorCode, fail
 _FLAGS = re.ASCII
 # Values that say a secret is elided, not given (followed by a non-word character or the end).
 _PLACEHOLDER = r"(?i:redacted|placeholder|example|changeme|\*+)(?![A-Za-z0-9_])"
+# The URL schemes whose user part may carry a password (`credential_url`).
+_SCHEMES = ("postgres", "postgresql", "mysql", "mariadb", "mongodb", "mongodb+srv", "redis",
+            "rediss", "amqp", "amqps", "http", "https", "ftp")  # fmt: skip
 # A name may end in `"` or `'` (JSON, YAML) before its `:` or `=`.
 _ASSIGN = r"""['"]?\s*[:=]\s*['"]?"""
 
@@ -90,10 +93,10 @@ KINDS: tuple[SecretKind, ...] = (
     _kind(
         "credential_url",
         ("://",),
-        r"[pPmMrRaAhHfF](?<![A-Za-z0-9_][pPmMrRaAhHfF])"
-        r"(?i:(?<=p)ostgres(?:ql)?|(?<=m)ysql|(?<=m)ariadb|(?<=m)ongodb(?:\+srv)?|(?<=r)ediss?"
-        r"|(?<=a)mqps?|(?<=h)ttps?|(?<=f)tp)://"
-        r"[^:\s/@]++:(?!(?i:redacted|password|placeholder|changeme|\*+)@)[^@\s/]{4,}+@",
+        # Starts at the `://` (a literal, found fast); the scheme is a lookbehind per scheme.
+        "://(?:"
+        + "|".join(f"(?<=(?<![A-Za-z0-9_])(?i:{re.escape(scheme)})://)" for scheme in _SCHEMES)
+        + r")[^:\s/@]*+:(?!(?i:redacted|password|placeholder|changeme|\*+)@)[^@\s/]{4,}+@",
     ),
     _kind(
         "session_cookie",

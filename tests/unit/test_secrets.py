@@ -50,6 +50,7 @@ BLOCKED = [
     ("generic_api_key", 'DB_PASSWORD="c0rrectH0rseBatterySt4ple"'),
     ("generic_api_key", "api_key: 0123456789abcdef0123456789abcdef"),
     ("credential_url", "https://deploy:s3cr3t-t0ken@git.example.com/org/repo.git"),
+    ("credential_url", "REDIS_URL=rediss://:p4ssw0rdp4ss@cache.internal:6380/0"),
     ("session_cookie", "Cookie: sessionid=k8s2dj3kd9sl2kd8dk3ls9dk2ls8dk3l"),
 ]  # fmt: skip
 
@@ -67,6 +68,8 @@ ALLOWED = [
     "session_id: sess-2024-11-30-refactor",
     "aws_secret_access_key = <from the vault>",
     "-----BEGIN PUBLIC KEY-----",
+    "https://api.example.org:8443/v1/projects@latest",
+    "redis://:REDACTED@cache:6379",
 ]
 
 
