@@ -57,6 +57,8 @@ class ErrorCode(StrEnum):
     # The origin's transport limits, answered before any route is known (SPEC.md HTTP-4, HTTP-5).
     HEADERS_TOO_LARGE = "headers_too_large"
     REQUEST_TIMEOUT = "request_timeout"
+    # A written text holds what looks like a secret (SPEC.md SEC-*).
+    SECRET_REJECTED = "secret_rejected"
 
 
 HTTP_STATUS: dict[ErrorCode, int] = {
@@ -102,6 +104,7 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.FEED_OVERFLOW: 429,
     ErrorCode.HEADERS_TOO_LARGE: 431,
     ErrorCode.REQUEST_TIMEOUT: 408,
+    ErrorCode.SECRET_REJECTED: 422,
 }
 
 # Seconds a client should wait before retrying a 503 (ERR-2).

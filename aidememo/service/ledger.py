@@ -2,14 +2,18 @@
 
 Order inside the write transaction: lock the project, check membership, then the receipt
 (an identical replay returns the stored receipt; anything else reusing the command id is
-`command_conflict`), then the operation's own checks (`decide`), then one write of resource,
-change, audit row and receipt with a compare-and-swap of the project head.
+`command_conflict`), then the secret screen (SEC-3: the caller scanned the written texts
+before the transaction and passes what it found), then the operation's own checks (`decide`),
+then one write of resource, change, audit row and receipt with a compare-and-swap of the
+project head.
 
 A generic put or delete (`execute_raw`) takes a store's one-round-trip path when the store
 declares `CAP_RAW_FAST_PATH`: the store runs the same checks in the same order and the same
 write server-side, and reports a refusal with the rows its checks read; the checks below
 (`_admit`, `_check_raw`) then run on those rows, so the error and its message are the ones
-the generic pipeline gives. The generic pipeline stays the reference: every store has it, and
+the generic pipeline gives. A put whose payload holds a secret takes the generic pipeline, so
+its refusal comes after membership and receipt replay as everywhere. The generic pipeline stays
+the reference: every store has it, and
 the fast path is tested against it (tests/stores/test_raw_fast_path.py).
 """
 
@@ -36,6 +40,7 @@ from aidememo.domain.model import (
     SearchDoc,
     StoredResource,
 )
+from aidememo.domain.secrets import SecretFinding, find_in_json
 from aidememo.ports import CAP_RAW_FAST_PATH, Clock, RawFastPath, Store, WriteTx
 from aidememo.service.access import Caller, check_access
 
@@ -124,10 +129,18 @@ class Ledger:
         self.on_commit: list[OnCommit] = []
 
     def execute(
-        self, caller: Caller, command: Command, decide: Decide, *, fp: str | None = None
+        self,
+        caller: Caller,
+        command: Command,
+        decide: Decide,
+        *,
+        fp: str | None = None,
+        secret: SecretFinding | None = None,
     ) -> Receipt:
         """Run one command through the pipeline and return its receipt (CMD-3 .. CMD-6);
-        `fp` is the command's fingerprint when the caller computed it already."""
+        `fp` is the command's fingerprint when the caller computed it already; `secret` is
+        the first secret found in the command's written texts, refused after membership and
+        receipt replay (SEC-3, SEC-4)."""
         if fp is None:
             fp = command_fingerprint(command)
         scope = caller.scope(command.project_id)
@@ -141,6 +154,8 @@ class Ledger:
             project, stored = _admit(caller, command, fp, start)
             if stored is not None:
                 return stored
+            if secret is not None:
+                raise secret.error()
             current = start.current
             now = self.clock.now_ms()
             decision = decide(tx, project, current, now)
@@ -188,9 +203,12 @@ class Ledger:
     def execute_raw(self, caller: Caller, command: Command) -> Receipt:
         """A generic put or delete (`POST /v1/commands`): revision check, then write; in one
         round trip on a store with `CAP_RAW_FAST_PATH`."""
-        body = canonical_bytes(command.payload) if command.change is ChangeOp.UPSERT else None
+        upsert = command.change is ChangeOp.UPSERT
+        body = canonical_bytes(command.payload) if upsert else None
         fp = command_fingerprint(command, body)
-        if CAP_RAW_FAST_PATH in self.store.capabilities:
+        # Every key and string of a custom.* payload is screened (SEC-1).
+        secret = find_in_json(command.payload, "/payload") if upsert else None
+        if CAP_RAW_FAST_PATH in self.store.capabilities and secret is None:
             fast = cast(RawFastPath, self.store)
             write = RawWrite(
                 scope=caller.scope(command.project_id),
@@ -214,7 +232,7 @@ class Ledger:
             _check_raw(command, current)
             return Decision(command.change, body)
 
-        return self.execute(caller, command, decide, fp=fp)
+        return self.execute(caller, command, decide, fp=fp, secret=secret)
 
     def _fast_outcome(
         self, caller: Caller, command: Command, write: RawWrite, outcome: RawOutcome

@@ -1,8 +1,9 @@
 """Typed sessions, facts, handoff contexts and handoffs (SPEC.md TYP-*, HO-*).
 
 Every operation goes through the ledger's pipeline, so receipt replay comes before any state
-is read, and every prerequisite (session, context, fact, receiver, absence) is decided inside
-the write transaction: two creates of one id cannot both succeed (TYP-3).
+is read and before a secret in a written text is refused (SEC-1, SEC-3), and every
+prerequisite (session, context, fact, receiver, absence) is decided inside the write
+transaction: two creates of one id cannot both succeed (TYP-3).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from aidememo.domain.records import (
     parse_claim,
     parse_return,
 )
+from aidememo.domain.secrets import find_in_texts
 from aidememo.domain.tokenize import index_terms
 from aidememo.ports import ReadTx, WriteTx
 from aidememo.service.access import Caller
@@ -110,7 +112,8 @@ class Product:
             return Decision(ChangeOp.UPSERT, body)
 
         cmd = self._command(project_id, req.command_id, "session.create", ref, req.payload)
-        return self.ledger.execute(caller, cmd, decide)
+        secret = find_in_texts([("/payload/topic", data.topic)])
+        return self.ledger.execute(caller, cmd, decide, secret=secret)
 
     def create_fact(self, caller: Caller, project_id: str, req: CreateRequest) -> Receipt:
         """`fact.create`: source and actor are inherited server-side; indexed in the same
@@ -135,7 +138,8 @@ class Product:
             return Decision(ChangeOp.UPSERT, body, search=SearchDoc(data.fact_id, source_id, terms))
 
         cmd = self._command(project_id, req.command_id, "fact.create", ref, req.payload)
-        return self.ledger.execute(caller, cmd, decide)
+        secret = find_in_texts([("/payload/content", data.content)])
+        return self.ledger.execute(caller, cmd, decide, secret=secret)
 
     def create_context(self, caller: Caller, project_id: str, req: CreateRequest) -> Receipt:
         """`handoff_context.create`: an immutable packet for one exact handoff route."""
@@ -160,7 +164,8 @@ class Product:
             return Decision(ChangeOp.UPSERT, body)
 
         cmd = self._command(project_id, req.command_id, "handoff_context.create", ref, req.payload)
-        return self.ledger.execute(caller, cmd, decide)
+        secret = find_in_texts([("/payload/content", data.content)])
+        return self.ledger.execute(caller, cmd, decide, secret=secret)
 
     def send_handoff(self, caller: Caller, project_id: str, req: CreateRequest) -> Receipt:
         """`handoff.send`: a pending handoff to another active writer (HO-1)."""
@@ -200,7 +205,8 @@ class Product:
             return Decision(ChangeOp.UPSERT, canonical_bytes(record.to_json()), _index_row(record))
 
         cmd = self._command(project_id, req.command_id, "handoff.send", ref, req.payload)
-        return self.ledger.execute(caller, cmd, decide)
+        fields = [("/payload/focus", data.focus), ("/payload/done_when", data.done_when)]
+        return self.ledger.execute(caller, cmd, decide, secret=find_in_texts(fields))
 
     def transition(
         self, caller: Caller, project_id: str, handoff_id: str, kind: str, req: TransitionRequest

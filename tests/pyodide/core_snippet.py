@@ -89,6 +89,35 @@ try:
 except Exception:
     conformance_error = traceback.format_exc()
 
+# The secret detector (SPEC.md SEC-2) on samples of every kind and on placeholders: the
+# CPython side compares these kinds with its own, so both runtimes refuse the same texts.
+secret_samples = [
+    "-----BEGIN " + "PRIVATE KEY-----",
+    "gh" + "p_" + "1234567890" * 4,
+    "npm_" + "a1b2c3d4e5" * 3,
+    "sk-" + "proj-" + "abcdefghij" * 3,
+    "AKIA" + "IOSFODNN7EXAMPLE",
+    "AWS_SECRET_ACCESS_KEY=" + "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "eyJ" + "hbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.signaturevalue123",
+    "Authorization: Bearer " + "abcdefghij" * 3,
+    "postgresql://demo:" + "supersensitive@localhost/app",
+    "session_id=" + "abcdefghij" * 3,
+    "pass" + "word=" + "hunter2" * 3,
+    "xo" + "xb-" + "1234567890-abcdefghij",
+    "gl" + "pat-" + "Xy7" * 7,
+    "postgresql://demo:password@localhost:5432/app",
+    "session_id=01ARZ3NDEKTSV4RRFFQ69G5FAV",
+    "Fine-grained GitHub tokens use the github_pat_ prefix.",
+    "\u8a8d\u8a3c token: " + "\uac12" * 20,
+]
+secret_results: list[list[Any]] = []
+try:
+    from aidememo.domain.secrets import secret_kinds
+
+    secret_results = [[text, secret_kinds(text)] for text in secret_samples]
+except Exception:
+    failed["aidememo.domain.secrets (run)"] = traceback.format_exc()
+
 RESULT = {
     "version_info": list(sys.version_info[:3]),
     "platform": sys.platform,
@@ -99,4 +128,5 @@ RESULT = {
     "failed": failed,
     "conformance": conformance,
     "conformance_error": conformance_error,
+    "secrets": secret_results,
 }

@@ -184,6 +184,35 @@ async def fact() -> Any:
     return receipt
 
 
+async def secret_refused() -> Any:
+    """SEC-3 through the real SDK: a fact and a custom.* note holding a secret are 422
+    `secret_rejected` naming kind and field, and the head does not move."""
+    snap = f"{P}/snapshot"
+    head = (await call_json("GET", snap, token=TOKENS[RECEIVER]))["at_seq"]
+    token = "gh" + "p_" + "Zq9" * 12
+    body = {
+        "command_id": "cmd_fact_secret",
+        "payload": {"fact_id": "fact_secret", "session_id": "session_edge", "content": token},
+    }
+    refused = await call_json("POST", f"{P}/facts", 422, token=TOKENS[RECEIVER], json_body=body)
+    message = refused["error"]["message"]
+    check(refused["error"]["code"] == "secret_rejected", repr(refused))
+    check("github_token" in message and "/payload/content" in message, message)
+    check(token not in json.dumps(refused), "the refusal echoes the secret")
+    note = {
+        "command_id": "cmd_note_secret",
+        "project_id": PROJECT,
+        "operation": "resource.put",
+        "resource": {"kind": "custom.note", "id": "note_secret"},
+        "change": "upsert",
+        "payload": {"deploy": {"pass" + "word": "Tr0ub4dor" * 2}},
+    }
+    await call_json("POST", "/v1/commands", 422, token=TOKENS[RECEIVER], json_body=note)
+    after = (await call_json("GET", snap, token=TOKENS[RECEIVER]))["at_seq"]
+    check(after == head, f"the head moved from {head} to {after}")
+    return {"head": head, "message": message}
+
+
 async def handoff() -> Any:
     send = {
         "command_id": "cmd_send_edge",
@@ -360,6 +389,7 @@ STEPS: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
     ("identity", identity),
     ("session", session),
     ("fact", fact),
+    ("secret_refused", secret_refused),
     ("handoff_send", handoff),
     ("handoff_accept", handoff_accept),
     ("handoff_return", handoff_return),

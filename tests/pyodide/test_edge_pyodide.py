@@ -56,6 +56,7 @@ EDGE_STEPS = (
     "identity",
     "session",
     "fact",
+    "secret_refused",
     "handoff_send",
     "handoff_accept",
     "handoff_return",

@@ -104,3 +104,14 @@ def test_conformance_memory_store(pyodide_run: dict[str, Any], rule_id: str, nam
     matches = [r for r in result["conformance"] if r["rule_id"] == rule_id and r["name"] == name]
     assert len(matches) == 1, f"{rule_id} {name} not reported by Pyodide"
     assert matches[0]["ok"], matches[0]["message"]
+
+
+def test_sec2_the_secret_detector_finds_the_same_kinds_in_pyodide(
+    pyodide_run: dict[str, Any],
+) -> None:
+    from aidememo.domain.secrets import secret_kinds
+
+    samples = pyodide_run["result"]["secrets"]
+    assert len(samples) == 17
+    assert [kinds for _, kinds in samples] == [secret_kinds(text) for text, _ in samples]
+    assert all(kinds for _, kinds in samples[:13]) and not any(k for _, k in samples[13:])
