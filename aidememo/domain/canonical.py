@@ -139,8 +139,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 # such a document can decode to a string holding a lone surrogate. An escaped backslash
 # before `u` makes a false candidate, which the exact search in `_surrogate_at` clears.
 _LONE_ESCAPE = re.compile(
-    rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])"
-    rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F]"
+    rb"\\u[dD](?:[89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])"
+    rb"|[c-fC-F](?<!\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F]))"
 )
 _POINTER_SHOWN = 200  # characters of a JSON Pointer an error message quotes
 
