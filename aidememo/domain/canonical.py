@@ -136,8 +136,10 @@ _DECODER = json.JSONDecoder(
 # A UTF-16 surrogate as a character (text decoded with "surrogatepass", or handed in as str).
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # A `\uXXXX` escape of a surrogate that is not half of an escaped pair (high then low): only
-# such a document can decode to a string holding a lone surrogate. An escaped backslash
-# before `u` makes a false candidate, which the exact search in `_surrogate_at` clears.
+# such a document can decode to a string holding a lone surrogate. It is searched for after
+# `_ESCAPED_BACKSLASH` became `__` (left to right, as a parser reads escapes), so every `\u`
+# left is a real escape and an escaped backslash cannot hide one half of a pair or fake it.
+_ESCAPED_BACKSLASH = b"\\\\"
 _LONE_ESCAPE = re.compile(
     rb"\\u[dD](?:[89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])"
     rb"|[c-fC-F](?<!\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F]))"
@@ -282,7 +284,7 @@ def decode_json(data: bytes | str, what: str = "the body") -> JsonValue:
         raise fail(ErrorCode.INVALID_COMMAND, f"{what} is not valid JSON: {exc}") from None
     except RecursionError:  # not reached: the depth scan came first
         raise fail(ErrorCode.INVALID_COMMAND, f"{what} nests too deep") from None
-    if surrogates or _LONE_ESCAPE.search(raw) is not None:
+    if surrogates or _LONE_ESCAPE.search(raw.replace(_ESCAPED_BACKSLASH, b"__")) is not None:
         problem = _surrogate_at(value)
         if problem is not None:
             raise fail(ErrorCode.INVALID_COMMAND, f"{what}: {problem}")

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from aidememo.domain.canonical import _depth_exceeds, canonical_bytes, decode_json, decode_utf8
@@ -147,12 +147,51 @@ def test_cj4_depth_scan_never_undercounts_what_a_parser_would_open(data: bytes) 
         (b'{"tags":["ok","\\ud800"]}', "the string at /tags/1"),
         (b'{"a/b":{"c~d":"\\ud800"}}', "the string at /a~1b/c~0d"),
         (b'{"\\ud83d\\ude00":{"x":"\\udc00"}}', "the string at /\U0001f600/x"),
+        (b'{"a":"\\\\ud800\\udc00"}', "the string at /a holds a lone surrogate U+DC00"),
+        (b'{"a":"\\ud800\\\\\\udc00"}', "the string at /a holds a lone surrogate U+D800"),
+        (b'{"a":"\\\\\\ud800"}', "the string at /a holds a lone surrogate U+D800"),
     ],
 )
 def test_cj4_lone_surrogates_are_refused_with_their_json_pointer(body: bytes, where: str) -> None:
     message = _refusal(body)
     assert where in message and "lone surrogate U+D" in message, message
     json.dumps(message).encode("utf-8")  # the message itself is valid text
+
+
+_PIECES = st.sampled_from(
+    [
+        "a",
+        "\\\\",
+        "\\ud800",
+        "\\uDBFF",
+        "\\udc00",
+        "\\uDFFF",
+        "\\ud83d\\ude00",
+        "\\u0041",
+        "u",
+        "ud800",
+    ]
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(pieces=st.lists(_PIECES, max_size=8), as_key=st.booleans())
+@example(pieces=["\\\\", "ud800", "\\udc00"], as_key=False)
+def test_cj4_a_lone_surrogate_is_refused_exactly_when_one_decodes(
+    pieces: list[str], as_key: bool
+) -> None:
+    inner = "".join(pieces)
+    text = f'{{"{inner}":1}}' if as_key else f'{{"k":"{inner}"}}'
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return  # a broken escape: not this property's case
+    strings = [*parsed, *(v for v in parsed.values() if isinstance(v, str))]
+    lone = any(0xD800 <= ord(ch) <= 0xDFFF for text_ in strings for ch in text_)
+    if lone:
+        assert "lone surrogate" in _refusal(text.encode())
+    else:
+        assert decode_json(text.encode()) == parsed
 
 
 def test_cj4_raw_surrogates_in_text_are_refused() -> None:
