@@ -40,6 +40,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from aidememo.domain.canonical import decode_stored
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
 from aidememo.domain.limits import SNAPSHOT_MAX_RESOURCES
 from aidememo.domain.model import Scope
@@ -126,7 +127,7 @@ class Subscriber:
         if not isinstance(raw, str):
             return None
         try:
-            data = json.loads(raw)
+            data = decode_stored(raw)
             if data.get("v") != ATTACHMENT_VERSION:
                 return None
             sub = LiveSubscription(
@@ -149,7 +150,7 @@ def socket_id(ws: Any) -> str | None:
     runtime hands the handlers a new proxy of the same socket each time)."""
     try:
         raw = ws.deserializeAttachment()
-        data = json.loads(raw) if isinstance(raw, str) else None
+        data = decode_stored(raw) if isinstance(raw, str) else None
     except Exception:  # a closed socket, or an attachment that is not ours
         return None
     return str(data["id"]) if isinstance(data, dict) and "id" in data else None

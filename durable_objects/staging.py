@@ -35,6 +35,7 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from aidememo.domain.canonical import decode_stored
 from aidememo.stores.sqlite.do_executor import DoSqlExecutor
 from durable_objects.rpc import unpack_page
 
@@ -165,7 +166,7 @@ class Staging:
         if not self.exists():
             return None
         row = self._read(kind, stage_id, SPEC_ROW)
-        return None if row is None else json.loads(row[1])
+        return None if row is None else decode_stored(row[1])
 
     def add_page(self, kind: str, stage_id: str, data: bytes) -> int | None:
         """Append a page (bytes) to a stage; its number, or None when the stage is gone."""
@@ -191,7 +192,7 @@ class Staging:
         if row is None:
             return None
         runs, data = row
-        return (None if runs is None else json.loads(runs)), data
+        return (None if runs is None else decode_stored(runs)), data
 
     def pages(self, kind: str, stage_id: str) -> int:
         """How many pages a stage holds."""

@@ -26,6 +26,8 @@ from aidememo.cli.options import (
 )
 from aidememo.cli.remote import AdminClient
 from aidememo.cli.stores import (
+    DATABASE_FILE,
+    data_home,
     default_database,
     describe_database,
     is_postgres,
@@ -72,13 +74,19 @@ def read_token_file(path: str) -> str:
     return text
 
 
-def _database(ns: argparse.Namespace) -> str:
+def _database(ns: argparse.Namespace, *, create: bool = True) -> str:
+    """`--database`, or the default file (its data directory prepared only when `create`).
+
+    The admin commands that work on existing data (all but bootstrap, migrate and import)
+    pass `create=False` here and to `open_store`, which then refuses a missing file."""
     value: str | None = ns.database
-    return value if value else default_database()
+    if value:
+        return value
+    return default_database() if create else str(data_home() / DATABASE_FILE)
 
 
-def _with_store(database: str, fn: Callable[[Store], int]) -> int:
-    store = open_store(database)
+def _with_store(database: str, fn: Callable[[Store], int], *, create: bool = True) -> int:
+    store = open_store(database, create=create)
     try:
         return fn(store)
     finally:
@@ -207,7 +215,7 @@ def cmd_admin_member(ns: argparse.Namespace) -> int:
         _print_json(admin_answers.membership_json(member))
         return 0
 
-    return _with_store(_database(ns), run)
+    return _with_store(_database(ns, create=False), run, create=False)
 
 
 def cmd_admin_token_revoke(ns: argparse.Namespace) -> int:
@@ -229,7 +237,7 @@ def cmd_admin_token_revoke(ns: argparse.Namespace) -> int:
         _print_json({"revoked": True})
         return 0
 
-    return _with_store(_database(ns), run)
+    return _with_store(_database(ns, create=False), run, create=False)
 
 
 def cmd_admin_export(ns: argparse.Namespace) -> int:
@@ -263,7 +271,7 @@ def cmd_admin_export(ns: argparse.Namespace) -> int:
                 raise CliError(f"export refused: {error.message} ({error.code.value})") from None
             return write_export(ns.out, write_lines(lines))
 
-        store = open_store(_database(ns))
+        store = open_store(_database(ns, create=False), create=False)
         try:
             summary = run(store)
         finally:
@@ -318,7 +326,7 @@ def cmd_admin_delete_tenant(ns: argparse.Namespace) -> int:
         _print_json({"tenant_id": tenant_id, "removed": removed})
         return 0
 
-    return _with_store(_database(ns), run)
+    return _with_store(_database(ns, create=False), run, create=False)
 
 
 def cmd_admin_migrate(ns: argparse.Namespace) -> int:

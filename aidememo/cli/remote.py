@@ -35,6 +35,23 @@ def _error_text(status: int, reason: str, raw: bytes) -> str:
         return f"HTTP {status} {reason}".strip()
 
 
+def _as_http(url: str) -> str:
+    return "http://" + url.split("://", 1)[-1]
+
+
+def _no_scheme(url: str) -> None:
+    """A `--url` without a scheme is read as https://, except on a loopback host, where the
+    server is most likely a local `aidememo serve` (plain HTTP): there it is refused with the
+    http:// URL to use instead, rather than failing later in a TLS handshake."""
+    host = urlsplit("//" + url).hostname
+    if host is not None and is_loopback(host):
+        raise CliError(
+            f"--url {url} has no scheme: a local `aidememo serve` speaks plain HTTP, so give "
+            f"{_as_http(url)} (or https://{url} for a TLS front)",
+            EXIT_USAGE,
+        )
+
+
 class AdminClient:
     """One admin endpoint: a base URL plus the admin token sent as the bearer."""
 
@@ -42,6 +59,7 @@ class AdminClient:
         self, url: str, token: str, *, allow_insecure_http: bool = False, timeout: float = TIMEOUT_S
     ) -> None:
         if "://" not in url:
+            _no_scheme(url)
             url = "https://" + url
         parts = urlsplit(url)
         if parts.scheme not in ("https", "http") or not parts.hostname:
@@ -115,7 +133,10 @@ class AdminClient:
                 sink(chunk)
             return response.status, b""
         except ssl.SSLError as exc:
-            raise CliError(f"{what}: TLS failure talking to {self.url}: {exc}") from None
+            hint = ""
+            if is_loopback(self.host):  # `aidememo serve` on loopback speaks plain HTTP
+                hint = f"; a local `aidememo serve` speaks plain HTTP: try {_as_http(self.url)}"
+            raise CliError(f"{what}: TLS failure talking to {self.url}: {exc}{hint}") from None
         except (OSError, http.client.HTTPException) as exc:
             reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
             raise CliError(f"{what}: cannot reach {self.url}: {reason}") from None

@@ -96,11 +96,14 @@ def open_postgres(url: str, *, migrate: bool = True) -> PostgresStore:
         raise CliError(f"cannot open database {describe_database(url)}: {exc.message}") from exc
 
 
-def open_store(database: str) -> Store:
+def open_store(database: str, *, create: bool = True) -> Store:
     """Open the canonical store named by `database` (a PostgreSQL URL or a SQLite path).
 
     A PostgreSQL database is migrated to this code's schema first, under
-    `pg_advisory_xact_lock`, so concurrent start-ups never race.
+    `pg_advisory_xact_lock`, so concurrent start-ups never race. A SQLite file that does not
+    exist is created, unless `create` is false: then it is refused and nothing is made (the
+    admin commands that change or read existing data, where a new empty database would only
+    hide a mistyped path).
     """
     if is_postgres(database):
         return open_postgres(database)
@@ -109,6 +112,12 @@ def open_store(database: str) -> Store:
     path = os.path.expanduser(database)
     if os.path.isdir(path):
         raise CliError(f"database {path} is a directory; give a file path")
+    if not create and not os.path.exists(path):
+        raise CliError(
+            f"database {os.path.abspath(path)} does not exist (nothing was created): give the "
+            "path of an existing database; `aidememo bootstrap` creates a new one",
+            EXIT_USAGE,
+        )
     try:
         store: Store = SqliteStore.open_file(path, synchronous="FULL")
     except AidememoError as exc:

@@ -19,6 +19,7 @@ from aidememo.domain.clock import RandomIds, SystemClock
 from aidememo.domain.errors import STORAGE_RETRY_AFTER_S, AidememoError, ErrorCode, fail
 from aidememo.domain.limits import BEARER_MAX_BYTES, HANDOFF_LEASE_MS_DEFAULT
 from aidememo.http import admin, handlers
+from aidememo.http.media import check_media_type
 from aidememo.http.render import json_bytes
 from aidememo.http.routes import Match, Route, resolve
 from aidememo.http.types import Request, Response
@@ -47,12 +48,6 @@ def error_response(error: AidememoError) -> Response:
     if error.http_status == 503:
         headers.append(("retry-after", str(STORAGE_RETRY_AFTER_S)))
     return Response(error.http_status, headers, json_bytes(error.to_json()))
-
-
-def _media_type_ok(content_type: str | None, expected: str) -> bool:
-    if content_type is None:
-        return True  # a missing content type is read as the route's type (HTTP-1)
-    return content_type.split(";", 1)[0].strip().lower() == expected
 
 
 # What a bearer token may not contain: control characters, DEL, and any whitespace (str.isspace,
@@ -90,8 +85,8 @@ def check_request(request: Request, match: Match | None = None) -> Match:
             raise fail(ErrorCode.METHOD_NOT_ALLOWED, f"use {', '.join(match.allowed)}")
         raise fail(ErrorCode.ROUTE_NOT_FOUND, "no such route")
     check_size(route, len(request.body), request.body_too_large)
-    if route.has_body and not _media_type_ok(request.headers.get("content-type"), route.media_type):
-        raise fail(ErrorCode.UNSUPPORTED_MEDIA_TYPE, f"send {route.media_type}")
+    if route.has_body:
+        check_media_type(request.headers.get("content-type"), route.media_type)
     return match
 
 

@@ -17,7 +17,9 @@ from aidememo.domain.limits import (
     CHANGES_LIMIT_DEFAULT,
     CHANGES_LIMIT_MAX,
     MAILBOX_LIMIT_DEFAULT,
+    MAILBOX_LIMIT_MAX,
     SEARCH_LIMIT_DEFAULT,
+    SEARCH_LIMIT_MAX,
 )
 from aidememo.domain.model import Receipt, ResourceRef
 from aidememo.domain.records import CreateRequest, parse_create, parse_transition
@@ -309,7 +311,7 @@ def mailbox(
     source_id = query.text("source_id")
     include_completed = query.boolean("include_completed")
     before_seq = query.integer("before_seq", minimum=1)
-    limit = query.integer("limit", minimum=1)
+    limit = query.integer("limit", minimum=1, maximum=MAILBOX_LIMIT_MAX)
     allowed = frozenset({"box", "source_id", "include_completed", "before_seq", "limit"})
     query.finish(allowed, forbidden=_IDENTITY_PARAMS)
     if box is None:
@@ -343,7 +345,7 @@ def search(
     query = Query(request.query)
     q = query.text("q")
     source_id = query.text("source_id")
-    limit = query.integer("limit", minimum=1)
+    limit = query.integer("limit", minimum=1, maximum=SEARCH_LIMIT_MAX)
     at_least_seq = query.integer("at_least_seq")
     mode = query.text("mode")
     query.finish(

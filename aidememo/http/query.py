@@ -1,23 +1,43 @@
-"""Strict query-string reading: unknown or repeated parameters are refused (HTTP-3)."""
+"""Strict query-string reading: unknown or repeated parameters are refused (HTTP-3), and
+every name and value is percent-decoded to bytes and then read as UTF-8 by the decoder's own
+rules (CJ-4): the offset of an invalid byte, and no lone surrogates."""
 
 from __future__ import annotations
 
-from urllib.parse import parse_qsl
+from urllib.parse import unquote_to_bytes
 
+from aidememo.domain.canonical import decode_utf8
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.limits import INT64_MAX
+
+
+def _raw_bytes(raw: str) -> bytes:
+    """The bytes of a raw query string. The origin hands the request target's bytes over as
+    latin-1 text (one character per byte), the edge as the URL's ASCII (non-ASCII is
+    percent-encoded there); text beyond latin-1 (the core called directly) is UTF-8."""
+    if raw.isascii():
+        return raw.encode("ascii")
+    try:
+        return raw.encode("latin-1")
+    except UnicodeEncodeError:
+        return raw.encode("utf-8", "surrogatepass")
+
+
+def _component(data: bytes, what: str) -> str:
+    return decode_utf8(unquote_to_bytes(data.replace(b"+", b" ")), what)
 
 
 class Query:
     """The parameters of one request, consumed by name and then checked for leftovers."""
 
     def __init__(self, raw: str) -> None:
-        try:
-            pairs = parse_qsl(raw, keep_blank_values=True, strict_parsing=False, errors="strict")
-        except (UnicodeDecodeError, ValueError):
-            raise fail(ErrorCode.INVALID_COMMAND, "malformed query string") from None
         self._values: dict[str, str] = {}
-        for key, value in pairs:
+        for pair in _raw_bytes(raw).split(b"&"):
+            if not pair:
+                continue
+            raw_key, _, raw_value = pair.partition(b"=")
+            key = _component(raw_key, "a query parameter name")
+            value = _component(raw_value, f"query parameter {key}")
             if key in self._values:
                 raise fail(ErrorCode.INVALID_COMMAND, f"query parameter {key!r} is repeated")
             self._values[key] = value
@@ -49,12 +69,12 @@ class Query:
         value = self._values.get(key)
         if value is None:
             return None
-        if not value.isascii() or not value.isdigit() or len(value) > 19:
-            raise fail(code, f"{key} must be a non-negative integer")
-        number = int(value)
-        if not minimum <= number <= maximum:
-            raise fail(code, f"{key} must be {minimum}-{maximum}")
-        return number
+        bounds = f"{key} must be an integer {minimum}-{maximum}"
+        if not value.isascii() or not value.isdigit():
+            raise fail(code, f"{bounds} (plain decimal digits)")
+        if len(value) > 19 or not minimum <= int(value) <= maximum:
+            raise fail(code, bounds)
+        return int(value)
 
     def boolean(self, key: str) -> bool | None:
         """`true` or `false`, nothing else."""

@@ -93,6 +93,7 @@ class ExportReader:
         self._held: bytes | None = None
         self._total = hashlib.sha256()
         self._rows_started = False
+        self._line = 0  # lines decoded so far, for the messages
 
     def feed(self, data: bytes) -> tuple[dict[str, Any], bytes] | None:
         """Accept the next line of the export."""
@@ -104,7 +105,8 @@ class ExportReader:
 
     def _record(self, data: bytes) -> dict[str, Any]:
         self._total.update(data)
-        record = decode_json(data)
+        self._line += 1
+        record = decode_json(data, f"line {self._line}")
         if not isinstance(record, dict) or not isinstance(record.get("type"), str):
             raise fail(ErrorCode.INVALID_COMMAND, "every line must be an object with a type")
         kind: str = record["type"]
@@ -131,7 +133,7 @@ class ExportReader:
         tenant id of the header."""
         if self._held is None or self.tenant_id is None:
             raise fail(ErrorCode.INVALID_COMMAND, "an export has a header and a manifest at least")
-        manifest = decode_json(self._held)
+        manifest = decode_json(self._held, f"line {self._line + 1} (the manifest)")
         if not isinstance(manifest, dict) or manifest.get("type") != "manifest":
             raise fail(ErrorCode.INVALID_COMMAND, "the last line must be the manifest")
         if self._total.hexdigest() != manifest.get("lines_sha256"):

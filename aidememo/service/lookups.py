@@ -81,7 +81,7 @@ class Lookups:
         if box not in ("inbox", "outbox"):
             raise fail(ErrorCode.INVALID_COMMAND, "box must be inbox or outbox")
         if not 1 <= limit <= MAILBOX_LIMIT_MAX:
-            raise fail(ErrorCode.INVALID_COMMAND, f"limit must be 1-{MAILBOX_LIMIT_MAX}")
+            raise fail(ErrorCode.INVALID_COMMAND, f"limit must be an integer 1-{MAILBOX_LIMIT_MAX}")
         if before_seq is not None and before_seq < 1:
             raise fail(ErrorCode.INVALID_COMMAND, "before_seq must be a positive integer")
         completed = box == "outbox" if include_completed is None else include_completed
@@ -116,7 +116,7 @@ class Lookups:
         if not 1 <= len(q.encode("utf-8")) <= SEARCH_QUERY_MAX_BYTES:
             raise fail(ErrorCode.INVALID_COMMAND, f"q must be 1-{SEARCH_QUERY_MAX_BYTES} bytes")
         if not 1 <= limit <= SEARCH_LIMIT_MAX:
-            raise fail(ErrorCode.INVALID_COMMAND, f"limit must be 1-{SEARCH_LIMIT_MAX}")
+            raise fail(ErrorCode.INVALID_COMMAND, f"limit must be an integer 1-{SEARCH_LIMIT_MAX}")
         if at_least_seq is not None and at_least_seq < 0:
             raise fail(ErrorCode.INVALID_COMMAND, "at_least_seq must not be negative")
         terms = query_terms(q)

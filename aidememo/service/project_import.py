@@ -77,7 +77,7 @@ def page_records(page: str | bytes) -> Iterator[dict[str, Any]]:
     """The records of one page: every non-empty line decoded (`invalid_command` if one is not
     JSON, or not an object of a row type). Lines end at `\\n` only."""
     for raw in _lines(page):
-        record = decode_json(raw)
+        record = decode_json(raw, "a staged import line")
         if not isinstance(record, dict) or record.get("type") not in ROW_TYPES:
             raise fail(
                 ErrorCode.INVALID_COMMAND,

@@ -84,7 +84,9 @@ def check_cursor(project: Project, project_epoch: str, after_seq: int) -> None:
 def check_change_limit(limit: int) -> None:
     """A change page holds 1 to 10,000 entries (FEED-5)."""
     if not 1 <= limit <= CHANGES_LIMIT_MAX:
-        raise fail(ErrorCode.INVALID_CHANGE_BATCH, f"limit must be 1-{CHANGES_LIMIT_MAX}")
+        raise fail(
+            ErrorCode.INVALID_CHANGE_BATCH, f"limit must be an integer 1-{CHANGES_LIMIT_MAX}"
+        )
 
 
 class Queries:

@@ -429,6 +429,8 @@ def test_admin_member_unknown_member_fails(
 def test_admin_token_revoke_unknown_token_fails(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    new_token(capsys, tmp_path / "a1.token")
+    bootstrap(capsys, tmp_path / "db.sqlite", tmp_path / "a1.token")
     new_token(capsys, tmp_path / "stray.token")
     code, _, err = run(
         capsys,

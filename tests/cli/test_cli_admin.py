@@ -431,12 +431,15 @@ def test_url_admin_token_rules(
     assert code == 1 and "admin_required" in one_line(err)
     assert not out.exists()
     assert not [name for name in os.listdir(tmp_path) if name.endswith(".part")]
-    # https is the default: a URL without a scheme speaks TLS, which a plain server refuses.
+    # A loopback URL without a scheme is refused with the http:// URL to give instead; an
+    # explicit https:// to the plain local server fails its TLS handshake with the same hint.
     host = origin.url.removeprefix("http://")
-    for url in (host, "https://" + host):
-        code, _, err = run(capsys, *export, "--url", url, "--admin-token-file",
-                           str(origin.admin_file))  # fmt: skip
-        assert code == 1 and "TLS" in one_line(err), err
+    token_file = ["--admin-token-file", str(origin.admin_file)]
+    code, _, err = run(capsys, *export, "--url", host, *token_file)
+    assert code == 2 and f"give http://{host} " in one_line(err), err
+    code, _, err = run(capsys, *export, "--url", "https://" + host, *token_file)
+    assert code == 1 and "TLS" in one_line(err) and f"try http://{host}" in one_line(err), err
+    assert not out.exists()
 
 
 def test_url_export_import_and_delete_tenant(

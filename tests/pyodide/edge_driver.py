@@ -22,6 +22,7 @@ from urllib.parse import quote
 
 import edge_harness
 from js import Date, Headers, Request
+from pyodide.ffi import to_js
 
 BASE = "https://aidememo.test"
 params = edge_harness.params.to_py()
@@ -64,7 +65,10 @@ async def call(
         headers.set("content-type", content_type)
     init: dict[str, Any] = {"method": method, "headers": headers}
     if body is not None:
-        init["body"] = body.decode()
+        try:
+            init["body"] = body.decode()
+        except UnicodeDecodeError:  # bytes a JS string cannot carry: sent as a Uint8Array
+            init["body"] = to_js(body)
     resp = await edge_harness.fetch(Request.new(BASE + path, **init))
     data = bytes((await resp.arrayBuffer()).to_bytes())
     return int(resp.status), dict(resp.headers.entries()), data
@@ -287,6 +291,56 @@ async def changes() -> Any:
     return {"keys": sorted(body)}
 
 
+# (route, body, what the 400's message says): bodies that overflowed the WebAssembly stack
+# inside json.loads, or became a 503, before the decoder's own checks (CJ-4).
+HOSTILE: list[tuple[str, bytes, str]] = [
+    ("/v1/commands", b"[" * 100_000 + b"]" * 100_000, "deeper than 64"),
+    ("/v1/commands", b'{"a":' * 100_000 + b"1" + b"}" * 100_000, "deeper than 64"),
+    (f"{P}/facts", b"[" * 100_000 + b"]" * 100_000, "deeper than 64"),
+    (f"{P}/facts", b'{"a":' * 100_000, "deeper than 64"),
+    (
+        f"{P}/facts",
+        b'{"command_id":"c_h","payload":{"fact_id":"f_h","session_id":"session_edge",'
+        b'"content":"x\\ud800"}}',
+        "string at /payload/content",
+    ),
+    (
+        f"{P}/facts",
+        b'{"command_id":"c_h","payload":{"fact_id":"f_h","session_id":"session_edge",'
+        b'"content":"x\xed\xa0\x80"}}',
+        "string at /payload/content",
+    ),
+    (
+        "/v1/commands",
+        b'{"command_id":"c_h","project_id":"' + PROJECT.encode() + b'","expected_revision":null,'
+        b'"operation":"resource.put","resource":{"kind":"custom.note","id":"n_h"},'
+        b'"change":"upsert","payload":{"k\\udc00":1}}',
+        "object key at /payload",
+    ),
+    (f"{P}/facts", b'{"command_id":"caf\xe9"}', "not UTF-8: byte 0xE9 at offset 18"),
+]
+
+
+async def hostile_json() -> Any:
+    """Each hostile body is a 400 `invalid_command` whose message says why, and the runtime
+    answers the next request (the receiver's token: the writer's counts toward the 429 step)."""
+    seen = []
+    for route, body, expected in HOSTILE:
+        status, _, data = await call("POST", route, token=TOKENS[RECEIVER], raw=body,
+                                     content_type="application/json")  # fmt: skip
+        check(status == 400, f"{route} {body[:30]!r}: {status} {data[:300]!r}")
+        error = json.loads(data)["error"]
+        check(error["code"] == "invalid_command", repr(error))
+        check(expected in error["message"], f"{expected!r} not in {error['message']!r}")
+        again = await call_json("GET", f"{P}/identity", token=TOKENS[RECEIVER])
+        check(again.get("actor_id") == RECEIVER, repr(again))
+        seen.append(error["message"][:80])
+    status, _, data = await call("POST", "/v1/commands", token=TOKENS[RECEIVER], raw=b"{}",
+                                 content_type="application/json; charset=latin-1")  # fmt: skip
+    check(status == 415, f"charset=latin-1: {status} {data[:200]!r}")
+    return seen
+
+
 async def live_feed() -> Any:
     """The live feed's upgrade through the real SDK: the Worker's `stub.fetch`, the object's
     `Response(None, status=101, web_socket=client)` and the pair from `js.WebSocketPair`; the
@@ -396,6 +450,7 @@ STEPS: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
     ("search", search),
     ("search_cjk", search_cjk),
     ("changes", changes),
+    ("hostile_json", hostile_json),
     ("live_feed", live_feed),
     ("export", export),
     ("alarm", alarm),

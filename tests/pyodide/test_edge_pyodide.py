@@ -9,8 +9,10 @@ drivers; it prints one JSON result that the cases below read:
   edge code relies on, and the conformance suite on the shared SQLite store over that storage.
 - edge_driver.py: requests through `Default.fetch` into the Durable Objects: admin bootstrap of
   two actors, identity, session, facts, handoff send/accept/return, search (including CJK),
-  changes, the live feed's WebSocket upgrade (catch-up, a pushed commit, a refusal), export,
-  the project's alarm, tenant deletion, import of the export, rate limiting.
+  changes, hostile JSON bodies (100,000 levels of nesting, lone surrogates, bytes that are not
+  UTF-8: each a 400, and the runtime answers the next request), the live feed's WebSocket
+  upgrade (catch-up, a pushed commit, a refusal), export, the project's alarm, tenant
+  deletion, import of the export, rate limiting.
 
 The SDK wheel is fetched by scripts/test (scripts/_lib.sh, `ensure_sdk_wheel`) into .cache/.
 """
@@ -63,6 +65,7 @@ EDGE_STEPS = (
     "search",
     "search_cjk",
     "changes",
+    "hostile_json",
     "live_feed",
     "export",
     "alarm",

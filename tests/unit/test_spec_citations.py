@@ -38,7 +38,7 @@ _SLUG_SHAPE = re.compile(r"[a-z]+\d+")
 
 # Words with digits SPEC.md uses that are not rule ids, and name words that look like an id
 # right after `test_` but are not citations.
-NOT_RULES = frozenset({"UTF-8", "SHA-256"})
+NOT_RULES = frozenset({"UTF-8", "UTF-16", "SHA-256"})
 NOT_CITATIONS = frozenset({"int64", "utf8", "sha256"})
 
 
