@@ -2,9 +2,9 @@
 
 The driver is injected as a connection factory (psycopg 3 at the origin, pg8000 at the edge);
 nothing here imports one. Both take `%s` placeholders, and every statement is the same text
-for both (DESIGN section 2).
+for both.
 
-Transactions (anchor 2.3, SPEC.md STORE-*):
+Transactions (SPEC.md STORE-*):
 - A write is `BEGIN ISOLATION LEVEL READ COMMITTED`; a read (`read(fn)`) is
   `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`, so a snapshot, a change page and its head
   come from one consistent view.

@@ -1,7 +1,7 @@
 """`SqliteStore`: the canonical store on SQLite, over any `SqlExecutor`.
 
 The same SQL serves the embedded file (stdlib `sqlite3`) and a project's Durable Object
-(`ctx.storage.sql`); only the executor differs (DESIGN section 2). A command is one
+(`ctx.storage.sql`); only the executor differs. A command is one
 statement before its commit (`begin_command`'s four point reads in one SELECT), then the
 operation's own reads, then five to eight statements in `commit_mutation`; a generic put
 or delete (`POST /v1/commands`) is six statements between `BEGIN` and `COMMIT`.
