@@ -14,14 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
-from aidememo.domain.model import (
-    CommandStart,
-    Mutation,
-    ResourceRef,
-    Scope,
-    SearchHit,
-    StoredResource,
-)
+from aidememo.domain.model import CommandStart, Mutation, ResourceRef, Scope, SearchHit
 from aidememo.ports import ReadTx, WriteTx
 from aidememo.stores.postgres import schema
 from aidememo.stores.postgres import sql as q
@@ -144,8 +137,9 @@ class PgWriteTx(ArchiveWrites, SqlWriteRows[Session], PgReadTx):
         if row[0] is None:  # no project: the command is refused on that alone
             return CommandStart(None, None, None, None)
         found, revision, body = row[11], row[12], row[13]
-        current = StoredResource(ref, revision, q.blob(body)) if found else None
-        return command_start(scope, actor_id, command_id, ref, row, current)
+        return command_start(
+            scope, actor_id, command_id, ref, row, revision if found else None, q.blob(body)
+        )
 
     def commit_mutation(self, mutation: Mutation) -> None:
         """Head CAS and every row of the command in one round trip (CMD-6); the function

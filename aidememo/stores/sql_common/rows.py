@@ -46,21 +46,22 @@ def command_start(
     command_id: str,
     ref: ResourceRef,
     row: Sequence[Any],
-    current: StoredResource | None,
+    revision: int | None,
+    body: bytes | None,
 ) -> CommandStart:
     """The `CommandStart` of CMD-5's one-statement read: `row` begins with the project's
     epoch and head, the membership's role and status and the receipt's fingerprint, actor,
-    sequence, kind, resource id, revision and time (NULLs where a row is missing); `current`
-    is the resource the store read alongside."""
+    sequence, kind, resource id, revision and time (NULLs where a row is missing); `revision`
+    and `body` are the resource's (revision None: never written)."""
     t, p = scope.tenant_id, scope.project_id
-    epoch, head, role, status, fp, actor, seq, kind, rid, revision, at = row[:11]
+    epoch, head, role, status, fp, actor, seq, kind, rid, r_rev, at = row[:11]
     return CommandStart(
         None if epoch is None else Project(t, p, epoch, head),
         None if role is None else Membership(t, p, actor_id, ROLES[role], STATUSES[status]),
         None
         if fp is None
-        else Receipt(command_id, fp, t, p, actor, seq, ResourceRef(kind, rid), revision, at),
-        current,
+        else Receipt(command_id, fp, t, p, actor, seq, ResourceRef(kind, rid), r_rev, at),
+        None if revision is None else StoredResource(ref, revision, body),
     )
 
 

@@ -18,14 +18,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from aidememo.domain.errors import ErrorCode, fail
-from aidememo.domain.model import (
-    CommandStart,
-    Mutation,
-    ResourceRef,
-    Scope,
-    SearchHit,
-    StoredResource,
-)
+from aidememo.domain.model import CommandStart, Mutation, ResourceRef, Scope, SearchHit
 from aidememo.ports import ReadTx, WriteTx
 from aidememo.stores.guard import not_awaitable
 from aidememo.stores.sql_common.rows import SqlReadRows, SqlWriteRows, command_start
@@ -80,9 +73,7 @@ class SqliteWriteTx(ArchiveWrites, SqlWriteRows[SqlExecutor], SqliteReadTx):
         row: Any = self._x.execute(
             q.BEGIN_COMMAND, (t, p, t, p, actor_id, t, p, command_id, t, p, kind, rid)
         )[0]
-        rev, body = row[11], row[12]
-        current = None if rev is None else StoredResource(ref, rev, body)
-        return command_start(scope, actor_id, command_id, ref, row, current)
+        return command_start(scope, actor_id, command_id, ref, row, row[11], row[12])
 
     def commit_mutation(self, mutation: Mutation) -> None:
         """Move the head by compare-and-swap, then write resource, change, audit, receipt and
