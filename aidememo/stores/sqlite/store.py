@@ -1,10 +1,12 @@
 """`SqliteStore`: the canonical store on SQLite, over any `SqlExecutor`.
 
 The same SQL serves the embedded file (stdlib `sqlite3`) and a project's Durable Object
-(`ctx.storage.sql`); only the executor differs. A command is one
-statement before its commit (`begin_command`'s four point reads in one SELECT), then the
-operation's own reads, then five to eight statements in `commit_mutation`; a generic put
-or delete (`POST /v1/commands`) is six statements between `BEGIN` and `COMMIT`.
+(`ctx.storage.sql`); only the executor differs. The row mapping it shares with the PostgreSQL
+store is `aidememo.stores.sql_common.rows`; this module adds FTS5 search, a command's begin and
+commit, and the store itself. A command is one statement before its commit (`begin_command`'s
+four point reads in one SELECT), then the operation's own reads, then five to eight statements
+in `commit_mutation`; a generic put or delete (`POST /v1/commands`) is six statements between
+`BEGIN` and `COMMIT`.
 
 Writers are serialized by the executor (`BEGIN IMMEDIATE`, or a Durable Object's single
 thread), so `begin_command` reads without a lock; the head still moves by compare-and-swap, so a
