@@ -127,6 +127,11 @@ class SqliteWriteTx(ArchiveWrites, SqlWriteRows[SqlExecutor], SqliteReadTx):
             x.execute(q.SEARCH_INSERT, (rowid, doc.terms, t, p, doc.fact_id, doc.source_id))
 
 
+def _conforms(executor: SqlExecutor) -> tuple[ReadTx, WriteTx]:
+    """Never called: lets mypy check that the transaction classes implement the ports."""
+    return SqliteReadTx(executor), SqliteWriteTx(executor)
+
+
 class SqliteStore:
     """The canonical store on one SQLite database; implements `aidememo.ports.Store`."""
 
