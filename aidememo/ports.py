@@ -2,7 +2,7 @@
 
 Transactions are synchronous and callback-shaped, `store.transaction(fn)`, because a Durable
 Object offers only `ctx.storage.transactionSync(fn)`; SQLite (`BEGIN IMMEDIATE`), PostgreSQL
-(`with conn.transaction()`) and the in-memory store all fit the same shape (DESIGN section 2).
+(`BEGIN` ... `COMMIT` on one pooled connection) and the in-memory store all fit the same shape.
 A callback that raises rolls everything back (STORE-1); a callback must not return an
 awaitable (STORE-2).
 """

@@ -1,4 +1,4 @@
-"""Helpers shared by the `scripts/bench_*.py` benchmarks (DESIGN.md section 6).
+"""Helpers shared by the `scripts/bench_*.py` benchmarks.
 
 Percentiles, targets in the `{"value", "goal", "met"}` shape, peak memory, a free loopback
 port and the final JSON line. Stdlib only, so a benchmark runs from the repository's virtual
@@ -69,7 +69,8 @@ def free_port() -> int:
 def emit(
     name: str, figures: dict[str, Any], baseline: dict[str, Any], targets: dict[str, Any]
 ) -> None:
-    """Print the one-line result object of DESIGN.md section 6; it must be the last line."""
+    """Print the one-line result object `{"name", "figures", "baseline", "targets"}`; it
+    must be the last line of stdout."""
     line = {"name": name, "figures": figures, "baseline": baseline, "targets": targets}
     sys.stdout.flush()
     sys.stderr.flush()

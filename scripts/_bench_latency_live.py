@@ -1,4 +1,4 @@
-"""The live-feed round of `scripts/bench_latency.py --live` (issue 6 item 6).
+"""The live-feed round of `scripts/bench_latency.py --live`.
 
 `LiveRound` subscribes `n` WebSocket clients (the `websockets` package, all on one asyncio
 loop) at the head of `/v1/projects/{p}/changes/live`, waits for every catch-up page, then has a

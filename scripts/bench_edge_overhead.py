@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What the Worker and Durable Object translation layers add over the core (issue 5 item 6).
+"""What the Worker and Durable Object translation layers add over the core.
 
 Measured in the CPython harness of the edge tests (`tests/edge/runtime`), in one process:
 
@@ -31,7 +31,7 @@ What the harness cannot show: workerd's own RPC hop and JS<->Python conversions,
 deployed Worker adds on top (scripts/bench_latency.py measures a live deployment).
 
 Run from the repository root: `.venv/bin/python scripts/bench_edge_overhead.py [--requests N]`.
-The last line of output is the JSON object of DESIGN.md section 6.
+The last line of output is the JSON result object (`_bench_common.emit`).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark of the origin HTTP service on SQLite (issue 3 item 11, DESIGN.md section 6).
+"""Benchmark of the origin HTTP service on SQLite.
 
 What is measured, and how:
 
@@ -30,8 +30,8 @@ What is measured, and how:
   far less from run to run than requests/s, so compare changes by it first.
 
 Every process this script starts is stopped (SIGTERM, then SIGKILL) in a `finally`, also on
-failure and on SIGTERM/SIGINT. The last line of output is the JSON object of DESIGN.md section
-6; progress goes to stderr. Run from the repository root:
+failure and on SIGTERM/SIGINT. The last line of output is the JSON result object
+(`_bench_common.emit`); progress goes to stderr. Run from the repository root:
 `.venv/bin/python scripts/bench_http.py [--duration 5 --cycles 100]`.
 `--py-spy DIR` adds extra runs (not reported) with py-spy recording the server, one per
 `--py-spy-modes` entry, and prints where the samples fall.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Request latency of one aidememo deployment (issue 5 item 6, DESIGN.md section 6).
+"""Request latency of one aidememo deployment.
 
 Works against `wrangler dev`, a deployed Worker or an origin alike: it only speaks the HTTP
 contract. What is measured, and how:
@@ -18,20 +18,21 @@ contract. What is measured, and how:
   member of the project), `--cycles` handoff cycles: send by the first actor, accept, result
   fact and return by the second, timed per step and per cycle on warm connections.
 - Baseline, in the same run and with the same client: `GET /health` (no auth, no store).
-- Output: progress on stderr; the last stdout line is the JSON object of DESIGN.md section 6.
+- Output: progress on stderr; the last stdout line is the JSON result object
+  (`_bench_common.emit`).
   `figures` has `{op}_{cold|warm}_{p50,p95,p99,max,mean}_ms` and sample counts; `baseline`
   the same for `/health`; `ratios` inside figures divide each warm p50 by the baseline's warm
-  p50. `targets` is empty: the issue's <= 15 % overhead targets (Worker and Durable Object
+  p50. `targets` is empty: the <= 15 % overhead targets (Worker and Durable Object
   translation over the core) are measured in process by scripts/bench_edge_overhead.py, which
   a network client cannot do.
 - `--plot FILE.png` draws a latency histogram per operation (cold and warm) with matplotlib,
   imported only then (`pip install matplotlib` when it is missing).
 
-`--live` (issue 6 item 6) measures the live change feed instead: commit-to-delivery latency
-with `--live-subscribers` (default `1,100`) WebSocket subscribers (the `websockets` package of
-the test extra, all on one asyncio loop in this process) on
-`/v1/projects/{p}/changes/live`. Each round subscribes every client at the head (the search
-`index_seq`, which equals the head, SRCH-1), waits until each has its first catch-up page, then
+`--live` measures the live change feed instead: commit-to-delivery latency with
+`--live-subscribers` (default `1,100`) WebSocket subscribers (the `websockets` package of the
+test extra, all on one asyncio loop in this process) on `/v1/projects/{p}/changes/live`.
+Each round subscribes every client at the head (the search `index_seq`, which equals the head,
+SRCH-1), waits until each has its first catch-up page, then
 a writer thread posts `--live-commits` facts one after another, `--live-interval-ms` apart,
 over one warm connection. A sample is the time from just before a fact's POST is sent to the
 moment a subscriber has received and decoded the batch of that commit; every subscriber gives

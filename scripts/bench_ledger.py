@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark of the SQLite command ledger (issue 2 item 11, DESIGN.md section 6).
+"""Benchmark of the SQLite command ledger.
 
 What is measured, in one process, on a fresh SQLite file in a temporary directory opened with
 `SqliteStore.open_file(path, synchronous="FULL")` (WAL, `busy_timeout` 5 s):
@@ -37,7 +37,8 @@ the shared cores. The same CPU difference in the FULL runs (which also carries t
 work of syncing the ledger's larger commits) and the difference of mean wall times are reported
 as well.
 
-The last line of output is the JSON object of DESIGN.md section 6; progress goes to stderr.
+The last line of output is the JSON result object (`_bench_common.emit`); progress goes to
+stderr.
 Run from the repository root: `.venv/bin/python scripts/bench_ledger.py [--commands 2000]`.
 """
 

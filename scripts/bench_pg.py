@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark of the PostgreSQL canonical store (issue 4 item 7, DESIGN.md section 6).
+"""Benchmark of the PostgreSQL canonical store.
 
 The script starts its own throwaway PostgreSQL 15 cluster (a fresh temporary directory owned
 by `postgres`, `initdb`/`pg_ctl` through `runuser -u postgres --` when run as root, a free
@@ -48,7 +48,8 @@ What the clients' server backends are doing is sampled every 0.1 s during each p
 statement inside a command: client Python, driver and network) and `idle` (between commands).
 
 Peak memory: the largest client's and this process's maximum resident set size.
-The last line of output is the JSON object of DESIGN.md section 6; progress goes to stderr.
+The last line of output is the JSON result object (`_bench_common.emit`); progress goes to
+stderr.
 Run from the repository root: `.venv/bin/python scripts/bench_pg.py [--seconds 5]`.
 The cluster's lifecycle and the server-side observation (sampler, statistics, settings) are in
 `scripts/_bench_pg_server.py`; this file holds the commands, the clients, the phases, the

@@ -1,4 +1,4 @@
-"""The 10 identity and provisioning checks (anchor 3.2), rule ids IDENT-1 .. 10."""
+"""The 10 identity and provisioning checks, SPEC.md rule ids IDENT-1 .. 10."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The 15 command-store checks (anchor 3.1), one SPEC.md rule id each (LEDGER-1 .. 15).
+"""The 15 command-store checks, one SPEC.md rule id each (LEDGER-1 .. 15).
 
 Each check starts from a fresh fixture and replays the prefix of the reference sequence it
 needs, so every check stands alone and can be reported as its own test case.

@@ -34,7 +34,7 @@ class ErrorCode(StrEnum):
     CONFORMANCE_VIOLATION = "conformance_violation"
     INVALID_COMMAND = "invalid_command"
     STORAGE_FAILURE = "storage_failure"
-    # Artifact data plane (anchor 2.9, artifact HTTP codes).
+    # The artifact data plane's codes (no route answers with them yet).
     ARTIFACT_STORE_UNAVAILABLE = "artifact_store_unavailable"
     ARTIFACT_TRANSFER_MODE_MISMATCH = "artifact_transfer_mode_mismatch"
     ARTIFACT_CONFLICT = "artifact_conflict"

@@ -1,4 +1,4 @@
-"""Hard limits of the contract (anchor 2.1), in one place so every layer agrees."""
+"""Hard limits of the contract (SPEC.md ID-3), in one place so every layer agrees."""
 
 from __future__ import annotations
 

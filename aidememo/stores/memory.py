@@ -8,7 +8,6 @@ the store the Pyodide tier runs the conformance suite against.
 from __future__ import annotations
 
 import bisect
-import inspect
 import math
 import threading
 from collections.abc import Callable
@@ -35,6 +34,8 @@ from aidememo.domain.model import (
     StoredResource,
     TokenBinding,
 )
+from aidememo.ports import ReadTx, WriteTx
+from aidememo.stores.guard import not_awaitable
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -361,25 +362,22 @@ class MemoryStore:
         self._tables = _Tables()
         self._lock = threading.RLock()
 
-    def transaction(self, fn: Callable[[Any], T]) -> T:
+    def transaction(self, fn: Callable[[WriteTx], T]) -> T:
         """Run `fn` with write access; undo every write if it raises (STORE-1)."""
         with self._lock:
             tx = _MemoryTx(self._tables, writable=True)
             try:
-                result = fn(tx)
-                _refuse_awaitable(result)
+                result = not_awaitable(fn(tx))
             except BaseException:
                 for undo in reversed(tx.undo):
                     undo()
                 raise
             return result
 
-    def read(self, fn: Callable[[Any], T]) -> T:
+    def read(self, fn: Callable[[ReadTx], T]) -> T:
         """Run `fn` against the current state, with no writer in between."""
         with self._lock:
-            result = fn(_MemoryTx(self._tables, writable=False))
-            _refuse_awaitable(result)
-            return result
+            return not_awaitable(fn(_MemoryTx(self._tables, writable=False)))
 
     def schema_version(self) -> int:
         """The reference store has no persisted schema; it reports the code's version."""
@@ -389,15 +387,12 @@ class MemoryStore:
         """Nothing to release."""
 
 
+def _conforms(tables: _Tables) -> tuple[ReadTx, WriteTx]:
+    """Never called: lets mypy check that the transaction view implements both ports."""
+    return _MemoryTx(tables, writable=False), _MemoryTx(tables, writable=True)
+
+
 def _page(rows: list[R], seq: Callable[[R], int], after_seq: int, limit: int | None) -> list[R]:
     """The rows with `seq(row) > after_seq`, ascending by it, at most `limit`."""
     picked = sorted((r for r in rows if seq(r) > after_seq), key=seq)
     return picked if limit is None else picked[:limit]
-
-
-def _refuse_awaitable(result: object) -> None:
-    # A coroutine would run after the transaction ended, outside its guarantees (STORE-2).
-    if inspect.isawaitable(result):
-        if inspect.iscoroutine(result):
-            result.close()
-        raise fail(ErrorCode.STORAGE_FAILURE, "a transaction callback must not be async")

@@ -1,6 +1,6 @@
 """`aidememo admin export|import|delete-tenant` with `--database`, and the admin commands'
 `--url URL --admin-token-file F` mode against a real `aidememo serve --admin-token-file`
-subprocess (issue 4 item 6, issue 5 item 3, SPEC.md ARC-*)."""
+subprocess (SPEC.md ARC-*)."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ from tests.contract.support import (
 
 @pytest.fixture(params=sorted(BACKENDS))
 def api(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Api]:
-    """The anchor 3.4 fixture on every backend: tenant_http/project_http/epoch_http, writers
+    """The contract fixture on every backend: tenant_http/project_http/epoch_http, writers
     codex-p1, codex-p2 and hermes, reader reader_actor, and an outsider of another project."""
     clock = FixedClock(START_MS)
     backend = BACKENDS[request.param](tmp_path, clock)

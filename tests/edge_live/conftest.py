@@ -1,8 +1,8 @@
 """Fixtures of the live edge tier (marked `edge_live`; see tests/edge_live/backend.py).
 
 `api` and `client` mirror tests/contract/conftest.py on the live edge: the same fixture
-project (anchor 3.4), provisioned through the admin HTTP routes, in a tenant emptied before and
-after each test, so the contract suite's tests run here unchanged.
+project, provisioned through the admin HTTP routes, in a tenant emptied before and after each
+test, so the contract suite's tests run here unchanged.
 """
 
 from __future__ import annotations

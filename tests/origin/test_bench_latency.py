@@ -138,7 +138,7 @@ def test_bench_latency_refuses_a_bad_token(origin: tuple[str, Path, Path], tmp_p
 
 
 def test_bench_latency_live_prints_the_design_json_line(origin: tuple[str, Path, Path]) -> None:
-    """`--live`: commit-to-delivery latency of the live feed (issue 6 item 6), every commit
+    """`--live`: commit-to-delivery latency of the live feed, every commit
     delivered to every subscriber exactly once and in order."""
     url, writer, _ = origin
     proc = _bench(

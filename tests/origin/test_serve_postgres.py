@@ -1,6 +1,6 @@
 """The command line and `aidememo serve` on PostgreSQL: `admin migrate`, `bootstrap` and
 `health` with `--database` or `AIDEMEMO_DATABASE_URL`, and a real server process whose
-/health reports `mode: "postgres"` (issue 4 item 3)."""
+/health reports `mode: "postgres"`."""
 
 from __future__ import annotations
 

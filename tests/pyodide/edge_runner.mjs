@@ -82,7 +82,8 @@ function copyTree(FS, src, dst) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Durable Object SQL on real SQLite, refusing what workerd refuses (DESIGN.md section 5).
+// Durable Object SQL on real SQLite, refusing what workerd refuses (transaction statements,
+// `PRAGMA user_version`: STORE-6).
 // ---------------------------------------------------------------------------------------------
 const TX_RE = /^\s*(BEGIN|COMMIT|END|ROLLBACK|SAVEPOINT|RELEASE)\b/i;
 const TX_MESSAGE =

@@ -2,7 +2,8 @@
 code sees it, through the real SDK's `DurableObjectContext(state).storage` wrapper, on the
 harness's real SQLite.
 
-Checks that the stand-in refuses and allows what workerd does (DESIGN.md section 5), that the
+Checks that the stand-in refuses and allows what workerd does (transaction statements and
+`PRAGMA user_version` refused, STORE-6), that the
 SDK behaves as the edge code assumes (the cursor-returning `transactionSync` gotcha, BLOBs,
 rollback on a raised exception), and runs the conformance suite on the shared SQLite store over
 this storage (`SqliteStore.on_durable_object`).

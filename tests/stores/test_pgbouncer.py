@@ -1,4 +1,4 @@
-"""The PostgreSQL store behind PgBouncer in transaction pool mode (STORE-8, issue 6 item 2).
+"""The PostgreSQL store behind PgBouncer in transaction pool mode (STORE-8).
 
 `scripts/test` starts PgBouncer 1.18 in front of the test cluster and exports
 `AIDEMEMO_TEST_PGBOUNCER_URL`; the conformance and contract suites run once more through it
@@ -95,7 +95,7 @@ def test_store8_a_leftover_session_setting_does_not_reach_the_store(
         assert row == ("7s",)  # the leftover is on the server session
 
         def settings(tx: Any) -> list[Any]:
-            rows: list[Any] = tx._s.run(
+            rows: list[Any] = tx._x.execute(
                 "SELECT current_setting('statement_timeout'), current_setting('lock_timeout')"
             )
             return rows

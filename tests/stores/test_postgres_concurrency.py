@@ -1,4 +1,4 @@
-"""The PostgreSQL store under concurrent writers, on a real PostgreSQL 15 (issue 4 item 5).
+"""The PostgreSQL store under concurrent writers, on a real PostgreSQL 15 (STORE-3).
 
 Each writer has its own store and so its own connections, as separate origin workers would.
 Every test runs with psycopg 3 and again with pg8000.
@@ -358,10 +358,10 @@ def test_writers_of_two_projects_do_not_block_each_other(db: pg.Database, driver
 def test_statement_timeout_is_per_transaction_only(db: pg.Database, driver: str) -> None:
     store = db.open(driver, pool_size=1, statement_timeout_ms=200)
     with pytest.raises(AidememoError) as err:
-        store.read(lambda tx: tx._s.run("SELECT pg_sleep(5)"))
+        store.read(lambda tx: tx._x.execute("SELECT pg_sleep(5)"))
     assert err.value.code is ErrorCode.STORAGE_FAILURE
     assert "cancel" in str(err.value.__cause__).lower()
-    shown = store.read(lambda tx: tx._s.run("SHOW statement_timeout"))
+    shown = store.read(lambda tx: tx._x.execute("SHOW statement_timeout"))
     assert [tuple(row) for row in shown] == [("200ms",)]
     # Outside a transaction the session keeps the server default: SET LOCAL never leaks to
     # whoever gets this connection next from a transaction-mode pool.

@@ -1,4 +1,4 @@
-"""Layering contract (DESIGN.md section 2): dependencies point inward.
+"""Layering contract: dependencies point inward.
 
 Every import statement (module level or inside functions) of the edge core, worker/ and
 durable_objects/ is read from the AST, relative imports resolved, and checked against an allow

@@ -2,7 +2,7 @@
 
 The tables and constraints follow the SQLite schema (`aidememo.stores.sqlite.schema`) with
 PostgreSQL types (BIGINT, BYTEA, BOOLEAN) and `ON DELETE CASCADE` foreign keys from the tenant
-down, so a tenant's deletion is one `DELETE FROM tenants` (anchor 2.3). Identifier columns are
+down, so a tenant's deletion is one `DELETE FROM tenants` (ARC-4). Identifier columns are
 `COLLATE "C"`: ids are ASCII, and byte order makes `ORDER BY` agree with SQLite and Python
 whatever the database's default collation is.
 
@@ -36,7 +36,7 @@ from __future__ import annotations
 SCHEMA_VERSION = 2
 COMPONENT = "canonical_store"
 
-# "AideMemo" in ASCII, the anchor's advisory lock key for migrations.
+# "AideMemo" in ASCII: the advisory lock key that serializes migrations.
 MIGRATION_LOCK_KEY = 0x4169_6465_4D65_6D6F
 
 CREATE_VERSION_TABLE = (

@@ -2,9 +2,9 @@
 
 The driver is injected as a connection factory (psycopg 3 at the origin, pg8000 at the edge);
 nothing here imports one. Both take `%s` placeholders, and every statement is the same text
-for both (DESIGN section 2).
+for both.
 
-Transactions (anchor 2.3, SPEC.md STORE-*):
+Transactions (SPEC.md STORE-*):
 - A write is `BEGIN ISOLATION LEVEL READ COMMITTED`; a read (`read(fn)`) is
   `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`, so a snapshot, a change page and its head
   come from one consistent view.
@@ -39,7 +39,6 @@ Transactions (anchor 2.3, SPEC.md STORE-*):
 
 from __future__ import annotations
 
-import inspect
 import logging
 import threading
 from collections.abc import Callable
@@ -59,6 +58,7 @@ from aidememo.domain.model import (
     StoredResource,
 )
 from aidememo.ports import CAP_RAW_FAST_PATH, CAP_REOPEN, CAP_TWO_CONNECTIONS, ReadTx, WriteTx
+from aidememo.stores.guard import not_awaitable
 from aidememo.stores.postgres import schema
 from aidememo.stores.postgres import sql as q
 from aidememo.stores.postgres.pool import ConnectionPool, close_quietly
@@ -246,7 +246,7 @@ class PostgresStore:
         if current is not None:
             if write and not isinstance(current, PgWriteTx):
                 raise fail(ErrorCode.STORAGE_FAILURE, "write transaction inside a read view")
-            return _not_awaitable(fn(current))
+            return not_awaitable(fn(current))
         conn = self.pool.acquire()
         try:
             session = self._begin(conn, q.BEGIN_WRITE if write else q.BEGIN_READ)
@@ -258,7 +258,7 @@ class PostgresStore:
         tx = PgWriteTx(session) if write else PgReadTx(session)
         local.tx = tx
         try:
-            result = _not_awaitable(fn(tx))
+            result = not_awaitable(fn(tx))
             session.control(q.COMMIT)
         except BaseException:
             broken = not _rollback(session)
@@ -362,12 +362,3 @@ def _close_cursor(session: Session) -> None:
             cur.close()
         except Exception as exc:
             log.debug("closing a postgres cursor failed: %r", exc)
-
-
-def _not_awaitable(result: T) -> T:
-    # A coroutine would run after the transaction ended, outside its guarantees (STORE-2).
-    if inspect.isawaitable(result):
-        if inspect.iscoroutine(result):
-            result.close()
-        raise fail(ErrorCode.STORAGE_FAILURE, "a transaction callback must not be async")
-    return result

@@ -11,7 +11,7 @@ The API used (Cloudflare's `SqlStorage`, reached through the Workers SDK's bindi
   callback must return a plain value (returning a cursor raises `AttributeError` in the SDK),
   so ours always returns `None` and keeps the result on the Python side.
 - `BEGIN`, `COMMIT`, `ROLLBACK`, `SAVEPOINT` and `RELEASE` are refused by workerd, so none is
-  ever sent (DESIGN section 5).
+  ever sent (`tests/pyodide/storage_driver.py` probes that refusal).
 
 Reads run outside `transactionSync`: a Durable Object is single-threaded and the store's
 reads are synchronous, so no other request can interleave between the statements of one

@@ -2,7 +2,7 @@
 
 Two executors implement it: `Sqlite3Executor` (stdlib `sqlite3`, embedded and origin) and
 `DoSqlExecutor` (a Durable Object's `ctx.storage.sql`, edge). The store writes its SQL once,
-for both (DESIGN section 2, "one SQLite-dialect store, two executors").
+for both: one SQLite-dialect store, two executors.
 
 The protocol is deliberately tiny because the hot path of one command is a handful of
 statements: each `execute` returns every row at once as plain tuples in column order, so the

@@ -1,13 +1,13 @@
 """The canonical SQLite schema and its migrations, shared by the file store and Durable Objects.
 
 The version lives in the `aidememo_schema` table, not in `PRAGMA user_version`: Durable Object
-SQL refuses that pragma with SQLITE_AUTH (DESIGN section 5). Every migration is a tuple of
+SQL refuses that pragma with SQLITE_AUTH (STORE-6). Every migration is a tuple of
 statements applied, with the version bump, inside one write transaction, so a crash leaves
 either the old schema or the new one.
 
-The layout follows the anchor's SQLite schema v4 (anchor 2.2), collapsed into one v1 because
-nothing is released yet. All tables are STRICT and keyed by (tenant_id, project_id) first.
-Bodies are the canonical JSON bytes as committed (BLOB) and are returned unchanged.
+Version 1 creates the whole layout (nothing was released before it). All tables are STRICT
+and keyed by (tenant_id, project_id) first. Bodies are the canonical JSON bytes as committed
+(BLOB) and are returned unchanged.
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
 """`SqliteStore`: the canonical store on SQLite, over any `SqlExecutor`.
 
 The same SQL serves the embedded file (stdlib `sqlite3`) and a project's Durable Object
-(`ctx.storage.sql`); only the executor differs (DESIGN section 2). A command is one
-statement before its commit (`begin_command`'s four point reads in one SELECT), then the
-operation's own reads, then five to eight statements in `commit_mutation`; a generic put
-or delete (`POST /v1/commands`) is six statements between `BEGIN` and `COMMIT`.
+(`ctx.storage.sql`); only the executor differs. The row mapping it shares with the PostgreSQL
+store is `aidememo.stores.sql_common.rows`; this module adds FTS5 search, a command's begin and
+commit, and the store itself. A command is one statement before its commit (`begin_command`'s
+four point reads in one SELECT), then the operation's own reads, then five to eight statements
+in `commit_mutation`; a generic put or delete (`POST /v1/commands`) is six statements between
+`BEGIN` and `COMMIT`.
 
 Writers are serialized by the executor (`BEGIN IMMEDIATE`, or a Durable Object's single
 thread), so `begin_command` reads without a lock; the head still moves by compare-and-swap, so a
@@ -13,34 +15,15 @@ second writer that slipped past would fail with `storage_failure` instead of for
 
 from __future__ import annotations
 
-import inspect
 import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from aidememo.domain.errors import ErrorCode, fail
-from aidememo.domain.model import (
-    Actor,
-    ActorKind,
-    AuditRow,
-    ChangeOp,
-    ChangeRecord,
-    CommandStart,
-    HandoffIndexRow,
-    MailboxQuery,
-    Membership,
-    MemberStatus,
-    Mutation,
-    Project,
-    Receipt,
-    ResourceRef,
-    Role,
-    Scope,
-    SearchHit,
-    StoredResource,
-    TokenBinding,
-)
+from aidememo.domain.model import CommandStart, Mutation, ResourceRef, Scope, SearchHit
 from aidememo.ports import ReadTx, WriteTx
+from aidememo.stores.guard import not_awaitable
+from aidememo.stores.sql_common.rows import SqlReadRows, SqlWriteRows, command_start
 from aidememo.stores.sqlite import sql as q
 from aidememo.stores.sqlite.archive import ArchiveReads, ArchiveWrites
 from aidememo.stores.sqlite.executor import SqlExecutor
@@ -48,167 +31,17 @@ from aidememo.stores.sqlite.schema import migrate, read_version
 
 T = TypeVar("T")
 
-_OPS = {op.value: op for op in ChangeOp}
-_ROLES = {role.value: role for role in Role}
-_STATUSES = {status.value: status for status in MemberStatus}
-
 
 def fts_query(terms: list[str]) -> str:
     """An FTS5 query matching any term, each quoted so no user syntax reaches FTS5."""
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
-class SqliteReadTx(ArchiveReads):
-    """`ReadTx` over an executor; rows become value objects here and nowhere else."""
+class SqliteReadTx(ArchiveReads, SqlReadRows[SqlExecutor]):
+    """`ReadTx` over an executor: the shared row mapping plus FTS5 search."""
 
-    __slots__ = ("_x",)
-
-    def __init__(self, executor: SqlExecutor) -> None:
-        self._x = executor
-
-    def get_project(self, scope: Scope) -> Project | None:
-        """The project row, or None."""
-        rows: list[Any] = self._x.execute(q.GET_PROJECT, (scope.tenant_id, scope.project_id))
-        if not rows:
-            return None
-        epoch, head = rows[0]
-        return Project(scope.tenant_id, scope.project_id, epoch, head)
-
-    def get_resource(self, scope: Scope, ref: ResourceRef) -> StoredResource | None:
-        """The resource's current revision and body (None body = tombstone), or None."""
-        rows: list[Any] = self._x.execute(
-            q.GET_RESOURCE, (scope.tenant_id, scope.project_id, ref.kind, ref.id)
-        )
-        if not rows:
-            return None
-        revision, body = rows[0]
-        return StoredResource(ref, revision, body)
-
-    def get_receipt(self, scope: Scope, command_id: str) -> Receipt | None:
-        """The stored receipt of `command_id`, or None."""
-        rows: list[Any] = self._x.execute(
-            q.GET_RECEIPT, (scope.tenant_id, scope.project_id, command_id)
-        )
-        if not rows:
-            return None
-        fp, actor, seq, kind, rid, revision, at = rows[0]
-        return Receipt(
-            command_id=command_id,
-            fingerprint=fp,
-            tenant_id=scope.tenant_id,
-            project_id=scope.project_id,
-            actor_id=actor,
-            project_seq=seq,
-            resource=ResourceRef(kind, rid),
-            revision=revision,
-            committed_at_ms=at,
-        )
-
-    def list_changes(
-        self, scope: Scope, after_seq: int, limit: int, bodies: bool = True
-    ) -> list[ChangeRecord]:
-        """Changes with `seq > after_seq`, ascending, at most `limit`, bodies included
-        (without `bodies`, only participant-scoped records keep theirs)."""
-        rows: list[Any] = self._x.execute(
-            q.LIST_CHANGES if bodies else q.LIST_CHANGE_HEADS,
-            (scope.tenant_id, scope.project_id, after_seq, limit),
-        )
-        return [
-            ChangeRecord(seq, epoch, ResourceRef(kind, rid), _OPS[op], rev, actor, at, body)
-            for seq, epoch, kind, rid, op, rev, actor, at, body in rows
-        ]
-
-    def list_resources(
-        self, scope: Scope, limit: int, after: ResourceRef | None = None
-    ) -> list[StoredResource]:
-        """Current resources (tombstones included) ordered by (kind, id), at most `limit`,
-        after `after` when given."""
-        t, p = scope.tenant_id, scope.project_id
-        rows: list[Any] = (
-            self._x.execute(q.LIST_RESOURCES, (t, p, limit))
-            if after is None
-            else self._x.execute(q.LIST_RESOURCES_AFTER, (t, p, after.kind, after.id, limit))
-        )
-        return [StoredResource(ResourceRef(kind, rid), rev, body) for kind, rid, rev, body in rows]
-
-    def list_audit(
-        self, scope: Scope, after_seq: int = 0, limit: int | None = None
-    ) -> list[AuditRow]:
-        """The audit rows after `after_seq`, ascending by sequence, at most `limit`."""
-        rows: list[Any] = self._x.execute(
-            q.LIST_AUDIT,
-            (scope.tenant_id, scope.project_id, after_seq, -1 if limit is None else limit),
-        )
-        return [
-            AuditRow(seq, cid, operation, ResourceRef(kind, rid), actor, at)
-            for seq, cid, operation, kind, rid, actor, at in rows
-        ]
-
-    def get_actor(self, tenant_id: str, actor_id: str) -> Actor | None:
-        """The actor, or None."""
-        rows: list[Any] = self._x.execute(q.GET_ACTOR, (tenant_id, actor_id))
-        return Actor(tenant_id, actor_id, ActorKind(rows[0][0])) if rows else None
-
-    def get_membership(self, scope: Scope, actor_id: str) -> Membership | None:
-        """The actor's membership in the project, or None."""
-        rows: list[Any] = self._x.execute(
-            q.GET_MEMBERSHIP, (scope.tenant_id, scope.project_id, actor_id)
-        )
-        if not rows:
-            return None
-        role, status = rows[0]
-        return Membership(
-            scope.tenant_id, scope.project_id, actor_id, _ROLES[role], _STATUSES[status]
-        )
-
-    def get_token(self, token_sha256: bytes) -> TokenBinding | None:
-        """The binding of a token digest, or None."""
-        rows: list[Any] = self._x.execute(q.GET_TOKEN, (token_sha256,))
-        if not rows:
-            return None
-        tenant, actor, active, created = rows[0]
-        return TokenBinding(token_sha256, tenant, actor, bool(active), created)
-
-    def tenant_exists(self, tenant_id: str) -> bool:
-        """True when the tenant row exists."""
-        return bool(self._x.execute(q.TENANT_EXISTS, (tenant_id,)))
-
-    def authenticate_token(self, token_sha256: bytes) -> TokenBinding | None:
-        """The active binding of a digest whose tenant and actor exist: one statement."""
-        rows: list[Any] = self._x.execute_alone(q.AUTHENTICATE_TOKEN, (token_sha256,))
-        if not rows:
-            return None
-        tenant, actor, created = rows[0]
-        return TokenBinding(token_sha256, tenant, actor, True, created)
-
-    def get_access(self, scope: Scope, actor_id: str) -> tuple[Project | None, Membership | None]:
-        """The project and the actor's membership: one statement."""
-        t, p = scope.tenant_id, scope.project_id
-        rows: list[Any] = self._x.execute(q.GET_ACCESS, (actor_id, t, p))
-        if not rows:
-            return None, None
-        epoch, head, role, status = rows[0]
-        project = Project(t, p, epoch, head)
-        if role is None:
-            return project, None
-        return project, Membership(t, p, actor_id, _ROLES[role], _STATUSES[status])
-
-    def mailbox(self, scope: Scope, query: MailboxQuery) -> list[tuple[int, HandoffIndexRow]]:
-        """A page of the inbox (`to_actor`) or outbox (`from_actor`), newest first."""
-        params: list[str | int] = [scope.tenant_id, scope.project_id, query.actor_id]
-        if query.source_id is not None:
-            params.append(query.source_id)
-        if query.before_seq is not None:
-            params.append(query.before_seq)
-        params.append(query.limit)
-        key = (
-            query.box == "inbox",
-            query.source_id is not None,
-            query.include_completed,
-            query.before_seq is not None,
-        )
-        rows: list[Any] = self._x.execute(q.MAILBOX[key], params)
-        return [(row[6], HandoffIndexRow(*row)) for row in rows]
+    __slots__ = ()
+    _d = q.DIALECT
 
     def search(
         self, scope: Scope, terms: list[str], source_id: str | None, limit: int
@@ -227,7 +60,7 @@ class SqliteReadTx(ArchiveReads):
         return [SearchHit(fact_id, -float(rank)) for fact_id, rank in rows]
 
 
-class SqliteWriteTx(ArchiveWrites, SqliteReadTx):
+class SqliteWriteTx(ArchiveWrites, SqlWriteRows[SqlExecutor], SqliteReadTx):
     """`WriteTx`: the reads plus the writes of one command or one provisioning step."""
 
     __slots__ = ()
@@ -242,32 +75,14 @@ class SqliteWriteTx(ArchiveWrites, SqliteReadTx):
         row: Any = self._x.execute(
             q.BEGIN_COMMAND, (t, p, t, p, actor_id, t, p, command_id, t, p, kind, rid)
         )[0]
-        epoch, head, role, status, fp, actor, seq, rkind, rrid, rrev, at, rev, body = row
-        return CommandStart(
-            None if epoch is None else Project(t, p, epoch, head),
-            None if role is None else Membership(t, p, actor_id, _ROLES[role], _STATUSES[status]),
-            None
-            if fp is None
-            else Receipt(
-                command_id=command_id,
-                fingerprint=fp,
-                tenant_id=t,
-                project_id=p,
-                actor_id=actor,
-                project_seq=seq,
-                resource=ResourceRef(rkind, rrid),
-                revision=rrev,
-                committed_at_ms=at,
-            ),
-            None if rev is None else StoredResource(ref, rev, body),
-        )
+        return command_start(scope, actor_id, command_id, ref, row, row[11], row[12])
 
     def commit_mutation(self, mutation: Mutation) -> None:
         """Move the head by compare-and-swap, then write resource, change, audit, receipt and
         the optional index rows (CMD-6); `storage_failure` if the head was not `seq - 1`."""
         r = mutation.receipt
         t, p, seq = r.tenant_id, r.project_id, r.project_seq
-        x = self._x
+        x, d = self._x, self._d
         if x.execute_count(q.ADVANCE_HEAD, (seq, t, p, seq - 1)) != 1:
             raise fail(ErrorCode.STORAGE_FAILURE, "project head moved during the command")
         kind, rid, rev, actor, at = (
@@ -278,21 +93,21 @@ class SqliteWriteTx(ArchiveWrites, SqliteReadTx):
             (r.committed_at_ms),
         )
         body = mutation.body
-        x.execute(q.UPSERT_RESOURCE, (t, p, kind, rid, rev, body))
+        x.execute(d.UPSERT_RESOURCE, (t, p, kind, rid, rev, body))
         x.execute(
-            q.INSERT_CHANGE,
+            d.INSERT_CHANGE,
             (t, p, seq, mutation.project_epoch, kind, rid, mutation.op.value, rev, actor, at, body),
         )
         x.execute(
-            q.INSERT_AUDIT, (t, p, seq, r.command_id, mutation.operation, kind, rid, actor, at)
+            d.INSERT_AUDIT, (t, p, seq, r.command_id, mutation.operation, kind, rid, actor, at)
         )
         x.execute(
-            q.INSERT_RECEIPT, (t, p, r.command_id, r.fingerprint, actor, seq, kind, rid, rev, at)
+            d.INSERT_RECEIPT, (t, p, r.command_id, r.fingerprint, actor, seq, kind, rid, rev, at)
         )
         h = mutation.handoff
         if h is not None:
             x.execute(
-                q.UPSERT_HANDOFF,
+                d.UPSERT_HANDOFF,
                 (
                     t,
                     p,
@@ -311,48 +126,10 @@ class SqliteWriteTx(ArchiveWrites, SqliteReadTx):
             x.execute(q.SEARCH_DELETE, (rowid,))
             x.execute(q.SEARCH_INSERT, (rowid, doc.terms, t, p, doc.fact_id, doc.source_id))
 
-    def insert_tenant(self, tenant_id: str, created_at_ms: int) -> None:
-        """Create a tenant row (an existing one is kept, with the new time)."""
-        self._x.execute(q.INSERT_TENANT, (tenant_id, created_at_ms))
 
-    def insert_project(self, project: Project, created_at_ms: int) -> None:
-        """Create a project row with its epoch and head."""
-        self._x.execute(
-            q.INSERT_PROJECT,
-            (
-                project.tenant_id,
-                project.project_id,
-                project.project_epoch,
-                project.head_seq,
-                created_at_ms,
-            ),
-        )
-
-    def insert_actor(self, actor: Actor, created_at_ms: int) -> None:
-        """Create an actor row."""
-        self._x.execute(
-            q.INSERT_ACTOR, (actor.tenant_id, actor.actor_id, actor.kind.value, created_at_ms)
-        )
-
-    def put_membership(self, membership: Membership, updated_at_ms: int) -> None:
-        """Create or replace a membership."""
-        m = membership
-        self._x.execute(
-            q.PUT_MEMBERSHIP,
-            (m.tenant_id, m.project_id, m.actor_id, m.role.value, m.status.value, updated_at_ms),
-        )
-
-    def insert_token(self, binding: TokenBinding) -> None:
-        """Bind a token digest (exactly 32 bytes, enforced by the schema) to an actor."""
-        b = binding
-        self._x.execute(
-            q.INSERT_TOKEN,
-            (bytes(b.token_sha256), b.tenant_id, b.actor_id, int(b.active), b.created_at_ms),
-        )
-
-    def set_token_active(self, token_sha256: bytes, active: bool) -> None:
-        """Activate or revoke a token binding; an unknown digest is a no-op."""
-        self._x.execute(q.SET_TOKEN_ACTIVE, (int(active), token_sha256))
+def _conforms(executor: SqlExecutor) -> tuple[ReadTx, WriteTx]:
+    """Never called: lets mypy check that the transaction classes implement the ports."""
+    return SqliteReadTx(executor), SqliteWriteTx(executor)
 
 
 class SqliteStore:
@@ -405,14 +182,14 @@ class SqliteStore:
         tx = self._write_tx
 
         def run() -> T:
-            return _not_awaitable(fn(tx))
+            return not_awaitable(fn(tx))
 
         return self.executor.transaction(run)
 
     def read(self, fn: Callable[[ReadTx], T]) -> T:
         """Run `fn` against one consistent read-only view."""
         tx = self._read_tx
-        return self.executor.read(lambda: _not_awaitable(fn(tx)))
+        return self.executor.read(lambda: not_awaitable(fn(tx)))
 
     def schema_version(self) -> int:
         """The version recorded in `aidememo_schema`."""
@@ -422,13 +199,3 @@ class SqliteStore:
     def close(self) -> None:
         """Release the connection; the store is unusable afterwards."""
         self.executor.close()
-
-
-def _not_awaitable(result: T) -> T:
-    # A coroutine would run after the transaction ended, outside its guarantees (STORE-2);
-    # raising inside the callback rolls the transaction back.
-    if inspect.isawaitable(result):
-        if inspect.iscoroutine(result):
-            result.close()
-        raise fail(ErrorCode.STORAGE_FAILURE, "a transaction callback must not be async")
-    return result

@@ -1,6 +1,6 @@
 """A small double of the Cloudflare Workers runtime around our Python, for CPython tests.
 
-What it stands in for, and only that (DESIGN section 4: doubles only for what cannot run here):
+What it stands in for, and only that (a double only for what cannot run here):
 - the `workers` module of the Python Workers SDK: `WorkerEntrypoint`, `DurableObject`,
   `Request`, `Response` (`tests.edge.runtime.workers_module`);
 - Durable Object namespaces (`getByName`, `idFromName`, `get`) and stubs whose RPC calls copy

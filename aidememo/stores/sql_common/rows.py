@@ -1,0 +1,364 @@
+"""The row mapping of the SQL stores, written once for SQLite and PostgreSQL.
+
+`SqlReadRows` is every `ReadTx` query whose SQL both dialects share, `SqlWriteRows` the
+provisioning writes and `restore_history` (ARC-3). Both run over a `RowExecutor` (the SQLite
+store's executor, or the PostgreSQL store's session) and read the statement texts and value
+conversions off the class's `Dialect`; rows become value objects here and nowhere else. A
+store's transaction classes mix them in and add what is their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+from aidememo.domain.model import (
+    Actor,
+    ActorKind,
+    AuditRow,
+    ChangeOp,
+    ChangeRecord,
+    CommandStart,
+    HandoffIndexRow,
+    History,
+    MailboxQuery,
+    Membership,
+    MemberStatus,
+    Project,
+    Receipt,
+    ResourceRef,
+    Role,
+    Scope,
+    SearchDoc,
+    StoredResource,
+    TokenBinding,
+)
+from aidememo.stores.sql_common.dialect import Dialect
+
+OPS = {op.value: op for op in ChangeOp}
+ROLES = {role.value: role for role in Role}
+STATUSES = {status.value: status for status in MemberStatus}
+
+
+def command_start(
+    scope: Scope,
+    actor_id: str,
+    command_id: str,
+    ref: ResourceRef,
+    row: Sequence[Any],
+    revision: int | None,
+    body: bytes | None,
+) -> CommandStart:
+    """The `CommandStart` of CMD-5's one-statement read: `row` begins with the project's
+    epoch and head, the membership's role and status and the receipt's fingerprint, actor,
+    sequence, kind, resource id, revision and time (NULLs where a row is missing); `revision`
+    and `body` are the resource's (revision None: never written)."""
+    t, p = scope.tenant_id, scope.project_id
+    epoch, head, role, status, fp, actor, seq, kind, rid, r_rev, at = row[:11]
+    return CommandStart(
+        None if epoch is None else Project(t, p, epoch, head),
+        None if role is None else Membership(t, p, actor_id, ROLES[role], STATUSES[status]),
+        None
+        if fp is None
+        else Receipt(command_id, fp, t, p, actor, seq, ResourceRef(kind, rid), r_rev, at),
+        None if revision is None else StoredResource(ref, revision, body),
+    )
+
+
+class RowExecutor(Protocol):
+    """Runs one statement of the dialect and returns every row at once, as sequences in
+    column order (none for a command); a failure is `storage_failure`."""
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Run one statement."""
+        ...
+
+    def execute_alone(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """`execute` for a statement that may be a read view's only one (the SQLite
+        executors may then skip the view's `BEGIN`/`COMMIT`)."""
+        ...
+
+
+X = TypeVar("X", bound=RowExecutor)
+
+
+class SqlReadRows(Generic[X]):
+    """The shared `ReadTx` queries over `self._x`, in the dialect `_d` (a class attribute of
+    the store's transaction class)."""
+
+    __slots__ = ("_x",)
+    _d: ClassVar[Dialect]
+
+    def __init__(self, executor: X) -> None:
+        self._x = executor
+
+    def get_project(self, scope: Scope) -> Project | None:
+        """The project row, or None."""
+        rows = self._x.execute(self._d.GET_PROJECT, (scope.tenant_id, scope.project_id))
+        if not rows:
+            return None
+        epoch, head = rows[0]
+        return Project(scope.tenant_id, scope.project_id, epoch, head)
+
+    def get_resource(self, scope: Scope, ref: ResourceRef) -> StoredResource | None:
+        """The resource's current revision and body (None body = tombstone), or None."""
+        d = self._d
+        rows = self._x.execute(
+            d.GET_RESOURCE, (scope.tenant_id, scope.project_id, ref.kind, ref.id)
+        )
+        if not rows:
+            return None
+        revision, body = rows[0]
+        return StoredResource(ref, revision, d.blob(body))
+
+    def get_receipt(self, scope: Scope, command_id: str) -> Receipt | None:
+        """The stored receipt of `command_id`, or None."""
+        t, p = scope.tenant_id, scope.project_id
+        rows = self._x.execute(self._d.GET_RECEIPT, (t, p, command_id))
+        if not rows:
+            return None
+        fp, actor, seq, kind, rid, revision, at = rows[0]
+        return Receipt(command_id, fp, t, p, actor, seq, ResourceRef(kind, rid), revision, at)
+
+    def list_changes(
+        self, scope: Scope, after_seq: int, limit: int, bodies: bool = True
+    ) -> list[ChangeRecord]:
+        """Changes with `seq > after_seq`, ascending, at most `limit`, bodies included
+        (without `bodies`, only participant-scoped records keep theirs)."""
+        d = self._d
+        rows = self._x.execute(
+            d.LIST_CHANGES if bodies else d.LIST_CHANGE_HEADS,
+            (scope.tenant_id, scope.project_id, after_seq, limit),
+        )
+        blob = d.blob
+        return [
+            ChangeRecord(seq, epoch, ResourceRef(kind, rid), OPS[op], rev, actor, at, blob(body))
+            for seq, epoch, kind, rid, op, rev, actor, at, body in rows
+        ]
+
+    def list_resources(
+        self, scope: Scope, limit: int, after: ResourceRef | None = None
+    ) -> list[StoredResource]:
+        """Current resources (tombstones included) ordered by (kind, id), at most `limit`,
+        after `after` when given."""
+        d, t, p = self._d, scope.tenant_id, scope.project_id
+        rows = (
+            self._x.execute(d.LIST_RESOURCES, (t, p, limit))
+            if after is None
+            else self._x.execute(d.LIST_RESOURCES_AFTER, (t, p, after.kind, after.id, limit))
+        )
+        blob = d.blob
+        return [
+            StoredResource(ResourceRef(kind, rid), rev, blob(body)) for kind, rid, rev, body in rows
+        ]
+
+    def list_audit(
+        self, scope: Scope, after_seq: int = 0, limit: int | None = None
+    ) -> list[AuditRow]:
+        """The audit rows after `after_seq`, ascending by sequence, at most `limit`."""
+        d = self._d
+        rows = self._x.execute(
+            d.LIST_AUDIT,
+            (scope.tenant_id, scope.project_id, after_seq, d.no_limit if limit is None else limit),
+        )
+        return [
+            AuditRow(seq, cid, operation, ResourceRef(kind, rid), actor, at)
+            for seq, cid, operation, kind, rid, actor, at in rows
+        ]
+
+    def get_actor(self, tenant_id: str, actor_id: str) -> Actor | None:
+        """The actor, or None."""
+        rows = self._x.execute(self._d.GET_ACTOR, (tenant_id, actor_id))
+        return Actor(tenant_id, actor_id, ActorKind(rows[0][0])) if rows else None
+
+    def get_membership(self, scope: Scope, actor_id: str) -> Membership | None:
+        """The actor's membership in the project, or None."""
+        t, p = scope.tenant_id, scope.project_id
+        rows = self._x.execute(self._d.GET_MEMBERSHIP, (t, p, actor_id))
+        if not rows:
+            return None
+        role, status = rows[0]
+        return Membership(t, p, actor_id, ROLES[role], STATUSES[status])
+
+    def get_token(self, token_sha256: bytes) -> TokenBinding | None:
+        """The binding of a token digest, or None."""
+        digest = bytes(token_sha256)
+        rows = self._x.execute(self._d.GET_TOKEN, (digest,))
+        if not rows:
+            return None
+        tenant, actor, active, created = rows[0]
+        return TokenBinding(digest, tenant, actor, bool(active), created)
+
+    def tenant_exists(self, tenant_id: str) -> bool:
+        """True when the tenant row exists."""
+        return bool(self._x.execute(self._d.TENANT_EXISTS, (tenant_id,)))
+
+    def authenticate_token(self, token_sha256: bytes) -> TokenBinding | None:
+        """The active binding of a digest whose tenant and actor exist: one statement."""
+        digest = bytes(token_sha256)
+        rows = self._x.execute_alone(self._d.AUTHENTICATE_TOKEN, (digest,))
+        if not rows:
+            return None
+        tenant, actor, created = rows[0]
+        return TokenBinding(digest, tenant, actor, True, created)
+
+    def get_access(self, scope: Scope, actor_id: str) -> tuple[Project | None, Membership | None]:
+        """The project and the actor's membership: one statement."""
+        t, p = scope.tenant_id, scope.project_id
+        rows = self._x.execute(self._d.GET_ACCESS, (actor_id, t, p))
+        if not rows:
+            return None, None
+        epoch, head, role, status = rows[0]
+        project = Project(t, p, epoch, head)
+        if role is None:
+            return project, None
+        return project, Membership(t, p, actor_id, ROLES[role], STATUSES[status])
+
+    def mailbox(self, scope: Scope, query: MailboxQuery) -> list[tuple[int, HandoffIndexRow]]:
+        """A page of the inbox (`to_actor`) or outbox (`from_actor`), newest first."""
+        params: list[str | int] = [scope.tenant_id, scope.project_id, query.actor_id]
+        if query.source_id is not None:
+            params.append(query.source_id)
+        if query.before_seq is not None:
+            params.append(query.before_seq)
+        params.append(query.limit)
+        key = (
+            query.box == "inbox",
+            query.source_id is not None,
+            query.include_completed,
+            query.before_seq is not None,
+        )
+        rows = self._x.execute(self._d.MAILBOX[key], params)
+        return [(row[6], HandoffIndexRow(*row)) for row in rows]
+
+    # -- whole-tenant reads, for export (ARC-*) -------------------------------------------
+
+    def list_projects(self, tenant_id: str) -> list[Project]:
+        """Every project of the tenant."""
+        rows = self._x.execute(self._d.LIST_PROJECTS, (tenant_id,))
+        return [Project(tenant_id, pid, epoch, head) for pid, epoch, head in rows]
+
+    def list_actors(self, tenant_id: str) -> list[Actor]:
+        """Every actor of the tenant."""
+        rows = self._x.execute(self._d.LIST_ACTORS, (tenant_id,))
+        return [Actor(tenant_id, aid, ActorKind(kind)) for aid, kind in rows]
+
+    def list_memberships(self, tenant_id: str) -> list[Membership]:
+        """Every membership of the tenant."""
+        rows = self._x.execute(self._d.LIST_MEMBERSHIPS, (tenant_id,))
+        return [
+            Membership(tenant_id, pid, aid, ROLES[role], STATUSES[status])
+            for pid, aid, role, status in rows
+        ]
+
+    def list_tokens(self, tenant_id: str) -> list[TokenBinding]:
+        """Every token binding of the tenant."""
+        rows = self._x.execute(self._d.LIST_TOKENS, (tenant_id,))
+        return [
+            TokenBinding(bytes(digest), tenant_id, aid, bool(active), at)
+            for digest, aid, active, at in rows
+        ]
+
+    def list_receipts(
+        self, scope: Scope, after_seq: int = 0, limit: int | None = None
+    ) -> list[Receipt]:
+        """The receipts after `after_seq`, ascending by sequence, at most `limit`."""
+        d, t, p = self._d, scope.tenant_id, scope.project_id
+        rows = self._x.execute(
+            d.LIST_RECEIPTS, (t, p, after_seq, d.no_limit if limit is None else limit)
+        )
+        return [
+            Receipt(cid, fp, t, p, actor, seq, ResourceRef(kind, rid), rev, at)
+            for cid, fp, actor, seq, kind, rid, rev, at in rows
+        ]
+
+
+class SqlWriteRows(SqlReadRows[X]):
+    """The provisioning writes and `restore_history`; a store adds `_index_restored`."""
+
+    __slots__ = ()
+
+    def insert_tenant(self, tenant_id: str, created_at_ms: int) -> None:
+        """Create a tenant row (an existing one is kept, with the new time)."""
+        self._x.execute(self._d.INSERT_TENANT, (tenant_id, created_at_ms))
+
+    def insert_project(self, project: Project, created_at_ms: int) -> None:
+        """Create a project row with its epoch and head."""
+        p = project
+        self._x.execute(
+            self._d.INSERT_PROJECT,
+            (p.tenant_id, p.project_id, p.project_epoch, p.head_seq, created_at_ms),
+        )
+
+    def insert_actor(self, actor: Actor, created_at_ms: int) -> None:
+        """Create an actor row."""
+        a = actor
+        self._x.execute(
+            self._d.INSERT_ACTOR, (a.tenant_id, a.actor_id, a.kind.value, created_at_ms)
+        )
+
+    def put_membership(self, membership: Membership, updated_at_ms: int) -> None:
+        """Create or replace a membership."""
+        m = membership
+        self._x.execute(
+            self._d.PUT_MEMBERSHIP,
+            (m.tenant_id, m.project_id, m.actor_id, m.role.value, m.status.value, updated_at_ms),
+        )
+
+    def insert_token(self, binding: TokenBinding) -> None:
+        """Bind a token digest (exactly 32 bytes, enforced by the schema) to an actor."""
+        d, b = self._d, binding
+        self._x.execute(
+            d.INSERT_TOKEN,
+            (bytes(b.token_sha256), b.tenant_id, b.actor_id, d.flag(b.active), b.created_at_ms),
+        )
+
+    def set_token_active(self, token_sha256: bytes, active: bool) -> None:
+        """Activate or revoke a token binding; an unknown digest is a no-op."""
+        d = self._d
+        self._x.execute(d.SET_TOKEN_ACTIVE, (d.flag(active), bytes(token_sha256)))
+
+    def restore_history(self, project: Project, history: History) -> None:
+        """Insert an imported project's rows as they are (the project row exists); search
+        rows go through the store's `_index_restored`."""
+        x, d, t, p = self._x, self._d, project.tenant_id, project.project_id
+        for r in history.resources:
+            x.execute(d.UPSERT_RESOURCE, (t, p, r.ref.kind, r.ref.id, r.revision, r.body))
+        for c in history.changes:
+            x.execute(
+                d.INSERT_CHANGE,
+                (
+                    t, p, c.seq, c.project_epoch, c.ref.kind, c.ref.id, c.op.value,
+                    c.revision, c.actor_id, c.committed_at_ms, c.body,
+                ),
+            )  # fmt: skip
+        for a in history.audit:
+            x.execute(
+                d.INSERT_AUDIT,
+                (
+                    t, p, a.project_seq, a.command_id, a.operation, a.ref.kind, a.ref.id,
+                    a.actor_id, a.committed_at_ms,
+                ),
+            )  # fmt: skip
+        for rc in history.receipts:
+            x.execute(
+                d.INSERT_RECEIPT,
+                (
+                    t, p, rc.command_id, rc.fingerprint, rc.actor_id, rc.project_seq,
+                    rc.resource.kind, rc.resource.id, rc.revision, rc.committed_at_ms,
+                ),
+            )  # fmt: skip
+        for h in history.handoffs:
+            x.execute(
+                d.UPSERT_HANDOFF,
+                (
+                    t, p, h.handoff_id, h.from_actor, h.to_actor, h.source_id, h.status,
+                    h.revision, h.updated_seq,
+                ),
+            )  # fmt: skip
+        for doc in history.search:
+            self._index_restored(t, p, doc)
+
+    def _index_restored(self, tenant_id: str, project_id: str, doc: SearchDoc) -> None:
+        """Write one imported search row the way the store's commits write theirs."""
+        raise NotImplementedError
