@@ -240,7 +240,11 @@ pg_stop() {
 # transaction only, so nothing may depend on session state (every setting SET LOCAL, every lock
 # a transaction lock), as behind Hyperdrive. It refuses to run as root, so as root it runs as
 # `postgres`. Any user the cluster knows may log in (trust, looked up with auth_query as the
-# `postgres` auth_user): tests log in as per-schema roles. It exports
+# `aidememo_pgbouncer_auth` auth_user, a role of its own: PgBouncer runs its auth query on a
+# server connection of the auth user's pool, and a connection that a test's client had used
+# would carry that test's application_name, so the test's clean-up (pg_terminate_backend by
+# application_name) could end it mid-login, which a client sees as "bouncer config error"):
+# tests log in as per-schema roles. It exports
 # AIDEMEMO_TEST_PGBOUNCER_URL; pgbouncer_stop (from the same EXIT trap as pg_stop) stops it by
 # the PID in its pidfile and removes its directory.
 PGB_DIR=""
@@ -266,6 +270,9 @@ pgbouncer_start() {
     bin="$(command -v pgbouncer || echo /usr/sbin/pgbouncer)"
     PGB_DIR="$(mktemp -d "${TMPDIR:-/tmp}/aidememo-pgbouncer.XXXXXX")" || return 1
     chmod 755 "$PGB_DIR"
+    _pg_as_owner "$PG_BIN/psql" -X -q -h 127.0.0.1 -p "$AIDEMEMO_TEST_PG_PORT" -U postgres \
+        -d postgres -c "DO \$\$ BEGIN CREATE ROLE aidememo_pgbouncer_auth LOGIN SUPERUSER; \
+EXCEPTION WHEN duplicate_object THEN NULL; END \$\$" >/dev/null || return 1
     local port attempt
     for attempt in 1 2 3; do
         port="$(_free_port)" || return 1
@@ -279,7 +286,7 @@ listen_port = $port
 unix_socket_dir =
 auth_type = trust
 auth_file = $PGB_DIR/userlist.txt
-auth_user = postgres
+auth_user = aidememo_pgbouncer_auth
 admin_users = postgres
 pool_mode = transaction
 max_client_conn = 1000
@@ -291,7 +298,7 @@ ignore_startup_parameters = extra_float_digits
 logfile = $PGB_DIR/pgbouncer.log
 pidfile = $PGB_DIR/pgbouncer.pid
 INI
-        printf '"postgres" ""\n' >"$PGB_DIR/userlist.txt"
+        printf '"postgres" ""\n"aidememo_pgbouncer_auth" ""\n' >"$PGB_DIR/userlist.txt"
         if [ "$(id -u)" = "0" ]; then
             chown -R postgres:postgres "$PGB_DIR" || return 1
         fi
