@@ -169,7 +169,7 @@ class HttpApp:
             response = self._dispatch(request, caller, match)
         except AidememoError as error:
             if error.store_state is not None:
-                log.warning("storage failure on %s %s: %s", request.method, request.path, error)
+                log.warning("storage error on %s %s: %s", request.method, request.path, error)
                 readiness.observe(False, error)  # READY-1: the last outcome
             return error_response(error)
         except Exception:

@@ -7,11 +7,12 @@ The state is one of `ok`, `read_only`, `full` and `unavailable`. It comes from t
   `full` for `storage_full`, `read_only` or `unavailable` for `storage_failure`). A read that
   succeeds changes nothing (a full disk does not stop reads);
 - a probe, run by the state's reader at most every `PROBE_INTERVAL_S`: a read of the schema
-  version (a failure is that error's state), then, where the store has a file system of its
-  own (`free_bytes`), `full` while less than `STORAGE_FULL_FLOOR_BYTES` are free. When the state was
-  not `ok`, an empty write transaction follows (it takes the write lock without writing a
-  page), so a store that recovered (space freed, a database writable again, a server back)
-  is `ok` again without a restart and without a client write.
+  version (a failure is that error's state). When the state was not `ok`, the probe goes on:
+  a `full` store whose file system is known (`free_bytes`) stays `full` while less than
+  `STORAGE_FULL_FLOOR_BYTES` are free; otherwise an empty write transaction (it takes the
+  write lock without writing a page) decides. So a store that recovered (space freed, a
+  database writable again, a server back) is `ok` again without a restart and without a
+  client write, and a healthy store costs one read per probe.
 
 The probe runs on the thread that asks (one at a time; others get the last state), so a
 server without requests never probes. Nothing here needs more than the stdlib.
@@ -71,12 +72,14 @@ class Readiness:
         store = self._store
         try:
             self.schema_version = store.schema_version()
-            free_bytes: Callable[[], int | None] | None = getattr(store, "free_bytes", None)
-            free = None if free_bytes is None else free_bytes()
-            if free is not None and free < STORAGE_FULL_FLOOR_BYTES:
-                return STORE_FULL
-            if previous != STORE_OK:
-                store.transaction(_nothing)
+            if previous == STORE_OK:
+                return STORE_OK
+            if previous == STORE_FULL:
+                free_bytes: Callable[[], int | None] | None = getattr(store, "free_bytes", None)
+                free = None if free_bytes is None else free_bytes()
+                if free is not None and free < STORAGE_FULL_FLOOR_BYTES:
+                    return STORE_FULL
+            store.transaction(_nothing)
         except AidememoError as error:
             return error.store_state or STORE_UNAVAILABLE
         except Exception:  # a driver fault the store did not map: the store is not usable
