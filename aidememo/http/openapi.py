@@ -310,9 +310,10 @@ _LIVE_UPGRADE: Schema = {
     "`authentication_failed` (origin: the token was revoked; the edge does not re-check the "
     "token after the upgrade), 4403 `project_unauthorized` (suspended within 5 s, or "
     "removed), 4409 `cursor_epoch_mismatch` (the project was re-imported), 4429 "
-    "`feed_overflow` (origin: the client read too slowly; reconnect from the last "
-    "`next_cursor`), 4503 `storage_failure`. Messages the client "
-    "sends are ignored.",
+    "`feed_overflow` (origin: more than 1,024 batches or 8 MiB were pending for a client "
+    "that read too slowly; reconnect from the last `next_cursor`), 4503 `storage_failure`. "
+    "Messages the client sends are ignored; at the origin a frame over 64 KiB closes the "
+    "socket with 1009.",
     "x-websocket-messages": ref("LiveMessage"),
 }
 
