@@ -9,8 +9,8 @@ The state is one of `ok`, `read_only`, `full` and `unavailable`. It comes from t
 - a probe, run by the state's reader at most every `PROBE_INTERVAL_S`: a read of the schema
   version (a failure is that error's state). When the state was not `ok`, the probe goes on:
   a `full` store whose file system is known (`free_bytes`) stays `full` while less than
-  `STORAGE_FULL_FLOOR_BYTES` are free; otherwise an empty write transaction (it takes the
-  write lock without writing a page) decides. So a store that recovered (space freed, a
+  `STORAGE_FULL_FLOOR_BYTES` are free; otherwise a write transaction whose one statement
+  changes no row decides (it needs a writable database, but no space). So a store that recovered (space freed, a
   database writable again, a server back) is `ok` again without a restart and without a
   client write, and a healthy store costs one read per probe.
 
@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from aidememo.domain.errors import STORE_FULL, STORE_OK, STORE_UNAVAILABLE, AidememoError
 from aidememo.domain.limits import STORAGE_FULL_FLOOR_BYTES
-from aidememo.ports import Store
+from aidememo.ports import Store, WriteTx
 
 PROBE_INTERVAL_S = 5.0
 """The probe runs at most this often; between probes the state is the last outcome's."""
@@ -79,7 +79,7 @@ class Readiness:
                 free = None if free_bytes is None else free_bytes()
                 if free is not None and free < STORAGE_FULL_FLOOR_BYTES:
                     return STORE_FULL
-            store.transaction(_nothing)
+            store.transaction(_write_nothing)
         except AidememoError as error:
             return error.store_state or STORE_UNAVAILABLE
         except Exception:  # a driver fault the store did not map: the store is not usable
@@ -87,6 +87,11 @@ class Readiness:
         return STORE_OK
 
 
-def _nothing(tx: object) -> None:
-    """The empty write transaction of the probe."""
-    return None
+NO_TOKEN = bytes(32)
+"""A token digest no token has (no SHA-256 is known to be all zeros): the probe's write."""
+
+
+def _write_nothing(tx: WriteTx) -> None:
+    """A write statement that changes no row: it needs a writable database (PostgreSQL
+    refuses it in a read-only transaction, SQLite on a read-only file) but no space."""
+    tx.set_token_active(NO_TOKEN, False)

@@ -9,6 +9,8 @@ never a timing.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import struct
@@ -22,6 +24,10 @@ import pytest
 
 from aidememo.cli.main import main
 from aidememo.domain.limits import LIVE_PENDING_MAX_BYTES
+from aidememo.service.access import Caller
+from aidememo.service.live import FeedCursor, LiveSubscription
+from origin.live import Subscriber
+from tests import pg
 from tests.origin.test_live_feed import RawWebSocket
 from tests.origin.test_serve_process import ServeProcess
 
@@ -40,25 +46,28 @@ def rss(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
-@pytest.fixture
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def served(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    request: pytest.FixtureRequest, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> Iterator[tuple[ServeProcess, str]]:
-    """A real server on a SQLite file, with a writer token for project `demo`."""
+    """A real server on a SQLite file or a PostgreSQL schema, with a writer token for
+    project `demo`."""
     if not Path("/proc/self/status").exists():
         pytest.skip("needs /proc to read the server's VmRSS")
-    database = tmp_path / "aidememo.db"
-    token_file = tmp_path / "demo.token"
-    assert main(["token", "new", "--out", str(token_file)]) == 0
-    ids = ["--tenant-id", "local", "--project-id", "demo", "--actor-id", "demo-agent"]
-    args = ["bootstrap", "--database", str(database), *ids, "--token-file", str(token_file)]
-    assert main(args) == 0
-    capsys.readouterr()
-    server = ServeProcess(tmp_path / "home", tmp_path / "serve.log", "--database", str(database))
-    try:
+    with contextlib.ExitStack() as stack:
+        if request.param == "postgres":
+            database = stack.enter_context(pg.fresh_database()).url
+        else:
+            database = str(tmp_path / "aidememo.db")
+        token_file = tmp_path / "demo.token"
+        assert main(["token", "new", "--out", str(token_file)]) == 0
+        ids = ["--tenant-id", "local", "--project-id", "demo", "--actor-id", "demo-agent"]
+        args = ["bootstrap", "--database", database, *ids, "--token-file", str(token_file)]
+        assert main(args) == 0
+        capsys.readouterr()
+        server = ServeProcess(tmp_path / "home", tmp_path / "serve.log", "--database", database)
+        stack.callback(server.kill)
         yield server, token_file.read_text().strip()
-    finally:
-        server.kill()
 
 
 def _command(n: int) -> dict[str, Any]:
@@ -156,3 +165,37 @@ def test_live6_inbound_frame_over_64_kib_is_refused_with_1009(
         ws.close()
     with httpx.Client(base_url=server.url) as client:
         assert client.get("/health").status_code == 200
+
+
+def test_live6_pending_bytes_are_bounded_and_dropped_on_overflow() -> None:
+    """The subscriber's own accounting: one item always fits when nothing is pending, the
+    bound counts bytes until they are sent, and an overflow drops the queue."""
+
+    def subscriber(max_bytes: int) -> Subscriber:
+        sub = LiveSubscription(Caller("tenant_t", "actor_a"), "project_p", "epoch_e", 0, 100)
+        return Subscriber(FeedCursor(sub), 100, max_bytes)
+
+    async def run() -> None:
+        sub = subscriber(1000)
+        sub.offer("x" * 600)
+        sub.offer("y" * 300)
+        assert (sub.pending, sub.queue.qsize(), sub.failure) == (900, 2, None)
+        _, size = sub.queue.get_nowait()  # the sender took one: still pending until sent
+        assert sub.pending == 900
+        sub.offer("z" * 200)  # 900 + 200 > 1000
+        assert sub.failure is not None and sub.failure.code.value == "feed_overflow"
+        assert "1000 bytes" in sub.failure.message
+        assert sub.queue.empty() and sub.pending == 0
+        sub.sent(size)  # the sender's late report cannot go below zero
+        assert sub.pending == 0
+        sub.offer("late")  # a closing subscriber holds nothing more
+        assert sub.queue.empty()
+
+        alone = subscriber(1000)
+        alone.offer("x" * 5000)  # larger than the bound, but nothing else is pending
+        assert alone.failure is None and alone.pending == 5000
+        _, size = alone.queue.get_nowait()
+        alone.sent(size)
+        assert alone.pending == 0
+
+    asyncio.run(run())

@@ -15,6 +15,7 @@ from aidememo.service.readiness import PROBE_INTERVAL_S, Readiness
 from aidememo.stores.postgres.tx import driver_failure
 from aidememo.stores.sqlite import SqliteStore, sqlite3_executor
 from aidememo.stores.sqlite.sqlite3_executor import storage_failure
+from tests import pg
 from tests.stores._support import SCOPE, mutation, provision
 
 
@@ -156,3 +157,38 @@ def test_err4_postgres_sqlstates_map_to_their_states(exc: Exception, code: str, 
     """The SQLSTATE as each driver carries it (psycopg's `sqlstate`, pg8000's `C` field)."""
     error = driver_failure("statement", exc)
     assert (error.code.value, error.store_state) == (code, state)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("driver", pg.DRIVERS)
+def test_ready1_postgres_read_only_then_writable_again(driver: str) -> None:
+    """A database that turns read-only (a standby, `default_transaction_read_only`): writes
+    are `storage_failure` with the state `read_only`, and the probe's write that changes no
+    row sees it too, until the database takes writes again."""
+    with pg.fresh_database() as db:
+        store = db.open(driver)
+        ticks = Ticks()
+        readiness = Readiness(store, monotonic=ticks)
+        try:
+            store.transaction(provision)
+            assert readiness.state() == "ok"
+            with pg.admin(db.url) as conn:
+                conn.execute("ALTER ROLE CURRENT_USER SET default_transaction_read_only = on")
+            try:
+                db.terminate_sessions()  # new sessions start read-only
+                with pytest.raises(AidememoError) as err:
+                    store.transaction(lambda tx: tx.commit_mutation(mutation(1, "r1")))
+                assert err.value.code is ErrorCode.STORAGE_FAILURE
+                assert err.value.store_state == "read_only"
+                readiness.observe(False, err.value)
+                ticks.now += PROBE_INTERVAL_S
+                assert readiness.state() == "read_only"  # the probe's write is refused too
+            finally:
+                with pg.admin(db.url) as conn:
+                    conn.execute("ALTER ROLE CURRENT_USER RESET default_transaction_read_only")
+            db.terminate_sessions()
+            ticks.now += PROBE_INTERVAL_S
+            assert readiness.state() == "ok"
+            store.transaction(lambda tx: tx.commit_mutation(mutation(1, "r1")))
+        finally:
+            store.close()
