@@ -10,9 +10,9 @@ The state is one of `ok`, `read_only`, `full` and `unavailable`. It comes from t
   version (a failure is that error's state). When the state was not `ok`, the probe goes on:
   a `full` store whose file system is known (`free_bytes`) stays `full` while less than
   `STORAGE_FULL_FLOOR_BYTES` are free; otherwise a write transaction whose one statement
-  changes no row decides (it needs a writable database, but no space). So a store that recovered (space freed, a
-  database writable again, a server back) is `ok` again without a restart and without a
-  client write, and a healthy store costs one read per probe.
+  changes no row decides (it needs a writable database, but no space). So a store that
+  recovered (space freed, a database writable again, a server back) is `ok` again without a
+  restart and without a client write, and a healthy store costs one read per probe.
 
 The probe runs on the thread that asks (one at a time; others get the last state), so a
 server without requests never probes. Nothing here needs more than the stdlib.
