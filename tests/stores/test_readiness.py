@@ -184,7 +184,8 @@ def test_ready1_postgres_read_only_then_writable_again(driver: str) -> None:
                 ticks.now += PROBE_INTERVAL_S
                 assert readiness.state() == "read_only"  # the probe's write is refused too
             finally:
-                with pg.admin(db.url) as conn:
+                with pg.admin(db.url) as conn:  # itself a new, read-only session
+                    conn.execute("SET default_transaction_read_only = off")
                     conn.execute("ALTER ROLE CURRENT_USER RESET default_transaction_read_only")
             db.terminate_sessions()
             ticks.now += PROBE_INTERVAL_S
