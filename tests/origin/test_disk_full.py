@@ -58,7 +58,7 @@ def _command(n: int) -> dict[str, object]:
         "operation": "resource.put",
         "resource": {"kind": "custom.note", "id": f"note-{n}"},
         "change": "upsert",
-        "payload": {"n": n, "text": f"{n:06d}" * (NOTE_BYTES // 6)},
+        "payload": {"n": n, "text": os.urandom(NOTE_BYTES // 2).hex()},  # incompressible
     }
 
 
