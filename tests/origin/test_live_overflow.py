@@ -1,4 +1,4 @@
-"""The live feed's bounds against a real `aidememo serve` process (LIVE-6, LIVE-8): a
+"""The live feed's bounds against a real `aidememo serve` process (LIVE-6): a
 subscriber that never reads while 1 MB commits are written is closed with `feed_overflow`
 (4429) and the server's memory (VmRSS) returns near where it was; an inbound frame over
 64 KiB closes the socket before its payload is buffered.
@@ -90,7 +90,7 @@ def _head(client: httpx.Client) -> tuple[str, int]:
     return identity["project_epoch"], int(changes["next_cursor"]["after_seq"])
 
 
-def test_live6_live8_non_reading_subscriber_is_closed_4429_and_memory_returns(
+def test_live6_non_reading_subscriber_is_closed_4429_and_memory_returns(
     served: tuple[ServeProcess, str],
 ) -> None:
     server, token = served
