@@ -17,10 +17,14 @@ same feed.
   `RECHECK_INTERVAL_S` the hub reads again, whether or not a commit was announced: that is
   how a suspension (an identity change, not a commit) and the commits of another process on
   the same database (a second origin behind a load balancer) reach subscribers.
-- A subscriber's queue is bounded (`SUBSCRIBER_QUEUE_MAX` batches): the hub never waits for
-  a subscriber, and one that overflows is sent `feed_overflow` and closed (4429); it
-  reconnects from the last cursor it received. A subscriber still catching up is not queued
-  to: it only notes that it missed a batch and reads on until it has seen the head.
+- A subscriber's queue is bounded in items (`SUBSCRIBER_QUEUE_MAX`) and in bytes
+  (`LIVE_PENDING_MAX_BYTES`, counting what is queued and what the sender holds until it is
+  sent; uvicorn's `send` waits while the socket's buffer is full, so what sits there is at
+  most one message more): the hub never waits for a subscriber, and one that overflows has
+  its queue dropped at once and is sent `feed_overflow` and closed (4429) as soon as its
+  socket takes them; it reconnects from the last cursor it received. A subscriber still
+  catching up is not queued to: it only notes that it missed a batch and reads on until it
+  has seen the head.
 - Lease notices: each hub keeps a `LeaseBook` of its handoffs' live claims and a loop timer
   at the earliest expiry; when it fires, the due claims are re-read (a heartbeat the hub has
   not read yet must not produce a notice) and `lease_expired` goes to the subscribers that
@@ -38,7 +42,7 @@ from typing import Any, TypeVar
 
 from aidememo.domain.errors import STORAGE_RETRY_AFTER_S, AidememoError, ErrorCode, fail
 from aidememo.domain.ids import is_valid_id
-from aidememo.domain.limits import SNAPSHOT_MAX_RESOURCES
+from aidememo.domain.limits import LIVE_PENDING_MAX_BYTES, SNAPSHOT_MAX_RESOURCES
 from aidememo.domain.model import Scope
 from aidememo.http.app import HttpApp, error_response
 from aidememo.http.live import (
@@ -83,12 +87,24 @@ Item = CommitBatch | str  # a shared batch, or a ready notice text
 class Subscriber:
     """One accepted WebSocket: its cursor, its bounded queue and how it ends."""
 
-    __slots__ = ("actor", "cursor", "failed", "failure", "live", "missed", "queue")
+    __slots__ = (
+        "actor",
+        "cursor",
+        "failed",
+        "failure",
+        "live",
+        "max_bytes",
+        "missed",
+        "pending",
+        "queue",
+    )
 
-    def __init__(self, cursor: FeedCursor, queue_max: int) -> None:
+    def __init__(self, cursor: FeedCursor, queue_max: int, max_bytes: int) -> None:
         self.cursor = cursor
         self.actor = cursor.sub.caller.actor_id
-        self.queue: asyncio.Queue[Item] = asyncio.Queue(queue_max)
+        self.queue: asyncio.Queue[tuple[Item, int]] = asyncio.Queue(queue_max)
+        self.max_bytes = max_bytes
+        self.pending = 0  # bytes queued, or taken by the sender and not yet sent
         self.live = False  # False while catching up: batches are noted, not queued
         self.missed = False
         self.failure: AidememoError | None = None
@@ -101,17 +117,44 @@ class Subscriber:
             self.failed.set()
 
     def offer(self, item: Item) -> None:
-        """Queue without waiting; a full queue ends the subscriber (LIVE-6)."""
+        """Queue without waiting; past `queue_max` items or `max_bytes` pending the
+        subscriber ends with `feed_overflow` (LIVE-6). One item is always taken when
+        nothing is pending, so a batch larger than the bound alone still gets through to
+        a subscriber that reads."""
+        if self.failure is not None:
+            return  # closing: nothing more is held for it
+        size = item.pending_bytes() if isinstance(item, CommitBatch) else len(item)
+        if self.pending and self.pending + size > self.max_bytes:
+            self._overflow(f"more than {self.max_bytes} bytes")
+            return
         try:
-            self.queue.put_nowait(item)
+            self.queue.put_nowait((item, size))
         except asyncio.QueueFull:
-            self.fail(
-                fail(
-                    ErrorCode.FEED_OVERFLOW,
-                    f"more than {self.queue.maxsize} messages waiting for this subscriber; "
-                    "reconnect from the last next_cursor received",
-                )
+            self._overflow(f"more than {self.queue.maxsize} messages")
+            return
+        self.pending += size
+
+    def sent(self, size: int) -> None:
+        """The sender has sent an item of `size` bytes."""
+        self.pending = max(0, self.pending - size)
+
+    def release(self) -> None:
+        """Drop everything queued: a subscriber that ends holds no data (LIVE-6)."""
+        while True:
+            try:
+                self.queue.get_nowait()
+            except asyncio.QueueEmpty:
+                break
+        self.pending = 0
+
+    def _overflow(self, what: str) -> None:
+        self.fail(
+            fail(
+                ErrorCode.FEED_OVERFLOW,
+                f"{what} waiting for this subscriber; reconnect from the last next_cursor received",
             )
+        )
+        self.release()
 
 
 class ProjectHub:
@@ -258,10 +301,12 @@ class LiveFeed:
         app: HttpApp,
         *,
         queue_max: int = SUBSCRIBER_QUEUE_MAX,
+        max_pending_bytes: int = LIVE_PENDING_MAX_BYTES,
         recheck_s: float = RECHECK_INTERVAL_S,
         read_limit: int = COMMIT_READ_LIMIT,
     ) -> None:
         self.app = app
+        self.max_pending_bytes = max_pending_bytes
         self.store = app.services.store
         self.queries = app.services.queries
         self.clock = app.services.ledger.clock
@@ -348,7 +393,7 @@ class LiveFeed:
         self, scope: Scope, cursor: FeedCursor, receive: AsgiReceive, send: AsgiSend
     ) -> int | None:
         """Run an accepted subscriber; returns the close code sent (None: the client left)."""
-        sub = Subscriber(cursor, self.queue_max)
+        sub = Subscriber(cursor, self.queue_max, self.max_pending_bytes)
         hub = self.hubs.get(scope)
         if hub is None:
             hub = self.hubs[scope] = ProjectHub(self, scope)
@@ -378,10 +423,12 @@ class LiveFeed:
             sender.cancel()
             with contextlib.suppress(BaseException):
                 await sender
+            sub.release()
             return await _close_with(send, sub.failure)
         finally:
             for task in (sender, listener, failed):
                 task.cancel()
+            sub.release()
             hub.subs.discard(sub)
             if not hub.subs and self.hubs.get(scope) is hub:
                 del self.hubs[scope]
@@ -395,17 +442,21 @@ class LiveFeed:
 
         await self._catch_up(sub, text, first=True)
         while True:
-            item = await sub.queue.get()
+            item, size = await sub.queue.get()
             if isinstance(item, str):
                 await text(item)
+                sub.sent(size)
                 continue
             try:
                 messages = sub.cursor.messages(item, commit_message)
             except Gap:
+                sub.sent(size)
                 await self._catch_up(sub, text, first=False)
                 continue
+            del item  # the batch is shared: hold only this subscriber's messages
             for message in messages:
                 await text(message)
+            sub.sent(size)
 
     async def _catch_up(
         self, sub: Subscriber, text: Callable[[str], Awaitable[None]], *, first: bool

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
+from aidememo.domain.limits import LIVE_INBOUND_MAX_BYTES
 from origin.asgi import DISPATCH_WRITES, Dispatcher, create_asgi_app
 from origin.limits import TransportLimits
 from origin.logsink import CachedTimeFormatter, ClientDetailFilter
@@ -177,6 +178,9 @@ def serve(http_app: Dispatcher, settings: ServerSettings, *, close: Callable[[],
         # deflate would compress it once per subscriber (measured: a third of the server's
         # CPU per delivered message with 100 subscribers), for little gain on ~1 KB texts.
         ws_per_message_deflate=False,
+        # Clients send the live feed nothing it needs: a frame over 64 KiB closes the socket
+        # (1009) before its payload is buffered (LIVE-6).
+        ws_max_size=LIVE_INBOUND_MAX_BYTES,
     )
     server = uvicorn.Server(config)
     received: list[int] = []

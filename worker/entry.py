@@ -8,7 +8,8 @@ edge's two additions marked):
    refused unread, then the bytes received) and content type: the core's `check_request`.
    The import body is the exception: it is read after authentication, as it streams in, and
    its size is counted as it arrives (`worker.transfer`, SPEC.md ARC-7);
-3. public routes are answered here: `/health` (`mode: "edge"`, this code's schema version)
+3. public routes are answered here: `/health` (`mode: "edge"`, this code's schema version),
+   `/ready` (always `ok`: the Worker has no store of its own, SPEC.md READY-3)
    and `/openapi.json`;
 4. the bearer token's SHA-256 (`bearer_digest`); on admin routes the `ADMIN_TOKEN_SHA256`
    secret (hex) admits the admin, and a member's valid token is 403 `admin_required`;
@@ -55,7 +56,7 @@ from workers import Request as SdkRequest
 from workers import Response, WorkerEntrypoint
 
 from aidememo.domain.clock import RandomIds, SystemClock
-from aidememo.domain.errors import AidememoError, ErrorCode, fail
+from aidememo.domain.errors import STORE_OK, AidememoError, ErrorCode, fail
 from aidememo.domain.ids import validate_id
 from aidememo.http import admin as core_admin
 from aidememo.http import handlers
@@ -293,8 +294,11 @@ def _public(route: Route, request: Request, postgres: bool) -> CoreResponse:
     handlers.no_query(request)
     if route.handler == "health":
         version = PG_SCHEMA_VERSION if postgres else SCHEMA_VERSION
-        body = {"status": "ok", "mode": "edge", "schema_version": version}
+        body = {"status": "ok", "mode": "edge", "schema_version": version, "state": STORE_OK}
         return CoreResponse(200, list(_JSON), json_bytes(body))
+    if route.handler == "ready":
+        # The Worker has no store and no disk of its own (READY-3): it is ready while it runs.
+        return handlers.ready_response("edge", STORE_OK)
     if route.handler == "openapi":
         return CoreResponse(200, list(_JSON), openapi_doc.document_bytes())
     raise fail(ErrorCode.ROUTE_NOT_FOUND, "no such route")

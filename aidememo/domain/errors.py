@@ -34,6 +34,7 @@ class ErrorCode(StrEnum):
     CONFORMANCE_VIOLATION = "conformance_violation"
     INVALID_COMMAND = "invalid_command"
     STORAGE_FAILURE = "storage_failure"
+    STORAGE_FULL = "storage_full"
     # The artifact data plane's codes (no route answers with them yet).
     ARTIFACT_STORE_UNAVAILABLE = "artifact_store_unavailable"
     ARTIFACT_TRANSFER_MODE_MISMATCH = "artifact_transfer_mode_mismatch"
@@ -85,6 +86,8 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.INVALID_COMMAND: 400,
     # Always 503 with Retry-After (ERR-2): a client may retry the identical command.
     ErrorCode.STORAGE_FAILURE: 503,
+    # 507 Insufficient Storage without Retry-After (ERR-4): a full disk does not clear by itself.
+    ErrorCode.STORAGE_FULL: 507,
     ErrorCode.ARTIFACT_STORE_UNAVAILABLE: 503,
     ErrorCode.ARTIFACT_TRANSFER_MODE_MISMATCH: 409,
     ErrorCode.ARTIFACT_CONFLICT: 409,
@@ -112,15 +115,44 @@ STORAGE_RETRY_AFTER_S = 1
 
 # What a storage failure says on the wire: internals never leak to clients.
 STORAGE_FAILURE_MESSAGE = "canonical storage temporarily unavailable"
+STORAGE_FULL_MESSAGE = (
+    "canonical storage is full: nothing was written; writes resume once space is freed"
+)
+
+# What a store reports to `/ready` and `/health` (READY-1), and what a storage error says
+# about it (`AidememoError.store_state`).
+STORE_OK = "ok"
+STORE_READ_ONLY = "read_only"
+STORE_FULL = "full"
+STORE_UNAVAILABLE = "unavailable"
+STORE_STATES = (STORE_OK, STORE_READ_ONLY, STORE_FULL, STORE_UNAVAILABLE)
+
+# The wire message of the storage codes: internals never leak to clients (ERR-2, ERR-4).
+_FIXED_MESSAGES = {
+    ErrorCode.STORAGE_FAILURE: STORAGE_FAILURE_MESSAGE,
+    ErrorCode.STORAGE_FULL: STORAGE_FULL_MESSAGE,
+}
 
 
 class AidememoError(Exception):
     """A failure with a stable code; the only exception type the service raises on purpose."""
 
-    def __init__(self, code: ErrorCode, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str, store_state: str | None = None) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
+        self._store_state = store_state
+
+    @property
+    def store_state(self) -> str | None:
+        """What this error says about the canonical store (READY-1): `full` for
+        `storage_full`, the state a store classified (`read_only`) or `unavailable` for
+        `storage_failure`, None for every other code."""
+        if self.code is ErrorCode.STORAGE_FULL:
+            return STORE_FULL
+        if self.code is ErrorCode.STORAGE_FAILURE:
+            return self._store_state or STORE_UNAVAILABLE
+        return None
 
     @property
     def http_status(self) -> int:
@@ -129,12 +161,10 @@ class AidememoError(Exception):
 
     def to_json(self) -> dict[str, dict[str, str]]:
         """The wire shape `{"error": {"code", "message"}}`."""
-        message = (
-            STORAGE_FAILURE_MESSAGE if self.code is ErrorCode.STORAGE_FAILURE else self.message
-        )
+        message = _FIXED_MESSAGES.get(self.code, self.message)
         return {"error": {"code": self.code.value, "message": message}}
 
 
-def fail(code: ErrorCode, message: str) -> AidememoError:
+def fail(code: ErrorCode, message: str, store_state: str | None = None) -> AidememoError:
     """Build an `AidememoError`; written `raise fail(...)` so call sites read as one line."""
-    return AidememoError(code, message)
+    return AidememoError(code, message, store_state)

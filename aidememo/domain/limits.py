@@ -24,3 +24,9 @@ BEARER_MAX_BYTES = 4_096
 HANDOFF_LEASE_MS_DEFAULT = 120_000
 HANDOFF_LEASE_MS_MAX = 24 * 60 * 60 * 1000
 TOKEN_DIGEST_BYTES = 32
+# A store's file system with fewer free bytes than this counts as full (READY-1, ERR-4).
+STORAGE_FULL_FLOOR_BYTES = 1 << 20
+# Data pending for one live-feed subscriber before it is closed as too slow (LIVE-6).
+LIVE_PENDING_MAX_BYTES = 8 << 20
+# The largest WebSocket frame a client may send (LIVE-6: clients send nothing needed).
+LIVE_INBOUND_MAX_BYTES = 64 << 10

@@ -31,6 +31,7 @@ from aidememo.service.ledger import Ledger
 from aidememo.service.lookups import Lookups
 from aidememo.service.product import Product
 from aidememo.service.queries import Queries
+from aidememo.service.readiness import Readiness
 
 log = logging.getLogger("aidememo.http")
 
@@ -109,6 +110,7 @@ class Services:
         self.lookups = Lookups(store)
         self.product = Product(self.ledger, lease_ms)
         self.archive = Archive(store, clock, ids)
+        self.readiness = Readiness(store)
 
 
 Handler = Callable[["Services", Request, dict[str, str], Caller | None], Response]
@@ -157,17 +159,22 @@ class HttpApp:
         `match` is given only by a front that has already routed the request and run
         `check_request` on it (the edge Worker again), so neither is done twice.
         """
+        readiness = self.services.readiness
         try:
-            return self._dispatch(request, caller, match)
+            response = self._dispatch(request, caller, match)
         except AidememoError as error:
-            if error.code is ErrorCode.STORAGE_FAILURE:
-                log.warning("storage failure on %s %s: %s", request.method, request.path, error)
+            if error.store_state is not None:
+                log.warning("storage error on %s %s: %s", request.method, request.path, error)
+                readiness.observe(False, error)  # READY-1: the last outcome
             return error_response(error)
         except Exception:
             # A bug or an unmapped driver error: log it, and answer the retryable 503, since
             # every write is all-or-nothing and a retry of the same command is safe.
             log.exception("unexpected failure on %s %s", request.method, request.path)
             return error_response(fail(ErrorCode.STORAGE_FAILURE, "unexpected failure"))
+        if request.method != "GET" and response.status < 300:
+            readiness.observe(True, None)  # a write committed: the store takes writes
+        return response
 
     def _dispatch(self, request: Request, caller: Caller | None, match: Match | None) -> Response:
         if match is None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from aidememo.domain.canonical import decode_json
 from aidememo.domain.envelope import parse_raw_command
-from aidememo.domain.errors import ErrorCode, fail
+from aidememo.domain.errors import STORE_OK, ErrorCode, fail
 from aidememo.domain.ids import validate_id, validate_name
 from aidememo.domain.limits import (
     CHANGES_LIMIT_DEFAULT,
@@ -85,10 +85,30 @@ def _project(params: dict[str, str]) -> str:
 def health(
     s: Services, request: Request, params: dict[str, str], caller: Caller | None
 ) -> Response:
-    """`{status, mode, schema_version}`."""
+    """Liveness: 200 while the process serves, `{status, mode, schema_version, state}` with
+    the store's state (READY-2); `schema_version` is null while the store cannot be read."""
     _no_query(request)
-    body = {"status": "ok", "mode": s.store.mode, "schema_version": s.store.schema_version()}
+    state = s.readiness.state()
+    body = {
+        "status": "ok",
+        "mode": s.store.mode,
+        "schema_version": s.readiness.schema_version,
+        "state": state,
+    }
     return _ok(json_bytes(body))
+
+
+def ready(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:
+    """Readiness: 200 `{ready: true, ...}` while the store takes writes, else 503 with the
+    state that stops it (READY-1); never Retry-After, this is a status, not an error."""
+    _no_query(request)
+    return ready_response(s.store.mode, s.readiness.state())
+
+
+def ready_response(mode: str, state: str) -> Response:
+    """The `/ready` answer for a store `state` (the edge Worker answers with it too)."""
+    body = {"ready": state == STORE_OK, "mode": mode, "state": state}
+    return Response(200 if state == STORE_OK else 503, list(_JSON), json_bytes(body))
 
 
 def openapi(

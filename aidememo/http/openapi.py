@@ -129,6 +129,7 @@ _BODIES: dict[str, str] = {
 }
 _OK: dict[str, str] = {
     "health": "Health",
+    "ready": "Ready",
     "identity": "Identity",
     "resource": "Resource",
     "changes": "ChangeBatch",
@@ -155,6 +156,7 @@ _TRANSITION_ERRORS = (
 # Errors of the domain rules, beyond the request checks every route shares.
 _DOMAIN_ERRORS: dict[str, tuple[ErrorCode, ...]] = {
     "health": (),
+    "ready": (),
     "openapi": (),
     "identity": (),
     "command": (E.RESOURCE_NOT_FOUND, E.COMMAND_CONFLICT, E.STALE_REVISION, E.SECRET_REJECTED),
@@ -206,7 +208,8 @@ _DOMAIN_ERRORS: dict[str, tuple[ErrorCode, ...]] = {
     "admin_delete_tenant": (E.RESOURCE_NOT_FOUND,),
 }
 _SUMMARIES: dict[str, str] = {
-    "health": "Liveness, serving mode and the canonical store's schema version",
+    "health": "Liveness, serving mode, the canonical store's schema version and state",
+    "ready": "Readiness: 200 while the canonical store takes writes, else 503 and why",
     "openapi": "This OpenAPI document",
     "command": "Raw resource.put / resource.delete of a custom.* resource",
     "identity": "The caller's identity and role in the project",
@@ -272,6 +275,8 @@ def route_errors(route: Route) -> list[ErrorCode]:
         codes.append(E.ADMIN_REQUIRED if _is_admin(route) else E.PROJECT_UNAUTHORIZED)
         codes += _DOMAIN_ERRORS[route.handler]
         codes.append(E.STORAGE_FAILURE)
+        if route.method != "GET":
+            codes.append(E.STORAGE_FULL)  # a write the store had no room for (ERR-4)
     return codes
 
 
@@ -298,6 +303,7 @@ _STATUS_TEXT = {
     422: "A written text holds what looks like a secret (SPEC.md SEC-*)",
     426: "Upgrade required: connect with a WebSocket (every other check passed)",
     503: "Storage temporarily unavailable; retry the identical request",
+    507: "Storage full: nothing was written; retry once space is freed (no Retry-After)",
 }
 
 
@@ -316,9 +322,10 @@ _LIVE_UPGRADE: Schema = {
     "`authentication_failed` (origin: the token was revoked; the edge does not re-check the "
     "token after the upgrade), 4403 `project_unauthorized` (suspended within 5 s, or "
     "removed), 4409 `cursor_epoch_mismatch` (the project was re-imported), 4429 "
-    "`feed_overflow` (origin: the client read too slowly; reconnect from the last "
-    "`next_cursor`), 4503 `storage_failure`. Messages the client "
-    "sends are ignored.",
+    "`feed_overflow` (origin: more than 1,024 batches or 8 MiB were pending for a client "
+    "that read too slowly; reconnect from the last `next_cursor`), 4503 `storage_failure`. "
+    "Messages the client sends are ignored; at the origin a frame over 64 KiB closes the "
+    "socket with 1009.",
     "x-websocket-messages": ref("LiveMessage"),
 }
 
@@ -356,6 +363,11 @@ def _operation(route: Route) -> Schema:
         by_status.setdefault(HTTP_STATUS[code], []).append(code)
     for status in sorted(by_status):
         responses[str(status)] = _error_response(_STATUS_TEXT[status], by_status[status])
+    if handler == "ready":
+        responses["503"] = {
+            "description": "Not ready: the store is read_only, full or unavailable",
+            "content": {JSON: {"schema": ref("Ready")}},
+        }
     op["responses"] = responses
     if _is_admin(route):
         op["security"] = [{"admin": []}]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aidememo.domain.errors import ErrorCode
+from aidememo.domain.errors import STORE_STATES, ErrorCode
 from aidememo.domain.limits import (
     CONTENT_MAX_BYTES,
     FOCUS_MAX_BYTES,
@@ -125,13 +125,23 @@ def component_schemas() -> dict[str, Schema]:
             "committed_at_ms": ref("TimestampMs"),
         }
     )
+    mode = {"type": "string", "enum": ["single_node", "postgres", "edge"]}
+    state = {
+        "type": "string",
+        "enum": list(STORE_STATES),
+        "description": "The canonical store's state (SPEC.md READY-1).",
+    }
     s["Health"] = obj(
         {
             "status": {"const": "ok"},
-            "mode": {"type": "string", "enum": ["single_node", "postgres", "edge"]},
-            "schema_version": integer(1, description="The canonical store's schema version."),
+            "mode": mode,
+            "schema_version": nullable(
+                integer(1, description="The canonical store's schema version (null: unread).")
+            ),
+            "state": state,
         }
     )
+    s["Ready"] = obj({"ready": {"type": "boolean"}, "mode": mode, "state": state})
     s["Identity"] = obj(
         {
             "tenant_id": ref("Id"),

@@ -36,6 +36,7 @@ def _route(method: str, path: str, handler: str, **flags: Any) -> Route:
 P = "/v1/projects/{project_id}"
 ROUTES: tuple[Route, ...] = (
     _route("GET", "/health", "health", authenticated=False),
+    _route("GET", "/ready", "ready", authenticated=False),
     _route("GET", "/openapi.json", "openapi", authenticated=False),
     _route("POST", "/v1/commands", "command", has_body=True),
     _route("GET", f"{P}/identity", "identity"),

@@ -36,8 +36,11 @@ HANDOFF_KIND = "handoff"
 
 # Commits one shared read fetches at most; a longer backlog is read in several rounds.
 COMMIT_READ_LIMIT = 1_000
-# Messages waiting for one subscriber before it is closed as too slow (LIVE-6).
+# Messages waiting for one subscriber before it is closed as too slow (LIVE-6); its bytes
+# are bounded too (`LIVE_PENDING_MAX_BYTES`, measured by `pending_bytes`).
 SUBSCRIBER_QUEUE_MAX = 1_024
+# What one commit's message adds to its body's bytes: cursor, change entry, scope (LIVE-2).
+MESSAGE_OVERHEAD_BYTES = 512
 # How often membership (and, for commits from other processes, the head) is re-read while a
 # project has subscribers; a suspended member is closed within this plus one read (LIVE-5).
 RECHECK_INTERVAL_S = 2.0
@@ -99,6 +102,12 @@ class CommitBatch:
     def last_seq(self) -> int:
         """The sequence this batch brings a subscriber to."""
         return self.rows[-1].seq if self.rows else self.after_seq
+
+    def pending_bytes(self) -> int:
+        """What this batch adds to a subscriber's pending data (LIVE-6): the bodies it will
+        send, plus each message's own fields. The batch is shared, so a subscriber is
+        charged for what it holds, not for a copy."""
+        return sum(len(row.body or b"") + MESSAGE_OVERHEAD_BYTES for row in self.rows)
 
 
 def read_commits(

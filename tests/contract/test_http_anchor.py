@@ -53,7 +53,21 @@ def test_http_a_health_reports_mode_and_schema_version(api: Api) -> None:
     assert body["status"] == "ok"
     assert body["mode"] in ("single_node", "postgres", "edge")
     assert isinstance(body["schema_version"], int) and body["schema_version"] >= 1
-    assert set(body) == {"status", "mode", "schema_version"}
+    assert set(body) == {"status", "mode", "schema_version", "state"}
+    assert body["state"] == "ok"
+
+
+def test_ready1_ready3_ready_answers_200_ok_with_the_mode(api: Api) -> None:
+    reply = api.call("GET", "/ready")
+    body = reply.expect(200)
+    assert body == {
+        "ready": True,
+        "mode": api.get("/health", None).expect(200)["mode"],
+        "state": "ok",
+    }
+    assert "retry-after" not in reply.headers
+    api.get("/ready", None, query="x=1").expect(400, "invalid_command")
+    api.call("POST", "/ready").expect(405, "method_not_allowed")
 
 
 def test_http_a_identity_comes_from_the_token(api: Api) -> None:

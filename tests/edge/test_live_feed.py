@@ -407,6 +407,22 @@ def test_live4_client_messages_are_ignored(edge: LiveEdge) -> None:
     assert seqs(ws.recv()) == [1]
 
 
+def test_live8_the_object_keeps_no_queue_and_hands_each_message_to_the_runtime(
+    edge: LiveEdge,
+) -> None:
+    """A subscriber that reads nothing: every commit's message is already with the runtime's
+    socket when the write is answered (the object holds nothing pending, so LIVE-6's bound
+    is the platform's), in order, and the socket is not closed."""
+    ws = edge.subscribe()
+    ws.recv()
+    big = "x" * 200_000
+    for i in range(20):
+        edge.api.put_note(f"big{i}", {"text": big}).expect(200)
+        assert len(ws.inbox) == i + 1  # handed over before the write was answered
+    assert not ws.closed
+    assert [s for batch in ws.drain() for s in seqs(batch)] == list(range(1, 21))
+
+
 # -- LIVE-7: lease notices from the object's alarm ------------------------------------------------
 
 

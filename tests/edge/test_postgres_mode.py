@@ -109,7 +109,12 @@ def test_health_reports_the_postgres_schema_version_without_touching_the_databas
             status, _, body = e.get("/health", None)
             assert (status, body) == (
                 200,
-                {"status": "ok", "mode": "edge", "schema_version": PG_SCHEMA_VERSION},
+                {
+                    "status": "ok",
+                    "mode": "edge",
+                    "schema_version": PG_SCHEMA_VERSION,
+                    "state": "ok",
+                },
             )
 
 

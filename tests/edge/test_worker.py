@@ -21,11 +21,17 @@ def test_health_reports_edge_mode_and_code_schema(edge: Edge) -> None:
     status, headers, body = edge.get("/health", None)
     assert (status, body) == (
         200,
-        {"status": "ok", "mode": "edge", "schema_version": SCHEMA_VERSION},
+        {"status": "ok", "mode": "edge", "schema_version": SCHEMA_VERSION, "state": "ok"},
     )
     assert headers["content-type"] == "application/json"
     status, _, doc = edge.get("/openapi.json", None)
     assert status == 200 and doc["openapi"].startswith("3.1")
+
+
+def test_ready3_the_edge_worker_is_ready_while_it_runs(edge: Edge) -> None:
+    status, headers, body = edge.get("/ready", None)
+    assert (status, body) == (200, {"ready": True, "mode": "edge", "state": "ok"})
+    assert "retry-after" not in headers
 
 
 def test_plain_http_v1_is_426_before_any_other_check(edge: Edge) -> None:

@@ -135,7 +135,12 @@ def test_serve_over_real_socket_sigterm_exit_0_and_restart_keeps_acknowledged_wr
     auth = {"authorization": f"Bearer {token}"}
     with httpx.Client(base_url=server.url, timeout=5.0) as client:
         health = client.get("/health")
-        assert health.json() == {"status": "ok", "mode": "single_node", "schema_version": 1}
+        assert health.json() == {
+            "status": "ok",
+            "mode": "single_node",
+            "schema_version": 1,
+            "state": "ok",
+        }
         identity = client.get("/v1/projects/demo/identity", headers=auth)
         assert identity.status_code == 200, identity.text
         assert identity.json()["actor_id"] == "demo-agent"

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from aidememo.domain.errors import AidememoError, ErrorCode, fail
+from aidememo.domain.errors import STORE_READ_ONLY, AidememoError, ErrorCode, fail
 from aidememo.domain.model import CommandStart, Mutation, ResourceRef, Scope, SearchHit
 from aidememo.ports import ReadTx, WriteTx
 from aidememo.stores.postgres import schema
@@ -35,9 +35,35 @@ def tsquery(terms: list[str]) -> str:
     return " | ".join(quoted)
 
 
+# SQLSTATEs with their own meaning for readiness (READY-1) and the error code (ERR-4).
+_DISK_FULL = "53100"  # "could not extend file ...: No space left on device"
+_READ_ONLY_TRANSACTION = "25006"  # a hot standby, or default_transaction_read_only
+
+
+def sqlstate(exc: BaseException) -> str | None:
+    """The SQLSTATE of a driver error: psycopg's `sqlstate`, pg8000's `C` field."""
+    state = getattr(exc, "sqlstate", None)
+    if isinstance(state, str):
+        return state
+    fields = exc.args[0] if exc.args else None
+    if isinstance(fields, dict):
+        code = fields.get("C")
+        return code if isinstance(code, str) else None
+    return None
+
+
 def driver_failure(what: str, exc: BaseException) -> AidememoError:
+    """A driver error as `storage_failure` (ERR-2), or `storage_full` when the server says its
+    disk is full (SQLSTATE 53100, a data file that could not grow; a full WAL disk instead
+    stops the server, which clients see as `storage_failure`)."""
     log.warning("postgres %s failed: %s: %s", what, type(exc).__name__, exc)
-    return fail(ErrorCode.STORAGE_FAILURE, f"postgres {what} failed: {one_line(exc)}")
+    detail = f"postgres {what} failed: {one_line(exc)}"
+    state = sqlstate(exc)
+    if state == _DISK_FULL:
+        return fail(ErrorCode.STORAGE_FULL, detail)
+    if state == _READ_ONLY_TRANSACTION:
+        return fail(ErrorCode.STORAGE_FAILURE, detail, STORE_READ_ONLY)
+    return fail(ErrorCode.STORAGE_FAILURE, detail)
 
 
 class Session:

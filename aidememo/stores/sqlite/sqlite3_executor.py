@@ -43,7 +43,8 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from aidememo.domain.errors import AidememoError, ErrorCode, fail
+from aidememo.domain.errors import STORE_READ_ONLY, AidememoError, ErrorCode, fail
+from aidememo.domain.limits import STORAGE_FULL_FLOOR_BYTES
 from aidememo.ports import CAP_REOPEN, CAP_SECOND_PROCESS, CAP_TWO_CONNECTIONS
 from aidememo.stores.sqlite.executor import Row, SqlValue
 
@@ -61,6 +62,11 @@ WAL_AUTOCHECKPOINT_PAGES = 4000
 """WAL pages after which a commit checkpoints (SQLite's default is 1000); see the module doc."""
 """Reader connections kept open between reads; more are opened under load, then closed."""
 
+# SQLite's primary result codes (`sqlite3.Error.sqlite_errorcode & 0xff`).
+_SQLITE_READONLY = 8
+_SQLITE_IOERR = 10
+_SQLITE_FULL = 13
+
 _BEGIN_WRITE = "BEGIN IMMEDIATE"
 _BEGIN_READ = "BEGIN"
 _COMMIT = "COMMIT"
@@ -73,9 +79,40 @@ _ROLLBACK_TO = "ROLLBACK TO aidememo_batch"
 _NONE, _READ, _WRITE = 0, 1, 2
 
 
-def storage_failure(what: str, exc: BaseException) -> AidememoError:
-    """Map an engine error to `storage_failure`; the message stays server-side (ERR-2)."""
-    return fail(ErrorCode.STORAGE_FAILURE, f"sqlite {what} failed: {type(exc).__name__}: {exc}")
+def storage_failure(what: str, exc: BaseException, path: str | None = None) -> AidememoError:
+    """Map an engine error to its code; the message stays server-side (ERR-2, ERR-4).
+
+    `SQLITE_FULL` ("database or disk is full": SQLite reports a write that hit ENOSPC so) is
+    `storage_full`, and so is an I/O error (an fsync or write that failed with ENOSPC, which
+    SQLite reports as `SQLITE_IOERR_*` without the errno) while the database's file system
+    has less than `STORAGE_FULL_FLOOR_BYTES` free. `SQLITE_READONLY*` is `storage_failure` with the
+    store state `read_only`; anything else `storage_failure` (state `unavailable`).
+    """
+    if isinstance(exc, AidememoError) and exc.store_state is not None:
+        return exc  # classified where it happened
+    detail = f"sqlite {what} failed: {type(exc).__name__}: {exc}"
+    primary = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    if primary == _SQLITE_FULL or (
+        primary == _SQLITE_IOERR and path is not None and _short_of_space(path)
+    ):
+        return fail(ErrorCode.STORAGE_FULL, detail)
+    if primary == _SQLITE_READONLY:
+        return fail(ErrorCode.STORAGE_FAILURE, detail, STORE_READ_ONLY)
+    return fail(ErrorCode.STORAGE_FAILURE, detail)
+
+
+def free_bytes(path: str) -> int | None:
+    """Bytes an unprivileged writer may still use on the file system holding `path`."""
+    try:
+        stat = os.statvfs(os.path.dirname(os.path.abspath(path)))
+    except OSError:
+        return None
+    return stat.f_bavail * stat.f_frsize
+
+
+def _short_of_space(path: str) -> bool:
+    free = free_bytes(path)
+    return free is not None and free < STORAGE_FULL_FLOOR_BYTES
 
 
 # Where a read view is: BEGIN sent (or a write transaction), BEGIN not sent yet, or done with
@@ -188,7 +225,7 @@ class Sqlite3Executor:
             with self._lock:
                 return self._conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
-            raise storage_failure("statement", exc) from exc
+            raise storage_failure("statement", exc, self.path) from exc
 
     def execute_count(self, sql: str, params: Sequence[SqlValue] = ()) -> int:
         """Run one INSERT, UPDATE or DELETE and return the rows it changed (`rowcount`)."""
@@ -202,7 +239,7 @@ class Sqlite3Executor:
             with self._lock:
                 return self._conn.execute(sql, params).rowcount
         except sqlite3.Error as exc:
-            raise storage_failure("statement", exc) from exc
+            raise storage_failure("statement", exc, self.path) from exc
 
     def execute_alone(self, sql: str, params: Sequence[SqlValue] = ()) -> list[Row]:
         """Like `execute`; as the first statement of a read view, it runs without `BEGIN`.
@@ -219,7 +256,7 @@ class Sqlite3Executor:
         try:
             return conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
-            raise storage_failure("statement", exc) from exc
+            raise storage_failure("statement", exc, self.path) from exc
 
     def execute_script(self, statements: Sequence[str]) -> None:
         """Run statements one by one; `executescript` would commit the open transaction."""
@@ -301,6 +338,10 @@ class Sqlite3Executor:
                 self._idle.append(conn)
             else:
                 self._close_reader(conn)
+
+    def free_bytes(self) -> int | None:
+        """Free bytes on the database's file system (READY-1); None for `:memory:`."""
+        return None if self.in_memory else free_bytes(self.path)
 
     def close(self) -> None:
         """Close every connection (idempotent)."""
@@ -440,7 +481,10 @@ class Sqlite3Executor:
 
     def _commit(self, conn: sqlite3.Connection) -> None:
         """`COMMIT` (one fsync with `synchronous=FULL`); a seam for fault-injection tests."""
-        _run(conn, _COMMIT)
+        try:
+            conn.execute(_COMMIT)
+        except sqlite3.Error as exc:
+            raise storage_failure("commit", exc, self.path) from exc
 
 
 def _run(conn: sqlite3.Connection, sql: str) -> None:

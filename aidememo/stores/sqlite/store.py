@@ -196,6 +196,12 @@ class SqliteStore:
         executor = self.executor
         return executor.read(lambda: read_version(executor))
 
+    def free_bytes(self) -> int | None:
+        """Free bytes on the database file's file system, for the readiness probe (READY-1);
+        None where the executor has no file (`:memory:`, a Durable Object)."""
+        probe: Callable[[], int | None] | None = getattr(self.executor, "free_bytes", None)
+        return None if probe is None else probe()
+
     def close(self) -> None:
         """Release the connection; the store is unusable afterwards."""
         self.executor.close()
