@@ -2,15 +2,15 @@
 
 Workers RPC carries structured-clonable values only; the Python SDK converts a `dict` into a
 plain JS object and back into a `dict` (a `JsDict`), a `list` into an array, and refuses
-`tuple`, `bytearray` and awaitables (`workers/rpc.py`, `python_to_rpc`). So every payload here
-is built from `dict`, `list`, `str`, `int`, `bool` and `None`; bodies travel as `str`.
+`tuple`, `bytearray` and awaitables (the Pyodide tier, `tests/pyodide/`, runs the real SDK's
+conversion). So every payload here is built from `dict`, `list`, `str`, `int`, `bool` and
+`None`; bodies travel as `str`, never decoded (ID-3: JSON numbers keep 64 bits).
 
-An exception thrown by an RPC method reaches the caller "without a stack trace" (Cloudflare's
-Durable Objects docs, "Invoke methods") and, through Pyodide, as a `JsException` whose type
-is lost. Domain errors therefore never cross as exceptions: methods wrapped in `answer`
-return `{"ok": value}` or `{"error": {"code", "message"}}`, and the Worker's `unwrap` raises
-the same `AidememoError` again. Anything else that escapes an object is a bug or an outage,
-which the Worker answers with the retryable 503.
+An exception thrown by an RPC method reaches the caller without its stack trace and, through
+Pyodide, as a `JsException` whose type is lost. Domain errors therefore never cross as
+exceptions: methods wrapped in `answer` return `{"ok": value}` or `{"error": {"code",
+"message"}}`, and the Worker's `unwrap` raises the same `AidememoError` again. Anything else
+that escapes an object is a bug or an outage, which the Worker answers with the retryable 503.
 """
 
 from __future__ import annotations

@@ -38,9 +38,10 @@ With `STORAGE_MODE=postgres` (`durable_objects.pg_connection`) every record live
 PostgreSQL database reached through the Hyperdrive binding: `Authenticate` looks the digest
 up there (same 30 s cache), the admin routes run the origin's own handlers on that database
 (the token directory and tenant registry objects are not used; the import body is read whole
-first), and the project object runs the contract on the same database. The Worker's connection is opened only when a request needs it (a cache
-miss or an admin route) and closed when the request ends; its schema is checked once per
-isolate, and the edge never migrates (`aidememo admin migrate` does).
+first), and the project object runs the contract on the same database. The Worker's
+connection is opened only when a request needs it (a cache miss or an admin route) and closed
+when the request ends; its schema is checked once per isolate, and the edge never migrates
+(`aidememo admin migrate` does).
 
 The Durable Object classes are imported here so the runtime registers them with this module.
 """
@@ -282,10 +283,10 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
     async def _limit(self, digest: bytes) -> None:
         """The rate-limit binding, keyed by the token digest (never the token itself).
 
-        `await env.RATE_LIMITER.limit({"key": k})` resolves to `{success: bool}`
-        (developers.cloudflare.com/workers/runtime-apis/bindings/rate-limit); the SDK wraps a
-        `Ratelimit` binding so the dict goes over as a JS object and the answer comes back as
-        a `JsDict` (workers-py `rpc.py`, its bindings test reads `result.success`).
+        `await env.RATE_LIMITER.limit({"key": k})` resolves to `{success: bool}`; the SDK
+        passes the dict as a JS object and the answer comes back as a `JsDict` (the runtime
+        double, `tests/edge/runtime/ratelimit.py`, and the Pyodide tier, `tests/pyodide/`,
+        cover both spellings read below).
         """
         limiter = getattr(self.env, RATE_LIMITER, None)
         if limiter is None:  # no binding configured: no limit

@@ -12,7 +12,6 @@ nothing a client sends yields a 5xx (HTTP-2).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 from aidememo.domain.canonical import decode_json
 from aidememo.domain.clock import RandomIds, SystemClock
@@ -90,7 +89,7 @@ class HttpApp:
         return drive(
             admit(request, self._admin_digest),
             self.services.identity.authenticate,
-            _reader(request),
+            request.body.take,
         )
 
     def dispatch(self, request: Request) -> Response:
@@ -113,16 +112,6 @@ class HttpApp:
         route = admission.route
         request.body.bound(route.max_body)
         return route.handler(self.services, request, admission.params, admission.caller)
-
-
-def _reader(request: Request) -> Callable[[int], bytes]:
-    body = request.body
-
-    def read(limit: int) -> bytes:
-        body.bound(limit)
-        return body.read()
-
-    return read
 
 
 def _failure(exc: Exception, request: Request) -> Response:

@@ -67,6 +67,11 @@ class Body:
     def bound(self, limit: int) -> None:
         """Count the body against `limit` as it is read (a whole body was checked already)."""
 
+    def take(self, limit: int) -> bytes:
+        """The whole body, counted against `limit` (the pipeline's `ReadBody` step)."""
+        self.bound(limit)
+        return self.read()
+
     def read(self) -> bytes:
         """The whole body."""
         if self._data is None:

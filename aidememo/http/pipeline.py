@@ -45,21 +45,21 @@ from aidememo.http.types import Request
 from aidememo.service.access import Caller
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Authenticate:
     """Step: the caller of this token digest (the hook raises `authentication_failed`)."""
 
     digest: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RateLimit:
     """Step: count one request against the digest's rate limit (the hook raises 429)."""
 
     digest: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ReadBody:
     """Step: the whole request body, at most `limit` bytes (413 beyond)."""
 
@@ -69,7 +69,7 @@ class ReadBody:
 Step = Authenticate | RateLimit | ReadBody
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Admission:
     """A request that passed stage one: what its handler is called with.
 
@@ -83,6 +83,9 @@ class Admission:
     caller: Caller | None = None
     digest: bytes | None = None
     body: bytes | None = None
+
+
+_PUBLIC, _ADMIN = Auth.PUBLIC, Auth.ADMIN
 
 
 def _media_type_ok(content_type: str | None, expected: str) -> bool:
@@ -134,9 +137,10 @@ def admit(request: Request, admin_digest: bytes | None) -> Generator[Step, Any, 
         raise fail(ErrorCode.ROUTE_NOT_FOUND, "no WebSocket route here")
     caller: Caller | None = None
     digest: bytes | None = None
-    if route.auth is not Auth.PUBLIC:
+    auth = route.auth
+    if auth is not _PUBLIC:
         digest = bearer_digest(request.headers.get("authorization"))
-        if route.auth is Auth.ADMIN:
+        if auth is _ADMIN:
             if admin_digest is None or not hmac.compare_digest(digest, admin_digest):
                 yield Authenticate(digest)  # authentication_failed for an unknown token
                 raise fail(ErrorCode.ADMIN_REQUIRED, "this route needs the admin token")
