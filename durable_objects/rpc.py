@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
-from aidememo.http.body import Body
+from aidememo.http.body import EMPTY, Body
 from aidememo.http.pipeline import Admission
 from aidememo.http.routes import route_named
 from aidememo.http.types import Request, Response
@@ -154,7 +154,7 @@ def request_payload(request: Request, admission: Admission) -> dict[str, Any]:
     content_type = request.headers.get("content-type")
     if content_type is not None:
         payload["content_type"] = content_type
-    body = admission.body if admission.route.has_body else None
+    body = admission.body if admission.route.body is not None else None
     if body:
         try:
             payload["body"] = body.decode("utf-8")
@@ -178,7 +178,7 @@ def request_from(payload: Any, caller: Caller) -> tuple[Request, Admission]:
         _text(data["path"]),
         _text(data.get("query", "")),
         {} if content_type is None else {"content-type": _text(content_type)},
-        Body.of(body),
+        Body.of(body) if body else EMPTY,
         _text(data.get("request_id", "")),
     )
     params = _mapping(data.get("params") or {})

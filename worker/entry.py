@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from functools import partial
 from typing import Any, ClassVar
 from urllib.parse import unquote, urlsplit
 
@@ -63,7 +64,7 @@ from aidememo.domain.limits import HANDOFF_LEASE_MS_DEFAULT
 from aidememo.http import admin as core_admin
 from aidememo.http import handlers
 from aidememo.http.app import Services, error_response
-from aidememo.http.body import Body, declared_length, read_async, too_large
+from aidememo.http.body import EMPTY, Body, declared_length, read_async, too_large
 from aidememo.http.pipeline import admit, drive_async
 from aidememo.http.routes import (
     ADMIN_BOOTSTRAP,
@@ -131,8 +132,8 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
     pg_schema_checked: bool = False
     # The public routes' services per mode (False: SQLite, True: PostgreSQL), made once.
     public_services: ClassVar[dict[bool, Services]] = {}
-    # The configured admin token digest, parsed once per isolate: (secret text, digest).
-    admin_digest: tuple[str, bytes | None] | None = None
+    # The configured admin token digest, parsed once per isolate: (the secret, its digest).
+    admin_digest: tuple[Any, bytes | None] | None = None
     # PostgreSQL mode: this request's store (one connection), opened on first use.
     _pg: PostgresStore | None = None
 
@@ -163,37 +164,30 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         headers = {str(k).lower(): str(v) for k, v in request.headers.items()}
         if insecure(url.scheme, path, var_is_set(self.env, ALLOW_INSECURE_HTTP)):
             raise fail(ErrorCode.INSECURE_TRANSPORT, "use https")
-        declared = declared_length(headers)
-        if declared is None and "transfer-encoding" in headers:
-            length: int | None = None  # a body of unknown size, counted as it is read
+        declared = declared_length(headers) if "content-length" in headers else None
+        if declared:
+            body = Body.unread(declared)
+        elif declared is None and "transfer-encoding" in headers:
+            body = Body.unread(None)  # a body of unknown size, counted as it is read
         else:
-            length = declared or 0
-        upgrade = headers.get("upgrade", "").strip().lower() == "websocket"
-        core = Request(method, path, url.query, headers, Body.unread(length), upgrade=upgrade)
+            body = EMPTY
+        upgrade = "upgrade" in headers and headers["upgrade"].strip().lower() == "websocket"
+        core = Request(method, path, url.query, headers, body, upgrade=upgrade)
         objs = Objects(self.env)
-        postgres = pg_connection.postgres_mode(self.env)
-
-        async def authenticate(digest: bytes) -> Caller:
-            return await self._authenticate(objs, digest)
-
-        async def read_body(limit: int) -> bytes:
-            if declared is not None:  # the runtime holds the body to its Content-Length
-                data = bytes(await request.bytes())
-                if len(data) > limit:
-                    raise too_large(limit)
-                return data
-            return await read_async(body_chunks(request), limit)
 
         admission = await drive_async(
-            admit(core, self._admin_digest()), authenticate, read_body, self._limit
+            admit(core, self._admin_digest()),
+            partial(self._authenticate, objs),
+            partial(_read_body, request, declared),
+            self._limit,
         )
         route, params = admission.route, admission.params
         if admission.body is not None:
             core = replace(core, body=Body.of(admission.body))
         if route.auth is Auth.PUBLIC:
-            return route.handler(self._public(postgres), core, params, None)
+            return route.handler(self._public(self._postgres_mode()), core, params, None)
         if route.auth is Auth.ADMIN:
-            if postgres:
+            if self._postgres_mode():
                 return await self._admin_postgres(route, core, params, request)
             return await self._admin(objs, route, core, params, request)
         caller = admission.caller
@@ -211,8 +205,8 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
             )
             return await stub.fetch(forwarded)
         answer = await stub.handle(request_payload(core, admission), caller_payload(caller))
-        body, status, out = response_parts(answer)
-        return Response(body, status=status, headers=out)
+        text, status, out = response_parts(answer)
+        return Response(text, status=status, headers=out)
 
     async def _authenticate(self, objs: Objects, digest: bytes) -> Caller:
         """The token cache, then the token directory (or PostgreSQL): stage one's hook."""
@@ -229,21 +223,26 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
             self.token_cache.put(digest, caller, now)
         return caller
 
+    def _postgres_mode(self) -> bool:
+        return pg_connection.postgres_mode(self.env)
+
     def _admin_digest(self) -> bytes | None:
         """The `ADMIN_TOKEN_SHA256` secret as bytes; None when unset or not hex (then every
-        admin route is refused), parsed once per isolate."""
-        configured = str(getattr(self.env, ADMIN_TOKEN_SHA256, None) or "").strip()
+        admin route is refused), parsed once per isolate (again when the secret changes)."""
+        raw = getattr(self.env, ADMIN_TOKEN_SHA256, None)
         cls = type(self)
         cached = cls.admin_digest
-        if cached is None or cached[0] != configured:
-            digest: bytes | None = None
-            if configured:
-                try:
-                    digest = bytes.fromhex(configured)
-                except ValueError:
-                    log.error("ADMIN_TOKEN_SHA256 is not hex; admin routes are closed")
-            cached = cls.admin_digest = (configured, digest or None)
-        return cached[1]
+        if cached is not None and cached[0] is raw:
+            return cached[1]
+        digest: bytes | None = None
+        configured = str(raw or "").strip()
+        if configured:
+            try:
+                digest = bytes.fromhex(configured)
+            except ValueError:
+                log.error("ADMIN_TOKEN_SHA256 is not hex; admin routes are closed")
+        cls.admin_digest = (raw, digest or None)
+        return digest or None
 
     def _public(self, postgres: bool) -> Services:
         """What the public routes' handlers read at the edge: a store that holds nothing and
@@ -318,6 +317,16 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         if route is ADMIN_DELETE_TENANT:
             return await admin.delete_tenant(objs, core, params)
         raise fail(ErrorCode.ROUTE_NOT_FOUND, "no such route")
+
+
+async def _read_body(request: Any, declared: int | None, limit: int) -> bytes:
+    """Stage two's `ReadBody` at the edge: the SDK request's body, at most `limit` bytes."""
+    if declared is not None:  # the runtime holds the body to its Content-Length
+        data = bytes(await request.bytes())
+        if len(data) > limit:
+            raise too_large(limit)
+        return data
+    return await read_async(body_chunks(request), limit)
 
 
 class _EdgeStatus(MemoryStore):

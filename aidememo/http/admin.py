@@ -1,8 +1,9 @@
 """Administration over HTTP, the same on origin and edge (SPEC.md ADM-*).
 
-Guarded by an admin token whose SHA-256 is configured; a member's token is refused with
-`admin_required`. Bootstrap, membership and revocation follow the CLI's rules exactly, because
-both call the same `IdentityService`.
+The request pipeline admits only the admin token, whose SHA-256 is configured; a member's
+token is refused with `admin_required` before a handler here runs. Bootstrap, membership and
+revocation follow the CLI's rules exactly, because both call the same `IdentityService`. The
+import reads its body as a stream, line by line (`import_lines`).
 """
 
 from __future__ import annotations

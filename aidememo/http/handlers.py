@@ -1,7 +1,9 @@
-"""One function per route: read parameters strictly, call the service, render the answer.
+"""One function per member or public route: read parameters strictly, call the service,
+render the answer. Each is named by its entry in `aidememo.http.routes`.
 
-Handlers receive the services, the request, the path parameters and the authenticated
-caller (None only on the public routes).
+Handlers run once the request pipeline admitted the request (`aidememo.http.pipeline`), and
+receive the services, the request (its body a bounded `Body`), the path parameters and the
+authenticated caller (None only on the public routes).
 """
 
 from __future__ import annotations
