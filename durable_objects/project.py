@@ -2,10 +2,11 @@
 
 It holds the project's records, receipts, change log, audit, search index and the project's
 memberships in its own SQLite (the shared `SqliteStore`), and answers the contract by running
-the core's `HttpApp.dispatch(request, caller)`. The Worker has already authenticated the
-token; `caller` is that identity, passed as an RPC argument, never read from headers. The
-core checks the caller's membership on every request, inside the same read or write, so a
-suspension or role change takes effect on the next request.
+the core's `HttpApp.serve(admission, request)`: the Worker has already run the request
+pipeline's stage one and read the body (`aidememo.http.pipeline`), and hands over the route it
+resolved, the body as text and the caller it authenticated, as RPC arguments, never read from
+headers. The core checks the caller's membership on every request, inside the same read or
+write, so a suspension or role change takes effect on the next request.
 
 The object serializes its own writes (one Durable Object runs one call at a time, and every
 command is one `transactionSync`), which is the edge's per-project lock. With
@@ -50,7 +51,6 @@ re-check every 2 s while subscribers exist.
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -61,7 +61,7 @@ from aidememo.domain.ids import validate_id
 from aidememo.domain.limits import HANDOFF_LEASE_MS_DEFAULT, HANDOFF_LEASE_MS_MAX
 from aidememo.domain.model import Actor, ActorKind, Membership, MemberStatus, Project, Role, Scope
 from aidememo.http.app import HttpApp, error_response
-from aidememo.http.live import open_subscription
+from aidememo.http.live import open_forwarded
 from aidememo.http.types import Request
 from aidememo.ports import ReadTx, WriteTx
 from aidememo.service.archive import Archive
@@ -159,8 +159,8 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
                 log.warning("project store unavailable: %s", error.message)
                 return response_payload(error_response(error))
             self._committed = False
-            core, match = request_from(request)
-            response = app.dispatch(core, caller_from(caller), match)
+            core, admission = request_from(request, caller_from(caller))
+            response = app.serve(admission, core)
             committed, self._committed = self._committed, False
             if committed:
                 self._live(app, push=True)
@@ -180,10 +180,7 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
                 core = _core_request(request)
                 caller = forwarded_caller(core.headers)
                 app = self._http()
-                sub = replace(
-                    open_subscription(app, core, caller),
-                    token_sha256=forwarded_token(core.headers),
-                )
+                sub = open_forwarded(app, core, caller, forwarded_token(core.headers))
                 if core.headers.get("upgrade", "").strip().lower() != "websocket":
                     raise fail(ErrorCode.UPGRADE_REQUIRED, "connect with a WebSocket upgrade")
                 client = self._feed.subscribe(sub, app.services.store, app.services.queries)
@@ -458,7 +455,7 @@ def _core_request(request: Any) -> Request:
     """The SDK request the Worker forwarded, as the core's `Request` (no body: a GET)."""
     url = urlsplit(str(request.url))
     headers = {str(k).lower(): str(v) for k, v in request.headers.items()}
-    return Request("GET", unquote(url.path) or "/", url.query, headers, b"")
+    return Request("GET", unquote(url.path) or "/", url.query, headers, upgrade=True)
 
 
 def delete_rows(store: Any, tenant_id: str) -> dict[str, dict[str, int]]:

@@ -2,15 +2,15 @@
 
 Workers RPC carries structured-clonable values only; the Python SDK converts a `dict` into a
 plain JS object and back into a `dict` (a `JsDict`), a `list` into an array, and refuses
-`tuple`, `bytearray` and awaitables (`workers/rpc.py`, `python_to_rpc`). So every payload here
-is built from `dict`, `list`, `str`, `int`, `bool` and `None`; bodies travel as `str`.
+`tuple`, `bytearray` and awaitables (the Pyodide tier, `tests/pyodide/`, runs the real SDK's
+conversion). So every payload here is built from `dict`, `list`, `str`, `int`, `bool` and
+`None`; bodies travel as `str`, never decoded (ID-3: JSON numbers keep 64 bits).
 
-An exception thrown by an RPC method reaches the caller "without a stack trace" (Cloudflare's
-Durable Objects docs, "Invoke methods") and, through Pyodide, as a `JsException` whose type
-is lost. Domain errors therefore never cross as exceptions: methods wrapped in `answer`
-return `{"ok": value}` or `{"error": {"code", "message"}}`, and the Worker's `unwrap` raises
-the same `AidememoError` again. Anything else that escapes an object is a bug or an outage,
-which the Worker answers with the retryable 503.
+An exception thrown by an RPC method reaches the caller without its stack trace and, through
+Pyodide, as a `JsException` whose type is lost. Domain errors therefore never cross as
+exceptions: methods wrapped in `answer` return `{"ok": value}` or `{"error": {"code",
+"message"}}`, and the Worker's `unwrap` raises the same `AidememoError` again. Anything else
+that escapes an object is a bug or an outage, which the Worker answers with the retryable 503.
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
-from aidememo.http.routes import Match, route_named
+from aidememo.http.body import EMPTY, Body
+from aidememo.http.pipeline import Admission
+from aidememo.http.routes import route_named
 from aidememo.http.types import Request, Response
 from aidememo.service.access import Caller
 
@@ -134,33 +136,36 @@ def forwarded_token(headers: dict[str, str]) -> bytes | None:
     return digest if digest is not None and len(digest) == 32 else None
 
 
-def request_payload(request: Request, match: Match | None = None) -> dict[str, Any]:
-    """A core `Request` as an RPC dict, as the Worker checked it: method, path, query, request
-    id, the body (base64 when it is not UTF-8), and of the headers only the content type, the
-    one the object's dispatch reads once the Worker authenticated the caller; with `match`,
-    the route the Worker resolved (by handler name) and its parameters, so the object neither
-    routes nor checks the request again."""
+def request_payload(request: Request, admission: Admission) -> dict[str, Any]:
+    """A request the Worker admitted, as an RPC dict: method, path, query, request id, the
+    route it resolved (by `Route.name`) with its parameters, so the object neither routes
+    nor checks the request again, the content type (the one header the handlers read), and
+    the body the Worker read, as text: the object decodes it in full (a JSON body never
+    crosses decoded, so its numbers keep 64-bit precision, ID-3); a body that is not UTF-8
+    goes as base64 text, for the object's decoder to refuse exactly as the origin does."""
     payload: dict[str, Any] = {
         "method": request.method,
         "path": request.path,
         "query": request.query,
         "request_id": request.request_id,
+        "route": admission.route.name,
+        "params": admission.params,
     }
     content_type = request.headers.get("content-type")
     if content_type is not None:
         payload["content_type"] = content_type
-    if match is not None and match.route is not None:
-        payload["route"] = match.route.handler
-        payload["params"] = match.params
-    try:
-        payload["body"] = request.body.decode("utf-8")
-    except UnicodeDecodeError:
-        payload["body_base64"] = base64.b64encode(request.body).decode("ascii")
+    body = admission.body if admission.route.body is not None else None
+    if body:
+        try:
+            payload["body"] = body.decode("utf-8")
+        except UnicodeDecodeError:
+            payload["body_base64"] = base64.b64encode(body).decode("ascii")
     return payload
 
 
-def request_from(payload: Any) -> tuple[Request, Match | None]:
-    """The core `Request` back from `request_payload`, and the Worker's route if it sent one."""
+def request_from(payload: Any, caller: Caller) -> tuple[Request, Admission]:
+    """The core `Request` back from `request_payload`, and the Worker's admission of it for
+    `caller`, the identity it authenticated."""
     data = _mapping(payload)
     text = data.get("body")
     if text is None and "body_base64" in data:
@@ -173,17 +178,13 @@ def request_from(payload: Any) -> tuple[Request, Match | None]:
         _text(data["path"]),
         _text(data.get("query", "")),
         {} if content_type is None else {"content-type": _text(content_type)},
-        body,
-        False,
+        Body.of(body) if body else EMPTY,
         _text(data.get("request_id", "")),
     )
-    handler = data.get("route")
-    if handler is None:
-        return request, None
     params = _mapping(data.get("params") or {})
     if not all(type(k) is str and type(v) is str for k, v in params.items()):
         params = {str(k): str(v) for k, v in params.items()}
-    return request, Match(route_named(_text(handler)), params, ())
+    return request, Admission(route_named(_text(data["route"])), params, caller)
 
 
 def _text(value: Any) -> str:

@@ -37,11 +37,10 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from aidememo.domain.errors import STORAGE_RETRY_AFTER_S, AidememoError, ErrorCode, fail
-from aidememo.domain.ids import is_valid_id
 from aidememo.domain.limits import LIVE_PENDING_MAX_BYTES, SNAPSHOT_MAX_RESOURCES
 from aidememo.domain.model import Scope
 from aidememo.http.app import HttpApp, error_response
@@ -67,11 +66,15 @@ from aidememo.service.live import (
     reread_leases,
     settle_due,
 )
-
-AsgiScope = MutableMapping[str, Any]
-AsgiMessage = MutableMapping[str, Any]
-AsgiReceive = Callable[[], Awaitable[AsgiMessage]]
-AsgiSend = Callable[[AsgiMessage], Awaitable[None]]
+from origin.asgi_common import (
+    REQUEST_ID_HEADER,
+    AsgiReceive,
+    AsgiScope,
+    AsgiSend,
+    fold_headers,
+    log_safe,
+    request_id,
+)
 
 T = TypeVar("T")
 log = logging.getLogger("aidememo.live")
@@ -344,20 +347,15 @@ class LiveFeed:
         message = await receive()
         if message["type"] != "websocket.connect":
             return
-        headers: dict[str, str] = {}
-        for raw_name, raw_value in scope["headers"]:
-            name = raw_name.decode("latin-1").lower()
-            value = raw_value.decode("latin-1")
-            previous = headers.get(name)
-            headers[name] = value if previous is None else f"{previous}, {value}"
-        incoming = headers.get("x-request-id")
-        request_id = incoming if incoming is not None and is_valid_id(incoming) else _new_id()
+        headers = fold_headers(scope["headers"])
+        rid = request_id(headers)
         request = Request(
             method="GET",
             path=scope["path"],
             query=scope.get("query_string", b"").decode("latin-1"),
             headers=headers,
-            request_id=request_id,
+            request_id=rid,
+            upgrade=True,
         )
         status = 101
         code: int | None = None
@@ -366,24 +364,25 @@ class LiveFeed:
                 sub = await self.run(open_subscription, self.app, request)
             except AidememoError as error:
                 status = error.http_status
-                await _deny(scope, send, error, request_id)
+                await _deny(scope, send, error, rid)
                 return
             except Exception:
-                log.exception("live feed check raised; request_id=%s", request_id)
+                log.exception("live feed check raised; request_id=%s", rid)
                 status = 503
-                await _deny(
-                    scope, send, fail(ErrorCode.STORAGE_FAILURE, "check raised"), request_id
-                )
+                await _deny(scope, send, fail(ErrorCode.STORAGE_FAILURE, "check raised"), rid)
                 return
             await send(
-                {"type": "websocket.accept", "headers": [(b"x-request-id", request_id.encode())]}
+                {
+                    "type": "websocket.accept",
+                    "headers": [(REQUEST_ID_HEADER.encode(), rid.encode())],
+                }
             )
             code = await self._serve(sub.scope, FeedCursor(sub), receive, send)
         finally:
             access.info(
                 "request_id=%s method=GET path=%s status=%d websocket_close=%s duration_ms=%.2f",
-                request_id,
-                _log_safe(request.path),
+                rid,
+                log_safe(request.path),
                 status,
                 "-" if code is None else code,
                 (time.perf_counter() - started) * 1000.0,
@@ -505,7 +504,7 @@ async def _close_with(send: AsgiSend, error: AidememoError) -> int | None:
     return code
 
 
-async def _deny(scope: AsgiScope, send: AsgiSend, error: AidememoError, request_id: str) -> None:
+async def _deny(scope: AsgiScope, send: AsgiSend, error: AidememoError, rid: str) -> None:
     """Refuse before the upgrade with the HTTP error `/changes` would give (LIVE-1)."""
     if "websocket.http.response" not in scope.get("extensions", {}):
         # A server without the denial-response extension can only answer 403.
@@ -514,24 +513,10 @@ async def _deny(scope: AsgiScope, send: AsgiSend, error: AidememoError, request_
     response = error_response(error)
     headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers]
     headers.append((b"content-length", str(len(response.body)).encode()))
-    headers.append((b"x-request-id", request_id.encode()))
+    headers.append((REQUEST_ID_HEADER.encode(), rid.encode()))
     if response.status == 503 and not any(k == b"retry-after" for k, _ in headers):
         headers.append((b"retry-after", str(STORAGE_RETRY_AFTER_S).encode()))
     await send(
         {"type": "websocket.http.response.start", "status": response.status, "headers": headers}
     )
     await send({"type": "websocket.http.response.body", "body": response.body})
-
-
-def _new_id() -> str:
-    import os
-
-    return os.urandom(8).hex()
-
-
-def _log_safe(text: str) -> str:
-    import json
-
-    if text.isascii() and text.isprintable() and " " not in text:
-        return text
-    return json.dumps(text)

@@ -58,7 +58,8 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 from websockets.http11 import Request as WsRequest
 
 from aidememo.domain.errors import ErrorCode, fail
-from origin.asgi import ACCESS_FORMAT, ACCESS_LOGGER, REQUEST_ID_HEADER, new_request_id
+from origin.asgi import ACCESS_FORMAT, ACCESS_LOGGER
+from origin.asgi_common import REQUEST_ID_HEADER, new_request_id
 from origin.limits import TransportLimits
 
 access = logging.getLogger(ACCESS_LOGGER)

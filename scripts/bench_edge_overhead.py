@@ -55,6 +55,7 @@ from _bench_common import emit, latency_summary, note, peak_rss_mib, target  # n
 
 from aidememo.domain.clock import RandomIds, SystemClock  # noqa: E402
 from aidememo.http.app import HttpApp  # noqa: E402
+from aidememo.http.pipeline import Admission  # noqa: E402
 from aidememo.http.routes import resolve  # noqa: E402
 from aidememo.http.types import Request  # noqa: E402
 from aidememo.service.identity import IdentityService  # noqa: E402
@@ -141,7 +142,10 @@ class Floor:
         # The request payload as the Worker sends it (routed), prepared here so the floor
         # does not pay for routing: only the body changes between requests.
         core = Request(method, path, "", {"content-type": "application/json"}, b"")
-        self.payloads[method] = self.rpc.request_payload(core, resolve(method, path))
+        match = resolve(method, path)
+        assert match.route is not None
+        admission = Admission(match.route, match.params, body=b"{}")
+        self.payloads[method] = self.rpc.request_payload(core, admission)
         self.answers[method] = {
             "status": status,
             "headers": [[k, v] for k, v in out_headers.items()],

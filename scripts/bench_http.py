@@ -113,11 +113,6 @@ class HelloDispatcher:
 
         return Response(200, [("content-type", "application/json")], HELLO_BODY)
 
-    @staticmethod
-    def body_limit(method: str, path: str) -> int:
-        """The request body limit `origin.asgi` asks every app for (1 MiB, as the core's)."""
-        return 1 << 20
-
 
 def serve_hello(kind: str, port: int) -> int:
     """`raw`: `hello_asgi` under `origin.server`'s uvicorn settings; `adapter`: the hello

@@ -1,7 +1,7 @@
 """Stubs of the three Durable Object namespaces, named as `worker.routing` says.
 
 `namespace.getByName(name)` returns a stub whose methods are the object's RPC methods
-(Cloudflare "Durable Object Stub"; `getByName` since 2025-08, same as `get(idFromName(name))`).
+(the runtime's Durable Object stub; `getByName(name)` is `get(idFromName(name))`).
 Every call goes through `call`, which awaits the stub and turns an `{"error"}` answer back
 into the core's `AidememoError` (`durable_objects.rpc.unwrap`).
 """

@@ -3,14 +3,15 @@ the Worker's 128 MB.
 
 - `body_chunks(request)`: the request body as it arrives. The SDK's `Request.body` is the JS
   `ReadableStream` (or null); Pyodide iterates it asynchronously, each chunk a `Uint8Array`
-  proxy, as the SDK's own ASGI adapter reads it (`async for data in req.body`).
+  proxy. The Worker counts the chunks against the route's limit as they arrive
+  (`aidememo.http.body.read_async`, `worker.transfer`).
 - `stream_response(ctx, status, headers, texts)`: a `Response` whose body is the readable side
   of a JS `TransformStream`; a background task writes each text (UTF-8, via `TextEncoder`)
   into the writable side, waiting on every write, so the stream's backpressure bounds what is
-  held in memory. The task is handed to `ctx.waitUntil` (as the SDK's ASGI adapter does for its
-  streamed bodies) so the runtime keeps the request alive until the body is written. Once the
-  status has gone out an error cannot change it: the stream is aborted instead, and the client
-  sees a body that ends early, without the manifest line that proves an export whole.
+  held in memory. The task is handed to `ctx.waitUntil` so the runtime keeps the request alive
+  until the body is written. Once the status has gone out an error cannot change it: the
+  stream is aborted instead, and the client sees a body that ends early, without the manifest
+  line that proves an export whole.
 """
 
 from __future__ import annotations

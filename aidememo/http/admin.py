@@ -1,25 +1,28 @@
 """Administration over HTTP, the same on origin and edge (SPEC.md ADM-*).
 
-Guarded by an admin token whose SHA-256 is configured; a member's token is refused with
-`admin_required`. Bootstrap, membership and revocation follow the CLI's rules exactly, because
-both call the same `IdentityService`.
+The request pipeline admits only the admin token, whose SHA-256 is configured; a member's
+token is refused with `admin_required` before a handler here runs. Bootstrap, membership and
+revocation follow the CLI's rules exactly, because both call the same `IdentityService`. The
+import reads its body as a stream, line by line (`import_lines`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from aidememo.domain.canonical import decode_json
 from aidememo.domain.envelope import check_fields, require_object
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.ids import validate_id
-from aidememo.domain.limits import TOKEN_DIGEST_BYTES
+from aidememo.domain.limits import MAX_ARCHIVE_BYTES, TOKEN_DIGEST_BYTES
 from aidememo.domain.model import ActorKind, Membership, MemberStatus, Role
 from aidememo.http.query import Query
 from aidememo.http.render import json_bytes
 from aidememo.http.types import Request, Response
 from aidememo.service.access import Caller
 from aidememo.service.archive import ImportSummary
+from aidememo.service.archive_verify import LineSplitter
 from aidememo.service.identity import BootstrapResult
 
 if TYPE_CHECKING:
@@ -78,7 +81,7 @@ def parse_bootstrap(body: bytes) -> dict[str, Any]:
 def bootstrap_request(request: Request) -> dict[str, Any]:
     """The query and body checks of `POST /v1/admin/bootstrap`, in the handler's order."""
     Query(request.query).finish(frozenset())
-    return parse_bootstrap(request.body)
+    return parse_bootstrap(request.body.read())
 
 
 def bootstrap_json(result: BootstrapResult) -> dict[str, Any]:
@@ -96,7 +99,7 @@ def bootstrap_json(result: BootstrapResult) -> dict[str, Any]:
 def members_request(request: Request) -> dict[str, Any]:
     """`{tenant_id, project_id, actor_id, role?, status?}`; one of role and status is needed."""
     Query(request.query).finish(frozenset())
-    obj = require_object(decode_json(request.body), "request")
+    obj = require_object(decode_json(request.body.read()), "request")
     required = frozenset({"tenant_id", "project_id", "actor_id"})
     check_fields(obj, required, frozenset({"role", "status"}), "request")
     role = _choice(obj, "role", Role)
@@ -126,7 +129,7 @@ def membership_json(m: Membership) -> dict[str, Any]:
 def revoke_request(request: Request) -> bytes:
     """The digest of `POST /v1/admin/tokens/revoke` `{token_sha256}`."""
     Query(request.query).finish(frozenset())
-    obj = require_object(decode_json(request.body), "request")
+    obj = require_object(decode_json(request.body.read()), "request")
     check_fields(obj, frozenset({"token_sha256"}), frozenset(), "request")
     return parse_digest(obj["token_sha256"])
 
@@ -201,17 +204,20 @@ def import_json(summary: ImportSummary) -> dict[str, Any]:
     }
 
 
-def import_request(request: Request) -> list[bytes]:
-    """The lines of an import body, after the query check."""
+def import_lines(request: Request, max_bytes: int = MAX_ARCHIVE_BYTES) -> Iterator[bytes]:
+    """The lines of an import body as its chunks arrive, after the query check."""
     Query(request.query).finish(frozenset())
-    return request.body.splitlines(keepends=True)
+    splitter = LineSplitter(max_bytes)
+    for chunk in request.body:
+        yield from splitter.feed(chunk)
+    yield from splitter.finish()
 
 
 def admin_import(
     s: Services, request: Request, params: dict[str, str], caller: Caller | None
 ) -> Response:
     """Import an export into scopes that do not exist yet (ADM-3, ARC-2)."""
-    return _ok(import_json(s.archive.import_lines(import_request(request))))
+    return _ok(import_json(s.archive.import_lines(import_lines(request))))
 
 
 def admin_delete_tenant(

@@ -1,7 +1,9 @@
-"""One function per route: read parameters strictly, call the service, render the answer.
+"""One function per member or public route: read parameters strictly, call the service,
+render the answer. Each is named by its entry in `aidememo.http.routes`.
 
-Handlers receive the services, the request, the path parameters and the authenticated
-caller (None only on the public routes).
+Handlers run once the request pipeline admitted the request (`aidememo.http.pipeline`), and
+receive the services, the request (its body a bounded `Body`), the path parameters and the
+authenticated caller (None only on the public routes).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import TYPE_CHECKING
 from aidememo.domain.canonical import decode_json
 from aidememo.domain.envelope import parse_raw_command
 from aidememo.domain.errors import STORE_OK, ErrorCode, fail
-from aidememo.domain.ids import validate_id, validate_name
+from aidememo.domain.ids import is_valid_id, validate_id, validate_name
 from aidememo.domain.limits import (
     CHANGES_LIMIT_DEFAULT,
     CHANGES_LIMIT_MAX,
@@ -23,7 +25,6 @@ from aidememo.domain.limits import (
 )
 from aidememo.domain.model import Receipt, ResourceRef
 from aidememo.domain.records import CreateRequest, parse_create, parse_transition
-from aidememo.http import openapi as openapi_doc
 from aidememo.http.query import Query
 from aidememo.http.render import (
     batch_json,
@@ -36,6 +37,7 @@ from aidememo.http.render import (
     snapshot_json,
     typed_record_json,
 )
+from aidememo.http.scan import top_level_string
 from aidememo.http.types import Request, Response
 from aidememo.service.access import Caller
 from aidememo.service.product import Product
@@ -62,17 +64,19 @@ def _no_query(request: Request) -> None:
     Query(request.query).finish(_NONE, forbidden=_IDENTITY_PARAMS)
 
 
-no_query = _no_query  # the same check, for a front that answers a public route itself
+def command_project_id(request: Request, body: bytes) -> str:
+    """The project a `POST /v1/commands` body names, for a front that routes by project (the
+    edge Worker) before the project's object decodes the body in full.
 
-
-def command_project_id(request: Request) -> str:
-    """The project a `POST /v1/commands` names, after the checks `command` makes first.
-
-    A front that routes by project (the edge Worker) calls this before forwarding, so a bad
-    query or body is refused with exactly the error the handler would give.
+    The top-level `project_id` is found by a scan (`aidememo.http.scan`), not a decode; when
+    the scan cannot be sure, or the id is malformed, the handler's own checks run here, so
+    the request is refused with exactly the error `command` would give.
     """
+    found = top_level_string(body, "project_id")
+    if found is not None and is_valid_id(found):
+        return found
     _no_query(request)
-    return parse_raw_command(decode_json(request.body)).project_id
+    return parse_raw_command(decode_json(body)).project_id
 
 
 def _project(params: dict[str, str]) -> str:
@@ -115,8 +119,11 @@ def openapi(
     s: Services, request: Request, params: dict[str, str], caller: Caller | None
 ) -> Response:
     """The OpenAPI 3.1 document of this contract."""
+    # Imported here: the document reads the route table, which imports this module.
+    from aidememo.http.openapi import document_bytes
+
     _no_query(request)
-    return _ok(openapi_doc.document_bytes())
+    return _ok(document_bytes())
 
 
 # -- ledger ---------------------------------------------------------------------------------
@@ -127,7 +134,7 @@ def command(
 ) -> Response:
     """`POST /v1/commands`: a raw `custom.*` put or delete (CMD-4)."""
     _no_query(request)
-    cmd = parse_raw_command(decode_json(request.body))
+    cmd = parse_raw_command(decode_json(request.body.read()))
     return _ok(receipt_json(s.ledger.execute_raw(_caller(caller), cmd)))
 
 
@@ -243,7 +250,7 @@ def _create(
 ) -> Response:
     project_id = _project(params)
     _no_query(request)
-    req = parse_create(decode_json(request.body))
+    req = parse_create(decode_json(request.body.read()))
     return _ok(receipt_json(operation(s.product, _caller(caller), project_id, req)))
 
 
@@ -281,7 +288,7 @@ def _transition(
     project_id = _project(params)
     handoff_id = validate_id(params["handoff_id"], "handoff_id")
     _no_query(request)
-    req = parse_transition(decode_json(request.body))
+    req = parse_transition(decode_json(request.body.read()))
     receipt = s.product.transition(_caller(caller), project_id, handoff_id, kind, req)
     return _ok(receipt_json(receipt))
 

@@ -26,6 +26,7 @@ from aidememo.domain.limits import CHANGES_LIMIT_DEFAULT, CHANGES_LIMIT_MAX
 from aidememo.domain.model import ChangeRecord
 from aidememo.http.query import Query
 from aidememo.http.render import batch_json, json_bytes, materialized_entries
+from aidememo.http.routes import CHANGES_LIVE, resolve
 from aidememo.http.types import Request
 from aidememo.service.access import Caller
 from aidememo.service.live import CommitBatch, Lease, LiveSubscription, check_subscription
@@ -34,7 +35,6 @@ from aidememo.service.queries import ChangePage
 if TYPE_CHECKING:
     from aidememo.http.app import HttpApp, Services
 
-LIVE_HANDLER = "changes_live"
 _PARAMS = frozenset({"project_epoch", "after_seq", "limit"})
 _IDENTITY_PARAMS = frozenset({"actor_id", "tenant_id"})
 
@@ -67,24 +67,33 @@ def parse_subscription(
     return sub
 
 
-def open_subscription(
-    app: HttpApp, request: Request, caller: Caller | None = None
-) -> LiveSubscription:
-    """Every check before the upgrade, in the order of HTTP-1; raises the `AidememoError` to
-    answer as an HTTP response instead of upgrading. `caller` is given by a front that has
-    authenticated the bearer token itself (the edge Worker)."""
-    from aidememo.http.app import bearer_digest, check_request
+def open_subscription(app: HttpApp, request: Request) -> LiveSubscription:
+    """Every check before the upgrade, in the order of HTTP-1, for a front that holds the
+    bearer token (the origin): the pipeline's stage one (`HttpApp.admit`, with
+    `request.upgrade` set), then the subscription's own checks. Raises the `AidememoError` to
+    answer as an HTTP response instead of upgrading."""
+    admission = app.admit(request)
+    return parse_subscription(
+        app.services, request, admission.params, _member(admission.caller), admission.digest
+    )
 
-    match = check_request(request)
-    route = match.route
-    assert route is not None  # check_request refused a request without a route
-    if route.handler != LIVE_HANDLER:
+
+def open_forwarded(
+    app: HttpApp, request: Request, caller: Caller, digest: bytes | None
+) -> LiveSubscription:
+    """The same checks for an upgrade a front has admitted already (the edge Worker, which
+    forwards it to the project object with the identity it authenticated): the route must be
+    the live feed's, then the subscription's own checks."""
+    match = resolve(request.method, request.path)
+    if match.route is not CHANGES_LIVE:
         raise fail(ErrorCode.ROUTE_NOT_FOUND, "no WebSocket route here")
-    digest: bytes | None = None
-    if caller is None:
-        digest = bearer_digest(request.headers.get("authorization"))
-        caller = app.authenticate(digest)
     return parse_subscription(app.services, request, match.params, caller, digest)
+
+
+def _member(caller: Caller | None) -> Caller:
+    if caller is None:  # the live route is a member route: stage one authenticated it
+        raise fail(ErrorCode.AUTHENTICATION_FAILED, "missing bearer token")
+    return caller
 
 
 def page_message(page: ChangePage) -> str:

@@ -66,6 +66,15 @@ def text(max_chars: int, max_bytes: int, *, min_length: int = 1, what: str = "")
 
 # -- component schemas ----------------------------------------------------------------------
 
+
+def query_param(name: str, schema: Schema, *, required: bool = False, doc: str = "") -> Schema:
+    """An OpenAPI query parameter (the route table declares each route's own)."""
+    param: Schema = {"name": name, "in": "query", "required": required, "schema": schema}
+    if doc:
+        param["description"] = doc
+    return param
+
+
 _NO_CONTROL = "^[^\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f]*$"
 
 

@@ -1,134 +1,377 @@
-"""The route table and a matcher that tells "no such route" from "wrong method" (HTTP-1).
+"""The route table: every endpoint of the contract, one `Route` entry each.
 
-Path parameters match any non-empty segment here; their grammar is checked later, in the
-400 stage, so the order of request checks stays the one SPEC.md gives.
+An entry holds its handler (a function of `aidememo.http.handlers` or `aidememo.http.admin`),
+who may call it, its body, limits and media type, and what `aidememo.http.openapi` publishes
+of it (summary, answer schema, query parameters, domain errors). Adding a route is one entry
+here plus its handler; the pipeline (`aidememo.http.pipeline`), both fronts and the OpenAPI
+document read everything else from the entry.
+
+Fronts that treat one route specially (the live feed's upgrade, the streamed import, the
+edge's own admin orchestration) compare against the named entries below (`COMMAND`,
+`CHANGES_LIVE`, `ADMIN_*`) by identity, and a route crosses the Worker-to-object RPC by its
+`name` (`route_named`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 from aidememo.domain.errors import ErrorCode, fail
-from aidememo.domain.limits import MAX_ARCHIVE_BYTES, MAX_REQUEST_BODY_BYTES
+from aidememo.domain.limits import (
+    CHANGES_LIMIT_DEFAULT,
+    CHANGES_LIMIT_MAX,
+    MAILBOX_LIMIT_DEFAULT,
+    MAILBOX_LIMIT_MAX,
+    MAX_ARCHIVE_BYTES,
+    SEARCH_LIMIT_DEFAULT,
+    SEARCH_LIMIT_MAX,
+    SEARCH_QUERY_MAX_BYTES,
+)
+from aidememo.http import admin, handlers
+from aidememo.http.openapi_schemas import integer, query_param, ref, text
+from aidememo.http.routing import NDJSON, Auth, Match, Route, Router
 
-NDJSON = "application/x-ndjson"
+__all__ = ["NDJSON", "ROUTES", "Auth", "Match", "Route", "resolve", "route_named"]
 
-
-@dataclass(frozen=True, slots=True)
-class Route:
-    """One endpoint: its method, its path pattern and the handler's name."""
-
-    method: str
-    pattern: tuple[str, ...]  # literal segments, or "{name}" for a parameter
-    handler: str
-    authenticated: bool = True
-    has_body: bool = False
-    admin: bool = False  # guarded by the admin token, not a member's (ADM-1)
-    max_body: int = MAX_REQUEST_BODY_BYTES
-    media_type: str = "application/json"
-
-
-def _route(method: str, path: str, handler: str, **flags: Any) -> Route:
-    return Route(method, tuple(path.strip("/").split("/")), handler, **flags)
-
-
+E = ErrorCode
 P = "/v1/projects/{project_id}"
-ROUTES: tuple[Route, ...] = (
-    _route("GET", "/health", "health", authenticated=False),
-    _route("GET", "/ready", "ready", authenticated=False),
-    _route("GET", "/openapi.json", "openapi", authenticated=False),
-    _route("POST", "/v1/commands", "command", has_body=True),
-    _route("GET", f"{P}/identity", "identity"),
-    _route("GET", f"{P}/resources/{{kind}}/{{resource_id}}", "resource"),
-    _route("GET", f"{P}/changes", "changes"),
-    _route("GET", f"{P}/changes/materialized", "changes_materialized"),
-    _route("GET", f"{P}/changes/live", "changes_live"),
-    _route("GET", f"{P}/snapshot", "snapshot"),
-    _route("POST", f"{P}/sessions", "create_session", has_body=True),
-    _route("POST", f"{P}/facts", "create_fact", has_body=True),
-    _route("POST", f"{P}/handoff-contexts", "create_context", has_body=True),
-    _route("POST", f"{P}/handoffs", "send_handoff", has_body=True),
-    _route("GET", f"{P}/handoffs", "mailbox"),
-    _route("GET", f"{P}/handoffs/{{handoff_id}}", "handoff_status"),
-    _route("POST", f"{P}/handoffs/{{handoff_id}}/accept", "accept", has_body=True),
-    _route("POST", f"{P}/handoffs/{{handoff_id}}/heartbeat", "heartbeat", has_body=True),
-    _route("POST", f"{P}/handoffs/{{handoff_id}}/return", "return_", has_body=True),
-    _route("GET", f"{P}/search", "search"),
-    _route("POST", "/v1/admin/bootstrap", "admin_bootstrap", has_body=True, admin=True),
-    _route("POST", "/v1/admin/members", "admin_members", has_body=True, admin=True),
-    _route("POST", "/v1/admin/tokens/revoke", "admin_revoke_token", has_body=True, admin=True),
-    _route("GET", "/v1/admin/tenants/{tenant_id}/export", "admin_export", admin=True),
-    _route(
-        "POST",
-        "/v1/admin/import",
-        "admin_import",
-        has_body=True,
-        admin=True,
-        max_body=MAX_ARCHIVE_BYTES,
-        media_type=NDJSON,
+_CURSOR = (E.INVALID_CHANGE_BATCH, E.CURSOR_EPOCH_MISMATCH, E.CURSOR_OUT_OF_RANGE)
+_CREATE = (E.COMMAND_CONFLICT, E.RESOURCE_ALREADY_EXISTS)
+_TRANSITION = (
+    E.HANDOFF_ACTOR_MISMATCH,
+    E.RESOURCE_NOT_FOUND,
+    E.COMMAND_CONFLICT,
+    E.STALE_REVISION,
+    E.HANDOFF_CONFLICT,
+)
+_CHANGES_QUERY = (
+    query_param("project_epoch", ref("Id"), required=True),
+    query_param("after_seq", integer(0), required=True, doc="Exclusive; at most the project head."),
+    query_param(
+        "limit",
+        integer(1, CHANGES_LIMIT_MAX, default=CHANGES_LIMIT_DEFAULT),
+        doc="Entries scanned (out of range: 400 invalid_change_batch).",
     ),
-    _route("DELETE", "/v1/admin/tenants/{tenant_id}", "admin_delete_tenant", admin=True),
+)
+_MAILBOX_QUERY = (
+    query_param("box", {"type": "string", "enum": ["inbox", "outbox"]}, required=True),
+    query_param("source_id", ref("Id")),
+    query_param(
+        "include_completed",
+        {"type": "boolean"},
+        doc="`true` or `false`; defaults to false for the inbox and true for the outbox.",
+    ),
+    query_param("before_seq", integer(1), doc="Exclusive; `next_before_seq` of the last page."),
+    query_param("limit", integer(1, MAILBOX_LIMIT_MAX, default=MAILBOX_LIMIT_DEFAULT)),
+)
+_SEARCH_QUERY = (
+    query_param(
+        "q",
+        text(SEARCH_QUERY_MAX_BYTES, SEARCH_QUERY_MAX_BYTES, what="Plain text, no syntax"),
+        required=True,
+    ),
+    query_param("source_id", ref("Id")),
+    query_param("limit", integer(1, SEARCH_LIMIT_MAX, default=SEARCH_LIMIT_DEFAULT)),
+    query_param(
+        "at_least_seq",
+        integer(0),
+        doc="Beyond the head: 409 cursor_out_of_range (the lexical index is the head).",
+    ),
+    query_param("mode", {"type": "string", "enum": ["lexical"], "default": "lexical"}),
 )
 
+# -- public -----------------------------------------------------------------------------------
 
-def _match(pattern: tuple[str, ...], segments: list[str]) -> dict[str, str] | None:
-    if len(pattern) != len(segments):
-        return None
-    params: dict[str, str] = {}
-    for want, got in zip(pattern, segments, strict=True):
-        if want.startswith("{"):
-            if not got:
-                return None
-            params[want[1:-1]] = got
-        elif want != got:
-            return None
-    return params
+HEALTH = Route(
+    "health",
+    "GET",
+    "/health",
+    handlers.health,
+    "Liveness, serving mode, the canonical store's schema version and state",
+    Auth.PUBLIC,
+    answer="Health",
+)
+READY = Route(
+    "ready",
+    "GET",
+    "/ready",
+    handlers.ready,
+    "Readiness: 200 while the canonical store takes writes, else 503 and why",
+    Auth.PUBLIC,
+    answer="Ready",
+    unready="Ready",
+)
+OPENAPI = Route(
+    "openapi", "GET", "/openapi.json", handlers.openapi, "This OpenAPI document", Auth.PUBLIC
+)
+
+# -- member routes ----------------------------------------------------------------------------
+
+COMMAND = Route(
+    "command",
+    "POST",
+    "/v1/commands",
+    handlers.command,
+    "Raw resource.put / resource.delete of a custom.* resource",
+    body="RawCommand",
+    answer="Receipt",
+    errors=(E.RESOURCE_NOT_FOUND, E.COMMAND_CONFLICT, E.STALE_REVISION, E.SECRET_REJECTED),
+)
+CHANGES_LIVE = Route(
+    "changes_live",
+    "GET",
+    f"{P}/changes/live",
+    handlers.changes_live,
+    "Live change feed over a WebSocket: catch-up pages, then every commit",
+    upgrade=True,
+    query=_CHANGES_QUERY,
+    errors=(*_CURSOR, E.UPGRADE_REQUIRED),
+)
+
+_MEMBER = (
+    COMMAND,
+    Route(
+        "identity",
+        "GET",
+        f"{P}/identity",
+        handlers.identity,
+        "The caller's identity and role in the project",
+        answer="Identity",
+    ),
+    Route(
+        "resource",
+        "GET",
+        f"{P}/resources/{{kind}}/{{resource_id}}",
+        handlers.resource,
+        "The exact current body or tombstone of one resource",
+        answer="Resource",
+        errors=(E.RESOURCE_NOT_FOUND,),
+    ),
+    Route(
+        "changes",
+        "GET",
+        f"{P}/changes",
+        handlers.changes,
+        "Metadata-only change entries after a cursor",
+        answer="ChangeBatch",
+        query=_CHANGES_QUERY,
+        errors=_CURSOR,
+    ),
+    Route(
+        "changes_materialized",
+        "GET",
+        f"{P}/changes/materialized",
+        handlers.changes_materialized,
+        "Change entries with the exact body at each revision",
+        answer="MaterializedBatch",
+        query=_CHANGES_QUERY,
+        errors=_CURSOR,
+    ),
+    CHANGES_LIVE,
+    Route(
+        "snapshot",
+        "GET",
+        f"{P}/snapshot",
+        handlers.snapshot,
+        "The atomic current state and the head it represents",
+        answer="Snapshot",
+        errors=(E.SNAPSHOT_TOO_LARGE,),
+    ),
+    Route(
+        "create_session",
+        "POST",
+        f"{P}/sessions",
+        handlers.create_session,
+        "session.create",
+        body="SessionCreate",
+        answer="Receipt",
+        errors=(*_CREATE, E.SECRET_REJECTED),
+    ),
+    Route(
+        "create_fact",
+        "POST",
+        f"{P}/facts",
+        handlers.create_fact,
+        "fact.create (source and actor inherited server-side)",
+        body="FactCreate",
+        answer="Receipt",
+        errors=(E.RESOURCE_NOT_FOUND, *_CREATE, E.SECRET_REJECTED),
+    ),
+    Route(
+        "create_context",
+        "POST",
+        f"{P}/handoff-contexts",
+        handlers.create_context,
+        "handoff_context.create: an immutable packet for one handoff route",
+        body="HandoffContextCreate",
+        answer="Receipt",
+        errors=(E.RESOURCE_NOT_FOUND, *_CREATE, E.SECRET_REJECTED),
+    ),
+    Route(
+        "send_handoff",
+        "POST",
+        f"{P}/handoffs",
+        handlers.send_handoff,
+        "handoff.send to another active writer",
+        body="HandoffSend",
+        answer="Receipt",
+        errors=(E.RESOURCE_NOT_FOUND, *_CREATE, E.HANDOFF_CONFLICT, E.SECRET_REJECTED),
+    ),
+    Route(
+        "mailbox",
+        "GET",
+        f"{P}/handoffs",
+        handlers.mailbox,
+        "The caller's inbox or outbox, newest first",
+        answer="Mailbox",
+        query=_MAILBOX_QUERY,
+    ),
+    Route(
+        "handoff_status",
+        "GET",
+        f"{P}/handoffs/{{handoff_id}}",
+        handlers.handoff_status,
+        "{revision, record} of a handoff, for its sender and receiver",
+        answer="HandoffStatus",
+        errors=(E.HANDOFF_ACTOR_MISMATCH, E.RESOURCE_NOT_FOUND),
+    ),
+    Route(
+        "accept",
+        "POST",
+        f"{P}/handoffs/{{handoff_id}}/accept",
+        handlers.accept,
+        "handoff.accept: claim the handoff with a lease",
+        body="ClaimTransition",
+        answer="Receipt",
+        errors=_TRANSITION,
+    ),
+    Route(
+        "heartbeat",
+        "POST",
+        f"{P}/handoffs/{{handoff_id}}/heartbeat",
+        handlers.heartbeat,
+        "handoff.heartbeat: renew the live claim's lease",
+        body="ClaimTransition",
+        answer="Receipt",
+        errors=_TRANSITION,
+    ),
+    Route(
+        "return",
+        "POST",
+        f"{P}/handoffs/{{handoff_id}}/return",
+        handlers.return_,
+        "handoff.return: complete (succeeded) or release (failed) the claim",
+        body="ReturnTransition",
+        answer="Receipt",
+        errors=_TRANSITION,
+    ),
+    Route(
+        "search",
+        "GET",
+        f"{P}/search",
+        handlers.search,
+        "Lexical search over facts",
+        answer="Search",
+        query=_SEARCH_QUERY,
+        errors=(E.CURSOR_OUT_OF_RANGE,),
+    ),
+)
+
+# -- admin routes (ADM-*) ---------------------------------------------------------------------
+
+ADMIN_BOOTSTRAP = Route(
+    "admin_bootstrap",
+    "POST",
+    "/v1/admin/bootstrap",
+    admin.admin_bootstrap,
+    "Admin: idempotent bootstrap of tenant, project, actor and token",
+    Auth.ADMIN,
+    body="AdminBootstrap",
+    answer="Identity",
+    errors=(E.IDENTITY_MISMATCH,),
+)
+ADMIN_MEMBERS = Route(
+    "admin_members",
+    "POST",
+    "/v1/admin/members",
+    admin.admin_members,
+    "Admin: change a member's role or status",
+    Auth.ADMIN,
+    body="AdminMember",
+    answer="AdminMembership",
+    errors=(E.RESOURCE_NOT_FOUND,),
+)
+ADMIN_REVOKE_TOKEN = Route(
+    "admin_revoke_token",
+    "POST",
+    "/v1/admin/tokens/revoke",
+    admin.admin_revoke_token,
+    "Admin: revoke a token by its digest",
+    Auth.ADMIN,
+    body="AdminRevoke",
+    answer="AdminRevoked",
+    errors=(E.RESOURCE_NOT_FOUND,),
+)
+ADMIN_EXPORT = Route(
+    "admin_export",
+    "GET",
+    "/v1/admin/tenants/{tenant_id}/export",
+    admin.admin_export,
+    "Admin: export a tenant (or one project) as JSON Lines",
+    Auth.ADMIN,
+    answer="Archive",
+    answer_media=NDJSON,
+    query=(
+        query_param("project_id", ref("Id"), doc="Export one project instead of the whole tenant."),
+        query_param("include_token_digests", {"type": "boolean", "default": False}),
+    ),
+    errors=(E.RESOURCE_NOT_FOUND,),
+)
+ADMIN_IMPORT = Route(
+    "admin_import",
+    "POST",
+    "/v1/admin/import",
+    admin.admin_import,
+    "Admin: import an export into scopes that do not exist yet",
+    Auth.ADMIN,
+    body="Archive",
+    media_type=NDJSON,
+    max_body=MAX_ARCHIVE_BYTES,
+    streamed=True,
+    answer="AdminImported",
+    errors=(E.IDENTITY_MISMATCH, E.RESOURCE_ALREADY_EXISTS),
+)
+ADMIN_DELETE_TENANT = Route(
+    "admin_delete_tenant",
+    "DELETE",
+    "/v1/admin/tenants/{tenant_id}",
+    admin.admin_delete_tenant,
+    "Admin: delete every row of a tenant",
+    Auth.ADMIN,
+    answer="AdminDeleted",
+    query=(query_param("confirm", {"type": "string"}, doc="Must repeat the tenant id."),),
+    errors=(E.RESOURCE_NOT_FOUND,),
+)
+
+ROUTES: tuple[Route, ...] = (
+    HEALTH,
+    READY,
+    OPENAPI,
+    *_MEMBER,
+    ADMIN_BOOTSTRAP,
+    ADMIN_MEMBERS,
+    ADMIN_REVOKE_TOKEN,
+    ADMIN_EXPORT,
+    ADMIN_IMPORT,
+    ADMIN_DELETE_TENANT,
+)
+
+_ROUTER = Router(ROUTES)
+resolve = _ROUTER.resolve
 
 
-@dataclass(frozen=True, slots=True)
-class Match:
-    """The outcome of routing: a route with its parameters, or the allowed methods."""
-
-    route: Route | None
-    params: dict[str, str]
-    allowed: tuple[str, ...]
-
-
-def _by_length(routes: tuple[Route, ...]) -> dict[int, tuple[Route, ...]]:
-    index: dict[int, list[Route]] = {}
-    for route in routes:
-        index.setdefault(len(route.pattern), []).append(route)
-    return {length: tuple(group) for length, group in index.items()}
-
-
-# Only routes with as many segments as the path can match it; the table order is kept.
-_ROUTES_BY_LENGTH = _by_length(ROUTES)
-
-
-_ROUTES_BY_HANDLER = {route.handler: route for route in ROUTES}
-
-
-def route_named(handler: str) -> Route:
-    """The route whose handler is `handler` (names are unique in the table); a front that
-    routed a request hands the object behind it the name instead of the path to route again."""
-    try:
-        return _ROUTES_BY_HANDLER[handler]
-    except KeyError:
-        raise fail(ErrorCode.ROUTE_NOT_FOUND, f"no route named {handler}") from None
-
-
-def resolve(method: str, path: str, routes: tuple[Route, ...] = ROUTES) -> Match:
-    """Find the route for `method` and `path`; `allowed` is empty when no path matches."""
-    segments = path.strip("/").split("/") if path not in ("", "/") else [""]
-    allowed: list[str] = []
-    if routes is ROUTES:
-        routes = _ROUTES_BY_LENGTH.get(len(segments), ())
-    for route in routes:
-        params = _match(route.pattern, segments)
-        if params is None:
-            continue
-        if route.method == method:
-            return Match(route, params, ())
-        allowed.append(route.method)
-    return Match(None, {}, tuple(allowed))
+def route_named(name: str) -> Route:
+    """The route whose `name` is `name`: a front that routed a request hands the object behind
+    it the name instead of the path to route again."""
+    route = _ROUTER.named(name)
+    if route is None:
+        raise fail(ErrorCode.ROUTE_NOT_FOUND, f"no route named {name}")
+    return route

@@ -4,22 +4,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from aidememo.http.body import EMPTY, Body
+
 
 @dataclass(frozen=True, slots=True)
 class Request:
     """An HTTP request as the core sees it.
 
-    `headers` keys are lower-case; `query` is the raw query string without `?`; `body` is
-    the whole body (adapters stop reading past the size limit and set `body_too_large`).
+    `headers` keys are lower-case; `query` is the raw query string without `?`; `body` is a
+    `Body` (`aidememo.http.body`: whole, or a bounded stream still arriving; `bytes` given
+    here are wrapped as a whole body). `upgrade` is True when the front received the request
+    as a WebSocket upgrade (only the live feed accepts one, LIVE-1).
     """
 
     method: str
     path: str
     query: str = ""
     headers: dict[str, str] = field(default_factory=dict)
-    body: bytes = b""
-    body_too_large: bool = False
+    body: Body = EMPTY
     request_id: str = ""
+    upgrade: bool = False
+
+    def __post_init__(self) -> None:
+        body: object = self.body
+        if isinstance(body, bytes):
+            object.__setattr__(self, "body", Body.of(body))
 
 
 @dataclass(frozen=True, slots=True)

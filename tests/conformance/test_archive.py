@@ -13,6 +13,8 @@ from aidememo.domain.clock import FixedClock, RandomIds
 from aidememo.domain.errors import AidememoError, ErrorCode
 from aidememo.domain.records import parse_create, parse_transition
 from aidememo.http.app import HttpApp
+from aidememo.http.pipeline import Admission
+from aidememo.http.routes import resolve
 from aidememo.http.types import Request
 from aidememo.ports import Store
 from aidememo.service.access import Caller
@@ -238,7 +240,10 @@ def _http_views(store: Store, caller: Caller) -> tuple[str, dict[str, Any]]:
     base = f"/v1/projects/{PROJECT}"
 
     def get(path: str, query: str = "", as_: Caller = caller) -> Any:
-        response = app.dispatch(Request("GET", base + path, query, {}, b""), caller=as_)
+        match = resolve("GET", base + path)
+        assert match.route is not None
+        admission = Admission(match.route, match.params, as_)
+        response = app.serve(admission, Request("GET", base + path, query))
         assert response.status == 200, response.body
         return json.loads(response.body)
 

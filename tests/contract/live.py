@@ -41,9 +41,6 @@ class SwitchApp:
         assert self.app is not None, "no app installed"
         return self.app.dispatch(request)
 
-    def body_limit(self, method: str, path: str) -> int:
-        return HttpApp.body_limit(method, path)
-
 
 _SHARED: tuple[LiveServer, SwitchApp] | None = None
 

@@ -23,6 +23,7 @@ from aidememo.domain.clock import FixedClock
 from aidememo.domain.limits import MAX_REQUEST_BODY_BYTES
 from aidememo.domain.model import MemberStatus, Role
 from aidememo.http.app import HttpApp
+from aidememo.http.routes import resolve
 from aidememo.http.types import Request
 from aidememo.service.identity import IdentityService
 from aidememo.stores.memory import MemoryStore
@@ -105,13 +106,14 @@ def decode_body(raw: bytes) -> Any:
 
 
 def body_limit(method: str, path: str) -> int:
-    """The most a client's adapter lets through: 1 MiB, or the route's larger limit (the
-    archive import's 256 MiB)."""
-    return max(HttpApp.body_limit(method, path), MAX_REQUEST_BODY_BYTES)
+    """The most a route reads: 1 MiB, or its larger limit (the archive import's 256 MiB)."""
+    route = resolve(method, path).route
+    return max(MAX_REQUEST_BODY_BYTES, route.max_body if route is not None else 0)
 
 
 class InProcessClient:
-    """Calls `HttpApp.dispatch` directly, doing what the ASGI adapter does with a body."""
+    """Calls `HttpApp.dispatch` directly, with the body held whole (its size known to the
+    pipeline's stage one, as a declared `Content-Length` is)."""
 
     def __init__(self, app: HttpApp) -> None:
         self.app = app
@@ -128,16 +130,8 @@ class InProcessClient:
         query: Query = None,
     ) -> tuple[int, dict[str, str], Any]:
         hdrs, raw = request_parts(token, json, body, headers)
-        too_large = len(raw) > body_limit(method, path)
         response = self.app.dispatch(
-            Request(
-                method=method,
-                path=path,
-                query=encode_query(query),
-                headers=hdrs,
-                body=b"" if too_large else raw,
-                body_too_large=too_large,
-            )
+            Request(method=method, path=path, query=encode_query(query), headers=hdrs, body=raw)
         )
         return response.status, dict(response.headers), decode_body(response.body)
 

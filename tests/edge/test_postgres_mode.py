@@ -145,7 +145,8 @@ def test_unmigrated_schema_is_a_clear_storage_failure_and_stays_empty(
             assert "aidememo admin migrate" in _logged(caplog)
             # The project object answers the same through RPC, not a crash.
             stub = e.runtime.env.PROJECTS.getByName("t1/p1")
-            request = {"method": "GET", "path": P + "/identity", "query": "", "headers": {}}
+            request = {"method": "GET", "path": P + "/identity", "query": "", "route": "identity",
+                       "params": {"project_id": "p1"}}  # fmt: skip
             answer = e.runtime.run(stub.handle(request, {"tenant_id": "t1", "actor_id": "a1"}))
             assert answer["status"] == 503 and '"storage_failure"' in answer["body"]
             assert "aidememo admin migrate" in _logged(caplog)
@@ -301,7 +302,8 @@ def test_each_object_holds_one_connection_and_runs_one_call_at_a_time(edge: Edge
         body = json.dumps(_session(n))
         headers = {"content-type": "application/json"}
         return {"method": "POST", "path": P + "/sessions", "query": "", "headers": headers,
-                "body": body}  # fmt: skip
+                "route": "create_session", "params": {"project_id": "p1"},
+                "content_type": "application/json", "body": body}  # fmt: skip
 
     import asyncio
 

@@ -146,6 +146,18 @@ def test_oversized_body_refused_from_content_length_unread(edge: Edge) -> None:
     assert request_log == [False]
 
 
+def test_http1_edge_refuses_an_unauthenticated_post_without_reading_its_body(edge: Edge) -> None:
+    edge.bootstrap("t1", "p1", "a1")
+    for auth in ({}, {"authorization": "Bearer not-a-known-token"}):
+        headers = {**auth, "content-type": "application/json", "content-length": "2"}
+        request_log: list[bool] = []
+        status, _, raw = edge.runtime.fetch(
+            "POST", f"https://edge.test{P}/sessions", headers, b"{}", body_used=request_log
+        )
+        assert status == 401 and b"authentication_failed" in raw
+        assert request_log == [False]  # stage one refused it from the headers alone
+
+
 def test_bodiless_get_is_answered_without_reading_a_body(edge: Edge) -> None:
     edge.bootstrap("t1", "p1", "a1")
     headers = {"authorization": f"Bearer {edge.token('t1', 'a1')}"}

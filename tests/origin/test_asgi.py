@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from aidememo.domain.errors import AidememoError
 from aidememo.domain.limits import MAX_REQUEST_BODY_BYTES
 from aidememo.http.app import HttpApp
 from aidememo.http.types import Request, Response
@@ -18,21 +19,28 @@ from origin.asgi import ACCESS_LOGGER, create_asgi_app
 
 
 class Recorder:
-    """A dispatcher that remembers what it saw and answers 200 `{}`."""
+    """A dispatcher that remembers what it saw, reads the body as the core would (unless
+    `read` is False; its bytes, or the error code reading it raised) and answers 200 `{}`."""
 
-    def __init__(self, response: Response | None = None, fail: bool = False) -> None:
+    def __init__(
+        self, response: Response | None = None, fail: bool = False, read: bool = True
+    ) -> None:
         self.requests: list[Request] = []
+        self.bodies: list[bytes | str] = []
         self.response = response or Response(200, [("content-type", "application/json")], b"{}")
         self.fail = fail
+        self.read = read
 
     def dispatch(self, request: Request) -> Response:
         self.requests.append(request)
+        if self.read:
+            try:
+                self.bodies.append(request.body.read())
+            except AidememoError as error:
+                self.bodies.append(error.code.value)
         if self.fail:
             raise RuntimeError("boom")
         return self.response
-
-    def body_limit(self, method: str, path: str) -> int:
-        return MAX_REQUEST_BODY_BYTES
 
 
 def http_scope(
@@ -105,19 +113,19 @@ def test_body_read_in_chunks() -> None:
         {"type": "http.request", "body": b"1}", "more_body": False},
     ]
     call(create_asgi_app(rec), http_scope("POST"), messages)
-    assert rec.requests[0].body == b'{"a":1}'
-    assert rec.requests[0].body_too_large is False
+    assert rec.bodies == [b'{"a":1}']
 
 
 def test_content_length_over_limit_is_not_read() -> None:
-    rec = Recorder()
+    rec = Recorder(read=False)
     length = str(MAX_REQUEST_BODY_BYTES + 1).encode()
     sent, received = call(
         create_asgi_app(rec), http_scope("POST", headers=[(b"content-length", length)]), []
     )
     assert received == 0
-    assert rec.requests[0].body_too_large is True and rec.requests[0].body == b""
+    assert rec.requests[0].body.length == MAX_REQUEST_BODY_BYTES + 1
     assert sent[0]["status"] == 200  # the recorder answers; the real app says 413
+    assert response_headers(sent)["connection"] == "close"  # the body was never read
 
 
 def test_streamed_body_stops_reading_past_the_limit() -> None:
@@ -125,7 +133,7 @@ def test_streamed_body_stops_reading_past_the_limit() -> None:
     chunk = b"x" * (256 * 1024)
     messages = [{"type": "http.request", "body": chunk, "more_body": True} for _ in range(20)]
     _, received = call(create_asgi_app(rec), http_scope("POST"), messages)
-    assert rec.requests[0].body_too_large is True
+    assert rec.bodies == ["payload_too_large"]
     assert received == 5  # 5 x 256 KiB passes 1 MiB; the other 15 chunks are never read
 
 
@@ -137,16 +145,29 @@ def test_body_of_exactly_the_limit_is_accepted() -> None:
         http_scope("POST"),
         [{"type": "http.request", "body": body, "more_body": False}],
     )
-    assert rec.requests[0].body_too_large is False and len(rec.requests[0].body) == len(body)
+    assert rec.bodies == [body]
 
 
 def test_real_app_answers_413_for_too_large_body() -> None:
     app = create_asgi_app(HttpApp(MemoryStore()))
     length = str(MAX_REQUEST_BODY_BYTES + 1).encode()
     headers = [(b"content-length", length), (b"content-type", b"application/json")]
-    sent, _ = call(app, http_scope("POST", "/v1/projects/p/sessions", headers=headers), [])
-    assert sent[0]["status"] == 413
+    sent, received = call(app, http_scope("POST", "/v1/projects/p/sessions", headers=headers), [])
+    assert sent[0]["status"] == 413 and received == 0
     assert json.loads(sent[1]["body"])["error"]["code"] == "payload_too_large"
+    assert response_headers(sent)["connection"] == "close"
+
+
+def test_http1_unauthenticated_streamed_body_is_refused_after_its_first_chunk() -> None:
+    app = create_asgi_app(HttpApp(MemoryStore()))
+    chunk = b"x" * (64 * 1024)
+    messages = [{"type": "http.request", "body": chunk, "more_body": True} for _ in range(40)]
+    headers = [(b"transfer-encoding", b"chunked"), (b"content-type", b"application/json")]
+    sent, received = call(
+        app, http_scope("POST", "/v1/projects/p/sessions", headers=headers), messages
+    )
+    assert sent[0]["status"] == 401 and received == 1  # stage one ran on the first chunk only
+    assert json.loads(sent[1]["body"])["error"]["code"] == "authentication_failed"
     assert response_headers(sent)["connection"] == "close"
 
 

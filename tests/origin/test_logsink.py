@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from aidememo.domain.limits import MAX_REQUEST_BODY_BYTES
 from aidememo.http.types import Request, Response
 from origin.asgi import create_asgi_app
 from origin.logsink import (
@@ -132,9 +131,6 @@ class Where:
     def dispatch(self, request: Request) -> Response:
         self.threads.append(threading.current_thread().name)
         return Response(200, [("content-type", "application/json")], b"{}")
-
-    def body_limit(self, method: str, path: str) -> int:
-        return MAX_REQUEST_BODY_BYTES
 
 
 def test_offloaded_requests_run_in_the_apps_own_pool_until_shutdown() -> None:

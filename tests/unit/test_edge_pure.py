@@ -8,7 +8,8 @@ import json
 import pytest
 
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
-from aidememo.http.routes import resolve
+from aidememo.http.pipeline import Admission
+from aidememo.http.routes import COMMAND, resolve
 from aidememo.http.types import Request, Response
 from aidememo.service.access import Caller
 from durable_objects.rpc import (
@@ -109,24 +110,31 @@ def test_request_payload_is_plain_and_carries_no_credentials() -> None:
         request_id="r1",
     )
     match = resolve("POST", "/v1/projects/p/facts")
-    payload = request_payload(request, match)
+    assert match.route is not None
+    admission = Admission(match.route, match.params, body=request.body.read())
+    payload = request_payload(request, admission)
     assert _json_only(payload) == payload
     # Of the headers only the content type travels: credentials stay at the Worker.
     assert "secret" not in json.dumps(payload) and "cookie" not in json.dumps(payload)
-    back, routed = request_from(payload)
-    assert (back.method, back.path, back.query, back.body, back.request_id) == (
+    caller = Caller("t1", "a1")
+    back, routed = request_from(payload, caller)
+    assert (back.method, back.path, back.query, back.body.read(), back.request_id) == (
         request.method,
         request.path,
         request.query,
-        request.body,
+        request.body.read(),
         request.request_id,
     )
     assert back.headers == {"content-type": "application/json"}
-    assert routed == match  # the object dispatches on the Worker's route, not routing again
-    unrouted, none = request_from(request_payload(request))
-    assert none is None and unrouted.body == request.body
-    binary = request_payload(Request("POST", "/x", body=b"\xff\xfe"))
-    assert "body" not in binary and request_from(_json_only(binary))[0].body == b"\xff\xfe"
+    # The object serves the Worker's route and caller, not routing or authenticating again.
+    assert (routed.route, routed.params, routed.caller) == (match.route, match.params, caller)
+    # The body crosses as text; one that is not UTF-8 as base64 text, for the object to refuse.
+    assert payload["body"] == '{"k": "값"}'
+    binary = request_payload(
+        Request("POST", "/v1/commands"), Admission(COMMAND, {}, body=b"\xff\xfe")
+    )
+    assert "body" not in binary
+    assert request_from(_json_only(binary), caller)[0].body.read() == b"\xff\xfe"
 
 
 def test_response_and_caller_round_trip() -> None:

@@ -138,16 +138,16 @@ def test_live1_catch_up_pages_are_the_materialized_feed(app: HttpApp) -> None:
     feed = FeedCursor(LiveSubscription(Caller(T, "w"), P, E, 0, 2))
     page = feed.catch_up(app.services.queries)
     assert feed.after_seq == 2 and page.has_more
+    from aidememo.http.pipeline import Admission
+    from aidememo.http.routes import resolve
     from aidememo.http.types import Request
 
-    response = app.dispatch(
-        Request(
-            "GET",
-            f"/v1/projects/{P}/changes/materialized",
-            query=f"project_epoch={E}&after_seq=0&limit=2",
-            headers={},
-        ),
-        caller=Caller(T, "w"),
+    path = f"/v1/projects/{P}/changes/materialized"
+    match = resolve("GET", path)
+    assert match.route is not None
+    response = app.serve(
+        Admission(match.route, match.params, Caller(T, "w")),
+        Request("GET", path, query=f"project_epoch={E}&after_seq=0&limit=2"),
     )
     assert json.loads(page_message(page)) == json.loads(response.body)
 

@@ -1,0 +1,136 @@
+"""What a route is, and the matcher that tells "no such route" from "wrong method" (HTTP-1).
+
+A `Route` is plain data plus its handler: method, path pattern, the callable that answers,
+who may call it (`Auth`), its request body (schema name, media type, byte limit, whether it
+is read as a stream) and what the OpenAPI document says of it (summary, answer schema, query
+parameters, domain errors). The table itself is `aidememo.http.routes.ROUTES`.
+
+Path parameters match any non-empty segment here; their grammar is checked later, in the
+400 stage, so the order of request checks stays the one SPEC.md HTTP-1 gives. Routes compare
+by identity (`eq=False`); `name` is their stable id (the OpenAPI `operationId`, and what the
+edge Worker tells a project object it resolved).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from aidememo.domain.errors import ErrorCode
+from aidememo.domain.limits import MAX_REQUEST_BODY_BYTES
+
+if TYPE_CHECKING:
+    from aidememo.http.app import Services
+    from aidememo.http.types import Request, Response
+    from aidememo.service.access import Caller
+
+JSON = "application/json"
+NDJSON = "application/x-ndjson"
+
+Handler = Callable[["Services", "Request", dict[str, str], "Caller | None"], "Response"]
+
+
+class Auth(StrEnum):
+    """Who may call a route."""
+
+    PUBLIC = "public"  # no token at all
+    MEMBER = "member"  # a member's bearer token (AUTH-2); membership checked by the service
+    ADMIN = "admin"  # the admin token (ADM-1); a member's token is `admin_required`
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Route:
+    """One endpoint and everything the pipeline and the OpenAPI document need of it."""
+
+    name: str
+    method: str
+    path: str
+    handler: Handler
+    summary: str
+    auth: Auth = Auth.MEMBER
+    body: str | None = None  # the request body's component schema; None: no body
+    media_type: str = JSON  # the body's media type (HTTP-1, 415)
+    max_body: int = MAX_REQUEST_BODY_BYTES
+    streamed: bool = False  # the handler iterates the body instead of reading it whole
+    answer: str | None = None  # the 200 answer's component schema; None: any object
+    answer_media: str = JSON
+    unready: str | None = None  # a status route's 503 answer schema (READY-1); None: no such
+    upgrade: bool = False  # a WebSocket route: succeeds with 101 (LIVE-1)
+    query: tuple[dict[str, Any], ...] = ()  # OpenAPI query parameters
+    errors: tuple[ErrorCode, ...] = ()  # domain errors beyond the shared request checks
+    pattern: tuple[str, ...] = field(init=False)  # literal segments, or "{name}"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "pattern", tuple(self.path.strip("/").split("/")))
+
+    @property
+    def has_body(self) -> bool:
+        """True when the route takes a request body."""
+        return self.body is not None
+
+    @property
+    def authenticated(self) -> bool:
+        """True when a bearer token is required (member or admin)."""
+        return self.auth is not Auth.PUBLIC
+
+    @property
+    def admin(self) -> bool:
+        """True when only the admin token passes (ADM-1)."""
+        return self.auth is Auth.ADMIN
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """The outcome of routing: a route with its parameters, or the allowed methods."""
+
+    route: Route | None
+    params: dict[str, str]
+    allowed: tuple[str, ...]
+
+
+def _match(pattern: tuple[str, ...], segments: list[str]) -> dict[str, str] | None:
+    if len(pattern) != len(segments):
+        return None
+    params: dict[str, str] = {}
+    for want, got in zip(pattern, segments, strict=True):
+        if want.startswith("{"):
+            if not got:
+                return None
+            params[want[1:-1]] = got
+        elif want != got:
+            return None
+    return params
+
+
+class Router:
+    """Finds the route of a method and path in a fixed table."""
+
+    def __init__(self, routes: tuple[Route, ...]) -> None:
+        self.routes = routes
+        # Only routes with as many segments as the path can match it; the table order is kept.
+        index: dict[int, list[Route]] = {}
+        for route in routes:
+            index.setdefault(len(route.pattern), []).append(route)
+        self._by_length = {length: tuple(group) for length, group in index.items()}
+        self._by_name = {route.name: route for route in routes}
+        if len(self._by_name) != len(routes):
+            raise ValueError("route names must be unique")
+
+    def resolve(self, method: str, path: str) -> Match:
+        """The route for `method` and `path`; `allowed` is empty when no path matches."""
+        segments = path.strip("/").split("/") if path not in ("", "/") else [""]
+        allowed: list[str] = []
+        for route in self._by_length.get(len(segments), ()):
+            params = _match(route.pattern, segments)
+            if params is None:
+                continue
+            if route.method == method:
+                return Match(route, params, ())
+            allowed.append(route.method)
+        return Match(None, {}, tuple(allowed))
+
+    def named(self, name: str) -> Route | None:
+        """The route whose `name` is `name`, or None."""
+        return self._by_name.get(name)

@@ -1,0 +1,53 @@
+"""What the origin's two ASGI entry points share: `origin.asgi` (HTTP) and `origin.live`
+(the live feed's WebSockets).
+
+The ASGI 3 type aliases, header folding, request ids and the log-safe rendering of a
+request line's text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from typing import Any
+
+from aidememo.domain.ids import is_valid_id
+
+AsgiScope = MutableMapping[str, Any]
+AsgiMessage = MutableMapping[str, Any]
+AsgiReceive = Callable[[], Awaitable[AsgiMessage]]
+AsgiSend = Callable[[AsgiMessage], Awaitable[None]]
+AsgiApp = Callable[[AsgiScope, AsgiReceive, AsgiSend], Awaitable[None]]
+
+REQUEST_ID_HEADER = "x-request-id"
+
+
+def fold_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
+    """ASGI headers as a dict: names lower-cased, repeated headers joined with ", "."""
+    headers: dict[str, str] = {}
+    for raw_name, raw_value in raw:
+        name = raw_name.decode("latin-1").lower()
+        if name in headers:
+            headers[name] = f"{headers[name]}, {raw_value.decode('latin-1')}"
+        else:
+            headers[name] = raw_value.decode("latin-1")
+    return headers
+
+
+def new_request_id() -> str:
+    """16 random hex characters."""
+    return os.urandom(8).hex()
+
+
+def request_id(headers: dict[str, str]) -> str:
+    """The incoming `x-request-id` when it is a valid identifier (ID-1), else a new one."""
+    incoming = headers.get(REQUEST_ID_HEADER)
+    return incoming if incoming is not None and is_valid_id(incoming) else new_request_id()
+
+
+def log_safe(text: str) -> str:
+    """The text as is when it is plain printable ASCII without spaces, else JSON-quoted."""
+    if text.isascii() and text.isprintable() and " " not in text:
+        return text
+    return json.dumps(text)
