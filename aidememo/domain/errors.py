@@ -52,6 +52,7 @@ class ErrorCode(StrEnum):
     INSECURE_TRANSPORT = "insecure_transport"
     RATE_LIMITED = "rate_limited"
     ADMIN_REQUIRED = "admin_required"
+    ADMIN_DISABLED = "admin_disabled"
     # The live change feed (SPEC.md LIVE-*).
     UPGRADE_REQUIRED = "upgrade_required"
     FEED_OVERFLOW = "feed_overflow"
@@ -103,6 +104,7 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.INSECURE_TRANSPORT: 426,
     ErrorCode.RATE_LIMITED: 429,
     ErrorCode.ADMIN_REQUIRED: 403,
+    ErrorCode.ADMIN_DISABLED: 403,
     ErrorCode.UPGRADE_REQUIRED: 426,
     ErrorCode.FEED_OVERFLOW: 429,
     ErrorCode.HEADERS_TOO_LARGE: 431,

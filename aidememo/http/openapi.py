@@ -80,7 +80,10 @@ def route_errors(route: Route) -> list[ErrorCode]:
     codes.append(E.INVALID_COMMAND)
     if route.authenticated:
         codes.append(E.INVALID_IDENTIFIER)
-        codes.append(E.ADMIN_REQUIRED if route.admin else E.PROJECT_UNAUTHORIZED)
+        if route.admin:
+            codes += (E.ADMIN_DISABLED, E.ADMIN_REQUIRED)
+        else:
+            codes.append(E.PROJECT_UNAUTHORIZED)
         codes += route.errors
         codes.append(E.STORAGE_FAILURE)
         if route.method != "GET":

@@ -94,6 +94,12 @@ _PUBLIC, _ADMIN = Auth.PUBLIC, Auth.ADMIN
 _NOT_TOKEN_TEXT = re.compile(r"[\s\x00-\x20\x7f]")
 
 
+ADMIN_DISABLED_MESSAGE = (
+    "administration is off on this server: start `aidememo serve` with --admin-token-file"
+    " (origin), or set the ADMIN_TOKEN_SHA256 secret to the hex SHA-256 of an admin token (edge)"
+)
+
+
 def bearer_digest(authorization: str | None) -> bytes:
     """SHA-256 of the bearer token text, or `authentication_failed` (AUTH-2)."""
     if authorization is None:
@@ -112,8 +118,9 @@ def bearer_digest(authorization: str | None) -> bytes:
 def admit(request: Request, admin_digest: bytes | None) -> Generator[Step, Any, Admission]:
     """Stage one, then stage two's body step, of one request (see the module docstring).
 
-    `admin_digest` is the SHA-256 of the admin token, None when none is configured (then
-    every admin route is refused). Raises the `AidememoError` to answer instead.
+    `admin_digest` is the SHA-256 of the admin token, None when none is configured: then
+    administration is off and every admin request, with or without a token, is 403
+    `admin_disabled` (ADM-1). Raises the `AidememoError` to answer instead.
     """
     match = resolve(request.method, request.path)
     route = match.route
@@ -131,6 +138,8 @@ def admit(request: Request, admin_digest: bytes | None) -> Generator[Step, Any, 
     caller: Caller | None = None
     digest: bytes | None = None
     auth = route.auth
+    if auth is _ADMIN and admin_digest is None:
+        raise fail(ErrorCode.ADMIN_DISABLED, ADMIN_DISABLED_MESSAGE)
     if auth is not _PUBLIC:
         digest = bearer_digest(request.headers.get("authorization"))
         if auth is _ADMIN:

@@ -492,7 +492,7 @@ def test_url_export_import_and_delete_tenant(
     assert history(again) == history(out)
 
 
-def test_url_admin_routes_are_closed_without_an_admin_token_file(
+def test_adm1_url_admin_routes_are_disabled_without_an_admin_token_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     closed = Origin(tmp_path / "closed", admin=False)
@@ -500,6 +500,7 @@ def test_url_admin_routes_are_closed_without_an_admin_token_file(
         token = tmp_path / "m.token"
         new_token(capsys, token)
         code, _, err = boot(capsys, closed.target(), token)
-        assert code == 1 and "authentication_failed" in one_line(err)
+        assert code == 1 and "admin_disabled" in one_line(err)
+        assert "--admin-token-file" in one_line(err)
     finally:
         closed.server.kill()

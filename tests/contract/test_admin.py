@@ -466,9 +466,10 @@ def test_arc2_import_body_over_1_mib_is_accepted(api: Api) -> None:
     assert records(export(api, include_token_digests="true")) == records(data)
 
 
-def test_adm1_admin_routes_stay_closed_without_a_configured_token() -> None:
-    """An app built without `admin_token_sha256` answers 401 to every bearer but a member's,
-    which stays 403 `admin_required` (its token is valid, it is just not the admin's)."""
+def test_adm1_admin_routes_are_disabled_without_a_configured_token() -> None:
+    """An app built without `admin_token_sha256` has administration off: every admin request,
+    with any bearer, a member's, a malformed one or none, is 403 `admin_disabled`, whose
+    message says how to turn it on."""
     from aidememo.domain.clock import FixedClock
     from aidememo.http.app import HttpApp
     from aidememo.stores.memory import MemoryStore
@@ -481,10 +482,8 @@ def test_adm1_admin_routes_stay_closed_without_a_configured_token() -> None:
     for method, path, kwargs in _admin_requests():
         headers = {"content-type": kwargs["content_type"]} if "content_type" in kwargs else None
         plain = {k: v for k, v in kwargs.items() if k != "content_type"}
-        for bearer in (ADMIN_TOKEN, None):
-            closed.call(method, path, token=bearer, headers=headers, **plain).expect(
-                401, "authentication_failed"
-            )
-        closed.call(method, path, token=token, headers=headers, **plain).expect(
-            403, "admin_required"
-        )
+        for bearer in (ADMIN_TOKEN, None, token, "not a token"):
+            answer = closed.call(method, path, token=bearer, headers=headers, **plain)
+            body = answer.expect(403, "admin_disabled")
+            assert "--admin-token-file" in body["error"]["message"]
+            assert "ADMIN_TOKEN_SHA256" in body["error"]["message"]

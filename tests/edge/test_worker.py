@@ -125,10 +125,12 @@ def test_admin_routes_401_without_token_and_403_with_a_member_token(edge: Edge) 
     assert edge.get(path, edge.runtime.admin_token)[0] == 200
 
 
-def test_admin_routes_closed_without_the_secret(tmp_path: Path) -> None:
+def test_adm1_admin_routes_disabled_without_the_secret(tmp_path: Path) -> None:
     for e in make_edge(tmp_path, admin_token=None):
-        status, _, body = e.get("/v1/admin/tenants/t1/export", "admin-token-for-tests")
-        assert (status, body["error"]["code"]) == (401, "authentication_failed")
+        for bearer in ("admin-token-for-tests", None):
+            status, _, body = e.get("/v1/admin/tenants/t1/export", bearer)
+            assert (status, body["error"]["code"]) == (403, "admin_disabled")
+            assert "ADMIN_TOKEN_SHA256" in body["error"]["message"]
 
 
 def test_oversized_body_refused_from_content_length_unread(edge: Edge) -> None:
