@@ -202,7 +202,7 @@ def test_arc9_a_stage_left_by_a_crash_is_dropped_by_a_later_import(backend: Back
         store.close()
 
 
-@pytest.mark.parametrize("name", ["sqlite_file", "postgres_pg8000"])
+@pytest.mark.parametrize("name", ["sqlite_file", "postgres_psycopg"])
 def test_arc9_a_64_mib_import_holds_a_bounded_amount_of_python_memory(
     name: str, tmp_path: Path
 ) -> None:
