@@ -24,9 +24,10 @@ An import can be 256 MiB (ADM-4), several times that as Python objects, so
    stage dropped with the commit.
 
 Any failure drops the stage (its own transaction, best effort); a stage a crash left behind is
-dropped by the next import once it is older than `STAGE_TTL_MS`. Nothing is written to tenant
-data before the whole archive verified, and the outcome equals that of `Plan.build` and
-`Archive.import_plan` over the whole file.
+dropped by the next import that writes (its first page, or its final transaction) once it is
+older than `STAGE_TTL_MS`, so an import refused before it staged anything writes nothing.
+Nothing is written to tenant data before the whole archive verified, and the outcome equals
+that of `Plan.build` and `Archive.import_plan` over the whole file.
 """
 
 from __future__ import annotations
@@ -87,11 +88,10 @@ class StagedImport:
         self.page: list[bytes] = []
         self.page_project = ""
         self.page_bytes = 0
+        self.swept = False  # the stages a crash left behind
 
     def run(self, lines: Iterable[bytes]) -> ImportSummary:
         """Read, check and stage every line, then write everything in one transaction."""
-        cutoff = self.started_at_ms - STAGE_TTL_MS
-        self.store.transaction(lambda tx: tx.drop_import_stages_before(cutoff))
         try:
             return self._run(lines)
         except BaseException:
@@ -177,13 +177,25 @@ class StagedImport:
         self.page, self.page_bytes = [], 0
         seq = self.pages.get(pid, 0)
         import_id, at = self.import_id, self.started_at_ms
-        self.store.transaction(lambda tx: tx.stage_import_page(import_id, pid, seq, body, at))
+
+        def stage(tx: WriteTx) -> None:
+            self._sweep(tx)
+            tx.stage_import_page(import_id, pid, seq, body, at)
+
+        self.store.transaction(stage)
         self.pages[pid] = seq + 1
+
+    def _sweep(self, tx: WriteTx) -> None:
+        """With this import's first write: drop the stages older than `STAGE_TTL_MS`."""
+        if not self.swept:
+            tx.drop_import_stages_before(self.started_at_ms - STAGE_TTL_MS)
+            self.swept = True
 
     # -- writing --------------------------------------------------------------------------
 
     def _write(self, tx: WriteTx, plan: Plan, epochs: dict[str, str]) -> None:
         """Identity, then each project's staged pages, then the stage dropped: one transaction."""
+        self._sweep(tx)
         self.archive.write_plan(tx, plan, epochs, history=False)
         for pid, head in plan.projects.items():
             rows = ProjectRows(plan.tenant_id, pid, epochs[pid], head)
