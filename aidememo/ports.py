@@ -149,6 +149,12 @@ class ReadTx(Protocol):
         """Row counts of everything the tenant owns, by table (ARC-4 verifies deletion)."""
         ...
 
+    # -- an import's staged pages (ARC-9): outside the tenant data ------------------------
+
+    def staged_import_page(self, import_id: str, project_id: str, seq: int) -> bytes | None:
+        """Page `seq` (from 0) of a project's rows in a staged import, or None."""
+        ...
+
 
 class WriteTx(ReadTx, Protocol):
     """A write transaction; writers of one project are serialized (STORE-3)."""
@@ -197,6 +203,21 @@ class WriteTx(ReadTx, Protocol):
 
     def delete_tenant(self, tenant_id: str) -> None:
         """Remove every row of the tenant (ARC-4)."""
+        ...
+
+    def stage_import_page(
+        self, import_id: str, project_id: str, seq: int, body: bytes, created_at_ms: int
+    ) -> None:
+        """Stage page `seq` of a project's rows (whole export lines) for an import that began
+        at `created_at_ms`; not tenant data: no tenant read, count or deletion sees it."""
+        ...
+
+    def drop_import_stage(self, import_id: str) -> None:
+        """Drop every staged page of an import (nothing if it is gone)."""
+        ...
+
+    def drop_import_stages_before(self, cutoff_ms: int) -> None:
+        """Drop the staged pages of every import that began at or before `cutoff_ms`."""
         ...
 
 

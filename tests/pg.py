@@ -227,6 +227,7 @@ def _empty_script(name: str) -> list[str]:
     return [
         "SET LOCAL lock_timeout = '10s'",
         f'DELETE FROM "{name}".tenants',
+        f'DELETE FROM "{name}".aidememo_import_staging',
         f'DELETE FROM "{name}".aidememo_schema',
         f'INSERT INTO "{name}".aidememo_schema (component, version) '
         f"VALUES ('{schema.COMPONENT}', {schema.SCHEMA_VERSION})",

@@ -291,21 +291,20 @@ def cmd_admin_import(ns: argparse.Namespace) -> int:
     """Import an export into scopes that do not exist yet, all or nothing (ARC-2, ARC-3)."""
     remote = _remote(ns)
     handle, size = open_import(getattr(ns, "in"), limit=MAX_ARCHIVE_BYTES if remote else None)
-    with handle:
-        if remote is not None:
-            _print_json(remote.upload("import refused", "/v1/admin/import", handle, size))
-            return 0
-        lines = list(handle)
 
     def run(store: Store) -> int:
         try:
-            summary = _archive(store).import_lines(lines)
+            summary = _archive(store).import_lines(handle)  # read line by line (ARC-9)
         except AidememoError as error:
             raise _refused("import refused", error) from None
         _print_json(admin_answers.import_json(summary))
         return 0
 
-    return _with_store(_database(ns), run)
+    with handle:
+        if remote is not None:
+            _print_json(remote.upload("import refused", "/v1/admin/import", handle, size))
+            return 0
+        return _with_store(_database(ns), run)
 
 
 def cmd_admin_delete_tenant(ns: argparse.Namespace) -> int:

@@ -10,9 +10,11 @@ The pieces are public so a front that keeps a tenant in several stores (the edge
 of identities and one Durable Object per project) can assemble the same export and split the
 same import: the record builders (`header_record` ... `token_record`, `line`), the `Manifest`,
 `read_identity` + `identity_records`, `project_lines` (from `archive_rows`, which also turns
-records back into rows), `verified_records`, `check_header`, `Plan` with `Archive.import_plan`
-and `Archive.write_plan`. A front that cannot hold a project's rows at once imports them in
-chunks with `project_import.ProjectImport`.
+records back into rows), `verified_records`, `archive_verify.check_header`, `Plan` with
+`Archive.import_plan` and `Archive.write_plan`. A front that cannot hold a project's rows at
+once imports them in chunks with `project_import.ProjectImport`. `Archive.import_lines`
+itself never holds the archive: it stages the verified rows in the store
+(`archive_stage.StagedImport`, ARC-9).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from aidememo.domain.errors import ErrorCode, fail
+from aidememo.domain.errors import AidememoError, ErrorCode, fail
 from aidememo.domain.ids import validate_id, validate_name
 from aidememo.domain.model import (
     Actor,
@@ -45,7 +47,7 @@ from aidememo.service.archive_rows import (
     receipt_row,
     resource_row,
 )
-from aidememo.service.archive_verify import FORMAT, FORMAT_VERSION, ExportReader, check_header
+from aidememo.service.archive_verify import FORMAT, FORMAT_VERSION, ExportReader
 
 # One project's rows as export lines, read in keyset pages, and one export line (a record in
 # canonical JSON and a newline); both live in `archive_rows`.
@@ -218,13 +220,13 @@ class Archive:
     # -- import ---------------------------------------------------------------------------
 
     def import_lines(self, lines: Iterable[bytes]) -> ImportSummary:
-        """Verify the manifest first, then import everything in one transaction (ARC-2, ARC-3)."""
-        records = verified_records(list(lines))
-        tenant_id = check_header(records[0])
-        plan = Plan.build(tenant_id, records[1:])
-        epochs = {pid: self.ids.new_id("epoch") for pid in plan.projects}
-        self.import_plan(plan, epochs)
-        return ImportSummary(tenant_id, epochs, record_counts(records[1:]))
+        """Import an export read once, line by line: each record checked as it comes and its
+        rows staged in the store, then, once the manifest and every check passed, everything
+        written in one transaction (ARC-2, ARC-3, ARC-9). `lines` may be any iterable of
+        lines (a generator over a request body); it is never held whole."""
+        from aidememo.service.archive_stage import StagedImport  # it builds on this module
+
+        return StagedImport(self).run(lines)
 
     def import_plan(self, plan: Plan, epochs: dict[str, str], *, history: bool = True) -> None:
         """Import a checked plan in one transaction; projects that exist are refused.
@@ -304,6 +306,11 @@ def verified_records(lines: list[bytes]) -> list[dict[str, Any]]:
     return records
 
 
+def malformed(exc: Exception) -> AidememoError:
+    """The refusal of a record that does not convert (`KeyError`, `ValueError`, `TypeError`)."""
+    return fail(ErrorCode.INVALID_COMMAND, f"malformed export record: {exc}")
+
+
 def record_counts(records: Iterable[dict[str, Any]]) -> dict[str, int]:
     """How many records of each type (an import's summary counts)."""
     counts: dict[str, int] = {}
@@ -332,7 +339,7 @@ class Plan:
             for r in records:
                 plan._add(r)
         except (KeyError, ValueError, TypeError) as exc:
-            raise fail(ErrorCode.INVALID_COMMAND, f"malformed export record: {exc}") from None
+            raise malformed(exc) from None
         for pid, head in plan.projects.items() if history else ():
             seqs = [c["seq"] for c in plan.rows[pid]["change"]]
             if seqs != list(range(1, head + 1)):
@@ -378,10 +385,7 @@ class Plan:
                 )
             )
         elif kind in ("resource", "change", "receipt", "audit"):
-            validate_name(r["kind"], "kind")
-            validate_id(r["id"], "id")
-            check_row(r)
-            self.rows[self._project(r)][kind].append(r)
+            self.rows[self.row_project(r)][kind].append(r)
         else:
             raise ValueError(f"unknown record type {kind!r}")
 
@@ -398,6 +402,15 @@ class Plan:
             [],
             {project_id: self.rows[project_id]},
         )
+
+    def row_project(self, r: dict[str, Any]) -> str:
+        """Check a row record (`resource`, `change`, `receipt`, `audit`) as its import will
+        convert it, and return its project, one this plan declares; raises KeyError,
+        ValueError or TypeError (`malformed`) or a validation error."""
+        validate_name(r["kind"], "kind")
+        validate_id(r["id"], "id")
+        check_row(r)
+        return self._project(r)
 
     def _project(self, r: dict[str, Any]) -> str:
         pid = validate_id(r["project_id"], "project_id")

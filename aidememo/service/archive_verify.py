@@ -8,7 +8,7 @@ verifies the manifest (ARC-2). The order rule (ARC-6) is what lets a reader act 
 before the end: the header first, the identity records (`actor`, `project`, `membership`,
 `token`) next, then the projects' rows.
 
-The origin reads its import the same way (`archive.verified_records`), so both fronts refuse
+The origin reads its import the same way (`archive_stage.StagedImport`), so both fronts refuse
 exactly the same files.
 """
 

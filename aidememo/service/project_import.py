@@ -128,13 +128,14 @@ class ProjectImport:
         """`identity`: the project's `project`, `actor` and `membership` records (checked
         here as `Plan.build` checks them); `epoch`: the project's new epoch."""
         self.archive = archive
-        self.tenant_id = validate_id(tenant_id, "tenant_id")
-        self.project_id = validate_id(project_id, "project_id")
-        self.epoch = validate_id(epoch, "project_epoch")
-        self.plan = Plan.build(self.tenant_id, identity, history=False)
-        if list(self.plan.projects) != [self.project_id]:
+        tenant_id = validate_id(tenant_id, "tenant_id")
+        project_id = validate_id(project_id, "project_id")
+        epoch = validate_id(epoch, "project_epoch")
+        self.plan = Plan.build(tenant_id, identity, history=False)
+        if list(self.plan.projects) != [project_id]:
             raise fail(ErrorCode.INVALID_COMMAND, "an import names another project")
-        self.head = self.plan.projects[self.project_id]
+        self.rows = ProjectRows(tenant_id, project_id, epoch, self.plan.projects[project_id])
+        self.head = self.rows.head
 
     def write(self, pages: Pages) -> int:
         """Check and write the identity and every page in one transaction; the head."""
@@ -143,7 +144,23 @@ class ProjectImport:
 
     def write_in(self, tx: WriteTx, pages: Pages) -> None:
         """`write` inside the caller's transaction `tx` (which must roll back on an error)."""
-        self.archive.write_plan(tx, self.plan, {self.project_id: self.epoch}, history=False)
+        epochs = {self.rows.project_id: self.rows.epoch}
+        self.archive.write_plan(tx, self.plan, epochs, history=False)
+        self.rows.write_in(tx, pages)
+
+
+class ProjectRows:
+    """Steps 2 to 4 of an import: one project's pages written into its new scope, whose
+    project row (at its head) the caller's transaction wrote already."""
+
+    def __init__(self, tenant_id: str, project_id: str, epoch: str, head: int) -> None:
+        self.tenant_id = tenant_id
+        self.project_id = project_id
+        self.epoch = epoch
+        self.head = head
+
+    def write_in(self, tx: WriteTx, pages: Pages) -> None:
+        """Check and write every page inside the caller's transaction `tx`."""
         project = Project(self.tenant_id, self.project_id, self.epoch, self.head)
         next_seq = 1
         changes_seen = resources_after_changes = False

@@ -60,6 +60,8 @@ class _Tables:
         self.audit: dict[tuple[str, str], list[AuditRow]] = {}
         self.handoffs: dict[tuple[str, str], dict[str, HandoffIndexRow]] = {}
         self.search: dict[tuple[str, str], dict[str, SearchDoc]] = {}
+        # (import id, project id, page seq) -> (created_at_ms, page): staged imports (ARC-9)
+        self.import_staging: dict[tuple[str, str, int], tuple[int, bytes]] = {}
 
 
 class _MemoryTx:
@@ -258,6 +260,10 @@ class _MemoryTx:
             "fact_search": scoped(t.search),
         }
 
+    def staged_import_page(self, import_id: str, project_id: str, seq: int) -> bytes | None:
+        staged = self._t.import_staging.get((import_id, project_id, seq))
+        return None if staged is None else staged[1]
+
     # -- WriteTx --------------------------------------------------------------------------
 
     def begin_command(
@@ -329,6 +335,24 @@ class _MemoryTx:
         docs = self._child(self._t.search, key)
         for doc in history.search:
             self._set(docs, doc.fact_id, doc)
+
+    def stage_import_page(
+        self, import_id: str, project_id: str, seq: int, body: bytes, created_at_ms: int
+    ) -> None:
+        key = (import_id, project_id, seq)
+        if key in self._t.import_staging:
+            raise fail(ErrorCode.STORAGE_FAILURE, "a staged import page is written twice")
+        self._set(self._t.import_staging, key, (created_at_ms, bytes(body)))
+
+    def drop_import_stage(self, import_id: str) -> None:
+        staging = self._t.import_staging
+        for key in [k for k in staging if k[0] == import_id]:
+            self._pop(staging, key)
+
+    def drop_import_stages_before(self, cutoff_ms: int) -> None:
+        staging = self._t.import_staging
+        for key in [k for k, (at, _) in staging.items() if at <= cutoff_ms]:
+            self._pop(staging, key)
 
     def delete_tenant(self, tenant_id: str) -> None:
         t = self._t

@@ -24,6 +24,7 @@ from aidememo.domain.clock import FixedClock
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.model import Role
 from aidememo.stores.sqlite.archive import TENANT_TABLES
+from aidememo.stores.sqlite.schema import SCHEMA_VERSION
 from tests.contract.support import PROJECT, RECEIVER, TENANT, WRITER, Api
 from tests.edge.archive_support import (
     NDJSON,
@@ -432,4 +433,5 @@ def test_arc8_staging_table_is_outside_the_schema(rt: Runtime, clock: FixedClock
     assert STAGING not in TENANT_TABLES
     _projects(rt).evict(NAME)
     assert api.get(f"/v1/projects/{PROJECT}/identity").expect(200)["project_id"] == PROJECT
-    assert _conn(rt).execute("SELECT version FROM aidememo_schema").fetchall() == [(1,)]
+    versions = _conn(rt).execute("SELECT version FROM aidememo_schema").fetchall()
+    assert versions == [(SCHEMA_VERSION,)]

@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from aidememo.cli.main import main
+from aidememo.stores.sqlite import SCHEMA_VERSION
 
 REPO = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT_S = 20.0
@@ -138,7 +139,7 @@ def test_serve_over_real_socket_sigterm_exit_0_and_restart_keeps_acknowledged_wr
         assert health.json() == {
             "status": "ok",
             "mode": "single_node",
-            "schema_version": 1,
+            "schema_version": SCHEMA_VERSION,
             "state": "ok",
         }
         identity = client.get("/v1/projects/demo/identity", headers=auth)

@@ -106,9 +106,12 @@ def test_opening_never_migrates_and_an_old_schema_says_how_to_migrate(
     again.close()
 
 
-def test_a_version_1_database_migrates_to_the_fast_path(empty_db: pg.Database, driver: str) -> None:
-    """Migrations are ordered: a database left at version 1 gets only version 2's step
-    (`aidememo_execute_raw`), and its data stays; until then the code refuses to open it."""
+def test_arc9_a_version_1_database_migrates_to_the_fast_path_and_the_staging(
+    empty_db: pg.Database, driver: str
+) -> None:
+    """Migrations are ordered: a database left at version 1 gets only the later steps
+    (`aidememo_execute_raw`, the import staging table), and its data stays; until then the
+    code refuses to open it."""
     from aidememo.stores.postgres import schema
 
     version, steps = schema.MIGRATIONS[0]
@@ -126,8 +129,11 @@ def test_a_version_1_database_migrates_to_the_fast_path(empty_db: pg.Database, d
         PostgresStore.open(empty_db.connect(driver))
     assert "aidememo admin migrate" in err.value.message
     store = PostgresStore.open(empty_db.connect(driver), migrate=True)
-    assert store.schema_version() == SCHEMA_VERSION == 2
+    assert store.schema_version() == SCHEMA_VERSION == 3
     assert store.migrate() == SCHEMA_VERSION  # idempotent
+    # version 3: the import staging table (ARC-9)
+    store.transaction(lambda tx: tx.stage_import_page("import_1", "p", 0, b"{}\n", 1))
+    assert store.read(lambda tx: tx.staged_import_page("import_1", "p", 0)) == b"{}\n"
     ledger = Ledger(store, FixedClock(2_000))
     command = Command(
         "command_v2", PROJECT, 1, "fact.add", RESOURCE, ChangeOp.UPSERT, {"fixture": "b"}

@@ -107,3 +107,35 @@ def test_store7_all_tables_strict(tmp_path: Path) -> None:
     rows = [row for row in rows if row[0] not in fts_shadow]
     conn.close()
     assert rows and all(strict == 1 for _, strict in rows), rows
+
+
+def test_store6_arc9_a_version_1_database_gains_the_import_staging_table(tmp_path: Path) -> None:
+    """Migrations are ordered: a database left at version 1 gets only version 2's step (the
+    import staging table, outside the tenant data), and its rows stay."""
+    path = tmp_path / "db.sqlite"
+    (version, steps), *later = MIGRATIONS
+    assert version == 1 and [v for v, _ in later] == list(range(2, SCHEMA_VERSION + 1))
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute(
+            "CREATE TABLE aidememo_schema (component TEXT PRIMARY KEY, version INTEGER NOT NULL)"
+        )
+        for statement in steps:
+            conn.execute(statement)
+        conn.execute("INSERT INTO aidememo_schema VALUES (?, 1)", (COMPONENT,))
+    conn.close()
+    store = SqliteStore.open_file(path)
+    store.transaction(provision)
+    store.close()
+    store = SqliteStore.open_file(path)  # and again: the migration ran once
+    assert store.schema_version() == SCHEMA_VERSION == 2
+    store.transaction(lambda tx: tx.stage_import_page("import_1", "p", 0, b"{}\n", 1))
+    assert store.read(lambda tx: tx.staged_import_page("import_1", "p", 0)) == b"{}\n"
+    assert store.read(lambda tx: tx.get_project(SCOPE)) is not None
+    store.close()
+    conn = sqlite3.connect(path)
+    (strict,) = conn.execute(
+        "SELECT strict FROM pragma_table_list WHERE name = 'aidememo_import_staging'"
+    ).fetchone()
+    conn.close()
+    assert strict == 1

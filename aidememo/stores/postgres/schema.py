@@ -26,6 +26,9 @@ pipeline (`aidememo.service.ledger`). `statement_timeout` set inside a statement
 that statement (the server arms the timer when the statement starts); `lock_timeout` does
 bound every lock wait inside it, and lock waits are the only unbounded waits it has.
 
+Version 3 adds `aidememo_import_staging`, where an import's verified rows wait, page by page,
+until the whole archive verified (SPEC.md ARC-9).
+
 The version lives in `aidememo_schema(component, version)`. `migrate` runs every pending step
 in one transaction under `pg_advisory_xact_lock`, so concurrent start-ups never race on DDL,
 and refuses a database newer than this code.
@@ -33,7 +36,7 @@ and refuses a database newer than this code.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 COMPONENT = "canonical_store"
 
 # "AideMemo" in ASCII: the advisory lock key that serializes migrations.
@@ -407,8 +410,20 @@ BEGIN
 END
 $fn$"""
 
+# An import's verified rows wait here, page by page, until the whole archive verified
+# (SPEC.md ARC-9); not tenant data (no foreign key, not in `TENANT_TABLES`).
+_IMPORT_STAGING = f"""CREATE TABLE IF NOT EXISTS aidememo_import_staging (
+    import_id {_ID},
+    project_id {_ID},
+    seq BIGINT NOT NULL CHECK (seq >= 0),
+    created_at_ms BIGINT NOT NULL,
+    body BYTEA NOT NULL,
+    PRIMARY KEY (import_id, project_id, seq)
+)"""
+
 _V1 = (*_TABLES, _INDEX_FACT, _BEGIN_COMMAND, _COMMIT_MUTATION)
 _V2 = (_EXECUTE_RAW,)
+_V3 = (_IMPORT_STAGING,)
 
-MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [(1, _V1), (2, _V2)]
+MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [(1, _V1), (2, _V2), (3, _V3)]
 """Ordered (version, statements); applying version N moves the database from N-1 to N."""

@@ -272,6 +272,12 @@ class SqlReadRows(Generic[X]):
             for cid, fp, actor, seq, kind, rid, rev, at in rows
         ]
 
+    def staged_import_page(self, import_id: str, project_id: str, seq: int) -> bytes | None:
+        """Page `seq` of a project in a staged import (ARC-9), or None."""
+        d = self._d
+        rows = self._x.execute(d.STAGED_IMPORT_PAGE, (import_id, project_id, seq))
+        return d.blob(rows[0][0]) if rows else None
+
 
 class SqlWriteRows(SqlReadRows[X]):
     """The provisioning writes and `restore_history`; a store adds `_index_restored`."""
@@ -317,6 +323,22 @@ class SqlWriteRows(SqlReadRows[X]):
         """Activate or revoke a token binding; an unknown digest is a no-op."""
         d = self._d
         self._x.execute(d.SET_TOKEN_ACTIVE, (d.flag(active), bytes(token_sha256)))
+
+    def stage_import_page(
+        self, import_id: str, project_id: str, seq: int, body: bytes, created_at_ms: int
+    ) -> None:
+        """Stage page `seq` of a project's rows for an import (ARC-9)."""
+        self._x.execute(
+            self._d.STAGE_IMPORT_PAGE, (import_id, project_id, seq, created_at_ms, bytes(body))
+        )
+
+    def drop_import_stage(self, import_id: str) -> None:
+        """Drop every staged page of an import (nothing if it is gone)."""
+        self._x.execute(self._d.DROP_IMPORT_STAGE, (import_id,))
+
+    def drop_import_stages_before(self, cutoff_ms: int) -> None:
+        """Drop every staged page of imports that began at or before `cutoff_ms`."""
+        self._x.execute(self._d.DROP_IMPORT_STAGES_BEFORE, (cutoff_ms,))
 
     def restore_history(self, project: Project, history: History) -> None:
         """Insert an imported project's rows as they are (the project row exists); search

@@ -217,6 +217,19 @@ class SharedSql:
         "AND project_seq > ? ORDER BY project_seq LIMIT ?"
     )
 
+    # -- an import's staged pages (ARC-9), outside the tenant data ------------------------
+
+    STAGE_IMPORT_PAGE = (
+        "INSERT INTO aidememo_import_staging (import_id, project_id, seq, created_at_ms, body) "
+        "VALUES (?, ?, ?, ?, ?)"
+    )
+    STAGED_IMPORT_PAGE = (
+        "SELECT body FROM aidememo_import_staging "
+        "WHERE import_id = ? AND project_id = ? AND seq = ?"
+    )
+    DROP_IMPORT_STAGE = "DELETE FROM aidememo_import_staging WHERE import_id = ?"
+    DROP_IMPORT_STAGES_BEFORE = "DELETE FROM aidememo_import_staging WHERE created_at_ms <= ?"
+
     # -- mailbox ----------------------------------------------------------------------------
 
     MAILBOX: dict[MailboxKey, str]

@@ -8,6 +8,9 @@ either the old schema or the new one.
 Version 1 creates the whole layout (nothing was released before it). All tables are STRICT
 and keyed by (tenant_id, project_id) first. Bodies are the canonical JSON bytes as committed
 (BLOB) and are returned unchanged.
+
+Version 2 adds `aidememo_import_staging`, where an import's verified rows wait, page by page,
+until the whole archive verified (SPEC.md ARC-9).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.stores.sqlite.executor import SqlExecutor
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 COMPONENT = "canonical_store"
 
 CREATE_VERSION_TABLE = (
@@ -160,7 +163,20 @@ _V1 = (
     )""",
 )
 
-MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [(1, _V1)]
+# An import's verified rows wait here, page by page, until the whole archive verified
+# (SPEC.md ARC-9); not tenant data (not in `TENANT_TABLES`, no tenant column).
+_V2 = (
+    """CREATE TABLE IF NOT EXISTS aidememo_import_staging (
+        import_id TEXT NOT NULL,
+        project_id TEXT NOT NULL,
+        seq INTEGER NOT NULL CHECK (seq >= 0),
+        created_at_ms INTEGER NOT NULL,
+        body BLOB NOT NULL,
+        PRIMARY KEY (import_id, project_id, seq)
+    ) STRICT""",
+)
+
+MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [(1, _V1), (2, _V2)]
 """Ordered (version, statements); applying version N moves the database from N-1 to N."""
 
 
