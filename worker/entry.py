@@ -270,11 +270,11 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
     ) -> CoreResponse:
         """An admin route in PostgreSQL mode: the origin's own handler on the shared database
         (one transaction where the origin has one; nothing to orchestrate across objects).
-        The streamed import is read whole first (the origin's handler reads it in one
-        transaction)."""
-        if route.streamed:
-            core = replace(core, body=Body.of(await read_async(body_chunks(raw), route.max_body)))
+        The streamed import pushes its lines into the database's staged import as they
+        arrive (`worker.transfer.import_postgres`, ARC-9)."""
         services = Services(self._postgres(), self.clock, self.ids, lease_ms(self.env))
+        if route is ADMIN_IMPORT:
+            return await transfer.import_postgres(services.archive, raw, core, route.max_body)
         response = route.handler(services, core, params, None)
         if route is ADMIN_REVOKE_TOKEN and response.status == 200:
             self.token_cache.evict(core_admin.revoke_request(core))

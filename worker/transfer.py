@@ -7,17 +7,19 @@ A body can be 256 MiB and the Worker has 128 MB, so neither direction is ever wh
   failing object is still an HTTP error; then the body streams (`worker.streams`): header,
   identity lines, each project's pages (at most 1 MiB each, fetched one at a time), and the
   manifest, computed here as the bytes pass.
-- import: the body is read chunk by chunk (`worker.streams.body_chunks`) and checked line by
-  line (`ExportReader`: header first, identity before rows); identity records are kept (they
-  are small), and each project's rows go to its object in pages of at most 1 MiB, staged there
-  and not yet visible. Only when the manifest at the end has verified every byte, and every
-  check of the origin passed (the plan of the identity records, each project's change log
-  dense 1..head, the registry's and the directory shards' refusals), is anything written:
-  registry, directory shards, then each project object commits its staged rows in one
-  transaction. A body that fails any check has its staged pages dropped (`import_abort`) and
-  is answered with the error; nothing was written. Not atomic across objects: a failure among
-  the final commits is cleaned up with the tenant deletion, which the registry (written
-  first) sees.
+- import (records in the project objects): the body is read chunk by chunk
+  (`worker.streams.body_chunks`) and checked line by line (`ExportReader`: header first,
+  identity before rows); identity records are kept (they are small), and each project's rows go
+  to its object in pages of at most 1 MiB, staged there and not yet visible. Only when the
+  manifest at the end has verified every byte, and every check of the origin passed (the plan of
+  the identity records, each project's change log dense 1..head, the registry's and the
+  directory shards' refusals), is anything written: registry, directory shards, then each
+  project object commits its staged rows in one transaction. A body that fails any check has its
+  staged pages dropped (`import_abort`) and is answered with the error; nothing was written. Not
+  atomic across objects: a failure among the final commits is cleaned up with the tenant
+  deletion, which the registry (written first) sees.
+- import in PostgreSQL mode (`import_postgres`): the same lines pushed into the database's
+  staged import (ARC-9), one transaction at the end.
 """
 
 from __future__ import annotations
@@ -35,7 +37,14 @@ from aidememo.http.query import Query
 from aidememo.http.render import json_bytes
 from aidememo.http.types import Request, Response
 from aidememo.ports import Clock, Ids
-from aidememo.service.archive import ImportSummary, Manifest, Plan, header_record, line
+from aidememo.service.archive import (
+    Archive,
+    ImportSummary,
+    Manifest,
+    Plan,
+    header_record,
+    line,
+)
 from aidememo.service.archive_rows import check_row
 from aidememo.service.archive_verify import ROW_TYPES, ExportReader, LineSplitter
 from durable_objects.rpc import PAGE_BYTES
@@ -115,6 +124,31 @@ async def import_(objs: Objects, body: Any, request: Request, max_bytes: int, id
         summary = await staging.commit(tenant_id, reader.record_counts())
     except BaseException:
         await staging.abort()
+        raise
+    return json_response(200, json_bytes(core.import_json(summary)))
+
+
+async def import_postgres(
+    archive: Archive, body: Any, request: Request, max_bytes: int
+) -> Response:
+    """`POST /v1/admin/import` in PostgreSQL mode: the lines pushed, as the body streams in,
+    into the store's staged import (`aidememo.service.archive_stage`, ARC-9), which checks
+    and stages them page by page and writes everything in one transaction at the end; the
+    body is never whole here either."""
+    from aidememo.service.archive_stage import StagedImport
+
+    Query(request.query).finish(frozenset())
+    staged = StagedImport(archive)
+    splitter = LineSplitter(max_bytes)
+    try:
+        async for chunk in body_chunks(body):
+            for data in splitter.feed(chunk):
+                staged.feed(data)
+        for data in splitter.finish():
+            staged.feed(data)
+        summary = staged.finish()
+    except BaseException:
+        staged.abort()
         raise
     return json_response(200, json_bytes(core.import_json(summary)))
 

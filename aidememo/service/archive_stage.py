@@ -93,17 +93,27 @@ class StagedImport:
     def run(self, lines: Iterable[bytes]) -> ImportSummary:
         """Read, check and stage every line, then write everything in one transaction."""
         try:
-            return self._run(lines)
+            for data in lines:
+                self.feed(data)
+            return self.finish()
         except BaseException:
-            self._drop()
+            self.abort()
             raise
 
-    def _run(self, lines: Iterable[bytes]) -> ImportSummary:
+    def feed(self, data: bytes) -> None:
+        """Read, check and stage one line (a front whose lines are awaited pushes them here,
+        then calls `finish`, or `abort` when it gives up)."""
+        checked = self.reader.feed(data)
+        if checked is not None and self.refusal is None:
+            self._add(*checked)
+
+    def abort(self) -> None:
+        """Drop what is staged; the import's own error is the answer, this is cleanup."""
+        self._drop()
+
+    def finish(self) -> ImportSummary:
+        """After the last line: verify the manifest, then write everything in one transaction."""
         reader = self.reader
-        for data in lines:
-            checked = reader.feed(data)
-            if checked is not None and self.refusal is None:
-                self._add(*checked)
         tenant_id = reader.finish()
         if self.refusal is not None:
             raise self.refusal
