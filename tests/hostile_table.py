@@ -19,7 +19,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import urlencode
 
@@ -72,22 +72,10 @@ def as_wire(rows: Iterable[Hostile]) -> list[dict[str, Any]]:
     """The rows as JSON for a runner in another process (bodies in base64)."""
     out = []
     for row in rows:
-        out.append(
-            {
-                "id": row.id,
-                "rules": row.rules,
-                "method": row.method,
-                "path": row.path,
-                "status": row.status,
-                "code": row.code,
-                "body": None if row.body is None else base64.b64encode(row.body).decode(),
-                "headers": [list(h) for h in row.headers],
-                "query": row.query,
-                "actor": row.actor,
-                "says": list(row.says),
-                "hides": row.hides,
-            }
-        )
+        wire = asdict(row)
+        wire.update(id=row.id, headers=[list(h) for h in row.headers], says=list(row.says))
+        wire["body"] = None if row.body is None else base64.b64encode(row.body).decode()
+        out.append(wire)
     return out
 
 
@@ -350,11 +338,13 @@ for payload, code in (
     ({"session_id": "s" * 129, "topic": "t"}, "invalid_identifier"),
     ({**_SESSION, "source_id": "a b"}, "invalid_identifier"),
 ):
-    body = {"command_id": "c"} if payload is None else {"command_id": "c", "payload": payload}
-    add("CMD-2", "POST", f"{P}/sessions", 400, code, actor="reader", body=_j(body))
+    shape: dict[str, object] = {"command_id": "c"}
+    if payload is not None:
+        shape["payload"] = payload
+    add("CMD-2", "POST", f"{P}/sessions", 400, code, actor="reader", body=_j(shape))
 for command_id in (7, "c d"):
-    body = {"command_id": command_id, "payload": _SESSION}
-    add("CMD-2", "POST", f"{P}/sessions", 400, "invalid_identifier", actor="reader", body=_j(body))
+    shape = {"command_id": command_id, "payload": _SESSION}  # an id of the wrong type or shape
+    add("CMD-2", "POST", f"{P}/sessions", 400, "invalid_identifier", actor="reader", body=_j(shape))
 
 # -- CMD-1, CMD-4, ID-2: the raw command's shape -----------------------------------------------
 for fields in (
@@ -541,7 +531,7 @@ for route, payload, kind, pointer, secret in (
         body=_j({"command_id": f"cmd_{kind}", "payload": payload}),
         says=(kind, pointer),
     )
-for payload, kind, pointer, secret in (
+for note, kind, pointer, secret in (
     ({"notes": [{"text": "ok"}, {"text": f"see {GITHUB}"}]},
      "github_token", "/payload/notes/1/text", GITHUB),
     ({"meta": {f"k {SLACK}": 1}}, "slack_token", "/payload/meta", SLACK),
@@ -555,7 +545,7 @@ for payload, kind, pointer, secret in (
         422,
         "secret_rejected",
         hides=secret,
-        body=command(command_id="cmd_sec_note", payload=payload),
+        body=command(command_id="cmd_sec_note", payload=note),
         says=(kind, pointer),
     )
 # Membership comes first: a reader's or an outsider's secret is 403, an anonymous one 401.

@@ -101,9 +101,9 @@ def upload(port: int, authorization: str | None, chunked: bool) -> tuple[int, st
     with contextlib.closing(sock):
         sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
         sent, raw, pending = 0, b"", b""
-        frames = _frames(chunked)
+        frames: Iterator[tuple[bytes, int]] | None = _frames(chunked)
         while b"\r\n\r\n" not in raw:
-            want_write = [sock] if frames is not None or pending else []
+            want_write = [sock] if frames is not None or pending != b"" else []
             readable, writable, _ = select.select([sock], want_write, [], 60)
             if not readable and not writable:
                 raise AssertionError(f"no answer after {sent} bytes")

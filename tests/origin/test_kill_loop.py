@@ -69,7 +69,7 @@ def _check(client: httpx.Client, acked: dict[str, int]) -> int:
     seqs = [int(e["seq"]) for e in entries]
     assert seqs == list(range(1, len(seqs) + 1)), "the change feed has a gap or a repeat"
     head = len(seqs)
-    beyond = {"project_epoch": EPOCH, "after_seq": head + 1}
+    beyond: dict[str, str | int] = {"project_epoch": EPOCH, "after_seq": head + 1}
     past = client.get(f"{P}/changes", params=beyond)  # FEED-3: head + 1 is past the head
     assert past.status_code == 409, past.text
     at = {int(e["seq"]): e["resource"]["id"] for e in entries}
