@@ -25,6 +25,7 @@ CONTRACT_MODULES = (
     "tests.contract.test_http_anchor",
     "tests.contract.test_reads",
     "tests.contract.test_request_checks",
+    "tests.contract.test_hostile_requests",
     "tests.contract.test_search",
     "tests.contract.test_handoff_lease",
     "tests.contract.test_scenario_t",

@@ -477,6 +477,10 @@ class Ratelimit {
     win.count += 1;
     return { success: win.count <= this._limit };
   }
+  // Every window starts over, as when the period has passed.
+  reset() {
+    this._windows.clear();
+  }
 }
 
 class Runtime {
@@ -600,6 +604,12 @@ async function main() {
     py.registerJsModule("edge_harness", {
       fetch: (input, init) => runtime.fetch(input, init),
       fire_due_alarms: (nowMs) => runtime.fireDueAlarms(nowMs ?? Date.now()),
+      // The rate-limit windows start over, as when their period has passed.
+      reset_rate_limits: () => {
+        for (const value of Object.values(runtime.env)) {
+          if (value instanceof Ratelimit) value.reset();
+        }
+      },
       objects: () =>
         Object.entries(runtime.namespaces).flatMap(([binding, ns]) =>
           [...ns._objects.values()].map((o) => ({ binding, name: o.name ?? null })),

@@ -9,8 +9,9 @@ drivers; it prints one JSON result that the cases below read:
   edge code relies on, and the conformance suite on the shared SQLite store over that storage.
 - edge_driver.py: requests through `Default.fetch` into the Durable Objects: admin bootstrap of
   two actors, identity, session, facts, handoff send/accept/return, search (including CJK),
-  changes, hostile JSON bodies (100,000 levels of nesting, lone surrogates, bytes that are not
-  UTF-8: each a 400, and the runtime answers the next request), the live feed's WebSocket
+  changes, the table of hostile requests of tests/hostile_table.py (100,000 levels of nesting,
+  lone surrogates, bytes that are not UTF-8, secrets, bad tokens, ...: each row its status and
+  code, and the runtime answers the next request), the live feed's WebSocket
   upgrade (catch-up, a pushed commit, a refusal), export, the project's alarm, tenant
   deletion, import of the export, rate limiting.
 
@@ -31,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.hostile_table import ROWS, as_wire
 
 pytestmark = pytest.mark.pyodide
 
@@ -65,7 +68,7 @@ EDGE_STEPS = (
     "search",
     "search_cjk",
     "changes",
-    "hostile_json",
+    "hostile_table",
     "live_feed",
     "export",
     "alarm",
@@ -191,6 +194,7 @@ def edge_session(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
         "receiver_token": secrets.token_hex(32),
         "rate_limit": TEST_RATE_LIMIT,
         "rate_period": 60,
+        "hostile": as_wire(ROWS),
     }
     out: dict[str, Any] = _run(
         node, bundle, _edge_config(admin, params), tmp_path_factory.mktemp("edge_run")
