@@ -240,10 +240,10 @@ pg_stop() {
 # transaction only, so nothing may depend on session state (every setting SET LOCAL, every lock
 # a transaction lock), as behind Hyperdrive. It refuses to run as root, so as root it runs as
 # `postgres`. Any user the cluster knows may log in (trust, looked up with auth_query as the
-# `aidememo_pgbouncer_auth` auth_user, a role of its own: PgBouncer runs its auth query on a
-# server connection of the auth user's pool, and a connection that a test's client had used
-# would carry that test's application_name, so the test's clean-up (pg_terminate_backend by
-# application_name) could end it mid-login, which a client sees as "bouncer config error"):
+# `aidememo_pgbouncer_auth` auth_user, a role of its own that the tests' clean-up never ends,
+# tests/pg.py: an auth-query connection that was ended is found dead only at the next login on
+# it, which then fails with "bouncer config error"; server_check_delay = 0 also checks every
+# server connection before it is lent, so one ended under PgBouncer is replaced instead):
 # tests log in as per-schema roles. It exports
 # AIDEMEMO_TEST_PGBOUNCER_URL; pgbouncer_stop (from the same EXIT trap as pg_stop) stops it by
 # the PID in its pidfile and removes its directory.
@@ -293,6 +293,7 @@ max_client_conn = 1000
 default_pool_size = 20
 max_db_connections = 200
 server_idle_timeout = 5
+server_check_delay = 0
 server_reset_query =
 ignore_startup_parameters = extra_float_digits
 logfile = $PGB_DIR/pgbouncer.log

@@ -39,6 +39,8 @@ from aidememo.stores.postgres import PostgresStore
 
 URL_ENV = "AIDEMEMO_TEST_PG_URL"
 PGBOUNCER_ENV = "AIDEMEMO_TEST_PGBOUNCER_URL"
+# The role PgBouncer runs its auth query as (scripts/_lib.sh pgbouncer_start).
+PGBOUNCER_AUTH_ROLE = "aidememo_pgbouncer_auth"
 DRIVERS = ("psycopg", "pg8000")
 
 
@@ -180,12 +182,18 @@ class Database:
         return PostgresStore.open(self.connect(driver), **options)
 
     def terminate_sessions(self) -> None:
-        """End every session a test opened on this schema."""
+        """End every session a test opened on this schema.
+
+        PgBouncer's own auth-query connections (role `PGBOUNCER_AUTH_ROLE`, scripts/_lib.sh) are
+        spared: one may carry a logging-in client's `application_name`, and PgBouncer would
+        find it dead only when it next sent an auth query on it, failing that client's login
+        with "bouncer config error"."""
         _admin_run(
             self.server,
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE (application_name = %s OR usename = %s) AND pid <> pg_backend_pid()",
-            params=(self.name, self.name),
+            "WHERE (application_name = %s OR usename = %s) AND usename <> %s "
+            "AND pid <> pg_backend_pid()",
+            params=(self.name, self.name, PGBOUNCER_AUTH_ROLE),
         )
 
     def drop(self) -> None:
