@@ -329,3 +329,56 @@ def test_pg_connection_imports_without_loading_pg8000() -> None:
     )
     env = dict(os.environ, PYTHONPATH=str(REPO))
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, env=env, timeout=60)
+
+
+def _pg_import_peak(tmp: Path, db: pg.Database, pairs: int) -> tuple[int, int]:
+    """`(archive size, peak Python memory)` of one streamed import in PostgreSQL mode."""
+    import tracemalloc
+
+    from tests.conformance.test_archive_staging import TENANT, generated
+    from tests.edge.runtime.harness import BASE_URL, Context
+    from tests.edge.runtime.workers_module import Request
+
+    runtime = postgres_runtime(tmp, FixedClock(START_MS), db)
+    try:
+        body = b"".join(generated(pairs, 16_300))
+        headers = {
+            "authorization": f"Bearer {runtime.admin_token}",
+            "content-type": "application/x-ndjson",
+        }
+        request = Request(BASE_URL + "/v1/admin/import", "POST", headers, body)
+        worker = runtime.Default(Context(), runtime.env)
+
+        async def run() -> int:
+            return int((await worker.fetch(request)).status)
+
+        tracemalloc.start()
+        try:
+            status = runtime.run(run())
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert status == 200
+        store = db.open("psycopg")
+        try:
+            counts = store.read(lambda tx: tx.count_tenant_rows(TENANT))
+        finally:
+            store.close()
+        assert counts["changes"] == pairs
+        return len(body), peak
+    finally:
+        runtime.close()
+
+
+def test_arc7_arc9_postgres_mode_import_streams_into_the_database_stage(tmp_path: Path) -> None:
+    """In PostgreSQL mode the Worker pushes an import's lines into the database's staged import
+    as the body streams (ARC-9): its Python memory stays the same when the body doubles (a
+    fixed cost: the driver and one staged page in its encodings), never the body itself."""
+    with pg.fresh_database(pooled=True) as small_db, pg.fresh_database(pooled=True) as large_db:
+        size, peak = _pg_import_peak(tmp_path / "small", small_db, 96)
+        size2, peak2 = _pg_import_peak(tmp_path / "large", large_db, 192)
+    print(f"\narchive {size} -> {size2} bytes: peak Python memory {peak} -> {peak2} bytes")
+    assert size > 3 * 1024 * 1024 and size2 > 1.9 * size
+    assert peak2 < 1.25 * peak + 1024 * 1024, (peak, peak2)
+    # A fixed cost (the driver, one page in its encodings) but nothing that follows the body.
+    assert peak2 - peak < (size2 - size) / 3, (peak, peak2, size, size2)
