@@ -1,1 +1,2 @@
-"""Pure domain rules: identifiers, errors, canonical JSON, records and state tables."""
+"""Pure domain rules: identifiers and stable command ids, errors, canonical JSON, records and
+state tables."""

@@ -118,6 +118,24 @@ try:
 except Exception:
     failed["aidememo.domain.secrets (run)"] = traceback.format_exc()
 
+# The stable command ids (SPEC.md ID-4) of the committed vectors, which the test hands in as
+# the module `aidememo_test_vectors`: CPython and Pyodide must derive the same ids.
+command_ids: list[str] = []
+stable_ids: list[str] = []
+command_ids_error = ""
+try:
+    import json
+
+    import aidememo_test_vectors  # type: ignore[import-not-found]
+
+    from aidememo.domain import command_ids as _derive
+
+    _vectors = json.loads(aidememo_test_vectors.COMMAND_ID_VECTORS)
+    command_ids = [getattr(_derive, v["function"])(**v["args"]) for v in _vectors["vectors"]]
+    stable_ids = [_derive.stable_id(v["prefix"], *v["parts"]) for v in _vectors["stable_id"]]
+except Exception:
+    command_ids_error = traceback.format_exc()
+
 RESULT = {
     "version_info": list(sys.version_info[:3]),
     "platform": sys.platform,
@@ -129,4 +147,7 @@ RESULT = {
     "conformance": conformance,
     "conformance_error": conformance_error,
     "secrets": secret_results,
+    "command_ids": command_ids,
+    "stable_ids": stable_ids,
+    "command_ids_error": command_ids_error,
 }

@@ -22,6 +22,7 @@ REPO = HERE.parents[1]
 PYODIDE_DIR = REPO / "node_modules" / "pyodide"
 RUNNER = HERE / "runner.mjs"
 SNIPPET = HERE / "core_snippet.py"
+ID_VECTORS = REPO / "tests" / "data" / "command_id_vectors.json"
 EXPECTED_PYTHON = (3, 14)
 
 IMPORT_FAILED = "<import failed>"
@@ -41,14 +42,21 @@ def _unavailable(reason: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def pyodide_run() -> dict[str, Any]:
+def pyodide_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     node = shutil.which("node")
     if node is None:
         _unavailable("node is not on PATH")
     if not (PYODIDE_DIR / "pyodide.asm.wasm").exists():
         _unavailable(f"{PYODIDE_DIR} is missing: run scripts/test (npm ci)")
+    # The runner copies only .py files into Pyodide: the command id vectors (SPEC.md ID-4)
+    # travel as the text of a one-line module the snippet imports.
+    vectors = tmp_path_factory.mktemp("pyodide_data") / "aidememo_test_vectors"
+    vectors.mkdir()
+    text = ID_VECTORS.read_text(encoding="utf-8")
+    (vectors / "__init__.py").write_text(f"COMMAND_ID_VECTORS = {text!r}\n", encoding="utf-8")
+    pkgs = ["--pkg", str(REPO / "aidememo"), "--pkg", str(vectors)]
     proc = subprocess.run(
-        [str(node), str(RUNNER), "--pkg", str(REPO / "aidememo"), "--file", str(SNIPPET)],
+        [str(node), str(RUNNER), *pkgs, "--file", str(SNIPPET)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -115,3 +123,15 @@ def test_sec2_the_secret_detector_finds_the_same_kinds_in_pyodide(
     assert len(samples) == 17
     assert [kinds for _, kinds in samples] == [secret_kinds(text) for text, _ in samples]
     assert all(kinds for _, kinds in samples[:13]) and not any(k for _, k in samples[13:])
+
+
+def test_id4_pyodide_derives_the_committed_command_ids(pyodide_run: dict[str, Any]) -> None:
+    from aidememo.domain.command_ids import stable_id
+
+    vectors = json.loads(ID_VECTORS.read_text(encoding="utf-8"))
+    result = pyodide_run["result"]
+    assert not result["command_ids_error"], result["command_ids_error"]
+    assert result["command_ids"] == [v["id"] for v in vectors["vectors"]]
+    raw = [v["id"] for v in vectors["stable_id"]]
+    assert result["stable_ids"] == raw
+    assert raw == [stable_id(v["prefix"], *v["parts"]) for v in vectors["stable_id"]]
