@@ -20,6 +20,7 @@ from aidememo.domain.model import (
     HandoffIndexRow,
     History,
     MailboxQuery,
+    Member,
     Membership,
     Mutation,
     Project,
@@ -90,6 +91,10 @@ class ReadTx(Protocol):
 
     def get_membership(self, scope: Scope, actor_id: str) -> Membership | None:
         """The actor's membership in the project, or None."""
+        ...
+
+    def list_members(self, scope: Scope) -> list[Member]:
+        """Every member of the project (any status) with its actor's kind, by actor id."""
         ...
 
     def get_token(self, token_sha256: bytes) -> TokenBinding | None:

@@ -324,8 +324,13 @@ def handoff_status(
     project_id = _project(params)
     handoff_id = validate_id(params["handoff_id"], "handoff_id")
     _no_query(request)
-    revision, body = s.lookups.handoff(_caller(caller), project_id, handoff_id)
-    return _ok(typed_record_json(revision, body))
+    found = s.lookups.handoff(_caller(caller), project_id, handoff_id)
+    return _ok(_with_lease(typed_record_json(found.revision, found.body), found.lease_state))
+
+
+def _with_lease(item: bytes, state: str | None) -> bytes:
+    """`item` (a JSON object's bytes) with `lease_state` added when there is one (READS-2)."""
+    return item if state is None else item[:-1] + f',"lease_state":"{state}"}}'.encode()
 
 
 def mailbox(
@@ -355,13 +360,32 @@ def mailbox(
         limit=MAILBOX_LIMIT_DEFAULT if limit is None else limit,
     )
     items = b",".join(
-        f'{{"project_seq":{a.project_seq},"revision":{a.revision},"record":'.encode()
-        + a.body
-        + b"}"
+        _with_lease(
+            f'{{"project_seq":{a.project_seq},"revision":{a.revision},"record":'.encode()
+            + a.body
+            + b"}",
+            a.lease_state,
+        )
         for a in page.assignments
     )
     tail = "null" if page.next_before_seq is None else str(page.next_before_seq)
     return _ok(b'{"assignments":[' + items + f'],"next_before_seq":{tail}}}'.encode())
+
+
+def members(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
+    """Every member of the project with kind, role and status, for any member (READS-1)."""
+    project_id = _project(params)
+    _no_query(request)
+    rows = s.lookups.members(_caller(caller), project_id)
+    body = {
+        "members": [
+            {"actor_id": m.actor_id, "kind": m.kind, "role": m.role, "status": m.status}
+            for m in rows
+        ]
+    }
+    return _ok(json_bytes(body))
 
 
 def search(

@@ -264,6 +264,14 @@ _MEMBER = (
         errors=_TRANSITION,
     ),
     Route(
+        "members",
+        "GET",
+        f"{P}/members",
+        handlers.members,
+        "Every member of the project: actor id, kind, role and status",
+        answer="Members",
+    ),
+    Route(
         "search",
         "GET",
         f"{P}/search",

@@ -23,6 +23,7 @@ from aidememo.domain.model import (
     HandoffIndexRow,
     History,
     MailboxQuery,
+    Member,
     Membership,
     Mutation,
     Project,
@@ -144,6 +145,14 @@ class _MemoryTx:
 
     def get_membership(self, scope: Scope, actor_id: str) -> Membership | None:
         return self._t.memberships.get((scope.tenant_id, scope.project_id, actor_id))
+
+    def list_members(self, scope: Scope) -> list[Member]:
+        rows = [
+            Member(m.actor_id, self._t.actors[(t, m.actor_id)].kind, m.role, m.status)
+            for (t, p, _), m in self._t.memberships.items()
+            if (t, p) == (scope.tenant_id, scope.project_id)
+        ]
+        return sorted(rows, key=lambda m: m.actor_id)
 
     def get_token(self, token_sha256: bytes) -> TokenBinding | None:
         return self._t.tokens.get(token_sha256)

@@ -22,6 +22,7 @@ from aidememo.domain.model import (
     HandoffIndexRow,
     History,
     MailboxQuery,
+    Member,
     Membership,
     MemberStatus,
     Project,
@@ -249,6 +250,14 @@ class SqlReadRows(Generic[X]):
         return [
             Membership(tenant_id, pid, aid, ROLES[role], STATUSES[status])
             for pid, aid, role, status in rows
+        ]
+
+    def list_members(self, scope: Scope) -> list[Member]:
+        """Every member of the project with its actor's kind (the memberships key)."""
+        rows = self._x.execute(self._d.LIST_MEMBERS, (scope.tenant_id, scope.project_id))
+        return [
+            Member(aid, ActorKind(kind), ROLES[role], STATUSES[status])
+            for aid, kind, role, status in rows
         ]
 
     def list_tokens(self, tenant_id: str) -> list[TokenBinding]:
