@@ -119,6 +119,13 @@ class ReadTx(Protocol):
         """Up to `query.limit` mailbox rows `(updated_seq, row)`, newest first."""
         ...
 
+    def list_sessions(
+        self, scope: Scope, before_seq: int | None, limit: int
+    ) -> list[tuple[int, str]]:
+        """Up to `limit` sessions `(seq of their creation, session id)`, newest first, only
+        those created before `before_seq` when given (keyset paging)."""
+        ...
+
     def search(
         self, scope: Scope, terms: list[str], source_id: str | None, limit: int
     ) -> list[SearchHit]:

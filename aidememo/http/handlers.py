@@ -22,6 +22,8 @@ from aidememo.domain.limits import (
     MAILBOX_LIMIT_MAX,
     SEARCH_LIMIT_DEFAULT,
     SEARCH_LIMIT_MAX,
+    SESSIONS_LIMIT_DEFAULT,
+    SESSIONS_LIMIT_MAX,
 )
 from aidememo.domain.model import Receipt, ResourceRef
 from aidememo.domain.records import CreateRequest, parse_create, parse_transition
@@ -370,6 +372,35 @@ def mailbox(
     )
     tail = "null" if page.next_before_seq is None else str(page.next_before_seq)
     return _ok(b'{"assignments":[' + items + f'],"next_before_seq":{tail}}}'.encode())
+
+
+def sessions(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
+    """The project's sessions, newest first, paged by `before_seq` (READS-3)."""
+    project_id = _project(params)
+    query = Query(request.query)
+    source_id = query.text("source_id")
+    before_seq = query.integer("before_seq", minimum=1)
+    limit = query.integer("limit", minimum=1, maximum=SESSIONS_LIMIT_MAX)
+    query.finish(frozenset({"source_id", "before_seq", "limit"}), forbidden=_IDENTITY_PARAMS)
+    if source_id is not None:
+        validate_id(source_id, "source_id")
+    page = s.lookups.sessions(
+        _caller(caller),
+        project_id,
+        source_id=source_id,
+        before_seq=before_seq,
+        limit=SESSIONS_LIMIT_DEFAULT if limit is None else limit,
+    )
+    items = b",".join(
+        f'{{"project_seq":{e.project_seq},"revision":{e.revision},"record":'.encode()
+        + e.body
+        + b"}"
+        for e in page.sessions
+    )
+    tail = "null" if page.next_before_seq is None else str(page.next_before_seq)
+    return _ok(b'{"sessions":[' + items + f'],"next_before_seq":{tail}}}'.encode())
 
 
 def members(

@@ -17,6 +17,7 @@ from aidememo.domain.limits import (
     MAILBOX_LIMIT_MAX,
     NAME_MAX_BYTES,
     SEARCH_LIMIT_MAX,
+    SESSIONS_LIMIT_MAX,
     TOPIC_MAX_BYTES,
 )
 from aidememo.domain.model import ActorKind, MemberStatus, Role
@@ -256,6 +257,29 @@ def component_schemas() -> dict[str, Schema]:
                         "record": ref("HandoffRecord"),
                     },
                     {"lease_state": ref("LeaseState")},
+                ),
+            },
+            "next_before_seq": nullable(ref("Seq")),
+        }
+    )
+    s["Sessions"] = obj(
+        {
+            "sessions": {
+                "type": "array",
+                "maxItems": SESSIONS_LIMIT_MAX,
+                "items": obj(
+                    {
+                        "project_seq": ref("Seq"),
+                        "revision": ref("Revision"),
+                        "record": obj(
+                            {
+                                "session_id": ref("Id"),
+                                "source_id": ref("Id"),
+                                "topic": {"type": "string", "maxLength": TOPIC_MAX_BYTES},
+                                "created_by": ref("Id"),
+                            }
+                        ),
+                    }
                 ),
             },
             "next_before_seq": nullable(ref("Seq")),

@@ -1,5 +1,5 @@
-"""Typed reads: handoff status, the mailbox, the member list and lexical search (SPEC.md HO-8,
-MBX-*, READS-*, SRCH-*)."""
+"""Typed reads: handoff status, the mailbox, sessions, the member list and lexical search
+(SPEC.md HO-8, MBX-*, READS-*, SRCH-*)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from aidememo.domain.limits import (
     MAILBOX_LIMIT_MAX,
     SEARCH_LIMIT_MAX,
     SEARCH_QUERY_MAX_BYTES,
+    SESSIONS_LIMIT_MAX,
 )
 from aidememo.domain.model import MailboxQuery, Member, Project, ResourceRef
 from aidememo.domain.tokenize import query_terms
@@ -49,6 +50,23 @@ class MailboxPage:
 
 
 @dataclass(frozen=True, slots=True)
+class SessionEntry:
+    """One session of the list: the seq that created it, its revision and record body."""
+
+    project_seq: int
+    revision: int
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPage:
+    """Newest first; `next_before_seq` is None on the last page (READS-3)."""
+
+    sessions: list[SessionEntry]
+    next_before_seq: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class SearchResult:
     """A search answer pinned to the head it reflects (SRCH-1)."""
 
@@ -79,6 +97,50 @@ class Lookups:
                 raise fail(ErrorCode.HANDOFF_ACTOR_MISMATCH, "only sender and receiver may look")
             state = lease_state(decode_stored(found.body), now_ms)
             return HandoffView(found.revision, found.body, state)
+
+        return self.store.read(run)
+
+    def sessions(
+        self,
+        caller: Caller,
+        project_id: str,
+        *,
+        source_id: str | None,
+        before_seq: int | None,
+        limit: int,
+    ) -> SessionPage:
+        """The project's sessions newest first, optionally of one source (READS-3).
+
+        The store pages by creation seq; a `source_id` filter reads on until the page is full
+        or the sessions run out, so a page is never short while more match."""
+        if not 1 <= limit <= SESSIONS_LIMIT_MAX:
+            raise fail(
+                ErrorCode.INVALID_COMMAND, f"limit must be an integer 1-{SESSIONS_LIMIT_MAX}"
+            )
+        if before_seq is not None and before_seq < 1:
+            raise fail(ErrorCode.INVALID_COMMAND, "before_seq must be a positive integer")
+        scope = caller.scope(project_id)
+
+        def run(tx: ReadTx) -> SessionPage:
+            authorize(tx, caller, project_id, write=False)
+            found: list[SessionEntry] = []
+            cursor = before_seq
+            while len(found) <= limit:
+                rows = tx.list_sessions(scope, cursor, limit + 1)
+                for seq, session_id in rows:
+                    row = tx.get_resource(scope, ResourceRef("session", session_id))
+                    if row is None or row.body is None:
+                        raise fail(ErrorCode.STORAGE_FAILURE, "session receipt points at nothing")
+                    if source_id is None or decode_stored(row.body)["source_id"] == source_id:
+                        found.append(SessionEntry(seq, row.revision, row.body))
+                        if len(found) > limit:
+                            break
+                if len(rows) <= limit:
+                    break
+                cursor = rows[-1][0]
+            more = len(found) > limit
+            page = found[:limit]
+            return SessionPage(page, page[-1].project_seq if more else None)
 
         return self.store.read(run)
 

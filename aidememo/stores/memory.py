@@ -146,6 +146,21 @@ class _MemoryTx:
     def get_membership(self, scope: Scope, actor_id: str) -> Membership | None:
         return self._t.memberships.get((scope.tenant_id, scope.project_id, actor_id))
 
+    def list_sessions(
+        self, scope: Scope, before_seq: int | None, limit: int
+    ) -> list[tuple[int, str]]:
+        rows = sorted(
+            (
+                (r.project_seq, r.resource.id)
+                for (t, p, _), r in self._t.receipts.items()
+                if (t, p) == (scope.tenant_id, scope.project_id)
+                and r.resource.kind == "session"
+                and (before_seq is None or r.project_seq < before_seq)
+            ),
+            reverse=True,
+        )
+        return rows[:limit]
+
     def list_members(self, scope: Scope) -> list[Member]:
         rows = [
             Member(m.actor_id, self._t.actors[(t, m.actor_id)].kind, m.role, m.status)

@@ -108,3 +108,17 @@ def test_reads1_list_members_reads_one_project_with_actor_kinds(backend: Backend
     ]
     assert fx.store.read(lambda tx: tx.list_members(Scope(TENANT, "project_missing"))) == []
     fx.store.close()
+
+
+def test_reads3_list_sessions_pages_creation_receipts_newest_first(backend: Backend) -> None:
+    fx = Fixture.create(backend.open)
+    for i in range(4):
+        fx.put(f"command_s{i}", "s", resource=ResourceRef("session", f"session_{i}"))
+        fx.put(f"command_f{i}", "f", resource=ResourceRef("fact", f"fact_{i}"))
+    # seqs: sessions at 1, 3, 5, 7; facts between them are not sessions
+    got = fx.store.read(lambda tx: tx.list_sessions(SCOPE, None, 10))
+    assert got == [(7, "session_3"), (5, "session_2"), (3, "session_1"), (1, "session_0")]
+    assert fx.store.read(lambda tx: tx.list_sessions(SCOPE, 5, 1)) == [(3, "session_1")]
+    assert fx.store.read(lambda tx: tx.list_sessions(SCOPE, 1, 10)) == []
+    assert fx.store.read(lambda tx: tx.list_sessions(Scope(TENANT, "project_x"), None, 10)) == []
+    fx.store.close()

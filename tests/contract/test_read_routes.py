@@ -101,3 +101,61 @@ def test_reads2_ho4_a_failed_attempt_reports_no_lease(api: Api) -> None:
     failed = {"claim_id": "k1", "result_fact_id": "f_fail", "outcome": "failed"}
     api.transition("h_fail", "return", failed, 2).expect(200)
     assert _lease_states(api, "h_fail") == ("absent",) * 3
+
+
+def test_reads3_sessions_newest_first_paged_by_before_seq(api: Api) -> None:
+    made = [f"s{i:02d}" for i in range(25)]
+    for i, session_id in enumerate(made):
+        api.session(session_id, source_id="project:a" if i % 2 else "project:b")
+        api.fact(f"f{i:02d}", session_id, "between sessions")  # sessions are not every seq
+    default = api.get(f"{P}/sessions", READER).expect(200)
+    assert len(default["sessions"]) == 20  # default limit, any member may read
+    seen: list[str] = []
+    before: int | None = None
+    while True:
+        query = "limit=7" + ("" if before is None else f"&before_seq={before}")
+        page = api.get(f"{P}/sessions", WRITER, query=query).expect(200)
+        seqs = [e["project_seq"] for e in page["sessions"]]
+        assert seqs == sorted(seqs, reverse=True)
+        assert all(e["revision"] == 1 for e in page["sessions"])
+        if before is not None:
+            assert all(s < before for s in seqs)
+        seen += [e["record"]["session_id"] for e in page["sessions"]]
+        before = page["next_before_seq"]
+        if before is None:
+            break
+        assert before == seqs[-1]
+    assert seen == list(reversed(made))
+    first = api.get(f"{P}/sessions", WRITER, query="limit=100").expect(200)["sessions"][-1]
+    assert first["record"] == {
+        "session_id": "s00",
+        "source_id": "project:b",
+        "topic": "topic s00",
+        "created_by": WRITER,
+    }
+
+
+def test_reads3_sessions_filter_by_source_fills_every_page(api: Api) -> None:
+    for i in range(9):
+        api.session(f"s{i}", source_id="project:a" if i in (0, 1, 8) else "project:b")
+    page = api.get(f"{P}/sessions", WRITER, query="source_id=project:a&limit=2").expect(200)
+    assert [e["record"]["session_id"] for e in page["sessions"]] == ["s8", "s1"]
+    assert page["next_before_seq"] == page["sessions"][-1]["project_seq"]
+    query = f"source_id=project:a&limit=2&before_seq={page['next_before_seq']}"
+    last = api.get(f"{P}/sessions", WRITER, query=query).expect(200)
+    assert [e["record"]["session_id"] for e in last["sessions"]] == ["s0"]
+    assert last["next_before_seq"] is None
+    none = api.get(f"{P}/sessions", WRITER, query="source_id=project:none").expect(200)
+    assert none == {"sessions": [], "next_before_seq": None}
+
+
+def test_reads3_http3_sessions_query_is_strict_and_members_only(api: Api) -> None:
+    api.session("s_only")
+    for bad in ("limit=0", "limit=101", "before_seq=0", "limit=x", "box=inbox",
+                "limit=1&limit=2", "actor_id=x"):  # fmt: skip
+        api.get(f"{P}/sessions", WRITER, query=bad).expect(400, "invalid_command")
+    api.get(f"{P}/sessions", WRITER, query="source_id=bad%20id").expect(400, "invalid_identifier")
+    api.get(f"{P}/sessions", OUTSIDER).expect(403, "project_unauthorized")
+    api.get(f"{P}/sessions", None).expect(401, "authentication_failed")
+    one = api.get(f"{P}/sessions", WRITER, query="limit=100&before_seq=1").expect(200)
+    assert one == {"sessions": [], "next_before_seq": None}
