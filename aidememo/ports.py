@@ -20,6 +20,7 @@ from aidememo.domain.model import (
     HandoffIndexRow,
     History,
     MailboxQuery,
+    Member,
     Membership,
     Mutation,
     Project,
@@ -92,6 +93,10 @@ class ReadTx(Protocol):
         """The actor's membership in the project, or None."""
         ...
 
+    def list_members(self, scope: Scope) -> list[Member]:
+        """Every member of the project (any status) with its actor's kind, by actor id."""
+        ...
+
     def get_token(self, token_sha256: bytes) -> TokenBinding | None:
         """The binding of a token digest, or None."""
         ...
@@ -112,6 +117,13 @@ class ReadTx(Protocol):
 
     def mailbox(self, scope: Scope, query: MailboxQuery) -> list[tuple[int, HandoffIndexRow]]:
         """Up to `query.limit` mailbox rows `(updated_seq, row)`, newest first."""
+        ...
+
+    def list_sessions(
+        self, scope: Scope, before_seq: int | None, limit: int
+    ) -> list[tuple[int, str]]:
+        """Up to `limit` sessions `(seq of their creation, session id)`, newest first, only
+        those created before `before_seq` when given (keyset paging)."""
         ...
 
     def search(

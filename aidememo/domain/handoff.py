@@ -210,3 +210,16 @@ TRANSITIONS: dict[tuple[HandoffStatus, str], Transition] = {
 def transition(record: HandoffRecord, event: Event) -> HandoffRecord:
     """Apply `event` to `record` by the table, or raise `handoff_conflict`."""
     return TRANSITIONS[(record.status, event.kind)](record, event)
+
+
+def lease_state(record: dict[str, Any], now_ms: int) -> str | None:
+    """`live` or `expired` for an accepted handoff holding a claim, None otherwise (READS-2).
+
+    Derived from the stored `claim_expires_at_ms` and the clock at read time, never stored:
+    the change feed carries the record alone. A pending handoff, a failed attempt (its lease
+    cleared) and a completed one have no lease to report.
+    """
+    expires = record.get("claim_expires_at_ms")
+    if record.get("status") != HandoffStatus.ACCEPTED or not isinstance(expires, int):
+        return None
+    return "live" if now_ms < expires else "expired"

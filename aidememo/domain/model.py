@@ -133,6 +133,16 @@ class Membership:
 
 
 @dataclass(frozen=True, slots=True)
+class Member:
+    """One row of a project's member list: the actor's kind beside its membership."""
+
+    actor_id: str
+    kind: ActorKind
+    role: Role
+    status: MemberStatus
+
+
+@dataclass(frozen=True, slots=True)
 class TokenBinding:
     """A token digest bound to one actor; tokens are never stored in plain text (AUTH-1)."""
 

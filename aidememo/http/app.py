@@ -56,7 +56,7 @@ class Services:
         self.identity = IdentityService(store, clock, ids)
         self.ledger = Ledger(store, clock)
         self.queries = Queries(store)
-        self.lookups = Lookups(store)
+        self.lookups = Lookups(store, clock)
         self.product = Product(self.ledger, lease_ms)
         self.archive = Archive(store, clock, ids)
         self.readiness = Readiness(store)

@@ -22,6 +22,8 @@ from aidememo.domain.limits import (
     MAILBOX_LIMIT_MAX,
     SEARCH_LIMIT_DEFAULT,
     SEARCH_LIMIT_MAX,
+    SESSIONS_LIMIT_DEFAULT,
+    SESSIONS_LIMIT_MAX,
 )
 from aidememo.domain.model import Receipt, ResourceRef
 from aidememo.domain.records import CreateRequest, parse_create, parse_transition
@@ -324,8 +326,13 @@ def handoff_status(
     project_id = _project(params)
     handoff_id = validate_id(params["handoff_id"], "handoff_id")
     _no_query(request)
-    revision, body = s.lookups.handoff(_caller(caller), project_id, handoff_id)
-    return _ok(typed_record_json(revision, body))
+    found = s.lookups.handoff(_caller(caller), project_id, handoff_id)
+    return _ok(_with_lease(typed_record_json(found.revision, found.body), found.lease_state))
+
+
+def _with_lease(item: bytes, state: str | None) -> bytes:
+    """`item` (a JSON object's bytes) with `lease_state` added when there is one (READS-2)."""
+    return item if state is None else item[:-1] + f',"lease_state":"{state}"}}'.encode()
 
 
 def mailbox(
@@ -355,13 +362,61 @@ def mailbox(
         limit=MAILBOX_LIMIT_DEFAULT if limit is None else limit,
     )
     items = b",".join(
-        f'{{"project_seq":{a.project_seq},"revision":{a.revision},"record":'.encode()
-        + a.body
-        + b"}"
+        _with_lease(
+            f'{{"project_seq":{a.project_seq},"revision":{a.revision},"record":'.encode()
+            + a.body
+            + b"}",
+            a.lease_state,
+        )
         for a in page.assignments
     )
     tail = "null" if page.next_before_seq is None else str(page.next_before_seq)
     return _ok(b'{"assignments":[' + items + f'],"next_before_seq":{tail}}}'.encode())
+
+
+def sessions(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
+    """The project's sessions, newest first, paged by `before_seq` (READS-3)."""
+    project_id = _project(params)
+    query = Query(request.query)
+    source_id = query.text("source_id")
+    before_seq = query.integer("before_seq", minimum=1)
+    limit = query.integer("limit", minimum=1, maximum=SESSIONS_LIMIT_MAX)
+    query.finish(frozenset({"source_id", "before_seq", "limit"}), forbidden=_IDENTITY_PARAMS)
+    if source_id is not None:
+        validate_id(source_id, "source_id")
+    page = s.lookups.sessions(
+        _caller(caller),
+        project_id,
+        source_id=source_id,
+        before_seq=before_seq,
+        limit=SESSIONS_LIMIT_DEFAULT if limit is None else limit,
+    )
+    items = b",".join(
+        f'{{"project_seq":{e.project_seq},"revision":{e.revision},"record":'.encode()
+        + e.body
+        + b"}"
+        for e in page.sessions
+    )
+    tail = "null" if page.next_before_seq is None else str(page.next_before_seq)
+    return _ok(b'{"sessions":[' + items + f'],"next_before_seq":{tail}}}'.encode())
+
+
+def members(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
+    """Every member of the project with kind, role and status, for any member (READS-1)."""
+    project_id = _project(params)
+    _no_query(request)
+    rows = s.lookups.members(_caller(caller), project_id)
+    body = {
+        "members": [
+            {"actor_id": m.actor_id, "kind": m.kind, "role": m.role, "status": m.status}
+            for m in rows
+        ]
+    }
+    return _ok(json_bytes(body))
 
 
 def search(

@@ -17,8 +17,10 @@ from aidememo.domain.limits import (
     MAILBOX_LIMIT_MAX,
     NAME_MAX_BYTES,
     SEARCH_LIMIT_MAX,
+    SESSIONS_LIMIT_MAX,
     TOPIC_MAX_BYTES,
 )
+from aidememo.domain.model import ActorKind, MemberStatus, Role
 
 Schema = dict[str, Any]
 
@@ -233,7 +235,16 @@ def component_schemas() -> dict[str, Schema]:
             "outcome": nullable({"type": "string", "enum": ["succeeded", "failed"]}),
         }
     )
-    s["HandoffStatus"] = obj({"revision": ref("Revision"), "record": ref("HandoffRecord")})
+    s["LeaseState"] = {
+        "type": "string",
+        "enum": ["live", "expired"],
+        "description": "Derived at read time from claim_expires_at_ms and the clock, never "
+        "stored; absent unless the handoff is accepted with a claim.",
+    }
+    s["HandoffStatus"] = obj(
+        {"revision": ref("Revision"), "record": ref("HandoffRecord")},
+        {"lease_state": ref("LeaseState")},
+    )
     s["Mailbox"] = obj(
         {
             "assignments": {
@@ -244,10 +255,49 @@ def component_schemas() -> dict[str, Schema]:
                         "project_seq": ref("Seq"),
                         "revision": ref("Revision"),
                         "record": ref("HandoffRecord"),
+                    },
+                    {"lease_state": ref("LeaseState")},
+                ),
+            },
+            "next_before_seq": nullable(ref("Seq")),
+        }
+    )
+    s["Sessions"] = obj(
+        {
+            "sessions": {
+                "type": "array",
+                "maxItems": SESSIONS_LIMIT_MAX,
+                "items": obj(
+                    {
+                        "project_seq": ref("Seq"),
+                        "revision": ref("Revision"),
+                        "record": obj(
+                            {
+                                "session_id": ref("Id"),
+                                "source_id": ref("Id"),
+                                "topic": {"type": "string", "maxLength": TOPIC_MAX_BYTES},
+                                "created_by": ref("Id"),
+                            }
+                        ),
                     }
                 ),
             },
             "next_before_seq": nullable(ref("Seq")),
+        }
+    )
+    s["Members"] = obj(
+        {
+            "members": {
+                "type": "array",
+                "items": obj(
+                    {
+                        "actor_id": ref("Id"),
+                        "kind": {"type": "string", "enum": [k.value for k in ActorKind]},
+                        "role": {"type": "string", "enum": [r.value for r in Role]},
+                        "status": {"type": "string", "enum": [m.value for m in MemberStatus]},
+                    }
+                ),
+            }
         }
     )
     s["SearchResult"] = obj(

@@ -24,6 +24,8 @@ from aidememo.domain.limits import (
     SEARCH_LIMIT_DEFAULT,
     SEARCH_LIMIT_MAX,
     SEARCH_QUERY_MAX_BYTES,
+    SESSIONS_LIMIT_DEFAULT,
+    SESSIONS_LIMIT_MAX,
 )
 from aidememo.http import admin, handlers
 from aidememo.http.openapi_schemas import integer, query_param, ref, text
@@ -61,6 +63,11 @@ _MAILBOX_QUERY = (
     ),
     query_param("before_seq", integer(1), doc="Exclusive; `next_before_seq` of the last page."),
     query_param("limit", integer(1, MAILBOX_LIMIT_MAX, default=MAILBOX_LIMIT_DEFAULT)),
+)
+_SESSIONS_QUERY = (
+    query_param("source_id", ref("Id")),
+    query_param("before_seq", integer(1), doc="Exclusive; `next_before_seq` of the last page."),
+    query_param("limit", integer(1, SESSIONS_LIMIT_MAX, default=SESSIONS_LIMIT_DEFAULT)),
 )
 _SEARCH_QUERY = (
     query_param(
@@ -186,6 +193,15 @@ _MEMBER = (
         errors=(*_CREATE, E.SECRET_REJECTED),
     ),
     Route(
+        "sessions",
+        "GET",
+        f"{P}/sessions",
+        handlers.sessions,
+        "The project's sessions, newest first",
+        answer="Sessions",
+        query=_SESSIONS_QUERY,
+    ),
+    Route(
         "create_fact",
         "POST",
         f"{P}/facts",
@@ -262,6 +278,14 @@ _MEMBER = (
         body="ReturnTransition",
         answer="Receipt",
         errors=_TRANSITION,
+    ),
+    Route(
+        "members",
+        "GET",
+        f"{P}/members",
+        handlers.members,
+        "Every member of the project: actor id, kind, role and status",
+        answer="Members",
     ),
     Route(
         "search",

@@ -1,4 +1,5 @@
-"""Typed reads: handoff status, the mailbox and lexical search (SPEC.md HO-8, MBX-*, SRCH-*)."""
+"""Typed reads: handoff status, the mailbox, sessions, the member list and lexical search
+(SPEC.md HO-8, MBX-*, READS-*, SRCH-*)."""
 
 from __future__ import annotations
 
@@ -6,25 +7,38 @@ from dataclasses import dataclass
 
 from aidememo.domain.canonical import decode_stored
 from aidememo.domain.errors import ErrorCode, fail
+from aidememo.domain.handoff import lease_state
 from aidememo.domain.limits import (
     MAILBOX_LIMIT_MAX,
     SEARCH_LIMIT_MAX,
     SEARCH_QUERY_MAX_BYTES,
+    SESSIONS_LIMIT_MAX,
 )
-from aidememo.domain.model import MailboxQuery, Project, ResourceRef
+from aidememo.domain.model import MailboxQuery, Member, Project, ResourceRef
 from aidememo.domain.tokenize import query_terms
 from aidememo.domain.visibility import participants
-from aidememo.ports import ReadTx, Store
+from aidememo.ports import Clock, ReadTx, Store
 from aidememo.service.access import Caller, authorize
 
 
 @dataclass(frozen=True, slots=True)
 class Assignment:
-    """One mailbox row: the handoff's latest seq, revision and record body."""
+    """One mailbox row: the handoff's latest seq, revision, record body and the lease state
+    derived at read time (READS-2)."""
 
     project_seq: int
     revision: int
     body: bytes
+    lease_state: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class HandoffView:
+    """A handoff's revision and record body, and the lease state derived at read time."""
+
+    revision: int
+    body: bytes
+    lease_state: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +46,23 @@ class MailboxPage:
     """Newest first; `next_before_seq` is None on the last page (MBX-2)."""
 
     assignments: list[Assignment]
+    next_before_seq: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEntry:
+    """One session of the list: the seq that created it, its revision and record body."""
+
+    project_seq: int
+    revision: int
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPage:
+    """Newest first; `next_before_seq` is None on the last page (READS-3)."""
+
+    sessions: list[SessionEntry]
     next_before_seq: int | None
 
 
@@ -48,13 +79,15 @@ class SearchResult:
 class Lookups:
     """Typed read-only use cases."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, clock: Clock) -> None:
         self.store = store
+        self.clock = clock
 
-    def handoff(self, caller: Caller, project_id: str, handoff_id: str) -> tuple[int, bytes]:
-        """`(revision, record body)` for the sender or receiver only (HO-8)."""
+    def handoff(self, caller: Caller, project_id: str, handoff_id: str) -> HandoffView:
+        """The handoff for the sender or receiver only (HO-8), with its lease state."""
+        now_ms = self.clock.now_ms()
 
-        def run(tx: ReadTx) -> tuple[int, bytes]:
+        def run(tx: ReadTx) -> HandoffView:
             authorize(tx, caller, project_id, write=False)
             found = tx.get_resource(caller.scope(project_id), ResourceRef("handoff", handoff_id))
             if found is None or found.body is None:
@@ -62,7 +95,61 @@ class Lookups:
             pair = participants(found.body)
             if pair is None or caller.actor_id not in pair:
                 raise fail(ErrorCode.HANDOFF_ACTOR_MISMATCH, "only sender and receiver may look")
-            return found.revision, found.body
+            state = lease_state(decode_stored(found.body), now_ms)
+            return HandoffView(found.revision, found.body, state)
+
+        return self.store.read(run)
+
+    def sessions(
+        self,
+        caller: Caller,
+        project_id: str,
+        *,
+        source_id: str | None,
+        before_seq: int | None,
+        limit: int,
+    ) -> SessionPage:
+        """The project's sessions newest first, optionally of one source (READS-3).
+
+        The store pages by creation seq; a `source_id` filter reads on until the page is full
+        or the sessions run out, so a page is never short while more match."""
+        if not 1 <= limit <= SESSIONS_LIMIT_MAX:
+            raise fail(
+                ErrorCode.INVALID_COMMAND, f"limit must be an integer 1-{SESSIONS_LIMIT_MAX}"
+            )
+        if before_seq is not None and before_seq < 1:
+            raise fail(ErrorCode.INVALID_COMMAND, "before_seq must be a positive integer")
+        scope = caller.scope(project_id)
+
+        def run(tx: ReadTx) -> SessionPage:
+            authorize(tx, caller, project_id, write=False)
+            found: list[SessionEntry] = []
+            cursor = before_seq
+            while len(found) <= limit:
+                rows = tx.list_sessions(scope, cursor, limit + 1)
+                for seq, session_id in rows:
+                    row = tx.get_resource(scope, ResourceRef("session", session_id))
+                    if row is None or row.body is None:
+                        raise fail(ErrorCode.STORAGE_FAILURE, "session receipt points at nothing")
+                    if source_id is None or decode_stored(row.body)["source_id"] == source_id:
+                        found.append(SessionEntry(seq, row.revision, row.body))
+                        if len(found) > limit:
+                            break
+                if len(rows) <= limit:
+                    break
+                cursor = rows[-1][0]
+            more = len(found) > limit
+            page = found[:limit]
+            return SessionPage(page, page[-1].project_seq if more else None)
+
+        return self.store.read(run)
+
+    def members(self, caller: Caller, project_id: str) -> list[Member]:
+        """Every member of the project, any status, for any member to read (READS-1)."""
+
+        def run(tx: ReadTx) -> list[Member]:
+            authorize(tx, caller, project_id, write=False)
+            return tx.list_members(caller.scope(project_id))
 
         return self.store.read(run)
 
@@ -87,6 +174,7 @@ class Lookups:
         completed = box == "outbox" if include_completed is None else include_completed
         query = MailboxQuery(caller.actor_id, box, source_id, completed, before_seq, limit + 1)
         scope = caller.scope(project_id)
+        now_ms = self.clock.now_ms()
 
         def run(tx: ReadTx) -> MailboxPage:
             authorize(tx, caller, project_id, write=False)
@@ -97,7 +185,8 @@ class Lookups:
                 found = tx.get_resource(scope, ResourceRef("handoff", row.handoff_id))
                 if found is None or found.body is None:
                     raise fail(ErrorCode.STORAGE_FAILURE, "mailbox index points at no handoff")
-                page.append(Assignment(seq, found.revision, found.body))
+                state = lease_state(decode_stored(found.body), now_ms)
+                page.append(Assignment(seq, found.revision, found.body, state))
             return MailboxPage(page, page[-1].project_seq if more and page else None)
 
         return self.store.read(run)

@@ -23,6 +23,7 @@ from aidememo.domain.model import (
     HandoffIndexRow,
     History,
     MailboxQuery,
+    Member,
     Membership,
     Mutation,
     Project,
@@ -144,6 +145,29 @@ class _MemoryTx:
 
     def get_membership(self, scope: Scope, actor_id: str) -> Membership | None:
         return self._t.memberships.get((scope.tenant_id, scope.project_id, actor_id))
+
+    def list_sessions(
+        self, scope: Scope, before_seq: int | None, limit: int
+    ) -> list[tuple[int, str]]:
+        rows = sorted(
+            (
+                (r.project_seq, r.resource.id)
+                for (t, p, _), r in self._t.receipts.items()
+                if (t, p) == (scope.tenant_id, scope.project_id)
+                and r.resource.kind == "session"
+                and (before_seq is None or r.project_seq < before_seq)
+            ),
+            reverse=True,
+        )
+        return rows[:limit]
+
+    def list_members(self, scope: Scope) -> list[Member]:
+        rows = [
+            Member(m.actor_id, self._t.actors[(t, m.actor_id)].kind, m.role, m.status)
+            for (t, p, _), m in self._t.memberships.items()
+            if (t, p) == (scope.tenant_id, scope.project_id)
+        ]
+        return sorted(rows, key=lambda m: m.actor_id)
 
     def get_token(self, token_sha256: bytes) -> TokenBinding | None:
         return self._t.tokens.get(token_sha256)

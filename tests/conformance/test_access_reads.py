@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from aidememo.conformance.harness import ACTOR, EPOCH, PROJECT, TENANT, Fixture
+from aidememo.conformance.harness import ACTOR, EPOCH, OTHER_ACTOR, PROJECT, TENANT, Fixture
 from aidememo.domain.errors import AidememoError, ErrorCode
-from aidememo.domain.model import ChangeOp, MemberStatus, Project, ResourceRef, Role, Scope
+from aidememo.domain.model import (
+    ActorKind,
+    ChangeOp,
+    Member,
+    MemberStatus,
+    Project,
+    ResourceRef,
+    Role,
+    Scope,
+)
 from aidememo.service.access import Caller
 from tests.conformance.conftest import Backend
 
@@ -75,4 +84,41 @@ def test_feed1_metadata_changes_keep_only_the_bodies_visibility_needs(backend: B
         else:
             assert head.body in (None, change.body)  # a store may leave it out
     assert full[0].body is not None and full[3].op is ChangeOp.DELETE and full[3].body is None
+    fx.store.close()
+
+
+def test_reads1_list_members_reads_one_project_with_actor_kinds(backend: Backend) -> None:
+    fx = Fixture.create(backend.open)
+    fx.identity.provision_member(TENANT, PROJECT, "actor_human", kind=ActorKind.HUMAN)
+    fx.identity.provision_member(TENANT, PROJECT, "actor_a_reader", role=Role.READER)
+    fx.identity.bootstrap(
+        tenant_id=TENANT,
+        project_id="project_elsewhere",
+        actor_id="actor_elsewhere",
+        role=Role.WRITER,
+        project_epoch="epoch_elsewhere",
+    )
+    fx.identity.set_membership(TENANT, PROJECT, OTHER_ACTOR, status=MemberStatus.SUSPENDED)
+    got = fx.store.read(lambda tx: tx.list_members(SCOPE))
+    assert got == [
+        Member("actor_a_reader", ActorKind.AGENT, Role.READER, MemberStatus.ACTIVE),
+        Member(ACTOR, ActorKind.AGENT, Role.WRITER, MemberStatus.ACTIVE),
+        Member("actor_human", ActorKind.HUMAN, Role.WRITER, MemberStatus.ACTIVE),
+        Member(OTHER_ACTOR, ActorKind.AGENT, Role.WRITER, MemberStatus.SUSPENDED),
+    ]
+    assert fx.store.read(lambda tx: tx.list_members(Scope(TENANT, "project_missing"))) == []
+    fx.store.close()
+
+
+def test_reads3_list_sessions_pages_creation_receipts_newest_first(backend: Backend) -> None:
+    fx = Fixture.create(backend.open)
+    for i in range(4):
+        fx.put(f"command_s{i}", "s", resource=ResourceRef("session", f"session_{i}"))
+        fx.put(f"command_f{i}", "f", resource=ResourceRef("fact", f"fact_{i}"))
+    # seqs: sessions at 1, 3, 5, 7; facts between them are not sessions
+    got = fx.store.read(lambda tx: tx.list_sessions(SCOPE, None, 10))
+    assert got == [(7, "session_3"), (5, "session_2"), (3, "session_1"), (1, "session_0")]
+    assert fx.store.read(lambda tx: tx.list_sessions(SCOPE, 5, 1)) == [(3, "session_1")]
+    assert fx.store.read(lambda tx: tx.list_sessions(SCOPE, 1, 10)) == []
+    assert fx.store.read(lambda tx: tx.list_sessions(Scope(TENANT, "project_x"), None, 10)) == []
     fx.store.close()

@@ -109,7 +109,7 @@ def _populate(fx: Fixture) -> None:
 
 def _views(store: Store, caller: Caller) -> tuple[object, ...]:
     """Everything a client can observe, with the epoch taken out."""
-    queries, lookups = Queries(store), Lookups(store)
+    queries, lookups = Queries(store), Lookups(store, FixedClock(5_000))
     epoch = queries.identity(caller, PROJECT).project_epoch
     snap = queries.snapshot(caller, PROJECT)
     feed = queries.changes(caller, PROJECT, epoch, 0, 10_000)

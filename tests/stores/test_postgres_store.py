@@ -110,7 +110,8 @@ def test_arc9_a_version_1_database_migrates_to_the_fast_path_and_the_staging(
     empty_db: pg.Database, driver: str
 ) -> None:
     """Migrations are ordered: a database left at version 1 gets only the later steps
-    (`aidememo_execute_raw`, the import staging table), and its data stays; until then the
+    (`aidememo_execute_raw`, the import staging table, the receipts index of the session list),
+    and its data stays; until then the
     code refuses to open it."""
     from aidememo.stores.postgres import schema
 
@@ -129,7 +130,7 @@ def test_arc9_a_version_1_database_migrates_to_the_fast_path_and_the_staging(
         PostgresStore.open(empty_db.connect(driver))
     assert "aidememo admin migrate" in err.value.message
     store = PostgresStore.open(empty_db.connect(driver), migrate=True)
-    assert store.schema_version() == SCHEMA_VERSION == 3
+    assert store.schema_version() == SCHEMA_VERSION == 4
     assert store.migrate() == SCHEMA_VERSION  # idempotent
     # version 3: the import staging table (ARC-9)
     store.transaction(lambda tx: tx.stage_import_page("import_1", "p", 0, b"{}\n", 1))

@@ -110,8 +110,9 @@ def test_store7_all_tables_strict(tmp_path: Path) -> None:
 
 
 def test_store6_arc9_a_version_1_database_gains_the_import_staging_table(tmp_path: Path) -> None:
-    """Migrations are ordered: a database left at version 1 gets only version 2's step (the
-    import staging table, outside the tenant data), and its rows stay."""
+    """Migrations are ordered: a database left at version 1 gets only the later steps (the
+    import staging table, outside the tenant data; version 3's receipts index for the session
+    list, READS-3), and its rows stay."""
     path = tmp_path / "db.sqlite"
     (version, steps), *later = MIGRATIONS
     assert version == 1 and [v for v, _ in later] == list(range(2, SCHEMA_VERSION + 1))
@@ -128,11 +129,15 @@ def test_store6_arc9_a_version_1_database_gains_the_import_staging_table(tmp_pat
     store.transaction(provision)
     store.close()
     store = SqliteStore.open_file(path)  # and again: the migration ran once
-    assert store.schema_version() == SCHEMA_VERSION == 2
+    assert store.schema_version() == SCHEMA_VERSION == 3
     store.transaction(lambda tx: tx.stage_import_page("import_1", "p", 0, b"{}\n", 1))
     assert store.read(lambda tx: tx.staged_import_page("import_1", "p", 0)) == b"{}\n"
     assert store.read(lambda tx: tx.get_project(SCOPE)) is not None
     store.close()
+    conn = sqlite3.connect(path)
+    found = conn.execute("SELECT name FROM sqlite_schema WHERE name = 'receipts_kind_idx'")
+    assert found.fetchall() == [("receipts_kind_idx",)]
+    conn.close()
     conn = sqlite3.connect(path)
     (strict,) = conn.execute(
         "SELECT strict FROM pragma_table_list WHERE name = 'aidememo_import_staging'"

@@ -36,7 +36,7 @@ and refuses a database newer than this code.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 COMPONENT = "canonical_store"
 
 # "AideMemo" in ASCII: the advisory lock key that serializes migrations.
@@ -424,6 +424,11 @@ _IMPORT_STAGING = f"""CREATE TABLE IF NOT EXISTS aidememo_import_staging (
 _V1 = (*_TABLES, _INDEX_FACT, _BEGIN_COMMAND, _COMMIT_MUTATION)
 _V2 = (_EXECUTE_RAW,)
 _V3 = (_IMPORT_STAGING,)
+# The session list reads sessions newest first by their creation receipt (SPEC.md READS-3).
+_V4 = (
+    "CREATE INDEX IF NOT EXISTS receipts_kind_idx "
+    "ON receipts (tenant_id, project_id, kind, project_seq)",
+)
 
-MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [(1, _V1), (2, _V2), (3, _V3)]
+MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [(1, _V1), (2, _V2), (3, _V3), (4, _V4)]
 """Ordered (version, statements); applying version N moves the database from N-1 to N."""

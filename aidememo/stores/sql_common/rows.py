@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
+from aidememo.domain.limits import INT64_MAX
 from aidememo.domain.model import (
     Actor,
     ActorKind,
@@ -22,6 +23,7 @@ from aidememo.domain.model import (
     HandoffIndexRow,
     History,
     MailboxQuery,
+    Member,
     Membership,
     MemberStatus,
     Project,
@@ -249,6 +251,22 @@ class SqlReadRows(Generic[X]):
         return [
             Membership(tenant_id, pid, aid, ROLES[role], STATUSES[status])
             for pid, aid, role, status in rows
+        ]
+
+    def list_sessions(
+        self, scope: Scope, before_seq: int | None, limit: int
+    ) -> list[tuple[int, str]]:
+        """Sessions newest first by their creation receipt (`receipts_kind_idx`)."""
+        before = INT64_MAX if before_seq is None else before_seq
+        params = (scope.tenant_id, scope.project_id, before, limit)
+        return [(int(seq), str(sid)) for seq, sid in self._x.execute(self._d.LIST_SESSIONS, params)]
+
+    def list_members(self, scope: Scope) -> list[Member]:
+        """Every member of the project with its actor's kind (the memberships key)."""
+        rows = self._x.execute(self._d.LIST_MEMBERS, (scope.tenant_id, scope.project_id))
+        return [
+            Member(aid, ActorKind(kind), ROLES[role], STATUSES[status])
+            for aid, kind, role, status in rows
         ]
 
     def list_tokens(self, tenant_id: str) -> list[TokenBinding]:

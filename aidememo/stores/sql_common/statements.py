@@ -207,6 +207,15 @@ class SharedSql:
         "SELECT project_id, actor_id, role, status FROM memberships WHERE tenant_id = ? "
         "ORDER BY project_id, actor_id"
     )
+    LIST_SESSIONS = (
+        "SELECT project_seq, resource_id FROM receipts WHERE tenant_id = ? AND project_id = ? "
+        "AND kind = 'session' AND project_seq < ? ORDER BY project_seq DESC LIMIT ?"
+    )
+    LIST_MEMBERS = (
+        "SELECT m.actor_id, a.kind, m.role, m.status FROM memberships AS m "
+        "JOIN actors AS a ON a.tenant_id = m.tenant_id AND a.actor_id = m.actor_id "
+        "WHERE m.tenant_id = ? AND m.project_id = ? ORDER BY m.actor_id"
+    )
     LIST_TOKENS = (
         "SELECT token_sha256, actor_id, active, created_at_ms FROM token_bindings "
         "WHERE tenant_id = ? ORDER BY token_sha256"

@@ -18,7 +18,7 @@ from __future__ import annotations
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.stores.sqlite.executor import SqlExecutor
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 COMPONENT = "canonical_store"
 
 CREATE_VERSION_TABLE = (
@@ -176,7 +176,13 @@ _V2 = (
     ) STRICT""",
 )
 
-MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [(1, _V1), (2, _V2)]
+# The session list reads sessions newest first by their creation receipt (SPEC.md READS-3).
+_V3 = (
+    """CREATE INDEX IF NOT EXISTS receipts_kind_idx
+        ON receipts (tenant_id, project_id, kind, project_seq)""",
+)
+
+MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [(1, _V1), (2, _V2), (3, _V3)]
 """Ordered (version, statements); applying version N moves the database from N-1 to N."""
 
 
