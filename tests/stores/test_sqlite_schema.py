@@ -135,8 +135,8 @@ def test_store6_arc9_a_version_1_database_gains_the_import_staging_table(tmp_pat
     assert store.read(lambda tx: tx.get_project(SCOPE)) is not None
     store.close()
     conn = sqlite3.connect(path)
-    found = conn.execute("SELECT name FROM sqlite_schema WHERE name = 'receipts_kind_idx'")
-    assert found.fetchall() == [("receipts_kind_idx",)]
+    found = conn.execute("SELECT name FROM sqlite_schema WHERE name = 'receipts_session_idx'")
+    assert found.fetchall() == [("receipts_session_idx",)]
     conn.close()
     conn = sqlite3.connect(path)
     (strict,) = conn.execute(

@@ -256,7 +256,7 @@ class SqlReadRows(Generic[X]):
     def list_sessions(
         self, scope: Scope, before_seq: int | None, limit: int
     ) -> list[tuple[int, str]]:
-        """Sessions newest first by their creation receipt (`receipts_kind_idx`)."""
+        """Sessions newest first by their creation receipt (partial `receipts_session_idx`)."""
         before = INT64_MAX if before_seq is None else before_seq
         params = (scope.tenant_id, scope.project_id, before, limit)
         return [(int(seq), str(sid)) for seq, sid in self._x.execute(self._d.LIST_SESSIONS, params)]

@@ -177,9 +177,10 @@ _V2 = (
 )
 
 # The session list reads sessions newest first by their creation receipt (SPEC.md READS-3).
+# A partial index: only session creates are in it, so no other commit pays for it.
 _V3 = (
-    """CREATE INDEX IF NOT EXISTS receipts_kind_idx
-        ON receipts (tenant_id, project_id, kind, project_seq)""",
+    """CREATE INDEX IF NOT EXISTS receipts_session_idx
+        ON receipts (tenant_id, project_id, project_seq) WHERE kind = 'session'""",
 )
 
 MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [(1, _V1), (2, _V2), (3, _V3)]
