@@ -108,7 +108,8 @@ def raw_command(payload: bytes, command_id: bytes = b'"cmd_hostile"') -> bytes:
     )
 
 
-def _fact(content: bytes) -> bytes:
+def fact_body(content: bytes) -> bytes:
+    """A fact create whose content is bytes as sent."""
     return (
         b'{"command_id":"cmd_fact_hostile","payload":{"fact_id":"f_hostile",'
         b'"session_id":"{session}","content":' + content + b"}}"
@@ -254,9 +255,9 @@ for path, body, says in (
     (f"{P}/facts", DEEP_ARRAYS, _DEEPER),
     (f"{P}/facts", DEEP_OBJECTS, _DEEPER),
     (f"{P}/facts", b'{"a":' * 100_000, _DEEPER),
-    (f"{P}/facts", _fact(b'"redis \\ud800 down"'), "string at /payload/content"),
-    (f"{P}/facts", _fact(b'"redis \xed\xbf\xbf down"'), "string at /payload/content"),
-    (f"{P}/facts", _fact(b'"caf\xc3"'), "not UTF-8: byte 0xC3 at offset"),
+    (f"{P}/facts", fact_body(b'"redis \\ud800 down"'), "string at /payload/content"),
+    (f"{P}/facts", fact_body(b'"redis \xed\xbf\xbf down"'), "string at /payload/content"),
+    (f"{P}/facts", fact_body(b'"caf\xc3"'), "not UTF-8: byte 0xC3 at offset"),
     (f"{P}/facts", b'{"command_id":"caf\xe9"}', "not UTF-8: byte 0xE9 at offset 18"),
     (f"{P}/sessions", b'{"command_id":"c","payload":{"session_id":"s","topic":"\\udbff"}}',
      "string at /payload/topic"),

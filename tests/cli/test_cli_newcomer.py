@@ -47,7 +47,7 @@ def _admin_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> list[
     ]  # fmt: skip
 
 
-def test_admin_commands_refuse_a_missing_sqlite_file_and_create_nothing(
+def test_cli1_admin_commands_refuse_a_missing_sqlite_file_and_create_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     missing = tmp_path / "typo" / "db.sqlite"
@@ -61,7 +61,7 @@ def test_admin_commands_refuse_a_missing_sqlite_file_and_create_nothing(
     assert not (tmp_path / "x.jsonl").exists()
 
 
-def test_admin_commands_refuse_a_missing_default_database_without_making_the_home(
+def test_cli1_admin_commands_refuse_a_missing_default_database_without_making_the_home(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], isolated_env: Path
 ) -> None:
     for argv in _admin_commands(tmp_path, capsys):
@@ -70,7 +70,7 @@ def test_admin_commands_refuse_a_missing_default_database_without_making_the_hom
     assert not isolated_env.exists()
 
 
-def test_bootstrap_migrate_and_import_still_create_the_database(
+def test_cli1_bootstrap_migrate_and_import_still_create_the_database(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "new" / "db.sqlite"
@@ -96,7 +96,7 @@ def test_bootstrap_migrate_and_import_still_create_the_database(
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "[::1]", "127.1.2.3"])
-def test_loopback_url_without_a_scheme_suggests_http(
+def test_cli1_loopback_url_without_a_scheme_suggests_http(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], host: str
 ) -> None:
     admin_token = token(capsys, tmp_path / "admin.token")
@@ -111,7 +111,7 @@ def test_loopback_url_without_a_scheme_suggests_http(
     assert "TLS failure" not in err and "cannot reach" not in err
 
 
-def test_non_loopback_url_without_a_scheme_is_still_https(
+def test_cli1_non_loopback_url_without_a_scheme_is_still_https(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from aidememo.cli.remote import AdminClient

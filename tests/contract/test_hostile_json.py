@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from aidememo.service.archive import Manifest
+from tests import hostile_table
 from tests.contract.support import PROJECT, WRITER, Api, P
 
 NDJSON = "application/x-ndjson"
@@ -22,19 +23,11 @@ DEEP_OBJECTS = b'{"a":' * 100_000 + b"1" + b"}" * 100_000
 
 
 def _raw_command(payload: bytes, command_id: bytes = b'"cmd_hostile"') -> bytes:
-    return (
-        b'{"command_id":' + command_id + b',"project_id":"' + PROJECT.encode() + b'",'
-        b'"expected_revision":null,"operation":"resource.put",'
-        b'"resource":{"kind":"custom.note","id":"note_hostile"},"change":"upsert",'
-        b'"payload":' + payload + b"}"
-    )
+    return hostile_table.raw_command(payload, command_id).replace(b"{project}", PROJECT.encode())
 
 
 def _fact(content: bytes) -> bytes:
-    return (
-        b'{"command_id":"cmd_fact_hostile","payload":{"fact_id":"f_hostile",'
-        b'"session_id":"s_hostile","content":' + content + b"}}"
-    )
+    return hostile_table.fact_body(content).replace(b"{session}", b"s_hostile")
 
 
 def _still_answers(api: Api) -> None:
