@@ -23,16 +23,6 @@ from tests.origin.test_serve_process import ServeProcess
 TENANT, PROJECT = "t1", "p1"
 
 
-@pytest.fixture(autouse=True)
-def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for name in list(os.environ):
-        if name.startswith("AIDEMEMO_") and not name.startswith("AIDEMEMO_TEST_"):
-            monkeypatch.delenv(name)
-    home = tmp_path / "home"
-    monkeypatch.setenv("AIDEMEMO_HOME", str(home))
-    return home
-
-
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, str]:
     """Exit status, stdout decoded as JSON when there is any, stderr."""
     code = main(list(argv))

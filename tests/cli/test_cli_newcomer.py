@@ -5,23 +5,12 @@ failing in a TLS handshake."""
 
 from __future__ import annotations
 
-import os
 import socket
 from pathlib import Path
 
 import pytest
 
 from aidememo.cli.main import main
-
-
-@pytest.fixture(autouse=True)
-def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for name in list(os.environ):
-        if name.startswith("AIDEMEMO_") and not name.startswith("AIDEMEMO_TEST_"):
-            monkeypatch.delenv(name)
-    home = tmp_path / "home"
-    monkeypatch.setenv("AIDEMEMO_HOME", str(home))
-    return home
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
