@@ -110,6 +110,11 @@ class ReadTx(Protocol):
         None; one statement where the backend allows (AUTH-2)."""
         ...
 
+    def token_valid(self, token_sha256: bytes, tenant_id: str, actor_id: str) -> bool:
+        """True when the digest is bound, active, to this tenant's actor and both exist: what
+        `authenticate_token` answers, for a caller resolved before (AUTH-7)."""
+        ...
+
     def get_access(self, scope: Scope, actor_id: str) -> tuple[Project | None, Membership | None]:
         """The project row and the actor's membership in it (None for either when missing;
         no membership without a project); one statement where the backend allows."""

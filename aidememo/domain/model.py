@@ -431,6 +431,7 @@ class RawWrite:
     op: ChangeOp
     body: bytes | None  # canonical JSON for an upsert, None for a delete
     now_ms: int
+    token_sha256: bytes | None = None  # a cached caller's token, checked in the same statement
 
 
 @dataclass(frozen=True, slots=True)

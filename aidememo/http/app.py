@@ -90,16 +90,26 @@ class HttpApp:
         Raises the `AidememoError` to answer instead."""
         return drive(
             admit(request, self._admin_digest),
-            self.services.identity.authenticate,
+            self.services.identity.authenticate_cached,
             request.body.take,
         )
 
     def dispatch(self, request: Request) -> Response:
-        """Answer one request through the whole pipeline; never raises."""
+        """Answer one request through the whole pipeline; never raises. The token lookup is
+        this process's cache; the request's transaction re-checks the binding (AUTH-7)."""
         try:
             admission = self.admit(request)
+        except Exception as exc:
+            return self._failure(exc, request)
+        try:
             response = self._run(admission, request)
         except Exception as exc:
+            if (
+                isinstance(exc, AidememoError)
+                and exc.code is ErrorCode.AUTHENTICATION_FAILED
+                and admission.digest is not None
+            ):
+                self.services.identity.forget(admission.digest)
             return self._failure(exc, request)
         return self._observed(request, response)
 

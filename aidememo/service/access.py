@@ -1,12 +1,15 @@
 """Who is calling, and whether they may read or write a project (SPEC.md AUTH-*).
 
 Membership is loaded inside the same transaction as the work it guards, on every request,
-so a suspension or a role change takes effect on the very next request.
+so a suspension or a role change takes effect on the very next request. A caller the origin
+resolved from its per-process token cache (`IdentityService.authenticate_cached`) carries its
+token digest, and the same transaction checks that binding is still active (AUTH-7), so a
+revocation takes effect on the next request in every process without any cache invalidation.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.model import Membership, Project, Scope
@@ -19,10 +22,21 @@ class Caller:
 
     tenant_id: str
     actor_id: str
+    token_sha256: bytes | None = field(default=None, compare=False, repr=False)
+    """The token digest when the binding is still to be checked in the guarded transaction
+    (a caller from the token cache, AUTH-7); None when it was just looked up, or at the edge."""
 
     def scope(self, project_id: str) -> Scope:
         """The scope of one of this caller's projects."""
         return Scope(self.tenant_id, project_id)
+
+
+def check_token(tx: ReadTx, caller: Caller) -> None:
+    """Refuse, with `authentication_failed`, a cached caller whose token binding was revoked
+    or removed since it was cached (AUTH-7); a caller without a digest passes."""
+    digest = caller.token_sha256
+    if digest is not None and not tx.token_valid(digest, caller.tenant_id, caller.actor_id):
+        raise fail(ErrorCode.AUTHENTICATION_FAILED, "unknown or revoked token")
 
 
 def check_access(project: Project | None, membership: Membership | None, *, write: bool) -> Project:
@@ -42,6 +56,7 @@ def authorize(
     Non-members, suspended members and readers that write are all refused the same way, so a
     caller learns nothing about projects it cannot use (AUTH-3, AUTH-4, AUTH-5).
     """
+    check_token(tx, caller)
     project, membership = tx.get_access(caller.scope(project_id), caller.actor_id)
     project = check_access(project, membership, write=write)
     assert membership is not None  # check_access refused a missing membership

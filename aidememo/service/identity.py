@@ -3,6 +3,14 @@
 Bootstrap is idempotent and fails closed: a retry reuses the stored epoch, and a conflicting
 epoch, actor kind, role or token owner is refused with no change at all, because everything
 happens in one transaction.
+
+`authenticate_cached` keeps, per process, the digest -> (tenant, actor) answers it looked up.
+A binding's owner never changes and revocation is final (AUTH-6), so a cached answer can only
+become revoked (or its tenant or actor deleted), never point at someone else while its binding
+row stands; the cached `Caller` carries its digest, and the transaction of the request re-checks
+that binding next to the membership (AUTH-7, `aidememo.service.access.check_token`). A
+revocation therefore takes effect on the next request in every process sharing the store, and
+needs no invalidation message; `forget` drops an entry the re-check refused.
 """
 
 from __future__ import annotations
@@ -25,6 +33,9 @@ from aidememo.domain.model import (
 )
 from aidememo.ports import Clock, Ids, Store, WriteTx
 from aidememo.service.access import Caller
+
+TOKEN_CACHE_MAX = 10_000
+"""Digests `authenticate_cached` keeps per process before it starts over."""
 
 
 def token_digest(token_text: str) -> bytes:
@@ -53,6 +64,7 @@ class IdentityService:
         self.store = store
         self.clock = clock
         self.ids = ids
+        self._callers: dict[bytes, Caller] = {}
 
     # -- provisioning ---------------------------------------------------------------------
 
@@ -174,7 +186,9 @@ class IdentityService:
             tx.set_token_active(token_sha256, False)
             return True
 
-        return self.store.transaction(run)
+        revoked = self.store.transaction(run)
+        self.forget(token_sha256)  # this process's cache; every other one re-checks (AUTH-7)
+        return revoked
 
     # -- authentication -------------------------------------------------------------------
 
@@ -186,6 +200,24 @@ class IdentityService:
         if binding is None:  # unknown, revoked, or its tenant or actor is gone
             raise fail(ErrorCode.AUTHENTICATION_FAILED, "unknown or revoked token")
         return Caller(binding.tenant_id, binding.actor_id)
+
+    def authenticate_cached(self, token_sha256: bytes) -> Caller:
+        """`authenticate` through this process's cache: the caller carries its digest, so the
+        transaction it is used in checks the binding still holds (AUTH-7). Only for callers
+        every use of which runs such a transaction (`aidememo.service.access`)."""
+        caller = self._callers.get(token_sha256)
+        if caller is not None:
+            return caller
+        found = self.authenticate(token_sha256)
+        caller = Caller(found.tenant_id, found.actor_id, token_sha256)
+        if len(self._callers) >= TOKEN_CACHE_MAX:
+            self._callers.clear()  # rare: a bound, not a policy; the next lookups refill it
+        self._callers[token_sha256] = caller
+        return caller
+
+    def forget(self, token_sha256: bytes) -> None:
+        """Drop a digest from this process's token cache."""
+        self._callers.pop(token_sha256, None)
 
     def membership(self, caller: Caller, project_id: str) -> Membership | None:
         """The caller's membership in a project, whatever its status."""

@@ -42,7 +42,7 @@ from aidememo.domain.model import (
 )
 from aidememo.domain.secrets import SecretFinding, find_in_json
 from aidememo.ports import CAP_RAW_FAST_PATH, Clock, RawFastPath, Store, WriteTx
-from aidememo.service.access import Caller, check_access
+from aidememo.service.access import Caller, check_access, check_token
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +150,7 @@ class Ledger:
         def run(tx: WriteTx) -> Receipt:
             nonlocal committed
             committed = False
+            check_token(tx, caller)  # a cached caller's binding, still active (AUTH-7)
             start = tx.begin_command(scope, caller.actor_id, command.command_id, command.resource)
             project, stored = _admit(caller, command, fp, start)
             if stored is not None:
@@ -221,6 +222,7 @@ class Ledger:
                 op=command.change,
                 body=body,
                 now_ms=self.clock.now_ms(),
+                token_sha256=caller.token_sha256,
             )
             outcome = fast.execute_raw(write)
             if outcome is not None:

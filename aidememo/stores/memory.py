@@ -186,6 +186,13 @@ class _MemoryTx:
             return None
         return binding
 
+    def token_valid(self, token_sha256: bytes, tenant_id: str, actor_id: str) -> bool:
+        binding = self.authenticate_token(token_sha256)
+        return binding is not None and (binding.tenant_id, binding.actor_id) == (
+            tenant_id,
+            actor_id,
+        )
+
     def get_access(self, scope: Scope, actor_id: str) -> tuple[Project | None, Membership | None]:
         project = self._t.projects.get((scope.tenant_id, scope.project_id))
         if project is None:

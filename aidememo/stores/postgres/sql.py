@@ -53,6 +53,18 @@ INDEX_FACT = "SELECT aidememo_index_fact(%s, %s, %s, %s, %s)"
 EXECUTE_RAW = (
     "SELECT * FROM aidememo_execute_raw(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
+# The same for a caller from the origin's token cache (AUTH-7): the binding is checked first, in
+# the same statement, and the write runs only when it holds. `OFFSET 0` keeps the subquery
+# from being pulled up, so `tok.ok` is a one-time filter above the function's scan: a revoked
+# token answers one row of NULLs and the function never runs.
+EXECUTE_RAW_TOKEN = (
+    "SELECT r.* FROM (SELECT EXISTS (SELECT 1 FROM token_bindings AS b "
+    "JOIN tenants AS t ON t.tenant_id = b.tenant_id "
+    "JOIN actors AS a ON a.tenant_id = b.tenant_id AND a.actor_id = b.actor_id "
+    "WHERE b.token_sha256 = %s AND b.active AND b.tenant_id = %s AND b.actor_id = %s) AS ok) "
+    "AS tok LEFT JOIN LATERAL (SELECT * FROM aidememo_execute_raw("
+    "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) WHERE tok.ok OFFSET 0) AS r ON true"
+)
 # A connection that answers this after a failed statement is alive (the error was the
 # statement's); one that does not is discarded.
 PING = "SELECT 1"

@@ -204,6 +204,11 @@ class SqlReadRows(Generic[X]):
         tenant, actor, created = rows[0]
         return TokenBinding(digest, tenant, actor, True, created)
 
+    def token_valid(self, token_sha256: bytes, tenant_id: str, actor_id: str) -> bool:
+        """True when the digest is bound, active, to this tenant's actor (AUTH-7)."""
+        rows = self._x.execute(self._d.TOKEN_VALID, (bytes(token_sha256), tenant_id, actor_id))
+        return bool(rows)
+
     def get_access(self, scope: Scope, actor_id: str) -> tuple[Project | None, Membership | None]:
         """The project and the actor's membership: one statement."""
         t, p = scope.tenant_id, scope.project_id

@@ -92,6 +92,13 @@ class SharedSql:
         "JOIN actors AS a ON a.tenant_id = b.tenant_id AND a.actor_id = b.actor_id "
         "WHERE b.token_sha256 = ? AND b.active"
     )
+    # A cached caller's binding, re-checked inside the transaction it guards (AUTH-7).
+    TOKEN_VALID = (
+        "SELECT 1 FROM token_bindings AS b "
+        "JOIN tenants AS t ON t.tenant_id = b.tenant_id "
+        "JOIN actors AS a ON a.tenant_id = b.tenant_id AND a.actor_id = b.actor_id "
+        "WHERE b.token_sha256 = ? AND b.active AND b.tenant_id = ? AND b.actor_id = ?"
+    )
     # The project and the caller's membership in one statement (no membership: NULL role).
     GET_ACCESS = (
         "SELECT p.project_epoch, p.head_seq, m.role, m.status FROM projects AS p "
