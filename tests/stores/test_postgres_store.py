@@ -6,6 +6,7 @@ Runs on a real PostgreSQL 15 (scripts/test starts one), with psycopg 3 and with 
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -48,6 +49,15 @@ def db() -> Iterator[pg.Database]:
         yield database
 
 
+def _statement_name(sql: str) -> str:
+    """What the counting log records: the server-side function a statement calls, else the
+    word before its first parenthesis, else the whole statement."""
+    called = re.search(r"\b(aidememo_\w+)\(", sql)
+    if called is not None:
+        return called.group(1)
+    return sql.split("(", maxsplit=1)[0].strip().split()[-1] if "(" in sql else sql
+
+
 class CountingConnection:
     """A DB-API connection that counts the statements sent through its cursors."""
 
@@ -63,7 +73,7 @@ class CountingConnection:
                 self._cur = conn._conn.cursor()
 
             def execute(self, sql: str, params: Any = ()) -> Any:
-                log.append(sql.split("(", maxsplit=1)[0].strip().split()[-1] if "(" in sql else sql)
+                log.append(_statement_name(sql))
                 return self._cur.execute(sql, params) if params else self._cur.execute(sql)
 
             def __getattr__(self, name: str) -> Any:
@@ -280,7 +290,8 @@ def test_store9_a_raw_command_is_one_round_trip_whatever_its_outcome(
 
 def test_store9_post_v1_commands_takes_the_fast_path(db: pg.Database, driver: str) -> None:
     """Through the HTTP app: the command is the one `aidememo_execute_raw` statement (the
-    token lookup before it is a read of its own); typed commands keep the pipeline."""
+    first request's token lookup is a read of its own; once cached, the binding is checked in
+    that same statement, AUTH-7); typed commands keep the pipeline."""
     log: list[str] = []
     store = PostgresStore.open(_counting(db, driver, log), framed=driver == "pg8000")
     app = HttpApp(store, clock=FixedClock(START_MS))
@@ -291,6 +302,8 @@ def test_store9_post_v1_commands_takes_the_fast_path(db: pg.Database, driver: st
         api.put_note("note_http", {"text": "one round trip"}).expect(200)
         assert log.count("aidememo_execute_raw") == 1
         assert "aidememo_begin_command" not in log and "aidememo_commit_mutation" not in log
+    if driver == "psycopg":
+        assert log == ["aidememo_execute_raw"]  # the cached caller: no read of its own
     log.clear()
     api.session("s_http", source_id="src")  # a typed command: the generic pipeline
     assert "aidememo_begin_command" in log and "aidememo_execute_raw" not in log

@@ -9,6 +9,7 @@ nothing outlives a transaction behind a transaction-mode pool.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from aidememo.stores.sql_common.dialect import Dialect
@@ -39,31 +40,59 @@ SET_TIMEOUTS = (
 # -- the two server-side functions of a command ---------------------------------------------
 
 BEGIN_COMMAND = "SELECT * FROM aidememo_begin_command(%s, %s, %s, %s, %s, %s, %s, %s)"
+# The commit's notification rides in the same statement (no extra round trip); PostgreSQL
+# delivers it to the channel's listeners when, and only if, the transaction commits (LIVE-9).
+COMMIT_CHANNEL = "aidememo_commits"
 COMMIT_MUTATION = (
     "SELECT aidememo_commit_mutation("
     "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "  # ledger rows
     "%s, %s, %s, %s, %s, %s, %s, "  # handoff index row (all NULL when absent)
-    "%s, %s, %s)"  # search row (all NULL when absent)
+    "%s, %s, %s), "  # search row (all NULL when absent)
+    f"pg_notify('{COMMIT_CHANNEL}', %s)"  # the commit's payload (`commit_payload`)
 )
-INDEX_FACT = "SELECT aidememo_index_fact(%s, %s, %s, %s, %s)"
+
+
+def commit_payload(tenant_id: str, project_id: str, seq: int) -> str:
+    """A commit notification's payload: JSON `[tenant_id, project_id, head_seq]`."""
+    return json.dumps([tenant_id, project_id, seq], separators=(",", ":"))
+
+
+def parse_commit_payload(payload: str) -> tuple[str, str, int] | None:
+    """The tenant, project and head of a commit notification; None for any other payload."""
+    try:
+        tenant, project, seq = json.loads(payload)
+    except (ValueError, TypeError):
+        return None
+    if isinstance(tenant, str) and isinstance(project, str) and type(seq) is int:
+        return tenant, project, seq
+    return None
+
+
+# The notification of a committed generic write, after the function's row `r` (LIVE-9).
+_NOTIFY_RAW = (
+    " CROSS JOIN LATERAL (SELECT CASE WHEN r.outcome = 'committed' THEN "
+    f"pg_notify('{COMMIT_CHANNEL}', json_build_array(%s::text, %s::text, r.seq)::text) END"
+    " AS notified) AS n"
+)
+_EXECUTE_RAW_CALL = "aidememo_execute_raw(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 
 # -- a generic put or delete in one round trip (CAP_RAW_FAST_PATH) ---------------------------
 
-# Sent alone on an autocommit connection: the statement is the whole transaction.
-EXECUTE_RAW = (
-    "SELECT * FROM aidememo_execute_raw(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-)
+# Sent alone on an autocommit connection: the statement is the whole transaction. Parameters:
+# the function's, then tenant and project again for the notification.
+EXECUTE_RAW = f"SELECT r.*, n.notified FROM {_EXECUTE_RAW_CALL} AS r{_NOTIFY_RAW}"
 # The same for a caller from the origin's token cache (AUTH-7): the binding is checked first, in
 # the same statement, and the write runs only when it holds. `OFFSET 0` keeps the subquery
 # from being pulled up, so `tok.ok` is a one-time filter above the function's scan: a revoked
-# token answers one row of NULLs and the function never runs.
+# token answers one row of NULLs and the function never runs. Parameters: digest, tenant and
+# actor of the binding, then those of `EXECUTE_RAW`.
 EXECUTE_RAW_TOKEN = (
-    "SELECT r.* FROM (SELECT EXISTS (SELECT 1 FROM token_bindings AS b "
+    "SELECT r.*, n.notified FROM (SELECT EXISTS (SELECT 1 FROM token_bindings AS b "
     "JOIN tenants AS t ON t.tenant_id = b.tenant_id "
     "JOIN actors AS a ON a.tenant_id = b.tenant_id AND a.actor_id = b.actor_id "
     "WHERE b.token_sha256 = %s AND b.active AND b.tenant_id = %s AND b.actor_id = %s) AS ok) "
-    "AS tok LEFT JOIN LATERAL (SELECT * FROM aidememo_execute_raw("
-    "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) WHERE tok.ok OFFSET 0) AS r ON true"
+    f"AS tok LEFT JOIN LATERAL (SELECT * FROM {_EXECUTE_RAW_CALL} WHERE tok.ok OFFSET 0) AS r "
+    f"ON true{_NOTIFY_RAW}"
 )
 # A connection that answers this after a failed statement is alive (the error was the
 # statement's); one that does not is discarded.

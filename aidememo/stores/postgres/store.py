@@ -153,17 +153,18 @@ class PostgresStore:
             write.fingerprint, ref.kind, ref.id, write.expected_revision, write.operation,
             write.op.value, write.body, write.now_ms,
         )  # fmt: skip
+        notify = (sc.tenant_id, sc.project_id)  # the payload's ids (LIVE-9)
         if write.token_sha256 is None:
-            row, retried = self._one_statement(q.EXECUTE_RAW, params)
+            row, retried = self._one_statement(q.EXECUTE_RAW, (*params, *notify))
         else:
             token = (write.token_sha256, sc.tenant_id, write.actor_id)
-            row, retried = self._one_statement(q.EXECUTE_RAW_TOKEN, (*token, *params))
+            row, retried = self._one_statement(q.EXECUTE_RAW_TOKEN, (*token, *params, *notify))
             if row[0] is None:  # the binding no longer holds: nothing ran (AUTH-7)
                 raise fail(ErrorCode.AUTHENTICATION_FAILED, "unknown or revoked token")
         (
             outcome, seq, revision, at, error,
             epoch, head, role, status, r_fp, r_actor, r_kind, r_rid, found, res_revision,
-        ) = row  # fmt: skip
+        ) = row[:15]  # fmt: skip
         t, p = sc.tenant_id, sc.project_id
         if outcome != "refused":
             receipt = Receipt(

@@ -189,6 +189,7 @@ class PgWriteTx(ArchiveWrites, SqlWriteRows[Session], PgReadTx):
                     )
                 ),
                 *((None,) * 3 if doc is None else (doc.fact_id, doc.source_id, doc.terms)),
+                q.commit_payload(r.tenant_id, r.project_id, r.project_seq),
             ),
         )  # fmt: skip
 
