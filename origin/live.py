@@ -15,8 +15,10 @@ same feed.
   the subscribed actors' memberships. Reads run in the loop's thread pool, never on the loop.
   Commits arriving while a read runs are coalesced into the next read. Every
   `RECHECK_INTERVAL_S` the hub reads again, whether or not a commit was announced: that is
-  how a suspension (an identity change, not a commit) and the commits of another process on
-  the same database (a second origin behind a load balancer) reach subscribers.
+  how a suspension (an identity change, not a commit) reaches subscribers, and the backstop
+  for the commits of another process on the same database (another worker, a second origin
+  behind a load balancer): on PostgreSQL those arrive at once through `LISTEN`
+  (`origin.notify`, `LiveFeed.notified`, LIVE-9), on SQLite or behind a pooler only here.
 - A subscriber's queue is bounded in items (`SUBSCRIBER_QUEUE_MAX`) and in bytes
   (`LIVE_PENDING_MAX_BYTES`, counting what is queued and what the sender holds until it is
   sent; uvicorn's `send` waits while the socket's buffer is full, so what sits there is at
@@ -332,6 +334,21 @@ class LiveFeed:
     def _wake(self, scope: Scope) -> None:
         hub = self.hubs.get(scope)
         if hub is not None:
+            hub.wake()
+
+    def notified(self, scope: Scope, seq: int) -> None:
+        """A commit another process (or this one) made, heard through PostgreSQL `LISTEN`
+        (`origin.notify`, LIVE-9); called from the listener's thread. Wakes the project's
+        feed unless it has read that far already (this process's own commits woke it)."""
+        loop = self.loop
+        if loop is None or scope not in self.hubs:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody to tell
+            loop.call_soon_threadsafe(self._wake_before, scope, seq)
+
+    def _wake_before(self, scope: Scope, seq: int) -> None:
+        hub = self.hubs.get(scope)
+        if hub is not None and (hub.seq is None or hub.seq < seq):
             hub.wake()
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:

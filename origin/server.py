@@ -31,6 +31,7 @@ import importlib.util
 import logging
 import math
 import signal
+import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -103,6 +104,9 @@ class ServerSettings:
     log_level: str = "INFO"
     graceful_timeout_s: int = GRACEFUL_TIMEOUT_S
     limits: TransportLimits = field(default_factory=TransportLimits)
+    listen_url: str | None = None
+    """A direct PostgreSQL URL to `LISTEN` on for other processes' commits (`origin.notify`,
+    LIVE-9); None: the live feed sees them through its periodic re-read only."""
 
 
 class _Once:
@@ -140,21 +144,41 @@ def ws_protocol() -> type[asyncio.Protocol] | str:
     return QuietWebSocketProtocol
 
 
-def serve(http_app: Dispatcher, settings: ServerSettings, *, close: Callable[[], None]) -> int:
+def serve(
+    http_app: Dispatcher,
+    settings: ServerSettings,
+    *,
+    close: Callable[[], None],
+    sockets: list[socket.socket] | None = None,
+) -> int:
     """Serve until SIGTERM/SIGINT; returns the process exit status (0 after a clean stop).
 
     `close` releases the store; it runs once, after the in-flight requests have finished.
+    `sockets` are listening sockets to accept on instead of binding `host:port` (a worker of
+    `origin.workers`, which bound them before forking).
     """
     import uvicorn
 
     from aidememo.http.app import HttpApp
     from origin.live import LiveFeed
 
-    close_once = _Once(close)
     live = LiveFeed(http_app) if isinstance(http_app, HttpApp) else None
+    listener = None
+    if live is not None and settings.listen_url is not None:
+        from origin.notify import CommitListener
+
+        listener = CommitListener(settings.listen_url, live.notified)
+
+    def shutdown() -> None:
+        if listener is not None:
+            listener.stop()
+        close()
+
+    close_once = _Once(shutdown)
     app = create_asgi_app(
         http_app,
         dispatch_mode=settings.dispatch,
+        on_startup=listener.start if listener is not None else None,
         on_shutdown=close_once,
         websocket=live,
         threads=settings.threads,
@@ -194,7 +218,7 @@ def serve(http_app: Dispatcher, settings: ServerSettings, *, close: Callable[[],
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous[sig] = signal.signal(sig, remember)
     try:
-        server.run()
+        server.run(sockets=sockets)
     except SystemExit as exc:  # uvicorn exits 1 when it cannot bind or start up
         return exc.code if isinstance(exc.code, int) else 1
     finally:

@@ -391,4 +391,6 @@ def cmd_serve(ns: argparse.Namespace) -> int:
         allow_insecure_http=bool(ns.allow_insecure_http),
         handoff_lease_ms=ns.handoff_lease_ms,
         dispatch=ns.dispatch,
+        workers=ns.workers,
+        listen_database=ns.listen_database,
     )

@@ -197,6 +197,17 @@ def build_parser() -> argparse.ArgumentParser:
         "everything on the loop, or everything in threads",
     )
     serve.add(
+        "--workers",
+        default=1,
+        convert=int_in(1, 64),
+        help="origin processes on the one port (more than 1 needs PostgreSQL)",
+    )
+    serve.add(
+        "--listen-database",
+        help="direct PostgreSQL URL the live feed LISTENs on for other processes' commits "
+        "(default: --database; 'off' for none, e.g. when --database goes through PgBouncer)",
+    )
+    serve.add(
         "--admin-token-file",
         help="file holding the admin token; its SHA-256 guards /v1/admin (closed without it)",
     )

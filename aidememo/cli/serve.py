@@ -1,18 +1,30 @@
 """`aidememo serve`: open the store, build the HTTP app, hand it to the origin server.
 
 uvicorn and `origin` are imported only here, only when serving, so every other command works
-without the `origin` extra.
+without the `origin` extra. `--workers N` (PostgreSQL only) forks N origin processes on one
+port (`origin.workers`).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import ipaddress
+from typing import TYPE_CHECKING
 
 from aidememo.cli.errors import EXIT_USAGE, CliError
-from aidememo.cli.stores import default_database, open_store
+from aidememo.cli.stores import default_database, is_postgres, open_store
+from aidememo.ports import Store
+
+if TYPE_CHECKING:
+    import socket
+
+    from aidememo.http.app import HttpApp
 
 MISSING_EXTRA = "aidememo serve needs the origin extra: pip install 'aidememo[origin]'"
+SQLITE_WORKERS = (
+    "--workers above 1 needs PostgreSQL: on SQLite one process already batches every "
+    "writer into one group commit, which separate processes cannot share"
+)
 
 
 def is_loopback(host: str) -> bool:
@@ -35,11 +47,16 @@ def run_serve(
     handoff_lease_ms: int,
     dispatch: str = "writes",
     admin_token_sha256: bytes | None = None,
+    workers: int = 1,
+    listen_database: str | None = None,
 ) -> int:
     """Serve until SIGTERM/SIGINT; returns the exit status.
 
     `admin_token_sha256` opens the admin routes to the token with that digest; without it
-    they answer 401 `authentication_failed` to everyone."""
+    they answer 401 `authentication_failed` to everyone. `workers` above 1 runs that many
+    origin processes on the one port (`origin.workers`), on PostgreSQL only. On PostgreSQL
+    each process LISTENs for the others' commits on `listen_database` (default the database
+    URL; "off": none, the live feed's 2 s re-read only)."""
     if not is_loopback(host) and not allow_insecure_http:
         raise CliError(
             f"refusing plain HTTP on non-loopback host {host}: tokens would cross the network "
@@ -57,13 +74,51 @@ def run_serve(
     except ValueError as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
 
-    store = open_store(database if database else default_database())
+    url = database if database else default_database()
+    postgres = is_postgres(url)
+    if workers > 1 and not postgres:
+        raise CliError(SQLITE_WORKERS, EXIT_USAGE)
+    listen_url = _listen_url(url, listen_database) if postgres else None
+    settings = ServerSettings(
+        host=host, port=port, dispatch=dispatch, limits=limits, listen_url=listen_url
+    )
+
+    def open_app() -> tuple[HttpApp, Store]:
+        store = open_store(url)
+        try:
+            app = HttpApp(
+                store, handoff_lease_ms=handoff_lease_ms, admin_token_sha256=admin_token_sha256
+            )
+        except BaseException:
+            store.close()
+            raise
+        return app, store
+
+    if workers == 1:
+        app, store = open_app()
+        return serve(app, settings, close=store.close)
+    from origin.workers import bind, run_workers
+
+    open_store(url).close()  # migrate once and report a bad database before forking
     try:
-        app = HttpApp(
-            store, handoff_lease_ms=handoff_lease_ms, admin_token_sha256=admin_token_sha256
-        )
-    except BaseException:
-        store.close()
-        raise
-    settings = ServerSettings(host=host, port=port, dispatch=dispatch, limits=limits)
-    return serve(app, settings, close=store.close)
+        sock = bind(host, port)
+    except OSError as exc:
+        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+    def worker(listening: socket.socket) -> int:
+        app, store = open_app()
+        return serve(app, settings, close=store.close, sockets=[listening])
+
+    return run_workers(workers, sock, worker)
+
+
+def _listen_url(url: str, listen_database: str | None) -> str | None:
+    """The URL the live feed LISTENs on (SPEC.md LIVE-9): the database's unless another
+    is given; None for "off"."""
+    if listen_database is None or not listen_database.strip():
+        return url
+    if listen_database.strip().lower() == "off":
+        return None
+    if not is_postgres(listen_database):
+        raise CliError("--listen-database must be a PostgreSQL URL or 'off'", EXIT_USAGE)
+    return listen_database

@@ -50,6 +50,7 @@ COMMIT_MUTATION = (
     "%s, %s, %s), "  # search row (all NULL when absent)
     f"pg_notify('{COMMIT_CHANNEL}', %s)"  # the commit's payload (`commit_payload`)
 )
+INDEX_FACT = "SELECT aidememo_index_fact(%s, %s, %s, %s, %s)"
 
 
 def commit_payload(tenant_id: str, project_id: str, seq: int) -> str:
