@@ -53,14 +53,17 @@ batch writers that are waiting at once, and the loop's default pool has `cpu_cou
 two cores); 64 matches the most callbacks one group commit carries (`MAX_BATCH`)."""
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+WORKER_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s pid=%(process)d %(message)s"
+"""With several workers (`origin.workers`) each line names the process that wrote it."""
 
 
-def logging_config(level: str = "INFO") -> dict[str, Any]:
+def logging_config(level: str = "INFO", *, with_pid: bool = False) -> dict[str, Any]:
     """The `logging.config.dictConfig` document the server runs with."""
+    fmt = WORKER_LOG_FORMAT if with_pid else LOG_FORMAT
     return {
         "version": 1,
         "disable_existing_loggers": False,
-        "formatters": {"plain": {"()": CachedTimeFormatter, "fmt": LOG_FORMAT}},
+        "formatters": {"plain": {"()": CachedTimeFormatter, "fmt": fmt}},
         "filters": {"client_detail": {"()": ClientDetailFilter}},
         "handlers": {
             "stderr": {
@@ -194,7 +197,7 @@ def serve(
         h11_max_incomplete_event_size=settings.limits.max_head_bytes,
         lifespan="on",
         access_log=False,
-        log_config=logging_config(settings.log_level.upper()),
+        log_config=logging_config(settings.log_level.upper(), with_pid=sockets is not None),
         server_header=False,
         proxy_headers=False,
         timeout_graceful_shutdown=settings.graceful_timeout_s,
