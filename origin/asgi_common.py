@@ -8,8 +8,8 @@ request line's text.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from random import getrandbits
 from typing import Any
 
 from aidememo.domain.ids import is_valid_id
@@ -36,8 +36,9 @@ def fold_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
 
 
 def new_request_id() -> str:
-    """16 random hex characters."""
-    return os.urandom(8).hex()
+    """16 random hex characters: an identifier, not a secret, so from the process's
+    pseudo-random generator (reseeded in every forked worker) rather than a system call."""
+    return f"{getrandbits(64):016x}"
 
 
 def request_id(headers: dict[str, str]) -> str:

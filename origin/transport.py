@@ -98,6 +98,56 @@ def log_access(request_id: str, method: str, path: str, status: int, seconds: fl
         access.info(ACCESS_FORMAT, request_id, method, _log_path(path), status, seconds * 1000.0)
 
 
+JOIN_MAX_BYTES = 64 * 1024
+"""Bodies up to this size are joined to the held head (uvloop sends a single buffer at once;
+`writelines` of two takes its queued write path)."""
+
+
+class OneWrite:
+    """The transport as one response's `RequestResponseCycle` sees it: the response head is
+    held back and goes out with the first body chunk in one write, instead of a write of its
+    own. Every response is then one segment and one
+    wake-up of the client instead of two (docs/bench-notes.md has the measurement). Writes
+    before the head (`100 Continue`) pass through; `close` sends what is held first."""
+
+    __slots__ = ("_cycle", "_head", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, cycle: Any) -> None:
+        self._transport = transport
+        self._cycle = cycle
+        self._head: bytes | None = None
+
+    def write(self, data: bytes) -> None:
+        head = self._head
+        if head is not None:
+            self._head = None
+            if len(data) <= JOIN_MAX_BYTES:
+                self._transport.write(head + data)  # one try-write on uvloop
+            else:  # a large body is not copied for the head's sake
+                self._transport.writelines((head, data))
+        elif self._cycle.response_started and not self._cycle.response_complete and data:
+            self._head = data  # the head: it waits for the body
+        else:
+            self._transport.write(data)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def flush(self) -> None:
+        """Send a held head now."""
+        head, self._head = self._head, None
+        if head is not None:
+            self._transport.write(head)
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
+    def __getattr__(self, name: str) -> Any:
+        self.flush()
+        return getattr(self._transport, name)
+
+
 class LimitedHttpProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with SPEC.md HTTP-4/HTTP-5 enforced; see the module doc."""
 
@@ -187,6 +237,9 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             self._head_timer.cancel()
             self._head_timer = None
         super().on_headers_complete()
+        cycle = self.cycle
+        if cycle is not None and cycle.transport is self.transport:  # a new request's cycle
+            cycle.transport = OneWrite(self.transport, cycle)
 
     def on_body(self, body: bytes) -> None:
         self._body_seen = self.loop.time()
