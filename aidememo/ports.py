@@ -115,9 +115,13 @@ class ReadTx(Protocol):
         `authenticate_token` answers, for a caller resolved before (AUTH-7)."""
         ...
 
-    def get_access(self, scope: Scope, actor_id: str) -> tuple[Project | None, Membership | None]:
+    def get_access(
+        self, scope: Scope, actor_id: str, token_sha256: bytes | None = None
+    ) -> tuple[Project | None, Membership | None]:
         """The project row and the actor's membership in it (None for either when missing;
-        no membership without a project); one statement where the backend allows."""
+        no membership without a project); one statement where the backend allows. With
+        `token_sha256`, also what `token_valid` checks, raising `authentication_failed` when
+        it fails (AUTH-7)."""
         ...
 
     def mailbox(self, scope: Scope, query: MailboxQuery) -> list[tuple[int, HandoffIndexRow]]:

@@ -239,7 +239,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         super().on_headers_complete()
         cycle = self.cycle
         if cycle is not None and cycle.transport is self.transport:  # a new request's cycle
-            cycle.transport = OneWrite(self.transport, cycle)
+            cycle.transport = OneWrite(self.transport, cycle)  # type: ignore[assignment]
 
     def on_body(self, body: bytes) -> None:
         self._body_seen = self.loop.time()

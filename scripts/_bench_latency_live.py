@@ -5,8 +5,11 @@ loop) at the head of `/v1/projects/{p}/changes/live`, waits for every catch-up p
 writer thread post the round's facts over one warm connection and times each commit from just
 before its POST to its delivery to each subscriber; `figures` counts what was lost, duplicated
 or out of order. `run_live` runs one round per `--live-subscribers` entry and prints the
-`bench_latency_live` JSON line. Kept apart from the request benchmark, which never opens a
-WebSocket; the module docstring of `bench_latency.py` describes what is measured.
+`bench_latency_live` JSON line. With `--live-writer-url` the writer posts to another origin
+process on the same PostgreSQL database than the one the subscribers listen on, so every
+delivery crosses processes (through `LISTEN/NOTIFY`, SPEC.md LIVE-9). Kept apart from the
+request benchmark, which never opens a WebSocket; the module docstring of `bench_latency.py`
+describes what is measured.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from _bench_common import emit, latency_summary, note, peak_rss_mib, target
-from _bench_latency_client import TIMEOUT_S, HttpFailure, plot, read_token
+from _bench_latency_client import TIMEOUT_S, Endpoint, HttpFailure, plot, read_token
 
 if TYPE_CHECKING:
     from bench_latency import Bench
@@ -31,8 +34,17 @@ SEQ_FIELD = re.compile(r'"change":\{[^{}]*?"seq":(\d+)')
 class LiveRound:
     """One round: `n` subscribers at the head, `commits` facts, every delivery timed."""
 
-    def __init__(self, bench: Bench, token: str, n: int, commits: int, interval_s: float) -> None:
+    def __init__(
+        self,
+        bench: Bench,
+        token: str,
+        n: int,
+        commits: int,
+        interval_s: float,
+        writer: Endpoint | None = None,
+    ) -> None:
         self.bench = bench
+        self.writer_endpoint = writer if writer is not None else bench.endpoint
         self.token = token
         self.n = n
         self.commits = commits
@@ -63,7 +75,7 @@ class LiveRound:
         """The writer thread: one fact at a time on a warm connection."""
         bench = self.bench
         clock = time.perf_counter_ns
-        conn = bench.endpoint.connect()
+        conn = self.writer_endpoint.connect()
         try:
             bench.writer.request(conn, "GET", "/health")
             for i in range(self.commits):
@@ -155,6 +167,23 @@ class LiveRound:
         return latency_summary(samples, f"live_{self.n}"), samples, counts
 
 
+def writer_endpoint(args: argparse.Namespace) -> Endpoint | None:
+    """Where the writer posts: `--live-writer-url` (another origin process on the same
+    database, with the same path prefix), else None (the subscribers' origin)."""
+    url = getattr(args, "live_writer_url", None)
+    return Endpoint(url) if url else None
+
+
+def add_live_writer_argument(parser: argparse.ArgumentParser) -> None:
+    """`--live-writer-url`: the writer on another origin process than the subscribers."""
+    parser.add_argument(
+        "--live-writer-url",
+        default=None,
+        help="with --live: post the commits to this origin (another process on the same "
+        "PostgreSQL database) while the subscribers listen on --base-url",
+    )
+
+
 def run_live(bench: Bench, args: argparse.Namespace) -> int:
     import asyncio
 
@@ -164,8 +193,10 @@ def run_live(bench: Bench, args: argparse.Namespace) -> int:
         print("--live needs the websockets package: pip install websockets", file=sys.stderr)
         return 2
     token = read_token(args.token_file)
+    writer = writer_endpoint(args)
     figures: dict[str, Any] = {
         "base_url": args.base_url,
+        "writer_url": getattr(args, "live_writer_url", None) or args.base_url,
         "project": args.project,
         "commits_per_round": args.live_commits,
         "interval_ms": args.live_interval_ms,
@@ -176,7 +207,7 @@ def run_live(bench: Bench, args: argparse.Namespace) -> int:
     plots: dict[str, dict[str, list[int]]] = {}
     for n in args.live_subscribers:
         note(f"  live: {n} subscriber(s), {args.live_commits} commits")
-        rnd = LiveRound(bench, token, n, args.live_commits, args.live_interval_ms / 1000)
+        rnd = LiveRound(bench, token, n, args.live_commits, args.live_interval_ms / 1000, writer)
         try:
             asyncio.run(rnd.run())
         except (HttpFailure, OSError, TimeoutError) as exc:

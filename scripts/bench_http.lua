@@ -3,7 +3,7 @@
 --   wrk -t2 -c32 -d10s --latency -s scripts/bench_http.lua URL -- \
 --       MODE TOKEN PROJECT EPOCH TAG SEED_FACTS HEAD SESSION
 --
--- MODE is facts | resource | changes | search | hello. Every POST facts request carries a
+-- MODE is facts | commands | resource | changes | search | hello. Every POST facts request carries a
 -- command_id and fact_id made of the run TAG, the wrk thread's number and a per-thread counter,
 -- so no two requests of any run (warm-up included) share an id. done() prints one line
 -- "BENCH_JSON {...}" with the request count, duration, error counts and the latency
@@ -75,6 +75,16 @@ function request()
     local body = '{"command_id":"c-' .. id .. '","payload":{"fact_id":"f-' .. id
       .. '","session_id":"' .. session .. '","content":"' .. sentence(22) .. '"}}'
     return wrk.format("POST", base .. "/facts", headers, body)
+  elseif mode == "commands" then
+    -- a generic put of a new custom.note (POST /v1/commands, the one-statement path on
+    -- PostgreSQL), about 200 bytes of payload
+    counter = counter + 1
+    local id = tag .. "-" .. thread_id .. "-" .. counter
+    local body = '{"command_id":"c-' .. id .. '","project_id":"' .. project
+      .. '","expected_revision":null,"operation":"resource.put",'
+      .. '"resource":{"kind":"custom.note","id":"n-' .. id .. '"},"change":"upsert",'
+      .. '"payload":{"text":"' .. sentence(22) .. '"}}'
+    return wrk.format("POST", "/v1/commands", headers, body)
   elseif mode == "resource" then
     local path = base .. "/resources/fact/seed-" .. math.random(0, seed_facts - 1)
     return wrk.format("GET", path, headers)

@@ -25,9 +25,17 @@ What is measured, and how:
   `origin.asgi` (our adapter and access log, no core) is reported as a figure, so the cost of
   the adapter and of the core can be told apart.
 - Peak memory: the server's peak RSS (`VmHWM`) read before it is stopped.
-- CPU: each run's `cpu_us_per_req` is the serving process's user plus system CPU time
-  (`/proc/PID/stat`, all threads) over the run, per request. On this shared machine it moves
-  far less from run to run than requests/s, so compare changes by it first.
+- CPU: each run's `cpu_us_per_req` is the serving process tree's user plus system CPU time
+  (`/proc/PID/stat`, all threads, every worker) over the run, per request. On this shared
+  machine it moves far less from run to run than requests/s, so compare changes by it first.
+  Beside it, `loadgen_cpu_us_per_req` (wrk's, from `getrusage` of this script's children),
+  `postgres_cpu_us_per_req` (the cluster's postmaster and backends, on PostgreSQL) and
+  `origin_processes` (`scripts/_bench_cpu.py`): the CPU split between origin, database and
+  load generator, which share this machine's cores.
+- `--workers N` serves with `aidememo serve --workers N` from a throwaway PostgreSQL 15
+  cluster (`scripts/_bench_pg_server.py`: fsync, synchronous_commit and full_page_writes on),
+  seeded the same way; `--postgres` does that with one worker, for the same-run comparison.
+  SQLite refuses several workers (SPEC.md HTTP-8). The targets below are the SQLite ones.
 
 Every process this script starts is stopped (SIGTERM, then SIGKILL) in a `finally`, also on
 failure and on SIGTERM/SIGINT. The last line of output is the JSON result object
@@ -59,11 +67,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _bench_common import emit, free_port, latency_summary, note, peak_rss_mib, target
+from _bench_cpu import CpuSplit, postmaster_pid
 from _bench_http_tools import (
     ROOT,
     LuaArgs,
     Processes,
-    cpu_seconds_of,
     ensure_wrk,
     peak_rss_of,
     run_wrk,
@@ -240,15 +248,25 @@ def handoff_client(port: int, token_a: str, token_b: str, cycles: int, tag: str)
 # -- orchestration ----------------------------------------------------------------------------
 
 
-def seed(database: Path, tokens: dict[str, str], facts: int) -> tuple[str, int]:
+def open_seed_store(database: str) -> Any:
+    """The store to seed: the SQLite file, or the PostgreSQL database (migrated first)."""
+    if database.startswith("postgresql://"):
+        from aidememo.cli.stores import open_postgres
+
+        return open_postgres(database)
+    from aidememo.stores.sqlite import SqliteStore
+
+    return SqliteStore.open_file(database, synchronous="FULL")
+
+
+def seed(database: str, tokens: dict[str, str], facts: int) -> tuple[str, int]:
     """Bootstrap the project and actors, create the sessions and seed facts; (epoch, head)."""
     from aidememo.domain.clock import RandomIds, SystemClock
     from aidememo.http.app import HttpApp
     from aidememo.http.types import Request
     from aidememo.service.identity import IdentityService, token_digest
-    from aidememo.stores.sqlite import SqliteStore
 
-    store = SqliteStore.open_file(database, synchronous="FULL")
+    store = open_seed_store(database)
     try:
         identity = IdentityService(store, SystemClock(), RandomIds())
         boot = identity.bootstrap(
@@ -312,6 +330,22 @@ def main() -> int:
         default="facts,resource,adapter_hello",
         help="comma-separated: facts, resource, changes, search, adapter_hello, hello",
     )
+    parser.add_argument(
+        "--py-spy-gil",
+        action="store_true",
+        help="sample only the thread holding the GIL (py-spy --gil): Python CPU, not waits",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="origin processes (aidememo serve --workers); above 1 serves from PostgreSQL",
+    )
+    parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="serve from a throwaway PostgreSQL cluster instead of SQLite (also one worker)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     # internal modes: this script re-runs itself as the baseline server and the cycle client
     parser.add_argument("--serve-hello", choices=["raw", "adapter"], help=argparse.SUPPRESS)
@@ -336,10 +370,19 @@ def orchestrate(args: argparse.Namespace) -> int:
     wrk = ensure_wrk()
     procs = Processes()
     tmp = Path(tempfile.mkdtemp(prefix="bench_http_"))
+    postgres = args.postgres or args.workers > 1
+    cluster: Any = None
     try:
         home = tmp / "home"
         home.mkdir(mode=0o700)
-        database = home / "ssot.sqlite"
+        database = str(home / "ssot.sqlite")
+        if postgres:
+            from _bench_pg_server import Cluster
+
+            cluster = Cluster(tempfile.mkdtemp(prefix="aidememo-bench-http-pg."))
+            note("starting a PostgreSQL 15 cluster (fsync=on, synchronous_commit=on)")
+            cluster.start()
+            database = cluster.url
         tokens = {ACTOR_A: secrets.token_hex(32), ACTOR_B: secrets.token_hex(32)}
         note(f"seeding {args.seed_facts} facts")
         epoch, head = seed(database, tokens, args.seed_facts)
@@ -348,14 +391,21 @@ def orchestrate(args: argparse.Namespace) -> int:
         env.pop("AIDEMEMO_DATABASE_URL", None)
         py, me = sys.executable, str(Path(__file__).resolve())
         app_port, hello_port, adapter_port = free_port(), free_port(), free_port()
-        if importlib.util.find_spec("aidememo.cli.serve") is not None:
+        if postgres:
             serve_argv = [py, "-m", "aidememo", "serve", "--port", str(app_port)]
+            serve_argv += ["--workers", str(args.workers)]
+            env["AIDEMEMO_DATABASE_URL"] = database  # keeps the URL out of the argv
+            how = f"aidememo serve --workers {args.workers} on PostgreSQL"
+        elif importlib.util.find_spec("aidememo.cli.serve") is not None:
+            serve_argv = [py, "-m", "aidememo", "serve", "--port", str(app_port)]
+            serve_argv += ["--database", database]
             how = "aidememo serve"
         else:
             serve_argv = [py, me, "--serve-app", str(database), "--port", str(app_port)]
             how = "origin.server.serve (no aidememo serve command in this tree)"
         note(f"starting the server ({how}) and the hello baselines")
         server = procs.start(serve_argv, tmp / "server.log", env)
+        env.pop("AIDEMEMO_DATABASE_URL", None)
         hello = procs.start(
             [py, me, "--serve-hello", "raw", "--port", str(hello_port)], tmp / "hello.log", env
         )
@@ -375,11 +425,14 @@ def orchestrate(args: argparse.Namespace) -> int:
             if args.warmup > 0:
                 run_wrk(wrk, port, mode, args.warmup, lua_args, f"w{run_id}")
             note(f"wrk {mode}: {args.duration} s")
-            cpu_before = cpu_seconds_of(proc.pid)
+            # The server's whole process tree (its workers too); PostgreSQL only for the app.
+            pg_pid = postmaster_pid(cluster.data) if cluster is not None else None
+            split = CpuSplit(proc.pid, pg_pid if proc is server else None)
             raw = run_wrk(wrk, port, mode, args.duration, lua_args, f"m{run_id}")
             figures = wrk_figures(raw)
-            cpu = cpu_seconds_of(proc.pid) - cpu_before
-            figures["cpu_us_per_req"] = round(cpu / max(1, figures["requests"]) * 1e6, 1)
+            cpu = split.per_request(figures["requests"])
+            figures["cpu_us_per_req"] = cpu.pop("origin_cpu_us_per_req")
+            figures.update(cpu)
             return figures
 
         # The baseline right before GET resource: the pair the ratio target compares.
@@ -433,6 +486,8 @@ def orchestrate(args: argparse.Namespace) -> int:
         hello_rss = peak_rss_of(hello.pid)
     finally:
         procs.stop_all()
+        if cluster is not None:
+            cluster.stop()
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
         else:
@@ -451,7 +506,13 @@ def orchestrate(args: argparse.Namespace) -> int:
     figures["load"] = f"wrk -t2 -c32 -d{args.duration}s --latency after {args.warmup} s warm-up"
     figures["seed_facts"] = args.seed_facts
     figures["changes_page"] = 1000
-    figures["server"] = "aidememo serve: uvicorn, one process, SQLite synchronous=FULL"
+    figures["server"] = (
+        f"aidememo serve --workers {args.workers}: uvicorn, PostgreSQL (fsync on)"
+        if postgres
+        else "aidememo serve: uvicorn, one process, SQLite synchronous=FULL"
+    )
+    figures["workers"] = args.workers
+    figures["machine_load_1m"] = round(os.getloadavg()[0], 2)
     baseline = {f"hello_{key}": value for key, value in results["hello"].items()}
     baseline["hello_peak_rss_mib"] = hello_rss
     baseline["what"] = "hello-world JSON ASGI app, same uvicorn settings, same wrk command"
@@ -485,6 +546,8 @@ def profile_runs(
         note(f"py-spy: {args.duration} s of {name} into {out}")
         argv = [spy, "record", "--pid", str(pid), "--duration", str(args.duration)]
         argv += ["--rate", "250", "--format", "raw", "--output", str(out), "--nonblocking"]
+        if args.py_spy_gil:
+            argv.append("--gil")  # only the thread holding the GIL: where the CPU goes
         recorder = subprocess.Popen(
             argv,
             stdout=subprocess.DEVNULL,

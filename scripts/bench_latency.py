@@ -30,15 +30,16 @@ contract. What is measured, and how:
 
 `--live` measures the live change feed instead: commit-to-delivery latency with
 `--live-subscribers` (default `1,100`) WebSocket subscribers (the `websockets` package of the
-test extra, all on one asyncio loop in this process) on `/v1/projects/{p}/changes/live`.
-Each round subscribes every client at the head (the search `index_seq`, which equals the head,
-SRCH-1), waits until each has its first catch-up page, then
-a writer thread posts `--live-commits` facts one after another, `--live-interval-ms` apart,
-over one warm connection. A sample is the time from just before a fact's POST is sent to the
+test extra, all on one asyncio loop in this process) on `/v1/projects/{p}/changes/live`. Each
+round subscribes every client at the head (the search `index_seq`, which equals the head,
+SRCH-1), waits until each has its first catch-up page, then a writer thread posts
+`--live-commits` facts one after another, `--live-interval-ms` apart, over one warm connection
+(`--live-writer-url`: to another origin process on the same PostgreSQL database, so each
+delivery crosses processes). A sample is the time from just before a fact's POST is sent to the
 moment a subscriber has received and decoded the batch of that commit; every subscriber gives
 one sample per commit. Every subscriber must receive every commit exactly once and in order:
-`lost`, `duplicated` and `out_of_order` count what did not. The baseline is the same run's
-POST round trip (the writer's acknowledgement of a durable commit: delivery cannot beat it).
+`lost`, `duplicated` and `out_of_order` count what did not. The baseline is the same run's POST
+round trip (the writer's acknowledgement of a durable commit: delivery cannot beat it).
 Targets (the issue's, on the origin): `live_100_p95_ms <= 50` and no message lost or
 duplicated. The last line is then `{"name": "bench_latency_live", ...}`.
 
@@ -66,7 +67,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bench_common import emit, latency_summary, note, peak_rss_mib
 from _bench_latency_client import Actor, Endpoint, HttpFailure, plot, read_token
-from _bench_latency_live import run_live
+from _bench_latency_live import add_live_writer_argument, run_live
 
 OPERATIONS = ("post_facts", "get_resource", "get_search", "get_changes")
 HANDOFF_STEPS = ("send", "accept", "fact", "return")
@@ -326,6 +327,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="1,100",
         help="comma-separated subscriber counts, one round each (default 1,100)",
     )
+    add_live_writer_argument(parser)
     parser.add_argument(
         "--live-commits", type=int, default=200, help="commits per live round (default 200)"
     )

@@ -487,6 +487,21 @@ def main() -> int:
         action="store_true",
         help="the generic pipeline (4 statements per command) instead of the fast path",
     )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="also serve the cluster over HTTP with aidememo serve --workers 1 and N "
+        "(scripts/_bench_pg_origin.py) and report the CPU split",
+    )
+    parser.add_argument(
+        "--origin-seconds", type=int, default=5, help="length of each origin phase (default 5)"
+    )
+    parser.add_argument(
+        "--skip-store-phases",
+        action="store_true",
+        help="with --workers: only the origin phases (no in-process clients, baseline, profile)",
+    )
     args = parser.parse_args()
     fast_path = not args.generic
     seconds, max_commands = args.seconds, args.commands
@@ -507,12 +522,22 @@ def main() -> int:
         setup(url)
         connect = psycopg_connector(url)
 
+        origin: dict[str, Any] = {}
+        if args.workers:
+            from _bench_pg_origin import run_origin
+
+            origin = run_origin(url, cluster.data, args.workers, args.origin_seconds, 1)
+            if args.skip_store_phases:
+                emit("bench_pg_origin", origin, {}, _origin_targets(origin, args.workers))
+                return 0
+
         half_s = seconds / 2
         half_rows = max(1, max_commands // 2)
         note(f"baseline: raw psycopg insert+commit loop, {half_s:g} s (first half)")
         base_a, base_a_s, base_a_cpu = run_baseline(connect, 0, half_s, half_rows)
 
         figures: dict[str, Any] = {"payload_bytes": PAYLOAD_BYTES, "raw_fast_path": fast_path}
+        figures.update(origin)
         for name, projects in (
             ("one_client", ["bench-solo"]),
             ("sixteen_clients_one_project", ["bench-shared"] * CLIENTS),
@@ -568,8 +593,18 @@ def main() -> int:
         "sixteen_projects_scaling": target(many / one, ">= 2.5"),
         "one_project_contention": target(shared / one, ">= 0.8"),
     }
+    if args.workers:
+        targets.update(_origin_targets(figures, args.workers))
     emit("bench_pg", figures, baseline, targets)
     return 0
+
+
+def _origin_targets(figures: dict[str, Any], workers: int) -> dict[str, Any]:
+    """With several workers, the origin's CPU per request within 10% of one worker's."""
+    ratio = figures.get(f"origin_cpu_ratio_w{workers}_over_w1")
+    if workers < 2 or ratio is None:
+        return {}
+    return {"origin_cpu_per_request_ratio": target(ratio, "<= 1.1")}
 
 
 if __name__ == "__main__":

@@ -191,10 +191,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add(
         "--dispatch",
-        default="writes",
         choices=["writes", "inline", "thread"],
         help="where requests run: reads on the event loop and writes in worker threads, "
-        "everything on the loop, or everything in threads",
+        "everything on the loop, or everything in threads (default: writes on SQLite, "
+        "thread on PostgreSQL, where every read is a network round trip)",
     )
     serve.add(
         "--workers",

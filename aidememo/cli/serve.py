@@ -45,7 +45,7 @@ def run_serve(
     port: int,
     allow_insecure_http: bool,
     handoff_lease_ms: int,
-    dispatch: str = "writes",
+    dispatch: str | None = None,
     admin_token_sha256: bytes | None = None,
     workers: int = 1,
     listen_database: str | None = None,
@@ -56,7 +56,8 @@ def run_serve(
     they answer 401 `authentication_failed` to everyone. `workers` above 1 runs that many
     origin processes on the one port (`origin.workers`), on PostgreSQL only. On PostgreSQL
     each process LISTENs for the others' commits on `listen_database` (default the database
-    URL; "off": none, the live feed's 2 s re-read only)."""
+    URL; "off": none, the live feed's 2 s re-read only). `dispatch` None is `writes` on
+    SQLite (its reads are fast local calls) and `thread` on PostgreSQL (docs/bench-notes.md)."""
     if not is_loopback(host) and not allow_insecure_http:
         raise CliError(
             f"refusing plain HTTP on non-loopback host {host}: tokens would cross the network "
@@ -79,6 +80,8 @@ def run_serve(
     if workers > 1 and not postgres:
         raise CliError(SQLITE_WORKERS, EXIT_USAGE)
     listen_url = _listen_url(url, listen_database) if postgres else None
+    if dispatch is None:  # a PostgreSQL read waits on the network: never on the event loop
+        dispatch = "thread" if postgres else "writes"
     settings = ServerSettings(
         host=host, port=port, dispatch=dispatch, limits=limits, listen_url=listen_url
     )

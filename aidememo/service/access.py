@@ -56,8 +56,10 @@ def authorize(
     Non-members, suspended members and readers that write are all refused the same way, so a
     caller learns nothing about projects it cannot use (AUTH-3, AUTH-4, AUTH-5).
     """
-    check_token(tx, caller)
-    project, membership = tx.get_access(caller.scope(project_id), caller.actor_id)
+    # A cached caller's binding is checked in the same statement (AUTH-7).
+    project, membership = tx.get_access(
+        caller.scope(project_id), caller.actor_id, caller.token_sha256
+    )
     project = check_access(project, membership, write=write)
     assert membership is not None  # check_access refused a missing membership
     return project, membership

@@ -193,7 +193,13 @@ class _MemoryTx:
             actor_id,
         )
 
-    def get_access(self, scope: Scope, actor_id: str) -> tuple[Project | None, Membership | None]:
+    def get_access(
+        self, scope: Scope, actor_id: str, token_sha256: bytes | None = None
+    ) -> tuple[Project | None, Membership | None]:
+        if token_sha256 is not None and not self.token_valid(
+            token_sha256, scope.tenant_id, actor_id
+        ):
+            raise fail(ErrorCode.AUTHENTICATION_FAILED, "unknown or revoked token")
         project = self._t.projects.get((scope.tenant_id, scope.project_id))
         if project is None:
             return None, None

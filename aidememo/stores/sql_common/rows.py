@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
+from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.limits import INT64_MAX
 from aidememo.domain.model import (
     Actor,
@@ -209,13 +210,24 @@ class SqlReadRows(Generic[X]):
         rows = self._x.execute(self._d.TOKEN_VALID, (bytes(token_sha256), tenant_id, actor_id))
         return bool(rows)
 
-    def get_access(self, scope: Scope, actor_id: str) -> tuple[Project | None, Membership | None]:
-        """The project and the actor's membership: one statement."""
+    def get_access(
+        self, scope: Scope, actor_id: str, token_sha256: bytes | None = None
+    ) -> tuple[Project | None, Membership | None]:
+        """The project and the actor's membership: one statement, which also checks the
+        binding of `token_sha256` when given (AUTH-7)."""
         t, p = scope.tenant_id, scope.project_id
-        rows = self._x.execute(self._d.GET_ACCESS, (actor_id, t, p))
-        if not rows:
-            return None, None
-        epoch, head, role, status = rows[0]
+        if token_sha256 is None:
+            rows = self._x.execute(self._d.GET_ACCESS, (actor_id, t, p))
+            if not rows:
+                return None, None
+            epoch, head, role, status = rows[0]
+        else:
+            params = (bytes(token_sha256), t, actor_id, t, p, actor_id)
+            epoch, head, role, status, valid = self._x.execute(self._d.GET_ACCESS_TOKEN, params)[0]
+            if valid is None:
+                raise fail(ErrorCode.AUTHENTICATION_FAILED, "unknown or revoked token")
+            if epoch is None:
+                return None, None
         project = Project(t, p, epoch, head)
         if role is None:
             return project, None

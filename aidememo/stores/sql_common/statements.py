@@ -99,6 +99,19 @@ class SharedSql:
         "JOIN actors AS a ON a.tenant_id = b.tenant_id AND a.actor_id = b.actor_id "
         "WHERE b.token_sha256 = ? AND b.active AND b.tenant_id = ? AND b.actor_id = ?"
     )
+    # The same for a cached caller (AUTH-7): the binding's check is the fifth column (1, or
+    # NULL when it no longer holds), and there is always one row.
+    GET_ACCESS_TOKEN = (
+        "SELECT p.project_epoch, p.head_seq, m.role, m.status, "
+        "(SELECT 1 FROM token_bindings AS b "
+        "JOIN tenants AS t ON t.tenant_id = b.tenant_id "
+        "JOIN actors AS a ON a.tenant_id = b.tenant_id AND a.actor_id = b.actor_id "
+        "WHERE b.token_sha256 = ? AND b.active AND b.tenant_id = ? AND b.actor_id = ?) "
+        "FROM (SELECT 1) AS one "
+        "LEFT JOIN projects AS p ON p.tenant_id = ? AND p.project_id = ? "
+        "LEFT JOIN memberships AS m ON m.tenant_id = p.tenant_id "
+        "AND m.project_id = p.project_id AND m.actor_id = ?"
+    )
     # The project and the caller's membership in one statement (no membership: NULL role).
     GET_ACCESS = (
         "SELECT p.project_epoch, p.head_seq, m.role, m.status FROM projects AS p "
