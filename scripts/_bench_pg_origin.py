@@ -56,7 +56,8 @@ def run_origin(url: str, data_dir: str, workers: int, seconds: int, warmup: int)
         env = {**os.environ, "AIDEMEMO_HOME": str(tmp / "home"), "PYTHONUNBUFFERED": "1"}
         env["AIDEMEMO_DATABASE_URL"] = url
         argv = [sys.executable, "-m", "aidememo", "serve", "--port", str(port)]
-        argv += ["--workers", str(n)]
+        if n > 1:
+            argv += ["--workers", str(n)]
         log = tmp / f"serve_w{n}.log"
         try:
             server = procs.start(argv, log, env)
