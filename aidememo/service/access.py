@@ -31,14 +31,6 @@ class Caller:
         return Scope(self.tenant_id, project_id)
 
 
-def check_token(tx: ReadTx, caller: Caller) -> None:
-    """Refuse, with `authentication_failed`, a cached caller whose token binding was revoked
-    or removed since it was cached (AUTH-7); a caller without a digest passes."""
-    digest = caller.token_sha256
-    if digest is not None and not tx.token_valid(digest, caller.tenant_id, caller.actor_id):
-        raise fail(ErrorCode.AUTHENTICATION_FAILED, "unknown or revoked token")
-
-
 def check_access(project: Project | None, membership: Membership | None, *, write: bool) -> Project:
     """The membership rule on rows already loaded (AUTH-3, AUTH-4, AUTH-5)."""
     if project is None or membership is None or not membership.active:

@@ -8,9 +8,10 @@ happens in one transaction.
 A binding's owner never changes and revocation is final (AUTH-6), so a cached answer can only
 become revoked (or its tenant or actor deleted), never point at someone else while its binding
 row stands; the cached `Caller` carries its digest, and the transaction of the request re-checks
-that binding next to the membership (AUTH-7, `aidememo.service.access.check_token`). A
-revocation therefore takes effect on the next request in every process sharing the store, and
-needs no invalidation message; `forget` drops an entry the re-check refused.
+that binding in the statement that reads the membership (AUTH-7, `ReadTx.get_access`,
+`WriteTx.begin_command`). A revocation therefore takes effect on the next request in every
+process sharing the store, and needs no invalidation message; `forget` drops an entry the
+re-check refused.
 """
 
 from __future__ import annotations

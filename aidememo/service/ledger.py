@@ -42,7 +42,7 @@ from aidememo.domain.model import (
 )
 from aidememo.domain.secrets import SecretFinding, find_in_json
 from aidememo.ports import CAP_RAW_FAST_PATH, Clock, RawFastPath, Store, WriteTx
-from aidememo.service.access import Caller, check_access, check_token
+from aidememo.service.access import Caller, check_access
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,8 +150,10 @@ class Ledger:
         def run(tx: WriteTx) -> Receipt:
             nonlocal committed
             committed = False
-            check_token(tx, caller)  # a cached caller's binding, still active (AUTH-7)
-            start = tx.begin_command(scope, caller.actor_id, command.command_id, command.resource)
+            # A cached caller's binding is checked in the same statement (AUTH-7).
+            start = tx.begin_command(
+                scope, caller.actor_id, command.command_id, command.resource, caller.token_sha256
+            )
             project, stored = _admit(caller, command, fp, start)
             if stored is not None:
                 return stored

@@ -304,8 +304,17 @@ class _MemoryTx:
     # -- WriteTx --------------------------------------------------------------------------
 
     def begin_command(
-        self, scope: Scope, actor_id: str, command_id: str, ref: ResourceRef
+        self,
+        scope: Scope,
+        actor_id: str,
+        command_id: str,
+        ref: ResourceRef,
+        token_sha256: bytes | None = None,
     ) -> CommandStart:
+        if token_sha256 is not None and not self.token_valid(
+            token_sha256, scope.tenant_id, actor_id
+        ):
+            raise fail(ErrorCode.AUTHENTICATION_FAILED, "unknown or revoked token")
         return CommandStart(
             self.get_project(scope),
             self.get_membership(scope, actor_id),

@@ -40,6 +40,15 @@ SET_TIMEOUTS = (
 # -- the two server-side functions of a command ---------------------------------------------
 
 BEGIN_COMMAND = "SELECT * FROM aidememo_begin_command(%s, %s, %s, %s, %s, %s, %s, %s)"
+# The same for a cached caller (AUTH-7): a last column is 1 while the token binding still
+# holds, else NULL. Parameters: digest, tenant, actor, then those of `BEGIN_COMMAND`.
+BEGIN_COMMAND_TOKEN = (
+    "SELECT f.*, (SELECT 1 FROM token_bindings AS b "
+    "JOIN tenants AS t ON t.tenant_id = b.tenant_id "
+    "JOIN actors AS a ON a.tenant_id = b.tenant_id AND a.actor_id = b.actor_id "
+    "WHERE b.token_sha256 = %s AND b.active AND b.tenant_id = %s AND b.actor_id = %s) "
+    "FROM aidememo_begin_command(%s, %s, %s, %s, %s, %s, %s, %s) AS f"
+)
 # The commit's notification rides in the same statement (no extra round trip); PostgreSQL
 # delivers it to the channel's listeners when, and only if, the transaction commits (LIVE-9).
 COMMIT_CHANNEL = "aidememo_commits"

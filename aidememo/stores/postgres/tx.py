@@ -148,9 +148,15 @@ class PgWriteTx(ArchiveWrites, SqlWriteRows[Session], PgReadTx):
     __slots__ = ()
 
     def begin_command(
-        self, scope: Scope, actor_id: str, command_id: str, ref: ResourceRef
+        self,
+        scope: Scope,
+        actor_id: str,
+        command_id: str,
+        ref: ResourceRef,
+        token_sha256: bytes | None = None,
     ) -> CommandStart:
-        """One round trip: timeouts, project row lock, membership, receipt, resource."""
+        """One round trip: timeouts, project row lock, membership, receipt, resource, and
+        with `token_sha256` the binding's check of AUTH-7."""
         s = self._x
         params: tuple[Any, ...]
         if s.timeouts_pending:
@@ -159,7 +165,13 @@ class PgWriteTx(ArchiveWrites, SqlWriteRows[Session], PgReadTx):
         else:  # an earlier statement set them; NULL leaves them as they are
             params = (None, None)
         t, p = scope.tenant_id, scope.project_id
-        row = s.execute(q.BEGIN_COMMAND, (*params, t, p, actor_id, command_id, ref.kind, ref.id))[0]
+        args = (*params, t, p, actor_id, command_id, ref.kind, ref.id)
+        if token_sha256 is None:
+            row = s.execute(q.BEGIN_COMMAND, args)[0]
+        else:
+            row = s.execute(q.BEGIN_COMMAND_TOKEN, (bytes(token_sha256), t, actor_id, *args))[0]
+            if row[-1] is None:
+                raise fail(ErrorCode.AUTHENTICATION_FAILED, "unknown or revoked token")
         if row[0] is None:  # no project: the command is refused on that alone
             return CommandStart(None, None, None, None)
         found, revision, body = row[11], row[12], row[13]

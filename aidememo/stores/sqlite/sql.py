@@ -38,6 +38,16 @@ BEGIN_COMMAND = (
     "LEFT JOIN resources AS s ON s.tenant_id = ? AND s.project_id = ? AND s.kind = ? "
     "AND s.resource_id = ?"
 )
+# The same for a cached caller (AUTH-7): a fourteenth column is 1 while the token binding still
+# holds, else NULL. Parameters: digest, tenant, actor, then those of `BEGIN_COMMAND`.
+BEGIN_COMMAND_TOKEN = BEGIN_COMMAND.replace(
+    " FROM (SELECT 1) AS one ",
+    ", (SELECT 1 FROM token_bindings AS b JOIN tenants AS t ON t.tenant_id = b.tenant_id "
+    "JOIN actors AS a ON a.tenant_id = b.tenant_id AND a.actor_id = b.actor_id "
+    "WHERE b.token_sha256 = ? AND b.active AND b.tenant_id = ? AND b.actor_id = ?) "
+    "FROM (SELECT 1) AS one ",
+    1,
+)
 # Compare-and-swap of the head, run with `execute_count`: exactly one row must move. (The
 # Durable Object executor counts with `RETURNING 1`, as it has no `changes()` that survives
 # across `exec` calls reliably; `sqlite3` reads the cursor's count, which spares RETURNING's
