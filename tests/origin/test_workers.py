@@ -3,16 +3,17 @@ opened or bound, and the supervisor of `origin.workers` stops every worker on SI
 
 from __future__ import annotations
 
-import os
 import signal
-import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from aidememo.cli.main import main
-from origin.workers import bind, run_workers
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_http8_workers_on_sqlite_are_refused(
@@ -26,55 +27,50 @@ def test_http8_workers_on_sqlite_are_refused(
     assert not database.exists()  # refused before the store was opened
 
 
+SUPERVISOR = """
+import os, signal, sys, time
+from pathlib import Path
+from origin.workers import bind, run_workers
+
+marks = Path(sys.argv[1])
+
+def worker(sock):
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    (marks / str(os.getpid())).write_text("up")
+    while not stop:
+        time.sleep(0.01)
+    (marks / str(os.getpid())).write_text("stopped")
+    return 0
+
+def crashing(sock):
+    return 3
+
+sys.exit(run_workers(2, bind("127.0.0.1", 0), crashing if sys.argv[2] == "crash" else worker))
+"""
+
+
+def _supervisor(marks: Path, mode: str) -> subprocess.Popen[bytes]:
+    """`run_workers` in a process of its own (forking the test process is not safe)."""
+    return subprocess.Popen([sys.executable, "-c", SUPERVISOR, str(marks), mode], cwd=REPO)
+
+
 def test_http8_the_supervisor_stops_every_worker_and_reports_a_crash(tmp_path: Path) -> None:
     marks = tmp_path / "marks"
     marks.mkdir()
-
-    def worker(sock: socket.socket) -> int:
-        stop = False
-
-        def on_term(_sig: int, _frame: object) -> None:
-            nonlocal stop
-            stop = True
-
-        signal.signal(signal.SIGTERM, on_term)
-        (marks / str(os.getpid())).write_text("up")
-        while not stop:
-            time.sleep(0.01)
-        (marks / str(os.getpid())).write_text("stopped")
-        return 0
-
-    sock = bind("127.0.0.1", 0)
-    parent = os.getpid()
-    pid = os.fork()
-    if pid == 0:  # the supervisor, in a child so the test process keeps its signal handlers
-        code = 1
-        try:
-            code = run_workers(2, sock, worker)
-        finally:
-            os._exit(code)
-    sock.close()
-    deadline = time.monotonic() + 30
-    while len(list(marks.iterdir())) < 2:
-        assert time.monotonic() < deadline, "the workers did not start"
-        time.sleep(0.02)
-    os.kill(pid, signal.SIGTERM)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    assert sorted(m.read_text() for m in marks.iterdir()) == ["stopped", "stopped"]
-    assert os.getpid() == parent
-
-    def crashing(_sock: socket.socket) -> int:
-        return 3
-
-    again = bind("127.0.0.1", 0)
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            code = run_workers(2, again, crashing)
-        finally:
-            os._exit(code)
-    again.close()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 3
+    supervisor = _supervisor(marks, "serve")
+    try:
+        deadline = time.monotonic() + 30
+        while len(list(marks.iterdir())) < 2:
+            assert time.monotonic() < deadline, "the workers did not start"
+            assert supervisor.poll() is None, "the supervisor exited early"
+            time.sleep(0.02)
+        supervisor.send_signal(signal.SIGTERM)
+        assert supervisor.wait(timeout=30) == 0
+        assert sorted(m.read_text() for m in marks.iterdir()) == ["stopped", "stopped"]
+    finally:
+        if supervisor.poll() is None:
+            supervisor.kill()
+            supervisor.wait()
+    crashed = _supervisor(tmp_path, "crash")
+    assert crashed.wait(timeout=30) == 3
