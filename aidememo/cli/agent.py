@@ -100,7 +100,7 @@ def cmd_search(ns: argparse.Namespace) -> int:
             ns.query, source_id=ns.source, limit=ns.limit, at_least_seq=ns.at_least_seq
         )
     rows = [
-        [f"{r.score:.3f}", r.fact_id, r.session_id, r.actor_id, clip(r.content)]
+        [f"{r.score:.3g}", r.fact_id, r.session_id, r.actor_id, clip(r.content)]
         for r in found.results
     ]
     lines = table(["SCORE", "FACT", "SESSION", "BY", "CONTENT"], rows, "no matching facts")
