@@ -282,3 +282,64 @@ def login(cli: Cli, server: Server, profile: str, token_file: Path, *extra: str)
         "auth", "login", "--profile", profile, "--url", server.url, "--project-id", PROJECT,
         "--token-file", str(token_file), *extra,
     )  # fmt: skip
+
+
+class LosingProxy:
+    """An HTTP proxy on a loopback port in front of `upstream` that, while `losing` names a
+    path suffix, forwards each request ending so to the server and then drops the connection
+    instead of answering: the command was applied, the client never hears so."""
+
+    def __init__(self, upstream: str) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(upstream)
+        proxy = self
+        self.losing: str | None = None
+        self.lost = 0
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def _forward(self) -> None:
+                import http.client
+
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length) if length else None
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+                conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+                try:
+                    conn.request(self.command, self.path, body=body, headers=headers)
+                    answer = conn.getresponse()
+                    data = answer.read()
+                finally:
+                    conn.close()
+                path = self.path.split("?", 1)[0]
+                if proxy.losing is not None and path.endswith(proxy.losing):
+                    proxy.lost += 1
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                self.send_response(answer.status)
+                for key, value in answer.getheaders():
+                    if key.lower() not in ("content-length", "connection", "transfer-encoding"):
+                        self.send_header(key, value)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = _forward
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=10)

@@ -21,6 +21,7 @@ from tests.cli.agent_support import (
     PROJECT,
     TENANT,
     Cli,
+    LosingProxy,
     Server,
     clean_env,
     free_port,
@@ -360,3 +361,40 @@ def test_cli2_admin_commands_work_without_the_client_extra(tmp_path: Path) -> No
     assert run("token", "new", "--out", str(tmp_path / "t.token")).returncode == 0
     missing = run("members", "--profile", "x")
     assert missing.returncode == 2 and "pip install 'aidememo[client]'" in missing.stderr
+
+
+def test_cli5_cli2_accept_and_return_rerun_after_lost_answers_recover_the_same_ids(
+    cli: Cli, sqlite_server: Server
+) -> None:
+    """Every answer to the accept (and then the return) is lost: the CLI exits 3 not knowing
+    whether it was applied; the re-run finds it applied and reports the same ids."""
+    proxy = LosingProxy(sqlite_server.url)
+    try:
+        behind = Server("sqlite", proxy.url, sqlite_server.admin_token_file, None)
+        for actor in ("alice", "bob"):
+            assert login(cli, behind, actor, provision(cli, sqlite_server, actor)).code == 0
+        cli.as_("alice", "session", "new", "topic", "--id", "s1")
+        cli.as_("alice", "handoff", "send", "--session", "s1", "--to", "bob", "--id", "h1")
+        cli.as_("bob", "fact", "add", "--session", "s1", "--id", "f1", "done")
+        proxy.losing = "/handoffs/h1/accept"
+        lost = cli.run("handoff", "accept", "h1", "--profile", "bob")
+        assert lost.code == 3 and "(unreachable)" in lost.err, lost
+        assert proxy.lost == 2  # the first send and the client's one identical retry
+        proxy.losing = None
+        status = cli.as_("bob", "handoff", "status", "h1")
+        assert status["record"]["status"] == "accepted"  # it was applied after all
+        accepted = cli.as_("bob", "handoff", "accept", "h1")
+        assert accepted["recovered"] is True
+        assert accepted["claim_id"] == status["record"]["claim_id"]
+        proxy.losing = "/handoffs/h1/return"
+        lost = cli.run("handoff", "return", "h1", "--result-fact", "f1", "--profile", "bob")
+        assert lost.code == 3, lost
+        proxy.losing = None
+        returned = cli.as_("bob", "handoff", "return", "h1", "--result-fact", "f1")
+        assert returned["recovered"] is True and returned["claim_id"] == accepted["claim_id"]
+        again = cli.as_("bob", "handoff", "return", "h1", "--result-fact", "f1")
+        assert again["receipt"]["command_id"] == returned["receipt"]["command_id"]
+        done = cli.as_("alice", "handoff", "status", "h1")
+        assert done["record"]["status"] == "completed" and done["revision"] == 3
+    finally:
+        proxy.stop()
