@@ -248,7 +248,9 @@ class AsyncClient:
     async def snapshot(
         self, *, limit: int | None = None, page_token: str | None = None
     ) -> m.Snapshot:
-        """`GET .../snapshot`: one page (or, without `limit`, the whole state)."""
+        """`GET .../snapshot`: one page of the state at one sequence (`at_seq`), at most
+        `limit` resources (the server's default without it); `page_token` is the previous
+        page's `next_page_token`."""
         call = p.get(f"{self._ctx.base}/snapshot", m.Snapshot, limit=limit, page_token=page_token)
         result: m.Snapshot = await self._read(call)
         return result
