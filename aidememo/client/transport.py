@@ -25,6 +25,8 @@ RETRYABLE = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolErr
 
 # Every write of a request goes out at once: httpx sends a request's head and body in separate
 # writes, and with Nagle's algorithm the body would wait for the head's acknowledgement.
+URL_CACHE_SIZE = 1024
+
 SOCKET_OPTIONS = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
 
 
@@ -47,15 +49,26 @@ class Wire:
         self.base_url = base_url.rstrip("/")
         headers = {"accept": "application/json", "authorization": f"Bearer {token}"}
         headers.update({k.lower(): v for k, v in (extra or {}).items()})
-        self.headers = list(headers.items())
-        self.json_headers = [*self.headers, ("content-type", "application/json")]
+        self.headers = httpx.Headers(headers)
+        self.json_headers = httpx.Headers({**headers, "content-type": "application/json"})
+        self._urls: dict[str, httpx.URL] = {}
         limits = timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
         self.extensions = {"timeout": limits.as_dict()}
+
+    def url(self, target: str) -> httpx.URL:
+        """The URL of `target`; parsed once per target (httpx validates every component,
+        which costs more than the rest of building a request), the most recent kept."""
+        url = self._urls.get(target)
+        if url is None:
+            if len(self._urls) >= URL_CACHE_SIZE:
+                self._urls.clear()
+            url = self._urls[target] = httpx.URL(self.base_url + target)
+        return url
 
     def request(self, method: str, target: str, body: bytes | None) -> httpx.Request:
         return httpx.Request(
             method,
-            self.base_url + target,
+            self.url(target),
             headers=self.headers if body is None else self.json_headers,
             content=body,
             extensions=self.extensions,
