@@ -1,9 +1,11 @@
 """What both clients share on httpx: the request they build, timeouts, transport failures.
 
-The clients hand each request straight to an httpx transport (`httpx.HTTPTransport`, or the
-one given), not through `httpx.Client`: an API call needs none of its layers (cookies,
-redirects, auth flows, event hooks), and leaving them out halves httpx's cost per request.
-A proxy is therefore not read from the environment; pass `httpx.HTTPTransport(proxy=...)`.
+The clients hand each request straight to an httpx transport, not through `httpx.Client`: an
+API call needs none of its layers (cookies, redirects, auth flows, event hooks), and leaving
+them out halves httpx's cost per request. The default transports are
+`aidememo.client.connection.KeepAliveTransport` (synchronous) and `httpx.AsyncHTTPTransport`
+with `TCP_NODELAY` (asynchronous); a caller may pass any other, such as
+`httpx.HTTPTransport(proxy=...)`: a proxy is not read from the environment.
 """
 
 from __future__ import annotations
@@ -30,8 +32,10 @@ URL_CACHE_SIZE = 1024
 SOCKET_OPTIONS = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
 
 
-def default_transport() -> httpx.HTTPTransport:
-    return httpx.HTTPTransport(socket_options=SOCKET_OPTIONS)
+def default_transport() -> httpx.BaseTransport:
+    from aidememo.client.connection import KeepAliveTransport
+
+    return KeepAliveTransport()
 
 
 def default_async_transport() -> httpx.AsyncHTTPTransport:
