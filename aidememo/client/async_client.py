@@ -1,7 +1,7 @@
 """`AsyncClient`: the asynchronous client, the same methods as `Client`.
 
 The steps of each method are the plans of `aidememo.client.plans`, shared with `Client`;
-this class sends their calls with an `httpx.AsyncClient` and drives a plan with `await`.
+this class hands their calls to an httpx async transport and drives a plan with `await`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ class AsyncClient:
     bearer token; `project_id` the project every method works in. `timeout` is seconds for
     each phase of an exchange (connect, write, read, pool) or an `httpx.Timeout`; `retries`
     how often a call that got no answer is sent again, identically (default 1, CLIENT-1);
-    `transport` an `httpx.AsyncBaseTransport` to send through instead of the network (tests).
+    `transport` an `httpx.AsyncBaseTransport` (default `httpx.AsyncHTTPTransport` with
+    `TCP_NODELAY`; tests plug in their own); `headers` are added to every request.
     """
 
     def __init__(

@@ -1,7 +1,7 @@
 """`Client`: the synchronous client, one method per member route.
 
 The steps of each method are the plans of `aidememo.client.plans`, shared with
-`AsyncClient`; this class sends their calls with an `httpx.Client`.
+`AsyncClient`; this class hands their calls to an httpx transport.
 """
 
 from __future__ import annotations
@@ -33,7 +33,10 @@ class Client:
     bearer token; `project_id` the project every method works in. `timeout` is seconds for
     each phase of an exchange (connect, write, read, pool) or an `httpx.Timeout`; `retries`
     how often a call that got no answer is sent again, identically (default 1, CLIENT-1);
-    `transport` an `httpx.BaseTransport` to send through instead of the network (tests).
+    `transport` an `httpx.BaseTransport` (default `KeepAliveTransport`, see
+    `aidememo.client.connection`; tests plug in their own, and `httpx.HTTPTransport(proxy=...)`
+    reaches a proxy); `headers` are added to every request. One client may serve several
+    threads (the default transport keeps a connection per thread).
     """
 
     def __init__(

@@ -53,6 +53,9 @@ class Wire:
         self.base_url = base_url.rstrip("/")
         headers = {"accept": "application/json", "authorization": f"Bearer {token}"}
         headers.update({k.lower(): v for k, v in (extra or {}).items()})
+        for name, value in headers.items():
+            if any(c in name + value for c in "\r\n\0"):
+                raise ValueError(f"header {name!r} (or the token) holds a line break or NUL")
         self.headers = httpx.Headers(headers)
         self.json_headers = httpx.Headers({**headers, "content-type": "application/json"})
         self._urls: dict[str, httpx.URL] = {}
