@@ -6,7 +6,9 @@ answers parsed into the client's pydantic models) and as many times as raw HTTP 
 mode's `http.client` calls on one warm connection), interleaved one by one and alternating
 which goes first, so both see the same machine. Both warm their connection with one request
 that is not counted. With `--receiver-token-file`, `--cycles` handoff cycles (send, accept,
-result fact, return) run through two clients, then as raw HTTP.
+result fact, return) run through two clients and as raw HTTP, alternating. `--cold` and
+`--plot` do not apply; `figures` also carries the machine's 1-minute load average, since a
+loaded machine stretches every figure.
 
 The last stdout line is `{"name": "bench_latency_client", ...}`: `figures` the client's
 `{op}_warm_{p50,p95,p99,max,mean}_ms` (and `handoff_{step}_*` with a receiver), `baseline`
@@ -19,6 +21,7 @@ distorts less than wall times), and `targets` per operation
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -120,13 +123,23 @@ def run_client(
             overhead = figures[f"{name}_warm_p50_ms"] - baseline[f"{name}_warm_p50_ms"]
             targets[f"{name}_p50_overhead_ms"] = target(overhead, OVERHEAD_GOAL)
         if receiver is not None:
-            note(f"  handoff: {args.cycles} client cycles, then {args.cycles} raw cycles")
-            cycles = _sdk_cycles(writer, receiver, session, tag, args.cycles)
+            note(f"  handoff: {args.cycles} client + {args.cycles} raw cycles, interleaved")
+            sdk_cycles: dict[str, list[int]] = {step: [] for step in STEPS}
+            raw_cycles: dict[str, list[int]] = {step: [] for step in STEPS}
+            receiver_id = receiver.identity().actor_id
+            for i in range(args.cycles):
+                for side in ("sdk", "raw") if i % 2 == 0 else ("raw", "sdk"):
+                    if side == "sdk":
+                        one = _sdk_cycle(writer, receiver, receiver_id, session, f"{tag}-{i}")
+                    else:
+                        one = bench.handoff_cycles(1, first=i)
+                    out = sdk_cycles if side == "sdk" else raw_cycles
+                    for step in STEPS:
+                        out[step].extend(one[step])
             figures["handoff_cycles"] = args.cycles
-            for step, values in cycles.items():
-                figures.update(latency_summary(values, f"handoff_{step}"))
-            for step, values in bench.handoff_cycles(args.cycles).items():
-                baseline.update(latency_summary(values, f"handoff_{step}"))
+            for step in STEPS:
+                figures.update(latency_summary(sdk_cycles[step], f"handoff_{step}"))
+                baseline.update(latency_summary(raw_cycles[step], f"handoff_{step}"))
     except AidememoClientError as exc:
         note(f"bench_latency --client: {exc}")
         return 1
@@ -136,36 +149,32 @@ def run_client(
         if receiver is not None:
             receiver.close()
     figures["client_peak_rss_mib"] = peak_rss_mib()
+    figures["load_average_1m"] = round(os.getloadavg()[0], 2)
     emit("bench_latency_client", figures, baseline, targets)
     return 0
 
 
-def _sdk_cycles(
-    writer: Any, receiver: Any, session: str, tag: str, cycles: int
+def _sdk_cycle(
+    writer: Any, receiver: Any, receiver_id: str, session: str, key: str
 ) -> dict[str, list[int]]:
-    """Send (writer), accept, result fact and return (receiver), all through the clients;
-    the accept and return pass the claim and revision, as the raw cycle does."""
-    receiver_id = receiver.identity().actor_id
-    writer.identity()
+    """One cycle through the clients: send (writer), accept, result fact and return
+    (receiver); accept and return pass the claim and revision, as the raw cycle does."""
     clock = time.perf_counter_ns
-    timings: dict[str, list[int]] = {step: [] for step in STEPS}
-    for i in range(cycles):
-        claim = f"bsc-{tag}-{i}"
-        t0 = clock()
-        sent = writer.send_handoff(
-            session, receiver_id, focus="latency benchmark handoff", handoff_id=f"bsh-{tag}-{i}"
-        )
-        t1 = clock()
-        accepted = receiver.accept_handoff(
-            sent.id, claim_id=claim, expected_revision=sent.receipt.revision
-        )
-        t2 = clock()
-        fact = receiver.create_fact(session, f"result of benchmark handoff {i}")
-        t3 = clock()
-        receiver.return_handoff(
-            sent.id, fact.id, claim_id=claim, expected_revision=accepted.receipt.revision
-        )
-        t4 = clock()
-        for step, took in zip(STEPS, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0), strict=True):
-            timings[step].append(took)
-    return timings
+    claim = f"bsc-{key}"
+    t0 = clock()
+    sent = writer.send_handoff(
+        session, receiver_id, focus="latency benchmark handoff", handoff_id=f"bsh-{key}"
+    )
+    t1 = clock()
+    accepted = receiver.accept_handoff(
+        sent.id, claim_id=claim, expected_revision=sent.receipt.revision
+    )
+    t2 = clock()
+    fact = receiver.create_fact(session, f"result of benchmark handoff {key}")
+    t3 = clock()
+    receiver.return_handoff(
+        sent.id, fact.id, claim_id=claim, expected_revision=accepted.receipt.revision
+    )
+    t4 = clock()
+    took = (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0)
+    return {step: [value] for step, value in zip(STEPS, took, strict=True)}

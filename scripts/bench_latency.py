@@ -216,8 +216,9 @@ class Bench:
         query = urlencode({"project_epoch": self.epoch, "after_seq": 0, "limit": 100})
         return self.writer.request(conn, "GET", f"{self.base}/changes?{query}")
 
-    def handoff_cycles(self, cycles: int) -> dict[str, list[int]]:
-        """Send (writer), accept, result fact and return (receiver), on warm connections."""
+    def handoff_cycles(self, cycles: int, first: int = 0) -> dict[str, list[int]]:
+        """Send (writer), accept, result fact and return (receiver), on warm connections;
+        the cycles are numbered from `first` (their ids carry the number)."""
         assert self.receiver is not None
         receiver_id = self._receiver_id()
         clock = time.perf_counter_ns
@@ -226,7 +227,7 @@ class Bench:
         try:
             self.writer.request(a, "GET", "/health")  # open both connections first
             self.receiver.request(b, "GET", "/health")
-            for i in range(cycles):
+            for i in range(first, first + cycles):
                 hid, claim, fid = f"bh-{self.tag}-{i}", f"bc-{self.tag}-{i}", f"br-{self.tag}-{i}"
                 t0 = clock()
                 sent = self.writer.request(
