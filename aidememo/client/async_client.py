@@ -1,7 +1,7 @@
 """`AsyncClient`: the asynchronous client, the same methods as `Client`.
 
 The steps of each method are the plans of `aidememo.client.plans`, shared with `Client`;
-this class sends their calls with an `httpx.AsyncClient` and drives a plan with `await`.
+this class hands their calls to an httpx async transport and drives a plan with `await`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,12 @@ import httpx
 from aidememo.client import models as m
 from aidememo.client import plans as p
 from aidememo.client.errors import AidememoClientError
-from aidememo.client.transport import Timeout, client_headers, unreachable, web_timeout
+from aidememo.client.transport import (
+    Timeout,
+    Wire,
+    default_async_transport,
+    unreachable,
+)
 from aidememo.client.ulid import new_ulid
 from aidememo.domain.errors import AidememoError
 
@@ -30,7 +35,8 @@ class AsyncClient:
     bearer token; `project_id` the project every method works in. `timeout` is seconds for
     each phase of an exchange (connect, write, read, pool) or an `httpx.Timeout`; `retries`
     how often a call that got no answer is sent again, identically (default 1, CLIENT-1);
-    `transport` an `httpx.AsyncBaseTransport` to send through instead of the network (tests).
+    `transport` an `httpx.AsyncBaseTransport` (default `httpx.AsyncHTTPTransport` with
+    `TCP_NODELAY`; tests plug in their own); `headers` are added to every request.
     """
 
     def __init__(
@@ -47,19 +53,15 @@ class AsyncClient:
         if retries < 0:
             raise ValueError("retries must be at least 0")
         self._ctx = p.Context(project_id, retries)
-        self._http = httpx.AsyncClient(
-            base_url=base_url,
-            headers=client_headers(token, headers),
-            timeout=web_timeout(timeout),
-            transport=transport,
-        )
+        self._wire = Wire(base_url, token, timeout, headers)
+        self._transport = transport or default_async_transport()
 
     @property
     def project_id(self) -> str:
         return self._ctx.project_id
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        await self._transport.aclose()
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -70,14 +72,16 @@ class AsyncClient:
         await self.aclose()
 
     async def _send(self, call: p.Call[Any]) -> Any:
-        headers = p.JSON_HEADERS if call.body is not None else None
+        request = self._wire.request(call.method, call.target, call.body)
         try:
-            response = await self._http.request(
-                call.method, call.target, content=call.body, headers=headers
-            )
+            response = await self._transport.handle_async_request(request)
+            try:
+                content = await response.aread()
+            finally:
+                await response.aclose()
         except httpx.TransportError as exc:
             raise unreachable(exc) from exc
-        return p.parse(call, response.status_code, response.content)
+        return p.parse(call, response.status_code, content)
 
     async def _run(self, plan: p.Plan[T]) -> T:
         """`plans.drive`, awaiting each call."""
@@ -245,7 +249,9 @@ class AsyncClient:
     async def snapshot(
         self, *, limit: int | None = None, page_token: str | None = None
     ) -> m.Snapshot:
-        """`GET .../snapshot`: one page (or, without `limit`, the whole state)."""
+        """`GET .../snapshot`: one page of the state at one sequence (`at_seq`), at most
+        `limit` resources (the server's default without it); `page_token` is the previous
+        page's `next_page_token`."""
         call = p.get(f"{self._ctx.base}/snapshot", m.Snapshot, limit=limit, page_token=page_token)
         result: m.Snapshot = await self._read(call)
         return result

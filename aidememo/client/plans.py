@@ -32,12 +32,10 @@ from aidememo.client import models as m
 from aidememo.client.errors import INVALID_RESPONSE, AidememoClientError, AidememoUnreachable
 from aidememo.client.ulid import new_ulid
 from aidememo.domain import command_ids as ids
-from aidememo.domain.errors import AidememoError, ErrorCode
+from aidememo.domain.errors import AidememoError, ErrorCode, fail
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
-
-JSON_HEADERS = {"content-type": "application/json"}
 
 
 @dataclass(frozen=True)
@@ -89,7 +87,12 @@ def get(path: str, model: type[M], **query: str | int | bool | None) -> Call[M]:
 
 
 def post(path: str, body: dict[str, Any]) -> Call[m.Receipt]:
-    data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    """A command: its body encoded once, as UTF-8 JSON (no NaN, no lone surrogates)."""
+    try:
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        data = text.encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise fail(ErrorCode.INVALID_COMMAND, f"the body cannot be sent as JSON: {exc}") from None
     return Call("POST", path, m.Receipt, data)
 
 

@@ -210,3 +210,18 @@ def test_client3_omitted_ids_are_ulids_and_command_ids_are_derived(
     assert session.command_id == ids.create_command_id(PROJECT, "session", session.id)
     assert writer.get_resource("fact", fact.id).body["fact_id"] == fact.id
     assert [path for _, path, _ in transport.sent].count(f"{P}/facts") == 1
+
+
+def test_client4_a_body_that_is_not_json_is_refused_before_sending(
+    api: Api, connect: Connect
+) -> None:
+    writer, transport = connect(WRITER)
+    sid = writer.create_session("not json").id
+    before = len(transport.sent)
+    for payload in ({"x": float("nan")}, {"x": "\ud800"}, {"x": object()}):
+        with pytest.raises(AidememoClientError) as refused:
+            writer.put_resource("custom.note", "n", payload)
+        assert (refused.value.code, refused.value.status) == ("invalid_command", None)
+    with pytest.raises(AidememoClientError):
+        writer.create_fact(sid, "lone \udc00 surrogate")
+    assert len(transport.sent) == before

@@ -7,14 +7,15 @@ the client sees only a timeout or a reset, the case the stable ids exist for.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 import httpx
 import pytest
 
-from aidememo.client import AidememoUnreachable, Client
-from tests.client.transports import Faulty, posts_to
-from tests.contract.support import RECEIVER, WRITER, Api
+from aidememo.client import AidememoUnreachable, AsyncClient, Client
+from tests.client.transports import AsyncAdapter, Faulty, posts_to, transport_for
+from tests.contract.support import PROJECT, RECEIVER, WRITER, Api
 
 Connect = Callable[..., tuple[Client, Faulty]]
 
@@ -131,3 +132,22 @@ def test_client2_rerun_accept_and_return_report_recovered(api: Api, connect: Con
     assert rerun_done.receipt == done.receipt
     assert writer.outbox().assignments[0].record.status == "completed"
     assert _changes_of(writer, "handoff", hid) == [1, 2, 3, 4, 5]
+
+
+def test_client1_client2_async_lost_answer_is_replayed_not_duplicated(api: Api) -> None:
+    """`AsyncClient` runs the same plans: the same retry and the same recovery."""
+    base_url, inner = transport_for(api.client)
+    faulty = Faulty(inner)
+
+    async def run() -> None:
+        async with AsyncClient(
+            base_url, api.tokens[WRITER], PROJECT, transport=AsyncAdapter(faulty)
+        ) as writer:
+            sid = (await writer.create_session("async lost answers")).id
+            faulty.lose_answer(posts_to("/facts"), error=httpx.RemoteProtocolError)
+            fact = await writer.create_fact(sid, "once")
+            assert fact.recovered
+            entries = (await writer.changes(0, limit=10_000)).entries
+            assert [e.revision for e in entries if e.resource.id == fact.id] == [1]
+
+    asyncio.run(run())

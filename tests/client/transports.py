@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from aidememo.client.transport import default_async_transport, default_transport
 from tests.contract.support import Client
 
 BASE_URL = "http://aidememo.test"
@@ -130,12 +131,12 @@ def posts_to(suffix: str) -> Match:
 
 
 def transport_for(backend: Client) -> tuple[str, httpx.BaseTransport]:
-    """The base URL and transport that reach `backend`: its real socket for a uvicorn
-    server, else `BackendTransport`."""
+    """The base URL and transport that reach `backend`: the client's own default transport
+    on the real socket of a uvicorn server, else `BackendTransport`."""
     from tests.contract.live import SocketClient
 
     if isinstance(backend, SocketClient) and backend.port is not None:
-        return f"http://127.0.0.1:{backend.port}", httpx.HTTPTransport()
+        return f"http://127.0.0.1:{backend.port}", default_transport()
     return BASE_URL, BackendTransport(backend)
 
 
@@ -144,5 +145,5 @@ def async_transport_for(backend: Client) -> tuple[str, httpx.AsyncBaseTransport]
     from tests.contract.live import SocketClient
 
     if isinstance(backend, SocketClient) and backend.port is not None:
-        return f"http://127.0.0.1:{backend.port}", httpx.AsyncHTTPTransport()
+        return f"http://127.0.0.1:{backend.port}", default_async_transport()
     return BASE_URL, AsyncAdapter(BackendTransport(backend))
