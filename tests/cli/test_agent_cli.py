@@ -130,9 +130,6 @@ def test_cli2_cli4_cli5_cli6_two_agents_hand_work_over(cli: Cli, server: Server)
         "f-cause",
         "succeeded",
     )
-    outbox = cli.as_("alice", "handoff", "outbox")["assignments"]
-    assert [a["record"]["status"] for a in outbox] == ["completed"]
-    assert cli.as_("bob", "handoff", "inbox")["assignments"] == []
     found = cli.as_("alice", "search", "pool connections", "--at-least-seq", str(head))
     assert [r["fact_id"] for r in found["results"]] == ["f-cause"]
     assert found["index_seq"] >= head
@@ -142,18 +139,23 @@ def test_cli2_cli4_cli5_cli6_two_agents_hand_work_over(cli: Cli, server: Server)
     changes = cli.as_("alice", "changes", "--after-seq", str(seq_of(sent) - 1))
     assert changes["entries"][0]["seq"] == seq_of(sent)
     assert changes["next_cursor"]["after_seq"] == head
-    sessions = cli.as_("bob", "session", "list")["sessions"]
-    assert [s["record"]["session_id"] for s in sessions] == ["s1"]
-    # The human-readable form of the same reads.
-    text = cli.ok("handoff", "status", "h1", "--profile", "alice").out
-    assert "completed" in text and "f-cause" in text
-    assert "bob (you)" in cli.ok("members", "--profile", "bob").out
     if SESSION_FACTS:
         facts = cli.as_("bob", "fact", "list", "--session", "s1")["facts"]
         assert [f["record"]["fact_id"] for f in facts] == [
             fact["receipt"]["resource"]["id"],
             "f-cause",
         ]
+    if server.kind != "sqlite":
+        return  # the mailbox and session lists and the human output: once is enough
+    outbox = cli.as_("alice", "handoff", "outbox")["assignments"]
+    assert [a["record"]["status"] for a in outbox] == ["completed"]
+    assert cli.as_("bob", "handoff", "inbox")["assignments"] == []
+    sessions = cli.as_("bob", "session", "list")["sessions"]
+    assert [s["record"]["session_id"] for s in sessions] == ["s1"]
+    # The human-readable form of the same reads.
+    text = cli.ok("handoff", "status", "h1", "--profile", "alice").out
+    assert "completed" in text and "f-cause" in text
+    assert "bob (you)" in cli.ok("members", "--profile", "bob").out
 
 
 # -- refusals ---------------------------------------------------------------------------
