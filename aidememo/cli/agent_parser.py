@@ -1,9 +1,11 @@
 """The agent commands' part of the command tree: `auth`, `session`, `fact`, `search`, `get`,
 `members`, `handoff`, `changes`, `watch` (SPEC.md CLI-2..CLI-6).
 
-Their handlers speak to a server through `aidememo.client` (httpx, pydantic), so they are
-imported only when one of them runs: the admin commands keep working without the client's
-dependencies, and a missing one is a usage error (exit 2) naming the extra to install.
+Only `--profile` (`AIDEMEMO_PROFILE`) and `--json` (`AIDEMEMO_JSON`) may come from the
+environment; every other flag is given on the command line (`flag`). The handlers speak to a
+server through `aidememo.client` (httpx, pydantic), so they are imported only when one of them
+runs: the admin commands keep working without the client's dependencies, and a missing one is
+a usage error (exit 2) naming the extra to install.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib
 from collections.abc import Callable
+from typing import Any
 
 from aidememo.cli.errors import EXIT_USAGE, CliError
 from aidememo.cli.options import Command, int_in
@@ -53,6 +56,36 @@ def _positional(cmd: Command, name: str, help: str, **kw: object) -> None:
     cmd.parser.add_argument(name, help=help, **kw)  # type: ignore[arg-type]
 
 
+def flag(
+    cmd: Command,
+    name: str,
+    *,
+    help: str,
+    required: bool = False,
+    default: Any = None,
+    convert: Callable[[str], Any] = str,
+    choices: list[str] | None = None,
+    switch: bool = False,
+) -> None:
+    """A flag of the command line only: ids, text and cursors never come from the
+    environment, where a stray `AIDEMEMO_ID` would name every record a script creates."""
+    dest = name.lstrip("-").replace("-", "_")
+    text = help if default is None or switch else f"{help} (default {default})"
+    if switch:
+        cmd.parser.add_argument(name, dest=dest, action="store_true", help=text)
+        return
+    cmd.parser.add_argument(
+        name,
+        dest=dest,
+        required=required,
+        default=default,
+        type=convert,
+        choices=choices,
+        help=text,
+        metavar=name.lstrip("-").upper().replace("-", "_") if choices is None else None,
+    )
+
+
 def add_agent_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the agent commands to the top-level subcommands."""
     seq = int_in(0, SEQ_MAX)
@@ -63,10 +96,10 @@ def add_agent_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         lazy("aidememo.cli.auth", "cmd_login"),
     )
     login.add("--profile", env="AIDEMEMO_PROFILE", required=True, help="profile name")
-    login.add("--url", required=True, help="the server (http://127.0.0.1:3030, https://...)")
-    login.add("--project-id", required=True, help="project id")
-    login.add("--token-file", required=True, help="file holding the member's token")
-    login.add("--store-token", switch=True, default=False,
+    flag(login, "--url", required=True, help="the server (http://127.0.0.1:3030, https://...)")
+    flag(login, "--project-id", required=True, help="project id")
+    flag(login, "--token-file", required=True, help="file holding the member's token")
+    flag(login, "--store-token", switch=True, default=False,
               help="copy the token into $AIDEMEMO_HOME/tokens/ (0600)")  # fmt: skip
     login.add("--json", switch=True, default=False, help="print JSON for scripts")
     listing = Command(
@@ -85,31 +118,31 @@ def add_agent_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     new = _agent(session, "new", "create a session", "agent", "cmd_session_new")
     _positional(new, "topic", "what the session is about")
-    new.add("--id", help="session id (default: a new ULID)")
-    new.add("--source", help="source id (default: the server's)")
+    flag(new, "--id", help="session id (default: a new ULID)")
+    flag(new, "--source", help="source id (default: the server's)")
     sessions = _agent(session, "list", "the project's sessions, newest first", "agent",
                       "cmd_session_list")  # fmt: skip
-    sessions.add("--source", help="only this source's sessions")
-    sessions.add("--before-seq", convert=int_in(1, SEQ_MAX), help="page on (exclusive)")
-    sessions.add("--limit", convert=int_in(1, 100), help="sessions per page")
+    flag(sessions, "--source", help="only this source's sessions")
+    flag(sessions, "--before-seq", convert=int_in(1, SEQ_MAX), help="page on (exclusive)")
+    flag(sessions, "--limit", convert=int_in(1, 100), help="sessions per page")
 
     fact = sub.add_parser("fact", help="facts").add_subparsers(
         dest="fact_command", metavar="ACTION", required=True
     )
     add = _agent(fact, "add", "add a fact to a session", "agent", "cmd_fact_add")
     _positional(add, "content", "the fact (default, or '-': read from stdin)", nargs="?")
-    add.add("--session", required=True, help="session id")
-    add.add("--id", help="fact id (default: a new ULID)")
+    flag(add, "--session", required=True, help="session id")
+    flag(add, "--id", help="fact id (default: a new ULID)")
     facts = _agent(fact, "list", "a session's facts in commit order", "agent", "cmd_fact_list")
-    facts.add("--session", required=True, help="session id")
-    facts.add("--after-seq", convert=seq, help="page on (exclusive)")
-    facts.add("--limit", convert=int_in(1, 1000), help="facts per page")
+    flag(facts, "--session", required=True, help="session id")
+    flag(facts, "--after-seq", convert=seq, help="page on (exclusive)")
+    flag(facts, "--limit", convert=int_in(1, 10_000), help="facts per page")
 
     search = _agent(sub, "search", "search facts", "agent", "cmd_search")
     _positional(search, "query", "plain text")
-    search.add("--at-least-seq", convert=seq, help="refuse an index older than this sequence")
-    search.add("--source", help="only this source's facts")
-    search.add("--limit", convert=int_in(1, 100), help="results")
+    flag(search, "--at-least-seq", convert=seq, help="refuse an index older than this sequence")
+    flag(search, "--source", help="only this source's facts")
+    flag(search, "--limit", convert=int_in(1, 100), help="results")
 
     get = _agent(sub, "get", "one resource's current body", "agent", "cmd_get")
     _positional(get, "kind", "session, fact, handoff, handoff_context or custom.*")
@@ -118,11 +151,11 @@ def add_agent_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     _agent(sub, "members", "the project's members", "agent", "cmd_members")
 
     changes = _agent(sub, "changes", "change entries after a sequence", "agent", "cmd_changes")
-    changes.add("--after-seq", default=0, convert=seq, help="exclusive cursor")
-    changes.add("--limit", convert=int_in(1, 10_000), help="entries")
+    flag(changes, "--after-seq", default=0, convert=seq, help="exclusive cursor")
+    flag(changes, "--limit", convert=int_in(1, 10_000), help="entries")
     watch = _agent(sub, "watch", "the live change feed: batches as they come (Ctrl-C ends)",
                    "agent", "cmd_watch")  # fmt: skip
-    watch.add("--after-seq", default=0, convert=seq, help="exclusive cursor to start from")
+    flag(watch, "--after-seq", default=0, convert=seq, help="exclusive cursor to start from")
 
     _add_handoff(sub)
 
@@ -133,17 +166,17 @@ def _add_handoff(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     )
     send = _agent(handoff, "send", "hand a session's work to another writer", "handoff",
                   "cmd_send")  # fmt: skip
-    send.add("--session", required=True, help="session id")
-    send.add("--to", required=True, help="the receiving actor (see `members`)")
-    send.add("--focus", help="what to do")
-    send.add("--done-when", help="when it is done")
-    send.add("--context", help="the id of a context created for this handoff")
-    send.add("--id", help="handoff id (default: a new ULID)")
+    flag(send, "--session", required=True, help="session id")
+    flag(send, "--to", required=True, help="the receiving actor (see `members`)")
+    flag(send, "--focus", help="what to do")
+    flag(send, "--done-when", help="when it is done")
+    flag(send, "--context", help="the id of a context created for this handoff")
+    flag(send, "--id", help="handoff id (default: a new ULID)")
     for box in ("inbox", "outbox"):
         cmd = _agent(handoff, box, f"handoffs {'to' if box == 'inbox' else 'from'} this actor",
                      "handoff", f"cmd_{box}")  # fmt: skip
-        cmd.add("--all", switch=True, default=False, help="include completed handoffs")
-        cmd.add("--limit", convert=int_in(1, 100), help="handoffs")
+        flag(cmd, "--all", switch=True, default=False, help="include completed handoffs")
+        flag(cmd, "--limit", convert=int_in(1, 100), help="handoffs")
     for name, help in (
         ("accept", "claim a handoff (a re-run after a lost answer recovers the same claim)"),
         ("heartbeat", "renew the claim's lease"),
@@ -154,6 +187,6 @@ def _add_handoff(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     ret = _agent(handoff, "return", "return a claimed handoff with a result fact of yours",
                  "handoff", "cmd_return")  # fmt: skip
     _positional(ret, "handoff_id", "handoff id")
-    ret.add("--result-fact", required=True, help="your fact in the handoff's session")
-    ret.add("--outcome", default="succeeded", choices=["succeeded", "failed"],
+    flag(ret, "--result-fact", required=True, help="your fact in the handoff's session")
+    flag(ret, "--outcome", default="succeeded", choices=["succeeded", "failed"],
             help="failed releases the claim for a new attempt")  # fmt: skip

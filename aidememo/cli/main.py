@@ -1,7 +1,8 @@
 """`aidememo`: the command tree (argparse) and the entry point.
 
-Every flag may also come from an `AIDEMEMO_*` environment variable (named in each flag's help);
-a flag given on the command line wins. `AIDEMEMO_DATABASE_URL` keeps a PostgreSQL password out
+Every flag of the admin commands may also come from an `AIDEMEMO_*` environment variable (named
+in each flag's help); a flag given on the command line wins. The agent commands take only
+`--profile` and `--json` from it. `AIDEMEMO_DATABASE_URL` keeps a PostgreSQL password out
 of `ps`. Expected failures print one line to stderr and exit 1 (refused, nothing changed), 2
 (usage, or something this build cannot do) or, for the agent commands, 3 (the server could not
 be reached); they never print a traceback. The agent commands (`aidememo.cli.agent_parser`)

@@ -200,7 +200,7 @@ def test_cli2_a_refusal_is_exit_1_with_the_servers_code(cli: Cli, team: dict[str
     assert cli.as_("rita", "search", "topic")["results"] == []  # a reader reads
 
 
-def test_cli2_usage_is_exit_2(cli: Cli, team: dict[str, Path]) -> None:
+def test_cli2_cli3_usage_is_exit_2(cli: Cli, team: dict[str, Path]) -> None:
     assert cli.run("fact", "add", "text", "--profile", "alice").code == 2  # no --session
     unknown = cli.run("members", "--profile", "nobody")
     assert unknown.code == 2 and "alice" in unknown.err and "bob" in unknown.err
@@ -213,6 +213,11 @@ def test_cli2_usage_is_exit_2(cli: Cli, team: dict[str, Path]) -> None:
         "--token-file", str(team["alice"]),
     )  # fmt: skip
     assert no_scheme.code == 2 and "http://127.0.0.1:3030" in no_scheme.err
+    # AIDEMEMO_PROFILE names the profile; no other agent flag comes from the environment.
+    leaky = Cli(cli.home, {"AIDEMEMO_PROFILE": "alice", "AIDEMEMO_ID": "s-leak"})
+    made = leaky.json("session", "new", "from the environment")
+    assert made["receipt"]["actor_id"] == "alice"
+    assert made["receipt"]["resource"]["id"] != "s-leak"
 
 
 def test_cli2_unreachable_is_exit_3(cli: Cli, team: dict[str, Path], sqlite_server: Server) -> None:
