@@ -241,20 +241,6 @@ def send_payload(
     return payload
 
 
-def snapshot_pages(
-    first: m.Snapshot, next_page: Callable[[str], m.Snapshot]
-) -> Generator[m.Snapshot, None, None]:
-    """Every page of one snapshot walk, each checked to be at the first page's `at_seq`."""
-    page = first
-    while True:
-        yield page
-        token = page.next_page_token
-        if token is None:
-            return
-        page = next_page(token)
-        check_page(first, page)
-
-
 def check_page(first: m.Snapshot, page: m.Snapshot) -> None:
     """A later page of one walk is the state at the first page's `at_seq`."""
     if page.at_seq != first.at_seq:

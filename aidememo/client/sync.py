@@ -242,8 +242,13 @@ class Client:
 
     def snapshot_pages(self, *, limit: int | None = None) -> Iterator[m.Snapshot]:
         """Every page of one snapshot, all at the first page's `at_seq`."""
-        first = self.snapshot(limit=limit)
-        return p.snapshot_pages(first, lambda token: self.snapshot(limit=limit, page_token=token))
+        page = first = self.snapshot(limit=limit)
+        while True:
+            yield page
+            if page.next_page_token is None:
+                return
+            page = self.snapshot(limit=limit, page_token=page.next_page_token)
+            p.check_page(first, page)
 
     # -- handoffs ---------------------------------------------------------------------------
 
