@@ -25,10 +25,10 @@ Timeout = float | httpx.Timeout
 RETRYABLE = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
 
 
-# Every write of a request goes out at once: httpx sends a request's head and body in separate
-# writes, and with Nagle's algorithm the body would wait for the head's acknowledgement.
 URL_CACHE_SIZE = 1024
 
+# Every write of a request goes out at once: httpx sends a request's head and body in separate
+# writes, and with Nagle's algorithm the body would wait for the head's acknowledgement.
 SOCKET_OPTIONS = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
 
 
