@@ -391,4 +391,5 @@ def cmd_serve(ns: argparse.Namespace) -> int:
         allow_insecure_http=bool(ns.allow_insecure_http),
         handoff_lease_ms=ns.handoff_lease_ms,
         dispatch=ns.dispatch,
+        mcp_allowed_origins=ns.mcp_allowed_origins,
     )

@@ -200,6 +200,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--admin-token-file",
         help="file holding the admin token; its SHA-256 guards /v1/admin (closed without it)",
     )
+    serve.add(
+        "--mcp-allowed-origins",
+        default="",
+        help="browser origins (comma-separated) allowed to call the MCP endpoint; a request "
+        "with any other Origin header is 403 (default: none)",
+    )
     return parser
 
 

@@ -35,6 +35,7 @@ def run_serve(
     handoff_lease_ms: int,
     dispatch: str = "writes",
     admin_token_sha256: bytes | None = None,
+    mcp_allowed_origins: str = "",
 ) -> int:
     """Serve until SIGTERM/SIGINT; returns the exit status.
 
@@ -49,6 +50,7 @@ def run_serve(
     if importlib.util.find_spec("uvicorn") is None:
         raise CliError(MISSING_EXTRA, EXIT_USAGE)
     from aidememo.http.app import HttpApp
+    from aidememo.mcp.http import parse_origins
     from origin.limits import TransportLimits
     from origin.server import ServerSettings, serve
 
@@ -60,7 +62,10 @@ def run_serve(
     store = open_store(database if database else default_database())
     try:
         app = HttpApp(
-            store, handoff_lease_ms=handoff_lease_ms, admin_token_sha256=admin_token_sha256
+            store,
+            handoff_lease_ms=handoff_lease_ms,
+            admin_token_sha256=admin_token_sha256,
+            mcp_allowed_origins=parse_origins(mcp_allowed_origins),
         )
     except BaseException:
         store.close()

@@ -30,6 +30,7 @@ from aidememo.domain.limits import (
 from aidememo.http import admin, handlers
 from aidememo.http.openapi_schemas import integer, query_param, ref, text
 from aidememo.http.routing import NDJSON, Auth, Match, Route, Router
+from aidememo.mcp.http import mcp
 
 __all__ = ["NDJSON", "ROUTES", "Auth", "Match", "Route", "resolve", "route_named"]
 
@@ -296,6 +297,17 @@ _MEMBER = (
         answer="Search",
         query=_SEARCH_QUERY,
         errors=(E.CURSOR_OUT_OF_RANGE,),
+    ),
+    Route(
+        "mcp",
+        "POST",
+        f"{P}/mcp",
+        mcp,
+        "MCP over stateless streamable HTTP: one JSON-RPC message per POST (SPEC.md MCP-*)",
+        body="JsonRpcMessage",
+        answer="JsonRpcAnswer",
+        accepted="A JSON-RPC notification or a client's response: accepted, no body",
+        errors=(E.ORIGIN_NOT_ALLOWED,),
     ),
 )
 
