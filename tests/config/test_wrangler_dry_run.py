@@ -82,7 +82,6 @@ def test_bundle_excludes_non_edge_code(bundle: Path) -> None:
         "scripts/",
         "aidememo/cli/",
         "aidememo/client/",
-        "aidememo/mcp/",
         "aidememo/memory/",
     )
     leaked = sorted(f for f in _files(bundle) if f.startswith(forbidden) or "__pycache__" in f)
