@@ -15,7 +15,12 @@ import httpx
 from aidememo.client import models as m
 from aidememo.client import plans as p
 from aidememo.client.errors import AidememoClientError
-from aidememo.client.transport import Timeout, client_headers, unreachable, web_timeout
+from aidememo.client.transport import (
+    Timeout,
+    Wire,
+    default_async_transport,
+    unreachable,
+)
 from aidememo.client.ulid import new_ulid
 from aidememo.domain.errors import AidememoError
 
@@ -47,19 +52,15 @@ class AsyncClient:
         if retries < 0:
             raise ValueError("retries must be at least 0")
         self._ctx = p.Context(project_id, retries)
-        self._http = httpx.AsyncClient(
-            base_url=base_url,
-            headers=client_headers(token, headers),
-            timeout=web_timeout(timeout),
-            transport=transport,
-        )
+        self._wire = Wire(base_url, token, timeout, headers)
+        self._transport = transport or default_async_transport()
 
     @property
     def project_id(self) -> str:
         return self._ctx.project_id
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        await self._transport.aclose()
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -70,14 +71,16 @@ class AsyncClient:
         await self.aclose()
 
     async def _send(self, call: p.Call[Any]) -> Any:
-        headers = p.JSON_HEADERS if call.body is not None else None
+        request = self._wire.request(call.method, call.target, call.body)
         try:
-            response = await self._http.request(
-                call.method, call.target, content=call.body, headers=headers
-            )
+            response = await self._transport.handle_async_request(request)
+            try:
+                content = await response.aread()
+            finally:
+                await response.aclose()
         except httpx.TransportError as exc:
             raise unreachable(exc) from exc
-        return p.parse(call, response.status_code, response.content)
+        return p.parse(call, response.status_code, content)
 
     async def _run(self, plan: p.Plan[T]) -> T:
         """`plans.drive`, awaiting each call."""
@@ -245,7 +248,9 @@ class AsyncClient:
     async def snapshot(
         self, *, limit: int | None = None, page_token: str | None = None
     ) -> m.Snapshot:
-        """`GET .../snapshot`: one page (or, without `limit`, the whole state)."""
+        """`GET .../snapshot`: one page of the state at one sequence (`at_seq`), at most
+        `limit` resources (the server's default without it); `page_token` is the previous
+        page's `next_page_token`."""
         call = p.get(f"{self._ctx.base}/snapshot", m.Snapshot, limit=limit, page_token=page_token)
         result: m.Snapshot = await self._read(call)
         return result

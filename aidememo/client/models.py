@@ -1,8 +1,9 @@
 """Typed answers of the HTTP contract (the component schemas of `openapi.json`).
 
-Every model accepts fields it does not know (`extra="allow"`), so a client keeps working
-against a server that added a field; the fields named here are the contract's and are
-checked. Records are frozen: an answer is a value, not something to edit and send back.
+Every model ignores fields it does not know, so a client keeps working against a server that
+added one; the fields named here are the contract's and are checked. (Keeping unknown fields,
+`extra="allow"`, made parsing a page of 100 change entries cost half again as much as
+`json.loads`.) Records are frozen: an answer is a value, not something to edit and send back.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from pydantic import BaseModel, ConfigDict
 
 
 class Model(BaseModel):
-    """The base of every answer: frozen, unknown fields kept."""
+    """The base of every answer: frozen, unknown fields ignored."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True)
 
 
 class Health(Model):

@@ -37,8 +37,6 @@ from aidememo.domain.errors import AidememoError, ErrorCode
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 
-JSON_HEADERS = {"content-type": "application/json"}
-
 
 @dataclass(frozen=True)
 class Call(Generic[M]):

@@ -14,7 +14,12 @@ import httpx
 
 from aidememo.client import models as m
 from aidememo.client import plans as p
-from aidememo.client.transport import Timeout, client_headers, unreachable, web_timeout
+from aidememo.client.transport import (
+    Timeout,
+    Wire,
+    default_transport,
+    unreachable,
+)
 from aidememo.client.ulid import new_ulid
 
 T = TypeVar("T")
@@ -45,19 +50,15 @@ class Client:
         if retries < 0:
             raise ValueError("retries must be at least 0")
         self._ctx = p.Context(project_id, retries)
-        self._http = httpx.Client(
-            base_url=base_url,
-            headers=client_headers(token, headers),
-            timeout=web_timeout(timeout),
-            transport=transport,
-        )
+        self._wire = Wire(base_url, token, timeout, headers)
+        self._transport = transport or default_transport()
 
     @property
     def project_id(self) -> str:
         return self._ctx.project_id
 
     def close(self) -> None:
-        self._http.close()
+        self._transport.close()
 
     def __enter__(self) -> Client:
         return self
@@ -68,14 +69,16 @@ class Client:
         self.close()
 
     def _send(self, call: p.Call[Any]) -> Any:
-        headers = p.JSON_HEADERS if call.body is not None else None
+        request = self._wire.request(call.method, call.target, call.body)
         try:
-            response = self._http.request(
-                call.method, call.target, content=call.body, headers=headers
-            )
+            response = self._transport.handle_request(request)
+            try:
+                content = response.read()
+            finally:
+                response.close()
         except httpx.TransportError as exc:
             raise unreachable(exc) from exc
-        return p.parse(call, response.status_code, response.content)
+        return p.parse(call, response.status_code, content)
 
     def _run(self, plan: p.Plan[T]) -> T:
         return p.drive(plan, self._send)
@@ -227,7 +230,9 @@ class Client:
         return self._run(plan)
 
     def snapshot(self, *, limit: int | None = None, page_token: str | None = None) -> m.Snapshot:
-        """`GET .../snapshot`: one page (or, without `limit`, the whole state)."""
+        """`GET .../snapshot`: one page of the state at one sequence (`at_seq`), at most
+        `limit` resources (the server's default without it); `page_token` is the previous
+        page's `next_page_token`."""
         call = p.get(f"{self._ctx.base}/snapshot", m.Snapshot, limit=limit, page_token=page_token)
         result: m.Snapshot = self._read(call)
         return result
