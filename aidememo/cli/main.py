@@ -2,8 +2,10 @@
 
 Every flag may also come from an `AIDEMEMO_*` environment variable (named in each flag's help);
 a flag given on the command line wins. `AIDEMEMO_DATABASE_URL` keeps a PostgreSQL password out
-of `ps`. Expected failures print one line to stderr and exit 1 (refused, nothing changed) or 2
-(usage, or something this build cannot do); they never print a traceback.
+of `ps`. Expected failures print one line to stderr and exit 1 (refused, nothing changed), 2
+(usage, or something this build cannot do) or, for the agent commands, 3 (the server could not
+be reached); they never print a traceback. The agent commands (`aidememo.cli.agent_parser`)
+act as a named profile through `aidememo.client`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from aidememo import __version__
+from aidememo.cli.agent_parser import add_agent_commands
 from aidememo.cli.commands import (
     cmd_admin_delete_tenant,
     cmd_admin_export,
@@ -206,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="browser origins (comma-separated) allowed to call the MCP endpoint; a request "
         "with any other Origin header is 403 (default: none)",
     )
+    add_agent_commands(sub)
     return parser
 
 

@@ -11,7 +11,8 @@ ImportError, so that it still imports on CPython.
 Edge (worker/, durable_objects/): the stdlib, the Workers SDK (`workers`, `js`, `pyodide`), the
 core and each other; pg8000 only in durable_objects/pg_connection.py.
 Client (aidememo/client/, CPython only): the stdlib, httpx, pydantic, itself and
-aidememo.domain; nothing but tests imports it, the origin included (SPEC.md CLIENT-4).
+aidememo.domain; nothing but the agent commands of aidememo.cli (imported only when one
+runs, SPEC.md CLI-2) and tests imports it, the origin included (SPEC.md CLIENT-4).
 """
 
 from __future__ import annotations
