@@ -29,6 +29,7 @@ from aidememo.cli.commands import (
     cmd_token_new,
 )
 from aidememo.cli.errors import EXIT_FAILED, CliError
+from aidememo.cli.mcp_parser import add_mcp_commands
 from aidememo.cli.options import (
     DEFAULT_HOST,
     DEFAULT_PORT,
@@ -210,6 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
         "with any other Origin header is 403 (default: none)",
     )
     add_agent_commands(sub)
+    add_mcp_commands(sub)
     return parser
 
 
