@@ -126,13 +126,12 @@ async def _wrong_project(served: Target, mode: str) -> None:
         assert await refused(stranger, "identity") == "project_unauthorized"
 
 
+async def _both(served: Target, mode: str) -> None:
+    await _flow(served, mode)
+    await _wrong_project(served, mode)
+
+
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("mode", sorted(MODES))
-def test_mcp2_mcp3_mcp5_mcp6_sdk_client_scenario(target: Target, mode: str) -> None:
-    anyio.run(_flow, target, mode)
-
-
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize("mode", sorted(MODES))
-def test_mcp1_sdk_client_wrong_project(target: Target, mode: str) -> None:
-    anyio.run(_wrong_project, target, mode)
+def test_mcp1_mcp2_mcp3_mcp5_mcp6_sdk_client_scenario(target: Target, mode: str) -> None:
+    anyio.run(_both, target, mode)

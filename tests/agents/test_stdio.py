@@ -79,8 +79,14 @@ async def _stdio_flow(home: Path, mode: str) -> None:
         assert (refused.structured_content or {})["error"]["code"] == "project_unauthorized"
 
 
+# The stdio server reaches every backend the same way (aidememo.client over HTTP), which the
+# HTTP tests already cover on each: here the origin on SQLite in both modes and PostgreSQL.
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("mode", ["auto", "legacy"])
+@pytest.mark.parametrize(
+    ("target", "mode"),
+    [("serve_sqlite", "auto"), ("serve_sqlite", "legacy"), ("serve_postgres", "auto")],
+    indirect=["target"],
+)
 def test_mcp8_mcp2_stdio_sdk_client(target: Target, home: Path, mode: str) -> None:
     login(home, target, WRITER, "w")
     login(home, target, READER, "r")
@@ -100,6 +106,7 @@ def _inspector(home: Path, *args: str) -> Any:
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.parametrize("target", ["serve_sqlite", "serve_postgres"], indirect=True)
 def test_mcp8_inspector_cli_lists_and_calls(target: Target, home: Path) -> None:
     if not INSPECTOR.exists() or shutil.which("node") is None:
         if os.environ.get("CI"):
