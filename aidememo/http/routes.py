@@ -30,7 +30,6 @@ from aidememo.domain.limits import (
 from aidememo.http import admin, handlers
 from aidememo.http.openapi_schemas import integer, query_param, ref, text
 from aidememo.http.routing import NDJSON, Auth, Match, Route, Router
-from aidememo.mcp.http import mcp
 
 __all__ = ["NDJSON", "ROUTES", "Auth", "Match", "Route", "resolve", "route_named"]
 
@@ -302,7 +301,7 @@ _MEMBER = (
         "mcp",
         "POST",
         f"{P}/mcp",
-        mcp,
+        handlers.mcp,
         "MCP over stateless streamable HTTP: one JSON-RPC message per POST (SPEC.md MCP-*)",
         body="JsonRpcMessage",
         answer="JsonRpcAnswer",
