@@ -5,8 +5,8 @@ The server combines tool providers. `--profile NAME` adds the team tools: the re
 each call sent as its REST twin's request (`aidememo.mcp.dispatch.twin_request`) through the
 profile's `aidememo.client.Client`, so the server judges it exactly as the route does
 (MCP-2) and a retry after a lost answer is sent identically (CLIENT-1). The profile pins the
-actor: nothing a host sends can switch it (CLI-3). `--memory-store PATH` adds the providers
-registered under `memory` (`register_provider`); with both, both sets are served (MCP-8).
+actor: nothing a host sends can switch it (CLI-3). `--memory-store PATH` adds the memory
+tools (`PROVIDER_MODULES`); with both, both sets are served (MCP-8).
 """
 
 from __future__ import annotations
@@ -44,13 +44,27 @@ class ToolProvider(Protocol):
 
 
 ProviderFactory = Callable[[str], ToolProvider]
-PROVIDERS: dict[str, ProviderFactory] = {}
-"""Factories by option: `memory` builds the memory tools from `--memory-store PATH`."""
+PROVIDER_MODULES = {"memory": "aidememo.cli.mcp_memory"}
+"""The module whose `provider(path) -> ToolProvider` builds the tools of `--<option>-store
+PATH`, imported only when that option is given (the memory tools live beside the memory
+store; a build without that module refuses `--memory-store`)."""
 
 
-def register_provider(option: str, factory: ProviderFactory) -> None:
-    """Register the tool provider `aidememo mcp --<option>-store PATH` builds."""
-    PROVIDERS[option] = factory
+def store_provider(option: str, path: str) -> ToolProvider:
+    """The tool provider of `--<option>-store PATH`."""
+    import importlib
+
+    module_name = PROVIDER_MODULES[option]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise
+        raise CliError(
+            f"this build has no {option} store tools (--{option}-store)", EXIT_USAGE
+        ) from None
+    factory: ProviderFactory = module.provider
+    return factory(path)
 
 
 @dataclass
@@ -191,10 +205,7 @@ def cmd_mcp(ns: argparse.Namespace) -> int:
             except AidememoClientError as error:
                 raise refusal(error) from None
         if ns.memory_store is not None:
-            factory = PROVIDERS.get("memory")
-            if factory is None:
-                raise CliError("this build has no memory store tools (--memory-store)", EXIT_USAGE)
-            providers.append(factory(ns.memory_store))
+            providers.append(store_provider("memory", ns.memory_store))
         build_server(providers).run("stdio")
     finally:
         for provider in providers:

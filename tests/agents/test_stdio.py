@@ -163,3 +163,43 @@ def test_mcp8_install_prints_and_writes_once(
     assert main(["mcp", "install", "--host", "codex", "--profile", "w", "--write"]) == 2
     assert (codex / "config.toml").read_text() == text
     assert main(["mcp", "install", "--host", "codex", "--profile", "nobody"]) == 2
+
+
+class _Fake:
+    """A tool provider with one tool that echoes its arguments."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def listing(self) -> list[dict[str, Any]]:
+        schema = {"type": "object", "properties": {}, "additionalProperties": True}
+        return [{"name": self.name, "description": "echo", "inputSchema": schema}]
+
+    def names(self) -> frozenset[str]:
+        return frozenset({self.name})
+
+    def call(self, name: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        return {"tool": name, **arguments}, False
+
+    def close(self) -> None:
+        pass
+
+
+async def _combined() -> None:
+    from aidememo.cli.mcp_stdio import build_server
+
+    server = build_server([_Fake("team_echo"), _Fake("memory_echo")])
+    async with Client(server, mode="legacy") as client:
+        names = [t.name for t in (await client.list_tools()).tools]
+        assert names == ["team_echo", "memory_echo"]
+        answer = await client.call_tool("memory_echo", {"x": 1})
+        assert answer.structured_content == {"tool": "memory_echo", "x": 1}
+
+
+def test_mcp8_stdio_server_combines_providers() -> None:
+    from aidememo.cli.errors import CliError
+    from aidememo.cli.mcp_stdio import build_server
+
+    anyio.run(_combined)
+    with pytest.raises(CliError):
+        build_server([_Fake("same"), _Fake("same")])
