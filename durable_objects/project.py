@@ -63,6 +63,7 @@ from aidememo.domain.model import Actor, ActorKind, Membership, MemberStatus, Pr
 from aidememo.http.app import HttpApp, error_response
 from aidememo.http.live import open_forwarded
 from aidememo.http.types import Request
+from aidememo.mcp.http import parse_origins
 from aidememo.ports import ReadTx, WriteTx
 from aidememo.service.archive import Archive
 from aidememo.service.archive_rows import project_lines
@@ -141,7 +142,11 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
             return HttpApp(MemoryStore(), clock=self.clock, ids=self.ids)
         if self._app is None or self._app.store is not store:
             self._app = HttpApp(
-                store, clock=self.clock, ids=self.ids, handoff_lease_ms=lease_ms(self.env)
+                store,
+                clock=self.clock,
+                ids=self.ids,
+                handoff_lease_ms=lease_ms(self.env),
+                mcp_allowed_origins=parse_origins(getattr(self.env, "MCP_ALLOWED_ORIGINS", "")),
             )
             self._app.services.ledger.on_commit.append(self._on_commit)
         return self._app

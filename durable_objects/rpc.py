@@ -26,6 +26,10 @@ from aidememo.http.routes import route_named
 from aidememo.http.types import Request, Response
 from aidememo.service.access import Caller
 
+# The headers the MCP endpoint reads (MCP-4, MCP-7), the only client headers besides the
+# content type that reach a project object; never a credential.
+MCP_HEADERS = frozenset({"origin", "mcp-protocol-version", "mcp-method", "mcp-name"})
+
 # Pages between Worker and objects (export and import) hold at most this many bytes of lines,
 # or a single line when one line is longer.
 PAGE_BYTES = 1024 * 1024
@@ -154,6 +158,8 @@ def request_payload(request: Request, admission: Admission) -> dict[str, Any]:
     content_type = request.headers.get("content-type")
     if content_type is not None:
         payload["content_type"] = content_type
+    if admission.route.name == "mcp":
+        payload["headers"] = {k: v for k, v in request.headers.items() if k in MCP_HEADERS}
     body = admission.body if admission.route.body is not None else None
     if body:
         try:
@@ -173,11 +179,14 @@ def request_from(payload: Any, caller: Caller) -> tuple[Request, Admission]:
     else:
         body = _text(text or "").encode("utf-8")
     content_type = data.get("content_type")
+    headers = {_text(k): _text(v) for k, v in _mapping(data.get("headers") or {}).items()}
+    if content_type is not None:
+        headers["content-type"] = _text(content_type)
     request = Request(
         _text(data["method"]),
         _text(data["path"]),
         _text(data.get("query", "")),
-        {} if content_type is None else {"content-type": _text(content_type)},
+        headers,
         Body.of(body) if body else EMPTY,
         _text(data.get("request_id", "")),
     )

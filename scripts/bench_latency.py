@@ -48,6 +48,11 @@ duplicated. The last line is then `{"name": "bench_latency_live", ...}`.
 `{"name": "bench_latency_client", ...}` with the raw-HTTP figures as its baseline and the
 client's p50 overhead per operation as targets (`scripts/_bench_latency_sdk.py`).
 
+`--mcp` runs each request operation as the MCP tool call that wraps it (`POST .../mcp`,
+protocol 2026-07-28) interleaved with its REST route, and prints `{"name":
+"bench_latency_mcp", ...}` with the route as the baseline and the tool call's p50 overhead
+per operation as targets (`scripts/_bench_latency_mcp.py`).
+
 Every id written carries a run tag, so repeated runs against one project never collide.
 Usage: `.venv/bin/python scripts/bench_latency.py --base-url http://127.0.0.1:3030
 --token-file ~/.aidememo/demo.token --project demo [--requests 200] [--live]`.
@@ -73,6 +78,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench_common import emit, latency_summary, note, peak_rss_mib
 from _bench_latency_client import Actor, Endpoint, HttpFailure, plot, read_token
 from _bench_latency_live import add_live_writer_argument, run_live
+from _bench_latency_mcp import run_mcp
 from _bench_latency_sdk import run_client
 
 OPERATIONS = ("post_facts", "get_resource", "get_search", "get_changes")
@@ -335,6 +341,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="drive the operations through aidememo.client, raw HTTP as the baseline",
     )
     parser.add_argument(
+        "--mcp",
+        action="store_true",
+        help="each operation as its MCP tool call beside the REST route (the baseline)",
+    )
+    parser.add_argument(
         "--live-subscribers",
         default="1,100",
         help="comma-separated subscriber counts, one round each (default 1,100)",
@@ -361,6 +372,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.cold = max(1, args.requests // 10) if args.cold is None else args.cold
     args.cycles = max(1, args.requests // 10) if args.cycles is None else args.cycles
     return args
+
+
+def _mcp(bench: Bench, args: argparse.Namespace) -> int:
+    """`--mcp` (`scripts/_bench_latency_mcp.py`): set up, one fact to read, then the run."""
+    try:
+        bench.setup()
+        note(f"bench_latency --mcp: {args.base_url} project {args.project}")
+        conn = bench.endpoint.connect()
+        try:
+            bench.post_fact(conn, 0)
+        finally:
+            conn.close()
+    except (HttpFailure, OSError) as exc:
+        print(f"bench_latency: {exc}", file=sys.stderr)
+        return 1
+    return run_mcp(bench, args, fact_content)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -393,6 +420,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench_latency: {exc}", file=sys.stderr)
             return 1
         return run_client(bench, args, fact_content)
+    if args.mcp:
+        return _mcp(bench, args)
     try:
         identity = bench.setup()
         note(f"bench_latency: {args.base_url} project {args.project} as {identity['actor_id']}")

@@ -393,4 +393,5 @@ def cmd_serve(ns: argparse.Namespace) -> int:
         dispatch=ns.dispatch,
         workers=ns.workers,
         listen_database=ns.listen_database,
+        mcp_allowed_origins=ns.mcp_allowed_origins,
     )

@@ -30,6 +30,7 @@ from aidememo.cli.commands import (
     cmd_token_new,
 )
 from aidememo.cli.errors import EXIT_FAILED, CliError
+from aidememo.cli.mcp_parser import add_mcp_commands
 from aidememo.cli.options import (
     DEFAULT_HOST,
     DEFAULT_PORT,
@@ -215,7 +216,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--admin-token-file",
         help="file holding the admin token; its SHA-256 guards /v1/admin (closed without it)",
     )
+    serve.add(
+        "--mcp-allowed-origins",
+        default="",
+        help="browser origins (comma-separated) allowed to call the MCP endpoint; a request "
+        "with any other Origin header is 403 (default: none)",
+    )
     add_agent_commands(sub)
+    add_mcp_commands(sub)
     return parser
 
 

@@ -49,6 +49,7 @@ def run_serve(
     admin_token_sha256: bytes | None = None,
     workers: int = 1,
     listen_database: str | None = None,
+    mcp_allowed_origins: str = "",
 ) -> int:
     """Serve until SIGTERM/SIGINT; returns the exit status.
 
@@ -67,6 +68,7 @@ def run_serve(
     if importlib.util.find_spec("uvicorn") is None:
         raise CliError(MISSING_EXTRA, EXIT_USAGE)
     from aidememo.http.app import HttpApp
+    from aidememo.mcp.http import parse_origins
     from origin.limits import TransportLimits
     from origin.server import ServerSettings, serve
 
@@ -86,11 +88,16 @@ def run_serve(
         host=host, port=port, dispatch=dispatch, limits=limits, listen_url=listen_url
     )
 
+    origins = parse_origins(mcp_allowed_origins)
+
     def open_app() -> tuple[HttpApp, Store]:
         store = open_store(url)
         try:
             app = HttpApp(
-                store, handoff_lease_ms=handoff_lease_ms, admin_token_sha256=admin_token_sha256
+                store,
+                handoff_lease_ms=handoff_lease_ms,
+                admin_token_sha256=admin_token_sha256,
+                mcp_allowed_origins=origins,
             )
         except BaseException:
             store.close()

@@ -61,6 +61,8 @@ class ErrorCode(StrEnum):
     REQUEST_TIMEOUT = "request_timeout"
     # A written text holds what looks like a secret (SPEC.md SEC-*).
     SECRET_REJECTED = "secret_rejected"
+    # An `Origin` header outside the MCP endpoint's allowlist (SPEC.md MCP-7).
+    ORIGIN_NOT_ALLOWED = "origin_not_allowed"
 
 
 HTTP_STATUS: dict[ErrorCode, int] = {
@@ -110,6 +112,7 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.HEADERS_TOO_LARGE: 431,
     ErrorCode.REQUEST_TIMEOUT: 408,
     ErrorCode.SECRET_REJECTED: 422,
+    ErrorCode.ORIGIN_NOT_ALLOWED: 403,
 }
 
 # Seconds a client should wait before retrying a 503 (ERR-2).

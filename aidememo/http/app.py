@@ -43,6 +43,8 @@ def json_response(status: int, body: bytes) -> Response:
 def error_response(error: AidememoError) -> Response:
     """The structured error response of `error` (ERR-1); 503s carry Retry-After (ERR-2)."""
     headers = list(JSON_HEADERS)
+    if error.http_status == 401:
+        headers.append(("www-authenticate", "Bearer"))  # RFC 9110: a 401 names its scheme
     if error.http_status == 503:
         headers.append(("retry-after", str(STORAGE_RETRY_AFTER_S)))
     return Response(error.http_status, headers, json_bytes(error.to_json()))
@@ -51,8 +53,16 @@ def error_response(error: AidememoError) -> Response:
 class Services:
     """The use cases one app serves, built once over one store."""
 
-    def __init__(self, store: Store, clock: Clock, ids: Ids, lease_ms: int) -> None:
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        ids: Ids,
+        lease_ms: int,
+        mcp_allowed_origins: frozenset[str] = frozenset(),
+    ) -> None:
         self.store = store
+        self.mcp_allowed_origins = mcp_allowed_origins  # MCP-7
         self.identity = IdentityService(store, clock, ids)
         self.ledger = Ledger(store, clock)
         self.queries = Queries(store)
@@ -73,10 +83,15 @@ class HttpApp:
         ids: Ids | None = None,
         handoff_lease_ms: int = HANDOFF_LEASE_MS_DEFAULT,
         admin_token_sha256: bytes | None = None,
+        mcp_allowed_origins: frozenset[str] = frozenset(),
     ) -> None:
         self.store = store
         self.services = Services(
-            store, clock or SystemClock(), ids or RandomIds(), handoff_lease_ms
+            store,
+            clock or SystemClock(),
+            ids or RandomIds(),
+            handoff_lease_ms,
+            mcp_allowed_origins,
         )
         self._admin_digest = admin_token_sha256
 

@@ -455,3 +455,14 @@ def search(
         "results": found.results,
     }
     return _ok(json_bytes(body))
+
+
+# -- MCP ------------------------------------------------------------------------------------
+
+
+def mcp(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:
+    """`POST .../mcp`: the MCP endpoint (MCP-4). `aidememo.mcp` builds on this layer (its tool
+    calls run the handlers above), so it is imported when the route first runs."""
+    from aidememo.mcp.http import mcp as serve
+
+    return serve(s, request, params, caller)

@@ -151,6 +151,8 @@ def _operation(route: Route) -> Schema:
     else:
         ok["content"] = {route.answer_media: {"schema": ref(route.answer)}}
     responses: dict[str, Schema] = {"101" if route.upgrade else "200": ok}
+    if route.accepted is not None:
+        responses["202"] = {"description": route.accepted}
     by_status: dict[int, list[ErrorCode]] = {}
     for code in route_errors(route):
         by_status.setdefault(HTTP_STATUS[code], []).append(code)

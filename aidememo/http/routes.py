@@ -297,6 +297,17 @@ _MEMBER = (
         query=_SEARCH_QUERY,
         errors=(E.CURSOR_OUT_OF_RANGE,),
     ),
+    Route(
+        "mcp",
+        "POST",
+        f"{P}/mcp",
+        handlers.mcp,
+        "MCP over stateless streamable HTTP: one JSON-RPC message per POST (SPEC.md MCP-*)",
+        body="JsonRpcMessage",
+        answer="JsonRpcAnswer",
+        accepted="A JSON-RPC notification or a client's response: accepted, no body",
+        errors=(E.ORIGIN_NOT_ALLOWED,),
+    ),
 )
 
 # -- admin routes (ADM-*) ---------------------------------------------------------------------

@@ -58,6 +58,7 @@ class Route:
     answer_media: str = JSON
     unready: str | None = None  # a status route's 503 answer schema (READY-1); None: no such
     upgrade: bool = False  # a WebSocket route: succeeds with 101 (LIVE-1)
+    accepted: str | None = None  # what a 202 without a body means; None: no such answer
     query: tuple[dict[str, Any], ...] = ()  # OpenAPI query parameters
     errors: tuple[ErrorCode, ...] = ()  # domain errors beyond the shared request checks
     pattern: tuple[str, ...] = field(init=False)  # literal segments, or "{name}"

@@ -68,7 +68,7 @@ def test_bundle_has_core_files(bundle: Path) -> None:
         if (REPO / name).exists():
             assert name in files, name
     core = REPO / "aidememo"
-    for sub in ("domain", "service", "stores", "http", "conformance"):
+    for sub in ("domain", "service", "stores", "http", "conformance", "mcp"):
         for path in (core / sub).rglob("*.py") if (core / sub).is_dir() else ():
             if "__pycache__" not in path.parts:
                 rel = path.relative_to(REPO).as_posix()
@@ -82,7 +82,6 @@ def test_bundle_excludes_non_edge_code(bundle: Path) -> None:
         "scripts/",
         "aidememo/cli/",
         "aidememo/client/",
-        "aidememo/mcp/",
         "aidememo/memory/",
     )
     leaked = sorted(f for f in _files(bundle) if f.startswith(forbidden) or "__pycache__" in f)

@@ -45,6 +45,8 @@ START_MS = 1_700_000_000_000
 # backend's runtime has an admin token of its own, which `Backend.admin_token` reports.
 ADMIN_TOKEN = "admin-token-for-contract-tests"
 ADMIN_TOKEN_SHA256 = hashlib.sha256(ADMIN_TOKEN.encode()).digest()
+# The one browser origin every backend lets call the MCP endpoint (MCP-7).
+MCP_ORIGIN = "https://agents.example"
 
 # A header value of None removes the header the client would otherwise send.
 Headers = Mapping[str, str | None]
@@ -151,7 +153,11 @@ BackendFactory = Callable[[Path, FixedClock], Backend]
 
 def _app(store: Any, clock: FixedClock) -> HttpApp:
     return HttpApp(
-        store, clock=clock, handoff_lease_ms=LEASE_MS, admin_token_sha256=ADMIN_TOKEN_SHA256
+        store,
+        clock=clock,
+        handoff_lease_ms=LEASE_MS,
+        admin_token_sha256=ADMIN_TOKEN_SHA256,
+        mcp_allowed_origins=frozenset({MCP_ORIGIN}),
     )
 
 

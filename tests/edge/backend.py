@@ -84,9 +84,10 @@ class EdgeIdentity:
 
 def edge_backend(tmp: Path, clock: FixedClock) -> Any:
     """A `tests.contract.support.Backend` on a fresh simulated deployment."""
-    from tests.contract.support import LEASE_MS, Backend
+    from tests.contract.support import LEASE_MS, MCP_ORIGIN, Backend
 
-    runtime = Runtime(tmp / "edge", clock, vars={"HANDOFF_LEASE_MS": str(LEASE_MS)})
+    variables = {"HANDOFF_LEASE_MS": str(LEASE_MS), "MCP_ALLOWED_ORIGINS": MCP_ORIGIN}
+    runtime = Runtime(tmp / "edge", clock, vars=variables)
     return Backend(EdgeClient(runtime), EdgeIdentity(runtime), runtime.close)  # type: ignore[arg-type]
 
 
@@ -101,13 +102,12 @@ def edge_postgres_backend(tmp: Path, clock: FixedClock) -> Any:
     """The Worker and its objects in PostgreSQL mode: pg8000 through PgBouncer (transaction
     pool mode, as Hyperdrive pools) to a fresh migrated schema of the test cluster."""
     from tests import pg
-    from tests.contract.support import LEASE_MS, Backend
+    from tests.contract.support import LEASE_MS, MCP_ORIGIN, Backend
 
     db = pg.create_database(pooled=True)
     try:
-        runtime = postgres_runtime(
-            tmp / "edge", clock, db, vars={"HANDOFF_LEASE_MS": str(LEASE_MS)}
-        )
+        variables = {"HANDOFF_LEASE_MS": str(LEASE_MS), "MCP_ALLOWED_ORIGINS": MCP_ORIGIN}
+        runtime = postgres_runtime(tmp / "edge", clock, db, vars=variables)
     except BaseException:
         db.drop()
         raise

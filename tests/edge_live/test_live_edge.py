@@ -30,6 +30,7 @@ CONTRACT_MODULES = (
     "tests.contract.test_handoff_lease",
     "tests.contract.test_scenario_t",
     "tests.contract.test_admin",
+    "tests.contract.test_mcp",
 )
 # Contract tests that cannot run against one live deployment, and why (reported as skips).
 NOT_LIVE = {
@@ -41,6 +42,9 @@ NOT_LIVE = {
     ),
     "test_adm1_admin_routes_stay_closed_without_a_configured_token": (
         "builds its own in-process app without an admin token; nothing live to test"
+    ),
+    "test_mcp7_allowlisted_origin_passes": (
+        "the deployment's MCP_ALLOWED_ORIGINS is its own (empty in wrangler.toml)"
     ),
 }
 

@@ -187,3 +187,20 @@ def test_bench_latency_client_prints_the_design_json_line(origin: tuple[str, Pat
         assert isinstance(figures[f"handoff_{step}_p50_ms"], float)
         assert isinstance(baseline[f"handoff_{step}_p50_ms"], float)
     assert figures["handoff_cycles"] == 2
+
+
+def test_mcp2_bench_latency_mcp_prints_the_design_json_line(
+    origin: tuple[str, Path, Path],
+) -> None:
+    """`--mcp`: each operation as its MCP tool call, the REST route of the same run as the
+    baseline, and the p50 overhead per operation as targets."""
+    url, writer, _ = origin
+    proc = _bench(f"--base-url {url} --token-file {writer}", "--project demo --mcp --requests 3")
+    assert proc.returncode == 0, proc.stderr
+    line = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert line["name"] == "bench_latency_mcp"
+    for op in OPERATIONS:
+        for side in (line["figures"], line["baseline"]):
+            for stat in STATS:
+                assert isinstance(side[f"{op}_warm_{stat}_ms"], float), (op, stat)
+        assert line["targets"][f"{op}_p50_overhead_ms"]["goal"] == "<= 0.5"

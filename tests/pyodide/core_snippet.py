@@ -22,6 +22,7 @@ CORE = (
     "aidememo.http",
     "aidememo.ports",
     "aidememo.conformance",
+    "aidememo.mcp",
 )
 BLOCKED = frozenset({"sqlite3", "_sqlite3"})
 SQLITE3_ALLOWED = frozenset({"aidememo.stores.sqlite.sqlite3_executor"})

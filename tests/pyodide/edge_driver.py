@@ -305,6 +305,88 @@ async def changes() -> Any:
 OTHER_PROJECT = f"{PROJECT}_other"
 
 
+_MODERN = "2026-07-28"
+_META = {
+    "io.modelcontextprotocol/protocolVersion": _MODERN,
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+async def _rpc(message: dict[str, Any], token: str | None, **headers: str | None) -> Any:
+    """One JSON-RPC message to the MCP endpoint: `(status, headers, decoded body or None)`."""
+    sent = {k.replace("_", "-"): v for k, v in headers.items()}
+    status, out, data = await call("POST", f"{P}/mcp", token=token, json_body=message, headers=sent)
+    return status, out, json.loads(data) if data else None
+
+
+async def mcp() -> Any:
+    """The MCP endpoint through `Default.fetch` (MCP-2, MCP-4..7): both eras, a tool call
+    answered by its REST twin, a refusal as a tool result, the transport's refusals."""
+    writer = TOKENS[WRITER]
+    init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t"}}
+    status, _, body = await _rpc(
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}, writer
+    )
+    check(status == 200 and body["result"]["protocolVersion"] == "2025-11-25", repr(body))
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    status, _, body = await _rpc(note, writer, mcp_protocol_version="2025-11-25")
+    check((status, body) == (202, None), f"notification: {status} {body!r}")
+    listed = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": _META}}
+    status, _, body = await _rpc(
+        listed, writer, mcp_protocol_version=_MODERN, mcp_method="tools/list"
+    )
+    names = [t["name"] for t in body["result"]["tools"]]
+    check(status == 200 and "handoff_heartbeat" in names, repr(body)[:400])
+    params = {"name": "handoff_status", "arguments": {"handoff_id": "handoff_edge"}}
+    called = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "tools/call",
+        "params": {**params, "_meta": _META},
+    }
+    status, _, body = await _rpc(
+        called,
+        writer,
+        mcp_protocol_version=_MODERN,
+        mcp_method="tools/call",
+        mcp_name="handoff_status",
+    )
+    rest = await call_json("GET", f"{P}/handoffs/handoff_edge", token=writer)
+    check(body["result"]["structuredContent"] == rest, repr(body)[:400])
+    status, _, body = await _rpc(
+        called,
+        writer,
+        mcp_protocol_version=_MODERN,
+        mcp_method="tools/call",
+        mcp_name="search",
+    )
+    check(body["error"]["code"] == -32020, f"Mcp-Name mismatch: {body!r}")
+    bad = {
+        "name": "fact_create",
+        "arguments": {
+            "fact_id": "f",
+            "session_id": "session_edge",
+            "content": "x",
+            "actor_id": RECEIVER,
+        },
+    }
+    status, _, body = await _rpc(
+        {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": bad}, writer
+    )
+    result = body["result"]
+    check(result["isError"] is True, repr(result))
+    check(result["structuredContent"]["error"]["code"] == "invalid_command", repr(result))
+    status, out, body = await _rpc({"jsonrpc": "2.0", "id": 5, "method": "ping"}, None)
+    check(status == 401 and out.get("www-authenticate") == "Bearer", f"{status} {out!r}")
+    status, _, body = await _rpc(
+        {"jsonrpc": "2.0", "id": 6, "method": "ping"}, writer, origin="https://evil.example"
+    )
+    check(status == 403 and body["error"]["code"] == "origin_not_allowed", repr(body))
+    status, _, _ = await call("GET", f"{P}/mcp", token=writer)
+    check(status == 405, f"GET: {status}")
+    return {"tools": len(names)}
+
+
 async def _bootstrap_table_actors() -> dict[str, str]:
     """A reader of the project and an outsider (a writer of another project of the tenant)."""
     tokens = {"writer": TOKENS[WRITER], "admin": ADMIN}
@@ -492,6 +574,7 @@ STEPS: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
     ("search", search),
     ("search_cjk", search_cjk),
     ("changes", changes),
+    ("mcp", mcp),
     ("hostile_table", hostile_table),
     ("live_feed", live_feed),
     ("export", export),

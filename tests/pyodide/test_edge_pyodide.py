@@ -68,6 +68,7 @@ EDGE_STEPS = (
     "search",
     "search_cjk",
     "changes",
+    "mcp",
     "hostile_table",
     "live_feed",
     "export",

@@ -92,7 +92,7 @@ def test_every_core_file_was_imported(pyodide_run: dict[str, Any]) -> None:
     seen = set(result["imported"]) | set(result["needs_sqlite3"])
     core = REPO / "aidememo"
     expected = set()
-    for sub in ("domain", "service", "stores", "http", "conformance"):
+    for sub in ("domain", "service", "stores", "http", "conformance", "mcp"):
         for path in (core / sub).rglob("*.py"):
             parts = path.relative_to(REPO).with_suffix("").parts
             if parts[-1] == "__init__":

@@ -32,6 +32,7 @@ CORE_PACKAGES = (
     "aidememo.stores",
     "aidememo.http",
     "aidememo.conformance",
+    "aidememo.mcp",
 )
 CORE_PATHS = tuple(
     REPO / p
@@ -43,6 +44,7 @@ CORE_PATHS = tuple(
         "aidememo/stores",
         "aidememo/http",
         "aidememo/conformance",
+        "aidememo/mcp",
     )
 )
 EDGE_PATHS = (REPO / "worker", REPO / "durable_objects")
@@ -198,14 +200,14 @@ def _imp(name: str, guarded: bool = False) -> Import:
 
 def test_rules_reject_outward_imports() -> None:
     domain = REPO / "aidememo/domain/x.py"
-    for name in ("origin.app", "aidememo.cli.main", "aidememo.client", "aidememo.mcp"):
+    for name in ("origin.app", "aidememo.cli.main", "aidememo.client", "mcp.server"):
         assert _core_violation(domain, _imp(name)), name
     for name in ("aidememo.memory", "worker.entry", "durable_objects", "pydantic", "httpx"):
         assert _core_violation(domain, _imp(name)), name
     assert _core_violation(REPO / "aidememo/stores/sqlite/store.py", _imp("sqlite3"))
     assert _core_violation(domain, _imp("pyodide.ffi"))
     entry = REPO / "worker/entry.py"
-    for name in ("pg8000", "origin.settings", "aidememo.mcp", "aidememo.cli", "sqlite3", "boto3"):
+    for name in ("pg8000", "origin.settings", "mcp.server", "aidememo.cli", "sqlite3", "boto3"):
         assert _edge_violation(entry, _imp(name)), name
     assert _edge_violation(entry, _imp("aidememo.client"))
     client = REPO / "aidememo/client/sync.py"

@@ -1,0 +1,30 @@
+"""The `mcp` part of the command tree: `aidememo mcp` (stdio) and `aidememo mcp install`.
+
+Both handlers are imported only when they run (`aidememo.cli.agent_parser.lazy`), so the other
+commands never load the MCP SDK or the client.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from aidememo.cli.agent_parser import lazy
+from aidememo.cli.options import Command
+
+
+def add_mcp_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `mcp` and `mcp install` to the top-level subcommands."""
+    serve = Command(
+        sub.add_parser("mcp", help="serve the MCP tools over stdio (for agent hosts)"),
+        lazy("aidememo.cli.mcp_stdio", "cmd_mcp"),
+    )
+    serve.add("--profile", env="AIDEMEMO_PROFILE", help="the team tools, as this profile")
+    serve.add("--memory-store", help="the memory tools over this local memory store")
+    actions = serve.parser.add_subparsers(dest="mcp_command", metavar="ACTION")
+    install = Command(
+        actions.add_parser("install", help="print or add an agent host's MCP configuration"),
+        lazy("aidememo.cli.mcp_install", "cmd_install"),
+    )
+    install.add("--host", required=True, choices=["claude-code", "codex"], help="the host")
+    install.add("--profile", env="AIDEMEMO_PROFILE", required=True, help="the profile to pin")
+    install.add("--write", switch=True, default=False, help="add it to the host's config file")
