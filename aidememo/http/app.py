@@ -55,7 +55,7 @@ class Services:
         self.store = store
         self.identity = IdentityService(store, clock, ids)
         self.ledger = Ledger(store, clock)
-        self.queries = Queries(store)
+        self.queries = Queries(store, clock)
         self.lookups = Lookups(store, clock)
         self.product = Product(self.ledger, lease_ms)
         self.archive = Archive(store, clock, ids)

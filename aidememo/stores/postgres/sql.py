@@ -93,3 +93,12 @@ GROUP BY tf.fact_id
 ORDER BY score DESC, tf.fact_id
 LIMIT %s
 """
+
+# -- session facts (READS-4) ---------------------------------------------------------------
+
+# On `changes_fact_session_idx`: the index's predicate and expression, then seq in order.
+SESSION_FACTS = (
+    "SELECT seq, resource_id, revision, body FROM changes "
+    "WHERE tenant_id = %s AND project_id = %s AND kind = 'fact' "
+    "AND aidememo_fact_session(body) = %s AND seq > %s ORDER BY seq LIMIT %s"
+)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
+from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.limits import INT64_MAX
 from aidememo.domain.model import (
     Actor,
@@ -153,6 +154,32 @@ class SqlReadRows(Generic[X]):
         return [
             StoredResource(ResourceRef(kind, rid), rev, blob(body)) for kind, rid, rev, body in rows
         ]
+
+    def list_resources_at(
+        self, scope: Scope, at_seq: int, limit: int, after: ResourceRef | None = None
+    ) -> list[StoredResource]:
+        """The resources as of `at_seq`, from the change log (SNAP-4), ordered by (kind, id),
+        at most `limit`, after `after` when given."""
+        d, t, p = self._d, scope.tenant_id, scope.project_id
+        rows = (
+            self._x.execute(d.LIST_RESOURCES_AT, (at_seq, t, p, limit))
+            if after is None
+            else self._x.execute(
+                d.LIST_RESOURCES_AT_AFTER, (at_seq, t, p, after.kind, after.id, limit)
+            )
+        )
+        blob = d.blob
+        return [
+            StoredResource(ResourceRef(kind, rid), rev, blob(body)) for kind, rid, rev, body in rows
+        ]
+
+    def page_token_key(self) -> bytes:
+        """The key of snapshot page tokens, made by the schema's migration (SNAP-3)."""
+        rows = self._x.execute(self._d.GET_PAGE_TOKEN_KEY)
+        key = self._d.blob(rows[0][0]) if rows else None
+        if key is None:
+            raise fail(ErrorCode.STORAGE_FAILURE, "the store has no page token key")
+        return key
 
     def list_audit(
         self, scope: Scope, after_seq: int = 0, limit: int | None = None

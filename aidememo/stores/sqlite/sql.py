@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from aidememo.stores.sql_common.dialect import Dialect
+from aidememo.stores.sqlite.schema import FACT_SESSION
 
 
 def _same(value: Any) -> Any:
@@ -66,3 +67,12 @@ _SEARCH_HEAD = (
 _SEARCH_TAIL = " ORDER BY score, fact_id LIMIT ?"
 SEARCH = _SEARCH_HEAD + _SEARCH_TAIL
 SEARCH_IN_SOURCE = _SEARCH_HEAD + " AND source_id = ?" + _SEARCH_TAIL
+
+# -- session facts (READS-4) ---------------------------------------------------------------
+
+# On `changes_fact_session_idx`: the index's predicate and expression, then seq in order.
+SESSION_FACTS = (
+    "SELECT seq, resource_id, revision, body FROM changes "
+    f"WHERE tenant_id = ? AND project_id = ? AND kind = 'fact' AND {FACT_SESSION} = ? "
+    "AND seq > ? ORDER BY seq LIMIT ?"
+)
