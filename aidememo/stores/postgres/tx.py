@@ -150,6 +150,22 @@ class PgReadTx(ArchiveReads, SqlReadRows[Session]):
 
     # -- session facts --------------------------------------------------------------------
 
+    def list_resources_at(
+        self, scope: Scope, at_seq: int, limit: int, after: ResourceRef | None = None
+    ) -> list[StoredResource]:
+        """The resources as of `at_seq`, from the change log (SNAP-4), ordered by (kind, id),
+        at most `limit`, after `after` when given."""
+        t, p = scope.tenant_id, scope.project_id
+        rows: list[Any] = (
+            self._x.execute(q.RESOURCES_AT, (at_seq, t, p, limit))
+            if after is None
+            else self._x.execute(q.RESOURCES_AT_AFTER, (at_seq, t, p, after.kind, after.id, limit))
+        )
+        return [
+            StoredResource(ResourceRef(kind, rid), rev, q.blob(body))
+            for kind, rid, rev, body in rows
+        ]
+
     def list_session_facts(
         self, scope: Scope, session_id: str, after_seq: int, limit: int
     ) -> list[tuple[int, StoredResource]]:

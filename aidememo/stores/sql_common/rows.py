@@ -155,24 +155,6 @@ class SqlReadRows(Generic[X]):
             StoredResource(ResourceRef(kind, rid), rev, blob(body)) for kind, rid, rev, body in rows
         ]
 
-    def list_resources_at(
-        self, scope: Scope, at_seq: int, limit: int, after: ResourceRef | None = None
-    ) -> list[StoredResource]:
-        """The resources as of `at_seq`, from the change log (SNAP-4), ordered by (kind, id),
-        at most `limit`, after `after` when given."""
-        d, t, p = self._d, scope.tenant_id, scope.project_id
-        rows = (
-            self._x.execute(d.LIST_RESOURCES_AT, (at_seq, t, p, limit))
-            if after is None
-            else self._x.execute(
-                d.LIST_RESOURCES_AT_AFTER, (at_seq, t, p, after.kind, after.id, limit)
-            )
-        )
-        blob = d.blob
-        return [
-            StoredResource(ResourceRef(kind, rid), rev, blob(body)) for kind, rid, rev, body in rows
-        ]
-
     def page_token_key(self) -> bytes:
         """The key of snapshot page tokens, made by the schema's migration (SNAP-3)."""
         rows = self._x.execute(self._d.GET_PAGE_TOKEN_KEY)

@@ -160,22 +160,6 @@ class SharedSql:
         "WHERE tenant_id = ? AND project_id = ? AND (kind, resource_id) > (?, ?) "
         "ORDER BY kind, resource_id LIMIT ?"
     )
-    # The resources as of a sequence (SNAP-4): each at its last change up to that sequence,
-    # found through `changes_resource_idx`; a resource first written later has no such
-    # change and drops out of the join. Parameters: at_seq, tenant, project, [kind, id,]
-    # limit.
-    _AT = (
-        "SELECT c.kind, c.resource_id, c.revision, c.body FROM resources AS r "
-        "JOIN changes AS c ON c.tenant_id = r.tenant_id AND c.project_id = r.project_id "
-        "AND c.seq = (SELECT max(h.seq) FROM changes AS h WHERE h.tenant_id = r.tenant_id "
-        "AND h.project_id = r.project_id AND h.kind = r.kind "
-        "AND h.resource_id = r.resource_id AND h.seq <= ?) "
-        "WHERE r.tenant_id = ? AND r.project_id = ? "
-    )
-    LIST_RESOURCES_AT = _AT + "ORDER BY r.kind, r.resource_id LIMIT ?"
-    LIST_RESOURCES_AT_AFTER = (
-        _AT + "AND (r.kind, r.resource_id) > (?, ?) ORDER BY r.kind, r.resource_id LIMIT ?"
-    )
     GET_PAGE_TOKEN_KEY = "SELECT key FROM aidememo_store_keys WHERE name = 'snapshot_page'"
     # The dialect's `no_limit` (SQLite -1, PostgreSQL NULL) binds the LIMIT of a whole read.
     LIST_AUDIT = (
