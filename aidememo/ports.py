@@ -78,6 +78,27 @@ class ReadTx(Protocol):
         `after`, only those after it in that order (keyset paging)."""
         ...
 
+    def list_resources_at(
+        self, scope: Scope, at_seq: int, limit: int, after: ResourceRef | None = None
+    ) -> list[StoredResource]:
+        """`list_resources` as of sequence `at_seq` (SNAP-4): each resource at its last change
+        with `seq <= at_seq` (revision and body, or tombstone, from the change log), leaving
+        out resources first written after it; the same order and keyset paging."""
+        ...
+
+    def list_session_facts(
+        self, scope: Scope, session_id: str, after_seq: int, limit: int
+    ) -> list[tuple[int, StoredResource]]:
+        """Up to `limit` facts of the session `(seq of their commit, fact)`, ascending, only
+        those committed after `after_seq` (READS-4); facts are create-only, so the commit's
+        change holds the fact's state."""
+        ...
+
+    def page_token_key(self) -> bytes:
+        """The store's 32-byte key for snapshot page tokens (SNAP-3), made once by the
+        store's migration (the reference store: when it is created)."""
+        ...
+
     def list_audit(
         self, scope: Scope, after_seq: int = 0, limit: int | None = None
     ) -> list[AuditRow]:

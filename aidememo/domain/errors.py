@@ -28,7 +28,7 @@ class ErrorCode(StrEnum):
     CURSOR_OUT_OF_RANGE = "cursor_out_of_range"
     INVALID_CHANGE_BATCH = "invalid_change_batch"
     SNAPSHOT_REQUIRED = "snapshot_required"
-    SNAPSHOT_TOO_LARGE = "snapshot_too_large"
+    SNAPSHOT_EXPIRED = "snapshot_expired"
     INVALID_ARTIFACT_PATH = "invalid_artifact_path"
     INVALID_ARTIFACT_REFERENCE = "invalid_artifact_reference"
     CONFORMANCE_VIOLATION = "conformance_violation"
@@ -81,7 +81,7 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.CURSOR_OUT_OF_RANGE: 409,
     ErrorCode.INVALID_CHANGE_BATCH: 400,
     ErrorCode.SNAPSHOT_REQUIRED: 409,
-    ErrorCode.SNAPSHOT_TOO_LARGE: 413,
+    ErrorCode.SNAPSHOT_EXPIRED: 409,
     ErrorCode.INVALID_ARTIFACT_PATH: 400,
     ErrorCode.INVALID_ARTIFACT_REFERENCE: 400,
     # Never sent over HTTP: the test suite raises it (ERR-3). Mapped for completeness.

@@ -65,7 +65,7 @@ class Services:
         self.mcp_allowed_origins = mcp_allowed_origins  # MCP-7
         self.identity = IdentityService(store, clock, ids)
         self.ledger = Ledger(store, clock)
-        self.queries = Queries(store)
+        self.queries = Queries(store, clock)
         self.lookups = Lookups(store, clock)
         self.product = Product(self.ledger, lease_ms)
         self.archive = Archive(store, clock, ids)

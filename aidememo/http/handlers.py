@@ -22,8 +22,12 @@ from aidememo.domain.limits import (
     MAILBOX_LIMIT_MAX,
     SEARCH_LIMIT_DEFAULT,
     SEARCH_LIMIT_MAX,
+    SESSION_FACTS_LIMIT_DEFAULT,
+    SESSION_FACTS_LIMIT_MAX,
     SESSIONS_LIMIT_DEFAULT,
     SESSIONS_LIMIT_MAX,
+    SNAPSHOT_LIMIT_DEFAULT,
+    SNAPSHOT_LIMIT_MAX,
 )
 from aidememo.domain.model import Receipt, ResourceRef
 from aidememo.domain.records import CreateRequest, parse_create, parse_transition
@@ -230,11 +234,23 @@ def changes_live(
 def snapshot(
     s: Services, request: Request, params: dict[str, str], caller: Caller | None
 ) -> Response:
-    """The atomic current state and its head (SNAP-1)."""
+    """A page of the state at one sequence, `next_page_token` to the next (SNAP-1, SNAP-2)."""
     project_id = _project(params)
-    _no_query(request)
-    snap = s.queries.snapshot(_caller(caller), project_id)
-    return _ok(snapshot_json(snap.scope, snap.project_epoch, snap.at_seq, snap.resources))
+    query = Query(request.query)
+    limit = query.integer("limit", minimum=1, maximum=SNAPSHOT_LIMIT_MAX)
+    page_token = query.text("page_token")
+    query.finish(frozenset({"limit", "page_token"}), forbidden=_IDENTITY_PARAMS)
+    snap = s.queries.snapshot(
+        _caller(caller),
+        project_id,
+        SNAPSHOT_LIMIT_DEFAULT if limit is None else limit,
+        page_token,
+    )
+    return _ok(
+        snapshot_json(
+            snap.scope, snap.project_epoch, snap.at_seq, snap.resources, snap.next_page_token
+        )
+    )
 
 
 # -- typed writes ---------------------------------------------------------------------------
@@ -401,6 +417,33 @@ def sessions(
     )
     tail = "null" if page.next_before_seq is None else str(page.next_before_seq)
     return _ok(b'{"sessions":[' + items + f'],"next_before_seq":{tail}}}'.encode())
+
+
+def session_facts(
+    s: Services, request: Request, params: dict[str, str], caller: Caller | None
+) -> Response:
+    """A session's facts in commit order, paged by `after_seq` (READS-4)."""
+    project_id = _project(params)
+    session_id = validate_id(params["session_id"], "session_id")
+    query = Query(request.query)
+    after_seq = query.integer("after_seq")
+    limit = query.integer("limit", minimum=1, maximum=SESSION_FACTS_LIMIT_MAX)
+    query.finish(frozenset({"after_seq", "limit"}), forbidden=_IDENTITY_PARAMS)
+    page = s.lookups.session_facts(
+        _caller(caller),
+        project_id,
+        session_id,
+        after_seq=after_seq,
+        limit=SESSION_FACTS_LIMIT_DEFAULT if limit is None else limit,
+    )
+    items = b",".join(
+        f'{{"project_seq":{e.project_seq},"revision":{e.revision},"record":'.encode()
+        + e.body
+        + b"}"
+        for e in page.facts
+    )
+    tail = "null" if page.next_after_seq is None else str(page.next_after_seq)
+    return _ok(b'{"facts":[' + items + f'],"next_after_seq":{tail}}}'.encode())
 
 
 def members(

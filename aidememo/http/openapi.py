@@ -37,6 +37,7 @@ _PATH_PARAMS: dict[str, Schema] = {
     "kind": _path("kind", ref("Name")),
     "resource_id": _path("resource_id", ref("Id")),
     "handoff_id": _path("handoff_id", ref("Id")),
+    "session_id": _path("session_id", ref("Id")),
     "tenant_id": _path("tenant_id", ref("Id")),
 }
 

@@ -17,7 +17,9 @@ from aidememo.domain.limits import (
     MAILBOX_LIMIT_MAX,
     NAME_MAX_BYTES,
     SEARCH_LIMIT_MAX,
+    SESSION_FACTS_LIMIT_MAX,
     SESSIONS_LIMIT_MAX,
+    SNAPSHOT_LIMIT_MAX,
     TOPIC_MAX_BYTES,
 )
 from aidememo.domain.model import ActorKind, MemberStatus, Role
@@ -213,7 +215,15 @@ def component_schemas() -> dict[str, Schema]:
             "scope": ref("Scope"),
             "project_epoch": ref("Id"),
             "at_seq": integer(0),
-            "resources": {"type": "array", "items": ref("Resource")},
+            "resources": {
+                "type": "array",
+                "maxItems": SNAPSHOT_LIMIT_MAX,
+                "items": ref("Resource"),
+            },
+            "next_page_token": {
+                **nullable({"type": "string"}),
+                "description": "Opaque; null on the last page (SNAP-2, SNAP-3).",
+            },
         }
     )
     s["HandoffRecord"] = obj(
@@ -283,6 +293,30 @@ def component_schemas() -> dict[str, Schema]:
                 ),
             },
             "next_before_seq": nullable(ref("Seq")),
+        }
+    )
+    s["SessionFacts"] = obj(
+        {
+            "facts": {
+                "type": "array",
+                "maxItems": SESSION_FACTS_LIMIT_MAX,
+                "items": obj(
+                    {
+                        "project_seq": ref("Seq"),
+                        "revision": ref("Revision"),
+                        "record": obj(
+                            {
+                                "fact_id": ref("Id"),
+                                "session_id": ref("Id"),
+                                "source_id": ref("Id"),
+                                "actor_id": ref("Id"),
+                                "content": {"type": "string", "maxLength": CONTENT_MAX_BYTES},
+                            }
+                        ),
+                    }
+                ),
+            },
+            "next_after_seq": nullable(ref("Seq")),
         }
     )
     s["Members"] = obj(

@@ -131,14 +131,21 @@ def resources_json(scope: Scope, rows: list[StoredResource]) -> bytes:
     return b"".join(parts)[:-1]
 
 
-def snapshot_json(scope: Scope, epoch: str, at_seq: int, rows: list[StoredResource]) -> bytes:
-    """`{scope, project_epoch, at_seq, resources}`, joined once."""
+def snapshot_json(
+    scope: Scope,
+    epoch: str,
+    at_seq: int,
+    rows: list[StoredResource],
+    next_page_token: str | None = None,
+) -> bytes:
+    """`{scope, project_epoch, at_seq, resources, next_page_token}`, joined once; a page
+    token is base64url text and a dot (SNAP-3), so it needs no escaping."""
     head = f',"project_epoch":"{epoch}","at_seq":{at_seq},"resources":['
     parts = [b'{"scope":' + scope_json(scope) + head.encode()]
     _resource_parts(scope, rows, parts)
     if rows:
         parts[-1] = parts[-1][:-1]  # no comma after the last resource
-    parts.append(b"]}")
+    parts.append(f'],"next_page_token":{_null(next_page_token)}}}'.encode())
     return b"".join(parts)
 
 

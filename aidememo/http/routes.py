@@ -24,8 +24,12 @@ from aidememo.domain.limits import (
     SEARCH_LIMIT_DEFAULT,
     SEARCH_LIMIT_MAX,
     SEARCH_QUERY_MAX_BYTES,
+    SESSION_FACTS_LIMIT_DEFAULT,
+    SESSION_FACTS_LIMIT_MAX,
     SESSIONS_LIMIT_DEFAULT,
     SESSIONS_LIMIT_MAX,
+    SNAPSHOT_LIMIT_DEFAULT,
+    SNAPSHOT_LIMIT_MAX,
 )
 from aidememo.http import admin, handlers
 from aidememo.http.openapi_schemas import integer, query_param, ref, text
@@ -68,6 +72,23 @@ _SESSIONS_QUERY = (
     query_param("source_id", ref("Id")),
     query_param("before_seq", integer(1), doc="Exclusive; `next_before_seq` of the last page."),
     query_param("limit", integer(1, SESSIONS_LIMIT_MAX, default=SESSIONS_LIMIT_DEFAULT)),
+)
+_SESSION_FACTS_QUERY = (
+    query_param("after_seq", integer(0), doc="Exclusive; `next_after_seq` of the last page."),
+    query_param("limit", integer(1, SESSION_FACTS_LIMIT_MAX, default=SESSION_FACTS_LIMIT_DEFAULT)),
+)
+_SNAPSHOT_QUERY = (
+    query_param(
+        "limit",
+        integer(1, SNAPSHOT_LIMIT_MAX, default=SNAPSHOT_LIMIT_DEFAULT),
+        doc="Resources scanned (hidden ones count); a page also ends once its bodies reach 4 MiB.",
+    ),
+    query_param(
+        "page_token",
+        {"type": "string"},
+        doc="The previous page's `next_page_token` (opaque; bound to the caller and project, "
+        "valid 10 minutes): the next page of the same `at_seq`.",
+    ),
 )
 _SEARCH_QUERY = (
     query_param(
@@ -178,9 +199,10 @@ _MEMBER = (
         "GET",
         f"{P}/snapshot",
         handlers.snapshot,
-        "The atomic current state and the head it represents",
+        "A page of the state at one sequence; `next_page_token` pages on at that sequence",
         answer="Snapshot",
-        errors=(E.SNAPSHOT_TOO_LARGE,),
+        query=_SNAPSHOT_QUERY,
+        errors=(E.SNAPSHOT_EXPIRED,),
     ),
     Route(
         "create_session",
@@ -200,6 +222,16 @@ _MEMBER = (
         "The project's sessions, newest first",
         answer="Sessions",
         query=_SESSIONS_QUERY,
+    ),
+    Route(
+        "session_facts",
+        "GET",
+        f"{P}/sessions/{{session_id}}/facts",
+        handlers.session_facts,
+        "A session's facts in commit order",
+        answer="SessionFacts",
+        query=_SESSION_FACTS_QUERY,
+        errors=(E.RESOURCE_NOT_FOUND,),
     ),
     Route(
         "create_fact",

@@ -1,5 +1,5 @@
-"""Typed reads: handoff status, the mailbox, sessions, the member list and lexical search
-(SPEC.md HO-8, MBX-*, READS-*, SRCH-*)."""
+"""Typed reads: handoff status, the mailbox, sessions and their facts, the member list and
+lexical search (SPEC.md HO-8, MBX-*, READS-*, SRCH-*)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from aidememo.domain.limits import (
     MAILBOX_LIMIT_MAX,
     SEARCH_LIMIT_MAX,
     SEARCH_QUERY_MAX_BYTES,
+    SESSION_FACTS_LIMIT_MAX,
     SESSIONS_LIMIT_MAX,
 )
 from aidememo.domain.model import MailboxQuery, Member, Project, ResourceRef
@@ -64,6 +65,23 @@ class SessionPage:
 
     sessions: list[SessionEntry]
     next_before_seq: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class FactEntry:
+    """One fact of a session: the seq that committed it, its revision and record body."""
+
+    project_seq: int
+    revision: int
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class FactPage:
+    """Commit order; `next_after_seq` is None on the last page (READS-4)."""
+
+    facts: list[FactEntry]
+    next_after_seq: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +159,41 @@ class Lookups:
             more = len(found) > limit
             page = found[:limit]
             return SessionPage(page, page[-1].project_seq if more else None)
+
+        return self.store.read(run)
+
+    def session_facts(
+        self,
+        caller: Caller,
+        project_id: str,
+        session_id: str,
+        *,
+        after_seq: int | None,
+        limit: int,
+    ) -> FactPage:
+        """A session's facts in commit order, after `after_seq` (READS-4); facts are visible
+        to every member, so nothing is filtered. An unknown session is `resource_not_found`."""
+        if not 1 <= limit <= SESSION_FACTS_LIMIT_MAX:
+            raise fail(
+                ErrorCode.INVALID_COMMAND, f"limit must be an integer 1-{SESSION_FACTS_LIMIT_MAX}"
+            )
+        if after_seq is not None and after_seq < 0:
+            raise fail(ErrorCode.INVALID_COMMAND, "after_seq must not be negative")
+        scope = caller.scope(project_id)
+
+        def run(tx: ReadTx) -> FactPage:
+            authorize(tx, caller, project_id, write=False)
+            session = tx.get_resource(scope, ResourceRef("session", session_id))
+            if session is None or session.body is None:
+                raise fail(ErrorCode.RESOURCE_NOT_FOUND, f"session {session_id} not found")
+            rows = tx.list_session_facts(scope, session_id, after_seq or 0, limit + 1)
+            page: list[FactEntry] = []
+            for seq, row in rows[:limit]:
+                if row.body is None:
+                    raise fail(ErrorCode.STORAGE_FAILURE, "a fact's change has no body")
+                page.append(FactEntry(seq, row.revision, row.body))
+            more = len(rows) > limit
+            return FactPage(page, page[-1].project_seq if more else None)
 
         return self.store.read(run)
 

@@ -1,7 +1,9 @@
-"""Read paths: exact resource, change feeds and the atomic snapshot (SPEC.md FEED-*, SNAP-*).
+"""Read paths: exact resource, change feeds and the paged snapshot (SPEC.md FEED-*, SNAP-*).
 
 Each query runs inside one read view of the store, so the membership check, the cursor
-check and the rows it returns all come from one consistent state.
+check and the rows it returns all come from one consistent state; a snapshot page is one
+read view too, and the pages after the first are the state at the first page's sequence
+(`aidememo.service.snapshot_pages`).
 """
 
 from __future__ import annotations
@@ -9,8 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeVar
 
+from aidememo.domain.clock import SystemClock
 from aidememo.domain.errors import ErrorCode, fail
-from aidememo.domain.limits import CHANGES_LIMIT_DEFAULT, CHANGES_LIMIT_MAX, SNAPSHOT_MAX_RESOURCES
+from aidememo.domain.limits import (
+    CHANGES_LIMIT_DEFAULT,
+    CHANGES_LIMIT_MAX,
+    SNAPSHOT_LIMIT_DEFAULT,
+    SNAPSHOT_LIMIT_MAX,
+    SNAPSHOT_TOKEN_TTL_MS,
+)
 from aidememo.domain.model import (
     ChangeRecord,
     Membership,
@@ -19,9 +28,11 @@ from aidememo.domain.model import (
     Scope,
     StoredResource,
 )
+from aidememo.domain.page_token import sign, verify
 from aidememo.domain.visibility import PARTICIPANT_KINDS, visible_to
-from aidememo.ports import ReadTx, Store
+from aidememo.ports import Clock, ReadTx, Store
 from aidememo.service.access import Caller, authorize
+from aidememo.service.snapshot_pages import read_page
 
 R = TypeVar("R", ChangeRecord, StoredResource)
 
@@ -44,12 +55,14 @@ class ChangePage:
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """Every resource the caller may see, at exactly `at_seq` (SNAP-1)."""
+    """One page of the resources the caller may see, at exactly `at_seq` (SNAP-1, SNAP-2);
+    `next_page_token` is None on the last page."""
 
     scope: Scope
     project_epoch: str
     at_seq: int
     resources: list[StoredResource]
+    next_page_token: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +105,9 @@ def check_change_limit(limit: int) -> None:
 class Queries:
     """Read-only use cases."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, clock: Clock | None = None) -> None:
         self.store = store
+        self.clock = clock or SystemClock()
 
     def identity(self, caller: Caller, project_id: str) -> IdentityView:
         """The caller's identity and role in the project."""
@@ -149,22 +163,47 @@ class Queries:
             has_more=next_after < project.head_seq,
         )
 
-    def snapshot(self, caller: Caller, project_id: str) -> Snapshot:
-        """The atomic current state with its represented head (SNAP-1, SNAP-2)."""
-        scope = caller.scope(project_id)
-
-        def run(tx: ReadTx) -> tuple[Project, list[StoredResource]]:
-            project, _ = authorize(tx, caller, project_id, write=False)
-            return project, tx.list_resources(scope, SNAPSHOT_MAX_RESOURCES + 1)
-
-        project, rows = self.store.read(run)
-        if len(rows) > SNAPSHOT_MAX_RESOURCES:
+    def snapshot(
+        self,
+        caller: Caller,
+        project_id: str,
+        limit: int = SNAPSHOT_LIMIT_DEFAULT,
+        page_token: str | None = None,
+    ) -> Snapshot:
+        """A page of the state at the first page's head (SNAP-1..4): without a token, the
+        current state from the start, with `at_seq` the head of the same read view; with
+        one, the page after the token's resource, as of its sequence."""
+        if not 1 <= limit <= SNAPSHOT_LIMIT_MAX:
             raise fail(
-                ErrorCode.SNAPSHOT_TOO_LARGE,
-                f"more than {SNAPSHOT_MAX_RESOURCES} resources; page the change feed instead",
+                ErrorCode.INVALID_COMMAND, f"limit must be an integer 1-{SNAPSHOT_LIMIT_MAX}"
             )
+        scope = caller.scope(project_id)
+        now_ms = self.clock.now_ms()
+
+        def run(tx: ReadTx) -> tuple[Project, bytes, int, list[StoredResource], bool]:
+            project, _ = authorize(tx, caller, project_id, write=False)
+            key = tx.page_token_key()
+            after: ResourceRef | None = None
+            at_seq = project.head_seq
+            if page_token is not None:
+                at_seq, after = verify(key, _binding(caller, project), page_token, now_ms)
+                if at_seq > project.head_seq:  # another history under the same epoch
+                    raise fail(ErrorCode.SNAPSHOT_EXPIRED, "the snapshot's history is gone")
+            rows, more = read_page(tx, scope, at_seq, after, limit, project.head_seq)
+            return project, key, at_seq, rows, more
+
+        project, key, at_seq, rows, more = self.store.read(run)
+        token = None
+        if more:
+            expires = now_ms + SNAPSHOT_TOKEN_TTL_MS
+            token = sign(key, _binding(caller, project), at_seq, rows[-1].ref, expires)
         visible = _visible(rows, caller.actor_id)
-        return Snapshot(scope, project.project_epoch, project.head_seq, visible)
+        return Snapshot(scope, project.project_epoch, at_seq, visible, token)
+
+
+def _binding(caller: Caller, project: Project) -> tuple[str, str, str, str]:
+    """What a page token is bound to (SNAP-3): tenant, project, epoch and actor."""
+    return (caller.tenant_id, project.project_id, project.project_epoch, caller.actor_id)
 
 
 def _visible(rows: list[R], actor: str) -> list[R]:

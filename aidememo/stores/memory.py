@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import bisect
 import math
+import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from aidememo.domain.canonical import decode_stored
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.model import (
     Actor,
@@ -63,6 +65,8 @@ class _Tables:
         self.search: dict[tuple[str, str], dict[str, SearchDoc]] = {}
         # (import id, project id, page seq) -> (created_at_ms, page): staged imports (ARC-9)
         self.import_staging: dict[tuple[str, str, int], tuple[int, bytes]] = {}
+        # The key of snapshot page tokens (SNAP-3), made with the store.
+        self.page_token_key = secrets.token_bytes(32)
 
 
 class _MemoryTx:
@@ -133,6 +137,48 @@ class _MemoryTx:
         keys = sorted(rows)
         start = 0 if after is None else bisect.bisect_right(keys, (after.kind, after.id))
         return [rows[key] for key in keys[start : start + limit]]
+
+    def list_resources_at(
+        self, scope: Scope, at_seq: int, limit: int, after: ResourceRef | None = None
+    ) -> list[StoredResource]:
+        key = (scope.tenant_id, scope.project_id)
+        changes = self._t.changes.get(key, [])
+        # Sequences are dense from 1: the changes up to at_seq are the first at_seq entries.
+        later = {(c.ref.kind, c.ref.id) for c in changes[at_seq:]}
+        then: dict[tuple[str, str], StoredResource] = {}
+        if later:
+            for c in changes[:at_seq]:
+                ref_key = (c.ref.kind, c.ref.id)
+                if ref_key in later:
+                    then[ref_key] = StoredResource(c.ref, c.revision, c.body)
+        rows = self._t.resources.get(key, {})
+        keys = sorted(rows)
+        start = 0 if after is None else bisect.bisect_right(keys, (after.kind, after.id))
+        out: list[StoredResource] = []
+        for ref_key in keys[start:]:
+            if len(out) >= limit:
+                break
+            if ref_key not in later:
+                out.append(rows[ref_key])
+            elif ref_key in then:
+                out.append(then[ref_key])
+        return out
+
+    def list_session_facts(
+        self, scope: Scope, session_id: str, after_seq: int, limit: int
+    ) -> list[tuple[int, StoredResource]]:
+        out: list[tuple[int, StoredResource]] = []
+        for c in self._t.changes.get((scope.tenant_id, scope.project_id), [])[after_seq:]:
+            if len(out) >= limit:
+                break
+            if c.ref.kind == "fact" and c.body is not None:
+                fact = decode_stored(c.body)
+                if isinstance(fact, dict) and fact.get("session_id") == session_id:
+                    out.append((c.seq, StoredResource(c.ref, c.revision, c.body)))
+        return out
+
+    def page_token_key(self) -> bytes:
+        return self._t.page_token_key
 
     def list_audit(
         self, scope: Scope, after_seq: int = 0, limit: int | None = None

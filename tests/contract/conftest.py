@@ -30,7 +30,12 @@ def api(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Api]:
     clock = FixedClock(START_MS)
     backend = BACKENDS[request.param](tmp_path, clock)
     api = Api(
-        request.param, backend.client, backend.identity, clock, admin_token=backend.admin_token
+        request.param,
+        backend.client,
+        backend.identity,
+        clock,
+        admin_token=backend.admin_token,
+        store=backend.store,
     )
     for actor in (WRITER, RECEIVER, HERMES):
         api.provision(actor, Role.WRITER)

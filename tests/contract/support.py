@@ -146,6 +146,9 @@ class Backend:
     identity: IdentityService
     close: Callable[[], None]
     admin_token: str | None = None  # the token of the admin routes; None: not configured
+    # The canonical store behind the project (the edge: its project object's), for tests that
+    # load rows in bulk without a request each.
+    store: Callable[[], Any] | None = None
 
 
 BackendFactory = Callable[[Path, FixedClock], Backend]
@@ -163,7 +166,9 @@ def _app(store: Any, clock: FixedClock) -> HttpApp:
 
 def _in_process(store: Any, clock: FixedClock) -> Backend:
     app = _app(store, clock)
-    return Backend(InProcessClient(app), app.services.identity, store.close, ADMIN_TOKEN)
+    return Backend(
+        InProcessClient(app), app.services.identity, store.close, ADMIN_TOKEN, lambda: store
+    )
 
 
 def _uvicorn(store: Any, clock: FixedClock) -> Backend:
@@ -177,7 +182,7 @@ def _uvicorn(store: Any, clock: FixedClock) -> Backend:
         client.close()
         store.close()
 
-    return Backend(client, app.services.identity, close, ADMIN_TOKEN)
+    return Backend(client, app.services.identity, close, ADMIN_TOKEN, lambda: store)
 
 
 def _edge(tmp: Path, clock: FixedClock) -> Backend:
@@ -275,6 +280,7 @@ class Api:
     clock: FixedClock
     tokens: dict[str, str] = field(default_factory=dict)
     admin_token: str | None = None  # the backend's admin token (ADM-1), when it has one
+    store: Callable[[], Any] | None = None  # the backend's canonical store (`Backend.store`)
 
     def call(
         self,

@@ -166,6 +166,7 @@ def test_snap1_snapshot_shape(api: Api) -> None:
         "project_epoch": EPOCH,
         "at_seq": 0,
         "resources": [],
+        "next_page_token": None,
     }
     api.put_note("n", {"v": 1}).expect(200)
     snap = api.get(f"{P}/snapshot", READER).expect(200)

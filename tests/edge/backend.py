@@ -82,13 +82,24 @@ class EdgeIdentity:
         return status == 200
 
 
+def project_store(runtime: Runtime) -> Any:
+    """The canonical store of the contract project's object (its SQLite, or the PostgreSQL
+    store in PostgreSQL mode), opened by the object itself."""
+    from tests.contract.support import PROJECT, TENANT
+
+    name = f"{TENANT}/{PROJECT}"  # worker.routing.project_object_name
+    return runtime.namespaces["PROJECTS"].instance(name).obj._open(create=False)
+
+
 def edge_backend(tmp: Path, clock: FixedClock) -> Any:
     """A `tests.contract.support.Backend` on a fresh simulated deployment."""
     from tests.contract.support import LEASE_MS, MCP_ORIGIN, Backend
 
     variables = {"HANDOFF_LEASE_MS": str(LEASE_MS), "MCP_ALLOWED_ORIGINS": MCP_ORIGIN}
     runtime = Runtime(tmp / "edge", clock, vars=variables)
-    return Backend(EdgeClient(runtime), EdgeIdentity(runtime), runtime.close)  # type: ignore[arg-type]
+    backend = Backend(EdgeClient(runtime), EdgeIdentity(runtime), runtime.close)  # type: ignore[arg-type]
+    backend.store = lambda: project_store(runtime)
+    return backend
 
 
 def postgres_runtime(tmp: Path, clock: FixedClock, db: Any, **kw: Any) -> Runtime:
@@ -120,4 +131,5 @@ def edge_postgres_backend(tmp: Path, clock: FixedClock) -> Any:
 
     backend = Backend(EdgeClient(runtime), EdgeIdentity(runtime), close)  # type: ignore[arg-type]
     backend.admin_token = runtime.admin_token
+    backend.store = lambda: project_store(runtime)
     return backend

@@ -63,9 +63,11 @@ def test_feed6_page_renderers_match_row_renderers() -> None:
         + sb
         + b',"project_epoch":"epoch_e","at_seq":9,"resources":['
         + expected
-        + b"]}"
+        + b'],"next_page_token":null}'
     )
     assert json.loads(snap)["resources"][1]["state"] == {"state": "deleted"}
+    paged = json.loads(snapshot_json(SCOPE, "epoch_e", 9, resources, "AAA-_.bb"))
+    assert paged["next_page_token"] == "AAA-_.bb"
 
 
 def test_model_fast_classes_keep_value_semantics() -> None:

@@ -29,6 +29,13 @@ bound every lock wait inside it, and lock waits are the only unbounded waits it 
 Version 3 adds `aidememo_import_staging`, where an import's verified rows wait, page by page,
 until the whole archive verified (SPEC.md ARC-9).
 
+Version 4 adds the session list's partial receipts index (READS-3). Version 5 adds the
+session facts index (READS-4, on the IMMUTABLE `aidememo_fact_session`: an index expression
+must be, and `convert_from` is only STABLE), the change log's index by resource (the paged
+snapshot's reconstruction, SNAP-4) and `aidememo_store_keys` with the page token key
+(SNAP-3, 32 bytes from two `gen_random_uuid()`, 244 random bits, with no extension needed);
+the indexes are built from the rows already there, in the migration's transaction.
+
 The version lives in `aidememo_schema(component, version)`. `migrate` runs every pending step
 in one transaction under `pg_advisory_xact_lock`, so concurrent start-ups never race on DDL,
 and refuses a database newer than this code.
@@ -36,7 +43,7 @@ and refuses a database newer than this code.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 COMPONENT = "canonical_store"
 
 # "AideMemo" in ASCII: the advisory lock key that serializes migrations.
@@ -431,5 +438,32 @@ _V4 = (
     "ON receipts (tenant_id, project_id, project_seq) WHERE kind = 'session'",
 )
 
-MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [(1, _V1), (2, _V2), (3, _V3), (4, _V4)]
+_V5 = (
+    """CREATE OR REPLACE FUNCTION aidememo_fact_session(p_body BYTEA) RETURNS TEXT
+        LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+        AS $fn$ SELECT convert_from(p_body, 'UTF8')::jsonb ->> 'session_id' $fn$""",
+    # A session's facts in commit order (READS-4); facts are create-only, so their one
+    # change is their state. Partial: no other commit pays for it.
+    "CREATE INDEX IF NOT EXISTS changes_fact_session_idx ON changes "
+    "(tenant_id, project_id, aidememo_fact_session(body), seq) WHERE kind = 'fact'",
+    # A resource's changes by sequence: its state as of any sequence (SNAP-4).
+    "CREATE INDEX IF NOT EXISTS changes_resource_idx "
+    "ON changes (tenant_id, project_id, kind, resource_id, seq)",
+    # Keys of the store itself, not tenant data (never exported, counted or deleted).
+    """CREATE TABLE IF NOT EXISTS aidememo_store_keys (
+        name TEXT PRIMARY KEY,
+        key BYTEA NOT NULL CHECK (octet_length(key) = 32)
+    )""",
+    "INSERT INTO aidememo_store_keys (name, key) VALUES ('snapshot_page', "
+    "decode(replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', ''), 'hex')) "
+    "ON CONFLICT (name) DO NOTHING",
+)
+
+MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
+    (1, _V1),
+    (2, _V2),
+    (3, _V3),
+    (4, _V4),
+    (5, _V5),
+]
 """Ordered (version, statements); applying version N moves the database from N-1 to N."""

@@ -144,3 +144,32 @@ GROUP BY tf.fact_id
 ORDER BY score DESC, tf.fact_id
 LIMIT %s
 """
+
+# -- session facts (READS-4) ---------------------------------------------------------------
+
+# On `changes_fact_session_idx`: the index's predicate and expression, then seq in order.
+SESSION_FACTS = (
+    "SELECT seq, resource_id, revision, body FROM changes "
+    "WHERE tenant_id = %s AND project_id = %s AND kind = 'fact' "
+    "AND aidememo_fact_session(body) = %s AND seq > %s ORDER BY seq LIMIT %s"
+)
+
+# -- the snapshot as of a sequence (SNAP-4) -------------------------------------------------
+
+# Each resource at its last change up to the sequence: a LATERAL lookup per resource, one
+# backward step on `changes_resource_idx`, so the plan is a nested loop in the resources'
+# primary-key order that stops after `limit` rows whatever the table statistics say (a
+# correlated join lets the planner hash the whole change log); a resource first written
+# later has no such change and drops out. Parameters: at_seq, tenant, project, [kind, id,]
+# limit.
+_AT = (
+    "SELECT r.kind, r.resource_id, c.revision, c.body FROM resources AS r "
+    "CROSS JOIN LATERAL (SELECT h.revision, h.body FROM changes AS h "
+    "WHERE h.tenant_id = r.tenant_id AND h.project_id = r.project_id AND h.kind = r.kind "
+    "AND h.resource_id = r.resource_id AND h.seq <= %s ORDER BY h.seq DESC LIMIT 1) AS c "
+    "WHERE r.tenant_id = %s AND r.project_id = %s "
+)
+RESOURCES_AT = _AT + "ORDER BY r.kind, r.resource_id LIMIT %s"
+RESOURCES_AT_AFTER = (
+    _AT + "AND (r.kind, r.resource_id) > (%s, %s) ORDER BY r.kind, r.resource_id LIMIT %s"
+)

@@ -14,7 +14,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from aidememo.domain.errors import STORE_READ_ONLY, AidememoError, ErrorCode, fail
-from aidememo.domain.model import CommandStart, Mutation, ResourceRef, Scope, SearchHit
+from aidememo.domain.model import (
+    CommandStart,
+    Mutation,
+    ResourceRef,
+    Scope,
+    SearchHit,
+    StoredResource,
+)
 from aidememo.ports import ReadTx, WriteTx
 from aidememo.stores.postgres import schema
 from aidememo.stores.postgres import sql as q
@@ -140,6 +147,36 @@ class PgReadTx(ArchiveReads, SqlReadRows[Session]):
             q.SEARCH, (" ".join(terms), match, t, p, t, p, source_id, source_id, limit)
         )
         return [SearchHit(fact_id, float(score)) for fact_id, score in rows]
+
+    # -- session facts --------------------------------------------------------------------
+
+    def list_resources_at(
+        self, scope: Scope, at_seq: int, limit: int, after: ResourceRef | None = None
+    ) -> list[StoredResource]:
+        """The resources as of `at_seq`, from the change log (SNAP-4), ordered by (kind, id),
+        at most `limit`, after `after` when given."""
+        t, p = scope.tenant_id, scope.project_id
+        rows: list[Any] = (
+            self._x.execute(q.RESOURCES_AT, (at_seq, t, p, limit))
+            if after is None
+            else self._x.execute(q.RESOURCES_AT_AFTER, (at_seq, t, p, after.kind, after.id, limit))
+        )
+        return [
+            StoredResource(ResourceRef(kind, rid), rev, q.blob(body))
+            for kind, rid, rev, body in rows
+        ]
+
+    def list_session_facts(
+        self, scope: Scope, session_id: str, after_seq: int, limit: int
+    ) -> list[tuple[int, StoredResource]]:
+        """A session's facts in commit order, on the session facts index (READS-4)."""
+        rows = self._x.execute(
+            q.SESSION_FACTS, (scope.tenant_id, scope.project_id, session_id, after_seq, limit)
+        )
+        return [
+            (int(seq), StoredResource(ResourceRef("fact", rid), rev, q.blob(body)))
+            for seq, rid, rev, body in rows
+        ]
 
 
 class PgWriteTx(ArchiveWrites, SqlWriteRows[Session], PgReadTx):

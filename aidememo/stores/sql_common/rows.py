@@ -155,6 +155,14 @@ class SqlReadRows(Generic[X]):
             StoredResource(ResourceRef(kind, rid), rev, blob(body)) for kind, rid, rev, body in rows
         ]
 
+    def page_token_key(self) -> bytes:
+        """The key of snapshot page tokens, made by the schema's migration (SNAP-3)."""
+        rows = self._x.execute(self._d.GET_STORE_KEY, ("snapshot_page",))
+        key = self._d.blob(rows[0][0]) if rows else None
+        if key is None:
+            raise fail(ErrorCode.STORAGE_FAILURE, "the store has no page token key")
+        return key
+
     def list_audit(
         self, scope: Scope, after_seq: int = 0, limit: int | None = None
     ) -> list[AuditRow]:

@@ -180,6 +180,7 @@ class SharedSql:
         "WHERE tenant_id = ? AND project_id = ? AND (kind, resource_id) > (?, ?) "
         "ORDER BY kind, resource_id LIMIT ?"
     )
+    GET_STORE_KEY = "SELECT key FROM aidememo_store_keys WHERE name = ?"
     # The dialect's `no_limit` (SQLite -1, PostgreSQL NULL) binds the LIMIT of a whole read.
     LIST_AUDIT = (
         "SELECT project_seq, command_id, operation, kind, resource_id, actor_id, committed_at_ms "

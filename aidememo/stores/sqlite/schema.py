@@ -11,6 +11,11 @@ and keyed by (tenant_id, project_id) first. Bodies are the canonical JSON bytes 
 
 Version 2 adds `aidememo_import_staging`, where an import's verified rows wait, page by page,
 until the whole archive verified (SPEC.md ARC-9).
+
+Version 3 adds the session list's partial receipts index (READS-3). Version 4 adds the
+session facts index (READS-4), the change log's index by resource (the paged snapshot's
+reconstruction, SNAP-4) and `aidememo_store_keys` with the page token key (SNAP-3); the
+indexes are built from the rows already there, in the migration's transaction.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from __future__ import annotations
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.stores.sqlite.executor import SqlExecutor
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 COMPONENT = "canonical_store"
 
 CREATE_VERSION_TABLE = (
@@ -183,7 +188,29 @@ _V3 = (
         ON receipts (tenant_id, project_id, project_seq) WHERE kind = 'session'""",
 )
 
-MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [(1, _V1), (2, _V2), (3, _V3)]
+# The expression the session facts index (READS-4) is on and the query repeats word for word,
+# so the planner uses the index: a fact's `session_id` from its body (a BLOB of canonical
+# JSON, read as text: the JSON functions would take a BLOB for JSONB).
+FACT_SESSION = "json_extract(CAST(body AS TEXT), '$.session_id')"
+
+_V4 = (
+    # A session's facts in commit order (READS-4); facts are create-only, so their one
+    # change is their state. Partial: no other commit pays for it.
+    f"""CREATE INDEX IF NOT EXISTS changes_fact_session_idx
+        ON changes (tenant_id, project_id, {FACT_SESSION}, seq) WHERE kind = 'fact'""",
+    # A resource's changes by sequence: its state as of any sequence (SNAP-4).
+    """CREATE INDEX IF NOT EXISTS changes_resource_idx
+        ON changes (tenant_id, project_id, kind, resource_id, seq)""",
+    # Keys of the store itself, not tenant data (never exported, counted or deleted).
+    """CREATE TABLE IF NOT EXISTS aidememo_store_keys (
+        name TEXT PRIMARY KEY,
+        key BLOB NOT NULL CHECK (length(key) = 32)
+    ) STRICT""",
+    """INSERT INTO aidememo_store_keys (name, key) VALUES ('snapshot_page', randomblob(32))
+        ON CONFLICT (name) DO NOTHING""",
+)
+
+MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [(1, _V1), (2, _V2), (3, _V3), (4, _V4)]
 """Ordered (version, statements); applying version N moves the database from N-1 to N."""
 
 

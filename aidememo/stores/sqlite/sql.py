@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from aidememo.stores.sql_common.dialect import Dialect
+from aidememo.stores.sqlite.schema import FACT_SESSION
 
 
 def _same(value: Any) -> Any:
@@ -76,3 +77,32 @@ _SEARCH_HEAD = (
 _SEARCH_TAIL = " ORDER BY score, fact_id LIMIT ?"
 SEARCH = _SEARCH_HEAD + _SEARCH_TAIL
 SEARCH_IN_SOURCE = _SEARCH_HEAD + " AND source_id = ?" + _SEARCH_TAIL
+
+# -- session facts (READS-4) ---------------------------------------------------------------
+
+# On `changes_fact_session_idx`: the index's predicate and expression, then seq in order.
+SESSION_FACTS = (
+    "SELECT seq, resource_id, revision, body FROM changes "
+    f"WHERE tenant_id = ? AND project_id = ? AND kind = 'fact' AND {FACT_SESSION} = ? "
+    "AND seq > ? ORDER BY seq LIMIT ?"
+)
+
+# -- the snapshot as of a sequence (SNAP-4) -------------------------------------------------
+
+# Each resource at its last change up to the sequence, found through `changes_resource_idx`
+# by a correlated subquery (SQLite runs joins as nested loops in the outer table's order, so
+# the keyset range on the resources' primary key stops after `limit` rows); a resource first
+# written later has no such change and drops out of the join. Parameters: at_seq, tenant,
+# project, [kind, id,] limit.
+_AT = (
+    "SELECT c.kind, c.resource_id, c.revision, c.body FROM resources AS r "
+    "JOIN changes AS c ON c.tenant_id = r.tenant_id AND c.project_id = r.project_id "
+    "AND c.seq = (SELECT max(h.seq) FROM changes AS h WHERE h.tenant_id = r.tenant_id "
+    "AND h.project_id = r.project_id AND h.kind = r.kind "
+    "AND h.resource_id = r.resource_id AND h.seq <= ?) "
+    "WHERE r.tenant_id = ? AND r.project_id = ? "
+)
+RESOURCES_AT = _AT + "ORDER BY r.kind, r.resource_id LIMIT ?"
+RESOURCES_AT_AFTER = (
+    _AT + "AND (r.kind, r.resource_id) > (?, ?) ORDER BY r.kind, r.resource_id LIMIT ?"
+)

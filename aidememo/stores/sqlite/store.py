@@ -20,7 +20,14 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from aidememo.domain.errors import ErrorCode, fail
-from aidememo.domain.model import CommandStart, Mutation, ResourceRef, Scope, SearchHit
+from aidememo.domain.model import (
+    CommandStart,
+    Mutation,
+    ResourceRef,
+    Scope,
+    SearchHit,
+    StoredResource,
+)
 from aidememo.ports import ReadTx, WriteTx
 from aidememo.stores.guard import not_awaitable
 from aidememo.stores.sql_common.rows import SqlReadRows, SqlWriteRows, command_start
@@ -58,6 +65,31 @@ class SqliteReadTx(ArchiveReads, SqlReadRows[SqlExecutor]):
             statement, params = q.SEARCH_IN_SOURCE, (match, t, p, source_id, limit)
         rows: list[Any] = self._x.execute(statement, params)
         return [SearchHit(fact_id, -float(rank)) for fact_id, rank in rows]
+
+    def list_resources_at(
+        self, scope: Scope, at_seq: int, limit: int, after: ResourceRef | None = None
+    ) -> list[StoredResource]:
+        """The resources as of `at_seq`, from the change log (SNAP-4), ordered by (kind, id),
+        at most `limit`, after `after` when given."""
+        t, p = scope.tenant_id, scope.project_id
+        rows: list[Any] = (
+            self._x.execute(q.RESOURCES_AT, (at_seq, t, p, limit))
+            if after is None
+            else self._x.execute(q.RESOURCES_AT_AFTER, (at_seq, t, p, after.kind, after.id, limit))
+        )
+        return [StoredResource(ResourceRef(kind, rid), rev, body) for kind, rid, rev, body in rows]
+
+    def list_session_facts(
+        self, scope: Scope, session_id: str, after_seq: int, limit: int
+    ) -> list[tuple[int, StoredResource]]:
+        """A session's facts in commit order, on the session facts index (READS-4)."""
+        rows: list[Any] = self._x.execute(
+            q.SESSION_FACTS, (scope.tenant_id, scope.project_id, session_id, after_seq, limit)
+        )
+        return [
+            (seq, StoredResource(ResourceRef("fact", rid), rev, body))
+            for seq, rid, rev, body in rows
+        ]
 
 
 class SqliteWriteTx(ArchiveWrites, SqlWriteRows[SqlExecutor], SqliteReadTx):
