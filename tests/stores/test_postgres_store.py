@@ -24,7 +24,6 @@ from aidememo.ports import CAP_RAW_FAST_PATH
 from aidememo.service.access import Caller
 from aidememo.service.ledger import Ledger
 from aidememo.stores.postgres import SCHEMA_VERSION, PostgresStore
-from aidememo.stores.postgres.tx import tsquery
 from tests import pg
 from tests.contract.support import BACKENDS, START_MS, WRITER, Api, InProcessClient, P
 
@@ -130,7 +129,7 @@ def test_arc9_a_version_1_database_migrates_to_the_fast_path_and_the_staging(
         PostgresStore.open(empty_db.connect(driver))
     assert "aidememo admin migrate" in err.value.message
     store = PostgresStore.open(empty_db.connect(driver), migrate=True)
-    assert store.schema_version() == SCHEMA_VERSION == 4
+    assert store.schema_version() == SCHEMA_VERSION == 6
     assert store.migrate() == SCHEMA_VERSION  # idempotent
     # version 3: the import staging table (ARC-9)
     store.transaction(lambda tx: tx.stage_import_page("import_1", "p", 0, b"{}\n", 1))
@@ -427,12 +426,6 @@ def test_a_write_inside_a_read_is_refused_and_nested_writes_join(
 
 
 # -- search ------------------------------------------------------------------------------------
-
-
-def test_tsquery_quotes_every_term() -> None:
-    assert tsquery(["redis", "서버"]) == "'redis' | '서버'"
-    assert tsquery(["a'b", "c\\d"]) == "'a''b' | 'c\\\\d'"
-    assert tsquery(["x" * 3000]) == ""
 
 
 CORPUS = [

@@ -2,10 +2,11 @@
 
 Kept apart from the hot path: these run rarely and touch every table. The tenant's rows are
 read for export by the shared `SqlReadRows` and written back by its `restore_history`.
-Tenant deletion is one `DELETE FROM tenants`: every table hangs off the tenant through
-`ON DELETE CASCADE` foreign keys (schema.py), and the counts afterwards prove it.
+Tenant deletion is the search postings and term frequencies (which have no foreign key), then
+one `DELETE FROM tenants`: every other table hangs off the tenant through `ON DELETE CASCADE`
+foreign keys (schema.py), and the counts afterwards prove it.
 Imported search rows go through `aidememo_index_fact`, the same function a command uses, so
-the project's BM25 statistics stay exact.
+the project's index and statistics stay exact.
 """
 
 from __future__ import annotations
@@ -19,10 +20,21 @@ from aidememo.stores.sql_common.statements import TENANT_TABLES_BUT_SEARCH
 if TYPE_CHECKING:
     from aidememo.stores.postgres.tx import Session
 
-TENANT_TABLES = ("fact_search", *TENANT_TABLES_BUT_SEARCH)
+TENANT_TABLES = (
+    "fact_search",
+    "fact_search_postings",
+    "fact_search_terms",
+    "fact_search_stats",
+    *TENANT_TABLES_BUT_SEARCH,
+)
 # One statement, one round trip: a count per table.
 COUNT_TENANT_ROWS = "SELECT " + ", ".join(
     f"(SELECT count(*) FROM {table} WHERE tenant_id = %s)" for table in TENANT_TABLES
+)
+# The index tables without a foreign key go first; everything else cascades from the tenant.
+DELETE_UNLINKED = (
+    "DELETE FROM fact_search_postings WHERE tenant_id = %s",
+    "DELETE FROM fact_search_terms WHERE tenant_id = %s",
 )
 DELETE_TENANT = "DELETE FROM tenants WHERE tenant_id = %s"
 
@@ -53,5 +65,8 @@ class ArchiveWrites:
         )
 
     def delete_tenant(self, tenant_id: str) -> None:
-        """Delete the tenant; its projects, actors and everything below them cascade."""
+        """Delete the tenant's index rows without a foreign key, then the tenant: its
+        projects, actors and everything below them cascade."""
+        for statement in DELETE_UNLINKED:
+            self._x.execute(statement, (tenant_id,))
         self._x.execute(DELETE_TENANT, (tenant_id,))
