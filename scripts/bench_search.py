@@ -24,10 +24,10 @@ they wait). Reported: p50/p95/p99 per search, searches/s, and the share of non-e
 answers.
 
 Loading uses the stores' own indexing (`restore_history`, the import path, in batches of
-5,000 facts per transaction; on PostgreSQL `aidememo_index_fact` over arrays) for the
-generated projects; the neighbour's uniform facts are written set-wise (the rows the indexing
-would write), which takes seconds instead of many minutes. PostgreSQL is a throwaway cluster of
-`scripts/_bench_pg_server.py`, analyzed and vacuumed after loading; SQLite is a temporary file.
+5,000 facts per transaction) for the generated projects; the neighbour's uniform facts are
+written set-wise (the rows the indexing would write), which takes seconds, not minutes.
+PostgreSQL is a throwaway cluster of `scripts/_bench_pg_server.py`, analyzed and vacuumed after
+loading; SQLite is a temporary file.
 
 The last line of output is the JSON result object (`_bench_common.emit`); progress goes to
 stderr. Run from the repository root:
@@ -155,32 +155,11 @@ def _provision(store: Store, project: Project) -> None:
     store.transaction(run)
 
 
-def _load_sqlite(store: Any, project: Project, docs: list[SearchDoc]) -> None:
+def _load(store: Any, project: Project, docs: list[SearchDoc]) -> None:
     _provision(store, project)
     for start in range(0, len(docs), BATCH):
         history = History([], [], [], [], [], docs[start : start + BATCH])
         store.transaction(lambda tx, h=history: tx.restore_history(project, h))
-
-
-def _load_pg(url: str, project: Project, docs: list[SearchDoc], store: Any) -> None:
-    import psycopg
-
-    _provision(store, project)
-    with psycopg.connect(url, autocommit=False) as conn:
-        for start in range(0, len(docs), BATCH):
-            batch = docs[start : start + BATCH]
-            conn.execute(
-                "SELECT count(aidememo_index_fact(%s, %s, f, s, t)) "
-                "FROM unnest(%s::text[], %s::text[], %s::text[]) AS u (f, s, t)",
-                (
-                    project.tenant_id,
-                    project.project_id,
-                    [d.fact_id for d in batch],
-                    [d.source_id for d in batch],
-                    [d.terms for d in batch],
-                ),
-            )
-            conn.commit()
 
 
 # The neighbour: `n` facts holding `terms` (the small project's common and every-fact terms)
@@ -344,7 +323,7 @@ def bench_store(
             store: Any = SqliteStore.open_file(path, synchronous="OFF")
 
             def load(project: Project, docs: list[SearchDoc]) -> None:
-                _load_sqlite(store, project, docs)
+                _load(store, project, docs)
 
             def neighbour_load(project: Project, n: int, terms: str, rare: list[str]) -> None:
                 _neighbour_sqlite(path, project, n, terms, rare)
@@ -359,7 +338,7 @@ def bench_store(
             store = PostgresStore.open(psycopg_connector(url), migrate=True, pool_size=CLIENTS)
 
             def load(project: Project, docs: list[SearchDoc]) -> None:
-                _load_pg(url, project, docs, store)
+                _load(store, project, docs)
 
             def neighbour_load(project: Project, n: int, terms: str, rare: list[str]) -> None:
                 _neighbour_pg(url, project, n, terms, rare)

@@ -3,8 +3,8 @@
 A project's scores and order must not move when another tenant fills the same tables with
 20,000 facts holding the same terms, and must equal the reference store's bit for bit; a term
 matching more facts than the window evaluates the newest ones and says so. The neighbour's
-facts go in through a bulk path: `restore_history` (the import path, one transaction) on the
-memory and SQLite stores; on PostgreSQL the rows its index function would write, set-wise.
+facts go in through the import path (`restore_history`, one transaction), which PostgreSQL
+writes set-wise.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from aidememo.domain.ranking import SEARCH_WINDOW
 from aidememo.domain.tokenize import index_terms, query_terms
 from aidememo.ports import Store
 from aidememo.stores.memory import MemoryStore
-from tests import pg
 from tests.conformance.conftest import BACKENDS, Backend
 
 STORES = ("memory", "sqlite_file", "do_sql", "postgres_psycopg", "postgres_pg8000")
@@ -76,49 +75,12 @@ def _restore(store: Store, project: Project, docs: list[SearchDoc]) -> None:
     store.transaction(lambda tx: tx.restore_history(project, history))
 
 
-# PostgreSQL's bulk path: the rows `aidememo_index_fact` would write, written set-wise (the
-# schema 6 migration's rebuild, for `count` new facts after the project's last doc_seq).
-_PG_BULK = (
-    """INSERT INTO fact_search (tenant_id, project_id, fact_id, source_id, terms, n_terms, doc_seq)
-    SELECT %(t)s, %(p)s, 'bulk_' || lpad(g::text, 6, '0'), 'src-bulk', a, cardinality(a),
-           coalesce((SELECT last_doc FROM fact_search_stats
-                     WHERE tenant_id = %(t)s AND project_id = %(p)s), 0) + g + 1
-    FROM generate_series(0, %(n)s - 1) AS g,
-         LATERAL string_to_array(%(terms)s || ' own' || g, ' ') AS a""",
-    """INSERT INTO fact_search_postings
-    SELECT f.tenant_id, f.project_id, u.term, f.doc_seq, f.fact_id, f.source_id, count(*),
-           f.n_terms
-    FROM fact_search AS f CROSS JOIN LATERAL unnest(f.terms) AS u (term)
-    WHERE f.tenant_id = %(t)s AND f.project_id = %(p)s AND f.fact_id LIKE 'bulk!_%%' ESCAPE '!'
-    GROUP BY f.tenant_id, f.project_id, f.doc_seq, u.term, f.fact_id, f.source_id, f.n_terms""",
-    """INSERT INTO fact_search_terms AS d
-    SELECT tenant_id, project_id, term, count(*) FROM fact_search_postings
-    WHERE tenant_id = %(t)s AND project_id = %(p)s AND fact_id LIKE 'bulk!_%%' ESCAPE '!'
-    GROUP BY tenant_id, project_id, term
-    ON CONFLICT (tenant_id, project_id, term) DO UPDATE SET df = d.df + excluded.df""",
-    """INSERT INTO fact_search_stats AS s
-    SELECT tenant_id, project_id, count(*), sum(n_terms), max(doc_seq) FROM fact_search
-    WHERE tenant_id = %(t)s AND project_id = %(p)s AND fact_id LIKE 'bulk!_%%' ESCAPE '!'
-    GROUP BY tenant_id, project_id
-    ON CONFLICT (tenant_id, project_id) DO UPDATE SET docs = s.docs + excluded.docs,
-        terms = s.terms + excluded.terms, last_doc = excluded.last_doc""",
-)
-
-
-def _bulk(backend: Backend, store: Store, project: Project, count: int, text: str) -> None:
-    """`count` facts `bulk_<n>` holding `text` plus a term of their own, in one go (once per
-    project)."""
-    if backend.db is None:
-        docs = [
-            SearchDoc(f"bulk_{n:06d}", "src-bulk", index_terms(f"{text} own{n}"))
-            for n in range(count)
-        ]
-        _restore(store, project, docs)
-        return
-    params = {"t": project.tenant_id, "p": project.project_id, "n": count}
-    with pg.admin(backend.db.url) as conn, conn.transaction():
-        for statement in _PG_BULK:
-            conn.execute(statement, {**params, "terms": index_terms(text)})
+def _bulk(store: Store, project: Project, count: int, text: str) -> None:
+    """`count` facts `bulk_<n>` holding `text` plus a term of their own, in one import."""
+    docs = [
+        SearchDoc(f"bulk_{n:06d}", "src-bulk", index_terms(f"{text} own{n}")) for n in range(count)
+    ]
+    _restore(store, project, docs)
 
 
 Hits = list[tuple[str, float]]
@@ -155,7 +117,7 @@ def test_srch4_scores_and_order_ignore_a_20000_fact_neighbour_bit_for_bit(
     assert any(len(hits) > 2 for hits in alone)
     assert alone == _reference()  # the same scores, bit for bit, as the reference store
     _project(store, NOISE)
-    _bulk(backend, store, NOISE, 20_000, NOISE_TEXT)
+    _bulk(store, NOISE, 20_000, NOISE_TEXT)
     beside = _all(store)
     assert beside == alone
     assert all(f.startswith("fact-") for hits in beside for f, _ in hits)
@@ -198,7 +160,7 @@ def test_srch5_more_matches_than_the_window_evaluate_the_newest_and_say_so(
         [SearchDoc(f"aaa_old_{n:02d}", "src-old", "every every every every") for n in range(old)],
     )
     # ... but the window holds only the newest SEARCH_WINDOW matches of the term.
-    _bulk(backend, store, OWN, SEARCH_WINDOW, "every word of a longer fact")
+    _bulk(store, OWN, SEARCH_WINDOW, "every word of a longer fact")
     page = _search(store, "every", None, 10)
     assert not page.exhaustive
     assert len(page.hits) == 10 and all(h.fact_id.startswith("bulk_") for h in page.hits)
@@ -210,6 +172,36 @@ def test_srch5_more_matches_than_the_window_evaluate_the_newest_and_say_so(
     assert _search(store, "word", None, 1).exhaustive  # exactly SEARCH_WINDOW matches
     mixed = _search(store, "every own3", None, 3)
     assert not mixed.exhaustive and mixed.hits[0].fact_id == "bulk_000003"
+
+
+def test_srch4_an_imported_entry_replaces_the_one_indexed_before(backend: Backend) -> None:
+    """A batch naming a fact already indexed, or one fact twice, keeps only the last entry."""
+    store = backend.open()
+    _own_corpus(store)
+    _restore(
+        store,
+        OWN,
+        [
+            SearchDoc("fact-07", "src-a", "replaced words"),
+            SearchDoc("fact-20", "src-a", "first entry"),
+            SearchDoc("fact-20", "src-b", "second entry words"),
+        ],
+    )
+    assert "fact-07" not in [h.fact_id for h in _search(store, "timeout", None).hits]
+    assert [h.fact_id for h in _search(store, "words", None).hits] == ["fact-07", "fact-20"]
+    assert _search(store, "first", None).hits == []
+    assert [h.fact_id for h in _search(store, "entry", "src-b").hits] == ["fact-20"]
+    reference = MemoryStore()
+    _own_corpus(reference)
+    _restore(
+        reference,
+        OWN,
+        [
+            SearchDoc("fact-07", "src-a", "replaced words"),
+            SearchDoc("fact-20", "src-b", "second entry words"),
+        ],
+    )
+    assert _all(store) == _all(reference)
 
 
 def test_srch5_without_a_big_term_every_match_is_evaluated(backend: Backend) -> None:

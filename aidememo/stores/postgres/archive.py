@@ -5,8 +5,9 @@ read for export by the shared `SqlReadRows` and written back by its `restore_his
 Tenant deletion is the search postings and term frequencies (which have no foreign key), then
 one `DELETE FROM tenants`: every other table hangs off the tenant through `ON DELETE CASCADE`
 foreign keys (schema.py), and the counts afterwards prove it.
-Imported search rows go through `aidememo_index_fact`, the same function a command uses, so
-the project's index and statistics stay exact.
+Imported search rows go through `aidememo_index_facts`, which writes the rows
+`aidememo_index_fact` (a command's) would, set-wise, so the project's index and statistics
+stay exact.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ from aidememo.stores.sql_common.statements import TENANT_TABLES_BUT_SEARCH
 if TYPE_CHECKING:
     from aidememo.stores.postgres.tx import Session
 
+# One `aidememo_index_facts` call indexes at most this many facts or bytes of terms, so each
+# statement stays well inside the statement timeout.
+INDEX_BATCH_FACTS = 2_000
+INDEX_BATCH_BYTES = 1 << 20
 TENANT_TABLES = (
     "fact_search",
     "fact_search_postings",
@@ -58,11 +63,30 @@ class ArchiveWrites:
     __slots__ = ()
     _x: Session
 
-    def _index_restored(self, tenant_id: str, project_id: str, doc: SearchDoc) -> None:
-        """An imported search row, through the function a command's commit uses."""
-        self._x.execute(
-            q.INDEX_FACT, (tenant_id, project_id, doc.fact_id, doc.source_id, doc.terms)
-        )
+    def _index_restored(self, tenant_id: str, project_id: str, docs: list[SearchDoc]) -> None:
+        """Imported search rows, set-wise through `aidememo_index_facts` in batches of at most
+        `INDEX_BATCH_FACTS` facts or `INDEX_BATCH_BYTES` of terms (the same rows
+        `aidememo_index_fact` writes)."""
+        start = 0
+        while start < len(docs):
+            end, size = start, 0
+            while end < len(docs) and (
+                end == start or (size < INDEX_BATCH_BYTES and end - start < INDEX_BATCH_FACTS)
+            ):
+                size += len(docs[end].terms) + 1
+                end += 1
+            batch = docs[start:end]
+            self._x.execute(
+                q.INDEX_FACTS,
+                (
+                    tenant_id,
+                    project_id,
+                    "\n".join(d.fact_id for d in batch),
+                    "\n".join(d.source_id for d in batch),
+                    "\n".join(d.terms for d in batch),
+                ),
+            )
+            start = end
 
     def delete_tenant(self, tenant_id: str) -> None:
         """Delete the tenant's index rows without a foreign key, then the tenant: its

@@ -498,6 +498,66 @@ BEGIN
 END
 $fn$"""
 
+# Many new facts at once (an import): the same rows as `aidememo_index_fact` for each, written
+# set-wise with one move of the statistics. Under MVCC every update of a row inside one
+# transaction adds a version the next update must step over, so indexing an archive fact by
+# fact would update the statistics row and each common term's row thousands of times. The
+# lists are newline-separated (ids and the tokenizer's terms hold no newline); a fact already
+# indexed, or named twice, sends the whole batch through `aidememo_index_fact` in order.
+_INDEX_FACTS_V6 = f"""
+CREATE OR REPLACE FUNCTION aidememo_index_facts(
+    p_tenant TEXT, p_project TEXT, p_facts TEXT, p_sources TEXT, p_terms TEXT
+) RETURNS void LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_facts TEXT[] := string_to_array(p_facts, E'\\n');
+    v_sources TEXT[] := string_to_array(p_sources, E'\\n');
+    -- one fact without terms sends '' (which string_to_array reads as no element at all)
+    v_terms TEXT[] := CASE WHEN p_terms = '' THEN array_fill(''::TEXT, ARRAY[cardinality(v_facts)])
+                           ELSE string_to_array(p_terms, E'\\n') END;
+    v_base BIGINT;
+BEGIN
+    IF EXISTS (SELECT 1 FROM fact_search WHERE tenant_id = p_tenant AND project_id = p_project
+                                         AND fact_id = ANY (v_facts))
+       OR (SELECT count(DISTINCT f) FROM unnest(v_facts) AS f) < cardinality(v_facts) THEN
+        FOR i IN 1 .. cardinality(v_facts) LOOP
+            PERFORM aidememo_index_fact(p_tenant, p_project, v_facts[i], v_sources[i],
+                                        v_terms[i]);
+        END LOOP;
+        RETURN;
+    END IF;
+    INSERT INTO fact_search_stats (tenant_id, project_id, docs, terms, last_doc)
+        VALUES (p_tenant, p_project, 0, 0, 0) ON CONFLICT (tenant_id, project_id) DO NOTHING;
+    SELECT last_doc INTO v_base FROM fact_search_stats
+        WHERE tenant_id = p_tenant AND project_id = p_project FOR UPDATE;
+    INSERT INTO fact_search (tenant_id, project_id, fact_id, source_id, terms, n_terms, doc_seq)
+        SELECT p_tenant, p_project, u.f, u.s, a.t, cardinality(a.t), v_base + u.i
+        FROM unnest(v_facts, v_sources, v_terms) WITH ORDINALITY AS u (f, s, terms, i),
+             LATERAL (SELECT CASE WHEN u.terms = '' THEN '{{}}'::TEXT[]
+                                  ELSE string_to_array(u.terms, ' ') END AS t) AS a;
+    INSERT INTO fact_search_postings
+            (tenant_id, project_id, term, doc_seq, fact_id, source_id, tf, n_terms)
+        SELECT p_tenant, p_project, w.term, v_base + u.i, u.f, u.s, count(*),
+               cardinality(string_to_array(u.terms, ' '))
+        FROM unnest(v_facts, v_sources, v_terms) WITH ORDINALITY AS u (f, s, terms, i),
+             LATERAL unnest(string_to_array(u.terms, ' ')) AS w (term)
+        WHERE u.terms <> '' AND octet_length(w.term) <= {MAX_TERM_BYTES}
+        GROUP BY u.i, u.f, u.s, u.terms, w.term;
+    INSERT INTO fact_search_terms AS d (tenant_id, project_id, term, df)
+        SELECT p_tenant, p_project, w.term, count(DISTINCT u.i)
+        FROM unnest(v_terms) WITH ORDINALITY AS u (terms, i),
+             LATERAL unnest(string_to_array(u.terms, ' ')) AS w (term)
+        WHERE u.terms <> '' AND octet_length(w.term) <= {MAX_TERM_BYTES}
+        GROUP BY w.term
+        ON CONFLICT (tenant_id, project_id, term) DO UPDATE SET df = d.df + excluded.df;
+    UPDATE fact_search_stats SET
+        docs = docs + cardinality(v_facts),
+        terms = terms + (SELECT coalesce(sum(cardinality(string_to_array(t, ' '))), 0)
+                         FROM unnest(v_terms) AS t WHERE t <> ''),
+        last_doc = v_base + cardinality(v_facts)
+    WHERE tenant_id = p_tenant AND project_id = p_project;
+END
+$fn$"""
+
 _V6 = (
     "ALTER TABLE fact_search DROP COLUMN doc, ADD COLUMN doc_seq BIGINT",
     # doc_seq follows each fact's last change (the order facts were written), then fact id.
@@ -559,6 +619,7 @@ _V6 = (
         GROUP BY tenant_id, project_id""",
     "ALTER TABLE projects DROP COLUMN search_docs, DROP COLUMN search_terms",
     _INDEX_FACT_V6,
+    _INDEX_FACTS_V6,
 )
 
 MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [

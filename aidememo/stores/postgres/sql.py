@@ -45,7 +45,7 @@ COMMIT_MUTATION = (
     "%s, %s, %s, %s, %s, %s, %s, "  # handoff index row (all NULL when absent)
     "%s, %s, %s)"  # search row (all NULL when absent)
 )
-INDEX_FACT = "SELECT aidememo_index_fact(%s, %s, %s, %s, %s)"
+INDEX_FACTS = "SELECT aidememo_index_facts(%s, %s, %s, %s, %s)"
 
 # -- a generic put or delete in one round trip (CAP_RAW_FAST_PATH) ---------------------------
 
