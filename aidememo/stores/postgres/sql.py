@@ -75,17 +75,20 @@ SEARCH_CUTOFF = (
 )
 # One term's part is `w * tf / (tf + k + kb * dl)` truncated to an integer, exactly as
 # `aidememo.domain.ranking.part` computes it (a bigint product, one float8 division); the
-# parts sum as integers. Weights travel as decimal integers, k and kb as float8 parameters.
+# parts sum as integers. Weights travel as decimal integers, k and kb as float8 parameters. A
+# query with one present term needs no grouping (a fact holds a term once).
 # Parameters: k, kb, terms, weights, tenant, project, min doc_seq, source_id, source_id, limit.
-SEARCH_TOP = """
-SELECT p.fact_id,
-       sum(trunc((w.weight * p.tf)::float8
-                 / (p.tf + %s::float8 + %s::float8 * p.n_terms))::bigint)::bigint AS s
+_PART = """trunc((w.weight * p.tf)::float8
+                 / (p.tf + %s::float8 + %s::float8 * p.n_terms))::bigint"""
+_FROM = """
 FROM unnest(string_to_array(%s, ' '), string_to_array(%s, ' ')::bigint[]) AS w (term, weight)
 JOIN fact_search_postings AS p
   ON p.tenant_id = %s AND p.project_id = %s AND p.term = w.term AND p.doc_seq >= %s
 WHERE (%s::text IS NULL OR p.source_id = %s::text)
-GROUP BY p.fact_id
-ORDER BY s DESC, p.fact_id
-LIMIT %s
 """
+SEARCH_TOP = {
+    True: f"SELECT p.fact_id, sum({_PART})::bigint AS s{_FROM}"
+    "GROUP BY p.fact_id ORDER BY s DESC, p.fact_id LIMIT %s",
+    False: f"SELECT p.fact_id, {_PART} AS s{_FROM}ORDER BY s DESC, p.fact_id LIMIT %s",
+}
+"""(several terms) -> statement."""

@@ -145,7 +145,8 @@ class PgReadTx(ArchiveReads, SqlReadRows[Session]):
             names = " ".join(term for term, _ in w.terms)
             weights = " ".join(str(weight) for _, weight in w.terms)
             params = (w.k, w.kb, names, weights, t, p, min_doc, source, source, n)
-            return [(fact_id, int(units)) for fact_id, units in x.execute(q.SEARCH_TOP, params)]
+            statement = q.SEARCH_TOP[len(w.terms) > 1]
+            return [(fact_id, int(units)) for fact_id, units in x.execute(statement, params)]
 
         return ranking.search(stats, cutoff, top, terms, source_id, limit)
 

@@ -46,11 +46,10 @@ def search(
         return int(x.execute(q.SEARCH_CUTOFF, (t, p, term, rank - 1))[0][0])  # type: ignore[arg-type]
 
     def top(w: ranking.Weights, min_doc: int, source: str | None, n: int) -> list[tuple[str, int]]:
-        head = (w.k, w.kb, _json(w.terms), t, p, min_doc)
-        if source is None:
-            rows: list[Any] = x.execute(q.SEARCH_TOP, (*head, n))
-        else:
-            rows = x.execute(q.SEARCH_TOP_IN_SOURCE, (*head, source, n))
+        statement = q.SEARCH_TOP[len(w.terms) > 1, source is not None]
+        head = (_json(w.terms), w.k, w.kb, t, p, min_doc)
+        params = (*head, n) if source is None else (*head, source, n)
+        rows: list[Any] = x.execute(statement, params)
         return [(fact_id, int(units)) for fact_id, units in rows]
 
     return ranking.search(stats, cutoff, top, terms, source_id, limit)

@@ -63,18 +63,32 @@ SEARCH_CUTOFF = (
     "WHERE tenant_id = ? AND project_id = ? AND term = ? ORDER BY doc_seq DESC LIMIT 1 OFFSET ?"
 )
 # One term's part is `w * tf / (tf + k + kb * dl)` truncated to an integer, exactly as
-# `aidememo.domain.ranking.part` computes it; the parts sum as integers. CROSS JOIN makes
-# the weights the outer loop: each term is one primary-key range of the project.
-_SEARCH_TOP = (
-    "SELECT p.fact_id, sum(CAST(w.weight * p.tf / (p.tf + ? + ? * p.n_terms) AS INTEGER)) AS s "
-    "FROM (SELECT json_extract(value, '$[0]') AS term, json_extract(value, '$[1]') AS weight "
-    "FROM json_each(?)) AS w "
-    "CROSS JOIN fact_search_postings AS p "
+# `aidememo.domain.ranking.part` computes it; the parts sum as integers. The weights are
+# materialized once and drive the join: each term is one primary-key range of the project. A
+# query with one present term needs no grouping (a fact holds a term once), which spares the
+# sort of every candidate that grouping costs. Parameters: weights, k, kb, tenant, project, min
+# doc_seq, [source_id], limit.
+_WEIGHTS = (
+    "WITH w (term, weight) AS MATERIALIZED (SELECT json_extract(value, '$[0]'), "
+    "json_extract(value, '$[1]') FROM json_each(?)) "
+)
+_PART = "CAST(w.weight * p.tf / (p.tf + ? + ? * p.n_terms) AS INTEGER)"
+_FROM = (
+    " FROM w CROSS JOIN fact_search_postings AS p "
     "WHERE p.tenant_id = ? AND p.project_id = ? AND p.term = w.term AND p.doc_seq >= ?"
 )
-_SEARCH_ORDER = " GROUP BY p.fact_id ORDER BY s DESC, p.fact_id LIMIT ?"
-SEARCH_TOP = _SEARCH_TOP + _SEARCH_ORDER
-SEARCH_TOP_IN_SOURCE = _SEARCH_TOP + " AND p.source_id = ?" + _SEARCH_ORDER
+_IN_SOURCE = " AND p.source_id = ?"
+_GROUPED = f"{_WEIGHTS}SELECT p.fact_id, sum({_PART}) AS s{_FROM}"
+_GROUPED_TAIL = " GROUP BY p.fact_id ORDER BY s DESC, p.fact_id LIMIT ?"
+_SINGLE = f"{_WEIGHTS}SELECT p.fact_id, {_PART} AS s{_FROM}"
+_SINGLE_TAIL = " ORDER BY s DESC, p.fact_id LIMIT ?"
+# (several terms, by source) -> statement
+SEARCH_TOP = {
+    (True, False): _GROUPED + _GROUPED_TAIL,
+    (True, True): _GROUPED + _IN_SOURCE + _GROUPED_TAIL,
+    (False, False): _SINGLE + _SINGLE_TAIL,
+    (False, True): _SINGLE + _IN_SOURCE + _SINGLE_TAIL,
+}
 
 # Indexing one fact (a command's commit, an import): the old entry's postings and document
 # frequencies go first, then the project's statistics move and hand out the fact's doc_seq.
