@@ -104,19 +104,21 @@ BEGIN
         FROM unnest(v_facts, v_sources, v_terms) WITH ORDINALITY AS u (f, s, terms, i),
              LATERAL (SELECT CASE WHEN u.terms = '' THEN '{{}}'::TEXT[]
                                   ELSE string_to_array(u.terms, ' ') END AS t) AS a;
+    -- each fact's terms are counted on their own (LATERAL), never grouped with its text
     INSERT INTO fact_search_postings
             (tenant_id, project_id, term, doc_seq, fact_id, source_id, tf, n_terms)
-        SELECT p_tenant, p_project, w.term, v_base + u.i, u.f, u.s, count(*),
-               cardinality(string_to_array(u.terms, ' '))
+        SELECT p_tenant, p_project, w.term, v_base + u.i, u.f, u.s, w.tf, cardinality(a.t)
         FROM unnest(v_facts, v_sources, v_terms) WITH ORDINALITY AS u (f, s, terms, i),
-             LATERAL unnest(string_to_array(u.terms, ' ')) AS w (term)
-        WHERE u.terms <> '' AND octet_length(w.term) <= {MAX_TERM_BYTES}
-        GROUP BY u.i, u.f, u.s, u.terms, w.term;
+             LATERAL (SELECT string_to_array(u.terms, ' ') AS t) AS a,
+             LATERAL (SELECT x AS term, count(*) AS tf FROM unnest(a.t) AS x
+                      WHERE octet_length(x) <= {MAX_TERM_BYTES} GROUP BY x) AS w
+        WHERE u.terms <> '';
     INSERT INTO fact_search_terms AS d (tenant_id, project_id, term, df)
-        SELECT p_tenant, p_project, w.term, count(DISTINCT u.i)
-        FROM unnest(v_terms) WITH ORDINALITY AS u (terms, i),
-             LATERAL unnest(string_to_array(u.terms, ' ')) AS w (term)
-        WHERE u.terms <> '' AND octet_length(w.term) <= {MAX_TERM_BYTES}
+        SELECT p_tenant, p_project, w.term, count(*)
+        FROM unnest(v_terms) AS u (terms),
+             LATERAL (SELECT DISTINCT x AS term FROM unnest(string_to_array(u.terms, ' ')) AS x
+                      WHERE octet_length(x) <= {MAX_TERM_BYTES}) AS w
+        WHERE u.terms <> ''
         GROUP BY w.term
         ON CONFLICT (tenant_id, project_id, term) DO UPDATE SET df = d.df + excluded.df;
     UPDATE fact_search_stats SET
