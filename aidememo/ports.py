@@ -29,7 +29,7 @@ from aidememo.domain.model import (
     Receipt,
     ResourceRef,
     Scope,
-    SearchHit,
+    SearchPage,
     StoredResource,
     TokenBinding,
 )
@@ -158,8 +158,9 @@ class ReadTx(Protocol):
 
     def search(
         self, scope: Scope, terms: list[str], source_id: str | None, limit: int
-    ) -> list[SearchHit]:
-        """Facts matching any of `terms`, best first, ties broken by fact id."""
+    ) -> SearchPage:
+        """Facts matching any of `terms`, best first, ties broken by fact id, scored and
+        windowed by `aidememo.domain.ranking` over the project's own index (SRCH-4, SRCH-5)."""
         ...
 
     # -- whole-tenant reads, for export and deletion (ARC-*) ------------------------------

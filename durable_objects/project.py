@@ -99,8 +99,10 @@ CONTENT_TABLES = (
     "receipts",
     "audit",
     "handoff_index",
-    "fact_search_keys",
     "fact_search",
+    "fact_search_postings",
+    "fact_search_terms",
+    "fact_search_stats",
 )
 
 

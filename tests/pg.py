@@ -234,6 +234,9 @@ def _empty_script(name: str) -> list[str]:
 
     return [
         "SET LOCAL lock_timeout = '10s'",
+        # the search index tables without a foreign key, then everything cascading from tenants
+        f'DELETE FROM "{name}".fact_search_postings',
+        f'DELETE FROM "{name}".fact_search_terms',
         f'DELETE FROM "{name}".tenants',
         f'DELETE FROM "{name}".aidememo_import_staging',
         f'DELETE FROM "{name}".aidememo_schema',

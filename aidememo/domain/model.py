@@ -471,6 +471,14 @@ class SearchHit:
 
 
 @dataclass(frozen=True, slots=True)
+class SearchPage:
+    """The best hits, and whether every matching fact of the project was evaluated (SRCH-5)."""
+
+    hits: list[SearchHit]
+    exhaustive: bool
+
+
+@dataclass(frozen=True, slots=True)
 class History:
     """One project's canonical rows as an import restores them, with rebuilt index rows."""
 

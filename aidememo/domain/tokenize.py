@@ -3,8 +3,8 @@
 Text is lower-cased and split into runs of letters and digits. Runs of CJK characters are
 split into overlapping bigrams, so a two-character word such as 서버 or 服务 is found inside
 longer text without a dictionary; a lone CJK character stays a token of its own. Index and
-query text go through the same function, so SQLite FTS5, PostgreSQL `tsvector` and the
-in-memory store all see identical terms.
+query text go through the same function, so every store's index (SQLite, Durable Object SQL,
+PostgreSQL and the in-memory store) sees identical terms.
 """
 
 from __future__ import annotations

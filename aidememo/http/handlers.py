@@ -495,6 +495,7 @@ def search(
         "index_seq": found.index_seq,
         "mode": found.mode,
         "semantic_model": None,
+        "exhaustive": found.exhaustive,
         "results": found.results,
     }
     return _ok(json_bytes(body))

@@ -341,7 +341,10 @@ def component_schemas() -> dict[str, Schema]:
             "source_id": ref("Id"),
             "actor_id": ref("Id"),
             "content": {"type": "string"},
-            "score": {"type": "number", "description": "BM25; higher is better."},
+            "score": {
+                "type": "number",
+                "description": "BM25 over the project's own facts (SRCH-4); higher is better.",
+            },
         }
     )
     s["Search"] = obj(
@@ -350,6 +353,11 @@ def component_schemas() -> dict[str, Schema]:
             "index_seq": integer(0),
             "mode": {"const": "lexical"},
             "semantic_model": {"type": "null"},
+            "exhaustive": {
+                "type": "boolean",
+                "description": "false when a term matched more than 10,000 of the project's "
+                "facts and only the newest were evaluated (SRCH-5).",
+            },
             "results": {
                 "type": "array",
                 "maxItems": SEARCH_LIMIT_MAX,

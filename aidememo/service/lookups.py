@@ -15,7 +15,7 @@ from aidememo.domain.limits import (
     SESSION_FACTS_LIMIT_MAX,
     SESSIONS_LIMIT_MAX,
 )
-from aidememo.domain.model import MailboxQuery, Member, Project, ResourceRef
+from aidememo.domain.model import MailboxQuery, Member, Project, ResourceRef, SearchPage
 from aidememo.domain.tokenize import query_terms
 from aidememo.domain.visibility import participants
 from aidememo.ports import Clock, ReadTx, Store
@@ -92,6 +92,7 @@ class SearchResult:
     index_seq: int
     mode: str
     results: list[dict[str, object]]
+    exhaustive: bool
 
 
 class Lookups:
@@ -270,7 +271,8 @@ class Lookups:
             if at_least_seq is not None and at_least_seq > project.head_seq:
                 raise fail(ErrorCode.CURSOR_OUT_OF_RANGE, "at_least_seq is beyond the head")
             results: list[dict[str, object]] = []
-            for hit in tx.search(scope, terms, source_id, limit) if terms else []:
+            page = tx.search(scope, terms, source_id, limit) if terms else SearchPage([], True)
+            for hit in page.hits:
                 found = tx.get_resource(scope, ResourceRef("fact", hit.fact_id))
                 if found is None or found.body is None:
                     raise fail(ErrorCode.STORAGE_FAILURE, "search index points at no fact")
@@ -285,6 +287,8 @@ class Lookups:
                         "score": hit.score,
                     }
                 )
-            return SearchResult(project.project_epoch, project.head_seq, "lexical", results)
+            return SearchResult(
+                project.project_epoch, project.head_seq, "lexical", results, page.exhaustive
+            )
 
         return self.store.read(run)

@@ -8,13 +8,15 @@ the store the Pyodide tier runs the conformance suite against.
 from __future__ import annotations
 
 import bisect
-import math
+import heapq
 import secrets
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from aidememo.domain import ranking
 from aidememo.domain.canonical import decode_stored
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.model import (
@@ -33,7 +35,7 @@ from aidememo.domain.model import (
     ResourceRef,
     Scope,
     SearchDoc,
-    SearchHit,
+    SearchPage,
     StoredResource,
     TokenBinding,
 )
@@ -45,9 +47,8 @@ R = TypeVar("R")
 _MISSING = object()
 SCHEMA_VERSION = 1
 
-# BM25 parameters, the same as SQLite FTS5's defaults.
-_K1 = 1.2
-_B = 0.75
+# A posting: (fact_id, source_id, tf, dl), keyed by the fact's doc_seq under (t, p, term).
+_Posting = tuple[str, str, int, int]
 
 
 class _Tables:
@@ -62,7 +63,12 @@ class _Tables:
         self.changes: dict[tuple[str, str], list[ChangeRecord]] = {}
         self.audit: dict[tuple[str, str], list[AuditRow]] = {}
         self.handoffs: dict[tuple[str, str], dict[str, HandoffIndexRow]] = {}
-        self.search: dict[tuple[str, str], dict[str, SearchDoc]] = {}
+        # The lexical index (SRCH-4), as the SQL stores keep it: per project, each fact's
+        # (doc_seq, entry); per (tenant, project, term), the postings by doc_seq; per
+        # project, (fact count, total length, last doc_seq).
+        self.search: dict[tuple[str, str], dict[str, tuple[int, SearchDoc]]] = {}
+        self.postings: dict[tuple[str, str, str], dict[int, _Posting]] = {}
+        self.search_stats: dict[tuple[str, str], tuple[int, int, int]] = {}
         # (import id, project id, page seq) -> (created_at_ms, page): staged imports (ARC-9)
         self.import_staging: dict[tuple[str, str, int], tuple[int, bytes]] = {}
         # The key of snapshot page tokens (SNAP-3), made with the store.
@@ -267,31 +273,30 @@ class _MemoryTx:
 
     def search(
         self, scope: Scope, terms: list[str], source_id: str | None, limit: int
-    ) -> list[SearchHit]:
-        docs = list(self._t.search.get((scope.tenant_id, scope.project_id), {}).values())
-        if not docs or not terms:
-            return []
-        tokenized = [(doc, doc.terms.split()) for doc in docs]
-        avgdl = sum(len(words) for _, words in tokenized) / len(tokenized)
-        df = {term: sum(1 for _, words in tokenized if term in words) for term in terms}
-        n = len(tokenized)
-        hits: list[SearchHit] = []
-        for doc, words in tokenized:
-            if source_id is not None and doc.source_id != source_id:
-                continue
-            score = 0.0
-            matched = False
-            for term in terms:
-                tf = words.count(term)
-                if not tf:
-                    continue
-                matched = True
-                idf = max(math.log((n - df[term] + 0.5) / (df[term] + 0.5)), 1e-6)
-                score += idf * tf * (_K1 + 1) / (tf + _K1 * (1 - _B + _B * len(words) / avgdl))
-            if matched:
-                hits.append(SearchHit(doc.fact_id, score))
-        hits.sort(key=lambda hit: (-hit.score, hit.fact_id))
-        return hits[:limit]
+    ) -> SearchPage:
+        key = (scope.tenant_id, scope.project_id)
+        postings = self._t.postings
+
+        def stats(query: list[str]) -> tuple[int, int, dict[str, int]]:
+            docs, total, _ = self._t.search_stats.get(key, (0, 0, 0))
+            df = {t: len(postings.get((*key, t), ())) for t in query}
+            return docs, total, {t: n for t, n in df.items() if n}
+
+        def cutoff(term: str, rank: int) -> int:
+            return heapq.nlargest(rank, postings[(*key, term)])[-1]
+
+        def top(
+            w: ranking.Weights, min_doc: int, source: str | None, n: int
+        ) -> list[tuple[str, int]]:
+            scores: dict[str, int] = {}
+            for term, weight in w.terms:
+                for seq, (fact_id, src, tf, dl) in postings.get((*key, term), {}).items():
+                    if seq >= min_doc and (source is None or src == source):
+                        part = ranking.part(weight, tf, w.k, w.kb, dl)
+                        scores[fact_id] = scores.get(fact_id, 0) + part
+            return heapq.nsmallest(n, scores.items(), key=lambda kv: (-kv[1], kv[0]))
+
+        return ranking.search(stats, cutoff, top, terms, source_id, limit)
 
     def list_projects(self, tenant_id: str) -> list[Project]:
         return sorted(
@@ -386,7 +391,7 @@ class _MemoryTx:
         if mutation.handoff is not None:
             self._set(self._child(self._t.handoffs, key), ref.id, mutation.handoff)
         if mutation.search is not None:
-            self._set(self._child(self._t.search, key), mutation.search.fact_id, mutation.search)
+            self._index(key, mutation.search)
         self._set(self._t.projects, key, replace(project, head_seq=receipt.project_seq))
 
     def insert_tenant(self, tenant_id: str, created_at_ms: int) -> None:
@@ -424,9 +429,31 @@ class _MemoryTx:
         handoffs = self._child(self._t.handoffs, key)
         for handoff in history.handoffs:
             self._set(handoffs, handoff.handoff_id, handoff)
-        docs = self._child(self._t.search, key)
         for doc in history.search:
-            self._set(docs, doc.fact_id, doc)
+            self._index(key, doc)
+
+    def _index(self, key: tuple[str, str], doc: SearchDoc) -> None:
+        """Replace a fact's index entry: its postings, its doc_seq (the project's next) and
+        the project's statistics, as every store's indexing does (SRCH-4)."""
+        t = self._t
+        docs = self._child(t.search, key)
+        n_docs, n_terms, last = t.search_stats.get(key, (0, 0, 0))
+        old = docs.get(doc.fact_id)
+        if old is not None:
+            old_seq, old_doc = old
+            old_words = old_doc.terms.split()
+            for term in set(old_words):
+                if ranking.indexable(term):
+                    self._pop(t.postings[(*key, term)], old_seq)
+            n_docs, n_terms = n_docs - 1, n_terms - len(old_words)
+        words = doc.terms.split()
+        last += 1
+        for term, tf in Counter(words).items():
+            if ranking.indexable(term):
+                posting = (doc.fact_id, doc.source_id, tf, len(words))
+                self._set(self._child(t.postings, (*key, term)), last, posting)
+        self._set(docs, doc.fact_id, (last, doc))
+        self._set(t.search_stats, key, (n_docs + 1, n_terms + len(words), last))
 
     def stage_import_page(
         self, import_id: str, project_id: str, seq: int, body: bytes, created_at_ms: int
@@ -458,6 +485,8 @@ class _MemoryTx:
             t.audit,
             t.handoffs,
             t.search,
+            t.postings,
+            t.search_stats,
         ]
         for table in tables:
             for key in [k for k in table if k[0] == tenant_id]:

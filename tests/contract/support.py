@@ -311,11 +311,17 @@ class Api:
     # -- provisioning ---------------------------------------------------------------------
 
     def provision(
-        self, actor_id: str, role: Role, *, project_id: str = PROJECT, epoch: str | None = EPOCH
+        self,
+        actor_id: str,
+        role: Role,
+        *,
+        project_id: str = PROJECT,
+        epoch: str | None = EPOCH,
+        tenant_id: str = TENANT,
     ) -> str:
         token = secrets.token_hex(32)
         self.identity.bootstrap(
-            tenant_id=TENANT,
+            tenant_id=tenant_id,
             project_id=project_id,
             actor_id=actor_id,
             role=role,

@@ -1,8 +1,42 @@
-"""Anchor 3.5 search row and SRCH-*: lexical search over facts, on every backend."""
+"""SRCH-*: lexical search over facts, on every backend, with a second tenant present.
+
+Every test here runs beside another tenant that holds the same project id and facts with
+every term the tests search for: nothing of it may be found, and its facts may not move a
+score (SRCH-4).
+"""
 
 from __future__ import annotations
 
+import pytest
+
+from aidememo.domain.model import Role
 from tests.contract.support import EPOCH, HERMES, READER, WRITER, Api, P
+
+NEIGHBOUR_TENANT = "tenant_neighbour"
+NEIGHBOUR = "neighbour-writer"
+NEIGHBOUR_FACTS = (
+    "redis redis cluster timeout decision cache fallback",
+    "timeout timeout cache zebra cluster deploy deploy",
+    "어제 서버 배포가 실패했습니다 운영서버가다운됨 我们的服务器昨天挂了 server outage",
+    'look for "NEAR" OR AND not * ^ near near',
+    "word0 word1 word2 shared shared shared",
+)
+
+
+@pytest.fixture
+def api(api: Api) -> Api:
+    """The contract fixture plus the neighbour tenant, its facts written first."""
+    api.provision(NEIGHBOUR, Role.WRITER, tenant_id=NEIGHBOUR_TENANT)
+    api.session("neighbour_session", source_id="alpha", as_=NEIGHBOUR)
+    for n, text in enumerate(NEIGHBOUR_FACTS * 3):
+        api.fact(f"neighbour_{n:02d}", "neighbour_session", text, as_=NEIGHBOUR)
+    return api
+
+
+def _neighbour_untouched(api: Api) -> None:
+    found = api.get(f"{P}/search", NEIGHBOUR, query={"q": "redis timeout", "limit": 100})
+    ids = [r["fact_id"] for r in found.expect(200)["results"]]
+    assert ids and all(i.startswith("neighbour_") for i in ids)
 
 
 def _two_sources(api: Api) -> int:
@@ -20,7 +54,7 @@ def test_srch1_srch3_lexical_search_source_scoped_and_sequence_explicit(api: Api
     ).expect(200)
     assert alpha["index_seq"] == latest
     assert alpha["project_epoch"] == EPOCH
-    assert (alpha["mode"], alpha["semantic_model"]) == ("lexical", None)
+    assert (alpha["mode"], alpha["semantic_model"], alpha["exhaustive"]) == ("lexical", None, True)
     assert [r["fact_id"] for r in alpha["results"]] == ["fact-alpha"]
     hit = alpha["results"][0]
     assert set(hit) == {"fact_id", "session_id", "source_id", "actor_id", "content", "score"}
@@ -37,6 +71,7 @@ def test_srch1_srch3_lexical_search_source_scoped_and_sequence_explicit(api: Api
         409, "cursor_out_of_range"
     )
     api.get(f"{P}/search", query={"q": "redis", "at_least_seq": 0}).expect(200)
+    _neighbour_untouched(api)
 
 
 def test_srch3_any_token_matches_and_ranking_is_score_then_fact_id(api: Api) -> None:

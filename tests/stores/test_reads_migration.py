@@ -84,21 +84,40 @@ def check_new_reads(store: Any, tokens: dict[str, str]) -> None:
     assert pages == whole and len(whole) == 12
 
 
+def back_to_sqlite_3(store: SqliteStore) -> None:
+    """Take version 4's objects out of a database written by this code and record version 3:
+    the rows the previous version wrote, as version 4's migration finds them (the code that
+    writes them has moved on, so the history is written by this one)."""
+    x = store.executor
+
+    def run() -> None:
+        for statement in (
+            "DROP INDEX changes_fact_session_idx",
+            "DROP INDEX changes_resource_idx",
+            "DROP TABLE aidememo_store_keys",
+        ):
+            x.execute(statement)
+        x.execute(sqlite_schema.UPSERT_VERSION, (sqlite_schema.COMPONENT, 3))
+
+    x.transaction(run)
+
+
 def test_store6_reads4_snap3_sqlite_schema_3_migrates_to_4_keeping_its_rows(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "db.sqlite"
-    with old_code(sqlite_schema, 3):
-        old = SqliteStore.open_file(path)
-        assert old.schema_version() == 3
-        tokens = write_old_history(old)
-        old.close()
-    store = SqliteStore.open_file(path)
-    assert store.schema_version() == sqlite_schema.SCHEMA_VERSION == 4
-    key = store.read(lambda tx: tx.page_token_key())
-    check_new_reads(store, tokens)
-    store.close()
-    again = SqliteStore.open_file(path)  # reopening migrates nothing and keeps the key
+    old = SqliteStore.open_file(path)
+    tokens = write_old_history(old)
+    back_to_sqlite_3(old)
+    assert old.schema_version() == 3
+    old.close()
+    with old_code(sqlite_schema, 4):
+        store = SqliteStore.open_file(path)
+        assert store.schema_version() == sqlite_schema.SCHEMA_VERSION == 4
+        key = store.read(lambda tx: tx.page_token_key())
+        check_new_reads(store, tokens)
+        store.close()
+        again = SqliteStore.open_file(path)  # reopening migrates nothing and keeps the key
     assert again.read(lambda tx: tx.page_token_key()) == key and len(key) == 32
     names = again.executor.read(
         lambda: again.executor.execute("SELECT name FROM sqlite_schema WHERE name LIKE '%_idx'")
@@ -109,11 +128,13 @@ def test_store6_reads4_snap3_sqlite_schema_3_migrates_to_4_keeping_its_rows(
 
 def test_store6_reads4_snap3_durable_object_schema_3_migrates_to_4() -> None:
     storage = DoStorage()
-    with old_code(sqlite_schema, 3):
-        tokens = write_old_history(SqliteStore.on_durable_object(storage))
-    store = SqliteStore.on_durable_object(storage)
-    assert store.schema_version() == 4
-    check_new_reads(store, tokens)
+    old = SqliteStore.on_durable_object(storage)
+    tokens = write_old_history(old)
+    back_to_sqlite_3(old)
+    with old_code(sqlite_schema, 4):
+        store = SqliteStore.on_durable_object(storage)
+        assert store.schema_version() == 4
+        check_new_reads(store, tokens)
     storage.close()
 
 
@@ -146,19 +167,33 @@ def test_store6_reads4_snap3_postgres_schema_4_migrates_to_5_keeping_its_rows(
 ) -> None:
     with pg.fresh_database(migrated=False) as db:
         connect: Callable[[], Any] = db.connect(driver)
-        with old_code(pg_schema, 4):
-            old = PostgresStore.open(connect, migrate=True)
-            assert old.schema_version() == 4
-            tokens = write_old_history(old)
-            old.close()
-        with pytest.raises(Exception, match="aidememo admin migrate"):
-            PostgresStore.open(connect)
-        store = PostgresStore.open(connect, migrate=True)
-        assert store.schema_version() == pg_schema.SCHEMA_VERSION == 5
-        key = store.read(lambda tx: tx.page_token_key())
-        check_new_reads(store, tokens)
-        assert store.migrate() == 5  # idempotent: the key stays
-        assert store.read(lambda tx: tx.page_token_key()) == key and len(key) == 32
+        old = PostgresStore.open(connect, migrate=True)
+        tokens = write_old_history(old)
+
+        def back_to_4(tx: Any) -> None:
+            # Version 5's objects out, version 4 recorded: the rows as its migration finds
+            # them (the code that wrote them has moved on, so this code writes the history).
+            for statement in (
+                "DROP INDEX changes_fact_session_idx",
+                "DROP INDEX changes_resource_idx",
+                "DROP TABLE aidememo_store_keys",
+                "DROP FUNCTION aidememo_fact_session(BYTEA)",
+            ):
+                tx._x.execute(statement)
+            tx._x.execute(pg_schema.UPSERT_VERSION, (pg_schema.COMPONENT, 4))
+
+        old.transaction(back_to_4)
+        assert old.schema_version() == 4
+        old.close()
+        with old_code(pg_schema, 5):
+            with pytest.raises(Exception, match="aidememo admin migrate"):
+                PostgresStore.open(connect)
+            store = PostgresStore.open(connect, migrate=True)
+            assert store.schema_version() == pg_schema.SCHEMA_VERSION == 5
+            key = store.read(lambda tx: tx.page_token_key())
+            check_new_reads(store, tokens)
+            assert store.migrate() == 5  # idempotent: the key stays
+            assert store.read(lambda tx: tx.page_token_key()) == key and len(key) == 32
 
         def plan(tx: Any) -> str:
             tx._x.execute("SET LOCAL enable_seqscan = off")

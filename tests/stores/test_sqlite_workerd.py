@@ -3,8 +3,8 @@
 The store's whole repertoire (migration, provisioning, commits with search and handoff rows,
 every read) is recorded on the DO double, then replayed in a real SQLite-backed Durable
 Object through Miniflare; each statement must succeed there and return the same rows. This
-keeps the double honest and proves the SQL (STRICT, WITHOUT ROWID, FTS5 options, upserts,
-RETURNING) is accepted by workerd, which Python cannot run offline. Miniflare is pinned in
+keeps the double honest and proves the SQL (STRICT, WITHOUT ROWID, FTS5 options, `json_each`,
+upserts, RETURNING) is accepted by workerd, which Python cannot run offline. Miniflare is pinned in
 package.json; without Node or it the test skips, and fails under `CI=true`.
 """
 

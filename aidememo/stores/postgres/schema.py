@@ -35,6 +35,7 @@ must be, and `convert_from` is only STABLE), the change log's index by resource 
 snapshot's reconstruction, SNAP-4) and `aidememo_store_keys` with the page token key
 (SNAP-3, 32 bytes from two `gen_random_uuid()`, 244 random bits, with no extension needed);
 the indexes are built from the rows already there, in the migration's transaction.
+Version 6 is the project-scoped lexical index of `search_schema.py` (SPEC.md SRCH-4, SRCH-5).
 
 The version lives in `aidememo_schema(component, version)`. `migrate` runs every pending step
 in one transaction under `pg_advisory_xact_lock`, so concurrent start-ups never race on DDL,
@@ -43,7 +44,9 @@ and refuses a database newer than this code.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 5
+from aidememo.stores.postgres.search_schema import V6
+
+SCHEMA_VERSION = 6
 COMPONENT = "canonical_store"
 
 # "AideMemo" in ASCII: the advisory lock key that serializes migrations.
@@ -465,5 +468,6 @@ MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
     (3, _V3),
     (4, _V4),
     (5, _V5),
+    (6, V6),
 ]
 """Ordered (version, statements); applying version N moves the database from N-1 to N."""

@@ -59,7 +59,7 @@ COMMIT_MUTATION = (
     "%s, %s, %s), "  # search row (all NULL when absent)
     f"pg_notify('{COMMIT_CHANNEL}', %s)"  # the commit's payload (`commit_payload`)
 )
-INDEX_FACT = "SELECT aidememo_index_fact(%s, %s, %s, %s, %s)"
+INDEX_FACTS = "SELECT aidememo_index_facts(%s, %s, %s, %s, %s)"
 
 
 def commit_payload(tenant_id: str, project_id: str, seq: int) -> str:
@@ -108,41 +108,16 @@ EXECUTE_RAW_TOKEN = (
 # statement's); one that does not is discarded.
 PING = "SELECT 1"
 
-# -- search ---------------------------------------------------------------------------------
+# -- search (SRCH-4, SRCH-5) ------------------------------------------------------------------
 
-# BM25 exactly as SQLite FTS5 and the reference store compute it (k1 = 1.2, b = 0.75,
-# idf = max(ln((N - n + 0.5) / (n + 0.5)), 1e-6)), with N and the average length taken over
-# the project's facts (kept in `projects.search_docs/search_terms`) and n over the facts
-# matching each term; the tf of a term is its count in the stored term array. The arithmetic
-# is written in the reference store's order so equal inputs give equal doubles.
-# Parameters: terms (space-separated), tsquery, tenant, project, tenant, project, source_id,
-# source_id, limit.
-SEARCH = """
-WITH q AS (
-    SELECT t AS term FROM unnest(string_to_array(%s, ' ')) AS t
-), m AS (
-    SELECT fact_id, source_id, terms, n_terms FROM fact_search
-    WHERE doc @@ %s::tsquery AND tenant_id = %s AND project_id = %s
-), stats AS (
-    SELECT search_docs::float8 AS n, search_terms::float8 / search_docs::float8 AS avgdl
-    FROM projects WHERE tenant_id = %s AND project_id = %s AND search_docs > 0
-), tf AS (
-    SELECT m.fact_id, m.source_id, m.n_terms, q.term,
-           cardinality(array_positions(m.terms, q.term))::float8 AS tf
-    FROM m CROSS JOIN q
-), df AS (
-    SELECT term, count(*)::float8 AS df FROM tf WHERE tf > 0 GROUP BY term
-)
-SELECT tf.fact_id,
-       sum(greatest(ln((stats.n - df.df + 0.5::float8) / (df.df + 0.5::float8)), 1e-6::float8)
-           * tf.tf * 2.2::float8
-           / (tf.tf + 1.2::float8 * (1::float8 - 0.75::float8
-                                     + 0.75::float8 * tf.n_terms / stats.avgdl))) AS score
-FROM tf JOIN df ON df.term = tf.term CROSS JOIN stats
-WHERE tf.tf > 0 AND (%s::text IS NULL OR tf.source_id = %s::text)
-GROUP BY tf.fact_id
-ORDER BY score DESC, tf.fact_id
-LIMIT %s
+# The project's statistics and the df of each query term, in one round trip; the terms travel
+# space-separated (the tokenizer's terms hold no spaces). Parameters: tenant, project, tenant,
+# project, terms.
+SEARCH_STATS = """
+SELECT '' AS term, docs, terms FROM fact_search_stats WHERE tenant_id = %s AND project_id = %s
+UNION ALL
+SELECT term, df, 0 FROM fact_search_terms
+WHERE tenant_id = %s AND project_id = %s AND term = ANY (string_to_array(%s, ' '))
 """
 
 # -- session facts (READS-4) ---------------------------------------------------------------
@@ -173,3 +148,28 @@ RESOURCES_AT = _AT + "ORDER BY r.kind, r.resource_id LIMIT %s"
 RESOURCES_AT_AFTER = (
     _AT + "AND (r.kind, r.resource_id) > (%s, %s) ORDER BY r.kind, r.resource_id LIMIT %s"
 )
+
+SEARCH_CUTOFF = (
+    "SELECT doc_seq FROM fact_search_postings "
+    "WHERE tenant_id = %s AND project_id = %s AND term = %s "
+    "ORDER BY doc_seq DESC LIMIT 1 OFFSET %s"
+)
+# One term's part is `w * tf / (tf + k + kb * dl)` truncated to an integer, exactly as
+# `aidememo.domain.ranking.part` computes it (a bigint product, one float8 division); the
+# parts sum as integers. Weights travel as decimal integers, k and kb as float8 parameters. A
+# query with one present term needs no grouping (a fact holds a term once).
+# Parameters: k, kb, terms, weights, tenant, project, min doc_seq, source_id, source_id, limit.
+_PART = """trunc((w.weight * p.tf)::float8
+                 / (p.tf + %s::float8 + %s::float8 * p.n_terms))::bigint"""
+_FROM = """
+FROM unnest(string_to_array(%s, ' '), string_to_array(%s, ' ')::bigint[]) AS w (term, weight)
+JOIN fact_search_postings AS p
+  ON p.tenant_id = %s AND p.project_id = %s AND p.term = w.term AND p.doc_seq >= %s
+WHERE (%s::text IS NULL OR p.source_id = %s::text)
+"""
+SEARCH_TOP = {
+    True: f"SELECT p.fact_id, sum({_PART})::bigint AS s{_FROM}"
+    "GROUP BY p.fact_id ORDER BY s DESC, p.fact_id LIMIT %s",
+    False: f"SELECT p.fact_id, {_PART} AS s{_FROM}ORDER BY s DESC, p.fact_id LIMIT %s",
+}
+"""(several terms) -> statement."""

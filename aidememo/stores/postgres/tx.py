@@ -13,13 +13,14 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from aidememo.domain import ranking
 from aidememo.domain.errors import STORE_READ_ONLY, AidememoError, ErrorCode, fail
 from aidememo.domain.model import (
     CommandStart,
     Mutation,
     ResourceRef,
     Scope,
-    SearchHit,
+    SearchPage,
     StoredResource,
 )
 from aidememo.ports import ReadTx, WriteTx
@@ -30,16 +31,6 @@ from aidememo.stores.postgres.pool import one_line
 from aidememo.stores.sql_common.rows import SqlReadRows, SqlWriteRows, command_start
 
 log = logging.getLogger("aidememo.stores.postgres")
-
-
-def tsquery(terms: list[str]) -> str:
-    """`'t1' | 't2'`: any term matches. Terms are letters and digits only (the tokenizer's
-    output), but `'` and `\\` are escaped anyway so no input can reach tsquery syntax."""
-    quoted = []
-    for term in terms:
-        if term and len(term.encode()) <= schema.MAX_LEXEME_BYTES:
-            quoted.append("'" + term.replace("\\", "\\\\").replace("'", "''") + "'")
-    return " | ".join(quoted)
 
 
 # SQLSTATEs with their own meaning for readiness (READY-1) and the error code (ERR-4).
@@ -137,16 +128,34 @@ class PgReadTx(ArchiveReads, SqlReadRows[Session]):
 
     def search(
         self, scope: Scope, terms: list[str], source_id: str | None, limit: int
-    ) -> list[SearchHit]:
-        """Facts matching any term by BM25 (FTS5's formula), higher is better, then fact id."""
-        match = tsquery(terms)
-        if not match or limit <= 0:
-            return []
+    ) -> SearchPage:
+        """Facts matching any term, best first, then by fact id (SRCH-3..5): the plan is
+        `aidememo.domain.ranking`'s, each step one statement over the project's index."""
+        x = self._x
         t, p = scope.tenant_id, scope.project_id
-        rows = self._x.execute(
-            q.SEARCH, (" ".join(terms), match, t, p, t, p, source_id, source_id, limit)
-        )
-        return [SearchHit(fact_id, float(score)) for fact_id, score in rows]
+
+        def stats(query: list[str]) -> tuple[int, int, dict[str, int]]:
+            docs, total, df = 0, 0, {}
+            for term, n, length in x.execute(q.SEARCH_STATS, (t, p, t, p, " ".join(query))):
+                if term == "":
+                    docs, total = int(n), int(length)
+                else:
+                    df[term] = int(n)
+            return docs, total, df
+
+        def cutoff(term: str, rank: int) -> int:
+            return int(x.execute(q.SEARCH_CUTOFF, (t, p, term, rank - 1))[0][0])
+
+        def top(
+            w: ranking.Weights, min_doc: int, source: str | None, n: int
+        ) -> list[tuple[str, int]]:
+            names = " ".join(term for term, _ in w.terms)
+            weights = " ".join(str(weight) for _, weight in w.terms)
+            params = (w.k, w.kb, names, weights, t, p, min_doc, source, source, n)
+            statement = q.SEARCH_TOP[len(w.terms) > 1]
+            return [(fact_id, int(units)) for fact_id, units in x.execute(statement, params)]
+
+        return ranking.search(stats, cutoff, top, terms, source_id, limit)
 
     # -- session facts --------------------------------------------------------------------
 

@@ -421,9 +421,9 @@ class SqlWriteRows(SqlReadRows[X]):
                     h.revision, h.updated_seq,
                 ),
             )  # fmt: skip
-        for doc in history.search:
-            self._index_restored(t, p, doc)
+        if history.search:
+            self._index_restored(t, p, history.search)
 
-    def _index_restored(self, tenant_id: str, project_id: str, doc: SearchDoc) -> None:
-        """Write one imported search row the way the store's commits write theirs."""
+    def _index_restored(self, tenant_id: str, project_id: str, docs: list[SearchDoc]) -> None:
+        """Write imported search rows, in order, as the store's commits would index them."""
         raise NotImplementedError

@@ -11,19 +11,14 @@ from typing import Any
 
 from aidememo.domain.model import SearchDoc
 from aidememo.stores.sql_common.statements import TENANT_TABLES_BUT_SEARCH
-from aidememo.stores.sqlite import sql as q
 from aidememo.stores.sqlite.executor import SqlExecutor
+from aidememo.stores.sqlite.search import index_fact
 
 # Child tables first, so foreign keys hold at every step of a deletion.
-TENANT_TABLES = ("fact_search_keys", *TENANT_TABLES_BUT_SEARCH)
+SEARCH_TABLES = ("fact_search", "fact_search_postings", "fact_search_terms", "fact_search_stats")
+TENANT_TABLES = (*SEARCH_TABLES, *TENANT_TABLES_BUT_SEARCH)
 COUNT = {table: f"SELECT count(*) FROM {table} WHERE tenant_id = ?" for table in TENANT_TABLES}
 DELETE = {table: f"DELETE FROM {table} WHERE tenant_id = ?" for table in TENANT_TABLES}
-# FTS5 UNINDEXED columns cannot be filtered through an index; its rows go by their key rows.
-COUNT_SEARCH = "SELECT count(*) FROM fact_search WHERE tenant_id = ?"
-DELETE_SEARCH = (
-    "DELETE FROM fact_search WHERE rowid IN "
-    "(SELECT doc_rowid FROM fact_search_keys WHERE tenant_id = ?)"
-)
 
 
 class ArchiveReads:
@@ -39,9 +34,7 @@ class ArchiveReads:
 
     def count_tenant_rows(self, tenant_id: str) -> dict[str, int]:
         """Row counts of every table the tenant owns."""
-        counts = {table: self._count(COUNT[table], tenant_id) for table in TENANT_TABLES}
-        counts["fact_search"] = self._count(COUNT_SEARCH, tenant_id)
-        return counts
+        return {table: self._count(COUNT[table], tenant_id) for table in TENANT_TABLES}
 
 
 class ArchiveWrites:
@@ -50,17 +43,13 @@ class ArchiveWrites:
     __slots__ = ()
     _x: SqlExecutor
 
-    def _index_restored(self, tenant_id: str, project_id: str, doc: SearchDoc) -> None:
-        """An imported search row: its stable FTS rowid, then the FTS row (new, so nothing
-        to delete first)."""
-        x = self._x
-        rowid = x.execute(q.SEARCH_KEY, (tenant_id, project_id, doc.fact_id))[0][0]
-        x.execute(
-            q.SEARCH_INSERT, (rowid, doc.terms, tenant_id, project_id, doc.fact_id, doc.source_id)
-        )
+    def _index_restored(self, tenant_id: str, project_id: str, docs: list[SearchDoc]) -> None:
+        """Imported search rows, through the indexing a command's commit uses (SQLite updates
+        rows in place, so fact by fact costs no more than set-wise)."""
+        for doc in docs:
+            index_fact(self._x, tenant_id, project_id, doc)
 
     def delete_tenant(self, tenant_id: str) -> None:
         """Delete every row of the tenant, children first."""
-        self._x.execute(DELETE_SEARCH, (tenant_id,))
         for table in TENANT_TABLES:
             self._x.execute(DELETE[table], (tenant_id,))

@@ -16,14 +16,18 @@ Version 3 adds the session list's partial receipts index (READS-3). Version 4 ad
 session facts index (READS-4), the change log's index by resource (the paged snapshot's
 reconstruction, SNAP-4) and `aidememo_store_keys` with the page token key (SNAP-3); the
 indexes are built from the rows already there, in the migration's transaction.
+Version 5 replaces the FTS5 index (one table for every tenant, whose BM25 statistics spanned
+them all) with the project-scoped index of `aidememo.stores.sqlite.search` (SRCH-4, SRCH-5),
+rebuilt from the FTS5 rows inside the migration's transaction.
 """
 
 from __future__ import annotations
 
 from aidememo.domain.errors import ErrorCode, fail
+from aidememo.domain.ranking import MAX_TERM_BYTES
 from aidememo.stores.sqlite.executor import SqlExecutor
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 COMPONENT = "canonical_store"
 
 CREATE_VERSION_TABLE = (
@@ -210,7 +214,78 @@ _V4 = (
         ON CONFLICT (name) DO NOTHING""",
 )
 
-MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [(1, _V1), (2, _V2), (3, _V3), (4, _V4)]
+# The project-scoped lexical index (aidememo.stores.sqlite.search), rebuilt from the FTS5
+# rows: a fact's doc_seq follows its FTS5 key's rowid (the order facts were first indexed);
+# the terms are the tokenizer's (letters and digits only), so joining them with '","' makes a
+# JSON array of strings.
+_V5 = (
+    """CREATE TABLE fact_search_v5 (
+        tenant_id TEXT NOT NULL,
+        project_id TEXT NOT NULL,
+        fact_id TEXT NOT NULL,
+        source_id TEXT NOT NULL,
+        doc_seq INTEGER NOT NULL CHECK (doc_seq > 0),
+        n_terms INTEGER NOT NULL CHECK (n_terms >= 0),
+        terms TEXT NOT NULL,
+        PRIMARY KEY (tenant_id, project_id, fact_id)
+    ) STRICT, WITHOUT ROWID""",
+    """INSERT INTO fact_search_v5
+        SELECT k.tenant_id, k.project_id, k.fact_id, s.source_id,
+               row_number() OVER (PARTITION BY k.tenant_id, k.project_id ORDER BY k.doc_rowid),
+               CASE WHEN s.terms = '' THEN 0
+                    ELSE length(s.terms) - length(replace(s.terms, ' ', '')) + 1 END,
+               s.terms
+        FROM fact_search_keys AS k JOIN fact_search AS s ON s.rowid = k.doc_rowid""",
+    "DROP TABLE fact_search",
+    "DROP TABLE fact_search_keys",
+    "ALTER TABLE fact_search_v5 RENAME TO fact_search",
+    """CREATE TABLE fact_search_postings (
+        tenant_id TEXT NOT NULL,
+        project_id TEXT NOT NULL,
+        term TEXT NOT NULL,
+        doc_seq INTEGER NOT NULL,
+        fact_id TEXT NOT NULL,
+        source_id TEXT NOT NULL,
+        tf INTEGER NOT NULL CHECK (tf > 0),
+        n_terms INTEGER NOT NULL CHECK (n_terms > 0),
+        PRIMARY KEY (tenant_id, project_id, term, doc_seq)
+    ) STRICT, WITHOUT ROWID""",
+    """CREATE TABLE fact_search_terms (
+        tenant_id TEXT NOT NULL,
+        project_id TEXT NOT NULL,
+        term TEXT NOT NULL,
+        df INTEGER NOT NULL CHECK (df >= 0),
+        PRIMARY KEY (tenant_id, project_id, term)
+    ) STRICT, WITHOUT ROWID""",
+    """CREATE TABLE fact_search_stats (
+        tenant_id TEXT NOT NULL,
+        project_id TEXT NOT NULL,
+        docs INTEGER NOT NULL CHECK (docs >= 0),
+        terms INTEGER NOT NULL CHECK (terms >= 0),
+        last_doc INTEGER NOT NULL CHECK (last_doc >= 0),
+        PRIMARY KEY (tenant_id, project_id)
+    ) STRICT, WITHOUT ROWID""",
+    f"""INSERT INTO fact_search_postings
+        SELECT d.tenant_id, d.project_id, j.value, d.doc_seq, d.fact_id, d.source_id,
+               count(*), d.n_terms
+        FROM fact_search AS d, json_each('["' || replace(d.terms, ' ', '","') || '"]') AS j
+        WHERE d.terms <> '' AND length(CAST(j.value AS BLOB)) <= {MAX_TERM_BYTES}
+        GROUP BY d.tenant_id, d.project_id, d.doc_seq, j.value""",
+    """INSERT INTO fact_search_terms
+        SELECT tenant_id, project_id, term, count(*) FROM fact_search_postings
+        GROUP BY tenant_id, project_id, term""",
+    """INSERT INTO fact_search_stats
+        SELECT tenant_id, project_id, count(*), sum(n_terms), max(doc_seq) FROM fact_search
+        GROUP BY tenant_id, project_id""",
+)
+
+MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
+    (1, _V1),
+    (2, _V2),
+    (3, _V3),
+    (4, _V4),
+    (5, _V5),
+]
 """Ordered (version, statements); applying version N moves the database from N-1 to N."""
 
 

@@ -57,27 +57,89 @@ ADVANCE_HEAD = (
     "UPDATE projects SET head_seq = ? WHERE tenant_id = ? AND project_id = ? AND head_seq = ?"
 )
 
-# -- search ---------------------------------------------------------------------------------
+# -- search (SRCH-4, SRCH-5) ------------------------------------------------------------------
 
-# The upsert returns the fact's stable FTS rowid whether the key is new or not.
-SEARCH_KEY = (
-    "INSERT INTO fact_search_keys (tenant_id, project_id, fact_id) VALUES (?, ?, ?) "
-    "ON CONFLICT (tenant_id, project_id, fact_id) DO UPDATE SET fact_id = excluded.fact_id "
-    "RETURNING doc_rowid"
+# Lists travel as one JSON text read by `json_each` (a Durable Object binds at most 100
+# parameters): the query's terms as an array of strings; a fact's postings as an object of
+# term -> tf; weights as an array of [term, integer weight]. No float is ever parsed from
+# JSON, so every double in the arithmetic is one the caller bound.
+SEARCH_STATS = (
+    "SELECT '', docs, terms FROM fact_search_stats WHERE tenant_id = ? AND project_id = ? "
+    "UNION ALL "
+    "SELECT term, df, 0 FROM fact_search_terms WHERE tenant_id = ? AND project_id = ? "
+    "AND term IN (SELECT value FROM json_each(?))"
 )
-SEARCH_DELETE = "DELETE FROM fact_search WHERE rowid = ?"
-SEARCH_INSERT = (
-    "INSERT INTO fact_search (rowid, terms, tenant_id, project_id, fact_id, source_id) "
-    "VALUES (?, ?, ?, ?, ?, ?)"
+SEARCH_CUTOFF = (
+    "SELECT doc_seq FROM fact_search_postings "
+    "WHERE tenant_id = ? AND project_id = ? AND term = ? ORDER BY doc_seq DESC LIMIT 1 OFFSET ?"
 )
-_SEARCH_HEAD = (
-    "SELECT fact_id, bm25(fact_search) AS score FROM fact_search "
-    "WHERE fact_search MATCH ? AND tenant_id = ? AND project_id = ?"
+# One term's part is `w * tf / (tf + k + kb * dl)` truncated to an integer, exactly as
+# `aidememo.domain.ranking.part` computes it; the parts sum as integers. The weights are
+# materialized once and drive the join: each term is one primary-key range of the project. A
+# query with one present term needs no grouping (a fact holds a term once), which spares the
+# sort of every candidate that grouping costs. Parameters: weights, k, kb, tenant, project, min
+# doc_seq, [source_id], limit.
+_WEIGHTS = (
+    "WITH w (term, weight) AS MATERIALIZED (SELECT json_extract(value, '$[0]'), "
+    "json_extract(value, '$[1]') FROM json_each(?)) "
 )
-_SEARCH_TAIL = " ORDER BY score, fact_id LIMIT ?"
-SEARCH = _SEARCH_HEAD + _SEARCH_TAIL
-SEARCH_IN_SOURCE = _SEARCH_HEAD + " AND source_id = ?" + _SEARCH_TAIL
+_PART = "CAST(w.weight * p.tf / (p.tf + ? + ? * p.n_terms) AS INTEGER)"
+_FROM = (
+    " FROM w CROSS JOIN fact_search_postings AS p "
+    "WHERE p.tenant_id = ? AND p.project_id = ? AND p.term = w.term AND p.doc_seq >= ?"
+)
+_IN_SOURCE = " AND p.source_id = ?"
+_GROUPED = f"{_WEIGHTS}SELECT p.fact_id, sum({_PART}) AS s{_FROM}"
+_GROUPED_TAIL = " GROUP BY p.fact_id ORDER BY s DESC, p.fact_id LIMIT ?"
+_SINGLE = f"{_WEIGHTS}SELECT p.fact_id, {_PART} AS s{_FROM}"
+_SINGLE_TAIL = " ORDER BY s DESC, p.fact_id LIMIT ?"
+# (several terms, by source) -> statement
+SEARCH_TOP = {
+    (True, False): _GROUPED + _GROUPED_TAIL,
+    (True, True): _GROUPED + _IN_SOURCE + _GROUPED_TAIL,
+    (False, False): _SINGLE + _SINGLE_TAIL,
+    (False, True): _SINGLE + _IN_SOURCE + _SINGLE_TAIL,
+}
 
+# Indexing one fact (a command's commit, an import): the old entry's postings and document
+# frequencies go first, then the project's statistics move and hand out the fact's doc_seq.
+SEARCH_OLD = (
+    "SELECT doc_seq, terms FROM fact_search WHERE tenant_id = ? AND project_id = ? AND fact_id = ?"
+)
+SEARCH_UNPOST = (
+    "DELETE FROM fact_search_postings WHERE tenant_id = ? AND project_id = ? AND doc_seq = ? "
+    "AND term IN (SELECT value FROM json_each(?))"
+)
+SEARCH_UNCOUNT = (
+    "UPDATE fact_search_terms SET df = df - 1 WHERE tenant_id = ? AND project_id = ? "
+    "AND term IN (SELECT value FROM json_each(?))"
+)
+SEARCH_DROP_TERMS = (
+    "DELETE FROM fact_search_terms WHERE tenant_id = ? AND project_id = ? AND df = 0 "
+    "AND term IN (SELECT value FROM json_each(?))"
+)
+# Parameters: tenant, project, the new length, then the deltas of docs and terms.
+SEARCH_BUMP = (
+    "INSERT INTO fact_search_stats (tenant_id, project_id, docs, terms, last_doc) "
+    "VALUES (?, ?, 1, ?, 1) ON CONFLICT (tenant_id, project_id) DO UPDATE SET "
+    "docs = docs + ?, terms = terms + ?, last_doc = last_doc + 1 RETURNING last_doc"
+)
+SEARCH_PUT = (
+    "INSERT INTO fact_search (tenant_id, project_id, fact_id, source_id, doc_seq, n_terms, terms) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, project_id, fact_id) DO UPDATE SET "
+    "source_id = excluded.source_id, doc_seq = excluded.doc_seq, n_terms = excluded.n_terms, "
+    "terms = excluded.terms"
+)
+SEARCH_POST = (
+    "INSERT INTO fact_search_postings "
+    "(tenant_id, project_id, term, doc_seq, fact_id, source_id, tf, n_terms) "
+    "SELECT ?, ?, key, ?, ?, ?, value, ? FROM json_each(?)"
+)
+SEARCH_COUNT = (
+    "INSERT INTO fact_search_terms (tenant_id, project_id, term, df) "
+    "SELECT ?, ?, key, 1 FROM json_each(?) WHERE true "
+    "ON CONFLICT (tenant_id, project_id, term) DO UPDATE SET df = df + 1"
+)
 # -- session facts (READS-4) ---------------------------------------------------------------
 
 # On `changes_fact_session_idx`: the index's predicate and expression, then seq in order.

@@ -2,10 +2,11 @@
 
 The same SQL serves the embedded file (stdlib `sqlite3`) and a project's Durable Object
 (`ctx.storage.sql`); only the executor differs. The row mapping it shares with the PostgreSQL
-store is `aidememo.stores.sql_common.rows`; this module adds FTS5 search, a command's begin and
-commit, and the store itself. A command is one statement before its commit (`begin_command`'s
-four point reads in one SELECT), then the operation's own reads, then five to eight statements
-in `commit_mutation`; a generic put or delete (`POST /v1/commands`) is six statements between
+store is `aidememo.stores.sql_common.rows`, search is `aidememo.stores.sqlite.search`; this
+module adds a command's begin and commit, and the store itself. A command is one statement
+before its commit (`begin_command`'s four point reads in one SELECT), then the operation's own
+reads, then five or six statements in `commit_mutation`, plus a fact's index entry (five, or
+eight when it replaces one); a generic put or delete (`POST /v1/commands`) is six statements between
 `BEGIN` and `COMMIT`.
 
 Writers are serialized by the executor (`BEGIN IMMEDIATE`, or a Durable Object's single
@@ -25,7 +26,7 @@ from aidememo.domain.model import (
     Mutation,
     ResourceRef,
     Scope,
-    SearchHit,
+    SearchPage,
     StoredResource,
 )
 from aidememo.ports import ReadTx, WriteTx
@@ -35,36 +36,22 @@ from aidememo.stores.sqlite import sql as q
 from aidememo.stores.sqlite.archive import ArchiveReads, ArchiveWrites
 from aidememo.stores.sqlite.executor import SqlExecutor
 from aidememo.stores.sqlite.schema import migrate, read_version
+from aidememo.stores.sqlite.search import index_fact, search
 
 T = TypeVar("T")
 
 
-def fts_query(terms: list[str]) -> str:
-    """An FTS5 query matching any term, each quoted so no user syntax reaches FTS5."""
-    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
-
-
 class SqliteReadTx(ArchiveReads, SqlReadRows[SqlExecutor]):
-    """`ReadTx` over an executor: the shared row mapping plus FTS5 search."""
+    """`ReadTx` over an executor: the shared row mapping plus search."""
 
     __slots__ = ()
     _d = q.DIALECT
 
     def search(
         self, scope: Scope, terms: list[str], source_id: str | None, limit: int
-    ) -> list[SearchHit]:
-        """Facts matching any term, by BM25 (score = -bm25, higher is better), then fact id."""
-        if not terms or limit <= 0:
-            return []
-        match = fts_query(terms)
-        t, p = scope.tenant_id, scope.project_id
-        params: tuple[str | int, ...]
-        if source_id is None:
-            statement, params = q.SEARCH, (match, t, p, limit)
-        else:
-            statement, params = q.SEARCH_IN_SOURCE, (match, t, p, source_id, limit)
-        rows: list[Any] = self._x.execute(statement, params)
-        return [SearchHit(fact_id, -float(rank)) for fact_id, rank in rows]
+    ) -> SearchPage:
+        """Facts matching any term, best first, then by fact id (SRCH-3..5)."""
+        return search(self._x, scope, terms, source_id, limit)
 
     def list_resources_at(
         self, scope: Scope, at_seq: int, limit: int, after: ResourceRef | None = None
@@ -164,11 +151,8 @@ class SqliteWriteTx(ArchiveWrites, SqlWriteRows[SqlExecutor], SqliteReadTx):
                     h.updated_seq,
                 ),
             )
-        doc = mutation.search
-        if doc is not None:
-            rowid = x.execute(q.SEARCH_KEY, (t, p, doc.fact_id))[0][0]
-            x.execute(q.SEARCH_DELETE, (rowid,))
-            x.execute(q.SEARCH_INSERT, (rowid, doc.terms, t, p, doc.fact_id, doc.source_id))
+        if mutation.search is not None:
+            index_fact(x, t, p, mutation.search)
 
 
 def _conforms(executor: SqlExecutor) -> tuple[ReadTx, WriteTx]:

@@ -1,0 +1,195 @@
+"""PostgreSQL schema version 6: the project-scoped lexical index (SPEC.md SRCH-4, SRCH-5).
+
+`schema.py` lists `V6` among its migrations. It replaces the GIN-indexed `tsvector` (one index
+for every tenant) with the layout the SQLite store keeps: `fact_search` gains the fact's
+doc_seq, `fact_search_postings` holds one row per fact and distinct term under the primary
+key (tenant, project, term, doc_seq) with the columns a search reads included (an index-only
+scan), `fact_search_terms` the project's document frequencies and `fact_search_stats` its
+fact count, total length and last doc_seq (they were columns of `projects`). Postings and
+frequencies carry no foreign key (a commit writes dozens of them, and a per-row check would
+cost more than the row); a tenant's deletion removes them first (`archive.py`). The migration
+rebuilds them from the stored term arrays in its transaction; `aidememo_index_fact` (a
+command's commit) and `aidememo_index_facts` (an import) maintain them from then on.
+"""
+
+from __future__ import annotations
+
+from aidememo.domain.ranking import MAX_TERM_BYTES
+
+_ID = 'TEXT COLLATE "C" NOT NULL'
+
+# A fact's part of the index, replaced whole: the old entry's postings and document
+# frequencies go, the project's statistics move and hand out the fact's doc_seq, then the new
+# postings (one per distinct term short enough to index) and frequencies are written.
+_INDEX_FACT_V6 = f"""
+CREATE OR REPLACE FUNCTION aidememo_index_fact(
+    p_tenant TEXT, p_project TEXT, p_fact TEXT, p_source TEXT, p_terms TEXT
+) RETURNS void LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_terms TEXT[] := CASE WHEN p_terms = '' THEN '{{}}'::TEXT[]
+                           ELSE string_to_array(p_terms, ' ') END;
+    v_old_seq BIGINT;
+    v_old_terms TEXT[];
+    v_old_n INT;
+    v_seq BIGINT;
+BEGIN
+    DELETE FROM fact_search
+        WHERE tenant_id = p_tenant AND project_id = p_project AND fact_id = p_fact
+        RETURNING doc_seq, terms, n_terms INTO v_old_seq, v_old_terms, v_old_n;
+    IF v_old_seq IS NOT NULL THEN
+        DELETE FROM fact_search_postings
+            WHERE tenant_id = p_tenant AND project_id = p_project
+              AND term = ANY (v_old_terms) AND doc_seq = v_old_seq;
+        UPDATE fact_search_terms SET df = df - 1
+            WHERE tenant_id = p_tenant AND project_id = p_project
+              AND term IN (SELECT DISTINCT t FROM unnest(v_old_terms) AS t
+                           WHERE octet_length(t) <= {MAX_TERM_BYTES});
+        DELETE FROM fact_search_terms
+            WHERE tenant_id = p_tenant AND project_id = p_project
+              AND df = 0 AND term = ANY (v_old_terms);
+    END IF;
+    INSERT INTO fact_search_stats AS s (tenant_id, project_id, docs, terms, last_doc)
+        VALUES (p_tenant, p_project, 1, cardinality(v_terms), 1)
+        ON CONFLICT (tenant_id, project_id) DO UPDATE SET
+            docs = s.docs + CASE WHEN v_old_seq IS NULL THEN 1 ELSE 0 END,
+            terms = s.terms + cardinality(v_terms) - coalesce(v_old_n, 0),
+            last_doc = s.last_doc + 1
+        RETURNING last_doc INTO v_seq;
+    INSERT INTO fact_search (tenant_id, project_id, fact_id, source_id, terms, n_terms, doc_seq)
+        VALUES (p_tenant, p_project, p_fact, p_source, v_terms, cardinality(v_terms), v_seq);
+    INSERT INTO fact_search_postings
+            (tenant_id, project_id, term, doc_seq, fact_id, source_id, tf, n_terms)
+        SELECT p_tenant, p_project, t, v_seq, p_fact, p_source, count(*), cardinality(v_terms)
+        FROM unnest(v_terms) AS t WHERE octet_length(t) <= {MAX_TERM_BYTES} GROUP BY t;
+    INSERT INTO fact_search_terms AS f (tenant_id, project_id, term, df)
+        SELECT p_tenant, p_project, t, 1
+        FROM unnest(v_terms) AS t WHERE octet_length(t) <= {MAX_TERM_BYTES} GROUP BY t
+        ON CONFLICT (tenant_id, project_id, term) DO UPDATE SET df = f.df + 1;
+END
+$fn$"""
+
+# Many new facts at once (an import): the same rows as `aidememo_index_fact` for each, written
+# set-wise with one move of the statistics. Under MVCC every update of a row inside one
+# transaction adds a version the next update must step over, so indexing an archive fact by
+# fact would update the statistics row and each common term's row thousands of times. The
+# lists are newline-separated (ids and the tokenizer's terms hold no newline); a fact already
+# indexed, or named twice, sends the whole batch through `aidememo_index_fact` in order.
+_INDEX_FACTS_V6 = f"""
+CREATE OR REPLACE FUNCTION aidememo_index_facts(
+    p_tenant TEXT, p_project TEXT, p_facts TEXT, p_sources TEXT, p_terms TEXT
+) RETURNS void LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_facts TEXT[] := string_to_array(p_facts, E'\\n');
+    v_sources TEXT[] := string_to_array(p_sources, E'\\n');
+    -- one fact without terms sends '' (which string_to_array reads as no element at all)
+    v_terms TEXT[] := CASE WHEN p_terms = '' THEN array_fill(''::TEXT, ARRAY[cardinality(v_facts)])
+                           ELSE string_to_array(p_terms, E'\\n') END;
+    v_base BIGINT;
+BEGIN
+    IF EXISTS (SELECT 1 FROM fact_search WHERE tenant_id = p_tenant AND project_id = p_project
+                                         AND fact_id = ANY (v_facts))
+       OR (SELECT count(DISTINCT f) FROM unnest(v_facts) AS f) < cardinality(v_facts) THEN
+        FOR i IN 1 .. cardinality(v_facts) LOOP
+            PERFORM aidememo_index_fact(p_tenant, p_project, v_facts[i], v_sources[i],
+                                        v_terms[i]);
+        END LOOP;
+        RETURN;
+    END IF;
+    INSERT INTO fact_search_stats (tenant_id, project_id, docs, terms, last_doc)
+        VALUES (p_tenant, p_project, 0, 0, 0) ON CONFLICT (tenant_id, project_id) DO NOTHING;
+    SELECT last_doc INTO v_base FROM fact_search_stats
+        WHERE tenant_id = p_tenant AND project_id = p_project FOR UPDATE;
+    INSERT INTO fact_search (tenant_id, project_id, fact_id, source_id, terms, n_terms, doc_seq)
+        SELECT p_tenant, p_project, u.f, u.s, a.t, cardinality(a.t), v_base + u.i
+        FROM unnest(v_facts, v_sources, v_terms) WITH ORDINALITY AS u (f, s, terms, i),
+             LATERAL (SELECT CASE WHEN u.terms = '' THEN '{{}}'::TEXT[]
+                                  ELSE string_to_array(u.terms, ' ') END AS t) AS a;
+    -- each fact's terms are counted on their own (LATERAL), never grouped with its text
+    INSERT INTO fact_search_postings
+            (tenant_id, project_id, term, doc_seq, fact_id, source_id, tf, n_terms)
+        SELECT p_tenant, p_project, w.term, v_base + u.i, u.f, u.s, w.tf, cardinality(a.t)
+        FROM unnest(v_facts, v_sources, v_terms) WITH ORDINALITY AS u (f, s, terms, i),
+             LATERAL (SELECT string_to_array(u.terms, ' ') AS t) AS a,
+             LATERAL (SELECT x AS term, count(*) AS tf FROM unnest(a.t) AS x
+                      WHERE octet_length(x) <= {MAX_TERM_BYTES} GROUP BY x) AS w
+        WHERE u.terms <> '';
+    INSERT INTO fact_search_terms AS d (tenant_id, project_id, term, df)
+        SELECT p_tenant, p_project, w.term, count(*)
+        FROM unnest(v_terms) AS u (terms),
+             LATERAL (SELECT DISTINCT x AS term FROM unnest(string_to_array(u.terms, ' ')) AS x
+                      WHERE octet_length(x) <= {MAX_TERM_BYTES}) AS w
+        WHERE u.terms <> ''
+        GROUP BY w.term
+        ON CONFLICT (tenant_id, project_id, term) DO UPDATE SET df = d.df + excluded.df;
+    UPDATE fact_search_stats SET
+        docs = docs + cardinality(v_facts),
+        terms = terms + (SELECT coalesce(sum(cardinality(string_to_array(t, ' '))), 0)
+                         FROM unnest(v_terms) AS t WHERE t <> ''),
+        last_doc = v_base + cardinality(v_facts)
+    WHERE tenant_id = p_tenant AND project_id = p_project;
+END
+$fn$"""
+
+V6 = (
+    "ALTER TABLE fact_search DROP COLUMN doc, ADD COLUMN doc_seq BIGINT",
+    # doc_seq follows each fact's last change (the order facts were written), then fact id.
+    """UPDATE fact_search AS f SET doc_seq = o.n
+    FROM (
+        SELECT s.tenant_id, s.project_id, s.fact_id,
+               row_number() OVER (PARTITION BY s.tenant_id, s.project_id
+                                  ORDER BY c.seq NULLS FIRST, s.fact_id) AS n
+        FROM fact_search AS s
+        LEFT JOIN (
+            SELECT tenant_id, project_id, resource_id, max(seq) AS seq FROM changes
+            WHERE kind = 'fact' GROUP BY tenant_id, project_id, resource_id
+        ) AS c ON c.tenant_id = s.tenant_id AND c.project_id = s.project_id
+              AND c.resource_id = s.fact_id
+    ) AS o
+    WHERE f.tenant_id = o.tenant_id AND f.project_id = o.project_id AND f.fact_id = o.fact_id""",
+    "ALTER TABLE fact_search ALTER COLUMN doc_seq SET NOT NULL, ADD CHECK (doc_seq > 0)",
+    f"""CREATE TABLE fact_search_postings (
+        tenant_id {_ID},
+        project_id {_ID},
+        term {_ID},
+        doc_seq BIGINT NOT NULL,
+        fact_id {_ID},
+        source_id {_ID},
+        tf INT NOT NULL CHECK (tf > 0),
+        n_terms INT NOT NULL CHECK (n_terms > 0),
+        PRIMARY KEY (tenant_id, project_id, term, doc_seq)
+            INCLUDE (fact_id, source_id, tf, n_terms)
+    )""",
+    f"""CREATE TABLE fact_search_terms (
+        tenant_id {_ID},
+        project_id {_ID},
+        term {_ID},
+        df BIGINT NOT NULL CHECK (df >= 0),
+        PRIMARY KEY (tenant_id, project_id, term)
+    )""",
+    f"""CREATE TABLE fact_search_stats (
+        tenant_id {_ID},
+        project_id {_ID},
+        docs BIGINT NOT NULL CHECK (docs >= 0),
+        terms BIGINT NOT NULL CHECK (terms >= 0),
+        last_doc BIGINT NOT NULL CHECK (last_doc >= 0),
+        PRIMARY KEY (tenant_id, project_id),
+        FOREIGN KEY (tenant_id, project_id)
+            REFERENCES projects (tenant_id, project_id) ON DELETE CASCADE
+    )""",
+    f"""INSERT INTO fact_search_postings
+        SELECT f.tenant_id, f.project_id, u.term, f.doc_seq, f.fact_id, f.source_id,
+               count(*), f.n_terms
+        FROM fact_search AS f CROSS JOIN LATERAL unnest(f.terms) AS u (term)
+        WHERE octet_length(u.term) <= {MAX_TERM_BYTES}
+        GROUP BY f.tenant_id, f.project_id, f.doc_seq, u.term, f.fact_id, f.source_id,
+                 f.n_terms""",
+    """INSERT INTO fact_search_terms
+        SELECT tenant_id, project_id, term, count(*) FROM fact_search_postings
+        GROUP BY tenant_id, project_id, term""",
+    """INSERT INTO fact_search_stats
+        SELECT tenant_id, project_id, count(*), sum(n_terms), max(doc_seq) FROM fact_search
+        GROUP BY tenant_id, project_id""",
+    "ALTER TABLE projects DROP COLUMN search_docs, DROP COLUMN search_terms",
+    _INDEX_FACT_V6,
+    _INDEX_FACTS_V6,
+)
