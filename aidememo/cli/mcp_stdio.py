@@ -107,8 +107,6 @@ class TeamTools:
             answer: dict[str, Any] = self.client._read(call).root
         except AidememoClientError as error:
             return {"error": {"code": error.code, "message": error.message}}, True
-        if tool.project is not None:
-            answer = tool.project(answer, args)
         return answer, False
 
     def close(self) -> None:

@@ -131,7 +131,4 @@ def call_tool(
         if error.store_state is not None:
             raise  # the store's failure is the request's, not the tool's (READY-1)
         return error_result(error)
-    body = response.body
-    if tool.project is not None:
-        body = json.dumps(tool.project(json.loads(body), args), ensure_ascii=False).encode()
-    return result_bytes(body, error=False)
+    return result_bytes(response.body, error=False)

@@ -27,6 +27,7 @@ from aidememo.domain.limits import (
     MAILBOX_LIMIT_MAX,
     SEARCH_LIMIT_MAX,
     SEARCH_QUERY_MAX_BYTES,
+    SESSION_FACTS_LIMIT_MAX,
     SESSIONS_LIMIT_MAX,
     TOPIC_MAX_BYTES,
 )
@@ -55,7 +56,6 @@ class Twin:
 
 
 Build = Callable[[Context, Args], Twin]
-Project = Callable[[dict[str, Any], Args], dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +70,6 @@ class Tool:
     write: bool
     output: Schema
     build: Build
-    project: Project | None = None  # reshapes the twin's answer (`fact_list` only)
 
     @property
     def input_schema(self) -> Schema:
@@ -201,21 +200,6 @@ def _answer(component: str) -> Schema:
     return self_contained(dict(_SCHEMAS[component]), _SCHEMAS)
 
 
-_FACTS = self_contained(
-    {
-        "type": "object",
-        "properties": {
-            "project_epoch": {"$ref": _COMPONENTS + "Id"},
-            "at_seq": {"type": "integer", "minimum": 0},
-            "facts": {"type": "array", "items": {"$ref": _COMPONENTS + "Resource"}},
-        },
-        "required": ["project_epoch", "at_seq", "facts"],
-        "additionalProperties": False,
-    },
-    _SCHEMAS,
-)
-
-
 # -- twins ------------------------------------------------------------------------------------
 
 
@@ -282,16 +266,8 @@ def _return_id(ctx: Context, args: Args) -> str:
     )
 
 
-def _facts(answer: dict[str, Any], args: Args) -> dict[str, Any]:
-    """The snapshot's facts, of one session when `session_id` is given."""
-    session = args.get("session_id")
-    facts = [
-        item
-        for item in answer["resources"]
-        if item["resource"]["kind"] == "fact"
-        and (session is None or (item["state"].get("body") or {}).get("session_id") == session)
-    ]
-    return {"project_epoch": answer["project_epoch"], "at_seq": answer["at_seq"], "facts": facts}
+def _session_facts(ctx: Context, args: Args) -> Twin:
+    return Twin(params={"session_id": args["session_id"]}, query=_pick(args, "after_seq", "limit"))
 
 
 def _none(ctx: Context, args: Args) -> Twin:
@@ -396,14 +372,18 @@ TOOLS: tuple[Tool, ...] = (
     ),
     Tool(
         "fact_list",
-        "The project's facts you may see, optionally of one session, at the current head.",
-        "snapshot",
-        {"session_id": _id("Only facts of this session.")},
-        (),
+        "A session's facts in commit order, a page at a time (pass next_after_seq back as"
+        " after_seq for the next page).",
+        "session_facts",
+        {
+            "session_id": _id("The session whose facts to list."),
+            "after_seq": _int(0, "Exclusive: next_after_seq of the previous page."),
+            "limit": _int(1, "Page size (default 20).", SESSION_FACTS_LIMIT_MAX),
+        },
+        ("session_id",),
         write=False,
-        output=_FACTS,
-        build=_none,
-        project=_facts,
+        output=_answer("SessionFacts"),
+        build=_session_facts,
     ),
     Tool(
         "handoff_context_create",

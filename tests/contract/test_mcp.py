@@ -173,7 +173,8 @@ def test_mcp2_scenario_flow_answers_what_rest_answers(api: Api) -> None:
     assert [r["fact_id"] for r in found["results"]] == ["f_mcp"]
     assert ok(api, "session_list", {}) == api.get(f"{P}/sessions").expect(200)
     facts = ok(api, "fact_list", {"session_id": "s_mcp"})
-    assert sorted(f["resource"]["id"] for f in facts["facts"]) == ["f_mcp", "f_res"]
+    assert facts == api.get(f"{P}/sessions/s_mcp/facts").expect(200)
+    assert [f["record"]["fact_id"] for f in facts["facts"]] == ["f_mcp", "f_res"]
     got = ok(api, "resource_get", {"kind": "fact", "id": "f_mcp"})
     assert got == api.get(f"{P}/resources/fact/f_mcp").expect(200)
     changes = ok(api, "changes", {"project_epoch": me["project_epoch"], "after_seq": 0})
