@@ -15,7 +15,7 @@ from aidememo.memory import MemoryStore
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in list(os.environ):
-        if name.startswith("NUZO_") or name.startswith("AIDEMEMO_MEMORY"):
+        if name.startswith(("NUZO_", "AIDEMEMO_MEMORY")):
             monkeypatch.delenv(name)
     home = tmp_path / "home"
     home.mkdir()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,27 +28,31 @@ def test_mem5_remember_commits_row_fts_and_event_together(
 
 
 def test_mem4_policy_refuses_before_any_write(store: MemoryStore, store_path: Path) -> None:
-    cases = [
-        (dict(content="   ", kind="fact"), MemoryErrorCode.MEMORY_CONTENT_EMPTY),
-        (dict(content="x" * 8001, kind="fact"), MemoryErrorCode.MEMORY_CONTENT_TOO_LONG),
-        (dict(content="ok", kind="opinion"), MemoryErrorCode.MEMORY_KIND_UNSUPPORTED),
-        (dict(content="ok", kind="fact", scope="org:x"), MemoryErrorCode.MEMORY_SCOPE_INVALID),
-        (dict(content="ok", kind="fact", tags=["Bad Tag"]), MemoryErrorCode.MEMORY_TAG_INVALID),
-        (dict(content="ok", kind="fact", tags=[f"t{i}" for i in range(33)]),
-         MemoryErrorCode.MEMORY_TAG_LIMIT_EXCEEDED),
-        (dict(content="ok", kind="fact", confidence=1.5), MemoryErrorCode.MEMORY_CONFIDENCE_INVALID),
-        (dict(content="ok", kind="fact", review_after="soon"), MemoryErrorCode.MEMORY_DATE_INVALID),
-        (dict(content="ok", kind="fact", provenance={"kind": "file", "path": "../secrets.env"}),
-         MemoryErrorCode.MEMORY_PROVENANCE_PATH_UNSAFE),
-        (dict(content="token ghp_123456789012345678901234567890123456", kind="fact"),
-         MemoryErrorCode.MEMORY_SECRET_DETECTED),
-        (dict(content="ok", kind="fact", provenance={"kind": "cli", "reason":
-              "AKIAIOSFODNN7EXAMPLE"}), MemoryErrorCode.MEMORY_SECRET_DETECTED),
-    ]  # fmt: skip
-    for kwargs, code in cases:
-        content = kwargs.pop("content")
+    secret = "token ghp_123456789012345678901234567890123456"
+    cases: list[tuple[str, dict[str, Any], MemoryErrorCode]] = [
+        ("   ", {}, MemoryErrorCode.MEMORY_CONTENT_EMPTY),
+        ("x" * 8001, {}, MemoryErrorCode.MEMORY_CONTENT_TOO_LONG),
+        ("ok", {"kind": "opinion"}, MemoryErrorCode.MEMORY_KIND_UNSUPPORTED),
+        ("ok", {"scope": "org:x"}, MemoryErrorCode.MEMORY_SCOPE_INVALID),
+        ("ok", {"tags": ["Bad Tag"]}, MemoryErrorCode.MEMORY_TAG_INVALID),
+        ("ok", {"tags": [f"t{i}" for i in range(33)]}, MemoryErrorCode.MEMORY_TAG_LIMIT_EXCEEDED),
+        ("ok", {"confidence": 1.5}, MemoryErrorCode.MEMORY_CONFIDENCE_INVALID),
+        ("ok", {"review_after": "soon"}, MemoryErrorCode.MEMORY_DATE_INVALID),
+        (
+            "ok",
+            {"provenance": {"kind": "file", "path": "../secrets.env"}},
+            MemoryErrorCode.MEMORY_PROVENANCE_PATH_UNSAFE,
+        ),
+        (secret, {}, MemoryErrorCode.MEMORY_SECRET_DETECTED),
+        (
+            "ok",
+            {"provenance": {"kind": "cli", "reason": "AKIAIOSFODNN7EXAMPLE"}},
+            MemoryErrorCode.MEMORY_SECRET_DETECTED,
+        ),
+    ]
+    for content, kwargs, code in cases:
         with pytest.raises(MemoryStoreError) as caught:
-            store.remember(content, **kwargs)  # type: ignore[arg-type]
+            store.remember(content, **({"kind": "fact"} | kwargs))
         assert caught.value.code == code, kwargs
     assert _count(store_path, "memories") == 0 and _count(store_path, "memory_events") == 0
 
@@ -55,8 +60,11 @@ def test_mem4_policy_refuses_before_any_write(store: MemoryStore, store_path: Pa
 def test_mem4_secret_findings_report_kind_and_message_never_the_value(store: MemoryStore) -> None:
     with pytest.raises(MemoryStoreError) as caught:
         store.remember("Authorization: Bearer abcdefghijklmnopqrstuvwxyz123456", kind="fact")
-    assert caught.value.details == {"findings": [{
-        "kind": "bearer_token", "message": "Bearer tokens should not be stored as memory."}]}  # fmt: skip
+    assert caught.value.details == {
+        "findings": [
+            {"kind": "bearer_token", "message": "Bearer tokens should not be stored as memory."}
+        ]
+    }
     assert "abcdefghij" not in str(caught.value.to_dict())
 
 
@@ -103,8 +111,13 @@ def test_mem7_remember_never_deduplicates_but_confirmed_create_does(store: Memor
     store.remember("Prefer small PRs.", kind="preference")
     store.remember("Prefer small PRs.", kind="preference")
     assert len(store.list()) == 2
-    result = store.confirm_capture("  prefer   SMALL prs. ", decision="create", kind="preference",
-                                   reason="user said so", confirm=True)  # fmt: skip
+    result = store.confirm_capture(
+        "  prefer   SMALL prs. ",
+        decision="create",
+        kind="preference",
+        reason="user said so",
+        confirm=True,
+    )
     assert result["status"] == "skipped" and result["memory_writes"] is False
     with pytest.raises(MemoryStoreError) as caught:
         store.confirm_capture("New idea.", decision="create", kind="note", reason="r")
@@ -131,12 +144,15 @@ def test_mem8_archive_hides_from_recall_and_delete_cascades_relations(store: Mem
 def test_mem8_challenge_keeps_content_and_supersedes(store: MemoryStore) -> None:
     old = store.remember("Releases ship on Fridays.", kind="project_decision")
     new = store.remember("Releases ship on Tuesdays.", kind="project_decision")
-    memory, relation = store.challenge(old.id, outcome="superseded", reason="moved to Tuesdays",
-                                       superseded_by=new.id)  # fmt: skip
+    memory, relation = store.challenge(
+        old.id, outcome="superseded", reason="moved to Tuesdays", superseded_by=new.id
+    )
     assert memory.content == old.content and memory.confidence_state == "deprecated"
     assert memory.review_after is not None and memory.revision == 2
     assert relation is not None and (relation.source_memory_id, relation.target_memory_id) == (
-        new.id, old.id)  # fmt: skip
+        new.id,
+        old.id,
+    )
     types = {e.event_type for e in store.history(old.id)}
     assert {"memory.updated", "memory.challenged"} <= types
     valid, _ = store.challenge(new.id, outcome="valid", reason="confirmed")

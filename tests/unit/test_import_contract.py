@@ -7,7 +7,7 @@ list. Violations are reported as file:line. Missing folders are fine: the tree g
 Core (stdlib only, runs on CPython and Pyodide): the stdlib and the core packages; `sqlite3`
 only in aidememo/stores/sqlite/sqlite3_executor.py and in the local memory store's SQLite
 modules (MEMORY_SQLITE_MODULES); the aidememo root (`__version__`). The memory store
-(aidememo/memory/) is core too: stdlib and core only, and the rest of the core never imports it. A core
+(aidememo/memory/) is core too: stdlib and core only; the rest of the core never imports it. A core
 module may also reach the Pyodide runtime (`pyodide`, `js`) inside a `try:` whose handler catches
 ImportError, so that it still imports on CPython.
 Edge (worker/, durable_objects/): the stdlib, the Workers SDK (`workers`, `js`, `pyodide`), the
