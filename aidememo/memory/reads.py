@@ -92,7 +92,7 @@ def recall_detailed(
     if retrieval_mode != "fts":
         if retrieval_mode == "semantic" and semantic_fallback != "fts":
             raise MemoryStoreError(
-                C.SEMANTIC_INDEX_MISSING, "Semantic memory index has not been built."
+                C.SEMANTIC_INDEX_MISSING, "Semantic index does not exist."
             )
         fallback = C.SEMANTIC_INDEX_MISSING.value
     team = team_scope if team_scope is not None else store.team_scope

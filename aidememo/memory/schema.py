@@ -181,15 +181,16 @@ def check_version(version: int) -> None:
 
 
 def migrate(db: sqlite3.Connection) -> int:
-    """Set WAL, the busy timeout and foreign keys, then bring the store to version 7.
+    """Refuse a newer store, set WAL, the busy timeout and foreign keys, then bring the store
+    to version 7.
 
     Returns the version the store had. `db` is in autocommit mode (`isolation_level=None`).
     """
-    db.execute("PRAGMA journal_mode = WAL")
     db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    db.execute("PRAGMA foreign_keys = ON")
     version = user_version(db)
-    check_version(version)
+    check_version(version)  # before WAL is set: a newer store is left byte for byte as it was
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("PRAGMA foreign_keys = ON")
     if version == SCHEMA_VERSION:
         return version
     if version == 0 and not _exists(db, "memories"):
