@@ -21,9 +21,12 @@ WORKER = str(Path(__file__).with_name("worker.py"))
 def _spawn(*args: str) -> subprocess.Popen[str]:
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     return subprocess.Popen(
-        [sys.executable, WORKER, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, env=env,
-    )  # fmt: skip
+        [sys.executable, WORKER, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 def _finish(proc: subprocess.Popen[str]) -> str:
@@ -34,17 +37,35 @@ def _finish(proc: subprocess.Popen[str]) -> str:
 
 def _document(n: int) -> dict[str, object]:
     return {
-        "format": "nuzo-memory-export", "version": 1, "exported_at": "2026-08-01T00:00:00.000Z",
+        "format": "nuzo-memory-export",
+        "version": 1,
+        "exported_at": "2026-08-01T00:00:00.000Z",
         "memories": [
-            {"scope": "project:demo", "kind": "note", "content": f"Imported note {i}.",
-             "tags": ["imported"], "source": "nuzo:cli", "confidence": 1,
-             "created_at": "2026-08-01T00:00:00.000Z", "updated_at": "2026-08-01T00:00:00.000Z",
-             "last_used_at": None, "archived_at": None}
+            {
+                "scope": "project:demo",
+                "kind": "note",
+                "content": f"Imported note {i}.",
+                "tags": ["imported"],
+                "source": "nuzo:cli",
+                "confidence": 1,
+                "created_at": "2026-08-01T00:00:00.000Z",
+                "updated_at": "2026-08-01T00:00:00.000Z",
+                "last_used_at": None,
+                "archived_at": None,
+            }
             for i in range(n)
         ],
-        "relations": [{"source_index": 0, "target_index": 1, "relation": "related_to",
-                       "created_at": "2026-08-01T00:00:00.000Z"}] if n > 1 else [],
-    }  # fmt: skip
+        "relations": [
+            {
+                "source_index": 0,
+                "target_index": 1,
+                "relation": "related_to",
+                "created_at": "2026-08-01T00:00:00.000Z",
+            }
+        ]
+        if n > 1
+        else [],
+    }
 
 
 def test_mem5_two_processes_updating_one_memory_lose_no_update(store: MemoryStore) -> None:

@@ -60,8 +60,9 @@ def main(argv: list[str]) -> None:
         if action == "increment":
             print(increment(store, argv[2], int(argv[3])))
         elif action == "confirm":
-            result = store.confirm_capture(argv[2], decision="create", kind="note",
-                                           reason="worker", confirm=True)  # fmt: skip
+            result = store.confirm_capture(
+                argv[2], decision="create", kind="note", reason="worker", confirm=True
+            )
             print(result["status"])
         elif action == "import":
             result = store.import_document(json.loads(Path(argv[2]).read_text()))
