@@ -91,9 +91,7 @@ def recall_detailed(
     fallback: str | None = None
     if retrieval_mode != "fts":
         if retrieval_mode == "semantic" and semantic_fallback != "fts":
-            raise MemoryStoreError(
-                C.SEMANTIC_INDEX_MISSING, "Semantic index does not exist."
-            )
+            raise MemoryStoreError(C.SEMANTIC_INDEX_MISSING, "Semantic index does not exist.")
         fallback = C.SEMANTIC_INDEX_MISSING.value
     team = team_scope if team_scope is not None else store.team_scope
     results = ranking.search(store.db, query, ranking.recall_scopes(target, glob, team), count)
