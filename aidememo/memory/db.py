@@ -235,17 +235,52 @@ class MemoryDatabase:
         )
         return cursor.rowcount == 1
 
-    def index(self, memory: Memory) -> None:
-        """Replace the memory's FTS row (none while archived)."""
-        self.conn.execute("DELETE FROM memories_fts WHERE id = ?", (memory.id,))
-        if memory.archived_at is None:
+    def index(self, memory: Memory, *, new: bool = False) -> None:
+        """Replace the memory's FTS row (none while archived); `new`: it has none yet.
+
+        `memories_fts.id` is not indexed, so finding a row by id scans the whole table. The FTS
+        row is therefore written at the rowid of its `memories` row, where it is found directly
+        later; a row placed elsewhere (by another writer, or before a VACUUM renumbered the
+        rowids) is found by the scan once and moved (MEM-5).
+        """
+        found = self.conn.execute(
+            "SELECT rowid FROM memories WHERE id = ?", (memory.id,)
+        ).fetchone()
+        rowid = None if found is None else int(found[0])
+        if not new:
+            self._unindex(memory.id, rowid)
+        if memory.archived_at is not None:
+            return
+        values = (memory.id, memory.scope, memory.content, " ".join(memory.tags))
+        taken = (
+            rowid is None
+            or self.conn.execute("SELECT 1 FROM memories_fts WHERE rowid = ?", (rowid,)).fetchone()
+        )
+        if taken:
             self.conn.execute(
-                "INSERT INTO memories_fts (id, scope, content, tags) VALUES (?, ?, ?, ?)",
-                (memory.id, memory.scope, memory.content, " ".join(memory.tags)),
+                "INSERT INTO memories_fts (id, scope, content, tags) VALUES (?, ?, ?, ?)", values
+            )
+        else:
+            self.conn.execute(
+                "INSERT INTO memories_fts (rowid, id, scope, content, tags) VALUES (?, ?, ?, ?, ?)",
+                (rowid, *values),
             )
 
-    def unindex(self, memory_id: str) -> None:
+    def _unindex(self, memory_id: str, rowid: int | None) -> None:
+        if rowid is not None:
+            cursor = self.conn.execute(
+                "DELETE FROM memories_fts WHERE rowid = ? AND id = ?", (rowid, memory_id)
+            )
+            if cursor.rowcount == 1:
+                return
         self.conn.execute("DELETE FROM memories_fts WHERE id = ?", (memory_id,))
+
+    def unindex(self, memory_id: str) -> None:
+        """Drop the memory's FTS row (call while its `memories` row still exists)."""
+        found = self.conn.execute(
+            "SELECT rowid FROM memories WHERE id = ?", (memory_id,)
+        ).fetchone()
+        self._unindex(memory_id, None if found is None else int(found[0]))
 
     def list_memories(
         self,

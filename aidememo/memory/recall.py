@@ -69,32 +69,60 @@ def _matched_terms(query_terms: Sequence[str], memory: Memory) -> list[str]:
     return list(dict.fromkeys(term for term in query_terms if term in present))
 
 
+def _candidates(
+    db: MemoryDatabase, match: str, scopes: list[str], count: int
+) -> list[tuple[Memory, float]]:
+    """The top `count` active memories of `scopes` in bm25 order, with their scores.
+
+    Ranks inside FTS first (the index holds exactly the active memories, with their scopes) and
+    reads only the winners' rows; when the index disagrees with a winner's row (a drifted index),
+    it answers with the canonical join instead, so the result never depends on the drift.
+    """
+    marks = ",".join("?" * len(scopes))
+    ranked = db.conn.execute(
+        "SELECT id, scope, bm25(memories_fts, 0.0, 0.0, 1.0, 5.0) * -1 FROM memories_fts"
+        f" WHERE memories_fts MATCH ? AND scope IN ({marks})"
+        " ORDER BY bm25(memories_fts, 0.0, 0.0, 1.0, 5.0) LIMIT ?",
+        (match, *scopes, count),
+    ).fetchall()
+    found = db.find_many([row[0] for row in ranked])
+    out = []
+    for memory_id, scope, score in ranked:
+        memory = found.get(memory_id)
+        if memory is None or memory.archived_at is not None or memory.scope != scope:
+            break
+        out.append((memory, float(score)))
+    else:
+        if len({m.id for m, _ in out}) == len(out):
+            return out
+    rows = db.conn.execute(
+        f"SELECT {_SELECT}, bm25(memories_fts, 0.0, 0.0, 1.0, 5.0) * -1 AS score"
+        " FROM memories_fts JOIN memories m ON m.id = memories_fts.id"
+        f" WHERE memories_fts MATCH ? AND m.archived_at IS NULL AND m.scope IN ({marks})"
+        " ORDER BY bm25(memories_fts, 0.0, 0.0, 1.0, 5.0) LIMIT ?",
+        (match, *scopes, count),
+    ).fetchall()
+    return [(memory_from_row(row), float(row[16])) for row in rows]
+
+
 def search(db: MemoryDatabase, query: str, scopes: Sequence[str], limit: int) -> list[RecallResult]:
     """The ranked, noise-filtered recall of `query` over `scopes` (MEM-6)."""
     match = fts_query(query)
     if not match:
         return []
     wanted = list(dict.fromkeys(scopes))
-    scope_sql = "m.scope = ?" if len(wanted) == 1 else f"m.scope IN ({','.join('?' * len(wanted))})"
-    rows = db.conn.execute(
-        f"SELECT {_SELECT}, bm25(memories_fts, 0.0, 0.0, 1.0, 5.0) * -1 AS score"
-        " FROM memories_fts JOIN memories m ON m.id = memories_fts.id"
-        f" WHERE memories_fts MATCH ? AND m.archived_at IS NULL AND {scope_sql}"
-        " ORDER BY bm25(memories_fts, 0.0, 0.0, 1.0, 5.0) LIMIT ?",
-        (match, *wanted, min(max(limit * 8, limit), CANDIDATE_MAX)),
-    ).fetchall()
+    rows = _candidates(db, match, wanted, min(max(limit * 8, limit), CANDIDATE_MAX))
     query_terms = tokenize(query)
     term_set = set(query_terms)
     minimum = 1 if len(query_terms) <= 1 else 2
     candidates = []
     strong_frequency: Counter[str] = Counter()
-    for row in rows:
-        memory = memory_from_row(row)
+    for memory, bm25_score in rows:
         tags = _matched_tags(term_set, memory.tags)
         terms = _matched_terms(query_terms, memory)
         strong_terms = [term for term in terms if term not in WEAK_TERMS]
         strong_frequency.update(set(strong_terms))
-        score = float(row[16]) + len(tags) * 1000 + len(terms) * 10
+        score = bm25_score + len(tags) * 1000 + len(terms) * 10
         parts = [
             f"Matched tags: {', '.join(tags)}" if tags else None,
             f"Matched terms: {', '.join(terms)}" if terms else None,

@@ -172,7 +172,7 @@ class MemoryStore:
     def persist(self, memory: Memory, actor: str) -> None:
         """Insert a new memory, its FTS row and `memory.created` (inside a write transaction)."""
         self.db.insert(memory)
-        self.db.index(memory)
+        self.db.index(memory, new=True)
         self.db.append(
             self.event(
                 memory.id,
@@ -327,10 +327,10 @@ class MemoryStore:
                 {"id": memory_id},
             )
             with self.db.write():
+                self.db.unindex(memory_id)
                 self.committed(
                     self.db.delete_cas(memory_id, memory.revision), memory_id, memory.revision
                 )
-                self.db.unindex(memory_id)
                 self.db.append(self.event(memory_id, "memory.deleted", actor, payload, now))
             return
         with self.db.write():

@@ -408,7 +408,7 @@ def import_document(
             )
             store.db.insert(memory)
             created[index] = memory
-            store.db.index(memory)
+            store.db.index(memory, new=True)
             store.db.append(
                 store.event(
                     memory.id,
