@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from aidememo.memory.db import COLUMNS, MemoryDatabase, memory_from_row
-from aidememo.memory.jstext import js_trim, utf16_len
+from aidememo.memory.jstext import js_trim
 from aidememo.memory.model import GLOBAL_SCOPE, Memory, RecallResult
 
 STOP_WORDS = frozenset(
@@ -42,7 +42,7 @@ def tokenize(text: str) -> list[str]:
     return [
         term
         for term in _SPLIT.split(js_trim(text).lower())
-        if utf16_len(term) > 1 and term not in STOP_WORDS
+        if (len(term) > 1 or (term and ord(term) > 0xFFFF)) and term not in STOP_WORDS
     ]
 
 
@@ -64,9 +64,18 @@ def _matched_tags(terms: set[str], tags: Sequence[str]) -> list[str]:
     ]
 
 
-def _matched_terms(query_terms: Sequence[str], memory: Memory) -> list[str]:
-    present = set(tokenize(f"{memory.content} {' '.join(memory.tags)}"))
+def _matched_terms(
+    finder: re.Pattern[str], query_terms: Sequence[str], memory: Memory
+) -> list[str]:
+    """The query terms that are whole tokens of the memory's content and tags, in query order
+    (what tokenizing the memory and intersecting would give, without tokenizing it)."""
+    present = set(finder.findall(f"{memory.content} {' '.join(memory.tags)}".lower()))
     return list(dict.fromkeys(term for term in query_terms if term in present))
+
+
+def _finder(terms: Sequence[str]) -> re.Pattern[str]:
+    longest_first = sorted(set(terms), key=len, reverse=True)
+    return re.compile(r"(?<!\w)(" + "|".join(map(re.escape, longest_first)) + r")(?!\w)")
 
 
 def _candidates(
@@ -113,13 +122,14 @@ def search(db: MemoryDatabase, query: str, scopes: Sequence[str], limit: int) ->
     wanted = list(dict.fromkeys(scopes))
     rows = _candidates(db, match, wanted, min(max(limit * 8, limit), CANDIDATE_MAX))
     query_terms = tokenize(query)
+    finder = _finder(query_terms)
     term_set = set(query_terms)
     minimum = 1 if len(query_terms) <= 1 else 2
     candidates = []
     strong_frequency: Counter[str] = Counter()
     for memory, bm25_score in rows:
         tags = _matched_tags(term_set, memory.tags)
-        terms = _matched_terms(query_terms, memory)
+        terms = _matched_terms(finder, query_terms, memory)
         strong_terms = [term for term in terms if term not in WEAK_TERMS]
         strong_frequency.update(set(strong_terms))
         score = bm25_score + len(tags) * 1000 + len(terms) * 10
