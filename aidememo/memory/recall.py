@@ -6,7 +6,8 @@ unit, minus a fixed stop-word list), OR-ed as quoted FTS5 phrases; up to `min(8 
 candidates come back in `bm25(memories_fts, 0, 0, 1, 5)` order; each is re-scored
 `-bm25 + 1000 x matched tags + 10 x matched terms`, filtered for noise, and sorted by score.
 The searched scopes (the active scope, `user:default` when `include_global`, a configured team
-scope) are ranked together; each result's `memory.scope` names the scope that produced it.
+scope) are ranked together, ties in the index's order whatever their scope, as Nuzo ranks them;
+each result's `memory.scope` names the scope that produced it.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def _canonical(
 
 
 def _rank(
-    candidates: list[Candidate], query_terms: list[str], match: str, scopes: list[str], limit: int
+    candidates: list[Candidate], query_terms: list[str], match: str, limit: int
 ) -> list[tuple[Candidate, float, str]]:
     """Re-score, drop noise and sort (MEM-6): `(candidate, score, reason)`, best first."""
     finder = _finder(query_terms)
@@ -134,10 +135,8 @@ def _rank(
             ]
             score = candidate[4] + len(matched_tags) * 1000 + len(terms) * 10
             kept.append((candidate, score, "; ".join(part for part in parts if part)))
-    order = {scope: rank for rank, scope in enumerate(scopes)}
-    # Stable: equal scores keep the FTS order within a scope; across scopes the earlier-searched
-    # scope (project, then user:default, then team) comes first (MEM-6).
-    kept.sort(key=lambda item: (-item[1], order.get(item[0][1], len(order))))
+    # Stable: equal scores keep the index's bm25 order, whatever their scopes (MEM-6).
+    kept.sort(key=lambda item: -item[1])
     return kept[:limit]
 
 
@@ -154,7 +153,7 @@ def search(db: MemoryDatabase, query: str, scopes: Sequence[str], limit: int) ->
     wanted = list(dict.fromkeys(scopes))
     count = min(max(limit * 8, limit), CANDIDATE_MAX)
     query_terms = tokenize(query)
-    best = _rank(_ranked(db, match, wanted, count), query_terms, match, wanted, limit)
+    best = _rank(_ranked(db, match, wanted, count), query_terms, match, limit)
     rows = db.find_many([candidate[0] for candidate, _, _ in best])
     results = []
     for (memory_id, scope, content, tags, _), score, reason in best:
@@ -174,7 +173,7 @@ def search(db: MemoryDatabase, query: str, scopes: Sequence[str], limit: int) ->
     fallback = [(m.id, m.scope, m.content, list(m.tags), bm25) for m, bm25 in joined]
     return [
         RecallResult(by_id[candidate[0]], score, reason)
-        for candidate, score, reason in _rank(fallback, query_terms, match, wanted, limit)
+        for candidate, score, reason in _rank(fallback, query_terms, match, limit)
     ]
 
 
