@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -210,7 +211,7 @@ def test_mem6_mem14_a_drifted_index_never_returns_rows_it_disagrees_with(
 def test_mem4_oversized_inputs_get_their_own_codes(store: MemoryStore) -> None:
     memory = store.remember("Bounded inputs.", kind="note")
     long = "x" * 1001
-    cases = [
+    cases: list[tuple[Callable[[], object], MemoryErrorCode]] = [
         (lambda: store.get("m" * 257), MemoryErrorCode.MEMORY_ID_INVALID),
         (lambda: store.get("  "), MemoryErrorCode.MEMORY_ID_EMPTY),
         (
