@@ -149,7 +149,7 @@ def export_markdown(document: dict[str, Any]) -> str:
             f"source: {yaml_string(item['source'])}",
             f"confidence: {js_number(item['confidence'])}",
             f"confidence_state: {yaml_string(item.get('confidence_state'))}",
-            f"provenance: {yaml_string(None if provenance is None else js_json(provenance))}",
+            f"provenance: {yaml_string(js_json(provenance))}",
             f"review_after: {yaml_string(item.get('review_after'))}",
             f"expires_at: {yaml_string(item.get('expires_at'))}",
             f"created_at: {yaml_string(item['created_at'])}",
