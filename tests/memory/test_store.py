@@ -275,3 +275,12 @@ def test_mem8_duplicate_relations_fail_and_unrelate_logs_both_scopes(store: Memo
     assert event.payload["sourceScope"] == "project:demo"
     assert event.payload["targetScope"] == "user:default"
     assert store.relations(a.id) == []
+
+
+def test_mem5_a_failed_fts_write_leaves_no_memory_or_event(
+    store: MemoryStore, store_path: Path
+) -> None:
+    store.db.conn.execute("DROP TABLE memories_fts")
+    with pytest.raises(sqlite3.OperationalError):
+        store.remember("Not indexed, not stored.", kind="note")
+    assert _count(store_path, "memories") == 0 and _count(store_path, "memory_events") == 0
