@@ -8,6 +8,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from aidememo.cli.errors import CliError
+from aidememo.cli.memory_publish import cmd_publish
 from aidememo.memory import paths
 from aidememo.memory.errors import MemoryErrorCode as C
 from aidememo.memory.errors import MemoryStoreError
@@ -56,6 +58,8 @@ def dispatch(ns: argparse.Namespace) -> int:
     except MemoryStoreError as error:
         sys.stderr.write(f"{error.code.value}: {error.message}\n")
         return EXIT_FAILED
+    except CliError:
+        raise  # the agent client's refusals (publish): main prints them, exit 1, 2 or 3
     except Exception:
         sys.stderr.write("NUZO_INTERNAL_ERROR: Unexpected CLI failure.\n")
         return EXIT_INTERNAL
@@ -598,4 +602,5 @@ HANDLERS: dict[str, Callable[[argparse.Namespace, Any], int]] = {
     "export": cmd_export,
     "import": cmd_import,
     "rehome-scope": cmd_rehome,
+    "publish": cmd_publish,
 }
