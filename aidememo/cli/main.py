@@ -31,6 +31,7 @@ from aidememo.cli.commands import (
 )
 from aidememo.cli.errors import EXIT_FAILED, CliError
 from aidememo.cli.mcp_parser import add_mcp_commands
+from aidememo.cli.memory import add_memory_commands
 from aidememo.cli.options import (
     DEFAULT_HOST,
     DEFAULT_PORT,
@@ -224,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_agent_commands(sub)
     add_mcp_commands(sub)
+    add_memory_commands(sub)
     return parser
 
 

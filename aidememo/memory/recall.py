@@ -1,0 +1,203 @@
+"""Recall: FTS5 BM25 with tag and term boosts over one or more scopes (SPEC.md MEM-6).
+
+The ranking is Nuzo 1.2's, so a store gives the same memories in the same order under both:
+query terms are the query's letter/digit/underscore runs (lower-cased, longer than one UTF-16
+unit, minus a fixed stop-word list), OR-ed as quoted FTS5 phrases; up to `min(8 x limit, 200)`
+candidates come back in `bm25(memories_fts, 0, 0, 1, 5)` order; each is re-scored
+`-bm25 + 1000 x matched tags + 10 x matched terms`, filtered for noise, and sorted by score.
+The searched scopes (the active scope, `user:default` when `include_global`, a configured team
+scope) are ranked together, ties in the index's order whatever their scope, as Nuzo ranks them;
+each result's `memory.scope` names the scope that produced it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+
+from aidememo.memory.db import COLUMNS, MemoryDatabase, memory_from_row
+from aidememo.memory.jstext import js_trim
+from aidememo.memory.model import GLOBAL_SCOPE, Memory, RecallResult
+
+STOP_WORDS = frozenset(
+    "a an and as at be by all applies before change changes command commands for from how in is"
+    " it of on or package packages require required requires release releases should the to what"
+    " when where which who with validate validates qual quais como de da do das dos em para por"
+    " que".split()
+)
+WEAK_TERMS = frozenset(
+    "ci docs errors privacy release review routing security storage testing workflow".split()
+)
+# JavaScript's /[^\p{L}\p{N}_]+/u: Python's `\w` is letters, digits (all numeric) and `_`.
+_SPLIT = re.compile(r"[^\w]+")
+_TAG_PARTS = re.compile(r"[._-]+")
+CANDIDATE_MAX = 200
+
+_SELECT = ", ".join(f"m.{column.strip()}" for column in COLUMNS.split(","))
+
+
+def tokenize(text: str) -> list[str]:
+    """The recall terms of `text`, in order (repeats kept)."""
+    return [
+        term
+        for term in _SPLIT.split(js_trim(text).lower())
+        if (len(term) > 1 or (term and ord(term) > 0xFFFF)) and term not in STOP_WORDS
+    ]
+
+
+def fts_query(text: str) -> str:
+    """The FTS5 query: every term as a quoted phrase, joined with OR ("" when no term)."""
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in tokenize(text))
+
+
+def query_hash(query: str) -> str:
+    """SHA-256 of the query text (UTF-8), hex: all a usage-recording recall keeps of it."""
+    return hashlib.sha256(query.encode("utf-8")).hexdigest()
+
+
+def _tag_matches(terms: set[str], tag: str) -> bool:
+    """A tag matches when it, or one of its `.`/`_`/`-`-separated parts, is a query term."""
+    return tag in terms or any(part in terms for part in _TAG_PARTS.split(tag) if part)
+
+
+def _is_word(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def has_token(text: str, term: str) -> bool:
+    """Whether `term` is a whole token of the lower-cased `text` (a maximal run of letters,
+    digits and `_`), without tokenizing `text`."""
+    end_of_text = len(text)
+    at = text.find(term)
+    while at >= 0:
+        end = at + len(term)
+        if (at == 0 or not _is_word(text[at - 1])) and (
+            end == end_of_text or not _is_word(text[end])
+        ):
+            return True
+        at = text.find(term, at + 1)
+    return False
+
+
+# One candidate: memory id, scope, content, tags, -bm25.
+Candidate = tuple[str, str, str, list[str], float]
+
+
+def _ranked(db: MemoryDatabase, match: str, scopes: list[str], count: int) -> list[Candidate]:
+    """The top `count` FTS rows of `scopes` in bm25 order, read from the index alone."""
+    marks = ",".join("?" * len(scopes))
+    rows = db.conn.execute(
+        "SELECT id, scope, content, tags, bm25(memories_fts, 0.0, 0.0, 1.0, 5.0) * -1"
+        f" FROM memories_fts WHERE memories_fts MATCH ? AND scope IN ({marks})"
+        " ORDER BY bm25(memories_fts, 0.0, 0.0, 1.0, 5.0) LIMIT ?",
+        (match, *scopes, count),
+    ).fetchall()
+    return [(i, sc, content, tags.split(), float(score)) for i, sc, content, tags, score in rows]
+
+
+def _canonical(
+    db: MemoryDatabase, match: str, scopes: list[str], count: int
+) -> list[tuple[Memory, float]]:
+    """The same ranking joined with the canonical rows (Nuzo's statement)."""
+    marks = ",".join("?" * len(scopes))
+    rows = db.conn.execute(
+        f"SELECT {_SELECT}, bm25(memories_fts, 0.0, 0.0, 1.0, 5.0) * -1 AS score"
+        " FROM memories_fts JOIN memories m ON m.id = memories_fts.id"
+        f" WHERE memories_fts MATCH ? AND m.archived_at IS NULL AND m.scope IN ({marks})"
+        " ORDER BY bm25(memories_fts, 0.0, 0.0, 1.0, 5.0) LIMIT ?",
+        (match, *scopes, count),
+    ).fetchall()
+    return [(memory_from_row(row), float(row[16])) for row in rows]
+
+
+def _rank(
+    candidates: list[Candidate], query_terms: list[str], match: str, limit: int
+) -> list[tuple[Candidate, float, str]]:
+    """Re-score, drop noise and sort (MEM-6): `(candidate, score, reason)`, best first."""
+    distinct = list(dict.fromkeys(query_terms))
+    term_set = set(query_terms)
+    minimum = 1 if len(query_terms) <= 1 else 2
+    scored = []
+    strong_frequency: dict[str, int] = {}
+    tag_hits: dict[str, bool] = {}
+    for candidate in candidates:
+        _, _, content, tags, _ = candidate
+        matched_tags = []
+        for tag in tags:
+            hit = tag_hits.get(tag)
+            if hit is None:
+                hit = tag_hits[tag] = _tag_matches(term_set, tag)
+            if hit:
+                matched_tags.append(tag)
+        text = f"{content} {' '.join(tags)}".lower()
+        terms = [term for term in distinct if has_token(text, term)]
+        strong = [term for term in terms if term not in WEAK_TERMS]
+        for term in strong:
+            strong_frequency[term] = strong_frequency.get(term, 0) + 1
+        scored.append((candidate, matched_tags, terms, strong))
+    kept = []
+    for candidate, matched_tags, terms, strong in scored:
+        if (
+            (len(terms) >= minimum and strong)
+            or any(strong_frequency[term] == 1 for term in strong)
+            or len(matched_tags) >= 2
+            or any(tag not in WEAK_TERMS for tag in matched_tags)
+        ):
+            parts = [
+                f"Matched tags: {', '.join(matched_tags)}" if matched_tags else None,
+                f"Matched terms: {', '.join(terms)}" if terms else None,
+                f"FTS query: {match}",
+            ]
+            score = candidate[4] + len(matched_tags) * 1000 + len(terms) * 10
+            kept.append((candidate, score, "; ".join(part for part in parts if part)))
+    # Stable: equal scores keep the index's bm25 order, whatever their scopes (MEM-6).
+    kept.sort(key=lambda item: -item[1])
+    return kept[:limit]
+
+
+def search(db: MemoryDatabase, query: str, scopes: Sequence[str], limit: int) -> list[RecallResult]:
+    """The ranked, noise-filtered recall of `query` over `scopes` (MEM-6).
+
+    Candidates are ranked and scored from the FTS index alone (its rows are exactly the active
+    memories with their scopes, content and tags), and only the winners' rows are read. When a
+    winner's row disagrees with its index row (a drifted index), the canonical join answers.
+    """
+    match = fts_query(query)
+    if not match:
+        return []
+    wanted = list(dict.fromkeys(scopes))
+    count = min(max(limit * 8, limit), CANDIDATE_MAX)
+    query_terms = tokenize(query)
+    best = _rank(_ranked(db, match, wanted, count), query_terms, match, limit)
+    rows = db.find_many([candidate[0] for candidate, _, _ in best])
+    results = []
+    for (memory_id, scope, content, tags, _), score, reason in best:
+        memory = rows.get(memory_id)
+        if (
+            memory is None
+            or memory.archived_at is not None
+            or (memory.scope, memory.content, memory.tags) != (scope, content, tags)
+        ):
+            break
+        results.append(RecallResult(memory, score, reason))
+    else:
+        if len(rows) == len(best):
+            return results
+    joined = _canonical(db, match, wanted, count)
+    by_id = {memory.id: memory for memory, _ in joined}
+    fallback = [(m.id, m.scope, m.content, list(m.tags), bm25) for m, bm25 in joined]
+    return [
+        RecallResult(by_id[candidate[0]], score, reason)
+        for candidate, score, reason in _rank(fallback, query_terms, match, limit)
+    ]
+
+
+def recall_scopes(scope: str, include_global: bool, team_scope: str | None) -> list[str]:
+    """The searched scopes in search order: the scope, `user:default`, the team scope."""
+    scopes = [scope]
+    if include_global:
+        scopes.append(GLOBAL_SCOPE)
+    if team_scope is not None:
+        scopes.append(team_scope)
+    return list(dict.fromkeys(scopes))
