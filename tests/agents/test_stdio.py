@@ -203,3 +203,47 @@ def test_mcp8_stdio_server_combines_providers() -> None:
     anyio.run(_combined)
     with pytest.raises(CliError):
         build_server([_Fake("same"), _Fake("same")])
+
+
+def _memory_server(home: Path, *extra: str) -> StdioServerParameters:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIDEMEMO_", "NUZO_"))}
+    env["AIDEMEMO_HOME"] = str(home)
+    env["HOME"] = str(home)
+    store = home / "memories.sqlite"
+    args = ["-m", "aidememo", "mcp", "--memory-store", str(store), *extra]
+    return StdioServerParameters(command=sys.executable, args=args, env=env)
+
+
+async def _memory_flow(home: Path, *extra: str) -> list[str]:
+    from mcp.shared.exceptions import MCPError
+
+    async with Client(_memory_server(home, *extra), mode="legacy") as client:
+        names = [t.name for t in (await client.list_tools()).tools]
+        kept = await client.call_tool(
+            "memory.remember", {"content": "the cache uses redis", "kind": "fact"}
+        )
+        assert kept.is_error is False, kept
+        found = await client.call_tool("memory.recall", {"query": "redis"})
+        assert found.is_error is False, found
+        assert "the cache uses redis" in json.dumps(found.structured_content)
+        missing = await client.call_tool("memory.show", {"id": "mem_does_not_exist"})
+        assert missing.is_error is True
+        assert str((missing.structured_content or {})["code"]).startswith("MEMORY_")
+        with pytest.raises(MCPError):
+            await client.call_tool("memory.remember", {"content": 5, "kind": "fact"})
+    return names
+
+
+def test_mem13_mcp8_stdio_serves_the_memory_tools(home: Path) -> None:
+    home.mkdir(parents=True)
+    names = anyio.run(_memory_flow, home)
+    assert len(names) == 19 and all(name.startswith("memory.") for name in names)
+    assert (home / "memories.sqlite").stat().st_mode & 0o077 == 0
+
+
+@pytest.mark.parametrize("target", ["serve_sqlite"], indirect=True)
+def test_mem13_mcp8_stdio_serves_team_and_memory_tools_together(target: Target, home: Path) -> None:
+    login(home, target, WRITER, "w")
+    names = anyio.run(_memory_flow, home, "--profile", "w")
+    assert names == [t.name for t in TOOLS] + [n for n in names if n.startswith("memory.")]
+    assert len(names) == len(TOOLS) + 19

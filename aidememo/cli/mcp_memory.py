@@ -1,0 +1,47 @@
+"""The memory tools of `aidememo mcp --memory-store PATH`: the local memory store's provider
+(`aidememo.memory.mcp_tools`, Nuzo's 19 `memory.*` tools) in the stdio server's
+`ToolProvider` shape. The store's refusals are tool results with `isError: true` carrying
+its structured error; arguments outside a tool's schema are an invalid-params error (MEM-13)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aidememo.memory.errors import MemoryStoreError
+from aidememo.memory.mcp_tools import MemoryToolProvider, ToolInputError, open_provider
+
+
+class MemoryTools:
+    """The memory store's tools for the stdio server."""
+
+    def __init__(self, provider: MemoryToolProvider) -> None:
+        self.provider = provider
+        self._names = frozenset(tool["name"] for tool in provider.tools())
+
+    def listing(self) -> list[dict[str, Any]]:
+        return self.provider.tools()
+
+    def names(self) -> frozenset[str]:
+        return self._names
+
+    def call(self, name: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        try:
+            return self.provider.call(name, arguments), False
+        except MemoryStoreError as error:
+            return error.to_dict(), True
+        except ToolInputError as error:
+            # Arguments outside the tool's schema are an invalid-params error, as Nuzo
+            # answers them (MEM-13).
+            from mcp.shared.exceptions import MCPError
+
+            from aidememo.mcp.protocol import INVALID_PARAMS
+
+            raise MCPError(code=INVALID_PARAMS, message=str(error)) from None
+
+    def close(self) -> None:
+        self.provider.store.close()
+
+
+def provider(path: str) -> MemoryTools:
+    """The provider `aidememo.cli.mcp_stdio.store_provider("memory", path)` loads."""
+    return MemoryTools(open_provider(path))
