@@ -18,6 +18,7 @@ from tests.compat.nuzo_oracle import (
     NuzoBuild,
     Sample,
     aidememo_cli,
+    close_batches,
     find_build,
     make_store,
     nuzo_cli,
@@ -25,20 +26,21 @@ from tests.compat.nuzo_oracle import (
 
 
 @pytest.fixture(scope="session")
-def nuzo_build() -> NuzoBuild:
+def nuzo_build() -> Iterator[NuzoBuild]:
     build = find_build()
     if build is None:
         reason = "no Nuzo build (scripts/build_nuzo; needs the Nuzo source tarball)"
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(reason + "; CI must not skip the compatibility tier")
         pytest.skip(reason)
-    return build
+    yield build
+    close_batches()
 
 
 @pytest.fixture(autouse=True)
 def _no_machine_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
-        if name.startswith("NUZO_"):
+        if name.startswith("NUZO_") or name == "AIDEMEMO_HOME":
             monkeypatch.delenv(name)
 
 
@@ -61,9 +63,7 @@ def home(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def sample(
-    sample_template: tuple[Path, Sample], tmp_path: Path
-) -> Iterator[tuple[Path, Sample]]:
+def sample(sample_template: tuple[Path, Sample], tmp_path: Path) -> Iterator[tuple[Path, Sample]]:
     """A private copy of the sample store (and its -wal/-shm files, if any)."""
     source, ids = sample_template
     target_dir = tmp_path / "store"

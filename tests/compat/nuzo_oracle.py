@@ -12,11 +12,15 @@ supersession, an archived and a hard-deleted memory, CJK and accented text.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import sqlite3
 import subprocess
 import sys
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +28,7 @@ from typing import Any
 from scripts._nuzo_baseline import nuzo_build_dir
 
 LEGACY_SCRIPT = Path(__file__).with_name("nuzo_legacy_store.mjs")
+BATCH_SCRIPT = Path(__file__).with_name("nuzo_batch.mjs")
 
 
 @dataclass(frozen=True)
@@ -68,12 +73,101 @@ class CliError(AssertionError):
     pass
 
 
+# How a command runs: (argv after the program, env, cwd) -> (exit code, stdout, stderr).
+Runner = Callable[[list[str], dict[str, str], Path], tuple[int, str, str]]
+
+
+def subprocess_runner(prefix: list[str]) -> Runner:
+    """Each command in a new process: `prefix + argv`."""
+
+    def run(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
+        proc = subprocess.run(
+            [*prefix, *argv],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        return proc.returncode, proc.stdout, proc.stderr
+
+    return run
+
+
+class NuzoBatch:
+    """One long-lived Node process running Nuzo's CLI function per request (nuzo_batch.mjs)."""
+
+    def __init__(self, build: NuzoBuild) -> None:
+        self._proc = subprocess.Popen(
+            [str(build.node), str(BATCH_SCRIPT), str(build.cli)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+            env={k: v for k, v in os.environ.items() if not k.startswith("NUZO_")},
+        )
+        self._lock = threading.Lock()
+
+    def __call__(self, argv: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        with self._lock:
+            self._proc.stdin.write(json.dumps({"argv": argv, "env": env, "cwd": str(cwd)}) + "\n")
+            self._proc.stdin.flush()
+            line = self._proc.stdout.readline()
+        if not line:
+            raise CliError(f"the Nuzo batch process ended (exit {self._proc.poll()})")
+        reply = json.loads(line)
+        return int(reply["code"]), reply["stdout"], reply["stderr"]
+
+    def close(self) -> None:
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
+
+
+def inprocess_aidememo(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
+    """aidememo's `main(argv)` in this process, with `env` as os.environ and `cwd` as the working
+    directory for the call, stdout and stderr captured (as bytes, then decoded)."""
+    from aidememo.cli.main import main
+
+    saved_env = dict(os.environ)
+    saved_cwd = os.getcwd()
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="")
+    err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="")
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(argv)
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    out.flush()
+    err.flush()
+    stdout = out.buffer.getvalue().decode("utf-8")  # type: ignore[attr-defined]
+    stderr = err.buffer.getvalue().decode("utf-8")  # type: ignore[attr-defined]
+    return int(code), stdout, stderr
+
+
 @dataclass
 class Cli:
     """A memory CLI (Nuzo's or aidememo's) run against one store in an isolated home."""
 
     name: str
-    prefix: list[str]
+    runner: Runner
     home: Path
     store: Path
     extra_env: dict[str, str] = field(default_factory=dict)
@@ -82,7 +176,7 @@ class Cli:
         env = {
             k: v
             for k, v in os.environ.items()
-            if not k.startswith(("NUZO_", "AIDEMEMO_")) or k == "AIDEMEMO_NUZO_DIR"
+            if not k.startswith(("NUZO_", "AIDEMEMO_")) or k.startswith("AIDEMEMO_TEST_")
         }
         env.update(
             HOME=str(self.home),
@@ -95,26 +189,15 @@ class Cli:
         env.update(self.extra_env)
         return env
 
-    def run(
-        self, *args: str, scope: str | None = None, check: bool = True, stdin: str | None = None
-    ) -> Run:
+    def run(self, *args: str, scope: str | None = None, check: bool = True) -> Run:
         """`<cli> memory --store STORE [--scope S] ARGS...`; check=True raises on exit != 0."""
-        group = ["memory", "--store", str(self.store)]
+        argv = ["memory", "--store", str(self.store)]
         if scope is not None:
-            group += ["--scope", scope]
-        argv = [*self.prefix, *group, *args]
+            argv += ["--scope", scope]
+        argv += list(args)
         self.home.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.run(
-            argv,
-            cwd=self.home,
-            env=self.env(),
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        run = Run(argv, proc.returncode, proc.stdout, proc.stderr)
+        code, stdout, stderr = self.runner(argv, self.env(), self.home)
+        run = Run(argv, code, stdout, stderr)
         if check and run.returncode != 0:
             raise CliError(
                 f"{self.name} exited {run.returncode}: {' '.join(args)}\n"
@@ -124,15 +207,39 @@ class Cli:
 
     def at(self, store: Path) -> Cli:
         """The same CLI and home against another store."""
-        return Cli(self.name, self.prefix, self.home, store, dict(self.extra_env))
+        return Cli(self.name, self.runner, self.home, store, dict(self.extra_env))
 
 
-def nuzo_cli(build: NuzoBuild, home: Path, store: Path) -> Cli:
-    return Cli("nuzo", [str(build.node), str(build.cli)], home, store)
+_BATCHES: dict[Path, NuzoBatch] = {}
 
 
-def aidememo_cli(home: Path, store: Path) -> Cli:
-    return Cli("aidememo", [sys.executable, "-m", "aidememo"], home, store)
+def nuzo_cli(build: NuzoBuild, home: Path, store: Path, *, process: bool = False) -> Cli:
+    """Nuzo's CLI: through the session's batch process, or (process=True) a process per command."""
+    if process:
+        return Cli("nuzo", subprocess_runner([str(build.node), str(build.cli)]), home, store)
+    batch = _BATCHES.get(build.root)
+    if batch is None:
+        batch = _BATCHES[build.root] = NuzoBatch(build)
+    return Cli("nuzo", batch, home, store)
+
+
+def close_batches() -> None:
+    while _BATCHES:
+        _BATCHES.popitem()[1].close()
+
+
+def aidememo_cli(home: Path, store: Path, *, process: bool = False) -> Cli:
+    """aidememo's CLI, in this process (or, process=True, as `python -m aidememo`).
+
+    With AIDEMEMO_COMPAT_SELF_CHECK=1 it is Nuzo's own CLI instead, which checks that the tier's
+    comparisons are deterministic against the oracle itself."""
+    if os.environ.get("AIDEMEMO_COMPAT_SELF_CHECK") == "1":
+        build = find_build()
+        assert build is not None
+        return nuzo_cli(build, home, store, process=process)
+    if process:
+        return Cli("aidememo", subprocess_runner([sys.executable, "-m", "aidememo"]), home, store)
+    return Cli("aidememo", inprocess_aidememo, home, store)
 
 
 # -- the sample store ------------------------------------------------------------------------

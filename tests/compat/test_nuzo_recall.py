@@ -1,0 +1,112 @@
+"""Recall on the same store and query gives the memories Nuzo's recall gives, in Nuzo's order
+(MEM-91): `recall --json` compared field by field, scores to the four significant digits Nuzo's
+text rows print (and the text rows themselves compared whole).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.compat.nuzo_oracle import Cli, Sample
+
+QUERIES = [
+    "cache",
+    "migration",
+    "cache migration",
+    "staging port",
+    "SQLite WAL sessions",
+    "pnpm",
+    "tooling pnpm docs",
+    "数据库迁移每周五执行",
+    "キャッシュは毎晩クリアする",
+    "migração automática",
+    "configuração",
+    "concise answers",
+    "rollback note",
+    "Helix editor",
+    "the and of",
+    "deploy ci",
+    "storage sqlite",
+    'quote "inside" query',
+    "worker-only after",
+]
+
+RECALL_CASES = [
+    ("project:alpha", ()),
+    ("project:alpha", ("--include-global",)),
+    ("project:alpha", ("--no-include-global", "--limit", "2")),
+    ("user:default", ()),
+    ("team:core", ("--include-global",)),
+    ("project:beta", ()),
+]
+
+
+def _sig4(value: float) -> float:
+    if value == 0 or not math.isfinite(value):
+        return value
+    return float(f"{value:.4g}")
+
+
+def _comparable(doc: dict[str, Any]) -> dict[str, Any]:
+    results = [{**r, "score": _sig4(float(r["score"]))} for r in doc.get("results", [])]
+    return {**doc, "results": results}
+
+
+def _check_recall(nuzo: Cli, ours: Cli, query: str, scope: str, flags: tuple[str, ...]) -> None:
+    theirs = nuzo.run("recall", query, "--json", *flags, scope=scope)
+    mine = ours.run("recall", query, "--json", *flags, scope=scope)
+    t, m = theirs.json(), mine.json()
+    label = f"{query!r} in {scope} {flags}"
+    assert [r["memory"]["id"] for r in m["results"]] == [r["memory"]["id"] for r in t["results"]], (
+        label
+    )
+    assert _comparable(m) == _comparable(t), label
+    for a, b in zip(m["results"], t["results"], strict=True):
+        assert a["score"] == pytest.approx(b["score"], rel=1e-9), label
+    text_theirs = nuzo.run("recall", query, *flags, scope=scope)
+    text_mine = ours.run("recall", query, *flags, scope=scope)
+    assert text_mine.stdout == text_theirs.stdout, label
+
+
+@pytest.mark.parametrize(("scope", "flags"), RECALL_CASES, ids=str)
+def test_mem91_recall_matches_nuzo_on_a_nuzo_store(
+    nuzo: Cli, ours: Cli, scope: str, flags: tuple[str, ...]
+) -> None:
+    for query in QUERIES:
+        _check_recall(nuzo, ours, query, scope, flags)
+
+
+def test_mem91_recall_matches_nuzo_after_aidememo_writes(
+    nuzo: Cli, ours: Cli, sample: tuple[Path, Sample]
+) -> None:
+    _, ids = sample
+    for content, tags in [
+        ("Cache warmup runs before the migration window.", ["cache", "migration"]),
+        ("缓存预热在迁移窗口之前运行", ["cache"]),
+        ("The docs site uses pnpm workspaces too.", ["pnpm"]),
+    ]:
+        ours.run("remember", content, "--kind", "note", "--tag", *tags, scope="project:alpha")
+    ours.run("update", ids.ids["accent"], "--tag", "cache", "migration", "pt")
+    ours.run("forget", ids.ids["pnpm"], "--archive")
+    for query in (
+        "cache",
+        "migration",
+        "pnpm",
+        "cache migration window",
+        "缓存预热在迁移窗口之前运行",
+    ):
+        _check_recall(nuzo, ours, query, "project:alpha", ("--include-global",))
+
+
+def test_mem91_recall_limit_and_empty_queries_match_nuzo(nuzo: Cli, ours: Cli) -> None:
+    for flags in (("--limit", "1"), ("--limit", "50")):
+        _check_recall(nuzo, ours, "cache", "project:alpha", ("--include-global", *flags))
+    for bad in ("   ", "x" * 2001):
+        theirs = nuzo.run("recall", bad, scope="project:alpha", check=False)
+        mine = ours.run("recall", bad, scope="project:alpha", check=False)
+        assert mine.returncode == theirs.returncode == 1
+        assert mine.stderr.split(":")[0] == theirs.stderr.split(":")[0]
