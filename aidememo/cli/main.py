@@ -26,6 +26,7 @@ from aidememo.cli.commands import (
     cmd_token_new,
 )
 from aidememo.cli.errors import EXIT_FAILED, CliError
+from aidememo.cli.memory import add_memory_commands
 from aidememo.cli.options import (
     DEFAULT_HOST,
     DEFAULT_PORT,
@@ -200,6 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--admin-token-file",
         help="file holding the admin token; its SHA-256 guards /v1/admin (closed without it)",
     )
+    add_memory_commands(sub)
     return parser
 
 

@@ -5,7 +5,9 @@ durable_objects/ is read from the AST, relative imports resolved, and checked ag
 list. Violations are reported as file:line. Missing folders are fine: the tree grows over time.
 
 Core (stdlib only, runs on CPython and Pyodide): the stdlib and the core packages; `sqlite3`
-only in aidememo/stores/sqlite/sqlite3_executor.py; the aidememo root (`__version__`). A core
+only in aidememo/stores/sqlite/sqlite3_executor.py and in the local memory store's SQLite
+modules (MEMORY_SQLITE_MODULES); the aidememo root (`__version__`). The memory store
+(aidememo/memory/) is core too: stdlib and core only; the rest of the core never imports it. A core
 module may also reach the Pyodide runtime (`pyodide`, `js`) inside a `try:` whose handler catches
 ImportError, so that it still imports on CPython.
 Edge (worker/, durable_objects/): the stdlib, the Workers SDK (`workers`, `js`, `pyodide`), the
@@ -29,6 +31,7 @@ CORE_PACKAGES = (
     "aidememo.stores",
     "aidememo.http",
     "aidememo.conformance",
+    "aidememo.memory",
 )
 CORE_PATHS = tuple(
     REPO / p
@@ -40,12 +43,16 @@ CORE_PATHS = tuple(
         "aidememo/stores",
         "aidememo/http",
         "aidememo/conformance",
+        "aidememo/memory",
     )
 )
 EDGE_PATHS = (REPO / "worker", REPO / "durable_objects")
 RUNTIME = ("workers", "js", "pyodide")
 SQLITE3 = frozenset({"sqlite3", "_sqlite3"})
 SQLITE3_MODULE = REPO / "aidememo/stores/sqlite/sqlite3_executor.py"
+MEMORY_SQLITE_MODULES = frozenset(
+    REPO / "aidememo/memory" / name for name in ("db.py", "schema.py", "rehome.py")
+)
 PG_CONNECTION_MODULE = REPO / "durable_objects/pg_connection.py"
 STDLIB = frozenset(sys.stdlib_module_names)
 IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
@@ -121,7 +128,12 @@ def _within(name: str, prefixes: tuple[str, ...]) -> bool:
 def _core_violation(path: Path, imp: Import) -> str | None:
     top = imp.name.partition(".")[0]
     if top in SQLITE3:
-        return None if path == SQLITE3_MODULE else "sqlite3 outside sqlite3_executor.py"
+        allowed = path == SQLITE3_MODULE or path in MEMORY_SQLITE_MODULES
+        return None if allowed else "sqlite3 outside sqlite3_executor.py and the memory store"
+    if _within(imp.name, ("aidememo.memory",)) and not _within(
+        _module_name(path, REPO), ("aidememo.memory",)
+    ):
+        return "the memory store outside aidememo/memory"
     if top in STDLIB or imp.name == "aidememo" or _within(imp.name, CORE_PACKAGES):
         return None
     if _within(imp.name, ("js", "pyodide")):
@@ -176,6 +188,8 @@ def test_rules_reject_outward_imports() -> None:
     for name in ("aidememo.memory", "worker.entry", "durable_objects", "pydantic", "httpx"):
         assert _core_violation(domain, _imp(name)), name
     assert _core_violation(REPO / "aidememo/stores/sqlite/store.py", _imp("sqlite3"))
+    assert _core_violation(REPO / "aidememo/memory/store.py", _imp("sqlite3"))
+    assert _core_violation(REPO / "aidememo/memory/db.py", _imp("httpx"))
     assert _core_violation(domain, _imp("pyodide.ffi"))
     entry = REPO / "worker/entry.py"
     for name in ("pg8000", "origin.settings", "aidememo.mcp", "aidememo.cli", "sqlite3", "boto3"):
@@ -187,6 +201,11 @@ def test_rules_accept_inward_imports() -> None:
     for name in ("json", "aidememo", "aidememo.domain.errors", "aidememo.ports", "typing"):
         assert _core_violation(service, _imp(name)) is None, name
     assert _core_violation(SQLITE3_MODULE, _imp("sqlite3")) is None
+    for module in MEMORY_SQLITE_MODULES:
+        assert _core_violation(module, _imp("sqlite3")) is None
+    memory = REPO / "aidememo/memory/store.py"
+    assert _core_violation(memory, _imp("aidememo.domain.secrets")) is None
+    assert _core_violation(memory, _imp("aidememo.memory.db")) is None
     assert _core_violation(service, _imp("pyodide.ffi", guarded=True)) is None
     entry = REPO / "worker/entry.py"
     for name in ("workers", "js", "pyodide.ffi", "aidememo.stores.sqlite.schema", "worker.auth"):

@@ -1,0 +1,194 @@
+"""The memory store's records: memories, audit events, relations (SPEC.md MEM-1).
+
+Timestamps are kept as the `toISOString()` text the store holds. Each record knows the JSON
+shapes the surfaces print: snake_case for the CLI and the MCP tools, camelCase for the CLI's
+`recall --json` (which prints the core response as Nuzo does).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+KINDS = ("preference", "project_decision", "fact", "instruction", "note")
+CONFIDENCE_STATES = ("observed", "inferred", "user_confirmed", "needs_review", "deprecated")
+RELATIONS = ("supersedes", "conflicts_with", "duplicate_of", "related_to")
+PROVENANCE_KINDS = ("conversation", "file", "import", "cli", "mcp")
+CHALLENGE_OUTCOMES = ("valid", "needs_review", "stale", "incorrect", "superseded")
+CAPTURE_DECISIONS = ("create", "update", "keep_separate", "clarify", "reject")
+EVENT_TYPES = (
+    "memory.created",
+    "memory.updated",
+    "memory.archived",
+    "memory.deleted",
+    "memory.imported",
+    "memory.exported",
+    "memory.recalled",
+    "memory.scope.rehomed",
+    "memory.challenged",
+    "memory.relation.created",
+    "memory.relation.deleted",
+)
+GLOBAL_SCOPE = "user:default"
+
+
+def new_id(prefix: str) -> str:
+    """`mem_`, `evt_` or `rel_` plus a random UUID (version 4)."""
+    return f"{prefix}_{uuid.uuid4()}"
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """One row of `memories` (without the derived `capture_key`)."""
+
+    id: str
+    revision: int
+    scope: str
+    kind: str
+    content: str
+    tags: list[str]
+    source: str
+    confidence: float
+    confidence_state: str | None
+    provenance: dict[str, Any] | None
+    review_after: str | None
+    expires_at: str | None
+    created_at: str
+    updated_at: str
+    last_used_at: str | None = None
+    archived_at: str | None = None
+
+    def evolve(self, **changes: Any) -> Memory:
+        return replace(self, **changes)
+
+    def to_json(self) -> dict[str, Any]:
+        """The snake_case record (CLI `show --json`, MCP `memory.show`/`memory.update`)."""
+        return {
+            "id": self.id,
+            "revision": self.revision,
+            "scope": self.scope,
+            "kind": self.kind,
+            "content": self.content,
+            "tags": list(self.tags),
+            "source": self.source,
+            "confidence": self.confidence,
+            "confidence_state": self.confidence_state,
+            "provenance": self.provenance,
+            "review_after": self.review_after,
+            "expires_at": self.expires_at,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "last_used_at": self.last_used_at,
+            "archived_at": self.archived_at,
+        }
+
+    def to_capture_json(self) -> dict[str, Any]:
+        """The snake_case record in the key order capture output uses (content before kind)."""
+        out = self.to_json()
+        return {key: out[key] for key in ("id", "revision", "content", "kind", "scope")} | {
+            key: value
+            for key, value in out.items()
+            if key not in ("id", "revision", "content", "kind", "scope")
+        }
+
+    def to_camel(self) -> dict[str, Any]:
+        """The camelCase record (CLI `recall --json`)."""
+        return {
+            "id": self.id,
+            "revision": self.revision,
+            "scope": self.scope,
+            "kind": self.kind,
+            "content": self.content,
+            "tags": list(self.tags),
+            "source": self.source,
+            "confidence": self.confidence,
+            "confidenceState": self.confidence_state,
+            "provenance": self.provenance,
+            "reviewAfter": self.review_after,
+            "expiresAt": self.expires_at,
+            "createdAt": self.created_at,
+            "updatedAt": self.updated_at,
+            "lastUsedAt": self.last_used_at,
+            "archivedAt": self.archived_at,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One row of `memory_events`: metadata only, never content or a query."""
+
+    id: str
+    memory_id: str | None
+    event_type: str
+    actor: str
+    payload: dict[str, Any]
+    created_at: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "memory_id": self.memory_id,
+            "event_type": self.event_type,
+            "actor": self.actor,
+            "payload": self.payload,
+            "created_at": self.created_at,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Relation:
+    """One row of `memory_relations`: `source relation target` (e.g. A supersedes B)."""
+
+    id: str
+    source_memory_id: str
+    target_memory_id: str
+    relation: str
+    reason: str | None
+    created_at: str
+
+    def to_json(self, perspective: str | None = None) -> dict[str, Any]:
+        """The snake_case relation; `direction` seen from `perspective` (None when not given)."""
+        direction: str | None = None
+        if perspective is not None:
+            direction = "outgoing" if self.source_memory_id == perspective else "incoming"
+        return {
+            "id": self.id,
+            "source_memory_id": self.source_memory_id,
+            "target_memory_id": self.target_memory_id,
+            "direction": direction,
+            "relation": self.relation,
+            "reason": self.reason,
+            "created_at": self.created_at,
+        }
+
+    def marker(self, perspective: str) -> str:
+        """`relation->other` / `relation<-other` as the CLI prints it."""
+        if self.source_memory_id == perspective:
+            return f"{self.relation}->{self.target_memory_id}"
+        if self.target_memory_id == perspective:
+            return f"{self.relation}<-{self.source_memory_id}"
+        return f"{self.source_memory_id}:{self.relation}->{self.target_memory_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class RecallResult:
+    """One recalled memory with its score and the reason it matched; `memory.scope` names the
+    scope that produced it (MEM-6)."""
+
+    memory: Memory
+    score: float
+    reason: str
+
+    def to_camel(self) -> dict[str, Any]:
+        return {"memory": self.memory.to_camel(), "score": self.score, "reason": self.reason}
+
+
+@dataclass(slots=True)
+class Unset:
+    """Marks an update field that was not given (distinct from `None`, which clears it)."""
+
+    marker: str = field(default="unset")
+
+
+UNSET: Any = Unset()

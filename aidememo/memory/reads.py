@@ -1,0 +1,232 @@
+"""The memory store's read operations: recall, list, history, audit, show (SPEC.md MEM-6).
+
+Each takes the `MemoryStore` as its first argument and is also one of its methods.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from aidememo.memory import policy
+from aidememo.memory import recall as ranking
+from aidememo.memory import relations as rel_ops
+from aidememo.memory.errors import MemoryErrorCode as C
+from aidememo.memory.errors import MemoryStoreError, invariant
+from aidememo.memory.jstext import iso_ms, normalize_date, parse_date
+from aidememo.memory.model import Event, Memory, RecallResult
+
+if TYPE_CHECKING:
+    from aidememo.memory.store import MemoryStore
+
+ACTOR_CORE = "core"
+
+
+def encode_cursor(fields: dict[str, str]) -> str:
+    raw = json.dumps(fields, separators=(",", ":")).encode("utf-8")
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def decode_cursor(cursor: str, names: Sequence[str]) -> tuple[str, ...]:
+    bad = MemoryStoreError(C.MEMORY_CURSOR_INVALID, "Memory pagination cursor is invalid.")
+    if not cursor.strip() or len(cursor) > policy.ID_MAX * 4:
+        raise bad
+    try:
+        fields = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except (ValueError, binascii.Error):
+        raise bad from None
+    if not isinstance(fields, dict) or not all(isinstance(fields.get(n), str) for n in names):
+        raise bad
+    for name in names:
+        if name != "id" and normalize_date(fields[name]) != fields[name]:
+            raise MemoryStoreError(
+                C.MEMORY_CURSOR_INVALID, "Memory pagination cursor is invalid.", {"field": name}
+            )
+    return tuple(fields[n] for n in names)
+
+
+def recall(store: MemoryStore, query: str, **options: Any) -> list[RecallResult]:
+    """Ranked recall (see `recall_detailed`); the results only."""
+    return list(recall_detailed(store, query, **options)["results"])
+
+
+def recall_detailed(
+    store: MemoryStore,
+    query: str,
+    *,
+    scope: str | None = None,
+    limit: int | None = None,
+    include_global: bool | None = None,
+    team_scope: str | None = None,
+    record_usage: bool = False,
+    retrieval_mode: str = "fts",
+    semantic_fallback: str | None = None,
+) -> dict[str, Any]:
+    """`{results, diagnostics}`: recall over the active scope, `user:default` when
+    `include_global`, and the team scope when one is configured, ranked together (MEM-6).
+
+    `record_usage` (off by default) bumps each result's revision and `last_used_at` and logs
+    `memory.recalled` with a SHA-256 of the query, never the query itself. No semantic index
+    exists here: `semantic` fails with `SEMANTIC_INDEX_MISSING` unless its fallback is `fts`,
+    and `hybrid` falls back to FTS, both reported in `diagnostics`."""
+    target = scope or store.scope
+    count = store.recall_limit if limit is None else limit
+    policy.check_recall(query, target, count)
+    glob = store.include_global if include_global is None else include_global
+    if retrieval_mode not in ("fts", "semantic", "hybrid"):
+        raise MemoryStoreError(
+            C.MEMORY_RETRIEVAL_MODE_INVALID,
+            "Retrieval mode is invalid.",
+            {"mode": retrieval_mode},
+        )
+    if semantic_fallback not in (None, "error", "fts"):
+        raise MemoryStoreError(
+            C.SEMANTIC_FALLBACK_INVALID,
+            "Semantic fallback is invalid.",
+            {"fallback": semantic_fallback},
+        )
+    fallback: str | None = None
+    if retrieval_mode != "fts":
+        if retrieval_mode == "semantic" and semantic_fallback != "fts":
+            raise MemoryStoreError(C.SEMANTIC_INDEX_MISSING, "Semantic index does not exist.")
+        fallback = C.SEMANTIC_INDEX_MISSING.value
+    team = team_scope if team_scope is not None else store.team_scope
+    results = ranking.search(store.db, query, ranking.recall_scopes(target, glob, team), count)
+    if record_usage and results:
+        record_recall_usage(store, query, results)
+    return {
+        "results": results,
+        "diagnostics": {
+            "requestedMode": retrieval_mode,
+            "effectiveMode": "fts",
+            "semanticFallbackCode": fallback,
+        },
+    }
+
+
+def record_recall_usage(store: MemoryStore, query: str, results: Sequence[RecallResult]) -> None:
+    now = store.now()
+    digest = ranking.query_hash(query)
+    with store.db.write():
+        for result in results:
+            current = store.db.find(result.memory.id)
+            if current is None or current.archived_at is not None:
+                continue
+            used = current.evolve(revision=current.revision + 1, last_used_at=now)
+            store.committed(
+                store.db.update_cas(used, current.revision), current.id, current.revision
+            )
+            store.db.append(
+                store.event(
+                    current.id,
+                    "memory.recalled",
+                    ACTOR_CORE,
+                    {
+                        "queryHash": digest,
+                        "queryHashAlgorithm": "sha256",
+                        "score": result.score,
+                        "scope": current.scope,
+                    },
+                    now,
+                )
+            )
+
+
+def list_memories(
+    store: MemoryStore,
+    *,
+    scope: str | None = None,
+    all_scopes: bool = False,
+    tags: Sequence[str] = (),
+    include_archived: bool = False,
+    needs_review: bool = False,
+    limit: int | None = None,
+    cursor: str | None = None,
+) -> list[Memory]:
+    """Memories newest first (`all_scopes` lists every scope)."""
+    target = None if all_scopes else (scope or store.scope)
+    if target is not None:
+        policy.check_scope(target)
+    policy.check_tags(list(tags), "Memory filter has too many tags.")
+    policy.check_limit(limit, 1000, C.MEMORY_LIST_LIMIT_INVALID, "List limit must be 1-1000.")
+    after = None
+    if cursor is not None:
+        u, c, i = decode_cursor(cursor, ("updated_at", "created_at", "id"))
+        after = (u, c, i)
+    return store.db.list_memories(
+        scope=target,
+        tags=tags,
+        include_archived=include_archived,
+        review_due_at=store.now() if needs_review else None,
+        limit=limit,
+        after=after,
+    )
+
+
+def history(
+    store: MemoryStore, memory_id: str, *, limit: int | None = None, cursor: str | None = None
+) -> list[Event]:
+    """A memory's events oldest first; a missing (or hard-deleted) id still has its events."""
+    policy.check_id(memory_id)
+    policy.check_limit(limit, 1000, C.MEMORY_HISTORY_LIMIT_INVALID, "History limit must be 1-1000.")
+    after = None
+    if cursor is not None:
+        created, event_id = decode_cursor(cursor, ("created_at", "id"))
+        after = (created, event_id)
+    return store.db.history(memory_id, limit, after)
+
+
+def audit(
+    store: MemoryStore,
+    *,
+    memory_id: str | None = None,
+    event_types: Sequence[str] = (),
+    actor: str | None = None,
+    scope: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    limit: int = 50,
+) -> list[Event]:
+    """Store-wide events newest first, filtered."""
+    if memory_id is not None:
+        policy.check_id(memory_id)
+    if scope is not None:
+        policy.check_scope(scope)
+    if actor is not None:
+        policy.check_actor(actor)
+    policy.check_event_types(list(event_types))
+    policy.check_limit(limit, 200, C.MEMORY_AUDIT_LIMIT_INVALID, "Audit limit must be 1-200.")
+    policy.check_date(since, "since")
+    policy.check_date(until, "until")
+    low, high = parse_date(since) if since else None, parse_date(until) if until else None
+    invariant(
+        low is None or high is None or low <= high,
+        C.MEMORY_AUDIT_TIME_RANGE_INVALID,
+        "Audit since must be earlier than or equal to until.",
+    )
+    return store.db.audit(
+        memory_id=memory_id,
+        event_types=event_types,
+        actor=actor,
+        scope=scope,
+        since=None if low is None else iso_ms(low),
+        until=None if high is None else iso_ms(high),
+        limit=limit,
+    )
+
+
+def show(store: MemoryStore, memory_id: str, *, history_limit: int = 50) -> dict[str, Any]:
+    """`{memory, relations (up to 50), events (up to history_limit)}`."""
+    policy.check_id(memory_id)
+    policy.check_limit(
+        history_limit, 1000, C.MEMORY_HISTORY_LIMIT_INVALID, "History limit must be 1-1000."
+    )
+    memory = store.get(memory_id)
+    return {
+        "memory": memory,
+        "relations": rel_ops.list_relations(store, memory_id, limit=50),
+        "events": store.db.history(memory_id, history_limit),
+    }

@@ -1,0 +1,527 @@
+"""The local memory store's operations (SPEC.md MEM-1..MEM-8).
+
+`MemoryStore` is the API the CLI, the MCP tools and embedding programs use:
+
+    store = MemoryStore.open(path)            # or MemoryStore.open(path, scope="project:x")
+    memory = store.remember("Use uv for installs.", kind="instruction", tags=["python"])
+    for result in store.recall("uv installs"):
+        print(result.memory.id, result.memory.scope, result.score)
+
+Every write validates its input first (no transaction is opened for a refused write), then
+commits its rows, FTS rows and audit events in one transaction. Stateful writes compare and swap
+on `revision`: a row that moved on since it was read fails with `MEMORY_REVISION_CONFLICT`
+and changes nothing; conflicts are never retried silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from aidememo.memory import capture, policy, reads, transfer
+from aidememo.memory import relations as rel_ops
+from aidememo.memory.db import MemoryDatabase
+from aidememo.memory.errors import MemoryErrorCode as C
+from aidememo.memory.errors import MemoryStoreError, invariant
+from aidememo.memory.jstext import js_trim, normalize_date, now_iso
+from aidememo.memory.model import (
+    CHALLENGE_OUTCOMES,
+    GLOBAL_SCOPE,
+    UNSET,
+    Event,
+    Memory,
+    Relation,
+    new_id,
+)
+
+ACTOR_CORE = "core"
+_UPDATE_FIELDS = (
+    "content",
+    "kind",
+    "scope",
+    "tags",
+    "confidence",
+    "confidence_state",
+    "provenance",
+    "review_after",
+    "expires_at",
+)
+_CAMEL = {
+    "confidence_state": "confidenceState",
+    "review_after": "reviewAfter",
+    "expires_at": "expiresAt",
+}
+_NULLABLE = ("confidence_state", "provenance", "review_after", "expires_at")
+
+
+def _date(value: str | None) -> str | None:
+    return None if value is None else normalize_date(value)
+
+
+class MemoryStore:
+    """One memory store, its default scope and its recall defaults."""
+
+    def __init__(
+        self,
+        db: MemoryDatabase,
+        *,
+        scope: str = GLOBAL_SCOPE,
+        team_scope: str | None = None,
+        include_global: bool = False,
+        recall_limit: int = policy.RECALL_LIMIT_DEFAULT,
+        clock: Callable[[], str] = now_iso,
+    ) -> None:
+        self.db = db
+        self.scope = scope
+        self.team_scope = team_scope
+        self.include_global = include_global
+        self.recall_limit = recall_limit
+        self.now = clock
+
+    @classmethod
+    def open(cls, path: str, **options: Any) -> MemoryStore:
+        """Open (creating and migrating as needed) the store file at `path`."""
+        return cls(MemoryDatabase(path), **options)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def event(
+        self,
+        memory_id: str | None,
+        event_type: str,
+        actor: str,
+        payload: dict[str, Any],
+        at: str | None = None,
+    ) -> Event:
+        return Event(new_id("evt"), memory_id, event_type, actor, payload, at or self.now())
+
+    def get(self, memory_id: str) -> Memory:
+        policy.check_id(memory_id)
+        memory = self.db.find(memory_id)
+        if memory is None:
+            raise MemoryStoreError(C.MEMORY_NOT_FOUND, "Memory was not found.", {"id": memory_id})
+        return memory
+
+    @staticmethod
+    def check_expected(expected: int | None, memory: Memory) -> None:
+        if expected is None:
+            return
+        invariant(
+            isinstance(expected, int) and not isinstance(expected, bool) and expected >= 1,
+            C.MEMORY_REVISION_INVALID,
+            "Memory revision is invalid.",
+            {"expectedRevision": expected},
+        )
+        if memory.revision != expected:
+            raise MemoryStoreError(
+                C.MEMORY_REVISION_CONFLICT,
+                "Memory changed before this operation could commit.",
+                {"id": memory.id, "expectedRevision": expected, "currentRevision": memory.revision},
+            )
+
+    @staticmethod
+    def committed(ok: bool, memory_id: str, expected: int) -> None:
+        if not ok:
+            raise MemoryStoreError(
+                C.MEMORY_REVISION_CONFLICT,
+                "Memory changed before this operation could commit.",
+                {"id": memory_id, "expectedRevision": expected},
+            )
+
+    def new_memory(
+        self,
+        *,
+        content: str,
+        kind: str,
+        scope: str,
+        tags: Sequence[str],
+        source: str,
+        confidence: float | None,
+        confidence_state: str | None,
+        provenance: dict[str, Any] | None,
+        review_after: str | None,
+        expires_at: str | None,
+    ) -> Memory:
+        now = self.now()
+        return Memory(
+            id=new_id("mem"),
+            revision=1,
+            scope=scope,
+            kind=kind,
+            content=js_trim(content),
+            tags=list(dict.fromkeys(tags)),
+            source=source,
+            confidence=1.0 if confidence is None else float(confidence),
+            confidence_state=confidence_state,
+            provenance=provenance,
+            review_after=_date(review_after),
+            expires_at=_date(expires_at),
+            created_at=now,
+            updated_at=now,
+        )
+
+    def persist(self, memory: Memory, actor: str) -> None:
+        """Insert a new memory, its FTS row and `memory.created` (inside a write transaction)."""
+        self.db.insert(memory)
+        self.db.index(memory, new=True)
+        self.db.append(
+            self.event(
+                memory.id,
+                "memory.created",
+                actor,
+                {
+                    "kind": memory.kind,
+                    "scope": memory.scope,
+                    "tags": memory.tags,
+                    "confidenceState": memory.confidence_state,
+                    "provenance": memory.provenance,
+                    "reviewAfter": memory.review_after,
+                    "expiresAt": memory.expires_at,
+                },
+                memory.created_at,
+            )
+        )
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def remember(
+        self,
+        content: str,
+        *,
+        kind: str,
+        scope: str | None = None,
+        tags: Sequence[str] = (),
+        source: str = "aidememo:core",
+        confidence: float | None = None,
+        confidence_state: str | None = "user_confirmed",
+        provenance: dict[str, Any] | None = None,
+        review_after: str | None = None,
+        expires_at: str | None = None,
+        actor: str = ACTOR_CORE,
+    ) -> Memory:
+        """Store a new memory (never deduplicated, MEM-7) and its `memory.created` event."""
+        target = scope or self.scope
+        policy.check_memory(
+            content=content,
+            kind=kind,
+            scope=target,
+            tags=list(tags),
+            source=source,
+            confidence=1.0 if confidence is None else confidence,
+            confidence_state=confidence_state,
+            provenance=provenance,
+            review_after=review_after,
+            expires_at=expires_at,
+        )
+        policy.check_actor(actor)
+        memory = self.new_memory(
+            content=content,
+            kind=kind,
+            scope=target,
+            tags=tags,
+            source=source,
+            confidence=confidence,
+            confidence_state=confidence_state,
+            provenance=provenance,
+            review_after=review_after,
+            expires_at=expires_at,
+        )
+        with self.db.write():
+            self.persist(memory, actor)
+        return memory
+
+    def update(
+        self,
+        memory_id: str,
+        *,
+        expected_revision: int | None = None,
+        actor: str = ACTOR_CORE,
+        **fields: Any,
+    ) -> Memory:
+        """Change the given fields (a nullable field given as None is cleared); MEM-5 CAS."""
+        policy.check_id(memory_id)
+        policy.check_actor(actor)
+        unknown = set(fields) - set(_UPDATE_FIELDS)
+        if unknown:
+            raise TypeError(f"unknown update fields: {sorted(unknown)}")
+        given = {k: v for k, v in fields.items() if v is not UNSET}
+        given = {k: v for k, v in given.items() if v is not None or k in _NULLABLE}
+        current = self.get(memory_id)
+        self.check_expected(expected_revision, current)
+        if not given:
+            raise MemoryStoreError(
+                C.MEMORY_UPDATE_EMPTY,
+                "At least one memory field must be updated.",
+                {"id": memory_id},
+            )
+        merged = {name: given.get(name, getattr(current, name)) for name in _UPDATE_FIELDS}
+        policy.check_memory(source=current.source, **merged)
+        updated = current.evolve(
+            revision=current.revision + 1,
+            content=js_trim(merged["content"]),
+            kind=merged["kind"],
+            scope=merged["scope"],
+            tags=list(dict.fromkeys(merged["tags"])),
+            confidence=float(merged["confidence"]),
+            confidence_state=merged["confidence_state"],
+            provenance=merged["provenance"],
+            review_after=_date(merged["review_after"])
+            if "review_after" in given
+            else current.review_after,
+            expires_at=_date(merged["expires_at"]) if "expires_at" in given else current.expires_at,
+            updated_at=self.now(),
+        )
+        with self.db.write():
+            self.committed(
+                self.db.update_cas(updated, current.revision), memory_id, current.revision
+            )
+            self.db.index(updated)
+            self.db.append(
+                self.event(
+                    updated.id,
+                    "memory.updated",
+                    actor,
+                    {
+                        "changed": {
+                            _CAMEL.get(name, name): name in given for name in _UPDATE_FIELDS
+                        },
+                        "scope": updated.scope,
+                    },
+                    updated.updated_at,
+                )
+            )
+        return updated
+
+    def forget(
+        self,
+        memory_id: str,
+        *,
+        mode: str = "archive",
+        confirm: bool = False,
+        reason: str | None = None,
+        expected_revision: int | None = None,
+        actor: str = ACTOR_CORE,
+    ) -> None:
+        """Archive (default) or, with `confirm`, hard-delete a memory (MEM-8)."""
+        policy.check_id(memory_id)
+        policy.check_actor(actor)
+        policy.check_reason(reason)
+        memory = self.get(memory_id)
+        self.check_expected(expected_revision, memory)
+        now = self.now()
+        payload = {"reason": reason, "scope": memory.scope}
+        if mode == "delete":
+            invariant(
+                confirm is True,
+                C.MEMORY_DELETE_CONFIRMATION_REQUIRED,
+                "Hard delete requires explicit confirmation.",
+                {"id": memory_id},
+            )
+            with self.db.write():
+                self.db.unindex(memory_id)
+                self.committed(
+                    self.db.delete_cas(memory_id, memory.revision), memory_id, memory.revision
+                )
+                self.db.append(self.event(memory_id, "memory.deleted", actor, payload, now))
+            return
+        with self.db.write():
+            self.committed(
+                self.db.archive_cas(memory_id, now, memory.revision), memory_id, memory.revision
+            )
+            self.db.unindex(memory_id)
+            self.db.append(self.event(memory_id, "memory.archived", actor, payload, now))
+
+    def forget_many(
+        self,
+        *,
+        scope: str | None = None,
+        tags: Sequence[str] = (),
+        all: bool = False,
+        mode: str = "archive",
+        confirm: bool = False,
+        dry_run: bool = True,
+        reason: str | None = None,
+        actor: str = ACTOR_CORE,
+    ) -> dict[str, Any]:
+        """Preview (default) or apply a bulk forget; one transaction per memory (MEM-8)."""
+        if not all and scope is None and not tags:
+            raise MemoryStoreError(
+                C.MEMORY_BULK_SELECTOR_REQUIRED,
+                "Bulk forget requires a scope, at least one tag, or all.",
+            )
+        if all and (scope is not None or tags):
+            raise MemoryStoreError(
+                C.MEMORY_BULK_SELECTOR_CONFLICT,
+                "Bulk forget all cannot be combined with scope or tags.",
+            )
+        policy.check_actor(actor)
+        policy.check_reason(reason)
+        if scope is not None:
+            policy.check_scope(scope)
+        policy.check_tags(list(tags), "Memory filter has too many tags.")
+        if not dry_run and mode == "delete" and confirm is not True:
+            raise MemoryStoreError(
+                C.MEMORY_DELETE_CONFIRMATION_REQUIRED, "Hard delete requires explicit confirmation."
+            )
+        memories = self.db.list_memories(scope=scope, tags=tags)
+        if not dry_run:
+            for memory in memories:
+                self.forget(
+                    memory.id,
+                    mode=mode,
+                    confirm=confirm,
+                    reason=reason,
+                    expected_revision=memory.revision,
+                    actor=actor,
+                )
+        return {
+            "matched": len(memories),
+            "affected": 0 if dry_run else len(memories),
+            "mode": mode,
+            "dryRun": dry_run,
+            "ids": [m.id for m in memories],
+        }
+
+    def challenge(
+        self,
+        memory_id: str,
+        *,
+        outcome: str,
+        reason: str,
+        superseded_by: str | None = None,
+        expected_revision: int | None = None,
+        actor: str = ACTOR_CORE,
+    ) -> tuple[Memory, Relation | None]:
+        """Record a review outcome; `superseded` also relates the superseding memory (MEM-8)."""
+        policy.check_id(memory_id)
+        policy.check_actor(actor)
+        policy.check_required_reason(reason)
+        invariant(
+            outcome in CHALLENGE_OUTCOMES,
+            C.MEMORY_CHALLENGE_OUTCOME_INVALID,
+            "Memory challenge outcome is invalid.",
+            {"outcome": outcome},
+        )
+        current = self.get(memory_id)
+        self.check_expected(expected_revision, current)
+        superseding: Memory | None = None
+        if outcome == "superseded":
+            invariant(
+                superseded_by is not None,
+                C.MEMORY_SUPERSEDING_MEMORY_REQUIRED,
+                "Superseded challenges require the superseding memory ID.",
+                {"id": memory_id},
+            )
+            assert superseded_by is not None
+            policy.check_id(superseded_by)
+            invariant(
+                superseded_by != memory_id,
+                C.MEMORY_RELATION_SELF_INVALID,
+                "A memory cannot supersede itself.",
+                {"id": memory_id},
+            )
+            superseding = self.db.find(superseded_by)
+            if superseding is None:
+                raise MemoryStoreError(
+                    C.MEMORY_RELATION_SOURCE_NOT_FOUND,
+                    "Superseding memory was not found.",
+                    {"id": superseded_by},
+                )
+            policy.check_relation("supersedes", superseding.id, current.id, reason)
+        now = self.now()
+        state = {"valid": "user_confirmed", "needs_review": "needs_review"}.get(
+            outcome, "deprecated"
+        )
+        review_after = None if outcome == "valid" else now
+        policy.check_memory(
+            content=current.content,
+            kind=current.kind,
+            scope=current.scope,
+            tags=current.tags,
+            source=current.source,
+            confidence=current.confidence,
+            confidence_state=state,
+            provenance=current.provenance,
+            review_after=review_after,
+            expires_at=current.expires_at,
+        )
+        updated = current.evolve(
+            revision=current.revision + 1,
+            confidence_state=state,
+            review_after=review_after,
+            updated_at=now,
+        )
+        created: Relation | None = None
+        with self.db.write():
+            self.committed(
+                self.db.update_cas(updated, current.revision), memory_id, current.revision
+            )
+            self.db.index(updated)
+            changed = dict.fromkeys(("content", "kind", "scope", "tags", "confidence"), False)
+            changed |= {
+                "confidenceState": True,
+                "provenance": False,
+                "reviewAfter": True,
+                "expiresAt": False,
+            }
+            self.db.append(
+                self.event(
+                    updated.id,
+                    "memory.updated",
+                    actor,
+                    {"changed": changed, "scope": updated.scope},
+                    now,
+                )
+            )
+            if superseding is not None:
+                created = Relation(
+                    new_id("rel"), superseding.id, updated.id, "supersedes", js_trim(reason), now
+                )
+                rel_ops.insert_or_fail(self, created, superseding, updated, actor)
+            self.db.append(
+                self.event(
+                    updated.id,
+                    "memory.challenged",
+                    actor,
+                    {
+                        "outcome": outcome,
+                        "reason": js_trim(reason),
+                        "previousConfidenceState": current.confidence_state,
+                        "confidenceState": state,
+                        "reviewAfter": review_after,
+                        "supersededByMemoryId": superseded_by,
+                        "supersededByScope": None if superseding is None else superseding.scope,
+                        "relationId": None if created is None else created.id,
+                        "scope": updated.scope,
+                    },
+                    now,
+                )
+            )
+        return updated, created
+
+    # -- delegated -------------------------------------------------------------------------
+
+    recall = reads.recall
+    recall_detailed = reads.recall_detailed
+    record_usage = reads.record_recall_usage
+    history = reads.history
+    audit = reads.audit
+    show = reads.show
+
+    relate = rel_ops.relate
+    relations = rel_ops.list_relations
+    unrelate = rel_ops.unrelate
+    suggest_capture = capture.suggest_capture
+    confirm_capture = capture.confirm_capture
+    export = transfer.export_document
+    import_document = transfer.import_document
+    list = reads.list_memories

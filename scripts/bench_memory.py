@@ -1,0 +1,303 @@
+#!/usr/bin/env python3
+"""Benchmark of the local memory store (aidememo/memory): remember throughput and recall latency.
+
+For each size (default 1,000, 10,000 and 100,000 memories in one scope; English notes with a
+tenth in CJK, tags, rare terms) the store is filled through the store's own insert path, then:
+
+* recall: `--queries` queries of 1-3 terms from the notes' vocabulary, half with a rare term,
+  plus tag-boosted queries, timed per call (p50/p95/p99), beside a raw `sqlite3` FTS5
+  `MATCH ... ORDER BY bm25` query with the same MATCH text on the same rows;
+* remember: `--remember` calls of `MemoryStore.remember` (one transaction each) beside a raw
+  insert loop (the same three INSERTs per memory, one transaction each) at the same size.
+
+`--nuzo` adds the reference Nuzo 1.2.0's figures (its core service from Node, through
+scripts/_nuzo_baseline.py, when the compatibility build is present) for sizes up to
+`--nuzo-max`. Prints one JSON line. Usage: scripts/bench_memory.py [--sizes 1000,10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from aidememo.memory import MemoryStore  # noqa: E402
+from aidememo.memory.model import Memory, new_id  # noqa: E402
+from aidememo.memory.recall import fts_query  # noqa: E402
+from aidememo.memory.schema import capture_key  # noqa: E402
+
+SCOPE = "project:bench"
+WORDS = """
+deploy staging release branch review merge commit build test suite flaky retry timeout cache
+database migration schema index query latency throughput service endpoint request response
+error budget alert page incident rollback canary feature flag config secret vault token rotate
+certificate domain proxy gateway worker queue message event stream batch job schedule cron
+backup restore snapshot replica primary failover region cluster node container image registry
+pipeline lint format type check coverage benchmark profile memory leak thread lock deadlock
+python node rust go typescript package version pin upgrade dependency vendor license audit
+docs readme changelog guide onboarding runbook owner team oncall handoff meeting decision note
+prefer avoid always never must should use keep write read delete archive update create move
+small large fast slow stable safe clear short long simple strict local remote shared private
+user customer tenant project session agent model prompt context window embedding vector search
+ranking score filter tag label scope global default fallback limit page cursor export import
+""".split()
+CJK = """
+東京 大阪 会議 設計 仕様 障害 復旧 監視 警告 配備 検証 試験 性能 遅延 記憶 検索 索引 更新
+削除 保存 共有 権限 認証 鍵 証明書 通知 予定 担当 決定 方針 北京 上海 数据 服务 部署 测试
+""".split()
+TAGS = "infra ci docs release security storage api frontend python node ops data".split()
+KINDS = ("note", "fact", "instruction", "preference", "project_decision")
+
+
+def corpus(n: int, seed: int) -> tuple[list[dict[str, Any]], list[str]]:
+    """`n` memories ({content, kind, scope, tags}) and the rare terms they contain."""
+    rng = random.Random(seed)
+    rare_pool = [f"zq{i:05d}{rng.choice('abcdefghij')}x" for i in range(max(n // 4, 50))]
+    weights = [1 / (rank + 1) for rank in range(len(WORDS))]
+    memories, rares = [], []
+    for i in range(n):
+        if i % 10 == 9:
+            words = rng.choices(CJK, k=rng.randint(4, 10))
+        else:
+            words = rng.choices(WORDS, weights=weights, k=rng.randint(8, 24))
+        if rng.random() < 0.3:
+            rare = rng.choice(rare_pool)
+            words.insert(rng.randrange(len(words) + 1), rare)
+            rares.append(rare)
+        content = " ".join(words).capitalize() + f". Note {i}."
+        tags = rng.sample(TAGS, rng.randint(0, 3))
+        memories.append(
+            {"content": content, "kind": rng.choice(KINDS), "scope": SCOPE, "tags": tags}
+        )
+    return memories, rares
+
+
+def queries(count: int, rares: list[str], seed: int) -> list[dict[str, Any]]:
+    rng = random.Random(seed + 1)
+    out = []
+    for i in range(count):
+        terms = rng.sample(WORDS[:120], rng.randint(1, 2))
+        kind = "common"
+        if i % 2 == 0 and rares:
+            terms = [rng.choice(rares), *terms[:1]]
+            kind = "rare"
+        elif i % 4 == 1:
+            terms = [rng.choice(TAGS), *terms[:1]]
+            kind = "tag"
+        elif i % 8 == 3:
+            terms = rng.sample(CJK, 1)
+            kind = "cjk"
+        out.append(
+            {
+                "query": " ".join(terms),
+                "scope": SCOPE,
+                "include_global": False,
+                "limit": 8,
+                "kind": kind,
+            }
+        )
+    return out
+
+
+def fill(store: MemoryStore, memories: list[dict[str, Any]]) -> None:
+    for start in range(0, len(memories), 5000):
+        with store.db.write():
+            for m in memories[start : start + 5000]:
+                memory = store.new_memory(
+                    content=m["content"],
+                    kind=m["kind"],
+                    scope=SCOPE,
+                    tags=m["tags"],
+                    source="bench:memory",
+                    confidence=None,
+                    confidence_state="user_confirmed",
+                    provenance=None,
+                    review_after=None,
+                    expires_at=None,
+                )
+                store.persist(memory, "bench")
+
+
+def pct(samples_ns: list[int], q: float) -> float:
+    ordered = sorted(samples_ns)
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return round(ordered[index] / 1e6, 3)
+
+
+def summary(samples_ns: list[int]) -> dict[str, float]:
+    return {
+        "p50_ms": pct(samples_ns, 0.50),
+        "p95_ms": pct(samples_ns, 0.95),
+        "p99_ms": pct(samples_ns, 0.99),
+    }
+
+
+RAW_SQL = (
+    "SELECT m.id, m.content, m.tags, bm25(memories_fts, 0.0, 0.0, 1.0, 5.0) * -1 AS score"
+    " FROM memories_fts JOIN memories m ON m.id = memories_fts.id"
+    " WHERE memories_fts MATCH ? AND m.archived_at IS NULL AND m.scope = ?"
+    " ORDER BY bm25(memories_fts, 0.0, 0.0, 1.0, 5.0) LIMIT ?"
+)
+
+
+def time_recall(store: MemoryStore, qs: list[dict[str, Any]], rounds: int) -> dict[str, Any]:
+    ours: dict[str, list[int]] = {}
+    raw: dict[str, list[int]] = {}
+    conn = store.db.conn
+    for _ in range(rounds):
+        for q in qs:
+            start = time.perf_counter_ns()
+            store.recall(q["query"], scope=SCOPE, limit=q["limit"])
+            ours.setdefault(q["kind"], []).append(time.perf_counter_ns() - start)
+            match = fts_query(q["query"])
+            start = time.perf_counter_ns()
+            conn.execute(RAW_SQL, (match, SCOPE, q["limit"] * 8)).fetchall()
+            raw.setdefault(q["kind"], []).append(time.perf_counter_ns() - start)
+    everything = [v for values in ours.values() for v in values]
+    every_raw = [v for values in raw.values() for v in values]
+    out: dict[str, Any] = {"all": summary(everything), "raw_fts_all": summary(every_raw)}
+    for kind in sorted(ours):
+        out[kind] = summary(ours[kind]) | {"raw_fts": summary(raw[kind])}
+    rare = out.get("rare")
+    if rare:
+        out["rare_vs_raw_p95"] = round(rare["p95_ms"] / max(rare["raw_fts"]["p95_ms"], 1e-6), 2)
+    return out
+
+
+def raw_insert_loop(path: str, memories: list[dict[str, Any]]) -> float:
+    """The same three INSERTs per memory, one transaction each, on the same store file."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA busy_timeout = 5000")
+    start = time.perf_counter()
+    for m in memories:
+        memory_id, now = new_id("raw"), "2026-12-01T00:00:00.000Z"
+        tags = json.dumps(m["tags"], separators=(",", ":"))
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "INSERT INTO memories (id, revision, scope, kind, content, capture_key, tags, source,"
+            " confidence, confidence_state, provenance, review_after, expires_at, created_at,"
+            " updated_at, last_used_at, archived_at) VALUES"
+            " (?, 1, ?, ?, ?, ?, ?, 'bench:raw', 1.0, 'user_confirmed', NULL, NULL, NULL, ?, ?,"
+            " NULL, NULL)",
+            (memory_id, SCOPE, m["kind"], m["content"], capture_key(m["content"]), tags, now, now),
+        )
+        conn.execute(
+            "INSERT INTO memories_fts (id, scope, content, tags) VALUES (?, ?, ?, ?)",
+            (memory_id, SCOPE, m["content"], " ".join(m["tags"])),
+        )
+        conn.execute(
+            "INSERT INTO memory_events (id, memory_id, event_type, actor, payload, created_at)"
+            " VALUES (?, ?, 'memory.created', 'bench', ?, ?)",
+            (new_id("evt"), memory_id, json.dumps({"scope": SCOPE, "tags": m["tags"]}), now),
+        )
+        conn.execute("COMMIT")
+    elapsed = time.perf_counter() - start
+    conn.close()
+    return elapsed
+
+
+def time_remember(store: MemoryStore, memories: list[dict[str, Any]]) -> float:
+    start = time.perf_counter()
+    for m in memories:
+        store.remember(
+            m["content"],
+            kind=m["kind"],
+            scope=SCOPE,
+            tags=m["tags"],
+            source="bench:memory",
+            actor="bench",
+        )
+    return time.perf_counter() - start
+
+
+def nuzo_figures(
+    memories: list[dict[str, Any]], qs: list[dict[str, Any]], rounds: int
+) -> dict[str, Any]:
+    """The reference Nuzo's remember and recall figures on the same memories and queries."""
+    try:
+        from _nuzo_baseline import run_nuzo  # type: ignore[import-not-found]
+    except ImportError:
+        return {"error": "no scripts/_nuzo_baseline.py in this checkout"}
+    try:
+        run = run_nuzo(
+            memories, [{k: v for k, v in q.items() if k != "kind"} for q in qs], rounds=rounds
+        )
+    except RuntimeError as exc:
+        return {"error": str(exc)[:300]}
+    kinds = [q["kind"] for q in qs] * rounds
+    rare = [ns for ns, kind in zip(run.recall_ns, kinds, strict=True) if kind == "rare"]
+    return {
+        "remember_per_s": round(len(memories) / run.remember_s, 1),
+        "all": summary(run.recall_ns),
+        "rare": summary(rare) if rare else None,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--queries", type=int, default=200, help="recall queries a size")
+    parser.add_argument("--rounds", type=int, default=1, help="times each query runs")
+    parser.add_argument("--remember", type=int, default=300, help="timed remember calls a size")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--nuzo", action="store_true", help="add the reference Nuzo's figures")
+    parser.add_argument("--nuzo-max", type=int, default=10000, help="largest size run on Nuzo")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    result: dict[str, Any] = {
+        "bench": "memory",
+        "scope": SCOPE,
+        "queries": args.queries,
+        "rounds": args.rounds,
+        "sizes": {},
+    }
+    with tempfile.TemporaryDirectory(prefix="aidememo-bench-memory-") as tmp:
+        for size in sizes:
+            memories, rares = corpus(size + 2 * args.remember, args.seed)
+            base, extra = memories[:size], memories[size:]
+            path = os.path.join(tmp, f"store-{size}.sqlite")
+            store = MemoryStore.open(path, scope=SCOPE)
+            start = time.perf_counter()
+            fill(store, base)
+            fill_s = time.perf_counter() - start
+            qs = queries(
+                args.queries, rares[: max(1, len(rares) * size // len(memories))], args.seed
+            )
+            store.db.conn.execute("PRAGMA optimize")
+            row: dict[str, Any] = {"fill_s": round(fill_s, 2)}
+            row["recall"] = time_recall(store, qs, args.rounds)
+            raw_s = raw_insert_loop(path, extra[: args.remember])
+            ours_s = time_remember(store, extra[args.remember :])
+            row["remember"] = {
+                "per_s": round(args.remember / ours_s, 1),
+                "raw_insert_per_s": round(args.remember / raw_s, 1),
+                "vs_raw": round(raw_s / ours_s, 2),
+            }
+            store.close()
+            if args.nuzo and size <= args.nuzo_max:
+                nuzo = nuzo_figures(base, qs, args.rounds)
+                row["nuzo"] = nuzo
+                rare_n, rare_o = (nuzo.get("rare") or {}), row["recall"].get("rare") or {}
+                if rare_n and rare_o:
+                    row["vs_nuzo_rare_p95"] = round(
+                        rare_n["p95_ms"] / max(rare_o["p95_ms"], 1e-6), 1
+                    )
+            result["sizes"][str(size)] = row
+    sys.stdout.write(json.dumps(result, separators=(",", ":")) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
