@@ -137,7 +137,8 @@ def export_markdown(document: dict[str, Any]) -> str:
         return "\n".join(lines)
     for number, item in enumerate(memories, start=1):
         tags = [f"  - {yaml_string(tag)}" for tag in item["tags"]] or ["  []"]
-        provenance = item.get("provenance")
+        # As Nuzo: a present provenance is JSON text, so a stored null prints as "null".
+        provenance = js_json(item["provenance"]) if "provenance" in item else None
         lines += [
             f"### Memory {number}",
             "",
@@ -149,7 +150,7 @@ def export_markdown(document: dict[str, Any]) -> str:
             f"source: {yaml_string(item['source'])}",
             f"confidence: {js_number(item['confidence'])}",
             f"confidence_state: {yaml_string(item.get('confidence_state'))}",
-            f"provenance: {yaml_string(None if provenance is None else js_json(provenance))}",
+            f"provenance: {yaml_string(provenance)}",
             f"review_after: {yaml_string(item.get('review_after'))}",
             f"expires_at: {yaml_string(item.get('expires_at'))}",
             f"created_at: {yaml_string(item['created_at'])}",
