@@ -61,7 +61,6 @@ REFUSALS: list[tuple[str, list[str]]] = [
     ("scope-conflict", ["list", "--all-scopes"]),
     ("forget-mode-conflict", ["forget", "mem_missing", "--archive", "--delete"]),
     ("bulk-selector", ["forget-many"]),
-    ("bulk-conflict", ["forget-many", "--all", "--scope", "user:default"]),
 ]
 
 
@@ -140,14 +139,33 @@ def test_mem96_forget_many_selects_by_scope_where_nuzo_cannot(
 ) -> None:
     _, ids = sample
     # Nuzo's `forget-many --scope S` never reaches the command (the `memory` group takes the
-    # option), in either position: MEMORY_BULK_SELECTOR_REQUIRED.
+    # option), in either position: MEMORY_BULK_SELECTOR_REQUIRED; beside `--all` it is dropped.
     for scope, args in (
         (None, ("forget-many", "--scope", "project:beta")),
         ("project:beta", ("forget-many",)),
     ):
         refused = nuzo.run(*args, scope=scope, check=False)
         assert _code(refused.stderr) == "MEMORY_BULK_SELECTOR_REQUIRED"
+    everything = nuzo.run("forget-many", "--all", "--scope", "user:default")
+    assert everything.lines()[0].startswith("Preview\tmatched=13\t")
+    conflict = ours.run("forget-many", "--all", "--scope", "user:default", check=False)
+    assert _code(conflict.stderr) == "MEMORY_BULK_SELECTOR_CONFLICT"
     preview = ours.run("forget-many", "--scope", "project:beta")
-    assert preview.lines() == ["Preview matched=1 affected=0 mode=archive", ids.ids["beta"]]
+    assert preview.lines() == ["Preview\tmatched=1\taffected=0\tmode=archive", ids.ids["beta"]]
     ours.run("forget-many", "--scope", "project:beta", "--apply", "--yes")
     assert nuzo.run("show", ids.ids["beta"], "--json").json()["memory"]["archived_at"] is not None
+
+
+def test_mem96_import_scope_override_where_nuzo_drops_it(
+    ours: Cli, nuzo: Cli, tmp_path: Path
+) -> None:
+    doc = tmp_path / "beta.json"
+    doc.write_text(nuzo.run("export", scope="project:beta").stdout, encoding="utf-8")
+    # Nuzo: the option becomes the group's default scope; the items keep theirs (and are
+    # skipped as duplicates of themselves).
+    assert nuzo.run("import", str(doc), "--scope", "project:new").stdout == (
+        "Imported 0 memories, skipped 1\n"
+    )
+    assert ours.run("import", str(doc), "--scope", "project:new").stdout == "Imported 1 memories\n"
+    listed = nuzo.run("list", scope="project:new").lines()
+    assert len(listed) == 1 and "Beta stores its cache in Redis" in listed[0]
