@@ -22,7 +22,6 @@ import json
 import os
 import random
 import sqlite3
-import statistics
 import sys
 import tempfile
 import time
@@ -34,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from aidememo.memory import MemoryStore  # noqa: E402
-from aidememo.memory.model import Memory, new_id  # noqa: E402
+from aidememo.memory.model import new_id  # noqa: E402
 from aidememo.memory.recall import fts_query  # noqa: E402
 from aidememo.memory.schema import capture_key  # noqa: E402
 
@@ -61,17 +60,29 @@ TAGS = "infra ci docs release security storage api frontend python node ops data
 KINDS = ("note", "fact", "instruction", "preference", "project_decision")
 
 
-def corpus(n: int, seed: int) -> tuple[list[dict[str, Any]], list[str]]:
-    """`n` memories ({content, kind, scope, tags}) and the rare terms they contain."""
+def vocabulary(seed: int) -> list[str]:
+    """The notes' words, most frequent first: the English words above, then 4,000 made-up
+    words of 2-4 syllables (project names, identifiers, jargon)."""
     rng = random.Random(seed)
-    rare_pool = [f"zq{i:05d}{rng.choice('abcdefghij')}x" for i in range(max(n // 4, 50))]
-    weights = [1 / (rank + 1) for rank in range(len(WORDS))]
+    syllables = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
+    made: set[str] = set()
+    while len(made) < 4000:
+        made.add("".join(rng.choices(syllables, k=rng.randint(2, 4))))
+    return WORDS + sorted(made)
+
+
+def corpus(n: int, seed: int) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+    """`n` memories ({content, kind, scope, tags}), the rare terms in them, the vocabulary."""
+    rng = random.Random(seed)
+    vocab = vocabulary(seed)
+    weights = [1 / (rank + 1) ** 1.05 for rank in range(len(vocab))]
+    rare_pool = [f"zq{i:05d}x" for i in range(max(n // 4, 50))]
     memories, rares = [], []
     for i in range(n):
         if i % 10 == 9:
             words = rng.choices(CJK, k=rng.randint(4, 10))
         else:
-            words = rng.choices(WORDS, weights=weights, k=rng.randint(8, 24))
+            words = rng.choices(vocab, weights=weights, k=rng.randint(8, 24))
         if rng.random() < 0.3:
             rare = rng.choice(rare_pool)
             words.insert(rng.randrange(len(words) + 1), rare)
@@ -81,24 +92,27 @@ def corpus(n: int, seed: int) -> tuple[list[dict[str, Any]], list[str]]:
         memories.append(
             {"content": content, "kind": rng.choice(KINDS), "scope": SCOPE, "tags": tags}
         )
-    return memories, rares
+    return memories, rares, vocab
 
 
-def queries(count: int, rares: list[str], seed: int) -> list[dict[str, Any]]:
+def queries(count: int, rares: list[str], vocab: list[str], seed: int) -> list[dict[str, Any]]:
+    """Half with a rare term (plus 0-2 vocabulary words), a quarter tag-boosted, the rest 1-3
+    vocabulary words, CJK words or one of the 20 most frequent words (`frequent`, the worst
+    case); vocabulary words are drawn uniformly from the notes' vocabulary."""
     rng = random.Random(seed + 1)
     out = []
     for i in range(count):
-        terms = rng.sample(WORDS[:120], rng.randint(1, 2))
-        kind = "common"
+        words = rng.sample(vocab, 3)
         if i % 2 == 0 and rares:
-            terms = [rng.choice(rares), *terms[:1]]
-            kind = "rare"
+            terms, kind = [rng.choice(rares), *words[: rng.randint(0, 2)]], "rare"
         elif i % 4 == 1:
-            terms = [rng.choice(TAGS), *terms[:1]]
-            kind = "tag"
-        elif i % 8 == 3:
-            terms = rng.sample(CJK, 1)
-            kind = "cjk"
+            terms, kind = [rng.choice(TAGS), *words[: rng.randint(0, 1)]], "tag"
+        elif i % 12 == 3:
+            terms, kind = rng.sample(CJK, rng.randint(1, 2)), "cjk"
+        elif i % 12 == 7:
+            terms, kind = [rng.choice(vocab[:20]), words[0]], "frequent"
+        else:
+            terms, kind = words[: rng.randint(1, 3)], "common"
         out.append(
             {
                 "query": " ".join(terms),
@@ -163,7 +177,8 @@ def time_recall(store: MemoryStore, qs: list[dict[str, Any]], rounds: int) -> di
             ours.setdefault(q["kind"], []).append(time.perf_counter_ns() - start)
             match = fts_query(q["query"])
             start = time.perf_counter_ns()
-            conn.execute(RAW_SQL, (match, SCOPE, q["limit"] * 8)).fetchall()
+            if match:
+                conn.execute(RAW_SQL, (match, SCOPE, q["limit"] * 8)).fetchall()
             raw.setdefault(q["kind"], []).append(time.perf_counter_ns() - start)
     everything = [v for values in ours.values() for v in values]
     every_raw = [v for values in raw.values() for v in values]
@@ -265,16 +280,15 @@ def main() -> int:
     }
     with tempfile.TemporaryDirectory(prefix="aidememo-bench-memory-") as tmp:
         for size in sizes:
-            memories, rares = corpus(size + 2 * args.remember, args.seed)
+            memories, rares, vocab = corpus(size + 2 * args.remember, args.seed)
             base, extra = memories[:size], memories[size:]
             path = os.path.join(tmp, f"store-{size}.sqlite")
             store = MemoryStore.open(path, scope=SCOPE)
             start = time.perf_counter()
             fill(store, base)
             fill_s = time.perf_counter() - start
-            qs = queries(
-                args.queries, rares[: max(1, len(rares) * size // len(memories))], args.seed
-            )
+            present = rares[: max(1, len(rares) * size // len(memories))]
+            qs = queries(args.queries, present, vocab, args.seed)
             store.db.conn.execute("PRAGMA optimize")
             row: dict[str, Any] = {"fill_s": round(fill_s, 2)}
             row["recall"] = time_recall(store, qs, args.rounds)

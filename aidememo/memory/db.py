@@ -116,15 +116,19 @@ def _row(memory: Memory) -> tuple[Any, ...]:
 
 
 class MemoryDatabase:
-    """One open memory store file (or `:memory:`)."""
+    """One open memory store file (or `:memory:`); `readonly` opens never create, migrate,
+    chmod or write, and create no `-wal`/`-shm` file when the store has none."""
 
     def __init__(self, path: str, *, readonly: bool = False) -> None:
         self.path = path if path == ":memory:" else os.path.abspath(path)
         self.readonly = readonly
         self._lock = threading.RLock() if path == ":memory:" else _lock_for(self.path)
         if readonly:
+            # Without a -wal file no writer is mid-transaction: read the file as immutable so no
+            # -wal/-shm sidecar is created next to a store this process only inspects.
+            quiet = "&immutable=1" if not os.path.exists(f"{self.path}-wal") else ""
             self.conn = sqlite3.connect(
-                f"file:{self.path}?mode=ro",
+                f"file:{self.path}?mode=ro{quiet}",
                 uri=True,
                 isolation_level=None,
                 timeout=BUSY_TIMEOUT_MS / 1000,

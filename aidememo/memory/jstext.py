@@ -38,7 +38,7 @@ def collapse_spaces(text: str) -> str:
 
 def utf16_len(text: str) -> int:
     """JavaScript `length`: UTF-16 code units (a character outside the BMP counts 2)."""
-    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+    return len(text.encode("utf-16-le")) // 2
 
 
 # -- time --------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from aidememo.memory.db import COLUMNS, MemoryDatabase, memory_from_row
-from aidememo.memory.jstext import js_trim, utf16_len
+from aidememo.memory.jstext import js_trim
 from aidememo.memory.model import GLOBAL_SCOPE, Memory, RecallResult
 
 STOP_WORDS = frozenset(
@@ -42,7 +42,7 @@ def tokenize(text: str) -> list[str]:
     return [
         term
         for term in _SPLIT.split(js_trim(text).lower())
-        if utf16_len(term) > 1 and term not in STOP_WORDS
+        if (len(term) > 1 or (term and ord(term) > 0xFFFF)) and term not in STOP_WORDS
     ]
 
 
@@ -64,37 +64,34 @@ def _matched_tags(terms: set[str], tags: Sequence[str]) -> list[str]:
     ]
 
 
-def _matched_terms(query_terms: Sequence[str], memory: Memory) -> list[str]:
-    present = set(tokenize(f"{memory.content} {' '.join(memory.tags)}"))
-    return list(dict.fromkeys(term for term in query_terms if term in present))
+def _finder(terms: Sequence[str]) -> re.Pattern[str]:
+    """Finds the query terms that are whole tokens of a lower-cased text (what tokenizing the
+    text and intersecting would give, without tokenizing it)."""
+    longest_first = sorted(set(terms), key=len, reverse=True)
+    return re.compile(r"(?<!\w)(" + "|".join(map(re.escape, longest_first)) + r")(?!\w)")
 
 
-def _candidates(
-    db: MemoryDatabase, match: str, scopes: list[str], count: int
-) -> list[tuple[Memory, float]]:
-    """The top `count` active memories of `scopes` in bm25 order, with their scores.
+# One candidate: memory id, scope, content, tags, -bm25.
+Candidate = tuple[str, str, str, list[str], float]
 
-    Ranks inside FTS first (the index holds exactly the active memories, with their scopes) and
-    reads only the winners' rows; when the index disagrees with a winner's row (a drifted index),
-    it answers with the canonical join instead, so the result never depends on the drift.
-    """
+
+def _ranked(db: MemoryDatabase, match: str, scopes: list[str], count: int) -> list[Candidate]:
+    """The top `count` FTS rows of `scopes` in bm25 order, read from the index alone."""
     marks = ",".join("?" * len(scopes))
-    ranked = db.conn.execute(
-        "SELECT id, scope, bm25(memories_fts, 0.0, 0.0, 1.0, 5.0) * -1 FROM memories_fts"
-        f" WHERE memories_fts MATCH ? AND scope IN ({marks})"
+    rows = db.conn.execute(
+        "SELECT id, scope, content, tags, bm25(memories_fts, 0.0, 0.0, 1.0, 5.0) * -1"
+        f" FROM memories_fts WHERE memories_fts MATCH ? AND scope IN ({marks})"
         " ORDER BY bm25(memories_fts, 0.0, 0.0, 1.0, 5.0) LIMIT ?",
         (match, *scopes, count),
     ).fetchall()
-    found = db.find_many([row[0] for row in ranked])
-    out = []
-    for memory_id, scope, score in ranked:
-        memory = found.get(memory_id)
-        if memory is None or memory.archived_at is not None or memory.scope != scope:
-            break
-        out.append((memory, float(score)))
-    else:
-        if len({m.id for m, _ in out}) == len(out):
-            return out
+    return [(i, sc, content, tags.split(), float(score)) for i, sc, content, tags, score in rows]
+
+
+def _canonical(
+    db: MemoryDatabase, match: str, scopes: list[str], count: int
+) -> list[tuple[Memory, float]]:
+    """The same ranking joined with the canonical rows (Nuzo's statement)."""
+    marks = ",".join("?" * len(scopes))
     rows = db.conn.execute(
         f"SELECT {_SELECT}, bm25(memories_fts, 0.0, 0.0, 1.0, 5.0) * -1 AS score"
         " FROM memories_fts JOIN memories m ON m.id = memories_fts.id"
@@ -105,44 +102,80 @@ def _candidates(
     return [(memory_from_row(row), float(row[16])) for row in rows]
 
 
+def _rank(
+    candidates: list[Candidate], query_terms: list[str], match: str, scopes: list[str], limit: int
+) -> list[tuple[Candidate, float, str]]:
+    """Re-score, drop noise and sort (MEM-6): `(candidate, score, reason)`, best first."""
+    finder = _finder(query_terms)
+    term_set = set(query_terms)
+    minimum = 1 if len(query_terms) <= 1 else 2
+    scored = []
+    strong_frequency: Counter[str] = Counter()
+    for candidate in candidates:
+        _, _, content, tags, _ = candidate
+        matched_tags = _matched_tags(term_set, tags)
+        present = set(finder.findall(f"{content} {' '.join(tags)}".lower()))
+        terms = [term for term in dict.fromkeys(query_terms) if term in present]
+        strong = [term for term in terms if term not in WEAK_TERMS]
+        strong_frequency.update(strong)
+        scored.append((candidate, matched_tags, terms, strong))
+    kept = []
+    for candidate, matched_tags, terms, strong in scored:
+        if (
+            (len(terms) >= minimum and strong)
+            or any(strong_frequency[term] == 1 for term in strong)
+            or len(matched_tags) >= 2
+            or any(tag not in WEAK_TERMS for tag in matched_tags)
+        ):
+            parts = [
+                f"Matched tags: {', '.join(matched_tags)}" if matched_tags else None,
+                f"Matched terms: {', '.join(terms)}" if terms else None,
+                f"FTS query: {match}",
+            ]
+            score = candidate[4] + len(matched_tags) * 1000 + len(terms) * 10
+            kept.append((candidate, score, "; ".join(part for part in parts if part)))
+    order = {scope: rank for rank, scope in enumerate(scopes)}
+    # Stable: equal scores keep the FTS order within a scope; across scopes the earlier-searched
+    # scope (project, then user:default, then team) comes first (MEM-6).
+    kept.sort(key=lambda item: (-item[1], order.get(item[0][1], len(order))))
+    return kept[:limit]
+
+
 def search(db: MemoryDatabase, query: str, scopes: Sequence[str], limit: int) -> list[RecallResult]:
-    """The ranked, noise-filtered recall of `query` over `scopes` (MEM-6)."""
+    """The ranked, noise-filtered recall of `query` over `scopes` (MEM-6).
+
+    Candidates are ranked and scored from the FTS index alone (its rows are exactly the active
+    memories with their scopes, content and tags), and only the winners' rows are read. When a
+    winner's row disagrees with its index row (a drifted index), the canonical join answers.
+    """
     match = fts_query(query)
     if not match:
         return []
     wanted = list(dict.fromkeys(scopes))
-    rows = _candidates(db, match, wanted, min(max(limit * 8, limit), CANDIDATE_MAX))
+    count = min(max(limit * 8, limit), CANDIDATE_MAX)
     query_terms = tokenize(query)
-    term_set = set(query_terms)
-    minimum = 1 if len(query_terms) <= 1 else 2
-    candidates = []
-    strong_frequency: Counter[str] = Counter()
-    for memory, bm25_score in rows:
-        tags = _matched_tags(term_set, memory.tags)
-        terms = _matched_terms(query_terms, memory)
-        strong_terms = [term for term in terms if term not in WEAK_TERMS]
-        strong_frequency.update(set(strong_terms))
-        score = bm25_score + len(tags) * 1000 + len(terms) * 10
-        parts = [
-            f"Matched tags: {', '.join(tags)}" if tags else None,
-            f"Matched terms: {', '.join(terms)}" if terms else None,
-            f"FTS query: {match}",
-        ]
-        reason = "; ".join(part for part in parts if part)
-        candidates.append((memory, tags, terms, strong_terms, score, reason))
-    kept = [
-        (memory, score, reason)
-        for memory, tags, terms, strong_terms, score, reason in candidates
-        if (len(terms) >= minimum and strong_terms)
-        or any(strong_frequency[term] == 1 for term in strong_terms)
-        or len(tags) >= 2
-        or any(tag not in WEAK_TERMS for tag in tags)
+    best = _rank(_ranked(db, match, wanted, count), query_terms, match, wanted, limit)
+    rows = db.find_many([candidate[0] for candidate, _, _ in best])
+    results = []
+    for (memory_id, scope, content, tags, _), score, reason in best:
+        memory = rows.get(memory_id)
+        if (
+            memory is None
+            or memory.archived_at is not None
+            or (memory.scope, memory.content, memory.tags) != (scope, content, tags)
+        ):
+            break
+        results.append(RecallResult(memory, score, reason))
+    else:
+        if len(rows) == len(best):
+            return results
+    joined = _canonical(db, match, wanted, count)
+    by_id = {memory.id: memory for memory, _ in joined}
+    fallback = [(m.id, m.scope, m.content, list(m.tags), bm25) for m, bm25 in joined]
+    return [
+        RecallResult(by_id[candidate[0]], score, reason)
+        for candidate, score, reason in _rank(fallback, query_terms, match, wanted, limit)
     ]
-    order = {scope: rank for rank, scope in enumerate(wanted)}
-    # Stable: equal scores keep the FTS order within a scope; across scopes the earlier-searched
-    # scope (project, then user:default, then team) comes first (MEM-6).
-    kept.sort(key=lambda item: (-item[1], order.get(item[0].scope, len(order))))
-    return [RecallResult(memory, score, reason) for memory, score, reason in kept[:limit]]
 
 
 def recall_scopes(scope: str, include_global: bool, team_scope: str | None) -> list[str]:

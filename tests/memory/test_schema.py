@@ -128,3 +128,24 @@ def test_mem9_a_symlinked_store_path_is_refused_and_its_target_untouched(tmp_pat
         MemoryStore.open(str(link))
     assert caught.value.code == MemoryErrorCode.MEMORY_STORE_PATH_UNSAFE
     assert target.read_text() == "do not touch"
+
+
+def test_mem1_read_only_opens_never_migrate_or_create_sidecars(tmp_path: Path) -> None:
+    from aidememo.memory.db import MemoryDatabase
+
+    (tmp_path / "ro").mkdir()
+    path = tmp_path / "ro" / "ro.sqlite"
+    with MemoryStore.open(str(path)) as writer:
+        writer.remember("Readable without sidecars.", kind="note")
+    assert sorted(p.name for p in path.parent.iterdir()) == ["ro.sqlite"]
+    reader = MemoryStore(MemoryDatabase(str(path), readonly=True))
+    assert [r.memory.content for r in reader.recall("sidecars")] == ["Readable without sidecars."]
+    with pytest.raises(MemoryStoreError):
+        reader.remember("No writes here.", kind="note")
+    reader.close()
+    assert sorted(p.name for p in path.parent.iterdir()) == ["ro.sqlite"]
+    old = tmp_path / "v6.sqlite"
+    _store_at(old, 6)
+    MemoryStore(MemoryDatabase(str(old), readonly=True)).close()
+    with sqlite3.connect(old) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 6

@@ -170,3 +170,38 @@ def test_mem8_forget_many_is_a_dry_run_by_default(store: MemoryStore) -> None:
     with pytest.raises(MemoryStoreError) as caught:
         store.forget_many()
     assert caught.value.code == MemoryErrorCode.MEMORY_BULK_SELECTOR_REQUIRED
+
+
+def test_mem5_fts_rows_placed_elsewhere_are_found_and_moved(store: MemoryStore) -> None:
+    a = store.remember("Relocated index row about canaries.", kind="fact")
+    b = store.remember("Second row about canaries.", kind="fact")
+    conn = store.db.conn
+    with store.db.write():  # as another writer leaves them: FTS rowids unrelated to memories'
+        rows = conn.execute("SELECT id, scope, content, tags FROM memories_fts").fetchall()
+        conn.execute("DELETE FROM memories_fts")
+        for offset, row in enumerate(rows):
+            conn.execute(
+                "INSERT INTO memories_fts (rowid, id, scope, content, tags) VALUES (?, ?, ?, ?, ?)",
+                (1000 + offset, *row),
+            )
+    store.update(a.id, content="Relocated index row about canary deploys.")
+    store.forget(b.id)
+    fts = conn.execute("SELECT id, content FROM memories_fts").fetchall()
+    assert fts == [(a.id, "Relocated index row about canary deploys.")]
+    [rowid] = conn.execute("SELECT rowid FROM memories WHERE id = ?", (a.id,)).fetchone()
+    assert conn.execute("SELECT id FROM memories_fts WHERE rowid = ?", (rowid,)).fetchone() == (
+        a.id,
+    )
+    assert [r.memory.id for r in store.recall("canary deploys")] == [a.id]
+
+
+def test_mem6_mem14_a_drifted_index_never_returns_rows_it_disagrees_with(
+    store: MemoryStore,
+) -> None:
+    a = store.remember("Drift check for the gateway.", kind="fact")
+    b = store.remember("Another gateway drift note.", kind="fact")
+    conn = store.db.conn
+    conn.execute("UPDATE memories SET archived_at = updated_at WHERE id = ?", (a.id,))
+    conn.execute("UPDATE memories SET scope = 'project:moved' WHERE id = ?", (b.id,))
+    assert store.recall("gateway drift") == []
+    assert [r.memory.id for r in store.recall("gateway drift", scope="project:moved")] == []
