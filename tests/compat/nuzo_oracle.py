@@ -196,7 +196,11 @@ class Cli:
             argv += ["--scope", scope]
         argv += list(args)
         self.home.mkdir(parents=True, exist_ok=True)
-        code, stdout, stderr = self.runner(argv, self.env(), self.home)
+        # The working directory is outside the home, so `~/.nuzo/config.json` is only ever the
+        # user config (inside the home it would also be the nearest project config).
+        cwd = self.home.with_name(self.home.name + "-cwd")
+        cwd.mkdir(exist_ok=True)
+        code, stdout, stderr = self.runner(argv, self.env(), cwd)
         run = Run(argv, code, stdout, stderr)
         if check and run.returncode != 0:
             raise CliError(
