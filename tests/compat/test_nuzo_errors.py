@@ -65,7 +65,7 @@ REFUSALS: list[tuple[str, list[str]]] = [
 
 
 @pytest.mark.parametrize(("case", "args"), REFUSALS, ids=[c for c, _ in REFUSALS])
-def test_mem95_refusals_match_nuzo(nuzo: Cli, ours: Cli, case: str, args: list[str]) -> None:
+def test_mem2_mem95_refusals_match_nuzo(nuzo: Cli, ours: Cli, case: str, args: list[str]) -> None:
     scope = "user:default" if case == "scope-conflict" else None
     _compare(nuzo, ours, args, scope=scope)
 
