@@ -25,11 +25,13 @@ TARBALL_NAME = "nuzo-memory-1.2.0-src.tar.gz"
 
 @dataclass(frozen=True)
 class NuzoRun:
-    """What Nuzo measured: the remember loop's wall time and every recall's duration."""
+    """What Nuzo measured: the remember loop's wall time and every recall's duration (in query
+    order, round after round), with the first round's results."""
 
     remember_s: float
     recall_ns: list[int]
     top_ids: list[list[str]]
+    top_scores: list[list[float]]
 
 
 def nuzo_tarball() -> Path:
@@ -122,4 +124,5 @@ def run_nuzo(
         remember_s=float(data["remember_s"]),
         recall_ns=[int(v) for v in data["recall_ns"]],
         top_ids=[list(ids) for ids in data["top_ids"]],
+        top_scores=[[float(v) for v in scores] for scores in data["top_scores"]],
     )

@@ -8,7 +8,8 @@
 // Remembers every memory through `service.remember` (one transaction each, as Nuzo's CLI does),
 // timing the whole loop, then runs each query `rounds` times through `service.recall` with
 // usage recording off, timing every call with the monotonic clock. OUT_JSON gets
-// {"remember_s", "recall_ns": [...], "top_ids": [[ids of the first round's results] per query]}.
+// {"remember_s", "recall_ns": [...], "top_ids" and "top_scores": [[the first round's result ids /
+// scores] per query]}.
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -43,6 +44,7 @@ try {
   const rememberNs = process.hrtime.bigint() - start;
   const recallNs = [];
   const topIds = [];
+  const topScores = [];
   for (let round = 0; round < spec.rounds; round += 1) {
     for (const q of spec.queries) {
       start = process.hrtime.bigint();
@@ -56,12 +58,18 @@ try {
       recallNs.push(Number(process.hrtime.bigint() - start));
       if (round === 0) {
         topIds.push(results.map((r) => r.memory.id));
+        topScores.push(results.map((r) => r.score));
       }
     }
   }
   writeFileSync(
     outPath,
-    JSON.stringify({ remember_s: Number(rememberNs) / 1e9, recall_ns: recallNs, top_ids: topIds }),
+    JSON.stringify({
+      remember_s: Number(rememberNs) / 1e9,
+      recall_ns: recallNs,
+      top_ids: topIds,
+      top_scores: topScores,
+    }),
   );
 } finally {
   database.close();

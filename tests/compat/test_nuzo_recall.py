@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.compat.nuzo_oracle import Cli, Sample
+from tests.compat.nuzo_oracle import NOTES, Cli, NuzoBuild, Sample
 
 QUERIES = [
     "cache",
@@ -110,3 +110,30 @@ def test_mem91_recall_limit_and_empty_queries_match_nuzo(nuzo: Cli, ours: Cli) -
         mine = ours.run("recall", bad, scope="project:alpha", check=False)
         assert mine.returncode == theirs.returncode == 1
         assert mine.stderr.split(":")[0] == theirs.stderr.split(":")[0]
+
+
+def test_mem91_the_benchmark_baseline_recalls_as_nuzos_cli(
+    nuzo_build: NuzoBuild, ours: Cli
+) -> None:
+    """scripts/_nuzo_baseline.py drives Nuzo's core as its CLI does: the same memories give the
+    same results, by score, as aidememo's recall on a store holding them."""
+    from scripts._nuzo_baseline import run_nuzo
+
+    memories = [
+        {"content": content, "kind": kind, "scope": scope, "tags": tags}
+        for _, scope, kind, content, tags in NOTES
+    ]
+    queries = [
+        {"query": q, "scope": "project:alpha", "include_global": True, "limit": 8} for q in QUERIES
+    ]
+    run = run_nuzo(memories, queries, build=nuzo_build.root)
+    assert len(run.recall_ns) == len(QUERIES)
+    fresh = ours.at(ours.store.with_name("fresh.sqlite"))
+    for m in memories:
+        tags = ["--tag", *m["tags"]] if m["tags"] else []
+        fresh.run("remember", m["content"], "--kind", m["kind"], *tags, scope=m["scope"])
+    for query, scores in zip(QUERIES, run.top_scores, strict=True):
+        mine = fresh.run(
+            "recall", query, "--json", "--include-global", scope="project:alpha"
+        ).json()
+        assert [_sig4(r["score"]) for r in mine["results"]] == [_sig4(s) for s in scores], query
