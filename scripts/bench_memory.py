@@ -96,15 +96,21 @@ def corpus(n: int, seed: int) -> tuple[list[dict[str, Any]], list[str], list[str
 
 
 def queries(count: int, rares: list[str], vocab: list[str], seed: int) -> list[dict[str, Any]]:
-    """Half with a rare term (plus 0-2 vocabulary words), a quarter tag-boosted, the rest 1-3
-    vocabulary words, CJK words or one of the 20 most frequent words (`frequent`, the worst
-    case); vocabulary words are drawn uniformly from the notes' vocabulary."""
+    """`count` queries of 1-3 terms. Half carry a rare term: `rare` with 0-2 further words of
+    the vocabulary's long tail, `rare_mixed` (one in four of them) with one of the English
+    words, whose matches dominate the cost. The other half: `tag` (a tag and a word), `cjk`,
+    `frequent` (one of the 20 most frequent words, the worst case) and `common` (1-3 words drawn
+    uniformly from the whole vocabulary)."""
     rng = random.Random(seed + 1)
+    head, tail = vocab[: len(WORDS)], vocab[len(WORDS) :]
     out = []
     for i in range(count):
         words = rng.sample(vocab, 3)
         if i % 2 == 0 and rares:
-            terms, kind = [rng.choice(rares), *words[: rng.randint(0, 2)]], "rare"
+            if i % 8 == 6:
+                terms, kind = [rng.choice(rares), rng.choice(head)], "rare_mixed"
+            else:
+                terms, kind = [rng.choice(rares), *rng.sample(tail, rng.randint(0, 2))], "rare"
         elif i % 4 == 1:
             terms, kind = [rng.choice(TAGS), *words[: rng.randint(0, 1)]], "tag"
         elif i % 12 == 3:

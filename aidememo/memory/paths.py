@@ -272,6 +272,15 @@ def _discover(cwd: str) -> str | None:
         candidate = candidate.parent
 
 
+def _team_env(environ: Mapping[str, str]) -> str | None:
+    team = environ.get("AIDEMEMO_MEMORY_TEAM_SCOPE")
+    if team is not None and not (_valid_scope(team) and team.startswith("team:")):
+        raise MemoryStoreError(
+            C.MEMORY_CONFIG_INVALID, "AIDEMEMO_MEMORY_TEAM_SCOPE must be a team: scope."
+        )
+    return team
+
+
 def resolve_runtime(
     *,
     store: str | None = None,
@@ -334,7 +343,5 @@ def resolve_runtime(
         recall_limit=int(recall.get("limit", RECALL_LIMIT_DEFAULT)),
         include_global=bool(recall.get("include_global", False)),
         record_recall_events=bool(config["record_recall_events"]) if config else False,
-        team_scope=config.get("team_scope")
-        if config
-        else environ.get("AIDEMEMO_MEMORY_TEAM_SCOPE"),
+        team_scope=(config or {}).get("team_scope") or _team_env(environ),
     )

@@ -6,14 +6,14 @@ unit, minus a fixed stop-word list), OR-ed as quoted FTS5 phrases; up to `min(8 
 candidates come back in `bm25(memories_fts, 0, 0, 1, 5)` order; each is re-scored
 `-bm25 + 1000 x matched tags + 10 x matched terms`, filtered for noise, and sorted by score.
 The searched scopes (the active scope, `user:default` when `include_global`, a configured team
-scope) are ranked together; each result's `memory.scope` names the scope that produced it.
+scope) are ranked together, ties in the index's order whatever their scope, as Nuzo ranks them;
+each result's `memory.scope` names the scope that produced it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections import Counter
 from collections.abc import Sequence
 
 from aidememo.memory.db import COLUMNS, MemoryDatabase, memory_from_row
@@ -56,19 +56,28 @@ def query_hash(query: str) -> str:
     return hashlib.sha256(query.encode("utf-8")).hexdigest()
 
 
-def _matched_tags(terms: set[str], tags: Sequence[str]) -> list[str]:
-    return [
-        tag
-        for tag in tags
-        if tag in terms or any(part in terms for part in _TAG_PARTS.split(tag) if part)
-    ]
+def _tag_matches(terms: set[str], tag: str) -> bool:
+    """A tag matches when it, or one of its `.`/`_`/`-`-separated parts, is a query term."""
+    return tag in terms or any(part in terms for part in _TAG_PARTS.split(tag) if part)
 
 
-def _finder(terms: Sequence[str]) -> re.Pattern[str]:
-    """Finds the query terms that are whole tokens of a lower-cased text (what tokenizing the
-    text and intersecting would give, without tokenizing it)."""
-    longest_first = sorted(set(terms), key=len, reverse=True)
-    return re.compile(r"(?<!\w)(" + "|".join(map(re.escape, longest_first)) + r")(?!\w)")
+def _is_word(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def has_token(text: str, term: str) -> bool:
+    """Whether `term` is a whole token of the lower-cased `text` (a maximal run of letters,
+    digits and `_`), without tokenizing `text`."""
+    end_of_text = len(text)
+    at = text.find(term)
+    while at >= 0:
+        end = at + len(term)
+        if (at == 0 or not _is_word(text[at - 1])) and (
+            end == end_of_text or not _is_word(text[end])
+        ):
+            return True
+        at = text.find(term, at + 1)
+    return False
 
 
 # One candidate: memory id, scope, content, tags, -bm25.
@@ -103,21 +112,29 @@ def _canonical(
 
 
 def _rank(
-    candidates: list[Candidate], query_terms: list[str], match: str, scopes: list[str], limit: int
+    candidates: list[Candidate], query_terms: list[str], match: str, limit: int
 ) -> list[tuple[Candidate, float, str]]:
     """Re-score, drop noise and sort (MEM-6): `(candidate, score, reason)`, best first."""
-    finder = _finder(query_terms)
+    distinct = list(dict.fromkeys(query_terms))
     term_set = set(query_terms)
     minimum = 1 if len(query_terms) <= 1 else 2
     scored = []
-    strong_frequency: Counter[str] = Counter()
+    strong_frequency: dict[str, int] = {}
+    tag_hits: dict[str, bool] = {}
     for candidate in candidates:
         _, _, content, tags, _ = candidate
-        matched_tags = _matched_tags(term_set, tags)
-        present = set(finder.findall(f"{content} {' '.join(tags)}".lower()))
-        terms = [term for term in dict.fromkeys(query_terms) if term in present]
+        matched_tags = []
+        for tag in tags:
+            hit = tag_hits.get(tag)
+            if hit is None:
+                hit = tag_hits[tag] = _tag_matches(term_set, tag)
+            if hit:
+                matched_tags.append(tag)
+        text = f"{content} {' '.join(tags)}".lower()
+        terms = [term for term in distinct if has_token(text, term)]
         strong = [term for term in terms if term not in WEAK_TERMS]
-        strong_frequency.update(strong)
+        for term in strong:
+            strong_frequency[term] = strong_frequency.get(term, 0) + 1
         scored.append((candidate, matched_tags, terms, strong))
     kept = []
     for candidate, matched_tags, terms, strong in scored:
@@ -134,10 +151,8 @@ def _rank(
             ]
             score = candidate[4] + len(matched_tags) * 1000 + len(terms) * 10
             kept.append((candidate, score, "; ".join(part for part in parts if part)))
-    order = {scope: rank for rank, scope in enumerate(scopes)}
-    # Stable: equal scores keep the FTS order within a scope; across scopes the earlier-searched
-    # scope (project, then user:default, then team) comes first (MEM-6).
-    kept.sort(key=lambda item: (-item[1], order.get(item[0][1], len(order))))
+    # Stable: equal scores keep the index's bm25 order, whatever their scopes (MEM-6).
+    kept.sort(key=lambda item: -item[1])
     return kept[:limit]
 
 
@@ -154,7 +169,7 @@ def search(db: MemoryDatabase, query: str, scopes: Sequence[str], limit: int) ->
     wanted = list(dict.fromkeys(scopes))
     count = min(max(limit * 8, limit), CANDIDATE_MAX)
     query_terms = tokenize(query)
-    best = _rank(_ranked(db, match, wanted, count), query_terms, match, wanted, limit)
+    best = _rank(_ranked(db, match, wanted, count), query_terms, match, limit)
     rows = db.find_many([candidate[0] for candidate, _, _ in best])
     results = []
     for (memory_id, scope, content, tags, _), score, reason in best:
@@ -174,7 +189,7 @@ def search(db: MemoryDatabase, query: str, scopes: Sequence[str], limit: int) ->
     fallback = [(m.id, m.scope, m.content, list(m.tags), bm25) for m, bm25 in joined]
     return [
         RecallResult(by_id[candidate[0]], score, reason)
-        for candidate, score, reason in _rank(fallback, query_terms, match, wanted, limit)
+        for candidate, score, reason in _rank(fallback, query_terms, match, limit)
     ]
 
 

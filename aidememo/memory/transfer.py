@@ -137,8 +137,7 @@ def export_markdown(document: dict[str, Any]) -> str:
         return "\n".join(lines)
     for number, item in enumerate(memories, start=1):
         tags = [f"  - {yaml_string(tag)}" for tag in item["tags"]] or ["  []"]
-        # As Nuzo: a present provenance is JSON text, so a stored null prints as "null".
-        provenance = js_json(item["provenance"]) if "provenance" in item else None
+        provenance = item.get("provenance")
         lines += [
             f"### Memory {number}",
             "",
@@ -150,7 +149,7 @@ def export_markdown(document: dict[str, Any]) -> str:
             f"source: {yaml_string(item['source'])}",
             f"confidence: {js_number(item['confidence'])}",
             f"confidence_state: {yaml_string(item.get('confidence_state'))}",
-            f"provenance: {yaml_string(provenance)}",
+            f"provenance: {yaml_string(js_json(provenance))}",
             f"review_after: {yaml_string(item.get('review_after'))}",
             f"expires_at: {yaml_string(item.get('expires_at'))}",
             f"created_at: {yaml_string(item['created_at'])}",

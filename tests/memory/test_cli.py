@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -95,3 +96,61 @@ def test_mem12_forget_many_export_import_and_challenge_lines(tmp_path: Path) -> 
     assert fields[4] == "confidence_state=deprecated" and fields[5].startswith("review_after=20")
     markdown = run(*base, "export", "--format", "markdown").stdout
     assert markdown.startswith("# Nuzo Memory Export\n") and "```text\nCache note" in markdown
+
+
+def test_mem12_init_writes_config_and_store_and_project_init_is_local(tmp_path: Path) -> None:
+    home, project = tmp_path / "init-home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    env = {**os.environ, "HOME": str(home)}
+    env = {k: v for k, v in env.items() if not k.startswith("NUZO_")}
+    user = subprocess.run(
+        [sys.executable, "-m", "aidememo", "memory", "init"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=project,
+    )
+    assert user.returncode == 0, user.stderr
+    store = home / ".nuzo" / "memory" / "memories.sqlite"
+    assert user.stdout.splitlines() == [
+        "Nuzo initialized",
+        f"Store: {store}",
+        "Scope: user:default",
+        "Network: disabled",
+    ]
+    config = json.loads((home / ".nuzo" / "config.json").read_text())
+    assert config["storage"] == {"driver": "sqlite", "path": str(store)}
+    assert (home / ".nuzo" / "config.json").stat().st_mode & 0o777 == 0o600
+    local = subprocess.run(
+        [sys.executable, "-m", "aidememo", "memory", "init", "--project"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=project,
+    )
+    assert local.returncode == 0, local.stderr
+    assert (project / ".nuzo" / "memory" / "memories.sqlite").exists()
+    config = json.loads((project / ".nuzo" / "config.json").read_text())
+    assert config["storage"]["path"] == ".nuzo/memory/memories.sqlite"
+    assert config["default_scope"].startswith("project:")
+    made = subprocess.run(
+        [sys.executable, "-m", "aidememo", "memory", "remember", "Local note.", "--kind", "note"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=project,
+    )
+    assert made.returncode == 0, made.stderr
+    listed = subprocess.run(
+        [sys.executable, "-m", "aidememo", "memory", "list"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=project,
+    )
+    assert f"scope={config['default_scope']}" in listed.stdout

@@ -94,3 +94,15 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_mem6_mem9_the_team_scope_comes_from_the_config_or_the_environment(tmp_path: Path) -> None:
+    project = tmp_path / "teamproj"
+    _project(project, team_scope="team:platform")
+    assert paths.resolve_runtime(cwd=str(project), env={}).team_scope == "team:platform"
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    env = {"AIDEMEMO_MEMORY_TEAM_SCOPE": "team:core"}
+    assert paths.resolve_runtime(cwd=str(plain), env=env).team_scope == "team:core"
+    with pytest.raises(MemoryStoreError):
+        paths.resolve_runtime(cwd=str(plain), env={"AIDEMEMO_MEMORY_TEAM_SCOPE": "user:x"})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -205,3 +206,81 @@ def test_mem6_mem14_a_drifted_index_never_returns_rows_it_disagrees_with(
     conn.execute("UPDATE memories SET scope = 'project:moved' WHERE id = ?", (b.id,))
     assert store.recall("gateway drift") == []
     assert [r.memory.id for r in store.recall("gateway drift", scope="project:moved")] == []
+
+
+def test_mem4_oversized_inputs_get_their_own_codes(store: MemoryStore) -> None:
+    memory = store.remember("Bounded inputs.", kind="note")
+    long = "x" * 1001
+    cases: list[tuple[Callable[[], object], MemoryErrorCode]] = [
+        (lambda: store.get("m" * 257), MemoryErrorCode.MEMORY_ID_INVALID),
+        (lambda: store.get("  "), MemoryErrorCode.MEMORY_ID_EMPTY),
+        (
+            lambda: store.remember("ok", kind="note", actor="a" * 257),
+            MemoryErrorCode.MEMORY_ACTOR_INVALID,
+        ),
+        (
+            lambda: store.remember("ok", kind="note", source="s" * 257),
+            MemoryErrorCode.MEMORY_SOURCE_TOO_LONG,
+        ),
+        (lambda: store.forget(memory.id, reason=long), MemoryErrorCode.MEMORY_REASON_TOO_LONG),
+        (
+            lambda: store.challenge(memory.id, outcome="stale", reason=long),
+            MemoryErrorCode.MEMORY_REASON_TOO_LONG,
+        ),
+        (
+            lambda: store.challenge(memory.id, outcome="wrong", reason="r"),
+            MemoryErrorCode.MEMORY_CHALLENGE_OUTCOME_INVALID,
+        ),
+        (lambda: store.update(memory.id), MemoryErrorCode.MEMORY_UPDATE_EMPTY),
+        (
+            lambda: store.update(memory.id, content="y", expected_revision=0),
+            MemoryErrorCode.MEMORY_REVISION_INVALID,
+        ),
+        (lambda: store.list(tags=["t"] * 33), MemoryErrorCode.MEMORY_TAG_LIMIT_EXCEEDED),
+        (
+            lambda: store.audit(event_types=["memory.nope"]),
+            MemoryErrorCode.MEMORY_AUDIT_EVENT_TYPE_INVALID,
+        ),
+        (
+            lambda: store.audit(since="2026-02-01", until="2026-01-01"),
+            MemoryErrorCode.MEMORY_AUDIT_TIME_RANGE_INVALID,
+        ),
+        (
+            lambda: store.relate(memory.id, memory.id, relation="related_to"),
+            MemoryErrorCode.MEMORY_RELATION_SELF_INVALID,
+        ),
+        (
+            lambda: store.relate(memory.id, "mem_missing", relation="related_to"),
+            MemoryErrorCode.MEMORY_RELATION_TARGET_NOT_FOUND,
+        ),
+        (lambda: store.unrelate("rel_missing"), MemoryErrorCode.MEMORY_RELATION_NOT_FOUND),
+        (lambda: store.history(memory.id, cursor="!!"), MemoryErrorCode.MEMORY_CURSOR_INVALID),
+    ]
+    for call, code in cases:
+        with pytest.raises(MemoryStoreError) as caught:
+            call()
+        assert caught.value.code == code
+    assert store.get(memory.id).revision == 1
+
+
+def test_mem8_duplicate_relations_fail_and_unrelate_logs_both_scopes(store: MemoryStore) -> None:
+    a = store.remember("Relation source.", kind="note")
+    b = store.remember("Relation target.", kind="note", scope="user:default")
+    relation = store.relate(a.id, b.id, relation="duplicate_of")
+    with pytest.raises(MemoryStoreError) as caught:
+        store.relate(a.id, b.id, relation="duplicate_of")
+    assert caught.value.code == MemoryErrorCode.MEMORY_RELATION_DUPLICATE
+    store.unrelate(relation.id, reason="not a duplicate")
+    [event] = store.audit(event_types=["memory.relation.deleted"])
+    assert event.payload["sourceScope"] == "project:demo"
+    assert event.payload["targetScope"] == "user:default"
+    assert store.relations(a.id) == []
+
+
+def test_mem5_a_failed_fts_write_leaves_no_memory_or_event(
+    store: MemoryStore, store_path: Path
+) -> None:
+    store.db.conn.execute("DROP TABLE memories_fts")
+    with pytest.raises(sqlite3.OperationalError):
+        store.remember("Not indexed, not stored.", kind="note")
+    assert _count(store_path, "memories") == 0 and _count(store_path, "memory_events") == 0
