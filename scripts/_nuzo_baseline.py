@@ -87,10 +87,12 @@ def run_nuzo(
     *,
     rounds: int = 1,
     build: Path | None = None,
+    store: Path | None = None,
     timeout_s: float = 3600,
 ) -> NuzoRun:
     """Remember `memories` ({content, kind, scope, tags}) into a new store with Nuzo's core,
-    then run `queries` ({query, scope, include_global, limit}) `rounds` times.
+    then run `queries` ({query, scope, include_global, limit}) `rounds` times. The store is
+    temporary unless `store` names where to keep it.
 
     Raises RuntimeError when there is no build (run scripts/build_nuzo first)."""
     build = build or nuzo_build_dir()
@@ -102,7 +104,7 @@ def run_nuzo(
         spec.write_text(
             json.dumps(
                 {
-                    "store": str(Path(tmp) / "memories.sqlite"),
+                    "store": str(store or Path(tmp) / "memories.sqlite"),
                     "memories": [dict(m) for m in memories],
                     "queries": [dict(q) for q in queries],
                     "rounds": rounds,

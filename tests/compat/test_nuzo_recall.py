@@ -137,3 +137,38 @@ def test_mem91_the_benchmark_baseline_recalls_as_nuzos_cli(
             "recall", query, "--json", "--include-global", scope="project:alpha"
         ).json()
         assert [_sig4(r["score"]) for r in mine["results"]] == [_sig4(s) for s in scores], query
+
+
+def test_mem91_randomized_recall_on_a_nuzo_made_store_matches_nuzos_core(
+    nuzo_build: NuzoBuild, tmp_path: Path
+) -> None:
+    """The benchmark's corpus (English and CJK notes, tags, rare terms) in two scopes, written
+    by Nuzo's core; 240 of the benchmark's queries, half also searching `user:default`: aidememo's
+    recall on that store returns Nuzo's ids in Nuzo's order with Nuzo's scores."""
+    import random
+
+    from aidememo.memory import MemoryStore
+    from scripts._nuzo_baseline import run_nuzo
+    from scripts.bench_memory import corpus, queries
+
+    memories, rares, vocab = corpus(1200, seed=11)
+    rng = random.Random(5)
+    for m in memories:
+        m["scope"] = "project:bench" if rng.random() < 0.7 else "user:default"
+    qs = queries(240, rares, vocab, seed=11)
+    for n, q in enumerate(qs):
+        q["include_global"] = n % 2 == 0
+        q["limit"] = (8, 3, 20)[n % 3]
+        del q["kind"]
+    store_path = tmp_path / "nuzo.sqlite"
+    run = run_nuzo(memories, qs, build=nuzo_build.root, store=store_path)
+    store = MemoryStore.open(str(store_path), scope="project:bench")
+    try:
+        for q, ids, scores in zip(qs, run.top_ids, run.top_scores, strict=True):
+            got = store.recall(
+                q["query"], scope=q["scope"], limit=q["limit"], include_global=q["include_global"]
+            )
+            assert [r.memory.id for r in got] == ids, q
+            assert [r.score for r in got] == pytest.approx(scores, rel=1e-9), q
+    finally:
+        store.close()
