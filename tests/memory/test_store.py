@@ -284,3 +284,26 @@ def test_mem5_a_failed_fts_write_leaves_no_memory_or_event(
     with pytest.raises(sqlite3.OperationalError):
         store.remember("Not indexed, not stored.", kind="note")
     assert _count(store_path, "memories") == 0 and _count(store_path, "memory_events") == 0
+
+
+def test_mem2_refusals_carry_nuzo_codes_that_are_not_http_error_codes(store: MemoryStore) -> None:
+    from aidememo.domain.errors import ErrorCode
+
+    with pytest.raises(MemoryStoreError) as caught:
+        store.get("mem_missing")
+    assert caught.value.to_dict() == {
+        "code": "MEMORY_NOT_FOUND",
+        "message": "Memory was not found.",
+        "details": {"id": "mem_missing"},
+    }
+    http_codes = {code.value for code in ErrorCode}
+    assert not http_codes & {code.value for code in MemoryErrorCode}
+    for name in (
+        "MEMORY_REVISION_CONFLICT",
+        "MEMORY_SCHEMA_UNSUPPORTED",
+        "RECALL_QUERY_EMPTY",
+        "MEMORY_SECRET_DETECTED",
+        "SEMANTIC_INDEX_MISSING",
+        "NUZO_INTERNAL_ERROR",
+    ):
+        assert MemoryErrorCode(name).value == name

@@ -183,3 +183,29 @@ def test_mem8_rehome_moves_a_project_scope_after_a_backup(
             backup_path=str(tmp_path / "c.sqlite"),
         )
     assert caught.value.code == MemoryErrorCode.MEMORY_SCOPE_REHOME_COLLISION
+
+
+def test_mem8_rehome_never_writes_over_or_through_an_existing_path(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    store.remember("Stays where it is.", kind="fact")
+    target = tmp_path / "precious.txt"
+    target.write_text("keep")
+    link = tmp_path / "link.sqlite"
+    link.symlink_to(target)
+    for path in (target, link):
+        with pytest.raises(MemoryStoreError) as caught:
+            rehome_scope(
+                store,
+                "project:demo",
+                "project:new",
+                apply=True,
+                confirm=True,
+                backup_path=str(path),
+            )
+        assert caught.value.code == MemoryErrorCode.MEMORY_BACKUP_EXISTS
+    assert target.read_text() == "keep"
+    assert {m.scope for m in store.list(all_scopes=True)} == {"project:demo"}
+    with pytest.raises(MemoryStoreError) as caught:
+        rehome_scope(store, "user:default", "project:new")
+    assert caught.value.code == MemoryErrorCode.MEMORY_SCOPE_REHOME_SCOPE_INVALID
