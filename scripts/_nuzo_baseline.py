@@ -14,7 +14,7 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +25,15 @@ TARBALL_NAME = "nuzo-memory-1.2.0-src.tar.gz"
 
 @dataclass(frozen=True)
 class NuzoRun:
-    """What Nuzo measured: the remember loop's wall time and every recall's duration (in query
-    order, round after round), with the first round's results."""
+    """What Nuzo measured: the remember loop's wall and CPU time, every recall's wall and CPU
+    duration (in query order, round after round), and the first round's results."""
 
     remember_s: float
     recall_ns: list[int]
     top_ids: list[list[str]]
     top_scores: list[list[float]]
+    remember_cpu_s: float = 0.0
+    recall_cpu_ns: list[int] = field(default_factory=list)
 
 
 def nuzo_tarball() -> Path:
@@ -127,4 +129,6 @@ def run_nuzo(
         recall_ns=[int(v) for v in data["recall_ns"]],
         top_ids=[list(ids) for ids in data["top_ids"]],
         top_scores=[[float(v) for v in scores] for scores in data["top_scores"]],
+        remember_cpu_s=float(data["remember_cpu_s"]),
+        recall_cpu_ns=[int(v) for v in data["recall_cpu_ns"]],
     )

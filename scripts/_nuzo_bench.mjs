@@ -8,8 +8,9 @@
 // Remembers every memory through `service.remember` (one transaction each, as Nuzo's CLI does),
 // timing the whole loop, then runs each query `rounds` times through `service.recall` with
 // usage recording off, timing every call with the monotonic clock. OUT_JSON gets
-// {"remember_s", "recall_ns": [...], "top_ids" and "top_scores": [[the first round's result ids /
-// scores] per query]}.
+// {"remember_s", "remember_cpu_s", "recall_ns": [...], "recall_cpu_ns": [...] (the process's CPU
+// time around each call, microsecond resolution), "top_ids" and "top_scores": [[the first
+// round's result ids / scores] per query]}.
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -31,6 +32,7 @@ const service = core.createMemoryService({
 
 try {
   let start = process.hrtime.bigint();
+  const rememberCpu0 = process.cpuUsage();
   for (const m of spec.memories) {
     await service.remember({
       content: m.content,
@@ -42,11 +44,14 @@ try {
     });
   }
   const rememberNs = process.hrtime.bigint() - start;
+  const rememberCpu = process.cpuUsage(rememberCpu0);
   const recallNs = [];
+  const recallCpuNs = [];
   const topIds = [];
   const topScores = [];
   for (let round = 0; round < spec.rounds; round += 1) {
     for (const q of spec.queries) {
+      const cpu0 = process.cpuUsage();
       start = process.hrtime.bigint();
       const results = await service.recall({
         query: q.query,
@@ -56,6 +61,8 @@ try {
         recordUsage: false,
       });
       recallNs.push(Number(process.hrtime.bigint() - start));
+      const cpu = process.cpuUsage(cpu0);
+      recallCpuNs.push((cpu.user + cpu.system) * 1000);
       if (round === 0) {
         topIds.push(results.map((r) => r.memory.id));
         topScores.push(results.map((r) => r.score));
@@ -66,7 +73,9 @@ try {
     outPath,
     JSON.stringify({
       remember_s: Number(rememberNs) / 1e9,
+      remember_cpu_s: (rememberCpu.user + rememberCpu.system) / 1e6,
       recall_ns: recallNs,
+      recall_cpu_ns: recallCpuNs,
       top_ids: topIds,
       top_scores: topScores,
     }),
