@@ -20,6 +20,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -260,6 +261,9 @@ class Sample:
 
 
 def _remember(cli: Cli, scope: str, content: str, kind: str, *flags: str) -> str:
+    # Each memory in a millisecond of its own: lists and exports order equal timestamps by
+    # (random) id, and two stores made alike should list alike.
+    time.sleep(0.002)
     out = cli.run("remember", content, "--kind", kind, *flags, scope=scope)
     return out.stdout.strip().splitlines()[-1]
 
