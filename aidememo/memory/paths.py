@@ -56,8 +56,22 @@ def resolve_scope(scope: str, project_root: str | None = None) -> str:
 
 
 def ensure_private_dir(path: str) -> None:
-    """Create `path` and missing parents with mode 0700 (existing directories are kept)."""
-    os.makedirs(path, mode=DIR_MODE, exist_ok=True)
+    """Create `path` and every missing parent with mode 0700, as Nuzo's recursive mkdir does
+    (`os.makedirs` gives the mode to the leaf only); existing directories are kept."""
+    missing: list[str] = []
+    current = os.path.abspath(path)
+    while not os.path.isdir(current):
+        missing.append(current)
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, DIR_MODE)
+        except FileExistsError:
+            if not os.path.isdir(directory):
+                raise
 
 
 def protect(path: str) -> None:
