@@ -97,7 +97,13 @@ def cmd_init(ns: argparse.Namespace, _: MemoryStore | None) -> int:
                 "Project init cannot be combined with a custom --store path.",
             )
         root = os.path.realpath(os.getcwd())
-        for path in (".nuzo", ".nuzo/config.json", ".nuzo/memory", ".nuzo/memory/memories.sqlite"):
+        for path in (
+            ".nuzo",
+            ".nuzo/config.json",
+            ".nuzo/memory",
+            ".nuzo/memory/memories.sqlite",
+            ".gitignore",
+        ):
             if os.path.islink(os.path.join(root, path)):
                 raise MemoryStoreError(
                     C.MEMORY_INIT_PATH_UNSAFE,
@@ -130,6 +136,8 @@ def cmd_init(ns: argparse.Namespace, _: MemoryStore | None) -> int:
             "privacy": {"allow_network": False, "record_recall_events": False},
         }
         paths.write_private_file(config, js_json(document, 2) + "\n")
+    if ns.project:
+        paths.ensure_project_gitignore(root)
     MemoryStore.open(store_path).close()
     _out("Nuzo initialized")
     _out(f"Store: {store_path}")
