@@ -158,3 +158,44 @@ def test_mem92_a_store_aidememo_creates_has_nuzo_schema_and_passes_its_checks(
     assert json.loads(
         rows_of(ours.store, "SELECT tags FROM memories WHERE id = ?", ours_ids.ids["pnpm"])[0][0]
     ) == ["tooling", "pnpm"]
+
+
+def _tree(root: Path) -> list[tuple[str, str]]:
+    return sorted(
+        (str(p.relative_to(root)), oct(p.stat().st_mode & 0o777)) for p in root.rglob("*")
+    )
+
+
+def test_mem92_project_init_makes_the_files_nuzo_makes_and_nuzos_doctor_passes(
+    nuzo_build: NuzoBuild, tmp_path: Path
+) -> None:
+    trees, configs, ignores = [], [], []
+    for name in ("n", "a", "n-existing", "a-existing"):
+        project, home = tmp_path / f"project-{name}", tmp_path / f"home-{name}"
+        project.mkdir()
+        home.mkdir()
+        if name.endswith("existing"):
+            (project / ".gitignore").write_text("node_modules/\r\n.nuzo/memory/", encoding="utf-8")
+            (project / ".gitignore").chmod(0o664)
+        nuzos = name.startswith("n")
+        cli = nuzo_cli(nuzo_build, home, Path()) if nuzos else aidememo_cli(home, Path())
+        code, out, err = cli.runner(["memory", "init", "--project"], cli.env(), project)
+        assert code == 0, err
+        assert out.splitlines()[0] == "Nuzo initialized"
+        trees.append(_tree(project))
+        ignores.append((project / ".gitignore").read_bytes())
+        config = json.loads((project / ".nuzo" / "config.json").read_text(encoding="utf-8"))
+        assert config.pop("default_scope").startswith("project:")
+        configs.append(config)
+        code, out, err = cli.runner(
+            ["memory", "remember", "A note", "--kind", "note"], cli.env(), project
+        )
+        assert code == 0, err
+    assert trees[1] == trees[0] and trees[3] == trees[2]
+    assert configs[1] == configs[0] == configs[3] == configs[2]
+    assert ignores[1] == ignores[0] and ignores[3] == ignores[2]
+    # Nuzo's doctor, run in the project aidememo initialised, finds nothing unsafe.
+    nuzo = nuzo_cli(nuzo_build, tmp_path / "home-a", Path())
+    code, out, err = nuzo.runner(["memory", "doctor", "--json"], nuzo.env(), tmp_path / "project-a")
+    report = json.loads(out)
+    assert (code, report["status"], report["file_safety"]["unsafe"]) == (0, "ok", []), report
