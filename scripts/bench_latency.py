@@ -42,6 +42,11 @@ POST round trip (the writer's acknowledgement of a durable commit: delivery cann
 Targets (the issue's, on the origin): `live_100_p95_ms <= 50` and no message lost or
 duplicated. The last line is then `{"name": "bench_latency_live", ...}`.
 
+`--client` drives the same request operations (and the handoff cycle) through
+`aidememo.client` instead, interleaved with the same calls as raw HTTP, and prints
+`{"name": "bench_latency_client", ...}` with the raw-HTTP figures as its baseline and the
+client's p50 overhead per operation as targets (`scripts/_bench_latency_sdk.py`).
+
 Every id written carries a run tag, so repeated runs against one project never collide.
 Usage: `.venv/bin/python scripts/bench_latency.py --base-url http://127.0.0.1:3030
 --token-file ~/.aidememo/demo.token --project demo [--requests 200] [--live]`.
@@ -67,6 +72,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench_common import emit, latency_summary, note, peak_rss_mib
 from _bench_latency_client import Actor, Endpoint, HttpFailure, plot, read_token
 from _bench_latency_live import run_live
+from _bench_latency_sdk import run_client
 
 OPERATIONS = ("post_facts", "get_resource", "get_search", "get_changes")
 HANDOFF_STEPS = ("send", "accept", "fact", "return")
@@ -210,8 +216,9 @@ class Bench:
         query = urlencode({"project_epoch": self.epoch, "after_seq": 0, "limit": 100})
         return self.writer.request(conn, "GET", f"{self.base}/changes?{query}")
 
-    def handoff_cycles(self, cycles: int) -> dict[str, list[int]]:
-        """Send (writer), accept, result fact and return (receiver), on warm connections."""
+    def handoff_cycles(self, cycles: int, first: int = 0) -> dict[str, list[int]]:
+        """Send (writer), accept, result fact and return (receiver), on warm connections;
+        the cycles are numbered from `first` (their ids carry the number)."""
         assert self.receiver is not None
         receiver_id = self._receiver_id()
         clock = time.perf_counter_ns
@@ -220,7 +227,7 @@ class Bench:
         try:
             self.writer.request(a, "GET", "/health")  # open both connections first
             self.receiver.request(b, "GET", "/health")
-            for i in range(cycles):
+            for i in range(first, first + cycles):
                 hid, claim, fid = f"bh-{self.tag}-{i}", f"bc-{self.tag}-{i}", f"br-{self.tag}-{i}"
                 t0 = clock()
                 sent = self.writer.request(
@@ -322,6 +329,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--live", action="store_true", help="measure the live change feed (WebSocket) instead"
     )
     parser.add_argument(
+        "--client",
+        action="store_true",
+        help="drive the operations through aidememo.client, raw HTTP as the baseline",
+    )
+    parser.add_argument(
         "--live-subscribers",
         default="1,100",
         help="comma-separated subscriber counts, one round each (default 1,100)",
@@ -366,6 +378,19 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         note(f"bench_latency --live: {args.base_url} project {args.project}")
         return run_live(bench, args)
+    if args.client:
+        try:
+            identity = bench.setup()
+            note(f"bench_latency --client: {args.base_url} project {args.project}")
+            conn = bench.endpoint.connect()
+            try:
+                bench.post_fact(conn, 0)  # a fact for GET resource to read
+            finally:
+                conn.close()
+        except (HttpFailure, OSError) as exc:
+            print(f"bench_latency: {exc}", file=sys.stderr)
+            return 1
+        return run_client(bench, args, fact_content)
     try:
         identity = bench.setup()
         note(f"bench_latency: {args.base_url} project {args.project} as {identity['actor_id']}")

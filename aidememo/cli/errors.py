@@ -4,6 +4,7 @@ from __future__ import annotations
 
 EXIT_FAILED = 1  # the operation was refused or failed; nothing changed
 EXIT_USAGE = 2  # bad flags, a setting this build cannot serve, a missing extra
+EXIT_UNREACHABLE = 3  # an agent command got no answer from the server (SPEC.md CLI-2)
 
 
 class CliError(Exception):

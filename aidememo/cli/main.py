@@ -1,9 +1,12 @@
 """`aidememo`: the command tree (argparse) and the entry point.
 
-Every flag may also come from an `AIDEMEMO_*` environment variable (named in each flag's help);
-a flag given on the command line wins. `AIDEMEMO_DATABASE_URL` keeps a PostgreSQL password out
-of `ps`. Expected failures print one line to stderr and exit 1 (refused, nothing changed) or 2
-(usage, or something this build cannot do); they never print a traceback.
+Every flag of the admin commands may also come from an `AIDEMEMO_*` environment variable (named
+in each flag's help); a flag given on the command line wins. The agent commands take only
+`--profile` and `--json` from it. `AIDEMEMO_DATABASE_URL` keeps a PostgreSQL password out
+of `ps`. Expected failures print one line to stderr and exit 1 (refused, nothing changed), 2
+(usage, or something this build cannot do) or, for the agent commands, 3 (the server could not
+be reached); they never print a traceback. The agent commands (`aidememo.cli.agent_parser`)
+act as a named profile through `aidememo.client`.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from aidememo import __version__
+from aidememo.cli.agent_parser import add_agent_commands
 from aidememo.cli.commands import (
     cmd_admin_delete_tenant,
     cmd_admin_export,
@@ -201,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--admin-token-file",
         help="file holding the admin token; its SHA-256 guards /v1/admin (closed without it)",
     )
+    add_agent_commands(sub)
     add_memory_commands(sub)
     return parser
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -239,6 +240,16 @@ def add_memory_commands(sub: Any) -> None:
     p.add_argument("path")
     p.add_argument("--dry-run", action="store_true")
     p.add_argument("--scope", dest="filter_scope")
+
+    p = command("publish", "copy a memory into a team project as a fact (agent profile)")
+    p.add_argument("id")
+    p.add_argument(
+        "--profile",
+        default=os.environ.get("AIDEMEMO_PROFILE"),
+        help="the agent profile to publish as (auth login) [env AIDEMEMO_PROFILE]",
+    )
+    p.add_argument("--session", required=True, help="the team session the fact joins")
+    p.add_argument("--json", action="store_true")
 
     p = command("rehome-scope", "move every memory of one project scope to another")
     p.add_argument("--from", dest="from_scope", required=True)

@@ -8,6 +8,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from aidememo.cli.errors import CliError
+from aidememo.cli.memory_init import cmd_init
+from aidememo.cli.memory_publish import cmd_publish
 from aidememo.memory import paths
 from aidememo.memory.errors import MemoryErrorCode as C
 from aidememo.memory.errors import MemoryStoreError
@@ -56,6 +59,8 @@ def dispatch(ns: argparse.Namespace) -> int:
     except MemoryStoreError as error:
         sys.stderr.write(f"{error.code.value}: {error.message}\n")
         return EXIT_FAILED
+    except CliError:
+        raise  # the agent client's refusals (publish): main prints them, exit 1, 2 or 3
     except Exception:
         sys.stderr.write("NUZO_INTERNAL_ERROR: Unexpected CLI failure.\n")
         return EXIT_INTERNAL
@@ -87,63 +92,6 @@ def relation_markers(relations: list[Relation], perspective: str) -> str:
 
 
 # -- commands ----------------------------------------------------------------------------------
-
-
-def cmd_init(ns: argparse.Namespace, _: MemoryStore | None) -> int:
-    if ns.project:
-        if ns.store is not None:
-            raise MemoryStoreError(
-                C.MEMORY_INIT_STORE_CONFLICT,
-                "Project init cannot be combined with a custom --store path.",
-            )
-        root = os.path.realpath(os.getcwd())
-        for path in (
-            ".nuzo",
-            ".nuzo/config.json",
-            ".nuzo/memory",
-            ".nuzo/memory/memories.sqlite",
-            ".gitignore",
-        ):
-            if os.path.islink(os.path.join(root, path)):
-                raise MemoryStoreError(
-                    C.MEMORY_INIT_PATH_UNSAFE,
-                    "Project init refuses symbolic links in managed paths.",
-                    {"path": os.path.join(root, path)},
-                )
-        store_path, scope = paths.project_store_path(root), paths.project_scope(root)
-        config, config_store = os.path.join(root, ".nuzo", "config.json"), paths.PROJECT_STORE
-    else:
-        runtime = _runtime(ns)
-        store_path, scope = runtime.store_path, runtime.scope
-        default = paths.user_store_path()
-        root_dir = (
-            os.path.dirname(os.path.dirname(store_path))
-            if store_path == default
-            else os.path.dirname(store_path)
-        )
-        config, config_store = os.path.join(root_dir, "config.json"), store_path
-    paths.ensure_private_dir(os.path.dirname(store_path))
-    if not ns.project:
-        for extra in ("exports", "logs"):
-            paths.ensure_private_dir(os.path.join(os.path.dirname(store_path), extra))
-    if not os.path.lexists(config):
-        paths.ensure_private_dir(os.path.dirname(config))
-        document: dict[str, Any] = {
-            "version": 1,
-            "default_scope": scope,
-            "storage": {"driver": "sqlite", "path": config_store},
-            "recall": {"limit": 8, "include_global": True},
-            "privacy": {"allow_network": False, "record_recall_events": False},
-        }
-        paths.write_private_file(config, js_json(document, 2) + "\n")
-    if ns.project:
-        paths.ensure_project_gitignore(root)
-    MemoryStore.open(store_path).close()
-    _out("Nuzo initialized")
-    _out(f"Store: {store_path}")
-    _out(f"Scope: {scope}")
-    _out("Network: disabled")
-    return 0
 
 
 def cmd_remember(ns: argparse.Namespace, store: MemoryStore) -> int:
@@ -606,4 +554,5 @@ HANDLERS: dict[str, Callable[[argparse.Namespace, Any], int]] = {
     "export": cmd_export,
     "import": cmd_import,
     "rehome-scope": cmd_rehome,
+    "publish": cmd_publish,
 }

@@ -160,3 +160,30 @@ def test_bench_latency_live_prints_the_design_json_line(origin: tuple[str, Path,
     assert line["baseline"]["post_ack_n"] == 10
     assert line["targets"]["lost_or_duplicated"]["met"] is True
     assert "live_100_p95_ms" not in line["targets"]  # no round of 100 subscribers here
+
+
+def test_bench_latency_client_prints_the_design_json_line(origin: tuple[str, Path, Path]) -> None:
+    """`--client`: the operations through aidememo.client, raw HTTP of the same run as the
+    baseline, and the p50 overhead per operation as targets (the shape, not the figures)."""
+    url, writer, receiver = origin
+    proc = _bench(
+        f"--base-url {url} --token-file {writer} --receiver-token-file {receiver}",
+        "--project demo --client --requests 3 --cycles 2",
+    )
+    assert proc.returncode == 0, proc.stderr
+    line = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert set(line) == {"name", "figures", "baseline", "targets"}
+    assert line["name"] == "bench_latency_client"
+    figures, baseline, targets = line["figures"], line["baseline"], line["targets"]
+    for op in OPERATIONS:
+        for side in (figures, baseline):
+            assert side[f"{op}_warm_n"] == 3
+            assert isinstance(side[f"{op}_client_cpu_us"], float)
+            for stat in STATS:
+                assert isinstance(side[f"{op}_warm_{stat}_ms"], float), (op, stat)
+        overhead = targets[f"{op}_p50_overhead_ms"]
+        assert overhead["goal"] == "<= 0.3" and isinstance(overhead["met"], bool)
+    for step in ("send", "accept", "fact", "return", "cycle"):
+        assert isinstance(figures[f"handoff_{step}_p50_ms"], float)
+        assert isinstance(baseline[f"handoff_{step}_p50_ms"], float)
+    assert figures["handoff_cycles"] == 2

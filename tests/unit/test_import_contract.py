@@ -12,6 +12,9 @@ module may also reach the Pyodide runtime (`pyodide`, `js`) inside a `try:` whos
 ImportError, so that it still imports on CPython.
 Edge (worker/, durable_objects/): the stdlib, the Workers SDK (`workers`, `js`, `pyodide`), the
 core and each other; pg8000 only in durable_objects/pg_connection.py.
+Client (aidememo/client/, CPython only): the stdlib, httpx, pydantic, itself and
+aidememo.domain; nothing but the agent commands of aidememo.cli (imported only when one
+runs, SPEC.md CLI-2) and tests imports it, the origin included (SPEC.md CLIENT-4).
 """
 
 from __future__ import annotations
@@ -47,6 +50,9 @@ CORE_PATHS = tuple(
     )
 )
 EDGE_PATHS = (REPO / "worker", REPO / "durable_objects")
+CLIENT_PATHS = (REPO / "aidememo/client",)
+ORIGIN_PATHS = (REPO / "origin",)
+CLIENT_ALLOWED = ("httpx", "pydantic", "aidememo.client", "aidememo.domain")
 RUNTIME = ("workers", "js", "pyodide")
 SQLITE3 = frozenset({"sqlite3", "_sqlite3"})
 SQLITE3_MODULE = REPO / "aidememo/stores/sqlite/sqlite3_executor.py"
@@ -154,6 +160,17 @@ def _edge_violation(path: Path, imp: Import) -> str | None:
     return "not stdlib, the Workers SDK or the core"
 
 
+def _client_violation(path: Path, imp: Import) -> str | None:
+    top = imp.name.partition(".")[0]
+    if top in STDLIB or _within(imp.name, CLIENT_ALLOWED):
+        return None
+    return "not stdlib, httpx, pydantic or aidememo.domain"
+
+
+def _origin_violation(path: Path, imp: Import) -> str | None:
+    return "the client is not the origin's" if _within(imp.name, ("aidememo.client",)) else None
+
+
 Rule = Callable[[Path, Import], str | None]
 
 
@@ -177,6 +194,16 @@ def test_edge_imports_only_stdlib_sdk_and_core() -> None:
     assert not violations, "\n".join(violations)
 
 
+def test_client4_client_imports_only_stdlib_httpx_pydantic_and_domain() -> None:
+    violations = _violations(CLIENT_PATHS, _client_violation)
+    assert not violations, "\n".join(violations)
+
+
+def test_client4_origin_never_imports_the_client() -> None:
+    violations = _violations(ORIGIN_PATHS, _origin_violation)
+    assert not violations, "\n".join(violations)
+
+
 def _imp(name: str, guarded: bool = False) -> Import:
     return Import(1, name, guarded)
 
@@ -194,6 +221,13 @@ def test_rules_reject_outward_imports() -> None:
     entry = REPO / "worker/entry.py"
     for name in ("pg8000", "origin.settings", "aidememo.mcp", "aidememo.cli", "sqlite3", "boto3"):
         assert _edge_violation(entry, _imp(name)), name
+    assert _edge_violation(entry, _imp("aidememo.client"))
+    client = REPO / "aidememo/client/sync.py"
+    for name in ("aidememo.service", "aidememo.http.routes", "origin.app", "aidememo.cli", "boto3"):
+        assert _client_violation(client, _imp(name)), name
+    for name in ("httpx", "pydantic", "aidememo.domain.command_ids", "json"):
+        assert _client_violation(client, _imp(name)) is None, name
+    assert _origin_violation(REPO / "origin/app.py", _imp("aidememo.client.sync"))
 
 
 def test_rules_accept_inward_imports() -> None:

@@ -1,0 +1,192 @@
+"""The agent commands' part of the command tree: `auth`, `session`, `fact`, `search`, `get`,
+`members`, `handoff`, `changes`, `watch` (SPEC.md CLI-2..CLI-6).
+
+Only `--profile` (`AIDEMEMO_PROFILE`) and `--json` (`AIDEMEMO_JSON`) may come from the
+environment; every other flag is given on the command line (`flag`). The handlers speak to a
+server through `aidememo.client` (httpx, pydantic), so they are imported only when one of them
+runs: the admin commands keep working without the client's dependencies, and a missing one is
+a usage error (exit 2) naming the extra to install.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from aidememo.cli.errors import EXIT_USAGE, CliError
+from aidememo.cli.options import Command, int_in
+
+MISSING_CLIENT = "the agent commands need the client extra: pip install 'aidememo[client]'"
+SEQ_MAX = 2**63 - 1
+
+
+def lazy(module: str, name: str) -> Callable[[argparse.Namespace], int]:
+    """A handler that imports `module` when it runs and calls its `name`."""
+
+    def run(ns: argparse.Namespace) -> int:
+        try:
+            loaded = importlib.import_module(module)
+        except ImportError as exc:
+            if exc.name in ("httpx", "pydantic", "websockets", "aidememo.client"):
+                raise CliError(f"{MISSING_CLIENT} ({exc.name} is missing)", EXIT_USAGE) from None
+            raise
+        handler: Callable[[argparse.Namespace], int] = getattr(loaded, name)
+        return handler(ns)
+
+    return run
+
+
+def _agent(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    help: str,
+    module: str,
+    handler: str,
+) -> Command:
+    """A subcommand with the flags every agent command has: `--profile` and `--json`."""
+    cmd = Command(sub.add_parser(name, help=help), lazy(f"aidememo.cli.{module}", handler))
+    cmd.add("--profile", env="AIDEMEMO_PROFILE", help="the profile to act as (auth login)")
+    cmd.add("--json", switch=True, default=False, help="print JSON for scripts")
+    return cmd
+
+
+def _positional(cmd: Command, name: str, help: str, **kw: object) -> None:
+    cmd.parser.add_argument(name, help=help, **kw)  # type: ignore[arg-type]
+
+
+def flag(
+    cmd: Command,
+    name: str,
+    *,
+    help: str,
+    required: bool = False,
+    default: Any = None,
+    convert: Callable[[str], Any] = str,
+    choices: list[str] | None = None,
+    switch: bool = False,
+) -> None:
+    """A flag of the command line only: ids, text and cursors never come from the
+    environment, where a stray `AIDEMEMO_ID` would name every record a script creates."""
+    dest = name.lstrip("-").replace("-", "_")
+    text = help if default is None or switch else f"{help} (default {default})"
+    if switch:
+        cmd.parser.add_argument(name, dest=dest, action="store_true", help=text)
+        return
+    cmd.parser.add_argument(
+        name,
+        dest=dest,
+        required=required,
+        default=default,
+        type=convert,
+        choices=choices,
+        help=text,
+        metavar=name.lstrip("-").upper().replace("-", "_") if choices is None else None,
+    )
+
+
+def add_agent_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the agent commands to the top-level subcommands."""
+    seq = int_in(0, SEQ_MAX)
+    auth = sub.add_parser("auth", help="named profiles: who the agent commands act as")
+    actions = auth.add_subparsers(dest="auth_command", metavar="ACTION", required=True)
+    login = Command(
+        actions.add_parser("login", help="check a token and save it as a named profile"),
+        lazy("aidememo.cli.auth", "cmd_login"),
+    )
+    login.add("--profile", env="AIDEMEMO_PROFILE", required=True, help="profile name")
+    flag(login, "--url", required=True, help="the server (http://127.0.0.1:3030, https://...)")
+    flag(login, "--project-id", required=True, help="project id")
+    flag(login, "--token-file", required=True, help="file holding the member's token")
+    flag(login, "--store-token", switch=True, default=False,
+              help="copy the token into $AIDEMEMO_HOME/tokens/ (0600)")  # fmt: skip
+    login.add("--json", switch=True, default=False, help="print JSON for scripts")
+    listing = Command(
+        actions.add_parser("list", help="the saved profiles (never their tokens)"),
+        lazy("aidememo.cli.auth", "cmd_list"),
+    )
+    listing.add("--json", switch=True, default=False, help="print JSON for scripts")
+    logout = Command(
+        actions.add_parser("logout", help="forget a profile (and its stored token copy)"),
+        lazy("aidememo.cli.auth", "cmd_logout"),
+    )
+    logout.add("--profile", env="AIDEMEMO_PROFILE", required=True, help="profile name")
+
+    session = sub.add_parser("session", help="sessions").add_subparsers(
+        dest="session_command", metavar="ACTION", required=True
+    )
+    new = _agent(session, "new", "create a session", "agent", "cmd_session_new")
+    _positional(new, "topic", "what the session is about")
+    flag(new, "--id", help="session id (default: a new ULID)")
+    flag(new, "--source", help="source id (default: the server's)")
+    sessions = _agent(session, "list", "the project's sessions, newest first", "agent",
+                      "cmd_session_list")  # fmt: skip
+    flag(sessions, "--source", help="only this source's sessions")
+    flag(sessions, "--before-seq", convert=int_in(1, SEQ_MAX), help="page on (exclusive)")
+    flag(sessions, "--limit", convert=int_in(1, 100), help="sessions per page")
+
+    fact = sub.add_parser("fact", help="facts").add_subparsers(
+        dest="fact_command", metavar="ACTION", required=True
+    )
+    add = _agent(fact, "add", "add a fact to a session", "agent", "cmd_fact_add")
+    _positional(add, "content", "the fact (default, or '-': read from stdin)", nargs="?")
+    flag(add, "--session", required=True, help="session id")
+    flag(add, "--id", help="fact id (default: a new ULID)")
+    facts = _agent(fact, "list", "a session's facts in commit order", "agent", "cmd_fact_list")
+    flag(facts, "--session", required=True, help="session id")
+    flag(facts, "--after-seq", convert=seq, help="page on (exclusive)")
+    flag(facts, "--limit", convert=int_in(1, 10_000), help="facts per page")
+
+    search = _agent(sub, "search", "search facts", "agent", "cmd_search")
+    _positional(search, "query", "plain text")
+    flag(search, "--at-least-seq", convert=seq, help="refuse an index older than this sequence")
+    flag(search, "--source", help="only this source's facts")
+    flag(search, "--limit", convert=int_in(1, 100), help="results")
+
+    get = _agent(sub, "get", "one resource's current body", "agent", "cmd_get")
+    _positional(get, "kind", "session, fact, handoff, handoff_context or custom.*")
+    _positional(get, "resource_id", "its id")
+
+    _agent(sub, "members", "the project's members", "agent", "cmd_members")
+
+    changes = _agent(sub, "changes", "change entries after a sequence", "agent", "cmd_changes")
+    flag(changes, "--after-seq", default=0, convert=seq, help="exclusive cursor")
+    flag(changes, "--limit", convert=int_in(1, 10_000), help="entries")
+    watch = _agent(sub, "watch", "the live change feed: batches as they come (Ctrl-C ends)",
+                   "agent", "cmd_watch")  # fmt: skip
+    flag(watch, "--after-seq", default=0, convert=seq, help="exclusive cursor to start from")
+
+    _add_handoff(sub)
+
+
+def _add_handoff(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    handoff = sub.add_parser("handoff", help="hand work to another agent").add_subparsers(
+        dest="handoff_command", metavar="ACTION", required=True
+    )
+    send = _agent(handoff, "send", "hand a session's work to another writer", "handoff",
+                  "cmd_send")  # fmt: skip
+    flag(send, "--session", required=True, help="session id")
+    flag(send, "--to", required=True, help="the receiving actor (see `members`)")
+    flag(send, "--focus", help="what to do")
+    flag(send, "--done-when", help="when it is done")
+    flag(send, "--context", help="the id of a context created for this handoff")
+    flag(send, "--id", help="handoff id (default: a new ULID)")
+    for box in ("inbox", "outbox"):
+        cmd = _agent(handoff, box, f"handoffs {'to' if box == 'inbox' else 'from'} this actor",
+                     "handoff", f"cmd_{box}")  # fmt: skip
+        flag(cmd, "--all", switch=True, default=False, help="include completed handoffs")
+        flag(cmd, "--limit", convert=int_in(1, 100), help="handoffs")
+    for name, help in (
+        ("accept", "claim a handoff (a re-run after a lost answer recovers the same claim)"),
+        ("heartbeat", "renew the claim's lease"),
+        ("status", "a handoff's record and lease"),
+    ):
+        cmd = _agent(handoff, name, help, "handoff", f"cmd_{name}")
+        _positional(cmd, "handoff_id", "handoff id")
+    ret = _agent(handoff, "return", "return a claimed handoff with a result fact of yours",
+                 "handoff", "cmd_return")  # fmt: skip
+    _positional(ret, "handoff_id", "handoff id")
+    flag(ret, "--result-fact", required=True, help="your fact in the handoff's session")
+    flag(ret, "--outcome", default="succeeded", choices=["succeeded", "failed"],
+            help="failed releases the claim for a new attempt")  # fmt: skip

@@ -1,0 +1,379 @@
+"""`AsyncClient`: the asynchronous client, the same methods as `Client`.
+
+The steps of each method are the plans of `aidememo.client.plans`, shared with `Client`;
+this class hands their calls to an httpx async transport and drives a plan with `await`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from types import TracebackType
+from typing import Any, Literal, TypeVar
+
+import httpx
+
+from aidememo.client import models as m
+from aidememo.client import plans as p
+from aidememo.client.errors import AidememoClientError
+from aidememo.client.transport import (
+    Timeout,
+    Wire,
+    default_async_transport,
+    unreachable,
+)
+from aidememo.client.ulid import new_ulid
+from aidememo.domain.errors import AidememoError
+
+T = TypeVar("T")
+Outcome = Literal["succeeded", "failed"]
+
+
+class AsyncClient:
+    """A member of one project, over HTTP, for asyncio code (see `Client` for the options).
+
+    `base_url` is the service (`http://127.0.0.1:3030`, a Worker's URL); `token` the member's
+    bearer token; `project_id` the project every method works in. `timeout` is seconds for
+    each phase of an exchange (connect, write, read, pool) or an `httpx.Timeout`; `retries`
+    how often a call that got no answer is sent again, identically (default 1, CLIENT-1);
+    `transport` an `httpx.AsyncBaseTransport` (default `httpx.AsyncHTTPTransport` with
+    `TCP_NODELAY`; tests plug in their own); `headers` are added to every request.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        project_id: str,
+        *,
+        timeout: Timeout = 10.0,
+        retries: int = 1,
+        transport: httpx.AsyncBaseTransport | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        if retries < 0:
+            raise ValueError("retries must be at least 0")
+        self._ctx = p.Context(project_id, retries)
+        self._wire = Wire(base_url, token, timeout, headers)
+        self._transport = transport or default_async_transport()
+
+    @property
+    def project_id(self) -> str:
+        return self._ctx.project_id
+
+    async def aclose(self) -> None:
+        await self._transport.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def _send(self, call: p.Call[Any]) -> Any:
+        request = self._wire.request(call.method, call.target, call.body)
+        try:
+            response = await self._transport.handle_async_request(request)
+            try:
+                content = await response.aread()
+            finally:
+                await response.aclose()
+        except httpx.TransportError as exc:
+            raise unreachable(exc) from exc
+        return p.parse(call, response.status_code, content)
+
+    async def _run(self, plan: p.Plan[T]) -> T:
+        """`plans.drive`, awaiting each call."""
+        try:
+            call = next(plan)
+            while True:
+                try:
+                    answer = await self._send(call)
+                except AidememoClientError as exc:
+                    call = plan.throw(exc)
+                else:
+                    call = plan.send(answer)
+        except StopIteration as stop:
+            result: T = stop.value
+            return result
+        except AidememoError as exc:
+            raise AidememoClientError(exc.code.value, exc.message) from None
+
+    async def _read(self, call: p.Call[Any]) -> Any:
+        return await self._run(p.fetch(self._ctx, call))
+
+    # -- public and identity ----------------------------------------------------------------
+
+    async def health(self) -> m.Health:
+        """`GET /health` (public)."""
+        result: m.Health = await self._read(p.get("/health", m.Health))
+        return result
+
+    async def identity(self) -> m.Identity:
+        """`GET .../identity`: the caller's tenant, project, epoch, actor and role."""
+        return await self._run(p.identity(self._ctx))
+
+    async def members(self) -> m.Members:
+        """`GET .../members` (READS-1)."""
+        result: m.Members = await self._read(p.get(f"{self._ctx.base}/members", m.Members))
+        return result
+
+    # -- sessions and facts -----------------------------------------------------------------
+
+    async def create_session(
+        self,
+        topic: str,
+        *,
+        session_id: str | None = None,
+        source_id: str | None = None,
+        command_id: str | None = None,
+    ) -> m.Written:
+        """`POST .../sessions`; `session_id` a ULID unless given."""
+        sid = session_id or new_ulid()
+        payload: dict[str, Any] = {"session_id": sid, "topic": topic}
+        if source_id is not None:
+            payload["source_id"] = source_id
+        return await self._run(p.create(self._ctx, "sessions", "session", sid, payload, command_id))
+
+    async def sessions(
+        self,
+        *,
+        source_id: str | None = None,
+        before_seq: int | None = None,
+        limit: int | None = None,
+    ) -> m.Sessions:
+        """`GET .../sessions`, newest first (READS-3)."""
+        call = p.get(
+            f"{self._ctx.base}/sessions",
+            m.Sessions,
+            source_id=source_id,
+            before_seq=before_seq,
+            limit=limit,
+        )
+        result: m.Sessions = await self._read(call)
+        return result
+
+    async def session_facts(
+        self, session_id: str, *, after_seq: int | None = None, limit: int | None = None
+    ) -> m.SessionFacts:
+        """`GET .../sessions/{session_id}/facts`, in commit order."""
+        path = f"{self._ctx.base}/sessions/{p.segment(session_id)}/facts"
+        call = p.get(path, m.SessionFacts, after_seq=after_seq, limit=limit)
+        result: m.SessionFacts = await self._read(call)
+        return result
+
+    async def create_fact(
+        self,
+        session_id: str,
+        content: str,
+        *,
+        fact_id: str | None = None,
+        command_id: str | None = None,
+    ) -> m.Written:
+        """`POST .../facts`; `fact_id` a ULID unless given."""
+        fid = fact_id or new_ulid()
+        payload = {"fact_id": fid, "session_id": session_id, "content": content}
+        return await self._run(p.create(self._ctx, "facts", "fact", fid, payload, command_id))
+
+    # -- resources, search, feed ------------------------------------------------------------
+
+    async def get_resource(self, kind: str, resource_id: str) -> m.Resource:
+        """`GET .../resources/{kind}/{resource_id}`: the exact body or tombstone."""
+        call = p.get(p.resource_path(self._ctx, kind, resource_id), m.Resource)
+        result: m.Resource = await self._read(call)
+        return result
+
+    async def put_resource(
+        self,
+        kind: str,
+        resource_id: str,
+        payload: dict[str, Any],
+        *,
+        expected_revision: int | None = None,
+        command_id: str | None = None,
+    ) -> m.Written:
+        """`POST /v1/commands` `resource.put` of a `custom.*` resource (CMD-4)."""
+        plan = p.raw(self._ctx, kind, resource_id, payload, expected_revision, command_id)
+        return await self._run(plan)
+
+    async def delete_resource(
+        self,
+        kind: str,
+        resource_id: str,
+        *,
+        expected_revision: int | None = None,
+        command_id: str | None = None,
+    ) -> m.Written:
+        """`POST /v1/commands` `resource.delete` of a `custom.*` resource (CMD-4)."""
+        plan = p.raw(self._ctx, kind, resource_id, None, expected_revision, command_id)
+        return await self._run(plan)
+
+    async def search(
+        self,
+        q: str,
+        *,
+        source_id: str | None = None,
+        limit: int | None = None,
+        at_least_seq: int | None = None,
+    ) -> m.Search:
+        """`GET .../search` (lexical, SRCH-1..SRCH-4)."""
+        call = p.get(
+            f"{self._ctx.base}/search",
+            m.Search,
+            q=q,
+            source_id=source_id,
+            limit=limit,
+            at_least_seq=at_least_seq,
+        )
+        result: m.Search = await self._read(call)
+        return result
+
+    async def changes(
+        self, after_seq: int = 0, *, limit: int | None = None, project_epoch: str | None = None
+    ) -> m.ChangeBatch:
+        """`GET .../changes` after `after_seq` (FEED-1); the epoch defaults to the project's."""
+        return await self._run(
+            p.changes(self._ctx, "changes", m.ChangeBatch, after_seq, limit, project_epoch)
+        )
+
+    async def changes_materialized(
+        self, after_seq: int = 0, *, limit: int | None = None, project_epoch: str | None = None
+    ) -> m.MaterializedBatch:
+        """`GET .../changes/materialized`: each entry with the body at its revision."""
+        plan = p.changes(
+            self._ctx, "changes/materialized", m.MaterializedBatch, after_seq, limit, project_epoch
+        )
+        return await self._run(plan)
+
+    async def snapshot(
+        self, *, limit: int | None = None, page_token: str | None = None
+    ) -> m.Snapshot:
+        """`GET .../snapshot`: one page of the state at one sequence (`at_seq`), at most
+        `limit` resources (the server's default without it); `page_token` is the previous
+        page's `next_page_token`."""
+        call = p.get(f"{self._ctx.base}/snapshot", m.Snapshot, limit=limit, page_token=page_token)
+        result: m.Snapshot = await self._read(call)
+        return result
+
+    async def snapshot_pages(self, *, limit: int | None = None) -> AsyncIterator[m.Snapshot]:
+        """Every page of one snapshot, all at the first page's `at_seq`."""
+        page = first = await self.snapshot(limit=limit)
+        while True:
+            yield page
+            if page.next_page_token is None:
+                return
+            page = await self.snapshot(limit=limit, page_token=page.next_page_token)
+            p.check_page(first, page)
+
+    # -- handoffs ---------------------------------------------------------------------------
+
+    async def create_context(
+        self,
+        handoff_id: str,
+        session_id: str,
+        to_actor: str,
+        content: str,
+        *,
+        context_id: str | None = None,
+        command_id: str | None = None,
+    ) -> m.Written:
+        """`POST .../handoff-contexts`: the packet for handoff `handoff_id` (send it after)."""
+        xid = context_id or new_ulid()
+        payload = {
+            "context_id": xid,
+            "handoff_id": handoff_id,
+            "session_id": session_id,
+            "to_actor": to_actor,
+            "content": content,
+        }
+        plan = p.create(self._ctx, "handoff-contexts", "handoff_context", xid, payload, command_id)
+        return await self._run(plan)
+
+    async def send_handoff(
+        self,
+        session_id: str,
+        to_actor: str,
+        *,
+        focus: str | None = None,
+        done_when: str | None = None,
+        context_id: str | None = None,
+        handoff_id: str | None = None,
+        command_id: str | None = None,
+    ) -> m.Written:
+        """`POST .../handoffs`; `handoff_id` a ULID unless given."""
+        hid = handoff_id or new_ulid()
+        payload = p.send_payload(hid, session_id, to_actor, focus, done_when, context_id)
+        return await self._run(p.create(self._ctx, "handoffs", "handoff", hid, payload, command_id))
+
+    async def handoff_status(self, handoff_id: str) -> m.HandoffStatus:
+        """`GET .../handoffs/{handoff_id}` (HO-8), with `lease_state` (READS-2)."""
+        result: m.HandoffStatus = await self._read(p.status_call(self._ctx, handoff_id))
+        return result
+
+    async def inbox(
+        self,
+        *,
+        source_id: str | None = None,
+        include_completed: bool | None = None,
+        before_seq: int | None = None,
+        limit: int | None = None,
+    ) -> m.Mailbox:
+        """`GET .../handoffs?box=inbox`, newest first (MBX-1, MBX-2)."""
+        call = p.mailbox(self._ctx, "inbox", source_id, include_completed, before_seq, limit)
+        result: m.Mailbox = await self._read(call)
+        return result
+
+    async def outbox(
+        self,
+        *,
+        source_id: str | None = None,
+        include_completed: bool | None = None,
+        before_seq: int | None = None,
+        limit: int | None = None,
+    ) -> m.Mailbox:
+        """`GET .../handoffs?box=outbox`, newest first (MBX-1, MBX-2)."""
+        call = p.mailbox(self._ctx, "outbox", source_id, include_completed, before_seq, limit)
+        result: m.Mailbox = await self._read(call)
+        return result
+
+    async def accept_handoff(
+        self,
+        handoff_id: str,
+        *,
+        claim_id: str | None = None,
+        expected_revision: int | None = None,
+        command_id: str | None = None,
+    ) -> m.Transition:
+        """`POST .../handoffs/{id}/accept`; claim and command ids derived (ID-4) and the
+        expected revision read from the status unless given."""
+        plan = p.accept(self._ctx, handoff_id, claim_id, expected_revision, command_id)
+        return await self._run(plan)
+
+    async def heartbeat_handoff(
+        self,
+        handoff_id: str,
+        *,
+        claim_id: str | None = None,
+        expected_revision: int | None = None,
+        command_id: str | None = None,
+    ) -> m.Transition:
+        """`POST .../handoffs/{id}/heartbeat`: renew the current (or given) claim's lease."""
+        plan = p.heartbeat(self._ctx, handoff_id, claim_id, expected_revision, command_id)
+        return await self._run(plan)
+
+    async def return_handoff(
+        self,
+        handoff_id: str,
+        result_fact_id: str,
+        outcome: Outcome = "succeeded",
+        *,
+        claim_id: str | None = None,
+        expected_revision: int | None = None,
+        command_id: str | None = None,
+    ) -> m.Transition:
+        """`POST .../handoffs/{id}/return` with a result fact of the receiver (HO-4)."""
+        plan = p.return_handoff(
+            self._ctx, handoff_id, result_fact_id, outcome, claim_id, expected_revision, command_id
+        )
+        return await self._run(plan)

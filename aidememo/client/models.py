@@ -1,0 +1,257 @@
+"""Typed answers of the HTTP contract (the component schemas of `openapi.json`).
+
+Every model ignores fields it does not know, so a client keeps working against a server that
+added one; the fields named here are the contract's and are checked. (Keeping unknown fields,
+`extra="allow"`, made parsing a page of 100 change entries cost half again as much as
+`json.loads`.) Records are frozen: an answer is a value, not something to edit and send back.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Model(BaseModel):
+    """The base of every answer: frozen, unknown fields ignored."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class Health(Model):
+    status: str
+    mode: str
+    schema_version: int | None
+    state: str
+
+
+class Scope(Model):
+    tenant_id: str
+    project_id: str
+
+
+class ResourceRef(Model):
+    kind: str
+    id: str
+
+
+class Receipt(Model):
+    """The stored answer of one command (CMD-3: a replay returns it unchanged)."""
+
+    command_id: str
+    fingerprint: str
+    tenant_id: str
+    project_id: str
+    actor_id: str
+    project_seq: int
+    resource: ResourceRef
+    revision: int
+    committed_at_ms: int
+
+
+class Written(Model):
+    """The outcome of a write: the receipt, and whether this call found its exact command
+    already applied (`recovered`, CLIENT-2)."""
+
+    receipt: Receipt
+    recovered: bool
+
+    @property
+    def id(self) -> str:
+        """The id of the record written (a generated one when the caller left it out)."""
+        return self.receipt.resource.id
+
+    @property
+    def command_id(self) -> str:
+        return self.receipt.command_id
+
+
+class Transition(Written):
+    """The outcome of an accept, heartbeat or return, with the claim it acted under."""
+
+    claim_id: str
+
+
+class Identity(Model):
+    tenant_id: str
+    project_id: str
+    project_epoch: str
+    actor_id: str
+    role: Literal["owner", "admin", "writer", "reader"]
+
+
+class Member(Model):
+    actor_id: str
+    kind: str
+    role: str
+    status: str
+
+
+class Members(Model):
+    members: list[Member]
+
+
+class ResourceState(Model):
+    """`present` with the exact `body`, or `deleted` (a tombstone, REC-3)."""
+
+    state: Literal["present", "deleted"]
+    body: Any = None
+
+
+class Resource(Model):
+    scope: Scope
+    resource: ResourceRef
+    revision: int
+    state: ResourceState
+
+    @property
+    def body(self) -> Any:
+        """The body; None for a tombstone."""
+        return self.state.body
+
+
+class SessionRecord(Model):
+    session_id: str
+    source_id: str
+    topic: str
+    created_by: str
+
+
+class SessionItem(Model):
+    project_seq: int
+    revision: int
+    record: SessionRecord
+
+
+class Sessions(Model):
+    sessions: list[SessionItem]
+    next_before_seq: int | None
+
+
+class FactRecord(Model):
+    fact_id: str
+    session_id: str
+    source_id: str
+    actor_id: str
+    content: str
+
+
+class FactItem(Model):
+    project_seq: int
+    revision: int
+    record: FactRecord
+
+
+class SessionFacts(Model):
+    """A page of one session's facts in commit order (`GET .../sessions/{id}/facts`)."""
+
+    facts: list[FactItem]
+    next_after_seq: int | None = None
+
+
+class HandoffRecord(Model):
+    handoff_id: str
+    session_id: str
+    source_id: str
+    from_actor: str
+    to_actor: str
+    focus: str | None
+    done_when: str | None
+    context_id: str | None
+    status: Literal["pending", "accepted", "completed"]
+    claim_id: str | None
+    claim_heartbeat_at_ms: int | None
+    claim_expires_at_ms: int | None
+    attempt_count: int
+    result_fact_id: str | None
+    outcome: Literal["succeeded", "failed"] | None
+
+
+LeaseState = Literal["live", "expired"]
+
+
+class HandoffStatus(Model):
+    """`{revision, record}` and the lease's state read now (HO-8, READS-2)."""
+
+    revision: int
+    record: HandoffRecord
+    lease_state: LeaseState | None = None
+
+
+class Assignment(Model):
+    project_seq: int
+    revision: int
+    record: HandoffRecord
+    lease_state: LeaseState | None = None
+
+
+class Mailbox(Model):
+    assignments: list[Assignment]
+    next_before_seq: int | None
+
+
+class SearchResult(Model):
+    fact_id: str
+    session_id: str
+    source_id: str
+    actor_id: str
+    content: str
+    score: float
+
+
+class Search(Model):
+    project_epoch: str
+    index_seq: int
+    mode: str
+    semantic_model: str | None
+    results: list[SearchResult]
+
+
+class Cursor(Model):
+    project_epoch: str
+    after_seq: int
+
+
+class ChangeEntry(Model):
+    tenant_id: str
+    project_id: str
+    project_epoch: str
+    seq: int
+    resource: ResourceRef
+    operation: Literal["upsert", "delete"]
+    revision: int
+    actor_id: str
+    committed_at_ms: int
+
+
+class ChangeBatch(Model):
+    scope: Scope
+    cursor: Cursor
+    entries: list[ChangeEntry]
+    next_cursor: Cursor
+    has_more: bool
+
+
+class MaterializedEntry(Model):
+    change: ChangeEntry
+    resource: Resource
+
+
+class MaterializedBatch(Model):
+    scope: Scope
+    cursor: Cursor
+    entries: list[MaterializedEntry]
+    next_cursor: Cursor
+    has_more: bool
+
+
+class Snapshot(Model):
+    """One page of the snapshot: every page of one walk is the state at `at_seq`;
+    `next_page_token` is null (or absent) on the last page."""
+
+    scope: Scope
+    project_epoch: str
+    at_seq: int
+    resources: list[Resource]
+    next_page_token: str | None = None

@@ -1,0 +1,439 @@
+"""What each client method does, written once for `Client` and `AsyncClient`.
+
+A method is a plan: a generator that yields `Call`s (one HTTP exchange each) and receives
+their parsed answers, or has the call's `AidememoClientError` thrown into it. The synchronous
+and the asynchronous client only differ in how they drive a plan (`drive` here, and its
+`async` twin in `aidememo.client.async_client`), so both run the same steps, the same
+retry and the same recovery (SPEC.md CLIENT-1..CLIENT-4):
+
+- A call that got no answer (`AidememoUnreachable`, retryable) is sent again, byte for byte,
+  up to `retries` times (default once). A write's ids are fixed before the first send (the
+  caller's, generated ULIDs, or derived by `aidememo.domain.command_ids`, ID-4), so an
+  identical retry of a command the server had applied replays its receipt (CMD-3) instead of
+  applying it twice.
+- Before such a retry a write reads its resource's revision. A receipt whose revision is at
+  most one seen before the retry was sent belongs to an application that happened earlier:
+  the call reports `recovered: true`. A transition reads the handoff's status first anyway
+  (for the claim and expected revision), and the same rule applies to the revision it read,
+  so re-running an accept or return whose answer was lost reports `recovered: true` too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote, urlencode
+
+from pydantic import BaseModel, ValidationError
+
+from aidememo.client import models as m
+from aidememo.client.errors import INVALID_RESPONSE, AidememoClientError, AidememoUnreachable
+from aidememo.client.ulid import new_ulid
+from aidememo.domain import command_ids as ids
+from aidememo.domain.errors import AidememoError, ErrorCode, fail
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Call(Generic[M]):
+    """One HTTP exchange: `target` is the path and query under the base URL; `body` the
+    exact bytes sent (kept, so a retry sends the identical body); `model` parses a 2xx."""
+
+    method: str
+    target: str
+    model: type[M]
+    body: bytes | None = None
+
+
+Plan = Generator[Call[Any], Any, T]
+
+
+@dataclass
+class Context:
+    """What every plan of one client shares: the project, the retry budget and the caller's
+    identity once read (`GET /identity`, needed for the derived ids of transitions)."""
+
+    project_id: str
+    retries: int = 1
+    identity: m.Identity | None = None
+
+    @property
+    def base(self) -> str:
+        return f"/v1/projects/{segment(self.project_id)}"
+
+
+def segment(value: str) -> str:
+    """A path segment: identifier characters (ID-1) stay as they are, anything else is
+    percent-encoded so it cannot change the route."""
+    return quote(value, safe=":@")
+
+
+def target(path: str, **query: str | int | bool | None) -> str:
+    """`path` with the query parameters that are not None."""
+    pairs = [
+        (key, ("true" if value else "false") if isinstance(value, bool) else str(value))
+        for key, value in query.items()
+        if value is not None
+    ]
+    return f"{path}?{urlencode(pairs, quote_via=quote)}" if pairs else path
+
+
+def get(path: str, model: type[M], **query: str | int | bool | None) -> Call[M]:
+    return Call("GET", target(path, **query), model)
+
+
+def post(path: str, body: dict[str, Any]) -> Call[m.Receipt]:
+    """A command: its body encoded once, as UTF-8 JSON (no NaN, no lone surrogates)."""
+    try:
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        data = text.encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise fail(ErrorCode.INVALID_COMMAND, f"the body cannot be sent as JSON: {exc}") from None
+    return Call("POST", path, m.Receipt, data)
+
+
+# -- answers --------------------------------------------------------------------------------
+
+
+def parse(call: Call[M], status: int, content: bytes) -> M:
+    """A 2xx answer as the call's model; anything else as `AidememoClientError`."""
+    if 200 <= status < 300:
+        try:
+            return call.model.model_validate_json(content)
+        except ValidationError as exc:
+            name = call.model.__name__
+            raise AidememoClientError(
+                INVALID_RESPONSE, f"the answer is not a {name}: {exc.errors()[0]['msg']}", status
+            ) from None
+    raise refusal(status, content)
+
+
+def refusal(status: int, content: bytes) -> AidememoClientError:
+    """The server's `{"error": {"code", "message"}}` (ERR-1), or `invalid_response`."""
+    try:
+        error = json.loads(content)["error"]
+        code, message = error["code"], error["message"]
+    except (ValueError, KeyError, TypeError):
+        return AidememoClientError(INVALID_RESPONSE, f"HTTP {status} without an error body", status)
+    if not isinstance(code, str) or not isinstance(message, str):
+        return AidememoClientError(
+            INVALID_RESPONSE, f"HTTP {status} with a malformed error", status
+        )
+    return AidememoClientError(code, message, status)
+
+
+def drive(plan: Plan[T], send: Callable[[Call[Any]], Any]) -> T:
+    """Run `plan` to its end, sending each call it yields with `send`."""
+    try:
+        call = next(plan)
+        while True:
+            try:
+                answer = send(call)
+            except AidememoClientError as exc:
+                call = plan.throw(exc)
+            else:
+                call = plan.send(answer)
+    except StopIteration as stop:
+        result: T = stop.value
+        return result
+    except AidememoError as exc:  # an id or value refused before anything was sent
+        raise AidememoClientError(exc.code.value, exc.message) from None
+
+
+# -- reads ----------------------------------------------------------------------------------
+
+
+def fetch(ctx: Context, call: Call[M]) -> Plan[M]:
+    """A read, sent again after a retryable transport failure."""
+    attempt = 0
+    while True:
+        try:
+            answer: M = yield call
+        except AidememoUnreachable as exc:
+            if not exc.retryable or attempt >= ctx.retries:
+                raise
+            attempt += 1
+            continue
+        return answer
+
+
+def identity(ctx: Context) -> Plan[m.Identity]:
+    """`GET /identity`, kept for the derived ids."""
+    ctx.identity = yield from fetch(ctx, get(f"{ctx.base}/identity", m.Identity))
+    return ctx.identity
+
+
+def known_identity(ctx: Context) -> Plan[m.Identity]:
+    if ctx.identity is not None:
+        return ctx.identity
+    return (yield from identity(ctx))
+
+
+def epoch(ctx: Context, project_epoch: str | None) -> Plan[str]:
+    if project_epoch is not None:
+        return project_epoch
+    return (yield from known_identity(ctx)).project_epoch
+
+
+def resource_path(ctx: Context, kind: str, resource_id: str) -> str:
+    return f"{ctx.base}/resources/{segment(kind)}/{segment(resource_id)}"
+
+
+def status_call(ctx: Context, handoff_id: str) -> Call[m.HandoffStatus]:
+    return get(f"{ctx.base}/handoffs/{segment(handoff_id)}", m.HandoffStatus)
+
+
+def changes(
+    ctx: Context,
+    path: str,
+    model: type[M],
+    after_seq: int,
+    limit: int | None,
+    project_epoch: str | None,
+) -> Plan[M]:
+    """`GET .../changes` or `.../changes/materialized`, the epoch the project's unless given."""
+    cursor_epoch = yield from epoch(ctx, project_epoch)
+    call = get(
+        f"{ctx.base}/{path}", model, project_epoch=cursor_epoch, after_seq=after_seq, limit=limit
+    )
+    return (yield from fetch(ctx, call))
+
+
+def mailbox(
+    ctx: Context,
+    box: str,
+    source_id: str | None,
+    include_completed: bool | None,
+    before_seq: int | None,
+    limit: int | None,
+) -> Call[m.Mailbox]:
+    return get(
+        f"{ctx.base}/handoffs",
+        m.Mailbox,
+        box=box,
+        source_id=source_id,
+        include_completed=include_completed,
+        before_seq=before_seq,
+        limit=limit,
+    )
+
+
+def send_payload(
+    handoff_id: str,
+    session_id: str,
+    to_actor: str,
+    focus: str | None,
+    done_when: str | None,
+    context_id: str | None,
+) -> dict[str, Any]:
+    payload: dict[str, Any] = {
+        "handoff_id": handoff_id,
+        "session_id": session_id,
+        "to_actor": to_actor,
+    }
+    for key, value in (("focus", focus), ("done_when", done_when), ("context_id", context_id)):
+        if value is not None:
+            payload[key] = value
+    return payload
+
+
+def check_page(first: m.Snapshot, page: m.Snapshot) -> None:
+    """A later page of one walk is the state at the first page's `at_seq`."""
+    if page.at_seq != first.at_seq:
+        raise AidememoClientError(
+            INVALID_RESPONSE, f"snapshot page at seq {page.at_seq}, not {first.at_seq}"
+        )
+
+
+# -- writes ---------------------------------------------------------------------------------
+
+
+def _revision_now(ctx: Context, kind: str, resource_id: str) -> Plan[int | None]:
+    """The resource's current revision (0: never written), or None when it cannot be read."""
+    try:
+        found: m.Resource = yield get(resource_path(ctx, kind, resource_id), m.Resource)
+    except AidememoClientError as exc:
+        return 0 if exc.code == ErrorCode.RESOURCE_NOT_FOUND.value else None
+    return found.revision
+
+
+def write(
+    ctx: Context, call: Call[m.Receipt], kind: str, resource_id: str, seen: int | None = None
+) -> Plan[m.Written]:
+    """A command, retried identically after a transport failure (CLIENT-1); `recovered`
+    when the receipt's revision is at most one seen before the send that returned it
+    (`seen`: a revision the caller read before the first send) (CLIENT-2)."""
+    attempt = 0
+    while True:
+        try:
+            receipt: m.Receipt = yield call
+        except AidememoUnreachable as exc:
+            if not exc.retryable or attempt >= ctx.retries:
+                raise
+            attempt += 1
+            revision = yield from _revision_now(ctx, kind, resource_id)
+            if revision is not None:
+                seen = revision if seen is None else max(seen, revision)
+            continue
+        recovered = seen is not None and receipt.revision <= seen
+        return m.Written(receipt=receipt, recovered=recovered)
+
+
+def create(
+    ctx: Context,
+    path: str,
+    kind: str,
+    resource_id: str,
+    payload: dict[str, Any],
+    command_id: str | None,
+) -> Plan[m.Written]:
+    """A typed create; its command id derived from the resource id unless given (ID-4)."""
+    cid = command_id or ids.create_command_id(ctx.project_id, kind, resource_id)
+    call = post(f"{ctx.base}/{path}", {"command_id": cid, "payload": payload})
+    return (yield from write(ctx, call, kind, resource_id))
+
+
+def raw(
+    ctx: Context,
+    kind: str,
+    resource_id: str,
+    payload: dict[str, Any] | None,
+    expected_revision: int | None,
+    command_id: str | None,
+) -> Plan[m.Written]:
+    """`POST /v1/commands`: a put (payload) or delete (None) of a `custom.*` resource. No
+    derivation covers these, so an omitted command id is a fresh ULID, kept for the retry."""
+    put = payload is not None
+    body = {
+        "command_id": command_id or new_ulid(),
+        "project_id": ctx.project_id,
+        "expected_revision": expected_revision,
+        "operation": "resource.put" if put else "resource.delete",
+        "resource": {"kind": kind, "id": resource_id},
+        "change": "upsert" if put else "delete",
+        "payload": payload,
+    }
+    return (yield from write(ctx, post("/v1/commands", body), kind, resource_id))
+
+
+def _transition(
+    ctx: Context,
+    handoff_id: str,
+    kind: str,
+    command_id: str,
+    expected_revision: int,
+    payload: dict[str, Any],
+    seen: int | None,
+) -> Plan[m.Transition]:
+    body = {"command_id": command_id, "expected_revision": expected_revision, "payload": payload}
+    call = post(f"{ctx.base}/handoffs/{segment(handoff_id)}/{kind}", body)
+    done = yield from write(ctx, call, "handoff", handoff_id, seen)
+    return m.Transition(
+        receipt=done.receipt, recovered=done.recovered, claim_id=payload["claim_id"]
+    )
+
+
+def _no_claim(handoff_id: str) -> AidememoClientError:
+    return AidememoClientError(
+        ErrorCode.HANDOFF_CONFLICT.value, f"handoff {handoff_id} holds no claim"
+    )
+
+
+def accept(
+    ctx: Context,
+    handoff_id: str,
+    claim_id: str | None,
+    expected_revision: int | None,
+    command_id: str | None,
+) -> Plan[m.Transition]:
+    """Claim a handoff. Without `claim_id` the claim is derived from the attempt (ID-4): the
+    current one when the caller's derived claim already holds a live lease (a re-run: the
+    original accept is replayed, `recovered`), else the next attempt's."""
+    me = (yield from known_identity(ctx)).actor_id
+    seen = None
+    if claim_id is None or expected_revision is None:
+        status: m.HandoffStatus = yield from fetch(ctx, status_call(ctx, handoff_id))
+        rec, seen = status.record, status.revision
+        if claim_id is None:
+            held = (
+                rec.status == "accepted"
+                and rec.outcome is None
+                and status.lease_state == "live"
+                and rec.attempt_count >= 1
+                and rec.claim_id == ids.claim_id(ctx.project_id, me, handoff_id, rec.attempt_count)
+            )
+            attempt = rec.attempt_count if held else rec.attempt_count + 1
+            claim_id = ids.claim_id(ctx.project_id, me, handoff_id, attempt)
+        if expected_revision is None:
+            again = rec.status == "accepted" and rec.outcome is None and rec.claim_id == claim_id
+            expected_revision = status.revision - 1 if again else status.revision
+    cid = command_id or ids.accept_command_id(ctx.project_id, me, handoff_id, claim_id)
+    payload = {"claim_id": claim_id}
+    return (
+        yield from _transition(ctx, handoff_id, "accept", cid, expected_revision, payload, seen)
+    )
+
+
+def heartbeat(
+    ctx: Context,
+    handoff_id: str,
+    claim_id: str | None,
+    expected_revision: int | None,
+    command_id: str | None,
+) -> Plan[m.Transition]:
+    """Renew the lease of `claim_id` (default: the handoff's current claim)."""
+    me = (yield from known_identity(ctx)).actor_id
+    seen = None
+    if claim_id is None or expected_revision is None:
+        status: m.HandoffStatus = yield from fetch(ctx, status_call(ctx, handoff_id))
+        seen = status.revision
+        claim_id = claim_id or status.record.claim_id
+        if claim_id is None:
+            raise _no_claim(handoff_id)
+        expected_revision = expected_revision or status.revision
+    cid = command_id or ids.heartbeat_command_id(
+        ctx.project_id, me, handoff_id, claim_id, expected_revision
+    )
+    payload = {"claim_id": claim_id}
+    return (
+        yield from _transition(ctx, handoff_id, "heartbeat", cid, expected_revision, payload, seen)
+    )
+
+
+def return_handoff(
+    ctx: Context,
+    handoff_id: str,
+    result_fact_id: str,
+    outcome: str,
+    claim_id: str | None,
+    expected_revision: int | None,
+    command_id: str | None,
+) -> Plan[m.Transition]:
+    """Return the handoff with this evidence under `claim_id` (default: the current claim).
+    When the handoff already carries exactly this return, the original is replayed."""
+    me = (yield from known_identity(ctx)).actor_id
+    seen = None
+    if claim_id is None or expected_revision is None:
+        status: m.HandoffStatus = yield from fetch(ctx, status_call(ctx, handoff_id))
+        rec, seen = status.record, status.revision
+        claim_id = claim_id or rec.claim_id
+        if claim_id is None:
+            raise _no_claim(handoff_id)
+        if expected_revision is None:
+            again = (rec.claim_id, rec.result_fact_id, rec.outcome) == (
+                claim_id,
+                result_fact_id,
+                outcome,
+            )
+            expected_revision = status.revision - 1 if again else status.revision
+    cid = command_id or ids.return_command_id(
+        ctx.project_id, me, handoff_id, claim_id, result_fact_id, outcome
+    )
+    payload = {"claim_id": claim_id, "result_fact_id": result_fact_id, "outcome": outcome}
+    return (
+        yield from _transition(ctx, handoff_id, "return", cid, expected_revision, payload, seen)
+    )

@@ -1,0 +1,363 @@
+"""`Client`: the synchronous client, one method per member route.
+
+The steps of each method are the plans of `aidememo.client.plans`, shared with
+`AsyncClient`; this class hands their calls to an httpx transport.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from types import TracebackType
+from typing import Any, Literal, TypeVar
+
+import httpx
+
+from aidememo.client import models as m
+from aidememo.client import plans as p
+from aidememo.client.transport import (
+    Timeout,
+    Wire,
+    default_transport,
+    unreachable,
+)
+from aidememo.client.ulid import new_ulid
+
+T = TypeVar("T")
+Outcome = Literal["succeeded", "failed"]
+
+
+class Client:
+    """A member of one project, over HTTP.
+
+    `base_url` is the service (`http://127.0.0.1:3030`, a Worker's URL); `token` the member's
+    bearer token; `project_id` the project every method works in. `timeout` is seconds for
+    each phase of an exchange (connect, write, read, pool) or an `httpx.Timeout`; `retries`
+    how often a call that got no answer is sent again, identically (default 1, CLIENT-1);
+    `transport` an `httpx.BaseTransport` (default `KeepAliveTransport`, see
+    `aidememo.client.connection`; tests plug in their own, and `httpx.HTTPTransport(proxy=...)`
+    reaches a proxy); `headers` are added to every request. One client may serve several
+    threads (the default transport keeps a connection per thread).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        project_id: str,
+        *,
+        timeout: Timeout = 10.0,
+        retries: int = 1,
+        transport: httpx.BaseTransport | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        if retries < 0:
+            raise ValueError("retries must be at least 0")
+        self._ctx = p.Context(project_id, retries)
+        self._wire = Wire(base_url, token, timeout, headers)
+        self._transport = transport or default_transport()
+
+    @property
+    def project_id(self) -> str:
+        return self._ctx.project_id
+
+    def close(self) -> None:
+        self._transport.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _send(self, call: p.Call[Any]) -> Any:
+        request = self._wire.request(call.method, call.target, call.body)
+        try:
+            response = self._transport.handle_request(request)
+            try:
+                content = response.read()
+            finally:
+                response.close()
+        except httpx.TransportError as exc:
+            raise unreachable(exc) from exc
+        return p.parse(call, response.status_code, content)
+
+    def _run(self, plan: p.Plan[T]) -> T:
+        return p.drive(plan, self._send)
+
+    def _read(self, call: p.Call[Any]) -> Any:
+        return self._run(p.fetch(self._ctx, call))
+
+    # -- public and identity ----------------------------------------------------------------
+
+    def health(self) -> m.Health:
+        """`GET /health` (public)."""
+        result: m.Health = self._read(p.get("/health", m.Health))
+        return result
+
+    def identity(self) -> m.Identity:
+        """`GET .../identity`: the caller's tenant, project, epoch, actor and role."""
+        return self._run(p.identity(self._ctx))
+
+    def members(self) -> m.Members:
+        """`GET .../members` (READS-1)."""
+        result: m.Members = self._read(p.get(f"{self._ctx.base}/members", m.Members))
+        return result
+
+    # -- sessions and facts -----------------------------------------------------------------
+
+    def create_session(
+        self,
+        topic: str,
+        *,
+        session_id: str | None = None,
+        source_id: str | None = None,
+        command_id: str | None = None,
+    ) -> m.Written:
+        """`POST .../sessions`; `session_id` a ULID unless given."""
+        sid = session_id or new_ulid()
+        payload: dict[str, Any] = {"session_id": sid, "topic": topic}
+        if source_id is not None:
+            payload["source_id"] = source_id
+        return self._run(p.create(self._ctx, "sessions", "session", sid, payload, command_id))
+
+    def sessions(
+        self,
+        *,
+        source_id: str | None = None,
+        before_seq: int | None = None,
+        limit: int | None = None,
+    ) -> m.Sessions:
+        """`GET .../sessions`, newest first (READS-3)."""
+        call = p.get(
+            f"{self._ctx.base}/sessions",
+            m.Sessions,
+            source_id=source_id,
+            before_seq=before_seq,
+            limit=limit,
+        )
+        result: m.Sessions = self._read(call)
+        return result
+
+    def session_facts(
+        self, session_id: str, *, after_seq: int | None = None, limit: int | None = None
+    ) -> m.SessionFacts:
+        """`GET .../sessions/{session_id}/facts`, in commit order."""
+        path = f"{self._ctx.base}/sessions/{p.segment(session_id)}/facts"
+        call = p.get(path, m.SessionFacts, after_seq=after_seq, limit=limit)
+        result: m.SessionFacts = self._read(call)
+        return result
+
+    def create_fact(
+        self,
+        session_id: str,
+        content: str,
+        *,
+        fact_id: str | None = None,
+        command_id: str | None = None,
+    ) -> m.Written:
+        """`POST .../facts`; `fact_id` a ULID unless given."""
+        fid = fact_id or new_ulid()
+        payload = {"fact_id": fid, "session_id": session_id, "content": content}
+        return self._run(p.create(self._ctx, "facts", "fact", fid, payload, command_id))
+
+    # -- resources, search, feed ------------------------------------------------------------
+
+    def get_resource(self, kind: str, resource_id: str) -> m.Resource:
+        """`GET .../resources/{kind}/{resource_id}`: the exact body or tombstone."""
+        call = p.get(p.resource_path(self._ctx, kind, resource_id), m.Resource)
+        result: m.Resource = self._read(call)
+        return result
+
+    def put_resource(
+        self,
+        kind: str,
+        resource_id: str,
+        payload: dict[str, Any],
+        *,
+        expected_revision: int | None = None,
+        command_id: str | None = None,
+    ) -> m.Written:
+        """`POST /v1/commands` `resource.put` of a `custom.*` resource (CMD-4)."""
+        plan = p.raw(self._ctx, kind, resource_id, payload, expected_revision, command_id)
+        return self._run(plan)
+
+    def delete_resource(
+        self,
+        kind: str,
+        resource_id: str,
+        *,
+        expected_revision: int | None = None,
+        command_id: str | None = None,
+    ) -> m.Written:
+        """`POST /v1/commands` `resource.delete` of a `custom.*` resource (CMD-4)."""
+        plan = p.raw(self._ctx, kind, resource_id, None, expected_revision, command_id)
+        return self._run(plan)
+
+    def search(
+        self,
+        q: str,
+        *,
+        source_id: str | None = None,
+        limit: int | None = None,
+        at_least_seq: int | None = None,
+    ) -> m.Search:
+        """`GET .../search` (lexical, SRCH-1..SRCH-4)."""
+        call = p.get(
+            f"{self._ctx.base}/search",
+            m.Search,
+            q=q,
+            source_id=source_id,
+            limit=limit,
+            at_least_seq=at_least_seq,
+        )
+        result: m.Search = self._read(call)
+        return result
+
+    def changes(
+        self, after_seq: int = 0, *, limit: int | None = None, project_epoch: str | None = None
+    ) -> m.ChangeBatch:
+        """`GET .../changes` after `after_seq` (FEED-1); the epoch defaults to the project's."""
+        return self._run(
+            p.changes(self._ctx, "changes", m.ChangeBatch, after_seq, limit, project_epoch)
+        )
+
+    def changes_materialized(
+        self, after_seq: int = 0, *, limit: int | None = None, project_epoch: str | None = None
+    ) -> m.MaterializedBatch:
+        """`GET .../changes/materialized`: each entry with the body at its revision."""
+        plan = p.changes(
+            self._ctx, "changes/materialized", m.MaterializedBatch, after_seq, limit, project_epoch
+        )
+        return self._run(plan)
+
+    def snapshot(self, *, limit: int | None = None, page_token: str | None = None) -> m.Snapshot:
+        """`GET .../snapshot`: one page of the state at one sequence (`at_seq`), at most
+        `limit` resources (the server's default without it); `page_token` is the previous
+        page's `next_page_token`."""
+        call = p.get(f"{self._ctx.base}/snapshot", m.Snapshot, limit=limit, page_token=page_token)
+        result: m.Snapshot = self._read(call)
+        return result
+
+    def snapshot_pages(self, *, limit: int | None = None) -> Iterator[m.Snapshot]:
+        """Every page of one snapshot, all at the first page's `at_seq`."""
+        page = first = self.snapshot(limit=limit)
+        while True:
+            yield page
+            if page.next_page_token is None:
+                return
+            page = self.snapshot(limit=limit, page_token=page.next_page_token)
+            p.check_page(first, page)
+
+    # -- handoffs ---------------------------------------------------------------------------
+
+    def create_context(
+        self,
+        handoff_id: str,
+        session_id: str,
+        to_actor: str,
+        content: str,
+        *,
+        context_id: str | None = None,
+        command_id: str | None = None,
+    ) -> m.Written:
+        """`POST .../handoff-contexts`: the packet for handoff `handoff_id` (send it after)."""
+        xid = context_id or new_ulid()
+        payload = {
+            "context_id": xid,
+            "handoff_id": handoff_id,
+            "session_id": session_id,
+            "to_actor": to_actor,
+            "content": content,
+        }
+        plan = p.create(self._ctx, "handoff-contexts", "handoff_context", xid, payload, command_id)
+        return self._run(plan)
+
+    def send_handoff(
+        self,
+        session_id: str,
+        to_actor: str,
+        *,
+        focus: str | None = None,
+        done_when: str | None = None,
+        context_id: str | None = None,
+        handoff_id: str | None = None,
+        command_id: str | None = None,
+    ) -> m.Written:
+        """`POST .../handoffs`; `handoff_id` a ULID unless given."""
+        hid = handoff_id or new_ulid()
+        payload = p.send_payload(hid, session_id, to_actor, focus, done_when, context_id)
+        return self._run(p.create(self._ctx, "handoffs", "handoff", hid, payload, command_id))
+
+    def handoff_status(self, handoff_id: str) -> m.HandoffStatus:
+        """`GET .../handoffs/{handoff_id}` (HO-8), with `lease_state` (READS-2)."""
+        result: m.HandoffStatus = self._read(p.status_call(self._ctx, handoff_id))
+        return result
+
+    def inbox(
+        self,
+        *,
+        source_id: str | None = None,
+        include_completed: bool | None = None,
+        before_seq: int | None = None,
+        limit: int | None = None,
+    ) -> m.Mailbox:
+        """`GET .../handoffs?box=inbox`, newest first (MBX-1, MBX-2)."""
+        call = p.mailbox(self._ctx, "inbox", source_id, include_completed, before_seq, limit)
+        result: m.Mailbox = self._read(call)
+        return result
+
+    def outbox(
+        self,
+        *,
+        source_id: str | None = None,
+        include_completed: bool | None = None,
+        before_seq: int | None = None,
+        limit: int | None = None,
+    ) -> m.Mailbox:
+        """`GET .../handoffs?box=outbox`, newest first (MBX-1, MBX-2)."""
+        call = p.mailbox(self._ctx, "outbox", source_id, include_completed, before_seq, limit)
+        result: m.Mailbox = self._read(call)
+        return result
+
+    def accept_handoff(
+        self,
+        handoff_id: str,
+        *,
+        claim_id: str | None = None,
+        expected_revision: int | None = None,
+        command_id: str | None = None,
+    ) -> m.Transition:
+        """`POST .../handoffs/{id}/accept`; claim and command ids derived (ID-4) and the
+        expected revision read from the status unless given."""
+        plan = p.accept(self._ctx, handoff_id, claim_id, expected_revision, command_id)
+        return self._run(plan)
+
+    def heartbeat_handoff(
+        self,
+        handoff_id: str,
+        *,
+        claim_id: str | None = None,
+        expected_revision: int | None = None,
+        command_id: str | None = None,
+    ) -> m.Transition:
+        """`POST .../handoffs/{id}/heartbeat`: renew the current (or given) claim's lease."""
+        plan = p.heartbeat(self._ctx, handoff_id, claim_id, expected_revision, command_id)
+        return self._run(plan)
+
+    def return_handoff(
+        self,
+        handoff_id: str,
+        result_fact_id: str,
+        outcome: Outcome = "succeeded",
+        *,
+        claim_id: str | None = None,
+        expected_revision: int | None = None,
+        command_id: str | None = None,
+    ) -> m.Transition:
+        """`POST .../handoffs/{id}/return` with a result fact of the receiver (HO-4)."""
+        plan = p.return_handoff(
+            self._ctx, handoff_id, result_fact_id, outcome, claim_id, expected_revision, command_id
+        )
+        return self._run(plan)
