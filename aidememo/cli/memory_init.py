@@ -2,7 +2,8 @@
 
 The user init writes `~/.nuzo/config.json` (0600) naming the user store; `--project` writes
 `<project>/.nuzo/config.json` naming the portable `.nuzo/memory/memories.sqlite` and the
-project's `project:<hash>` scope, refusing symlinked managed paths. An existing config is kept.
+project's `project:<hash>` scope, refusing symlinked managed paths, and adds Nuzo's rules
+for the store to `<project>/.gitignore`. An existing config is kept.
 """
 
 from __future__ import annotations
@@ -31,7 +32,13 @@ def cmd_init(ns: argparse.Namespace, _: MemoryStore | None) -> int:
                 "Project init cannot be combined with a custom --store path.",
             )
         root = os.path.realpath(os.getcwd())
-        for path in (".nuzo", ".nuzo/config.json", ".nuzo/memory", ".nuzo/memory/memories.sqlite"):
+        for path in (
+            ".nuzo",
+            ".nuzo/config.json",
+            ".nuzo/memory",
+            ".nuzo/memory/memories.sqlite",
+            ".gitignore",
+        ):
             if os.path.islink(os.path.join(root, path)):
                 raise MemoryStoreError(
                     C.MEMORY_INIT_PATH_UNSAFE,
@@ -64,6 +71,8 @@ def cmd_init(ns: argparse.Namespace, _: MemoryStore | None) -> int:
             "privacy": {"allow_network": False, "record_recall_events": False},
         }
         paths.write_private_file(config, js_json(document, 2) + "\n")
+    if ns.project:
+        paths.ensure_project_gitignore(root)
     MemoryStore.open(store_path).close()
     _out("Nuzo initialized")
     _out(f"Store: {store_path}")

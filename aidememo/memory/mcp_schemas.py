@@ -54,11 +54,12 @@ def _s(
     return out | extra
 
 
-def _int(low: int, high: int | None = None, **extra: Any) -> Schema:
-    out: Schema = {"type": "integer", "minimum": low}
-    if high is not None:
-        out["maximum"] = high
-    return out | extra
+# The largest integer JavaScript holds exactly: Nuzo's schemas bound every open integer by it.
+MAX_SAFE_INTEGER = 9007199254740991
+
+
+def _int(low: int, high: int = MAX_SAFE_INTEGER, **extra: Any) -> Schema:
+    return {"type": "integer", "minimum": low, "maximum": high} | extra
 
 
 def _enum(values: tuple[str, ...], **extra: Any) -> Schema:
@@ -97,7 +98,12 @@ CURSOR = _s(1, ID_MAX * 4)
 TAGS = _arr(TAG, TAGS_MAX, default=[])
 REASON = _s(1, REASON_MAX)
 CONFIDENCE = {"type": "number", "minimum": 0, "maximum": 1}
-ACTOR = _s(description="Ignored compatibility field; MCP writes are attributed to the server.")
+ACTOR = _s(
+    1,
+    ACTOR_MAX,
+    default="nuzo:mcp",
+    description="Ignored compatibility field; MCP writes are attributed to the server.",
+)
 PROVENANCE = _obj(
     {
         "kind": _enum(PROVENANCE_KINDS),
@@ -193,8 +199,8 @@ IMPORT_RELATION = _obj(
 )
 DOCUMENT = _obj(
     {
-        "format": {"const": "nuzo-memory-export"},
-        "version": {"const": 1},
+        "format": {"type": "string", "const": "nuzo-memory-export"},
+        "version": {"type": "number", "const": 1},
         "exported_at": DATE,
         "memories": _arr(IMPORT_ITEM, IMPORT_ITEMS_MAX),
         "relations": _arr(IMPORT_RELATION, IMPORT_ITEMS_MAX),
@@ -420,7 +426,8 @@ def tool_definitions(default_scope: str, recall_limit: int, include_global: bool
             "name": name,
             "description": text,
             "annotations": hints,
-            "inputSchema": _obj(props, required),
+            "inputSchema": {"$schema": "http://json-schema.org/draft-07/schema#"}
+            | _obj(props, required),
         }
         for name, text, hints, props, required in tools
     ]

@@ -56,8 +56,22 @@ def resolve_scope(scope: str, project_root: str | None = None) -> str:
 
 
 def ensure_private_dir(path: str) -> None:
-    """Create `path` and missing parents with mode 0700 (existing directories are kept)."""
-    os.makedirs(path, mode=DIR_MODE, exist_ok=True)
+    """Create `path` and every missing parent with mode 0700, as Nuzo's recursive mkdir does
+    (`os.makedirs` gives the mode to the leaf only); existing directories are kept."""
+    missing: list[str] = []
+    current = os.path.abspath(path)
+    while not os.path.isdir(current):
+        missing.append(current)
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, DIR_MODE)
+        except FileExistsError:
+            if not os.path.isdir(directory):
+                raise
 
 
 def protect(path: str) -> None:
@@ -89,15 +103,16 @@ def create_private_file(path: str) -> None:
         os.close(fd)
 
 
-def write_private_file(path: str, text: str) -> None:
-    """Write `text` to `path` (0600, truncating) without following a symbolic link."""
+def write_private_file(path: str, text: str, mode: int = FILE_MODE) -> None:
+    """Write `text` to `path` (0600 unless `mode` says otherwise, truncating) without following
+    a symbolic link."""
     unsafe = MemoryStoreError(
         C.MEMORY_FILE_WRITE_UNSAFE,
         "Refusing to write through a symbolic link or non-file path.",
         {"path": path},
     )
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
     except OSError as exc:
         if os.path.islink(path):
             raise unsafe from None
@@ -109,7 +124,7 @@ def write_private_file(path: str, text: str) -> None:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise unsafe
-        os.fchmod(fd, FILE_MODE)
+        os.fchmod(fd, mode)
         os.write(fd, text.encode("utf-8"))
     finally:
         os.close(fd)
@@ -345,3 +360,35 @@ def resolve_runtime(
         record_recall_events=bool(config["record_recall_events"]) if config else False,
         team_scope=(config or {}).get("team_scope") or _team_env(environ),
     )
+
+
+GITIGNORE_RULES = (".nuzo/memory/", ".nuzo/**/*.sqlite", ".nuzo/**/*.sqlite-*")
+
+
+def ensure_project_gitignore(project_root: str) -> None:
+    """Add the rules that keep the project's store out of git to `<project>/.gitignore`, as
+    Nuzo's project init does: only the missing ones, after the existing text, keeping the file's
+    mode (0644 for a new file), never through a symbolic link."""
+    path = os.path.join(project_root, ".gitignore")
+    existing, mode = "", 0o644
+    if os.path.lexists(path):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError as exc:
+            raise MemoryStoreError(
+                C.MEMORY_FILE_READ_FAILED, "File could not be read.", {"path": path}
+            ) from exc
+        try:
+            mode = os.fstat(fd).st_mode & 0o777
+            chunks = []
+            while chunk := os.read(fd, 65536):
+                chunks.append(chunk)
+        finally:
+            os.close(fd)
+        existing = b"".join(chunks).decode("utf-8")
+    present = set(existing.replace("\r\n", "\n").split("\n"))
+    missing = [rule for rule in GITIGNORE_RULES if rule not in present]
+    if not missing:
+        return
+    separator = "\n" if existing and not existing.endswith("\n") else ""
+    write_private_file(path, existing + separator + "\n".join(missing) + "\n", mode)

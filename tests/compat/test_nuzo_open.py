@@ -1,0 +1,128 @@
+"""aidememo opens stores the real Nuzo 1.2.0 made, in place, and reads them as Nuzo does (MEM-90).
+
+Every check runs the same command through both CLIs on the same store file and compares what
+they print: the list rows, `show --json` (memory, relations, audit events), `history`,
+`relations`, `audit`. Reads change nothing in the file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.compat.nuzo_oracle import Cli, NuzoBuild, Sample, nuzo_cli, rows_of, schema_of
+
+ALL_ROWS = "SELECT * FROM memories ORDER BY id"
+ALL_EVENTS = "SELECT * FROM memory_events ORDER BY id"
+
+
+def _same(nuzo: Cli, ours: Cli, *args: str, scope: str | None = None) -> str:
+    theirs = nuzo.run(*args, scope=scope, check=False)
+    mine = ours.run(*args, scope=scope, check=False)
+    assert (mine.returncode, mine.stdout) == (theirs.returncode, theirs.stdout), (
+        f"{' '.join(args)}: aidememo stderr {mine.stderr!r}, nuzo stderr {theirs.stderr!r}"
+    )
+    return mine.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("list", "--all-scopes"),
+        ("list", "--all-scopes", "--include-archived"),
+        ("list", "--all-scopes", "--tag", "cache"),
+        ("list", "--all-scopes", "--tag", "cache", "storage"),
+        ("list", "--all-scopes", "--needs-review"),
+        ("list",),
+    ],
+    ids=["all", "archived", "tag", "two-tags", "needs-review", "default-scope"],
+)
+def test_mem90_list_of_a_nuzo_store_prints_as_nuzo(
+    nuzo: Cli, ours: Cli, args: tuple[str, ...]
+) -> None:
+    _same(nuzo, ours, *args)
+
+
+@pytest.mark.parametrize("scope", Sample.SCOPES)
+def test_mem90_list_of_each_scope_prints_as_nuzo(nuzo: Cli, ours: Cli, scope: str) -> None:
+    _same(nuzo, ours, "list", "--include-archived", scope=scope)
+
+
+def test_mem90_show_json_of_every_memory_matches_nuzo(
+    nuzo: Cli, ours: Cli, sample: tuple[Path, Sample]
+) -> None:
+    _, ids = sample
+    for role, memory_id in ids.ids.items():
+        if role == "gone":
+            continue
+        theirs = nuzo.run("show", memory_id, "--json").json()
+        mine = ours.run("show", memory_id, "--json").json()
+        assert mine == theirs, role
+
+
+def test_mem90_show_text_history_and_relations_match_nuzo(
+    nuzo: Cli, ours: Cli, sample: tuple[Path, Sample]
+) -> None:
+    _, ids = sample
+    for role in ("sqlite", "old_port", "new_port", "archived", "cjk", "deploy"):
+        memory_id = ids.ids[role]
+        _same(nuzo, ours, "show", memory_id)
+        _same(nuzo, ours, "history", memory_id)
+        _same(nuzo, ours, "relations", memory_id)
+        _same(nuzo, ours, "relations", memory_id, "--outgoing-only")
+    # A hard-deleted memory: its audit rows stay readable, `show` is MEMORY_NOT_FOUND.
+    _same(nuzo, ours, "history", ids.ids["gone"])
+    theirs = nuzo.run("show", ids.ids["gone"], check=False)
+    mine = ours.run("show", ids.ids["gone"], check=False)
+    assert mine.returncode == theirs.returncode == 1
+    assert mine.stderr.split(":")[0] == theirs.stderr.split(":")[0] == "MEMORY_NOT_FOUND"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("audit",),
+        ("audit", "--limit", "5"),
+        ("audit", "--event-type", "memory.challenged", "memory.archived"),
+        ("audit", "--scope", "project:beta"),
+        ("audit", "--actor", "nuzo:cli", "--limit", "3"),
+    ],
+    ids=["all", "limit", "types", "scope", "actor"],
+)
+def test_mem90_audit_of_a_nuzo_store_prints_as_nuzo(
+    nuzo: Cli, ours: Cli, args: tuple[str, ...]
+) -> None:
+    _same(nuzo, ours, *args)
+
+
+def test_mem90_reads_leave_the_nuzo_store_unchanged(ours: Cli, sample: tuple[Path, Sample]) -> None:
+    store, ids = sample
+    before = (schema_of(store), rows_of(store, ALL_ROWS), rows_of(store, ALL_EVENTS))
+    ours.run("list", "--all-scopes", "--include-archived")
+    ours.run("show", ids.ids["sqlite"], "--json")
+    ours.run("recall", "cache", "--json", scope="project:alpha")
+    ours.run("history", ids.ids["gone"])
+    assert (schema_of(store), rows_of(store, ALL_ROWS), rows_of(store, ALL_EVENTS)) == before
+    assert store.stat().st_mode & 0o777 == 0o600
+
+
+def test_mem90_the_batch_runner_prints_what_the_nuzo_process_prints(
+    nuzo_build: NuzoBuild, nuzo: Cli, sample: tuple[Path, Sample]
+) -> None:
+    """The tier runs Nuzo's CLI function in one long-lived process (nuzo_batch.mjs); it answers
+    exactly as the `nuzo` program does, exit codes included."""
+    _, ids = sample
+    process = nuzo_cli(nuzo_build, nuzo.home, nuzo.store, process=True)
+    for args, scope in [
+        (("list", "--all-scopes", "--include-archived"), None),
+        (("show", ids.ids["old_port"], "--json"), None),
+        (("recall", "cache", "--include-global"), "project:alpha"),
+        (("show", "mem_missing"), None),
+        (("remember", "x", "--kind", "memo"), None),
+        (("recall",), None),
+        (("integrity", "--json"), None),
+    ]:
+        a = nuzo.run(*args, scope=scope, check=False)
+        b = process.run(*args, scope=scope, check=False)
+        assert (a.returncode, a.stdout, a.stderr) == (b.returncode, b.stdout, b.stderr), args
