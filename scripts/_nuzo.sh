@@ -26,12 +26,20 @@ nuzo_tarball() {
         printf '%s\n' "$AIDEMEMO_NUZO_TARBALL"
         return 0
     fi
-    local cand common
+    local cand common origin
     cand="$REPO_ROOT/../shared/reference/$NUZO_TARBALL_NAME"
     if [ ! -f "$cand" ]; then
         common="$(git -C "$REPO_ROOT" rev-parse --path-format=absolute --git-common-dir 2>/dev/null || true)"
         if [ -n "$common" ] && [ -f "$(dirname "$common")/../shared/reference/$NUZO_TARBALL_NAME" ]; then
             cand="$(dirname "$common")/../shared/reference/$NUZO_TARBALL_NAME"
+        fi
+    fi
+    if [ ! -f "$cand" ]; then
+        # A clone of a local checkout: beside the checkout it was cloned from.
+        origin="$(git -C "$REPO_ROOT" remote get-url origin 2>/dev/null || true)"
+        origin="${origin#file://}"
+        if [ -n "$origin" ] && [ -d "$origin" ] && [ -f "$origin/../shared/reference/$NUZO_TARBALL_NAME" ]; then
+            cand="$origin/../shared/reference/$NUZO_TARBALL_NAME"
         fi
     fi
     printf '%s\n' "$cand"
