@@ -247,3 +247,83 @@ def test_mem13_mcp8_stdio_serves_team_and_memory_tools_together(target: Target, 
     names = anyio.run(_memory_flow, home, "--profile", "w")
     assert names == [t.name for t in TOOLS] + [n for n in names if n.startswith("memory.")]
     assert len(names) == len(TOOLS) + 19
+
+
+class _BearerProxy:
+    """A loopback proxy that adds the bearer token the Inspector CLI 0.15.0 cannot send (it
+    has no header option) and forwards `POST /mcp` to the project's MCP route unchanged."""
+
+    def __init__(self, endpoint: str, token: str) -> None:
+        import http.server
+        import threading
+        import urllib.error
+        import urllib.request
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                headers = {
+                    k: v
+                    for k, v in self.headers.items()
+                    if k.lower() in ("content-type", "accept") or k.lower().startswith("mcp-")
+                }
+                headers["Authorization"] = f"Bearer {token}"
+                request = urllib.request.Request(endpoint, body, headers, method="POST")
+                try:
+                    with urllib.request.urlopen(request, timeout=30) as answer:
+                        status, kept, data = answer.status, answer.headers, answer.read()
+                except urllib.error.HTTPError as refused:
+                    status, kept, data = refused.code, refused.headers, refused.read()
+                self.send_response(status)
+                for name in ("Content-Type", "Mcp-Session-Id"):
+                    if kept.get(name):
+                        self.send_header(name, kept[name])
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                self.send_response(405)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/mcp"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("target", ["serve_sqlite", "serve_postgres"], indirect=True)
+def test_mcp3_mcp8_inspector_cli_over_streamable_http(target: Target) -> None:
+    if not INSPECTOR.exists() or shutil.which("node") is None:
+        if os.environ.get("CI"):
+            pytest.fail("the MCP Inspector is missing: npm ci")
+        pytest.skip("the MCP Inspector is missing: npm ci")
+    proxy = _BearerProxy(target.endpoint(), target.tokens[WRITER])
+    try:
+
+        def inspect(*args: str) -> Any:
+            command = [str(INSPECTOR), "--cli", proxy.url, "--transport", "http", *args]
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=120, cwd=REPO, check=False
+            )
+            assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-2000:]
+            return json.loads(done.stdout)
+
+        listed = inspect("--method", "tools/list")
+        assert [t["name"] for t in listed["tools"]] == [t.name for t in TOOLS]
+        called = inspect(
+            "--method", "tools/call", "--tool-name", "session_create",
+            "--tool-arg", "session_id=s_http", "--tool-arg", "topic=inspector over http",
+        )  # fmt: skip
+        assert called["isError"] is False, called
+        assert called["structuredContent"]["resource"] == {"kind": "session", "id": "s_http"}
+    finally:
+        proxy.close()
