@@ -81,7 +81,7 @@ class AsyncClient:
                 await response.aclose()
         except httpx.TransportError as exc:
             raise unreachable(exc) from exc
-        return p.parse(call, response.status_code, content)
+        return p.parse(call, response.status_code, content, response.headers.get(p.REPLAYED_HEADER))
 
     async def _run(self, plan: p.Plan[T]) -> T:
         """`plans.drive`, awaiting each call."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 
 class Model(BaseModel):
@@ -48,6 +48,22 @@ class Receipt(Model):
     resource: ResourceRef
     revision: int
     committed_at_ms: int
+    _replayed: bool = PrivateAttr(default=False)
+
+    @property
+    def replayed(self) -> bool:
+        """The server answered with the stored receipt of an earlier application (the
+        `aidememo-replayed` header, CMD-7)."""
+        return self._replayed
+
+    def __eq__(self, other: object) -> bool:
+        # The same receipt whether or not this answer was a replay (CMD-3).
+        if not isinstance(other, Receipt):
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.__dict__.values()))
 
 
 class Written(Model):

@@ -99,11 +99,19 @@ def post(path: str, body: dict[str, Any]) -> Call[m.Receipt]:
 # -- answers --------------------------------------------------------------------------------
 
 
-def parse(call: Call[M], status: int, content: bytes) -> M:
-    """A 2xx answer as the call's model; anything else as `AidememoClientError`."""
+REPLAYED_HEADER = "aidememo-replayed"
+
+
+def parse(call: Call[M], status: int, content: bytes, replayed: str | None = None) -> M:
+    """A 2xx answer as the call's model (a receipt knowing whether the server replayed it,
+    `replayed` being the `aidememo-replayed` header, CMD-7); anything else as
+    `AidememoClientError`."""
     if 200 <= status < 300:
         try:
-            return call.model.model_validate_json(content)
+            answer = call.model.model_validate_json(content)
+            if replayed == "true" and isinstance(answer, m.Receipt):
+                answer._replayed = True
+            return answer
         except ValidationError as exc:
             name = call.model.__name__
             raise AidememoClientError(
@@ -279,7 +287,7 @@ def write(
             if revision is not None:
                 seen = revision if seen is None else max(seen, revision)
             continue
-        recovered = seen is not None and receipt.revision <= seen
+        recovered = receipt.replayed or (seen is not None and receipt.revision <= seen)
         return m.Written(receipt=receipt, recovered=recovered)
 
 

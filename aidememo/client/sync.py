@@ -81,7 +81,7 @@ class Client:
                 response.close()
         except httpx.TransportError as exc:
             raise unreachable(exc) from exc
-        return p.parse(call, response.status_code, content)
+        return p.parse(call, response.status_code, content, response.headers.get(p.REPLAYED_HEADER))
 
     def _run(self, plan: p.Plan[T]) -> T:
         return p.drive(plan, self._send)

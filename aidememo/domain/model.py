@@ -187,6 +187,7 @@ class Receipt(_Record):
         "fingerprint",
         "project_id",
         "project_seq",
+        "replayed",
         "resource",
         "revision",
         "tenant_id",
@@ -224,6 +225,25 @@ class Receipt(_Record):
         self.resource: Final = resource
         self.revision: Final = revision
         self.committed_at_ms: Final = committed_at_ms
+        # Not part of the receipt (not compared, never stored or sent in its body): whether
+        # this answer is the stored receipt of an earlier application (CMD-7).
+        self.replayed = False
+
+    def as_replay(self) -> Receipt:
+        """The same receipt, answered for a command that was already applied (CMD-7)."""
+        again = Receipt(
+            self.command_id,
+            self.fingerprint,
+            self.tenant_id,
+            self.project_id,
+            self.actor_id,
+            self.project_seq,
+            self.resource,
+            self.revision,
+            self.committed_at_ms,
+        )
+        again.replayed = True
+        return again
 
     def to_json(self) -> dict[str, Any]:
         """Wire shape of a receipt."""

@@ -60,6 +60,18 @@ def _ok(body: bytes) -> Response:
     return Response(200, list(_JSON), body)
 
 
+REPLAYED_HEADER = "aidememo-replayed"
+
+
+def _receipt(receipt: Receipt) -> Response:
+    """A command's answer: its receipt, and `aidememo-replayed: true` when the command had
+    already been applied and this is its stored receipt (CMD-7)."""
+    headers = list(_JSON)
+    if receipt.replayed:
+        headers.append((REPLAYED_HEADER, "true"))
+    return Response(200, headers, receipt_json(receipt))
+
+
 def _caller(caller: Caller | None) -> Caller:
     if caller is None:  # public routes never reach a handler that needs a caller
         raise fail(ErrorCode.AUTHENTICATION_FAILED, "missing bearer token")
@@ -141,7 +153,7 @@ def command(
     """`POST /v1/commands`: a raw `custom.*` put or delete (CMD-4)."""
     _no_query(request)
     cmd = parse_raw_command(decode_json(request.body.read()))
-    return _ok(receipt_json(s.ledger.execute_raw(_caller(caller), cmd)))
+    return _receipt(s.ledger.execute_raw(_caller(caller), cmd))
 
 
 def identity(
@@ -269,7 +281,7 @@ def _create(
     project_id = _project(params)
     _no_query(request)
     req = parse_create(decode_json(request.body.read()))
-    return _ok(receipt_json(operation(s.product, _caller(caller), project_id, req)))
+    return _receipt(operation(s.product, _caller(caller), project_id, req))
 
 
 def create_session(
@@ -308,7 +320,7 @@ def _transition(
     _no_query(request)
     req = parse_transition(decode_json(request.body.read()))
     receipt = s.product.transition(_caller(caller), project_id, handoff_id, kind, req)
-    return _ok(receipt_json(receipt))
+    return _receipt(receipt)
 
 
 def accept(

@@ -156,7 +156,7 @@ class Ledger:
             )
             project, stored = _admit(caller, command, fp, start)
             if stored is not None:
-                return stored
+                return stored.as_replay()
             if secret is not None:
                 raise secret.error()
             current = start.current
@@ -245,7 +245,8 @@ class Ledger:
         if outcome.outcome in ("committed", "replayed") and receipt is not None:
             if outcome.outcome == "committed":
                 self._committed(write.scope, receipt.project_seq)
-            return receipt
+                return receipt
+            return receipt.as_replay()
         if outcome.outcome == "refused" and outcome.start is not None:
             self._refused(caller, command, write.fingerprint, outcome.error, outcome.start)
         raise fail(ErrorCode.STORAGE_FAILURE, f"unexpected fast path outcome {outcome.outcome!r}")

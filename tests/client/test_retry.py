@@ -151,3 +151,25 @@ def test_client1_client2_async_lost_answer_is_replayed_not_duplicated(api: Api) 
             assert [e.revision for e in entries if e.resource.id == fact.id] == [1]
 
     asyncio.run(run())
+
+
+def test_client2_cmd7_rerun_create_in_a_new_client_reports_recovered(
+    api: Api, connect: Connect
+) -> None:
+    """A create re-run by a new client (a new process) with the same resource id replays
+    under its derived command id and reports `recovered: true` from the server's
+    `aidememo-replayed` header; a raw put the same way."""
+    first, _ = connect(WRITER)
+    again, _ = connect(WRITER)
+    made = first.create_session("re-run creates", session_id="s_rerun")
+    assert not made.recovered
+    rerun = again.create_session("re-run creates", session_id="s_rerun")
+    assert rerun.recovered and rerun.receipt == made.receipt
+    fact = first.create_fact("s_rerun", "only once", fact_id="f_rerun")
+    fact_again = again.create_fact("s_rerun", "only once", fact_id="f_rerun")
+    assert not fact.recovered and fact_again.recovered
+    assert fact_again.command_id == fact.command_id
+    put = first.put_resource("custom.note", "n_rerun", {"v": 1}, command_id="cmd_n_rerun")
+    put_again = again.put_resource("custom.note", "n_rerun", {"v": 1}, command_id="cmd_n_rerun")
+    assert not put.recovered and put_again.recovered
+    assert _changes_of(first, "fact", "f_rerun") == [1]
