@@ -301,7 +301,7 @@ def test_live5_revoked_token_closes_its_feeds_with_4401_at_once(edge: LiveEdge) 
     assert seqs(other.recv()) == [1]
 
 
-def test_hibernation_revoked_token_after_waking(edge: LiveEdge) -> None:
+def test_live5_hibernation_revoked_token_after_waking(edge: LiveEdge) -> None:
     writer = edge.subscribe(WRITER)
     writer.recv()
     edge.projects.hibernate(OBJECT)  # the token digest survives in the attachment

@@ -112,7 +112,9 @@ def test_live7_claim_expired_before_subscribing_is_not_announced(short_lease: Li
 # -- hibernation ---------------------------------------------------------------------------------
 
 
-def test_hibernation_subscribers_survive_and_resume_from_their_cursors(edge: LiveEdge) -> None:
+def test_live2_hibernation_subscribers_survive_and_resume_from_their_cursors(
+    edge: LiveEdge,
+) -> None:
     edge.api.session("s1")
     writer = edge.subscribe(WRITER, after_seq=1)
     reader = edge.subscribe(READER, after_seq=1)
@@ -138,7 +140,7 @@ def test_hibernation_subscribers_survive_and_resume_from_their_cursors(edge: Liv
     assert seqs(writer.recv()) == [5] and reader.inbox == []
 
 
-def test_hibernation_suspension_after_waking(edge: LiveEdge) -> None:
+def test_live5_hibernation_suspension_after_waking(edge: LiveEdge) -> None:
     reader = edge.subscribe(READER)
     reader.recv()
     edge.projects.hibernate(OBJECT)
@@ -147,7 +149,9 @@ def test_hibernation_suspension_after_waking(edge: LiveEdge) -> None:
     assert reader.close_code == 4403
 
 
-def test_hibernation_lease_expiring_while_away_is_announced_once(short_lease: LiveEdge) -> None:
+def test_live7_hibernation_lease_expiring_while_away_is_announced_once(
+    short_lease: LiveEdge,
+) -> None:
     edge = short_lease
     (receiver, sender, reader), _ = _accepted(edge)
     edge.projects.hibernate(OBJECT)
@@ -185,7 +189,7 @@ def _fire_recheck_alarm(edge: LiveEdge, since: int) -> None:
 
 
 @pytest.mark.postgres
-def test_postgres_catch_up_push_and_visibility(pg_edge: LiveEdge) -> None:
+def test_live1_live3_postgres_catch_up_push_and_visibility(pg_edge: LiveEdge) -> None:
     edge = pg_edge
     edge.api.session("s1")
     writer = edge.subscribe(WRITER, limit=1)
@@ -202,7 +206,7 @@ def test_postgres_catch_up_push_and_visibility(pg_edge: LiveEdge) -> None:
 
 
 @pytest.mark.postgres
-def test_postgres_suspension_by_the_worker_is_found_by_the_alarm(pg_edge: LiveEdge) -> None:
+def test_live5_postgres_suspension_by_the_worker_is_found_by_the_alarm(pg_edge: LiveEdge) -> None:
     """In PostgreSQL mode the Worker writes memberships itself; the object re-checks from its
     alarm while subscribers exist, so the member is closed within 5 s without a commit."""
     edge = pg_edge
@@ -217,7 +221,7 @@ def test_postgres_suspension_by_the_worker_is_found_by_the_alarm(pg_edge: LiveEd
 
 
 @pytest.mark.postgres
-def test_postgres_revoked_token_is_found_by_the_alarm_with_4401(pg_edge: LiveEdge) -> None:
+def test_live5_postgres_revoked_token_is_found_by_the_alarm_with_4401(pg_edge: LiveEdge) -> None:
     """In PostgreSQL mode the Worker revokes on the database; the object's alarm re-check
     reads the tokens too, as the origin's timer does."""
     edge = pg_edge
@@ -232,7 +236,7 @@ def test_postgres_revoked_token_is_found_by_the_alarm_with_4401(pg_edge: LiveEdg
 
 
 @pytest.mark.postgres
-def test_postgres_lease_notice(pg_edge: LiveEdge) -> None:
+def test_live7_postgres_lease_notice(pg_edge: LiveEdge) -> None:
     edge = pg_edge
     (receiver, sender, reader), receipt = _accepted(edge)
     deadline = edge.clock.now_ms() + 1000
