@@ -497,7 +497,7 @@ def cmd_import(ns: argparse.Namespace, store: MemoryStore) -> int:
 
 
 def cmd_rehome(ns: argparse.Namespace, store: MemoryStore) -> int:
-    from aidememo.memory.rehome import rehome_scope
+    from aidememo.memory.rehome import plan_output, plan_text, rehome_scope
 
     if ns.dry_run and ns.apply:
         raise MemoryStoreError(
@@ -515,23 +515,18 @@ def cmd_rehome(ns: argparse.Namespace, store: MemoryStore) -> int:
         raise MemoryStoreError(
             C.MEMORY_SCOPE_REHOME_BACKUP_REQUIRED, "--apply requires a new --backup-path."
         )
+    # The scopes are taken as given: `project:auto` is refused, not resolved (MEM-8).
     result = rehome_scope(
         store,
-        paths.resolve_scope(ns.from_scope),
-        paths.resolve_scope(ns.to_scope),
+        ns.from_scope,
+        ns.to_scope,
         apply=ns.apply,
         confirm=ns.yes,
         backup_path=ns.backup_path,
+        actor=ACTOR,
     )
-    if ns.json:
-        _out(untrusted_json(result))
-    else:
-        _out(
-            "\t".join(
-                f"{k}={js_json(v) if not isinstance(v, str) else v}" for k, v in result.items()
-            )
-        )
-    return 0
+    _out(untrusted_json(plan_output(result)) if ns.json else plan_text(result))
+    return 0 if result.get("applied") or result["applicable"] else 1
 
 
 HANDLERS: dict[str, Callable[[argparse.Namespace, Any], int]] = {

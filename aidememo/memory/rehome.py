@@ -1,12 +1,16 @@
 """Moving every memory of one project scope to another (SPEC.md MEM-8).
 
 A project moved on disk gets a new `project:<hash>` scope; `rehome_scope` moves its memories
-explicitly. The plan (counts, capture-key collisions with the target, a SHA-256 plan hash) is
-read-only. Applying needs confirmation and a new backup path: under `BEGIN IMMEDIATE` the plan is
-re-read and must hash the same, a WAL-consistent backup is written (0600, never over an existing
-file) through a sibling connection, then `memories.scope` and `memories_fts.scope` change and one
-`memory.scope.rehomed` event is logged, all in one transaction. Ids, revisions, timestamps,
-relations and earlier events are unchanged.
+explicitly. The plan is read-only and is Nuzo 1.2's plan: counts of the source's memories (active
+and archived), the target's memories, the relations touching the source, the historical events
+(those of the source's memories and those whose payload names the source scope), the active
+capture-key collisions with the target, and a SHA-256 plan hash over the JSON of those rows read
+whole (`SELECT *`, keys in the table's column order), so both implementations hash one store alike.
+Applying needs confirmation and a new backup path: under `BEGIN IMMEDIATE` the plan is re-read and
+must hash the same, a WAL-consistent backup is written (0600, never over an existing file or
+through a symbolic link) through a sibling connection, then `memories_fts.scope` and
+`memories.scope` change and one `memory.scope.rehomed` event is logged, all in one transaction.
+Ids, revisions, timestamps, relations and earlier events are unchanged.
 """
 
 from __future__ import annotations
@@ -20,99 +24,152 @@ from aidememo.memory import paths
 from aidememo.memory.errors import MemoryErrorCode as C
 from aidememo.memory.errors import MemoryStoreError
 from aidememo.memory.jstext import js_json
+from aidememo.memory.policy import check_scope
 
 if TYPE_CHECKING:
     from aidememo.memory.store import MemoryStore
 
+_EVENTS = """SELECT e.* FROM memory_events e
+WHERE EXISTS (SELECT 1 FROM memories m WHERE m.scope = :s AND m.id = e.memory_id)
+  OR json_extract(e.payload, '$.scope') = :s
+  OR json_extract(e.payload, '$.originalScope') = :s
+  OR json_extract(e.payload, '$.sourceScope') = :s
+  OR json_extract(e.payload, '$.targetScope') = :s
+  OR json_extract(e.payload, '$.supersededByScope') = :s
+ORDER BY e.id ASC"""
 
-def _check_scope(scope: str) -> None:
-    if not scope.startswith("project:") or scope == "project:auto" or len(scope) <= len("project:"):
+_RELATIONS = """SELECT r.* FROM memory_relations r
+WHERE EXISTS (SELECT 1 FROM memories m WHERE m.scope = :s
+  AND (m.id = r.source_memory_id OR m.id = r.target_memory_id))
+ORDER BY r.id ASC"""
+
+_COLLISIONS = """SELECT source.id AS source_id, target.id AS target_id
+FROM memories source JOIN memories target
+  ON target.scope = :t AND target.archived_at IS NULL AND target.capture_key = source.capture_key
+WHERE source.scope = :s AND source.archived_at IS NULL AND source.capture_key IS NOT NULL
+ORDER BY source.id ASC, target.id ASC"""
+
+_RESULT_KEYS = (
+    "memoryCount",
+    "activeMemoryCount",
+    "archivedMemoryCount",
+    "affectedRelationCount",
+    "historicalEventCount",
+)
+
+
+def _check_scopes(source: str, target: str) -> None:
+    for name, scope in (("source", source), ("target", target)):
+        valid = True
+        try:
+            check_scope(scope)
+        except MemoryStoreError:
+            valid = False
+        if not valid or not scope.startswith("project:") or scope == "project:auto":
+            raise MemoryStoreError(
+                C.MEMORY_SCOPE_REHOME_SCOPE_INVALID,
+                f"Project-scope rehome {name} must be an explicit valid project scope.",
+                {name: scope},
+            )
+    if source == target:
         raise MemoryStoreError(
-            C.MEMORY_SCOPE_REHOME_SCOPE_INVALID,
-            "Scope rehome only moves one project scope to another.",
-            {"scope": scope},
+            C.MEMORY_SCOPE_REHOME_SCOPE_CONFLICT,
+            "Project-scope rehome source and target must differ.",
         )
+
+
+def _rows(conn: sqlite3.Connection, sql: str, args: dict[str, str]) -> list[dict[str, Any]]:
+    cursor = conn.execute(sql, args)
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor]
+
+
+def _build(conn: sqlite3.Connection, path: str, source: str, target: str) -> dict[str, Any]:
+    whole = "SELECT * FROM memories WHERE scope = :s ORDER BY id ASC"
+    source_rows = _rows(conn, whole, {"s": source})
+    target_rows = _rows(conn, whole, {"s": target})
+    relations = _rows(conn, _RELATIONS, {"s": source})
+    events = _rows(conn, _EVENTS, {"s": source})
+    collisions = _rows(conn, _COLLISIONS, {"s": source, "t": target})
+    hashed = {
+        "version": 1,
+        "sourceScope": source,
+        "targetScope": target,
+        "sourceRows": source_rows,
+        "targetRows": target_rows,
+        "affectedRelations": relations,
+        "historicalEvents": events,
+        "collisions": collisions,
+    }
+    active = sum(1 for row in source_rows if row["archived_at"] is None)
+    return {
+        "version": 1,
+        "dryRun": True,
+        "sourcePath": path,
+        "sourceScope": source,
+        "targetScope": target,
+        "planHash": hashlib.sha256(js_json(hashed).encode("utf-8")).hexdigest(),
+        "applicable": bool(source_rows) and not collisions,
+        "memoryCount": len(source_rows),
+        "activeMemoryCount": active,
+        "archivedMemoryCount": len(source_rows) - active,
+        "targetMemoryCount": len(target_rows),
+        "affectedRelationCount": len(relations),
+        "historicalEventCount": len(events),
+        "historicalEventsRewritten": 0,
+        "collisionCount": len(collisions),
+    }
 
 
 def plan(store: MemoryStore, source: str, target: str) -> dict[str, Any]:
     """The read-only plan of moving `source` to `target`."""
-    _check_scope(source)
-    _check_scope(target)
-    if source == target:
+    _check_scopes(source, target)
+    return _build(store.db.conn, store.db.path, source, target)
+
+
+def _check_applicable(planned: dict[str, Any]) -> None:
+    if planned["memoryCount"] == 0:
         raise MemoryStoreError(
-            C.MEMORY_SCOPE_REHOME_SCOPE_CONFLICT, "Source and target scopes must differ."
+            C.MEMORY_SCOPE_REHOME_SOURCE_EMPTY,
+            "Project-scope rehome source contains no memories.",
+            {"scope": planned["sourceScope"]},
         )
-    conn = store.db.conn
-    rows = conn.execute(
-        "SELECT id, revision, archived_at FROM memories WHERE scope = ? ORDER BY id", (source,)
-    ).fetchall()
-    ids = [row[0] for row in rows]
-    target_rows = conn.execute(
-        "SELECT id, revision FROM memories WHERE scope = ? ORDER BY id", (target,)
-    ).fetchall()
-    collisions = [
-        row[0]
-        for row in conn.execute(
-            "SELECT s.id FROM memories s JOIN memories t ON t.scope = ? AND t.capture_key ="
-            " s.capture_key AND t.archived_at IS NULL WHERE s.scope = ? AND s.archived_at IS NULL"
-            " ORDER BY s.id",
-            (target, source),
+    if planned["collisionCount"]:
+        raise MemoryStoreError(
+            C.MEMORY_SCOPE_REHOME_COLLISION,
+            "Project-scope rehome found active capture-key collisions in the target scope.",
+            {"collisionCount": planned["collisionCount"]},
         )
-    ]
-    relations = conn.execute(
-        "SELECT COUNT(*) FROM memory_relations WHERE source_memory_id IN (SELECT id FROM memories"
-        " WHERE scope = ?) OR target_memory_id IN (SELECT id FROM memories WHERE scope = ?)",
-        (source, source),
-    ).fetchone()[0]
-    events = conn.execute(
-        "SELECT COUNT(*) FROM memory_events WHERE memory_id IN (SELECT id FROM"
-        " memories WHERE scope = ?)",
-        (source,),
-    ).fetchone()[0]
-    digest = hashlib.sha256(
-        js_json(
-            [
-                source,
-                target,
-                [list(r) for r in rows],
-                [list(r) for r in target_rows],
-                relations,
-                events,
-                collisions,
-            ]
-        ).encode("utf-8")
-    ).hexdigest()
-    active = sum(1 for row in rows if row[2] is None)
-    return {
-        "sourceScope": source,
-        "targetScope": target,
-        "memoryCount": len(ids),
-        "activeMemoryCount": active,
-        "archivedMemoryCount": len(ids) - active,
-        "affectedRelationCount": relations,
-        "historicalEventCount": events,
-        "collisions": collisions,
-        "planHash": digest,
-        "applied": False,
-    }
+
+
+def _fileset(path: str) -> set[str]:
+    real = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+    return {real + s for s in ("", "-wal", "-shm")}
+
+
+def _check_backup_path(store: MemoryStore, backup_path: str) -> None:
+    if _fileset(backup_path) & _fileset(store.db.path):
+        raise MemoryStoreError(
+            C.MEMORY_SCOPE_REHOME_BACKUP_CONFLICT,
+            "Project-scope rehome backup files must not overlap the source SQLite fileset.",
+        )
+    if os.path.islink(backup_path):
+        raise MemoryStoreError(
+            C.MEMORY_SCOPE_REHOME_PATH_UNSAFE,
+            "Project-scope rehome refuses symbolic-link source or backup files.",
+            {"path": backup_path},
+        )
 
 
 def _backup(store: MemoryStore, backup_path: str) -> None:
-    if os.path.lexists(backup_path) or any(
-        os.path.lexists(backup_path + s) for s in ("-wal", "-shm")
-    ):
+    if any(os.path.lexists(backup_path + s) for s in ("", "-wal", "-shm")):
         raise MemoryStoreError(
-            C.MEMORY_BACKUP_EXISTS, "Backup path already exists.", {"path": backup_path}
-        )
-    if os.path.realpath(backup_path) in {
-        os.path.realpath(store.db.path + s) for s in ("", "-wal", "-shm")
-    }:
-        raise MemoryStoreError(
-            C.MEMORY_SCOPE_REHOME_BACKUP_CONFLICT,
-            "Backup path overlaps the store.",
+            C.MEMORY_BACKUP_EXISTS,
+            "Backup path already exists. Choose a different --backup-path.",
             {"path": backup_path},
         )
     try:
+        os.makedirs(os.path.dirname(backup_path), mode=paths.DIR_MODE, exist_ok=True)
         fd = os.open(backup_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except OSError:
         raise MemoryStoreError(
@@ -142,69 +199,122 @@ def rehome_scope(
     backup_path: str | None = None,
     actor: str = "core",
 ) -> dict[str, Any]:
-    """The plan, or (with `apply`, `confirm` and a new `backup_path`) the applied move."""
-    planned = plan(store, source, target)
+    """The plan, or (with `apply`, `confirm` and a new `backup_path`) the applied move.
+
+    The checks run in Nuzo's order: confirmation, scopes, the backup path's overlap with the
+    store and symbolic links, the plan (an empty source, collisions), an existing backup.
+    """
     if not apply:
-        return planned
+        return plan(store, source, target)
     if not confirm:
         raise MemoryStoreError(
             C.MEMORY_SCOPE_REHOME_CONFIRMATION_REQUIRED,
-            "Scope rehome requires explicit confirmation.",
+            "Project-scope rehome requires --apply and explicit --yes confirmation.",
         )
     if backup_path is None:
         raise MemoryStoreError(
             C.MEMORY_SCOPE_REHOME_BACKUP_REQUIRED, "Scope rehome requires a new backup path."
         )
-    if planned["memoryCount"] == 0:
-        raise MemoryStoreError(
-            C.MEMORY_SCOPE_REHOME_SOURCE_EMPTY,
-            "The source scope has no memories.",
-            {"scope": source},
-        )
-    if planned["collisions"]:
-        raise MemoryStoreError(
-            C.MEMORY_SCOPE_REHOME_COLLISION,
-            "Active memories would duplicate memories of the target scope.",
-            {"count": len(planned["collisions"])},
-        )
+    _check_scopes(source, target)
+    backup = os.path.abspath(backup_path)
+    _check_backup_path(store, backup)
+    planned = plan(store, source, target)
+    _check_applicable(planned)
     with store.db.write() as conn:
-        locked = plan(store, source, target)
+        locked = _build(conn, store.db.path, source, target)
         if locked["planHash"] != planned["planHash"]:
             raise MemoryStoreError(
-                C.MEMORY_SCOPE_REHOME_PLAN_CHANGED, "The store changed after the plan was made."
+                C.MEMORY_SCOPE_REHOME_PLAN_CHANGED,
+                "The rehome plan changed before the writer lock was acquired. Review a new"
+                " dry-run.",
             )
-        _backup(store, os.path.abspath(backup_path))
+        _check_applicable(locked)
+        _backup(store, backup)
+        conn.execute(
+            "UPDATE memories_fts SET scope = ? WHERE id IN (SELECT id FROM memories"
+            " WHERE scope = ?)",
+            (target, source),
+        )
         moved = conn.execute("UPDATE memories SET scope = ? WHERE scope = ?", (target, source))
         if moved.rowcount != locked["memoryCount"]:
             raise MemoryStoreError(
-                C.MEMORY_SCOPE_REHOME_COUNT_MISMATCH, "Moved rows differ from the plan."
+                C.MEMORY_SCOPE_REHOME_COUNT_MISMATCH,
+                "Project-scope rehome changed an unexpected number of memories.",
+                {"expected": locked["memoryCount"], "actual": moved.rowcount},
             )
-        conn.execute("UPDATE memories_fts SET scope = ? WHERE scope = ?", (target, source))
-        payload = {
-            k: locked[k]
-            for k in (
-                "memoryCount",
-                "activeMemoryCount",
-                "archivedMemoryCount",
-                "affectedRelationCount",
-                "historicalEventCount",
-                "planHash",
-            )
-        }
-        store.db.append(
-            store.event(
-                None,
-                "memory.scope.rehomed",
-                actor,
-                {
-                    "scope": target,
-                    "originalScope": source,
-                    "sourceScope": source,
-                    "targetScope": target,
-                    **payload,
-                    "historicalEventsRewritten": 0,
-                    "revisionsPreserved": True,
-                },
-            )
+        counts = {k: locked[k] for k in _RESULT_KEYS}
+        event = store.event(
+            None,
+            "memory.scope.rehomed",
+            actor,
+            {
+                "scope": target,
+                "originalScope": source,
+                "sourceScope": source,
+                "targetScope": target,
+                **counts,
+                "historicalEventsRewritten": 0,
+                "revisionsPreserved": True,
+                "planHash": locked["planHash"],
+            },
         )
-    return locked | {"applied": True, "backupPath": os.path.abspath(backup_path)}
+        store.db.append(event)
+    return {
+        "version": 1,
+        "applied": True,
+        "sourcePath": store.db.path,
+        "backupPath": backup,
+        "sourceScope": source,
+        "targetScope": target,
+        "planHash": locked["planHash"],
+        **counts,
+        "historicalEventsRewritten": 0,
+        "revisionsPreserved": True,
+        "eventId": event.id,
+    }
+
+
+def plan_output(result: dict[str, Any]) -> dict[str, Any]:
+    """A plan or result as Nuzo's `rehome-scope --json` prints it (snake_case keys)."""
+    return {_snake(k): v for k, v in result.items()}
+
+
+def _snake(key: str) -> str:
+    return "".join(f"_{ch.lower()}" if ch.isupper() else ch for ch in key)
+
+
+def plan_text(result: dict[str, Any]) -> str:
+    """A plan or result as Nuzo's `rehome-scope` prints it as text."""
+    from aidememo.memory.render import escape_controls, inline
+
+    if result.get("applied"):
+        return "\n".join(
+            [
+                f"Rehomed {result['memoryCount']} memories from {inline(result['sourceScope'])}"
+                f" to {inline(result['targetScope'])}",
+                f"Validated backup: {escape_controls(result['backupPath'])}",
+                f"Relations preserved: {result['affectedRelationCount']}",
+                f"Historical audit events preserved: {result['historicalEventCount']}"
+                " (rewritten: 0)",
+                "IDs, revisions, timestamps, lifecycle metadata, and relation records were"
+                " preserved.",
+                f"Audit event: {inline(result['eventId'])}",
+            ]
+        )
+    return "\n".join(
+        [
+            "Project scope rehome plan (read-only)",
+            f"Store: {escape_controls(result['sourcePath'])}",
+            f"From: {inline(result['sourceScope'])}",
+            f"To: {inline(result['targetScope'])}",
+            f"Plan hash: {result['planHash']}",
+            f"Applicable: {'yes' if result['applicable'] else 'no'}",
+            f"Memories: {result['memoryCount']} ({result['activeMemoryCount']} active,"
+            f" {result['archivedMemoryCount']} archived)",
+            f"Existing target memories: {result['targetMemoryCount']}",
+            f"Affected relations: {result['affectedRelationCount']}",
+            f"Historical audit events: {result['historicalEventCount']} (rewritten: 0)",
+            f"Target collisions: {result['collisionCount']}",
+            "No changes were made. Apply requires --apply --yes and a new --backup-path.",
+        ]
+    )

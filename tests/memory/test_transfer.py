@@ -156,7 +156,8 @@ def test_mem8_rehome_moves_a_project_scope_after_a_backup(
     a = store.remember("Rehomed memory.", kind="fact")
     store.remember("Rehomed memory two.", kind="fact")
     plan = rehome_scope(store, "project:demo", "project:new")
-    assert plan["memoryCount"] == 2 and plan["collisions"] == [] and not plan["applied"]
+    assert plan["memoryCount"] == 2 and plan["collisionCount"] == 0 and plan["applicable"]
+    assert plan["dryRun"] and "applied" not in plan
     with pytest.raises(MemoryStoreError) as caught:
         rehome_scope(
             store, "project:demo", "project:new", apply=True, backup_path=str(tmp_path / "b")
@@ -193,7 +194,11 @@ def test_mem8_rehome_never_writes_over_or_through_an_existing_path(
     target.write_text("keep")
     link = tmp_path / "link.sqlite"
     link.symlink_to(target)
-    for path in (target, link):
+    for path, code in (
+        (target, MemoryErrorCode.MEMORY_BACKUP_EXISTS),
+        (link, MemoryErrorCode.MEMORY_SCOPE_REHOME_PATH_UNSAFE),
+        (Path(store.db.path + "-wal"), MemoryErrorCode.MEMORY_SCOPE_REHOME_BACKUP_CONFLICT),
+    ):
         with pytest.raises(MemoryStoreError) as caught:
             rehome_scope(
                 store,
@@ -203,9 +208,10 @@ def test_mem8_rehome_never_writes_over_or_through_an_existing_path(
                 confirm=True,
                 backup_path=str(path),
             )
-        assert caught.value.code == MemoryErrorCode.MEMORY_BACKUP_EXISTS
+        assert caught.value.code == code
     assert target.read_text() == "keep"
     assert {m.scope for m in store.list(all_scopes=True)} == {"project:demo"}
-    with pytest.raises(MemoryStoreError) as caught:
-        rehome_scope(store, "user:default", "project:new")
-    assert caught.value.code == MemoryErrorCode.MEMORY_SCOPE_REHOME_SCOPE_INVALID
+    for source in ("user:default", "project:auto"):
+        with pytest.raises(MemoryStoreError) as caught:
+            rehome_scope(store, source, "project:new")
+        assert caught.value.code == MemoryErrorCode.MEMORY_SCOPE_REHOME_SCOPE_INVALID
