@@ -91,7 +91,11 @@ def recall_detailed(
     fallback: str | None = None
     if retrieval_mode != "fts":
         if retrieval_mode == "semantic" and semantic_fallback != "fts":
-            raise MemoryStoreError(C.SEMANTIC_INDEX_MISSING, "Semantic index does not exist.")
+            raise MemoryStoreError(
+                C.SEMANTIC_INDEX_MISSING,
+                "Semantic index does not exist.",
+                {"path": semantic_index_path(store.db.path)},
+            )
         fallback = C.SEMANTIC_INDEX_MISSING.value
     team = team_scope if team_scope is not None else store.team_scope
     results = ranking.search(store.db, query, ranking.recall_scopes(target, glob, team), count)
@@ -105,6 +109,12 @@ def recall_detailed(
             "semanticFallbackCode": fallback,
         },
     }
+
+
+def semantic_index_path(store_path: str) -> str:
+    """Where Nuzo keeps a store's semantic sidecar (`x.sqlite` -> `x.semantic.sqlite`): the
+    path a `SEMANTIC_INDEX_MISSING` refusal names in its details, as Nuzo's does (MEM-6)."""
+    return f"{store_path.removesuffix('.sqlite')}.semantic.sqlite"
 
 
 def record_recall_usage(store: MemoryStore, query: str, results: Sequence[RecallResult]) -> None:

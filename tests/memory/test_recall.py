@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from aidememo.memory import MemoryErrorCode, MemoryStore, MemoryStoreError
+from aidememo.memory.mcp_tools import MemoryToolProvider
+from aidememo.memory.reads import semantic_index_path
 from aidememo.memory.recall import fts_query, tokenize
 
 
@@ -129,11 +133,20 @@ def test_mem6_exact_ties_keep_the_index_order_whatever_the_scope(store: MemorySt
     assert len({r.score for r in order}) == 1
 
 
-def test_mem6_semantic_retrieval_has_no_index(store: MemoryStore) -> None:
+def test_mem6_mem13_semantic_retrieval_has_no_index(store: MemoryStore) -> None:
     store.remember("Semantic search is optional.", kind="note")
     with pytest.raises(MemoryStoreError) as caught:
         store.recall("semantic", retrieval_mode="semantic")
     assert caught.value.code == MemoryErrorCode.SEMANTIC_INDEX_MISSING
+    # Nuzo names the sidecar a semantic index would live in, in full, as its MCP tools do.
+    sidecar = store.db.path.removesuffix("memories.sqlite") + "memories.semantic.sqlite"
+    assert caught.value.to_dict()["details"] == {"path": sidecar}
+    refusal = MemoryToolProvider(store).call_result(
+        "memory.recall", {"query": "semantic", "retrieval_mode": "semantic"}
+    )
+    assert refusal["isError"] is True
+    assert json.loads(refusal["content"][0]["text"])["details"] == {"path": sidecar}
+    assert semantic_index_path("/x/store.db") == "/x/store.db.semantic.sqlite"
     for mode, fallback in (("hybrid", None), ("semantic", "fts")):
         answer = store.recall_detailed("semantic", retrieval_mode=mode, semantic_fallback=fallback)
         assert len(answer["results"]) == 1
