@@ -261,6 +261,9 @@ def _tools_list(host: Host, *, modern: bool) -> bytes:
     if cached is None:
         result: dict[str, Any] = {"tools": [tool.listing() for tool in tools]}
         if modern:
+            # 2026-07-28 moved tasks out of the core protocol: its Tool has no `execution`.
+            for listed in result["tools"]:
+                del listed["execution"]
             result.update(resultType="complete", ttlMs=TOOLS_TTL_MS, cacheScope="private")
         cached = _LISTINGS[key] = json.dumps(result, ensure_ascii=False).encode("utf-8")
     return cached

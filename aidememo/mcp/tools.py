@@ -95,6 +95,8 @@ class Tool:
                 "idempotentHint": True,
                 "openWorldHint": False,
             },
+            # No tool runs as a task (2025-11-25 `execution`; the modern listing drops it).
+            "execution": {"taskSupport": "forbidden"},
         }
 
 

@@ -210,7 +210,8 @@ DOCUMENT = _obj(
 
 
 def tool_definitions(default_scope: str, recall_limit: int, include_global: bool) -> list[Schema]:
-    """Every tool as `{name, description, annotations, inputSchema}`, in Nuzo's order."""
+    """Every tool as `{name, description, annotations, execution, inputSchema}`, in Nuzo's
+    order."""
     page = _int(1, 200, default=50)
     tools: list[tuple[str, str, Schema, dict[str, Schema], tuple[str, ...]]] = [
         (
@@ -426,6 +427,8 @@ def tool_definitions(default_scope: str, recall_limit: int, include_global: bool
             "name": name,
             "description": text,
             "annotations": hints,
+            # No tool runs as an MCP task (2025-11-25 `execution`), as Nuzo's SDK lists them.
+            "execution": {"taskSupport": "forbidden"},
             "inputSchema": {"$schema": "http://json-schema.org/draft-07/schema#"}
             | _obj(props, required),
         }

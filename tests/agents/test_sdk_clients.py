@@ -61,6 +61,9 @@ async def _flow(served: Target, mode: str) -> None:
         assert writer.protocol_version == MODES[mode]
         listed = await writer.list_tools()
         assert [t.name for t in listed.tools] == [t.name for t in TOOLS]
+        # `execution` is 2025-11-25's (MCP-6); 2026-07-28's Tool has none (MCP-5).
+        tasks = {t.execution.task_support if t.execution else None for t in listed.tools}
+        assert tasks == ({"forbidden"} if mode == "legacy" else {None})
         assert [t.name for t in (await reader.list_tools()).tools] == [t.name for t in READ_TOOLS]
         me = await ok(writer, "identity")
         assert (me["actor_id"], me["role"]) == (WRITER, "writer")

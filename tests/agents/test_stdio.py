@@ -218,7 +218,10 @@ async def _memory_flow(home: Path, *extra: str) -> list[str]:
     from mcp.shared.exceptions import MCPError
 
     async with Client(_memory_server(home, *extra), mode="legacy") as client:
-        names = [t.name for t in (await client.list_tools()).tools]
+        listed = (await client.list_tools()).tools
+        names = [t.name for t in listed]
+        # Every tool, the team's and the memory store's, says it never runs as a task.
+        assert {t.execution.task_support if t.execution else None for t in listed} == {"forbidden"}
         kept = await client.call_tool(
             "memory.remember", {"content": "the cache uses redis", "kind": "fact"}
         )

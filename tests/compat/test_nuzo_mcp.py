@@ -110,6 +110,7 @@ def test_mem13_mem97_tool_definitions_are_nuzos(
         # Descriptions are prose (aidememo's do not name Nuzo); the schemas are Nuzo's.
         assert _bare(mine["inputSchema"]) == _bare(their["inputSchema"]), mine["name"]
         assert mine.get("annotations") == their.get("annotations"), mine["name"]
+        assert mine["execution"] == their["execution"] == {"taskSupport": "forbidden"}
 
 
 def _bare(schema: Any) -> Any:
