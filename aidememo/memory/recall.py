@@ -15,10 +15,11 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from aidememo.memory.db import COLUMNS, MemoryDatabase, memory_from_row
 from aidememo.memory.jstext import js_trim
-from aidememo.memory.model import GLOBAL_SCOPE, Memory, RecallResult
+from aidememo.memory.model import GLOBAL_SCOPE, RecallResult
 
 STOP_WORDS = frozenset(
     "a an and as at be by all applies before change changes command commands for from how in is"
@@ -80,35 +81,51 @@ def has_token(text: str, term: str) -> bool:
     return False
 
 
-# One candidate: memory id, scope, content, tags, -bm25.
-Candidate = tuple[str, str, str, list[str], float]
+# One candidate: memory id, scope, content, tags (the index's space-separated text), -bm25;
+# a canonical candidate also carries its `Memory`.
+Candidate = tuple[Any, ...]
+
+_BM25 = "bm25(memories_fts, 0.0, 0.0, 1.0, 5.0)"
+_STATEMENTS: dict[tuple[str, int], str] = {}
+
+
+def _statement(kind: str, scopes: int) -> str:
+    """The `ranked` (index alone) or `canonical` (joined) statement for `scopes` scopes, built
+    once, so the connection's statement cache finds it by the same text."""
+    sql = _STATEMENTS.get((kind, scopes))
+    if sql is None:
+        marks = ",".join("?" * scopes)
+        if kind == "ranked":
+            sql = (
+                f"SELECT id, scope, content, tags, {_BM25} * -1 FROM memories_fts"
+                f" WHERE memories_fts MATCH ? AND scope IN ({marks}) ORDER BY {_BM25} LIMIT ?"
+            )
+        else:
+            sql = (
+                f"SELECT {_SELECT}, {_BM25} * -1 AS score"
+                " FROM memories_fts JOIN memories m ON m.id = memories_fts.id"
+                f" WHERE memories_fts MATCH ? AND m.archived_at IS NULL AND m.scope IN ({marks})"
+                f" ORDER BY {_BM25} LIMIT ?"
+            )
+        _STATEMENTS[(kind, scopes)] = sql
+    return sql
 
 
 def _ranked(db: MemoryDatabase, match: str, scopes: list[str], count: int) -> list[Candidate]:
     """The top `count` FTS rows of `scopes` in bm25 order, read from the index alone."""
-    marks = ",".join("?" * len(scopes))
-    rows = db.conn.execute(
-        "SELECT id, scope, content, tags, bm25(memories_fts, 0.0, 0.0, 1.0, 5.0) * -1"
-        f" FROM memories_fts WHERE memories_fts MATCH ? AND scope IN ({marks})"
-        " ORDER BY bm25(memories_fts, 0.0, 0.0, 1.0, 5.0) LIMIT ?",
-        (match, *scopes, count),
-    ).fetchall()
-    return [(i, sc, content, tags.split(), float(score)) for i, sc, content, tags, score in rows]
+    return db.conn.execute(_statement("ranked", len(scopes)), (match, *scopes, count)).fetchall()
 
 
-def _canonical(
-    db: MemoryDatabase, match: str, scopes: list[str], count: int
-) -> list[tuple[Memory, float]]:
+def _canonical(db: MemoryDatabase, match: str, scopes: list[str], count: int) -> list[Candidate]:
     """The same ranking joined with the canonical rows (Nuzo's statement)."""
-    marks = ",".join("?" * len(scopes))
-    rows = db.conn.execute(
-        f"SELECT {_SELECT}, bm25(memories_fts, 0.0, 0.0, 1.0, 5.0) * -1 AS score"
-        " FROM memories_fts JOIN memories m ON m.id = memories_fts.id"
-        f" WHERE memories_fts MATCH ? AND m.archived_at IS NULL AND m.scope IN ({marks})"
-        " ORDER BY bm25(memories_fts, 0.0, 0.0, 1.0, 5.0) LIMIT ?",
-        (match, *scopes, count),
-    ).fetchall()
-    return [(memory_from_row(row), float(row[16])) for row in rows]
+    rows = db.conn.execute(_statement("canonical", len(scopes)), (match, *scopes, count)).fetchall()
+    out: list[Candidate] = []
+    for row in rows:
+        memory = memory_from_row(row)
+        out.append(
+            (memory.id, memory.scope, memory.content, " ".join(memory.tags), row[16], memory)
+        )
+    return out
 
 
 def _rank(
@@ -122,15 +139,17 @@ def _rank(
     strong_frequency: dict[str, int] = {}
     tag_hits: dict[str, bool] = {}
     for candidate in candidates:
-        _, _, content, tags, _ = candidate
+        tags_text = candidate[3]
         matched_tags = []
-        for tag in tags:
-            hit = tag_hits.get(tag)
-            if hit is None:
-                hit = tag_hits[tag] = _tag_matches(term_set, tag)
-            if hit:
-                matched_tags.append(tag)
-        text = f"{content} {' '.join(tags)}".lower()
+        if tags_text:
+            for tag in tags_text.split():
+                hit = tag_hits.get(tag)
+                if hit is None:
+                    hit = tag_hits[tag] = _tag_matches(term_set, tag)
+                if hit:
+                    matched_tags.append(tag)
+        # Whitespace only separates tokens, so the index's tag text tokenizes as the tags do.
+        text = f"{candidate[2]} {tags_text}".lower()
         terms = [term for term in distinct if has_token(text, term)]
         strong = [term for term in terms if term not in WEAK_TERMS]
         for term in strong:
@@ -144,16 +163,23 @@ def _rank(
             or len(matched_tags) >= 2
             or any(tag not in WEAK_TERMS for tag in matched_tags)
         ):
-            parts = [
-                f"Matched tags: {', '.join(matched_tags)}" if matched_tags else None,
-                f"Matched terms: {', '.join(terms)}" if terms else None,
-                f"FTS query: {match}",
-            ]
             score = candidate[4] + len(matched_tags) * 1000 + len(terms) * 10
-            kept.append((candidate, score, "; ".join(part for part in parts if part)))
+            kept.append((-score, candidate, score, matched_tags, terms))
     # Stable: equal scores keep the index's bm25 order, whatever their scopes (MEM-6).
-    kept.sort(key=lambda item: -item[1])
-    return kept[:limit]
+    kept.sort(key=_first)
+    best = []
+    for _, candidate, score, matched_tags, terms in kept[:limit]:
+        parts = [
+            f"Matched tags: {', '.join(matched_tags)}" if matched_tags else None,
+            f"Matched terms: {', '.join(terms)}" if terms else None,
+            f"FTS query: {match}",
+        ]
+        best.append((candidate, score, "; ".join(part for part in parts if part)))
+    return best
+
+
+def _first(item: tuple[Any, ...]) -> Any:
+    return item[0]
 
 
 def search(db: MemoryDatabase, query: str, scopes: Sequence[str], limit: int) -> list[RecallResult]:
@@ -163,13 +189,15 @@ def search(db: MemoryDatabase, query: str, scopes: Sequence[str], limit: int) ->
     memories with their scopes, content and tags), and only the winners' rows are read. When a
     winner's row disagrees with its index row (a drifted index), the canonical join answers.
     """
-    match = fts_query(query)
-    if not match:
+    query_terms = tokenize(query)
+    if not query_terms:
         return []
+    match = " OR ".join('"' + term.replace('"', '""') + '"' for term in query_terms)
     wanted = list(dict.fromkeys(scopes))
     count = min(max(limit * 8, limit), CANDIDATE_MAX)
-    query_terms = tokenize(query)
     best = _rank(_ranked(db, match, wanted, count), query_terms, match, limit)
+    if not best:
+        return []
     rows = db.find_many([candidate[0] for candidate, _, _ in best])
     results = []
     for (memory_id, scope, content, tags, _), score, reason in best:
@@ -177,18 +205,18 @@ def search(db: MemoryDatabase, query: str, scopes: Sequence[str], limit: int) ->
         if (
             memory is None
             or memory.archived_at is not None
-            or (memory.scope, memory.content, memory.tags) != (scope, content, tags)
+            or memory.scope != scope
+            or memory.content != content
+            or memory.tags != tags.split()
         ):
             break
         results.append(RecallResult(memory, score, reason))
     else:
         if len(rows) == len(best):
             return results
-    joined = _canonical(db, match, wanted, count)
-    by_id = {memory.id: memory for memory, _ in joined}
-    fallback = [(m.id, m.scope, m.content, list(m.tags), bm25) for m, bm25 in joined]
+    fallback = _canonical(db, match, wanted, count)
     return [
-        RecallResult(by_id[candidate[0]], score, reason)
+        RecallResult(candidate[5], score, reason)
         for candidate, score, reason in _rank(fallback, query_terms, match, limit)
     ]
 
