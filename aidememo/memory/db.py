@@ -57,7 +57,7 @@ def _json_object(text: str | None, code: C, message: str) -> dict[str, Any] | No
 
 
 def memory_from_row(row: Sequence[Any]) -> Memory:
-    tags = json.loads(row[5])
+    tags = [] if row[5] == "[]" else json.loads(row[5])
     if not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags):
         raise MemoryStoreError(C.MEMORY_TAGS_INVALID, "Stored memory tags are invalid.")
     return Memory(
@@ -115,6 +115,17 @@ def _row(memory: Memory) -> tuple[Any, ...]:
     )
 
 
+# Per connection, never stored in the file: a 32 MiB page cache and reads through a memory
+# map of up to 256 MiB. Recall reads FTS doclists, sizes and content pages all over a store of
+# tens of MiB; with SQLite's 2 MiB default most of them are re-read from the OS each query.
+READ_PRAGMAS = ("PRAGMA cache_size = -32768", "PRAGMA mmap_size = 268435456")
+
+
+def _tune(conn: sqlite3.Connection) -> None:
+    for pragma in READ_PRAGMAS:
+        conn.execute(pragma)
+
+
 class MemoryDatabase:
     """One open memory store file (or `:memory:`); `readonly` opens never create, migrate,
     chmod or write, and create no `-wal`/`-shm` file when the store has none."""
@@ -135,6 +146,7 @@ class MemoryDatabase:
                 check_same_thread=False,
             )
             self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            _tune(self.conn)
             check_version(user_version(self.conn))
             return
         if path != ":memory:":
@@ -145,6 +157,7 @@ class MemoryDatabase:
             timeout=BUSY_TIMEOUT_MS / 1000,
             check_same_thread=False,
         )
+        _tune(self.conn)
         try:
             with self._lock:
                 self.previous_version = migrate(self.conn)

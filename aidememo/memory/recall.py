@@ -57,24 +57,36 @@ def query_hash(query: str) -> str:
     return hashlib.sha256(query.encode("utf-8")).hexdigest()
 
 
-def _tag_matches(terms: set[str], tag: str) -> bool:
-    """A tag matches when it, or one of its `.`/`_`/`-`-separated parts, is a query term."""
-    return tag in terms or any(part in terms for part in _TAG_PARTS.split(tag) if part)
+_TAG_PARTS_SEEN: dict[str, tuple[tuple[str, frozenset[str]], ...]] = {}
+_TAG_PARTS_MAX = 4096
 
 
-def _is_word(ch: str) -> bool:
-    return ch.isalnum() or ch == "_"
+def tag_parts(tags_text: str) -> tuple[tuple[str, frozenset[str]], ...]:
+    """Each tag of an index row's tag text with the names it matches by: itself and its
+    `.`/`_`/`-`-separated parts. A tag matches when one of those is a query term. Remembered
+    per tag text (a store has few distinct tag sets), at most `_TAG_PARTS_MAX` of them."""
+    parts = _TAG_PARTS_SEEN.get(tags_text)
+    if parts is None:
+        if len(_TAG_PARTS_SEEN) >= _TAG_PARTS_MAX:
+            _TAG_PARTS_SEEN.clear()
+        parts = _TAG_PARTS_SEEN[tags_text] = tuple(
+            (tag, frozenset([tag, *(part for part in _TAG_PARTS.split(tag) if part)]))
+            for tag in tags_text.split()
+        )
+    return parts
 
 
 def has_token(text: str, term: str) -> bool:
     """Whether `term` is a whole token of the lower-cased `text` (a maximal run of letters,
     digits and `_`), without tokenizing `text`."""
-    end_of_text = len(text)
     at = text.find(term)
+    if at < 0:
+        return False
+    size, width = len(text), len(term)
     while at >= 0:
-        end = at + len(term)
-        if (at == 0 or not _is_word(text[at - 1])) and (
-            end == end_of_text or not _is_word(text[end])
+        end = at + width
+        if (at == 0 or not (text[at - 1].isalnum() or text[at - 1] == "_")) and (
+            end == size or not (text[end].isalnum() or text[end] == "_")
         ):
             return True
         at = text.find(term, at + 1)
@@ -89,13 +101,16 @@ _BM25 = "bm25(memories_fts, 0.0, 0.0, 1.0, 5.0)"
 _STATEMENTS: dict[tuple[str, int], str] = {}
 
 
-def _statement(kind: str, scopes: int) -> str:
-    """The `ranked` (index alone) or `canonical` (joined) statement for `scopes` scopes, built
-    once, so the connection's statement cache finds it by the same text."""
-    sql = _STATEMENTS.get((kind, scopes))
+def _statement(kind: str, marks_count: int) -> str:
+    """The `ranked` (index alone) or `canonical` (joined) statement for `marks_count` scopes, or
+    the `rows` statement for that many ids, built once, so the connection's statement cache finds
+    it by the same text."""
+    sql = _STATEMENTS.get((kind, marks_count))
     if sql is None:
-        marks = ",".join("?" * scopes)
-        if kind == "ranked":
+        marks = ",".join("?" * marks_count)
+        if kind == "rows":  # the winners' canonical rows, by id
+            sql = f"SELECT {COLUMNS} FROM memories WHERE id IN ({marks})"
+        elif kind == "ranked":
             sql = (
                 f"SELECT id, scope, content, tags, {_BM25} * -1 FROM memories_fts"
                 f" WHERE memories_fts MATCH ? AND scope IN ({marks}) ORDER BY {_BM25} LIMIT ?"
@@ -107,7 +122,7 @@ def _statement(kind: str, scopes: int) -> str:
                 f" WHERE memories_fts MATCH ? AND m.archived_at IS NULL AND m.scope IN ({marks})"
                 f" ORDER BY {_BM25} LIMIT ?"
             )
-        _STATEMENTS[(kind, scopes)] = sql
+        _STATEMENTS[(kind, marks_count)] = sql
     return sql
 
 
@@ -137,17 +152,13 @@ def _rank(
     minimum = 1 if len(query_terms) <= 1 else 2
     scored = []
     strong_frequency: dict[str, int] = {}
-    tag_hits: dict[str, bool] = {}
     for candidate in candidates:
         tags_text = candidate[3]
-        matched_tags = []
-        if tags_text:
-            for tag in tags_text.split():
-                hit = tag_hits.get(tag)
-                if hit is None:
-                    hit = tag_hits[tag] = _tag_matches(term_set, tag)
-                if hit:
-                    matched_tags.append(tag)
+        matched_tags = (
+            [tag for tag, names in tag_parts(tags_text) if not term_set.isdisjoint(names)]
+            if tags_text
+            else []
+        )
         # Whitespace only separates tokens, so the index's tag text tokenizes as the tags do.
         text = f"{candidate[2]} {tags_text}".lower()
         terms = [term for term in distinct if has_token(text, term)]
@@ -198,13 +209,16 @@ def search(db: MemoryDatabase, query: str, scopes: Sequence[str], limit: int) ->
     best = _rank(_ranked(db, match, wanted, count), query_terms, match, limit)
     if not best:
         return []
-    rows = db.find_many([candidate[0] for candidate, _, _ in best])
+    ids = list(dict.fromkeys(candidate[0] for candidate, _, _ in best))
+    rows = {row[0]: row for row in db.conn.execute(_statement("rows", len(ids)), ids).fetchall()}
     results = []
     for (memory_id, scope, content, tags, _), score, reason in best:
-        memory = rows.get(memory_id)
+        row = rows.get(memory_id)
+        if row is None:
+            break
+        memory = memory_from_row(row)
         if (
-            memory is None
-            or memory.archived_at is not None
+            memory.archived_at is not None
             or memory.scope != scope
             or memory.content != content
             or memory.tags != tags.split()
