@@ -18,17 +18,22 @@ from typing import Any
 # `\s` differs (it adds U+001C..U+001F and U+0085 and lacks U+FEFF).
 JS_SPACE = "\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
 _SPACE_RUN = re.compile(f"[{JS_SPACE}]+")
-_EDGES = re.compile(f"^[{JS_SPACE}]+|[{JS_SPACE}]+$")
+# The same characters as a plain string, for `str.strip`.
+_SPACE_CHARS = (
+    "\t\n\v\f\r \u00a0\u1680"
+    + "".join(map(chr, range(0x2000, 0x200B)))
+    + ("\u2028\u2029\u202f\u205f\u3000\ufeff")
+)
 
 
 def js_trim(text: str) -> str:
     """ECMAScript `String.prototype.trim`."""
-    return _EDGES.sub("", text)
+    return text.strip(_SPACE_CHARS)
 
 
 def is_blank(text: str) -> bool:
     """`text.trim().length === 0`."""
-    return not js_trim(text)
+    return not text.strip(_SPACE_CHARS)
 
 
 def collapse_spaces(text: str) -> str:
@@ -38,7 +43,7 @@ def collapse_spaces(text: str) -> str:
 
 def utf16_len(text: str) -> int:
     """JavaScript `length`: UTF-16 code units (a character outside the BMP counts 2)."""
-    return len(text.encode("utf-16-le")) // 2
+    return len(text) if text.isascii() else len(text.encode("utf-16-le")) // 2
 
 
 # -- time --------------------------------------------------------------------------------------

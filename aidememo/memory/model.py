@@ -38,9 +38,12 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4()}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Memory:
-    """One row of `memories` (without the derived `capture_key`)."""
+    """One row of `memories` (without the derived `capture_key`). Treated as a value: changes
+    are new records (`evolve`). Not `frozen`: a frozen dataclass sets each of its 16 fields
+    through `object.__setattr__`, which made building the rows a recall returns cost more
+    than ranking them."""
 
     id: str
     revision: int
