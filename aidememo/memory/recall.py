@@ -13,6 +13,7 @@ each result's `memory.scope` names the scope that produced it.
 from __future__ import annotations
 
 import hashlib
+import operator
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -34,6 +35,7 @@ WEAK_TERMS = frozenset(
 _SPLIT = re.compile(r"[^\w]+")
 _TAG_PARTS = re.compile(r"[._-]+")
 CANDIDATE_MAX = 200
+_FIRST = operator.itemgetter(0)
 
 _SELECT = ", ".join(f"m.{column.strip()}" for column in COLUMNS.split(","))
 
@@ -162,7 +164,7 @@ def _rank(
         # Whitespace only separates tokens, so the index's tag text tokenizes as the tags do.
         text = f"{candidate[2]} {tags_text}".lower()
         terms = [term for term in distinct if has_token(text, term)]
-        strong = [term for term in terms if term not in WEAK_TERMS]
+        strong = [term for term in terms if term not in WEAK_TERMS] if terms else terms
         for term in strong:
             strong_frequency[term] = strong_frequency.get(term, 0) + 1
         scored.append((candidate, matched_tags, terms, strong))
@@ -177,7 +179,7 @@ def _rank(
             score = candidate[4] + len(matched_tags) * 1000 + len(terms) * 10
             kept.append((-score, candidate, score, matched_tags, terms))
     # Stable: equal scores keep the index's bm25 order, whatever their scopes (MEM-6).
-    kept.sort(key=_first)
+    kept.sort(key=_FIRST)
     best = []
     for _, candidate, score, matched_tags, terms in kept[:limit]:
         parts = [
@@ -187,10 +189,6 @@ def _rank(
         ]
         best.append((candidate, score, "; ".join(part for part in parts if part)))
     return best
-
-
-def _first(item: tuple[Any, ...]) -> Any:
-    return item[0]
 
 
 def search(db: MemoryDatabase, query: str, scopes: Sequence[str], limit: int) -> list[RecallResult]:
