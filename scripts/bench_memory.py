@@ -6,7 +6,9 @@ tenth in CJK, tags, rare terms) the store is filled through the store's own inse
 
 * recall: `--queries` queries of 1-3 terms from the notes' vocabulary, half with a rare term,
   plus tag-boosted queries, timed per call (p50/p95/p99), beside a raw `sqlite3` FTS5
-  `MATCH ... ORDER BY bm25` query with the same MATCH text on the same rows;
+  `MATCH ... ORDER BY bm25` query with the same MATCH text on the same rows (which of the two
+  runs a query first alternates, so neither always finds the other's warm caches); with
+  `--rounds` > 1 also `rare_best`, each rare query's fastest round;
 * remember: `--remember` calls of `MemoryStore.remember` (one transaction each) beside a raw
   insert loop (the same three INSERTs per memory, one transaction each) at the same size.
 
@@ -173,25 +175,42 @@ RAW_SQL = (
 
 
 def time_recall(store: MemoryStore, qs: list[dict[str, Any]], rounds: int) -> dict[str, Any]:
-    """Per query kind: wall-clock percentiles, the same for this thread's CPU time (`cpu`, what
-    a shared, loaded machine perturbs least), and the raw FTS5 query's."""
+    """Per query kind: wall-clock percentiles, the same for this thread's CPU time (`cpu`), and
+    the raw FTS5 query's; `rare_best`: percentiles of each rare query's fastest round (with
+    `--rounds` > 1, what a shared, loaded machine perturbs least)."""
     ours: dict[str, list[int]] = {}
     ours_cpu: dict[str, list[int]] = {}
     raw: dict[str, list[int]] = {}
     raw_cpu: dict[str, list[int]] = {}
+    best_ours = [2**62] * len(qs)
+    best_raw = [2**62] * len(qs)
     conn = store.db.conn
-    for _ in range(rounds):
-        for q in qs:
-            cpu, start = time.thread_time_ns(), time.perf_counter_ns()
-            store.recall(q["query"], scope=SCOPE, limit=q["limit"])
-            ours.setdefault(q["kind"], []).append(time.perf_counter_ns() - start)
-            ours_cpu.setdefault(q["kind"], []).append(time.thread_time_ns() - cpu)
-            match = fts_query(q["query"])
-            cpu, start = time.thread_time_ns(), time.perf_counter_ns()
-            if match:
-                conn.execute(RAW_SQL, (match, SCOPE, q["limit"] * 8)).fetchall()
-            raw.setdefault(q["kind"], []).append(time.perf_counter_ns() - start)
-            raw_cpu.setdefault(q["kind"], []).append(time.thread_time_ns() - cpu)
+
+    def run_ours(i: int, q: dict[str, Any]) -> None:
+        cpu, start = time.thread_time_ns(), time.perf_counter_ns()
+        store.recall(q["query"], scope=SCOPE, limit=q["limit"])
+        took = time.perf_counter_ns() - start
+        ours.setdefault(q["kind"], []).append(took)
+        ours_cpu.setdefault(q["kind"], []).append(time.thread_time_ns() - cpu)
+        best_ours[i] = min(best_ours[i], took)
+
+    def run_raw(i: int, q: dict[str, Any]) -> None:
+        match = fts_query(q["query"])
+        cpu, start = time.thread_time_ns(), time.perf_counter_ns()
+        if match:
+            conn.execute(RAW_SQL, (match, SCOPE, q["limit"] * 8)).fetchall()
+        took = time.perf_counter_ns() - start
+        raw.setdefault(q["kind"], []).append(took)
+        raw_cpu.setdefault(q["kind"], []).append(time.thread_time_ns() - cpu)
+        best_raw[i] = min(best_raw[i], took)
+
+    # The second of the two runs a query finds its pages and the CPU caches warm from the
+    # first: which one goes first alternates, query by query and round by round.
+    for round_no in range(rounds):
+        for i, q in enumerate(qs):
+            first, second = (run_ours, run_raw) if (i + round_no) % 2 == 0 else (run_raw, run_ours)
+            first(i, q)
+            second(i, q)
 
     def flat(by_kind: dict[str, list[int]]) -> list[int]:
         return [v for values in by_kind.values() for v in values]
@@ -205,6 +224,15 @@ def time_recall(store: MemoryStore, qs: list[dict[str, Any]], rounds: int) -> di
             "cpu": summary(ours_cpu[kind]),
             "raw_fts": summary(raw[kind]) | {"cpu": summary(raw_cpu[kind])},
         }
+    rare_at = [i for i, q in enumerate(qs) if q["kind"] == "rare"]
+    if rare_at:
+        # Each rare query's fastest round (wall clock): what a loaded machine perturbs least.
+        out["rare_best"] = summary([best_ours[i] for i in rare_at]) | {
+            "raw_fts": summary([best_raw[i] for i in rare_at])
+        }
+        out["rare_best_vs_raw_p95"] = round(
+            out["rare_best"]["p95_ms"] / max(out["rare_best"]["raw_fts"]["p95_ms"], 1e-6), 2
+        )
     rare = out.get("rare")
     if rare:
         out["rare_vs_raw_p95"] = round(rare["p95_ms"] / max(rare["raw_fts"]["p95_ms"], 1e-6), 2)
@@ -276,10 +304,18 @@ def nuzo_figures(
         return {"error": str(exc)[:300]}
     kinds = [q["kind"] for q in qs] * rounds
     rare = [ns for ns, kind in zip(run.recall_ns, kinds, strict=True) if kind == "rare"]
+    # Node's process CPU time (all its threads, microsecond resolution) around each call.
+    cpu = run.recall_cpu_ns
+    rare_cpu = [ns for ns, kind in zip(cpu, kinds, strict=False) if kind == "rare"]
+    best = [min(run.recall_ns[r * len(qs) + i] for r in range(rounds)) for i in range(len(qs))]
+    rare_best = [ns for ns, q in zip(best, qs, strict=True) if q["kind"] == "rare"]
     return {
+        "rare_best": summary(rare_best) if rare_best else None,
         "remember_per_s": round(len(memories) / run.remember_s, 1),
-        "all": summary(run.recall_ns),
-        "rare": summary(rare) if rare else None,
+        "all": summary(run.recall_ns) | ({"cpu": summary(cpu)} if cpu else {}),
+        "rare": (summary(rare) | ({"cpu": summary(rare_cpu)} if rare_cpu else {}))
+        if rare
+        else None,
     }
 
 
@@ -333,6 +369,15 @@ def main() -> int:
                     row["vs_nuzo_rare_p95"] = round(
                         rare_n["p95_ms"] / max(rare_o["p95_ms"], 1e-6), 1
                     )
+                    best_n, best_o = nuzo.get("rare_best"), row["recall"].get("rare_best")
+                    if best_n and best_o:
+                        row["vs_nuzo_rare_best_p95"] = round(
+                            best_n["p95_ms"] / max(best_o["p95_ms"], 1e-6), 1
+                        )
+                    if "cpu" in rare_n:
+                        row["vs_nuzo_rare_cpu_p95"] = round(
+                            rare_n["cpu"]["p95_ms"] / max(rare_o["cpu"]["p95_ms"], 1e-6), 1
+                        )
             result["sizes"][str(size)] = row
     sys.stdout.write(json.dumps(result, separators=(",", ":")) + "\n")
     return 0
