@@ -152,6 +152,7 @@ def _rank(
     distinct = list(dict.fromkeys(query_terms))
     term_set = set(query_terms)
     minimum = 1 if len(query_terms) <= 1 else 2
+    any_weak = any(term in WEAK_TERMS for term in distinct)
     scored = []
     strong_frequency: dict[str, int] = {}
     for candidate in candidates:
@@ -163,18 +164,17 @@ def _rank(
         )
         # Whitespace only separates tokens, so the index's tag text tokenizes as the tags do.
         text = f"{candidate[2]} {tags_text}".lower()
-        terms = [term for term in distinct if has_token(text, term)]
-        strong = [term for term in terms if term not in WEAK_TERMS] if terms else terms
+        terms = [term for term in distinct if term in text and has_token(text, term)]
+        strong = [term for term in terms if term not in WEAK_TERMS] if any_weak else terms
         for term in strong:
             strong_frequency[term] = strong_frequency.get(term, 0) + 1
         scored.append((candidate, matched_tags, terms, strong))
     kept = []
     for candidate, matched_tags, terms, strong in scored:
         if (
-            (len(terms) >= minimum and strong)
-            or any(strong_frequency[term] == 1 for term in strong)
+            (strong and (len(terms) >= minimum or any(strong_frequency[t] == 1 for t in strong)))
             or len(matched_tags) >= 2
-            or any(tag not in WEAK_TERMS for tag in matched_tags)
+            or (matched_tags and matched_tags[0] not in WEAK_TERMS)
         ):
             score = candidate[4] + len(matched_tags) * 1000 + len(terms) * 10
             kept.append((-score, candidate, score, matched_tags, terms))
