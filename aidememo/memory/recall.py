@@ -51,7 +51,12 @@ def tokenize(text: str) -> list[str]:
 
 def fts_query(text: str) -> str:
     """The FTS5 query: every term as a quoted phrase, joined with OR ("" when no term)."""
-    return " OR ".join('"' + term.replace('"', '""') + '"' for term in tokenize(text))
+    return match_text(tokenize(text))
+
+
+def match_text(terms: list[str]) -> str:
+    """The FTS5 query of recall terms: each a quoted phrase, joined with OR."""
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
 def query_hash(query: str) -> str:
@@ -201,7 +206,7 @@ def search(db: MemoryDatabase, query: str, scopes: Sequence[str], limit: int) ->
     query_terms = tokenize(query)
     if not query_terms:
         return []
-    match = " OR ".join('"' + term.replace('"', '""') + '"' for term in query_terms)
+    match = match_text(query_terms)
     wanted = list(dict.fromkeys(scopes))
     count = min(max(limit * 8, limit), CANDIDATE_MAX)
     best = _rank(_ranked(db, match, wanted, count), query_terms, match, limit)
