@@ -119,11 +119,10 @@ def _queued(ns: argparse.Namespace, item: Item, reason: str, again: bool) -> int
         **item.ids,
         "reason": note,
     }
-    name = ID_FIELDS[item.kind]
     human = [
         f"queued: true, dispatched: false ({note})",
-        f"  outbox item {item.item}: {item.command} {name} {item.resource_id}, "
-        f"command_id {item.command_id}",
+        f"  outbox item {item.item}: {item.command} {item.resource_id} "
+        f"(command_id {item.command_id})",
         f"  nothing is sent until: {PROG} outbox publish --profile {ns.profile}",
     ]
     return emit(ns, document, human)

@@ -44,6 +44,10 @@ def _open(ns: argparse.Namespace) -> tuple[profiles.Profile, Replica]:
     return profile, Replica(replica_path(ns, profile))
 
 
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
 def _failed(error: ReplicaError) -> CliError:
     return CliError(error.message, EXIT_FAILED)
 
@@ -56,16 +60,11 @@ def cmd_pull(ns: argparse.Namespace) -> int:
                 done = pull(client, replica)
             except ReplicaError as error:
                 raise _failed(error) from None
+            counts = f"{_n(done.resources, 'resource')}, {_n(done.changes, 'change')}"
             if done.bootstrapped:
-                human = (
-                    f"replica bootstrapped: seq {done.after_seq}, {done.resources} resources, "
-                    f"{done.changes} changes"
-                )
+                human = f"replica bootstrapped: seq {done.after_seq}, {counts}"
             else:
-                human = (
-                    f"replica pulled: seq {done.before_seq} -> {done.after_seq}, "
-                    f"{done.resources} resources, {done.changes} changes"
-                )
+                human = f"replica pulled: seq {done.before_seq} -> {done.after_seq}, {counts}"
             emit(ns, {**done.document(), "path": str(replica.path)}, human)
             if not ns.watch:
                 return 0
@@ -86,7 +85,7 @@ def cmd_status(ns: argparse.Namespace) -> int:
     else:
         human = (
             f"replica of {found['tenant_id']}/{found['project_id']} as {found['actor_id']} "
-            f"at seq {found['after_seq']}: {found['resources']} resources"
+            f"at seq {found['after_seq']}: {_n(found['resources'], 'resource')}"
         )
     return emit(ns, found, human)
 
@@ -121,7 +120,7 @@ def cmd_reset(ns: argparse.Namespace) -> int:
     with replica:
         forgotten = replica.reset()
     document = {"reset": True, "resources": forgotten, "path": str(replica.path)}
-    return emit(ns, document, f"replica reset: {forgotten} resources forgotten")
+    return emit(ns, document, f"replica reset: {_n(forgotten, 'resource')} forgotten")
 
 
 # -- watch --------------------------------------------------------------------------------------
@@ -196,7 +195,7 @@ def _apply(ns: argparse.Namespace, replica: Replica, document: dict[str, Any]) -
     if ns.json:
         json_line({"after_seq": after, "changes": changes})
     else:
-        write_line(f"replica at seq {after}: {changes} changes")
+        write_line(f"replica at seq {after}: {_n(changes, 'change')}")
 
 
 def _lost(ns: argparse.Namespace, cursor: int, why: str) -> None:
