@@ -155,8 +155,10 @@ def deliver(
             raise
         reason = _reason(error)
         if getattr(ns, "no_queue", False):
+            detail = error.message if isinstance(error, AidememoUnreachable) else reason
             raise CliError(
-                f"{reason}; not queued (--no-queue): nothing is known to be sent (unreachable)",
+                f"cannot reach the server: {detail}; not queued (--no-queue), so it may or "
+                "may not have been applied: run it again to find out (unreachable)",
                 EXIT_UNREACHABLE,
             ) from None
         with Outbox(path) as box:
@@ -224,8 +226,9 @@ def _publish(ns: argparse.Namespace, profile: profiles.Profile, client: Client, 
     results: list[dict[str, Any]] = []
     published = failed = conflicts = 0
     unreachable = False
-    held = [i for i in box.items() if i.state != QUEUED]
-    queued = [i for i in box.items() if i.state == QUEUED]
+    items = box.items()
+    held = [i for i in items if i.state != QUEUED]
+    queued = [i for i in items if i.state == QUEUED]
     bound = binding(profile)
     for index, item in enumerate(queued):
         what = f"item {item.item}: {item.command} {item.resource_id}"
