@@ -86,7 +86,7 @@ class Cached:
             "resource": {"kind": self.kind, "id": self.id},
             "revision": self.revision,
             "state": {"state": self.state, "body": self.body},
-            "seq": self.seq,
+            "cached_at_seq": self.seq,
             "cursor": {"project_epoch": self.project_epoch, "after_seq": self.after_seq},
         }
 

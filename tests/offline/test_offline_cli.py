@@ -17,7 +17,7 @@ from typing import IO, Any
 import pytest
 
 from aidememo.client import AidememoClientError, Client
-from tests.cli.agent_support import AIDEMEMO, PROJECT
+from tests.cli.agent_support import AIDEMEMO, PROJECT, TENANT
 from tests.offline.support import Team, team
 
 WAIT_S = 60.0
@@ -205,3 +205,24 @@ def test_outbox4_changed_profile_fails_closed_at_publish(crew: Team, tmp_path: P
     finally:
         crew.cli.ok("auth", "login", "--profile", "codex-a", "--url", crew.proxy.url,
                     "--project-id", PROJECT, "--token-file", str(token))  # fmt: skip
+
+
+def test_replica3_reimported_project_epoch_fails_closed_until_reset(tmp_path: Path) -> None:
+    """A real epoch change: the tenant exported (with token digests), deleted and imported
+    again through the admin routes gets a new epoch, which the replica refuses."""
+    with team("sqlite", tmp_path, (("codex-a", "writer"),)) as crew:
+        with direct(crew, "codex-a") as a:
+            a.create_session("before the import", session_id="s_epoch")
+        first = crew.json("codex-a", "replica", "pull")
+        admin = ("--url", crew.server.url, "--admin-token-file", str(crew.server.admin_token_file))
+        dump = tmp_path / "tenant.jsonl"
+        crew.cli.ok("admin", "export", *admin, "--tenant-id", TENANT, "--include-token-digests",
+                    "--out", str(dump))  # fmt: skip
+        crew.cli.ok("admin", "delete-tenant", *admin, "--tenant-id", TENANT, "--confirm", TENANT)
+        crew.cli.ok("admin", "import", *admin, "--in", str(dump))
+        refused = crew.run("codex-a", "replica", "pull")
+        assert refused.code == 1 and "replica epoch mismatch" in refused.err, refused
+        assert crew.json("codex-a", "replica", "status")["after_seq"] == first["after_seq"]
+        crew.ok("codex-a", "replica", "reset", "--force")
+        again = crew.json("codex-a", "replica", "pull")
+        assert again["bootstrapped"] is True and again["resources"] == first["resources"]
