@@ -218,10 +218,12 @@ def cmd_outbox_drop(ns: argparse.Namespace) -> int:
 def cmd_outbox_publish(ns: argparse.Namespace) -> int:
     with connected(ns) as (profile, client):
         with Outbox(outbox_path(profile.name)) as box:
-            return _publish(ns, profile, client, box)
+            return publish_items(ns, profile, client, box)
 
 
-def _publish(ns: argparse.Namespace, profile: profiles.Profile, client: Client, box: Outbox) -> int:
+def publish_items(
+    ns: argparse.Namespace, profile: profiles.Profile, client: Client, box: Outbox
+) -> int:
     """Send every queued item in order with its recorded bytes (OUTBOX-3, OUTBOX-5)."""
     results: list[dict[str, Any]] = []
     published = failed = conflicts = 0

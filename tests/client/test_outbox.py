@@ -6,12 +6,15 @@ or plan changed, and their recorded bytes replay a command that was already comm
 from __future__ import annotations
 
 import argparse
+import json
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from aidememo.cli.profiles import Profile
-from aidememo.cli.queueing import binding, send_request
+from aidememo.cli.queueing import binding, publish_items, send_request
 from aidememo.client import AidememoUnreachable, Client
 from aidememo.client.outbox import INTENT_PREFIX, ITEM_PREFIX, QUEUED, Outbox, intent_key
 from aidememo.domain.command_ids import create_command_id, stable_id
@@ -110,25 +113,37 @@ def test_outbox4_changed_replay_plan_fails_closed(tmp_path: Path) -> None:
 
 
 def test_outbox3_committed_exact_send_is_recovered_but_not_pending(
-    api: Api, connect: Connect
+    api: Api, connect: Connect, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     writer, transport = connect(WRITER, retries=0)
     sid = writer.create_session("lost send").id
     request = send_request(PROFILE, _send_ns(sid))
     transport.lose_answer(posts_to("/handoffs"))
-    try:
+    with pytest.raises(AidememoUnreachable):  # committed, its answer lost
         writer.send_recorded(request.target, request.body, "handoff", request.resource_id)
-    except AidememoUnreachable:
-        pass
-    else:
-        raise AssertionError("the answer was to be lost")
     committed = api.status_of(request.resource_id)
-    published = writer.send_recorded(request.target, request.body, "handoff", request.resource_id)
-    assert published.recovered and published.id == request.resource_id
+    with Outbox(tmp_path / "outbox.sqlite") as box:
+        box.add(binding(PROFILE), request, "unreachable: the answer was lost")
+        capsys.readouterr()
+        assert publish_items(argparse.Namespace(json=True), PROFILE, writer, box) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert box.items() == []  # recovered is published: nothing is left pending
+    assert report["summary"] == "published 1, failed 0, conflicts 0"
+    assert report["items"][0]["result"] == "recovered"
+    assert report["items"][0]["handoff_id"] == request.resource_id
     assert api.status_of(request.resource_id) == committed
-    # the same recorded bytes again: the same receipt, recovered again (idempotent)
-    again = writer.send_recorded(request.target, request.body, "handoff", request.resource_id)
-    assert again.recovered and again.receipt == published.receipt
+
+
+def test_outbox3_commit_marker_is_idempotent_for_same_operation(api: Api, connect: Connect) -> None:
+    writer, _ = connect(WRITER)
+    sid = writer.create_session("sent twice").id
+    request = send_request(PROFILE, _send_ns(sid))
+    first = writer.send_recorded(request.target, request.body, "handoff", request.resource_id)
+    assert not first.recovered
+    for _ in range(2):
+        again = writer.send_recorded(request.target, request.body, "handoff", request.resource_id)
+        assert again.recovered and again.receipt == first.receipt
+    assert api.status_of(request.resource_id)["revision"] == first.receipt.revision
 
 
 def test_outbox3_changed_committed_send_starts_a_new_assignment(api: Api, connect: Connect) -> None:
