@@ -1,5 +1,6 @@
 """The agent commands' part of the command tree: `auth`, `session`, `fact`, `search`, `get`,
-`members`, `handoff`, `changes`, `watch` (SPEC.md CLI-2..CLI-6).
+`members`, `handoff`, `changes`, `watch` (SPEC.md CLI-2..CLI-6), and `replica` and `outbox`
+(`aidememo.cli.offline_parser`, REPLICA, OUTBOX).
 
 Only `--profile` (`AIDEMEMO_PROFILE`) and `--json` (`AIDEMEMO_JSON`) may come from the
 environment; every other flag is given on the command line (`flag`). The handlers speak to a

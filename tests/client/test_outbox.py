@@ -6,6 +6,7 @@ or plan changed, and their recorded bytes replay a command that was already comm
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sqlite3
 from collections.abc import Callable
@@ -15,10 +16,10 @@ import pytest
 
 from aidememo.cli.profiles import Profile
 from aidememo.cli.queueing import binding, publish_items, send_request
-from aidememo.client import AidememoUnreachable, Client
+from aidememo.client import AidememoUnreachable, AsyncClient, Client
 from aidememo.client.outbox import INTENT_PREFIX, ITEM_PREFIX, QUEUED, Outbox, intent_key
 from aidememo.domain.command_ids import create_command_id, stable_id
-from tests.client.transports import Faulty, posts_to
+from tests.client.transports import Faulty, async_transport_for, posts_to
 from tests.contract.support import PROJECT, RECEIVER, TENANT, WRITER, Api
 
 Connect = Callable[..., tuple[Client, Faulty]]
@@ -176,3 +177,20 @@ def test_outbox4_outbox6_stable_operation_ids_are_repeatable_and_domain_separate
     assert stable_id(ITEM_PREFIX, *parts) != stable_id(INTENT_PREFIX, *parts)
     assert stable_id(ITEM_PREFIX, "ab", "c") != stable_id(ITEM_PREFIX, "a", "bc")
     assert create_command_id(PROJECT, "session", "x") != create_command_id(PROJECT, "fact", "x")
+
+
+def test_outbox3_async_client_replays_recorded_bytes_too(api: Api, connect: Connect) -> None:
+    writer, _ = connect(WRITER)
+    sid = writer.create_session("async publish").id
+    request = send_request(PROFILE, _send_ns(sid))
+    first = writer.send_recorded(request.target, request.body, "handoff", request.resource_id)
+
+    async def run() -> None:
+        base_url, transport = async_transport_for(api.client)
+        async with AsyncClient(base_url, api.tokens[WRITER], PROJECT, transport=transport) as c:
+            again = await c.send_recorded(
+                request.target, request.body, "handoff", request.resource_id
+            )
+        assert again.recovered and again.receipt == first.receipt
+
+    asyncio.run(run())
