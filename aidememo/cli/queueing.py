@@ -141,6 +141,12 @@ def deliver(
         with Outbox(path) as box:
             pending = box.pending(request)
         if pending is not None:
+            if pending.state != QUEUED:
+                raise CliError(
+                    f"{pending.command} {pending.resource_id} is held in the outbox as item "
+                    f"{pending.item} ({pending.state}: {pending.last_error}); nothing was sent. "
+                    f"Drop it first: {PROG} outbox drop {pending.item} --profile {profile.name}"
+                )
             if pending.intent == request.intent:
                 return _queued(ns, pending, "", again=True)
             raise CliError(

@@ -181,6 +181,8 @@ def test_outbox5_conflict_is_reported_and_held_until_dropped(crew: Team) -> None
     second = crew.ok("codex-a", "outbox", "publish").out
     assert "held item" in second and "published 0, failed 0, conflicts 0" in second
     assert crew.json("codex-a", "outbox", "list")["items"][0]["state"] == "conflict"
+    rerun = crew.run("codex-a", "fact", "add", "--session", "s_conf", "--id", "f_conf", "mine")
+    assert rerun.code == 1 and "held in the outbox" in rerun.err
     crew.ok("codex-a", "outbox", "drop", str(queued["item"]))
     assert crew.json("codex-a", "outbox", "list")["count"] == 0
 
