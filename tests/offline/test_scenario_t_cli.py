@@ -63,10 +63,14 @@ def test_scen1_outbox1_outbox3_replica1_degraded_remote_scenario(
     published = crew.ok("codex-a", "outbox", "publish").out
     assert "published 1, failed 0, conflicts 0" in published
     assert "recovered" in published
+    assert crew.proxy.posts[f"{P}/handoffs"] == 2  # the lost send and its one publish
     # 6. no new mutation
     assert crew.get(f"{P}/handoffs/{h1}", "codex-a") == r1
     # 7. exactly once in codex-a's server outbox, and once in the change log
     assert crew.box("codex-a", "outbox", h1) == 1
+    epoch = crew.get(f"{P}/identity", "codex-a")["project_epoch"]
+    log = crew.get(f"{P}/changes", "codex-a", project_epoch=epoch, after_seq=0)["entries"]
+    assert [e["resource"]["id"] for e in log].count(h1) == 1
     assert crew.json("codex-a", "outbox", "list")["count"] == 0
     # 8. codex-b's replica bootstraps
     pulled = crew.json("codex-b", "replica", "pull", "--path", replica)
