@@ -91,6 +91,17 @@ class Lines:
 
 
 def test_replica5_watch_follows_the_live_feed_and_reconnects_from_its_cursor(crew: Team) -> None:
+    watch_round_trip(crew)
+
+
+def test_replica5_watch_reconnects_at_the_edge_double(tmp_path: Path) -> None:
+    with team("edge", tmp_path, (("codex-b", "writer"),)) as crew:
+        watch_round_trip(crew)
+
+
+def watch_round_trip(crew: Team) -> None:
+    """`replica pull --watch` applies a pushed commit, loses the feed in an outage, and
+    reconnects from its cursor to apply what was committed meanwhile."""
     with direct(crew, "codex-b") as b:
         b.create_session("watched", session_id="s_watch")
     proc = subprocess.Popen(
