@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -199,8 +200,6 @@ def _apply(ns: argparse.Namespace, replica: Replica, document: dict[str, Any]) -
 
 
 def _lost(ns: argparse.Namespace, cursor: int, why: str) -> None:
-    import sys
-
     sys.stderr.write(f"{PROG}: {why}; reconnecting from seq {cursor}\n")
     sys.stderr.flush()
 
