@@ -28,7 +28,7 @@ class MemoryTools:
         try:
             return self.provider.call(name, arguments), False
         except MemoryStoreError as error:
-            return error.to_dict(), True
+            return self.provider.refusal(name, error), True
         except ToolInputError as error:
             # Arguments outside the tool's schema are an invalid-params error, as Nuzo
             # answers them (MEM-13).
@@ -44,4 +44,4 @@ class MemoryTools:
 
 def provider(path: str) -> MemoryTools:
     """The provider `aidememo.cli.mcp_stdio.store_provider("memory", path)` loads."""
-    return MemoryTools(open_provider(path))
+    return MemoryTools(open_provider(path, restricted_by_env=True))

@@ -25,6 +25,7 @@ from aidememo.memory.reads import encode_cursor
 from aidememo.memory.relations import relations_batch
 from aidememo.memory.render import untrusted_json
 from aidememo.memory.schema import SCHEMA_VERSION, user_version
+from aidememo.memory.scope_policy import REDACTED_TOOLS, ScopeGuard, ScopePolicy
 from aidememo.memory.store import MemoryStore
 
 __all__ = ["MemoryToolProvider", "ToolInputError"]
@@ -46,10 +47,18 @@ def _list_cursor(memory: Memory) -> str:
 class MemoryToolProvider:
     """The memory tools over one open store."""
 
-    def __init__(self, store: MemoryStore, *, project_root: str | None = None) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        *,
+        project_root: str | None = None,
+        allowed_scopes: list[str] | None = None,
+    ) -> None:
         self.store = store
         self.project_root = project_root or os.getcwd()
         self.project_scope = paths.project_scope(self.project_root)
+        # A restricted session's allowlist (MEM-20); None is an administrator.
+        self.guard = ScopeGuard(store, ScopePolicy(allowed_scopes), self.project_root)
         self._tools = {
             tool["name"]: tool
             for tool in tool_definitions(store.scope, store.recall_limit, store.include_global)
@@ -67,15 +76,25 @@ class MemoryToolProvider:
         tool = self._tools.get(name)
         if tool is None:
             raise ToolInputError(f"unknown tool {name!r}")
-        args = validate(tool["inputSchema"], {} if arguments is None else arguments)
-        return self._handlers[name](args)
+        raw = {} if arguments is None else arguments
+        args = validate(tool["inputSchema"], raw)
+        self.guard.check(name.split(".", 1)[1], args, raw)
+        return self.guard.visible(self._handlers[name](args))  # type: ignore[no-any-return]
+
+    def refusal(self, name: str, error: MemoryStoreError) -> dict[str, Any]:
+        """A refusal's `{code, message, details?}`; a forbidden scope's details are dropped by
+        the tools that name a memory by id (MEM-20)."""
+        out = error.to_dict()
+        if error.code is C.MEMORY_SCOPE_FORBIDDEN and name in REDACTED_TOOLS:
+            out.pop("details", None)
+        return out
 
     def call_result(self, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
         """`call` as an MCP `CallToolResult`: a refusal becomes `isError: true`."""
         try:
             result, failed = self.call(name, arguments), False
         except MemoryStoreError as error:
-            result, failed = error.to_dict(), True
+            result, failed = self.refusal(name, error), True
         return {"content": [{"type": "text", "text": untrusted_json(result)}], "isError": failed}
 
     # -- helpers ---------------------------------------------------------------------------
@@ -394,7 +413,9 @@ class MemoryToolProvider:
                 "default_scope": self.store.scope,
                 "include_global": self.store.include_global,
             },
-            "authorization": {"mode": "administrator"},
+            "authorization": {
+                "mode": "restricted" if self.guard.policy.restricted else "administrator"
+            },
             "schema": {
                 "status": status,
                 "current_version": version,
@@ -425,7 +446,9 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def open_provider(store_path: str, *, scope: str | None = None) -> MemoryToolProvider:
+def open_provider(
+    store_path: str, *, scope: str | None = None, restricted_by_env: bool = False
+) -> MemoryToolProvider:
     """A provider over the store at `store_path` (created 0600 when missing), Nuzo's default
     scope rules applied (`--scope` > `NUZO_MEMORY_SCOPE` > config > `user:default`)."""
     runtime = paths.resolve_runtime(store=store_path, scope=scope)
@@ -439,4 +462,9 @@ def open_provider(store_path: str, *, scope: str | None = None) -> MemoryToolPro
     )
     if store.db.readonly:  # pragma: no cover - open() is never read-only
         raise MemoryStoreError(C.MEMORY_STORE_PATH_UNSAFE, "Store is read-only.")
-    return MemoryToolProvider(store, project_root=runtime.project_root)
+    allowed = None
+    if restricted_by_env:
+        from aidememo.memory.scope_policy import session_allowlist
+
+        allowed = session_allowlist(os.environ, runtime.project_root)
+    return MemoryToolProvider(store, project_root=runtime.project_root, allowed_scopes=allowed)
