@@ -5,13 +5,15 @@ connection (so rows still only in the `-wal` file are captured) into a file crea
 `O_EXCL | O_NOFOLLOW`, switches the copy to the DELETE journal so it is one self-contained
 file, and validates it with `inspect_store`; a copy that fails is removed. `restore_store`
 validates the backup, `VACUUM INTO`s a temporary file beside the target, validates that copy,
-then replaces the target's fileset by a rename and chmods it 0600. Both refuse with Nuzo's
+then removes the target's `-wal`/`-shm` and replaces the target by one atomic rename
+(a failure leaves the old file) and chmods it 0600. Both refuse with Nuzo's
 `MEMORY_BACKUP_*` / `MEMORY_RESTORE_*` codes. The file helpers here (SQLite filesets, exclusive
 private files, file identities, overlap checks) are shared with `repair_fts`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import stat
@@ -222,8 +224,12 @@ def restore_store(backup: str, target: str, *, overwrite: bool = False) -> dict[
                 temporary,
                 copy_report,
             )
-        remove_fileset(target_path)
-        os.rename(temporary, target_path)
+        # The old sidecars go first (a stale -wal must never be replayed onto the restored
+        # file), then one atomic rename replaces the store: a failure leaves the old file.
+        for sidecar in fileset(target_path)[1:]:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(sidecar)
+        os.replace(temporary, target_path)
         chmod_fileset(target_path)
     except MemoryStoreError:
         remove_fileset(temporary)

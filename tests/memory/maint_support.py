@@ -7,12 +7,12 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from aidememo.memory import MemoryStore
+from aidememo.memory import MemoryStore, paths
 
 
 def make_store(path: Path) -> dict[str, str]:
     """A store with four active memories and one archived memory; their ids by role."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    paths.ensure_private_dir(str(path.parent))
     ids: dict[str, str] = {}
     with MemoryStore.open(str(path), scope="project:demo") as store:
         for role, content, tags in (
