@@ -172,14 +172,16 @@ class MemoryToolProvider:
     def _recall_hook(self, a: dict[str, Any]) -> dict[str, Any]:
         query = collapse_spaces(a["task_context"])[:500]
         scope = self._scope(a.get("project_scope", "project:auto")) or self.project_scope
-        results = self.store.recall(query, scope=scope, limit=a["limit"], include_global=True)
+        # A restricted session without `user:default` recalls the project only (MEM-20).
+        include = bool(a.get("include_global", True))
+        results = self.store.recall(query, scope=scope, limit=a["limit"], include_global=include)
         return {
             "mode": "read_only",
             "memory_writes": False,
             "capture_suggestions": False,
             "query": query,
             "scope": scope,
-            "include_global": True,
+            "include_global": include,
             "limit": a["limit"],
             "results": self._recall_rows(results),
         }

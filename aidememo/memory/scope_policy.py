@@ -147,8 +147,10 @@ class ScopeGuard:
         if not p.restricted:
             return
         default = self.store.scope
-        if op in ("remember", "suggest_capture", "confirm_capture", "recall", "recall_hook"):
+        if op in ("remember", "suggest_capture", "confirm_capture", "recall"):
             p.allow(self._scope(a.get("scope")) or default)
+        if op == "recall_hook":
+            p.allow(self._scope(a.get("project_scope", "project:auto")) or default)
         if op == "recall" and a.get("include_global", self.store.include_global):
             p.allow(GLOBAL_SCOPE)
         if op == "recall_hook" and not p.permits(GLOBAL_SCOPE):
