@@ -1,0 +1,206 @@
+"""Maintenance against the reference Nuzo 1.2.0 (MEM-16..MEM-19): the same integrity report and
+repair preview for a drifted Nuzo store, Nuzo's `integrity` and `doctor` passing on a store
+aidememo repaired or restored, each side restoring the other's backups, and the same exit
+status and code for each refusal of `integrity repair-fts`, `backup` and `restore`."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tests.compat.nuzo_oracle import Cli, Sample
+
+
+def _drift(store: Path, sample: Sample) -> None:
+    i = sample.ids
+    conn = sqlite3.connect(str(store), isolation_level=None)
+    try:
+        conn.execute("DELETE FROM memories_fts WHERE id = ?", (i["pnpm"],))
+        conn.execute(
+            "INSERT INTO memories_fts (id, scope, content, tags) SELECT id, scope, content, tags"
+            " FROM memories_fts WHERE id = ?",
+            (i["sqlite"],),
+        )
+        conn.execute("UPDATE memories_fts SET content = 'stale' WHERE id = ?", (i["deploy"],))
+        conn.execute(
+            "INSERT INTO memories_fts (id, scope, content, tags) VALUES (?, 'project:alpha',"
+            " 'archived', 'cache')",
+            (i["archived"],),
+        )
+    finally:
+        conn.close()
+
+
+def rows_of(store: Path) -> list[list[tuple[object, ...]]]:
+    """The canonical rows: memories, events and relations, every column, ordered by id."""
+    conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    try:
+        return [
+            conn.execute(f"SELECT * FROM {table} ORDER BY id").fetchall()
+            for table in ("memories", "memory_events", "memory_relations")
+        ]
+    finally:
+        conn.close()
+
+
+def _healthy(nuzo: Cli) -> None:
+    integrity = nuzo.run("integrity", "--json").json()
+    assert integrity["ok"] is True and integrity["errors"] == [], integrity
+    doctor = nuzo.run("doctor", "--json").json()
+    assert (doctor["status"], doctor["warnings"]) == ("ok", []), doctor
+
+
+def _code(run_stderr: str) -> str:
+    return run_stderr.split(":", 1)[0] if run_stderr else ""
+
+
+def test_mem16_integrity_report_equals_nuzos(
+    nuzo: Cli, ours: Cli, sample: tuple[Path, Sample]
+) -> None:
+    store, ids = sample
+    assert ours.run("integrity", "--json").stdout == nuzo.run("integrity", "--json").stdout
+    _drift(store, ids)
+    theirs = nuzo.run("integrity", "--json", check=False)
+    mine = ours.run("integrity", "--json", check=False)
+    assert (mine.returncode, mine.stdout) == (theirs.returncode, theirs.stdout) == (1, mine.stdout)
+    assert json.loads(mine.stdout)["missing_fts_rows"] == 1
+    text_theirs = nuzo.run("integrity", check=False).stdout
+    assert ours.run("integrity", check=False).stdout == text_theirs
+
+
+def test_mem17_preview_equals_nuzos_and_nuzo_passes_after_aidememo_repairs(
+    nuzo: Cli, ours: Cli, sample: tuple[Path, Sample], tmp_path: Path
+) -> None:
+    store, ids = sample
+    _drift(store, ids)
+    theirs = nuzo.run("integrity", "repair-fts", "--json", check=False)
+    mine = ours.run("integrity", "repair-fts", "--json", check=False)
+    assert (mine.returncode, mine.stdout) == (theirs.returncode, theirs.stdout)
+    before = rows_of(store)
+    backup = tmp_path / "repair-backup.sqlite"
+    done = ours.run("integrity", "repair-fts", "--apply", "--yes", "--backup-path", str(backup))
+    assert json.loads(ours.run("integrity", "--json").stdout)["ok"] is True
+    assert done.stdout.startswith("Repaired ")
+    assert rows_of(store) == before  # canonical rows unchanged
+    _healthy(nuzo)
+    # Nuzo validates and restores aidememo's repair backup.
+    assert nuzo.at(backup).run("integrity", "--json").json()["ok"] is True
+    restored = tmp_path / "restored.sqlite"
+    nuzo.at(restored).run("restore", str(backup))
+    _healthy(nuzo.at(restored))
+
+
+def test_mem18_each_side_restores_the_others_backup(
+    nuzo: Cli, ours: Cli, sample: tuple[Path, Sample], tmp_path: Path
+) -> None:
+    store, _ids = sample
+    rows = rows_of(store)
+    by_nuzo, by_ours = tmp_path / "by-nuzo.sqlite", tmp_path / "by-ours.sqlite"
+    nuzo.run("backup", "--path", str(by_nuzo))
+    ours.run("backup", "--path", str(by_ours))
+    mine = json.loads(ours.run("backup", "--path", str(by_ours), "--overwrite", "--json").stdout)
+    assert mine["integrity"]["ok"] is True
+    into_ours, into_nuzo = tmp_path / "into-ours.sqlite", tmp_path / "into-nuzo.sqlite"
+    ours.at(into_ours).run("restore", str(by_nuzo))
+    nuzo.at(into_nuzo).run("restore", str(by_ours))
+    assert rows_of(into_ours) == rows_of(into_nuzo) == rows
+    _healthy(nuzo.at(into_ours))
+
+
+REFUSALS = {
+    "apply_without_yes": ("integrity", "repair-fts", "--apply"),
+    "dry_run_and_apply": ("integrity", "repair-fts", "--dry-run", "--apply"),
+    "yes_without_apply": ("integrity", "repair-fts", "--yes"),
+    "backup_path_without_apply": ("integrity", "repair-fts", "--backup-path", "{tmp}/b.sqlite"),
+    "backup_overlaps_wal": (
+        "integrity",
+        "repair-fts",
+        "--apply",
+        "--yes",
+        "--backup-path",
+        "{store}-wal",
+    ),
+    "backup_exists": (
+        "integrity",
+        "repair-fts",
+        "--apply",
+        "--yes",
+        "--backup-path",
+        "{tmp}/exists",
+    ),
+    "backup_dangling_link": (
+        "integrity",
+        "repair-fts",
+        "--apply",
+        "--yes",
+        "--backup-path",
+        "{tmp}/dangling",
+    ),
+    "plain_backup_exists": ("backup", "--path", "{tmp}/exists"),
+    "plain_backup_same_path": ("backup", "--path", "{store}"),
+    "restore_needs_yes": ("restore", "{tmp}/exists"),
+    "restore_same_path": ("restore", "{store}", "--yes"),
+    "restore_missing": ("restore", "{tmp}/none.sqlite", "--yes"),
+    "restore_invalid": ("restore", "{tmp}/exists", "--yes"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSALS))
+def test_mem17_mem18_refusals_match_nuzos(
+    nuzo: Cli, ours: Cli, sample: tuple[Path, Sample], tmp_path: Path, case: str
+) -> None:
+    store, ids = sample
+    _drift(store, ids)
+    (tmp_path / "exists").write_text("not a store")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    args = [a.format(tmp=tmp_path, store=store) for a in REFUSALS[case]]
+    rows = rows_of(store)
+    theirs = nuzo.run(*args, check=False)
+    mine = ours.run(*args, check=False)
+    assert theirs.returncode in (1, 2), (case, theirs.stdout, theirs.stderr)
+    assert (mine.returncode, _code(mine.stderr) if mine.returncode == 1 else "") == (
+        theirs.returncode,
+        _code(theirs.stderr) if theirs.returncode == 1 else "",
+    ), (case, mine.stderr, theirs.stderr)
+    assert rows_of(store) == rows
+    assert (tmp_path / "exists").read_text() == "not a store"
+
+
+def test_mem17_unrepairable_and_symlinked_sources_match_nuzos(
+    nuzo: Cli, ours: Cli, sample: tuple[Path, Sample], tmp_path: Path
+) -> None:
+    store, ids = sample
+    _drift(store, ids)
+    link = tmp_path / "link.sqlite"
+    link.symlink_to(store)
+    apply = ("integrity", "repair-fts", "--apply", "--yes", "--backup-path")
+    for cli in (nuzo, ours):
+        run = cli.at(link).run(*apply, str(tmp_path / f"{cli.name}.sqlite"), check=False)
+        assert (run.returncode, _code(run.stderr)) == (1, "MEMORY_FTS_REPAIR_PATH_UNSAFE")
+    conn = sqlite3.connect(str(store), isolation_level=None)
+    conn.execute("UPDATE memories SET tags = '{bad' WHERE id = ?", (ids.ids["beta"],))
+    conn.close()
+    for cli in (nuzo, ours):
+        preview = cli.run("integrity", "repair-fts", "--json", check=False)
+        assert json.loads(preview.stdout)["status"] == "blocked"
+        run = cli.run(*apply, str(tmp_path / f"{cli.name}-2.sqlite"), check=False)
+        assert (run.returncode, _code(run.stderr)) == (1, "MEMORY_FTS_REPAIR_SOURCE_INVALID")
+
+
+def test_mem19_doctor_reports_what_nuzos_reports(
+    nuzo: Cli, ours: Cli, sample: tuple[Path, Sample]
+) -> None:
+    store, ids = sample
+    theirs, mine = nuzo.run("doctor", "--json").json(), ours.run("doctor", "--json").json()
+    for key in ("store_path", "store_exists", "integrity", "file_safety", "git_tracking"):
+        assert mine[key] == theirs[key], key
+    assert (mine["status"], mine["warnings"]) == (theirs["status"], theirs["warnings"])
+    store.chmod(0o644)
+    _drift(store, ids)
+    theirs, mine = nuzo.run("doctor", "--json").json(), ours.run("doctor", "--json").json()
+    assert mine["file_safety"] == theirs["file_safety"]
+    assert mine["warnings"] == theirs["warnings"] and mine["status"] == "warning"
+    assert store.stat().st_mode & 0o777 == 0o644
