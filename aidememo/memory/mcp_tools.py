@@ -82,11 +82,11 @@ class MemoryToolProvider:
         return self.guard.visible(self._handlers[name](args))  # type: ignore[no-any-return]
 
     def refusal(self, name: str, error: MemoryStoreError) -> dict[str, Any]:
-        """A refusal's `{code, message, details?}`; a forbidden scope's details are dropped by
+        """A refusal's `{code, message, details}`; a forbidden scope's details are dropped by
         the tools that name a memory by id (MEM-20)."""
-        out = error.to_dict()
-        if error.code is C.MEMORY_SCOPE_FORBIDDEN and name in REDACTED_TOOLS:
-            out.pop("details", None)
+        out: dict[str, Any] = {"code": error.code.value, "message": error.message}
+        if not (error.code is C.MEMORY_SCOPE_FORBIDDEN and name in REDACTED_TOOLS):
+            out["details"] = error.details  # `{}` when there are none, as Nuzo answers
         return out
 
     def call_result(self, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
