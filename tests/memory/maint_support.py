@@ -3,7 +3,10 @@ canonical rows and FTS rows to compare before and after."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +89,23 @@ def rebuilt_fts(path: Path) -> list[tuple[Any, ...]]:
         return sorted(rows)
     finally:
         conn.close()
+
+
+@dataclass
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def cli(*args: str) -> Ran:
+    """`aidememo memory ARGS` in this process, its exit status and output captured."""
+    from aidememo.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(["memory", *args])
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else 1
+    return Ran(int(code), out.getvalue(), err.getvalue())

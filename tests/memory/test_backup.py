@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,17 +16,7 @@ from aidememo.memory.backup import backup_store, restore_store
 from aidememo.memory.errors import MemoryErrorCode as C
 from aidememo.memory.errors import MemoryStoreError
 from aidememo.memory.integrity import inspect_store
-from tests.memory.maint_support import canonical, drift_all, make_store
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "aidememo", "memory", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+from tests.memory.maint_support import canonical, cli, drift_all, make_store
 
 
 def refused(code: C, call: Callable[[], Any]) -> MemoryStoreError:

@@ -5,22 +5,10 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 from aidememo.memory.integrity import inspect_store
-from tests.memory.maint_support import canonical, drift_all, fts_rows, make_store, raw
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "aidememo", "memory", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+from tests.memory.maint_support import canonical, cli, drift_all, fts_rows, make_store, raw
 
 
 def test_mem16_healthy_store_reports_ok(store_path: Path) -> None:

@@ -6,8 +6,6 @@ import json
 import os
 import shutil
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,17 +17,15 @@ from aidememo.memory.errors import MemoryErrorCode as C
 from aidememo.memory.errors import MemoryStoreError
 from aidememo.memory.integrity import inspect_store
 from aidememo.memory.repair_fts import plan_repair, repair
-from tests.memory.maint_support import canonical, drift_all, fts_rows, make_store, raw, rebuilt_fts
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "aidememo", "memory", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+from tests.memory.maint_support import (
+    canonical,
+    cli,
+    drift_all,
+    fts_rows,
+    make_store,
+    raw,
+    rebuilt_fts,
+)
 
 
 @pytest.fixture
