@@ -396,11 +396,7 @@ class MemoryToolProvider:
     def _doctor(self, a: dict[str, Any]) -> dict[str, Any]:
         conn = self.store.db.conn
         version = user_version(conn)
-        counts = conn.execute(
-            "SELECT COUNT(*), COALESCE(SUM(archived_at IS NULL), 0),"
-            " (SELECT COUNT(*) FROM memory_relations),"
-            " (SELECT COUNT(*) FROM memory_events) FROM memories"
-        ).fetchone()
+        counts = self.guard.doctor_counts()
         status = (
             "current"
             if version == SCHEMA_VERSION

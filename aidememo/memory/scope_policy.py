@@ -200,6 +200,30 @@ class ScopeGuard:
             scope = item.get("scope") if isinstance(item, dict) else None
             self.policy.allow(scope if isinstance(scope, str) else self.store.scope)
 
+    def doctor_counts(self) -> tuple[int, int, int, int]:
+        """Memories, active memories, relations and events; a restricted session counts only
+        its scopes' (relations with both ends inside, events of their memories)."""
+        conn = self.store.db.conn
+        if self.policy.allowed is None:
+            row = conn.execute(
+                "SELECT COUNT(*), COALESCE(SUM(archived_at IS NULL), 0),"
+                " (SELECT COUNT(*) FROM memory_relations),"
+                " (SELECT COUNT(*) FROM memory_events) FROM memories"
+            ).fetchone()
+        else:
+            scopes = sorted(self.policy.allowed)
+            inside = f"scope IN ({','.join('?' * len(scopes))})"
+            mine = f"SELECT id FROM memories WHERE {inside}"
+            row = conn.execute(
+                f"SELECT (SELECT COUNT(*) FROM memories WHERE {inside}),"
+                f" (SELECT COUNT(*) FROM memories WHERE {inside} AND archived_at IS NULL),"
+                f" (SELECT COUNT(*) FROM memory_relations WHERE source_memory_id IN ({mine})"
+                f" AND target_memory_id IN ({mine})),"
+                f" (SELECT COUNT(*) FROM memory_events WHERE memory_id IN ({mine}))",
+                scopes * 5,
+            ).fetchone()
+        return int(row[0]), int(row[1]), int(row[2]), int(row[3])
+
     def visible(self, result: Any) -> Any:
         """`result` without relations whose other end lies outside the allowlist."""
         if not self.policy.restricted:

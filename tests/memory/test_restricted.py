@@ -174,6 +174,9 @@ def test_mem20_forbidden_memory_ids_are_redacted_and_cross_scope_relations_hidde
     assert ids["g"] not in json.dumps(call(tools, "memory.list", scope="project:nuzo")[1])
     failed, doctor = call(tools, "memory.doctor")
     assert doctor["authorization"] == {"mode": "restricted"}
+    # Counts cover the allowed scopes only: a, b, the relation between them, their events.
+    assert (doctor["counts"]["memories"], doctor["counts"]["relations"]) == (2, 1)
+    assert "repair" not in json.dumps([t["name"] for t in tools.tools()])
 
 
 def test_mem20_the_administrator_session_is_unchanged(
