@@ -344,3 +344,28 @@ def test_mem17_rebuild_that_does_not_match_is_refused(
     )
     assert error.details == {"backupPath": str(backup), "causeCode": "MEMORY_FTS_REPAIR_FAILED"}
     assert fts_rows(drifted) == fts and inspect_store(str(backup)).ok
+
+
+def test_mem17_a_store_repaired_meanwhile_is_left_alone(
+    drifted: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backup = drifted.with_name("b.sqlite")
+    real = repair_fts.plan_repair
+    calls: list[str] = []
+
+    def plan_then_fix(path: str) -> dict[str, Any]:
+        plan = real(path)
+        if not calls:
+            # Another process rebuilds the index between the preview and the writer lock.
+            conn = raw(drifted)
+            conn.execute("BEGIN IMMEDIATE")
+            repair_fts.rebuild_in(conn)
+            conn.execute("COMMIT")
+            conn.close()
+        calls.append(path)
+        return plan
+
+    monkeypatch.setattr(repair_fts, "plan_repair", plan_then_fix)
+    result = repair(str(drifted), str(backup), confirm=True)
+    assert len(calls) == 2 and result["repaired"] is False and not backup.exists()
+    assert inspect_store(str(drifted)).ok
