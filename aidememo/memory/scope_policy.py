@@ -4,7 +4,8 @@ A session with an allowlist may read, write, export and destroy only memories of
 scopes; anything else is refused before the store is touched: `MEMORY_SCOPE_FORBIDDEN`
 `{scope}` for a scope outside the list, `MEMORY_SCOPE_REQUIRED` for an operation that would
 range over every scope (a list, export, bulk forget or audit without a scope, `all`, the history
-of a missing memory). Relations whose other end lies outside the list are left out of results.
+of a missing memory). Memories and relations of other scopes are left out of results (a
+recall also searching a configured team scope returns only the allowed scopes' rows).
 Over MCP the details of a forbidden memory-id operation are dropped (`redacted`), so a refusal
 does not tell which scope the memory is in. The unrestricted CLI stays the administrator
 workflow; `ScopePolicy(None)` allows everything.
@@ -234,11 +235,18 @@ class ScopeGuard:
                 kept = value
                 if key == "relations" and isinstance(value, list):
                     kept = [r for r in value if self._relation_visible(r)]
+                if key in ("results", "memories") and isinstance(value, list):
+                    # e.g. a configured team scope recall also searches (MEM-6)
+                    kept = [m for m in value if self._record_visible(m)]
                 out[key] = self.visible(kept)
             return out
         if isinstance(result, list):
             return [self.visible(item) for item in result]
         return result
+
+    def _record_visible(self, record: Any) -> bool:
+        scope = record.get("scope") if isinstance(record, dict) else None
+        return not isinstance(scope, str) or self.policy.permits(scope)
 
     def _relation_visible(self, relation: Any) -> bool:
         if not isinstance(relation, dict):

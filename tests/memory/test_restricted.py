@@ -228,3 +228,17 @@ def test_mem20_session_allowlist_from_the_environment(tmp_path: Path) -> None:
         with pytest.raises(MemoryStoreError) as info:
             session_allowlist(bad, root)
         assert info.value.code is C.MEMORY_CONFIG_INVALID
+
+
+def test_mem20_a_configured_team_scope_is_not_recalled_outside_the_allowlist(
+    store_path: Path, tmp_path: Path
+) -> None:
+    store_path.parent.mkdir(parents=True, exist_ok=True)
+    with MemoryStore.open(str(store_path), scope="project:nuzo", team_scope="team:core") as store:
+        store.remember("Cache rule for the project.", kind="note")
+        store.remember("Cache rule for the team.", kind="note", scope="team:core")
+        admin = MemoryToolProvider(store, project_root=str(tmp_path))
+        assert len(call(admin, "memory.recall", query="cache rule")[1]["results"]) == 2
+        tools = MemoryToolProvider(store, project_root=str(tmp_path), allowed_scopes=ALLOWED)
+        failed, found = call(tools, "memory.recall", query="cache rule")
+        assert not failed and [r["scope"] for r in found["results"]] == ["project:nuzo"]
