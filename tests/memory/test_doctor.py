@@ -5,33 +5,39 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from tests.memory.maint_support import drift_all, make_store, raw
+import pytest
+
+from tests.memory.maint_support import cli, drift_all, make_store, raw
 
 SENTINEL = "ghp_123456789012345678901234567890123456"
 
 
-def doctor(store: Path, *flags: str, cwd: Path | None = None, git: bool = False) -> Any:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NUZO_")}
-    if not git:
-        env["NUZO_DOCTOR_SKIP_GIT"] = "1"
-    proc = subprocess.run(
-        [sys.executable, "-m", "aidememo", "memory", "--store", str(store), "doctor", *flags],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=cwd,
-        env=env,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+Doctor = Callable[..., str]
 
 
-def test_mem19_healthy_store_is_ok(store_path: Path) -> None:
+@pytest.fixture
+def doctor(monkeypatch: pytest.MonkeyPatch) -> Doctor:
+    """`memory --store STORE doctor FLAGS` in process, from `cwd`, Git checked when `git`."""
+
+    def run(store: Path, *flags: str, cwd: Path | None = None, git: bool = False) -> str:
+        with monkeypatch.context() as patch:
+            if cwd is not None:
+                patch.chdir(cwd)
+            if git:
+                patch.delenv("NUZO_DOCTOR_SKIP_GIT", raising=False)
+            else:
+                patch.setenv("NUZO_DOCTOR_SKIP_GIT", "1")
+            ran = cli("--store", str(store), "doctor", *flags)
+        assert ran.returncode == 0, ran.stderr
+        return ran.stdout
+
+    return run
+
+
+def test_mem19_healthy_store_is_ok(store_path: Path, doctor: Doctor) -> None:
     make_store(store_path)
     report = json.loads(doctor(store_path, "--json"))
     assert (report["status"], report["warnings"]) == ("ok", [])
@@ -42,7 +48,9 @@ def test_mem19_healthy_store_is_ok(store_path: Path) -> None:
     assert text.splitlines()[-1] == "Status: ok"
 
 
-def test_mem19_unsafe_modes_and_links_are_reported_not_changed(store_path: Path) -> None:
+def test_mem19_unsafe_modes_and_links_are_reported_not_changed(
+    store_path: Path, doctor: Doctor
+) -> None:
     make_store(store_path)
     os.chmod(store_path, 0o644)
     os.chmod(store_path.parent, 0o755)
@@ -61,7 +69,7 @@ def test_mem19_unsafe_modes_and_links_are_reported_not_changed(store_path: Path)
     assert linked["integrity"]["integrity_check"] == "unsafe_symlink"
 
 
-def test_mem19_tracked_memory_files_are_found(tmp_path: Path) -> None:
+def test_mem19_tracked_memory_files_are_found(tmp_path: Path, doctor: Doctor) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
     git = ["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=t"]
@@ -83,7 +91,7 @@ def test_mem19_tracked_memory_files_are_found(tmp_path: Path) -> None:
     assert outside["git_tracking"]["status"] == "unavailable"
 
 
-def test_mem19_secret_scan_counts_by_kind_only(store_path: Path) -> None:
+def test_mem19_secret_scan_counts_by_kind_only(store_path: Path, doctor: Doctor) -> None:
     ids = make_store(store_path)
     conn = raw(store_path)
     conn.execute("UPDATE memories SET content = ? WHERE id = ?", (f"token {SENTINEL}", ids["a"]))
@@ -105,7 +113,7 @@ def test_mem19_secret_scan_counts_by_kind_only(store_path: Path) -> None:
 
 
 def test_mem19_missing_store_and_drift_are_warnings_and_nothing_is_created(
-    store_path: Path,
+    store_path: Path, doctor: Doctor
 ) -> None:
     report = json.loads(doctor(store_path, "--json"))
     assert report["store_exists"] is False and not store_path.exists()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from aidememo.memory.integrity import inspect_store
-from aidememo.memory.repair_fts import STEPS
+from aidememo.memory.repair_fts import STEPS, repair
 from tests.memory.maint_support import canonical, drift_all, fts_rows, make_store, rebuilt_fts
 
 BASE = (sys.executable, "-m", "aidememo", "memory", "--store")
@@ -49,12 +49,6 @@ def test_mem17_sigkill_at_each_step_leaves_canonical_rows_and_old_or_new_fts(
         assert inspect_store(str(backup)).ok and canonical(backup) == before
     if step != "committed":
         # The interrupted repair can be run again to a new backup path.
-        again = subprocess.run(
-            [*BASE, str(store_path), *APPLY, str(store_path.with_name("again.sqlite"))],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert again.returncode == 0, again.stderr
+        again = repair(str(store_path), str(store_path.with_name("again.sqlite")), confirm=True)
+        assert again["repaired"] is True
         assert canonical(store_path) == before and fts_rows(store_path) == new_fts
