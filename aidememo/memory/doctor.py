@@ -22,7 +22,12 @@ from aidememo.memory.policy import secret_findings
 
 FILE, DIRECTORY = 0o600, 0o700
 _ROOT_ENTRIES = {"config.json", "exports", "logs", "managed-hosts.json", "memory", "models"}
-_STALE = re.compile(r"(?:^\.nuzo-semantic-model-|\.bak$|\.backup(?:-|$)|\.tmp$)")
+# Nuzo's stale-artifact names, plus the temporary files an interrupted `repair-fts` or `restore`
+# leaves (`<backup>.tmp-<uuid>`, `<store>.restore-<uuid>`, and their SQLite journals).
+_STALE = re.compile(
+    r"(?:^\.nuzo-semantic-model-|\.bak$|\.backup(?:-|$)|\.tmp$"
+    r"|\.(?:tmp|restore)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
+)
 GIT_PATTERNS = (
     ".nuzo",
     "*.sqlite",

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from aidememo.memory.doctor import doctor_report
 from aidememo.memory.integrity import inspect_store
 from aidememo.memory.repair_fts import STEPS, repair
 from tests.memory.maint_support import canonical, drift_all, fts_rows, make_store, rebuilt_fts
@@ -47,6 +48,18 @@ def test_mem17_sigkill_at_each_step_leaves_canonical_rows_and_old_or_new_fts(
     assert report.canonical_ok and report.fts_ok == (step == "committed")
     if backup.exists() and step in ("validated", "source_rebuilt", "source_checked", "committed"):
         assert inspect_store(str(backup)).ok and canonical(backup) == before
+    leftovers = [p.name for p in store_path.parent.iterdir() if ".tmp-" in p.name]
+    if leftovers:
+        # The doctor lists what the interrupted run left behind (MEM-19).
+        stale = doctor_report(
+            store_path=str(store_path),
+            scope="project:demo",
+            project_scope="project:demo",
+            project_root=str(store_path.parent),
+            home=str(store_path.parent),
+            cwd=str(store_path.parent),
+        )["file_safety"]["stale_artifacts"]
+        assert {Path(p).name for p in stale} >= set(leftovers)
     if step != "committed":
         # The interrupted repair can be run again to a new backup path.
         again = repair(str(store_path), str(store_path.with_name("again.sqlite")), confirm=True)
