@@ -234,7 +234,7 @@ class ScopeGuard:
             for key, value in result.items():
                 kept = value
                 if key == "relations" and isinstance(value, list):
-                    kept = [r for r in value if self._relation_visible(r)]
+                    kept = [r for r in value if self.relation_visible(r)]
                 if key in ("results", "memories") and isinstance(value, list):
                     # e.g. a configured team scope recall also searches (MEM-6)
                     kept = [m for m in value if self._record_visible(m)]
@@ -248,7 +248,7 @@ class ScopeGuard:
         scope = record.get("scope") if isinstance(record, dict) else None
         return not isinstance(scope, str) or self.policy.permits(scope)
 
-    def _relation_visible(self, relation: Any) -> bool:
+    def relation_visible(self, relation: Any) -> bool:
         if not isinstance(relation, dict):
             return True
         for key in ("source_memory_id", "target_memory_id"):
@@ -278,7 +278,8 @@ class RestrictedSession:
 
     def recall(self, query: str, **kw: Any) -> Any:
         self._check("recall", scope=kw.get("scope"), include_global=kw.get("include_global"))
-        return self.guard.visible(self.store.recall(query, **kw))
+        found = self.store.recall(query, **kw)
+        return [r for r in found if self.guard.policy.permits(r.memory.scope)]
 
     def list(self, **kw: Any) -> Any:
         self._check("list", scope=kw.get("scope"))
@@ -315,3 +316,30 @@ class RestrictedSession:
     def export(self, **kw: Any) -> Any:
         self._check("export", scope=kw.get("scope"))
         return self.store.export(**kw)
+
+    def challenge(self, memory_id: str, **kw: Any) -> Any:
+        self._check("challenge", id=memory_id, superseded_by_memory_id=kw.get("superseded_by"))
+        return self.store.challenge(memory_id, **kw)
+
+    def relations(self, memory_id: str, **kw: Any) -> Any:
+        self._check("relations", memory_id=memory_id)
+        found = self.store.relations(memory_id, **kw)
+        return [r for r in found if self.guard.relation_visible(r.to_json())]
+
+    def unrelate(self, relation_id: str, **kw: Any) -> Any:
+        self._check("unrelate", id=relation_id)
+        return self.store.unrelate(relation_id, **kw)
+
+    def suggest_capture(self, content: str, **kw: Any) -> Any:
+        self._check("suggest_capture", scope=kw.get("scope"))
+        return self.store.suggest_capture(content, **kw)
+
+    def confirm_capture(self, content: str, **kw: Any) -> Any:
+        self._check(
+            "confirm_capture", scope=kw.get("scope"), target_memory_id=kw.get("target_memory_id")
+        )
+        return self.store.confirm_capture(content, **kw)
+
+    def import_document(self, document: Any, **kw: Any) -> Any:
+        self._check("import", document=document, scope=kw.get("scope"))
+        return self.store.import_document(document, **kw)

@@ -203,12 +203,25 @@ def test_mem20_core_restricted_session(seeded: tuple[MemoryStore, dict[str, str]
         (C.MEMORY_SCOPE_FORBIDDEN, lambda: session.show(ids["g"])),
         (C.MEMORY_SCOPE_FORBIDDEN, lambda: session.recall("preference", include_global=True)),
         (C.MEMORY_SCOPE_REQUIRED, session.export),
+        (
+            C.MEMORY_SCOPE_FORBIDDEN,
+            lambda: session.challenge(ids["g"], outcome="stale", reason="r"),
+        ),
+        (C.MEMORY_SCOPE_FORBIDDEN, lambda: session.relations(ids["g"])),
+        (C.MEMORY_SCOPE_FORBIDDEN, lambda: session.unrelate(ids["rel_ag"])),
+        (C.MEMORY_SCOPE_FORBIDDEN, lambda: session.history(ids["g"])),
+        (C.MEMORY_SCOPE_FORBIDDEN, lambda: session.forget(ids["g"])),
+        (
+            C.MEMORY_SCOPE_FORBIDDEN,
+            lambda: session.suggest_capture("x", kind="note", reason="r", scope="user:default"),
+        ),
     ):
         with pytest.raises(MemoryStoreError) as info:
             op()
         assert info.value.code is code
     assert session.remember("Allowed.", kind="note").scope == "project:nuzo"
     assert len(session.list(scope="project:nuzo")) == 3
+    assert [r.id for r in session.relations(ids["a"])] == [ids["rel_ab"]]
 
 
 def test_mem20_session_allowlist_from_the_environment(tmp_path: Path) -> None:
