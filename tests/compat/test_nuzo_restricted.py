@@ -71,6 +71,28 @@ def servers(
         nuzo.close()
 
 
+def _document(scope: str) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "content": "Imported note.",
+        "kind": "note",
+        "tags": [],
+        "source": "s",
+        "confidence": 1,
+        "created_at": "2026-01-01T00:00:00.000Z",
+        "updated_at": "2026-01-01T00:00:00.000Z",
+        "last_used_at": None,
+        "archived_at": None,
+        "scope": scope,
+    }
+    return {
+        "format": "nuzo-memory-export",
+        "version": 1,
+        "exported_at": "2026-01-01T00:00:00.000Z",
+        "memories": [item],
+        "relations": [],
+    }
+
+
 def _text(result: dict[str, Any]) -> tuple[bool, Any]:
     return bool(result.get("isError", False)), json.loads(result["content"][0]["text"])
 
@@ -118,6 +140,24 @@ def test_mem20_restricted_calls_answer_as_nuzos_restricted_server(
             },
         ),
         ("memory.unrelate", {"id": sample[1].relations["conflict"]}),
+        (
+            "memory.confirm_capture",
+            {
+                "content": "Beta moved its cache.",
+                "kind": "fact",
+                "reason": "user said",
+                "decision": "update",
+                "target_memory_id": i["beta"],
+                "expected_revision": 1,
+                "confirm": True,
+            },
+        ),
+        (
+            "memory.suggest_capture",
+            {"content": "x cache", "kind": "note", "reason": "r", "scope": "project:beta"},
+        ),
+        ("memory.import", {"document": _document("project:beta"), "dry_run": True}),
+        ("memory.import", {"document": _document(SCOPE), "scope": "team:core"}),
     ]
     for name, args in calls:
         theirs = _text(nuzo.call(name, args))
