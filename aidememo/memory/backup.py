@@ -115,7 +115,13 @@ def online_backup(source: str, target: str) -> tuple[int, int]:
     def note(_status: int, remaining: int, total: int) -> None:
         progress[0], progress[1] = total, remaining
 
-    reader = sqlite3.connect(f"file:{source}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+    # With no `-wal` next to the store no other connection has it open: read it through an
+    # ordinary connection, which removes the sidecars it creates when it closes (a read-only
+    # one would leave them behind). Otherwise read-only, beside the connections using it.
+    busy = os.path.exists(f"{source}-wal")
+    reader = sqlite3.connect(
+        f"file:{source}?mode={'ro' if busy else 'rw'}", uri=True, timeout=BUSY_TIMEOUT_MS / 1000
+    )
     try:
         reader.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         copy = sqlite3.connect(target, isolation_level=None)

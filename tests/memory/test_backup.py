@@ -153,3 +153,15 @@ def test_mem18_cli_backup_and_restore(store_path: Path, tmp_path: Path) -> None:
     assert refusal.returncode == 1
     assert refusal.stderr.startswith("MEMORY_RESTORE_CONFIRMATION_REQUIRED: ")
     assert os.stat(target).st_mode & 0o777 == 0o600
+
+
+def test_mem18_backup_and_restore_leave_the_source_directory_as_it_was(
+    store_path: Path, tmp_path: Path
+) -> None:
+    make_store(store_path)
+    names = sorted(os.listdir(store_path.parent))
+    before = canonical(store_path)
+    backup_store(str(store_path), str(tmp_path / "b.sqlite"))
+    restore_store(str(store_path), str(tmp_path / "r.sqlite"))
+    assert sorted(os.listdir(store_path.parent)) == names
+    assert canonical(store_path) == before
