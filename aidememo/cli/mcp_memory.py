@@ -43,5 +43,12 @@ class MemoryTools:
 
 
 def provider(path: str) -> MemoryTools:
-    """The provider `aidememo.cli.mcp_stdio.store_provider("memory", path)` loads."""
-    return MemoryTools(open_provider(path, restricted_by_env=True))
+    """The provider `aidememo.cli.mcp_stdio.store_provider("memory", path)` loads; a store or
+    session setting it refuses (a bad allowlist, an unsafe store path) is `CODE: message`,
+    exit 1."""
+    from aidememo.cli.errors import CliError
+
+    try:
+        return MemoryTools(open_provider(path, restricted_by_env=True))
+    except MemoryStoreError as error:
+        raise CliError(f"{error.code.value}: {error.message}") from None

@@ -79,7 +79,8 @@ class MemoryToolProvider:
         raw = {} if arguments is None else arguments
         args = validate(tool["inputSchema"], raw)
         self.guard.check(name.split(".", 1)[1], args, raw)
-        return self.guard.visible(self._handlers[name](args))  # type: ignore[no-any-return]
+        result: dict[str, Any] = self.guard.visible(self._handlers[name](args))
+        return result
 
     def refusal(self, name: str, error: MemoryStoreError) -> dict[str, Any]:
         """A refusal's `{code, message, details}`; a forbidden scope's details are dropped by
@@ -448,7 +449,9 @@ def open_provider(
     store_path: str, *, scope: str | None = None, restricted_by_env: bool = False
 ) -> MemoryToolProvider:
     """A provider over the store at `store_path` (created 0600 when missing), Nuzo's default
-    scope rules applied (`--scope` > `NUZO_MEMORY_SCOPE` > config > `user:default`)."""
+    scope rules applied (`--scope` > `NUZO_MEMORY_SCOPE` > config > `user:default`);
+    `restricted_by_env`: the session's allowlist from `NUZO_AUTHORIZATION_MODE` and
+    `NUZO_AUTHORIZED_SCOPES` (MEM-20)."""
     runtime = paths.resolve_runtime(store=store_path, scope=scope)
     paths.ensure_private_dir(os.path.dirname(runtime.store_path))
     store = MemoryStore.open(
@@ -464,5 +467,9 @@ def open_provider(
     if restricted_by_env:
         from aidememo.memory.scope_policy import session_allowlist
 
-        allowed = session_allowlist(os.environ, runtime.project_root)
+        try:
+            allowed = session_allowlist(os.environ, runtime.project_root)
+        except MemoryStoreError:
+            store.close()
+            raise
     return MemoryToolProvider(store, project_root=runtime.project_root, allowed_scopes=allowed)

@@ -80,3 +80,22 @@ def test_mem20_restricted_session_over_stdio_with_the_sdk_client(tmp_path: Path)
     with MemoryStore.open(str(store), scope="project:nuzo") as admin:
         assert admin.get(global_id).archived_at is None
         assert [m.scope for m in admin.list(all_scopes=True)].count("project:nuzo") == 1
+
+
+def test_mem20_a_bad_session_setting_refuses_to_start(tmp_path: Path) -> None:
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIDEMEMO_", "NUZO_"))}
+    env.update(HOME=str(tmp_path), NUZO_AUTHORIZED_SCOPES="project:nuzo")
+    store = tmp_path / "memories.sqlite"
+    proc = subprocess.run(
+        [sys.executable, "-m", "aidememo", "mcp", "--memory-store", str(store)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 1 and "MEMORY_CONFIG_INVALID: " in proc.stderr
+    assert "Traceback" not in proc.stderr
