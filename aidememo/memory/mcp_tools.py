@@ -465,10 +465,14 @@ def open_provider(
         raise MemoryStoreError(C.MEMORY_STORE_PATH_UNSAFE, "Store is read-only.")
     allowed = None
     if restricted_by_env:
-        from aidememo.memory.scope_policy import session_allowlist
+        from aidememo.memory.scope_policy import restrict_defaults, session_allowlist
 
         try:
             allowed = session_allowlist(os.environ, runtime.project_root)
+            if allowed is not None:
+                restrict_defaults(
+                    store, allowed, explicit=scope or os.environ.get("NUZO_MEMORY_SCOPE")
+                )
         except MemoryStoreError:
             store.close()
             raise

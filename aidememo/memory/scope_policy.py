@@ -86,6 +86,23 @@ def session_allowlist(
     return parse_allowlist(raw if raw is not None else "project:auto,user:default", project_root)
 
 
+def restrict_defaults(store: MemoryStore, allowed: list[str], *, explicit: str | None) -> None:
+    """Fit the store's default scope and recall defaults to a restricted session: a default
+    scope outside the allowlist is `MEMORY_CONFIG_INVALID` when it was asked for (`explicit`),
+    else the allowlist's first scope; `include_global` is off without `user:default`."""
+    if store.scope not in allowed:
+        if explicit is not None:
+            raise MemoryStoreError(
+                C.MEMORY_CONFIG_INVALID,
+                "The effective default scope is not included in the restricted authorization"
+                " allowlist.",
+                {"scope": store.scope},
+            )
+        store.scope = allowed[0]
+    if GLOBAL_SCOPE not in allowed:
+        store.include_global = False
+
+
 class ScopePolicy:
     """An allowlist of scopes; `None` is an administrator (every scope)."""
 

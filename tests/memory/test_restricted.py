@@ -255,3 +255,23 @@ def test_mem20_a_configured_team_scope_is_not_recalled_outside_the_allowlist(
         tools = MemoryToolProvider(store, project_root=str(tmp_path), allowed_scopes=ALLOWED)
         failed, found = call(tools, "memory.recall", query="cache rule")
         assert not failed and [r["scope"] for r in found["results"]] == ["project:nuzo"]
+
+
+def test_mem20_a_restricted_session_fits_its_default_scope_to_the_allowlist(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from aidememo.memory.mcp_tools import open_provider
+
+    monkeypatch.setenv("NUZO_AUTHORIZATION_MODE", "restricted")
+    monkeypatch.setenv("NUZO_AUTHORIZED_SCOPES", "project:nuzo")
+    provider = open_provider(str(store_path), restricted_by_env=True)
+    try:
+        assert (provider.store.scope, provider.store.include_global) == ("project:nuzo", False)
+        failed, made = call(provider, "memory.remember", content="Default scope.", kind="note")
+        assert not failed and provider.store.get(made["id"]).scope == "project:nuzo"
+    finally:
+        provider.store.close()
+    monkeypatch.setenv("NUZO_MEMORY_SCOPE", "user:default")
+    with pytest.raises(MemoryStoreError) as info:
+        open_provider(str(store_path), restricted_by_env=True)
+    assert info.value.code is C.MEMORY_CONFIG_INVALID
