@@ -16,7 +16,7 @@ from typing import Any
 
 from aidememo.memory import paths
 from aidememo.memory.backup import backup_store, restore_store
-from aidememo.memory.doctor import doctor_report, doctor_text
+from aidememo.memory.doctor import doctor_report, doctor_text, runtime_sources
 from aidememo.memory.integrity import inspect_store
 from aidememo.memory.render import untrusted_json
 from aidememo.memory.repair_fts import default_backup_path, plan_repair, repair
@@ -190,14 +190,22 @@ def cmd_restore(ns: argparse.Namespace, _store: None) -> int:
 
 def cmd_doctor(ns: argparse.Namespace, _store: None) -> int:
     runtime = paths.resolve_runtime(store=ns.store, scope=ns.scope)
+    home = os.path.expanduser("~")
     report = doctor_report(
         store_path=runtime.store_path,
         scope=runtime.scope,
         project_scope=paths.project_scope(runtime.project_root),
         project_root=runtime.project_root,
-        home=os.path.expanduser("~"),
+        home=home,
         cwd=os.getcwd(),
         scan_secrets=ns.scan_secrets,
+        sources=runtime_sources(
+            store_option=ns.store,
+            scope_option=ns.scope,
+            project_root=runtime.project_root,
+            home=home,
+            env=os.environ,
+        ),
     )
     if ns.json:
         _out(untrusted_json(report))

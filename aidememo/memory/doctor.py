@@ -15,6 +15,7 @@ import os
 import re
 import stat
 import subprocess
+from collections.abc import Mapping
 from typing import Any
 
 from aidememo.memory.integrity import inspect_store, open_readonly
@@ -212,6 +213,43 @@ def _store_reads(store_path: str, scan: bool) -> tuple[int, dict[str, Any]]:
     return legacy, secret
 
 
+def runtime_sources(
+    *,
+    store_option: str | None,
+    scope_option: str | None,
+    project_root: str,
+    home: str,
+    env: Mapping[str, str],
+) -> dict[str, Any]:
+    """Where the project root, config, store and scope came from (MEM-9's order), by name."""
+    project_config = os.path.exists(os.path.join(project_root, ".nuzo", "config.json"))
+    config = (
+        "project"
+        if project_config
+        else "user"
+        if os.path.exists(os.path.join(home, ".nuzo", "config.json"))
+        else "defaults"
+    )
+    fallback = "default" if config == "defaults" else config
+
+    def source(option: str | None, variable: str) -> str:
+        if option is not None:
+            return "option"
+        return "environment" if variable in env else fallback
+
+    return {
+        "project_root_source": "environment"
+        if "NUZO_PROJECT_ROOT" in env
+        else "discovered"
+        if project_config
+        else "cwd",
+        "config_source": config,
+        "store_source": source(store_option, "NUZO_MEMORY_STORE"),
+        "scope_source": source(scope_option, "NUZO_MEMORY_SCOPE"),
+        "adjustments": [],
+    }
+
+
 def doctor_report(
     *,
     store_path: str,
@@ -221,6 +259,7 @@ def doctor_report(
     home: str,
     cwd: str,
     scan_secrets: bool = False,
+    sources: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The report `doctor --json` prints (Nuzo's keys; `status` is `ok` or `warning`)."""
     store_dir = os.path.dirname(store_path)
@@ -277,6 +316,14 @@ def doctor_report(
         "scope": scope,
         "project_scope": project_scope,
         "authorization": {"mode": "administrator", "source": "local_cli", "allowed_scopes": None},
+        "config": sources
+        or {
+            "project_root_source": "cwd",
+            "config_source": "defaults",
+            "store_source": "default",
+            "scope_source": "default",
+            "adjustments": [],
+        },
         "network": "disabled",
         "integrity": integrity.to_json(),
         "file_safety": safety,
@@ -304,6 +351,9 @@ def doctor_text(report: dict[str, Any]) -> list[str]:
         f"Scope: {report['scope']}",
         f"Project scope: {report['project_scope']}",
         "Authorization: administrator (local CLI)",
+        f"Config source: {report['config']['config_source']}",
+        f"Store source: {report['config']['store_source']}",
+        f"Scope source: {report['config']['scope_source']}",
         f"Network: {report['network']}",
         "Integrity: "
         + ("ok" if integrity["ok"] else "failed" if report["store_exists"] else "missing"),

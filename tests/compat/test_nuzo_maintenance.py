@@ -190,17 +190,22 @@ def test_mem17_unrepairable_and_symlinked_sources_match_nuzos(
         assert (run.returncode, _code(run.stderr)) == (1, "MEMORY_FTS_REPAIR_SOURCE_INVALID")
 
 
-def test_mem19_doctor_reports_what_nuzos_reports(
+def test_mem19_doctor_prints_what_nuzos_prints(
     nuzo: Cli, ours: Cli, sample: tuple[Path, Sample]
 ) -> None:
     store, ids = sample
-    theirs, mine = nuzo.run("doctor", "--json").json(), ours.run("doctor", "--json").json()
-    for key in ("store_path", "store_exists", "integrity", "file_safety", "git_tracking"):
-        assert mine[key] == theirs[key], key
-    assert (mine["status"], mine["warnings"]) == (theirs["status"], theirs["warnings"])
+    theirs, mine = nuzo.run("doctor", "--json"), ours.run("doctor", "--json")
+    assert mine.stdout == theirs.stdout
+    assert ours.run("doctor").stdout == nuzo.run("doctor").stdout
+    scoped = ("doctor", "--json")
+    assert ours.run(*scoped, scope="project:alpha").stdout == (
+        nuzo.run(*scoped, scope="project:alpha").stdout
+    )
     store.chmod(0o644)
     _drift(store, ids)
-    theirs, mine = nuzo.run("doctor", "--json").json(), ours.run("doctor", "--json").json()
-    assert mine["file_safety"] == theirs["file_safety"]
-    assert mine["warnings"] == theirs["warnings"] and mine["status"] == "warning"
+    theirs, mine = nuzo.run("doctor", "--json"), ours.run("doctor", "--json")
+    assert mine.stdout == theirs.stdout and mine.json()["status"] == "warning"
+    assert ours.run("doctor").stdout == nuzo.run("doctor").stdout
+    secret = ("doctor", "--scan-secrets", "--json")
+    assert ours.run(*secret).json()["secret_scan"] == nuzo.run(*secret).json()["secret_scan"]
     assert store.stat().st_mode & 0o777 == 0o644
