@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -209,3 +210,39 @@ def test_mem19_doctor_prints_what_nuzos_prints(
     secret = ("doctor", "--scan-secrets", "--json")
     assert ours.run(*secret).json()["secret_scan"] == nuzo.run(*secret).json()["secret_scan"]
     assert store.stat().st_mode & 0o777 == 0o644
+
+
+def test_mem19_doctor_in_a_project_prints_what_nuzos_prints(
+    nuzo: Cli, ours: Cli, tmp_path: Path
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    code, _out, err = nuzo.runner(["memory", "init", "--project"], nuzo.env(), project)
+    assert code == 0, err
+    remembered = [
+        "memory",
+        "--scope",
+        "project:auto",
+        "remember",
+        "Project note.",
+        "--kind",
+        "note",
+    ]
+    assert ours.runner(remembered, ours.env(), project)[0] == 0
+    for args in (["memory", "doctor", "--json"], ["memory", "doctor", "--scan-secrets"]):
+        theirs = nuzo.runner(args, nuzo.env(), project)
+        mine = ours.runner(args, ours.env(), project)
+        assert mine == theirs, args
+    env = nuzo.env() | {"NUZO_MEMORY_SCOPE": "team:core"}
+    args = ["memory", "doctor"]
+    assert ours.runner(args, env, project) == nuzo.runner(args, env, project)
+    # Git checked: a project outside any worktree, then one whose store is tracked.
+    env = {k: v for k, v in nuzo.env().items() if k != "NUZO_DOCTOR_SKIP_GIT"}
+    args = ["memory", "doctor", "--json"]
+    assert ours.runner(args, env, project) == nuzo.runner(args, env, project)
+    git = ["git", "-C", str(project), "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-f", ".nuzo"], check=True)
+    theirs = nuzo.runner(args, env, project)
+    assert json.loads(theirs[1])["git_tracking"]["status"] == "tracked"
+    assert ours.runner(args, env, project) == theirs
