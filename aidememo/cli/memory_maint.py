@@ -18,6 +18,7 @@ from aidememo.memory import paths
 from aidememo.memory.backup import backup_store, restore_store
 from aidememo.memory.doctor import doctor_report, doctor_text, runtime_sources
 from aidememo.memory.integrity import inspect_store
+from aidememo.memory.privacy import privacy_report, privacy_text
 from aidememo.memory.render import untrusted_json
 from aidememo.memory.repair_fts import default_backup_path, plan_repair, repair
 
@@ -60,6 +61,7 @@ def add_maintenance_commands(command: Any) -> None:
     p.add_argument("--json", action="store_true")
 
     p = command("doctor", "check the local memory environment (content-free)")
+    p.add_argument("--privacy", action="store_true", help="a path-free privacy posture report")
     p.add_argument("--scan-secrets", action="store_true", help="scan active memories for secrets")
     p.add_argument("--json", action="store_true")
 
@@ -207,11 +209,13 @@ def cmd_doctor(ns: argparse.Namespace, _store: None) -> int:
             env=os.environ,
         ),
     )
-    if ns.json:
-        _out(untrusted_json(report))
+    if ns.privacy:
+        privacy = privacy_report(report, recall_events=runtime.record_recall_events, home=home)
+        lines = [untrusted_json(privacy)] if ns.json else privacy_text(privacy)
     else:
-        for line in doctor_text(report):
-            _out(line)
+        lines = [untrusted_json(report)] if ns.json else doctor_text(report)
+    for line in lines:
+        _out(line)
     return 0
 
 

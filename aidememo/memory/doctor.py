@@ -20,6 +20,7 @@ from typing import Any
 
 from aidememo.memory.integrity import inspect_store, open_readonly
 from aidememo.memory.policy import secret_findings
+from aidememo.memory.privacy import semantic_index_path
 
 FILE, DIRECTORY = 0o600, 0o700
 _ROOT_ENTRIES = {"config.json", "exports", "logs", "managed-hosts.json", "memory", "models"}
@@ -132,11 +133,7 @@ def file_safety(store_path: str, project_root: str, home: str) -> dict[str, Any]
     store_dir = os.path.dirname(store_path)
     home_root = os.path.join(home, ".nuzo")
     project_nuzo = os.path.join(project_root, ".nuzo")
-    semantic = (
-        store_path[: -len(".sqlite")] + ".semantic.sqlite"
-        if store_path.endswith(".sqlite")
-        else store_path + ".semantic.sqlite"
-    )
+    semantic = semantic_index_path(store_path)
     safety.known(home_root, DIRECTORY)
     safety.known(os.path.join(home_root, "config.json"), FILE)
     safety.known(os.path.join(home_root, "managed-hosts.json"), FILE)

@@ -207,6 +207,8 @@ def test_mem19_doctor_prints_what_nuzos_prints(
     theirs, mine = nuzo.run("doctor", "--json"), ours.run("doctor", "--json")
     assert mine.stdout == theirs.stdout and mine.json()["status"] == "warning"
     assert ours.run("doctor").stdout == nuzo.run("doctor").stdout
+    for flags in (("--privacy",), ("--privacy", "--json")):
+        assert ours.run("doctor", *flags).stdout == nuzo.run("doctor", *flags).stdout
     secret = ("doctor", "--scan-secrets", "--json")
     assert ours.run(*secret).json()["secret_scan"] == nuzo.run(*secret).json()["secret_scan"]
     assert store.stat().st_mode & 0o777 == 0o644
@@ -229,7 +231,12 @@ def test_mem19_doctor_in_a_project_prints_what_nuzos_prints(
         "note",
     ]
     assert ours.runner(remembered, ours.env(), project)[0] == 0
-    for args in (["memory", "doctor", "--json"], ["memory", "doctor", "--scan-secrets"]):
+    for args in (
+        ["memory", "doctor", "--json"],
+        ["memory", "doctor", "--scan-secrets"],
+        ["memory", "doctor", "--privacy"],
+        ["memory", "doctor", "--privacy", "--json", "--scan-secrets"],
+    ):
         theirs = nuzo.runner(args, nuzo.env(), project)
         mine = ours.runner(args, ours.env(), project)
         assert mine == theirs, args
@@ -246,3 +253,5 @@ def test_mem19_doctor_in_a_project_prints_what_nuzos_prints(
     theirs = nuzo.runner(args, env, project)
     assert json.loads(theirs[1])["git_tracking"]["status"] == "tracked"
     assert ours.runner(args, env, project) == theirs
+    args = ["memory", "doctor", "--privacy"]
+    assert ours.runner(args, env, project) == nuzo.runner(args, env, project)

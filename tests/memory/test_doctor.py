@@ -122,3 +122,26 @@ def test_mem19_missing_store_and_drift_are_warnings_and_nothing_is_created(
     drift_all(store_path, make_store(store_path))
     drifted = json.loads(doctor(store_path, "--json"))
     assert "Memory integrity: 1 stale FTS row(s) found" in drifted["warnings"]
+
+
+def test_mem19_privacy_report_has_counts_and_codes_but_no_paths(
+    store_path: Path, doctor: Doctor
+) -> None:
+    missing = json.loads(doctor(store_path, "--privacy", "--json"))
+    assert [f["code"] for f in missing["findings"]] == ["store_missing"]
+    ids = make_store(store_path)
+    os.chmod(store_path, 0o644)
+    conn = raw(store_path)
+    conn.execute("UPDATE memories SET content = ? WHERE id = ?", (f"token {SENTINEL}", ids["a"]))
+    conn.close()
+    out = doctor(store_path, "--privacy", "--json", "--scan-secrets")
+    report = json.loads(out)
+    assert [f["code"] for f in report["findings"]] == [
+        "unsafe_runtime_paths",
+        "secret_patterns_detected",
+    ]
+    assert report["status"] == "warning" and report["storage"]["initialized"] is True
+    text = doctor(store_path, "--privacy")
+    for printed in (out, text):
+        assert str(store_path.parent) not in printed and SENTINEL not in printed
+    assert text.splitlines()[0] == "Nuzo privacy report (read-only)"
