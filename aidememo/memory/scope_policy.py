@@ -5,7 +5,8 @@ scopes; anything else is refused before the store is touched: `MEMORY_SCOPE_FORB
 `{scope}` for a scope outside the list, `MEMORY_SCOPE_REQUIRED` for an operation that would
 range over every scope (a list, export, bulk forget or audit without a scope, `all`, the history
 of a missing memory). Memories and relations of other scopes are left out of results (a
-recall also searching a configured team scope returns only the allowed scopes' rows).
+recall also searching a configured team scope returns only the allowed scopes' rows), and so
+are audit events of relations or supersessions that name a memory outside the list.
 Over MCP the details of a forbidden memory-id operation are dropped (`redacted`), so a refusal
 does not tell which scope the memory is in. The unrestricted CLI stays the administrator
 workflow; `ScopePolicy(None)` allows everything.
@@ -255,11 +256,44 @@ class ScopeGuard:
                 if key in ("results", "memories") and isinstance(value, list):
                     # e.g. a configured team scope recall also searches (MEM-6)
                     kept = [m for m in value if self._record_visible(m)]
+                if key == "events" and isinstance(value, list):
+                    kept = [e for e in value if self.event_visible(e)]
                 out[key] = self.visible(kept)
             return out
         if isinstance(result, list):
             return [self.visible(item) for item in result]
         return result
+
+    def event_visible(self, event: Any) -> bool:
+        """False for a relation event (or a supersession) naming a memory outside the allowlist,
+        now or, for relation events, by the endpoint scopes the event recorded."""
+        if not isinstance(event, dict) or not isinstance(event.get("payload"), dict):
+            return True
+        kind, payload = event.get("event_type"), event["payload"]
+        if kind in ("memory.relation.created", "memory.relation.deleted"):
+            ends = [
+                (payload.get("sourceMemoryId"), payload.get("sourceScope")),
+                (payload.get("targetMemoryId"), payload.get("targetScope")),
+            ]
+            return all(
+                isinstance(end, str)
+                and isinstance(then, str)
+                and self.policy.permits(then)
+                and self._now_permitted(end)
+                for end, then in ends
+            )
+        if kind == "memory.challenged" and (
+            payload.get("outcome") == "superseded"
+            or isinstance(payload.get("supersededByMemoryId"), str)
+            or isinstance(payload.get("relationId"), str)
+        ):
+            pair = [event.get("memory_id"), payload.get("supersededByMemoryId")]
+            return all(isinstance(end, str) and self._now_permitted(end) for end in pair)
+        return True
+
+    def _now_permitted(self, memory_id: str) -> bool:
+        scope = self._memory_scope(memory_id)
+        return scope is None or self.policy.permits(scope)
 
     def _record_visible(self, record: Any) -> bool:
         scope = record.get("scope") if isinstance(record, dict) else None

@@ -102,6 +102,10 @@ def test_mem20_restricted_calls_answer_as_nuzos_restricted_server(
 ) -> None:
     nuzo, ours = servers
     i = sample[1].ids
+    # A relation from an allowed memory to a forbidden one, and a supersession across scopes:
+    # their events are in the allowed memory's history, which must not show them.
+    ours.store.relate(i["pnpm"], i["beta"], relation="related_to", reason="cross")
+    ours.store.challenge(i["deploy"], outcome="superseded", reason="r", superseded_by=i["team"])
     calls: list[tuple[str, dict[str, Any]]] = [
         ("memory.remember", {"content": "x", "kind": "note", "scope": "user:default"}),
         ("memory.recall", {"query": "cache", "include_global": True}),
@@ -140,6 +144,12 @@ def test_mem20_restricted_calls_answer_as_nuzos_restricted_server(
             },
         ),
         ("memory.unrelate", {"id": sample[1].relations["conflict"]}),
+        ("memory.history", {"id": i["pnpm"]}),
+        ("memory.history", {"id": i["deploy"]}),
+        ("memory.show", {"id": i["pnpm"]}),
+        ("memory.show", {"id": i["deploy"]}),
+        ("memory.audit", {"memory_id": i["pnpm"]}),
+        ("memory.audit", {"scope": SCOPE, "limit": 200}),
         (
             "memory.confirm_capture",
             {
