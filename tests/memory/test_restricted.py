@@ -275,3 +275,19 @@ def test_mem20_a_restricted_session_fits_its_default_scope_to_the_allowlist(
     with pytest.raises(MemoryStoreError) as info:
         open_provider(str(store_path), restricted_by_env=True)
     assert info.value.code is C.MEMORY_CONFIG_INVALID
+
+
+def test_mem20_relation_events_naming_other_scopes_are_hidden(
+    tools: MemoryToolProvider, seeded: tuple[MemoryStore, dict[str, str]], tmp_path: Path
+) -> None:
+    store, ids = seeded
+    admin = MemoryToolProvider(store, project_root=str(tmp_path))
+
+    def relation_events(provider: MemoryToolProvider) -> list[str]:
+        events = call(provider, "memory.history", id=ids["a"])[1]["events"]
+        return [e["payload"]["relationId"] for e in events if "relationId" in e["payload"]]
+
+    assert sorted(relation_events(admin)) == sorted([ids["rel_ab"], ids["rel_ag"]])
+    assert relation_events(tools) == [ids["rel_ab"]]
+    audit = json.dumps(call(tools, "memory.audit", scope="project:nuzo")[1])
+    assert ids["g"] not in audit and "user:default" not in audit
