@@ -103,7 +103,12 @@ def test_mem18_each_side_restores_the_others_backup(
     nuzo.run("backup", "--path", str(by_nuzo))
     ours.run("backup", "--path", str(by_ours))
     mine = json.loads(ours.run("backup", "--path", str(by_ours), "--overwrite", "--json").stdout)
+    theirs = json.loads(nuzo.run("backup", "--path", str(by_nuzo), "--overwrite", "--json").stdout)
     assert mine["integrity"]["ok"] is True
+    for doc, path in ((mine, by_ours), (theirs, by_nuzo)):
+        assert doc.pop("backup_path") == str(path)
+        assert doc["integrity"].pop("path") == str(path)
+    assert mine == theirs
     into_ours, into_nuzo = tmp_path / "into-ours.sqlite", tmp_path / "into-nuzo.sqlite"
     ours.at(into_ours).run("restore", str(by_nuzo))
     nuzo.at(into_nuzo).run("restore", str(by_ours))
@@ -255,3 +260,29 @@ def test_mem19_doctor_in_a_project_prints_what_nuzos_prints(
     assert ours.runner(args, env, project) == theirs
     args = ["memory", "doctor", "--privacy"]
     assert ours.runner(args, env, project) == nuzo.runner(args, env, project)
+
+
+def test_mem17_applied_repair_reports_what_nuzos_reports(
+    nuzo: Cli, ours: Cli, sample: tuple[Path, Sample], tmp_path: Path
+) -> None:
+    store, ids = sample
+    _drift(store, ids)
+    copies = {}
+    for name in ("nuzo", "ours"):
+        folder = tmp_path / name
+        folder.mkdir(mode=0o700)
+        for suffix in ("", "-wal", "-shm"):
+            source = Path(f"{store}{suffix}")
+            if source.exists():
+                (folder / f"memories.sqlite{suffix}").write_bytes(source.read_bytes())
+        copies[name] = folder / "memories.sqlite"
+    outputs = {}
+    for name, cli in (("nuzo", nuzo), ("ours", ours)):
+        backup = copies[name].with_name("repair.sqlite")
+        run = cli.at(copies[name]).run(
+            "integrity", "repair-fts", "--apply", "--yes", "--backup-path", str(backup), "--json"
+        )
+        outputs[name] = run.stdout.replace(str(copies[name].parent), "<dir>")
+        assert rows_of(copies[name]) == rows_of(store)
+    assert outputs["ours"] == outputs["nuzo"]
+    assert json.loads(outputs["ours"])["status"] == "repaired"
