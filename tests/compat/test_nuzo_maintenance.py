@@ -70,6 +70,11 @@ def test_mem16_integrity_report_equals_nuzos(
     assert json.loads(mine.stdout)["missing_fts_rows"] == 1
     text_theirs = nuzo.run("integrity", check=False).stdout
     assert ours.run("integrity", check=False).stdout == text_theirs
+    missing = store.with_name("missing.sqlite")
+    theirs = nuzo.at(missing).run("integrity", "--json", check=False)
+    mine = ours.at(missing).run("integrity", "--json", check=False)
+    assert (mine.returncode, mine.stdout) == (theirs.returncode, theirs.stdout)
+    assert not missing.exists()
 
 
 def test_mem17_preview_equals_nuzos_and_nuzo_passes_after_aidememo_repairs(
@@ -114,6 +119,9 @@ def test_mem18_each_side_restores_the_others_backup(
     nuzo.at(into_nuzo).run("restore", str(by_ours))
     assert rows_of(into_ours) == rows_of(into_nuzo) == rows
     _healthy(nuzo.at(into_ours))
+    mine = ours.at(into_ours).run("restore", str(by_nuzo), "--yes", "--json").stdout
+    theirs = nuzo.at(into_ours).run("restore", str(by_nuzo), "--yes", "--json").stdout
+    assert mine == theirs
 
 
 REFUSALS = {
