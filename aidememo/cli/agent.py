@@ -15,6 +15,7 @@ from urllib.parse import urlencode
 
 from aidememo.cli.connect import agent_command, connected
 from aidememo.cli.errors import EXIT_FAILED, EXIT_UNREACHABLE, EXIT_USAGE, CliError
+from aidememo.cli.queueing import deliver, fact_request, session_request
 from aidememo.cli.render import clip, emit, json_line, table, when, write_line
 from aidememo.client import ChangeEntry, MaterializedBatch
 
@@ -29,8 +30,10 @@ def _written(what: str, written: Any) -> str:
 
 @agent_command
 def cmd_session_new(ns: argparse.Namespace) -> int:
-    with connected(ns) as (_, client):
-        done = client.create_session(ns.topic, session_id=ns.id, source_id=ns.source)
+    with connected(ns) as (profile, client):
+        done = deliver(ns, profile, client, session_request(profile, ns))
+    if isinstance(done, int):  # queued (OUTBOX-1)
+        return done
     return emit(ns, done, _written("created session", done))
 
 
@@ -74,8 +77,10 @@ def _content(ns: argparse.Namespace) -> str:
 @agent_command
 def cmd_fact_add(ns: argparse.Namespace) -> int:
     content = _content(ns)
-    with connected(ns) as (_, client):
-        done = client.create_fact(ns.session, content, fact_id=ns.id)
+    with connected(ns) as (profile, client):
+        done = deliver(ns, profile, client, fact_request(profile, ns, content))
+    if isinstance(done, int):  # queued (OUTBOX-1)
+        return done
     return emit(ns, done, _written("added fact", done))
 
 

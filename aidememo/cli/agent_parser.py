@@ -1,5 +1,6 @@
 """The agent commands' part of the command tree: `auth`, `session`, `fact`, `search`, `get`,
-`members`, `handoff`, `changes`, `watch` (SPEC.md CLI-2..CLI-6).
+`members`, `handoff`, `changes`, `watch` (SPEC.md CLI-2..CLI-6), and `replica` and `outbox`
+(`aidememo.cli.offline_parser`, REPLICA, OUTBOX).
 
 Only `--profile` (`AIDEMEMO_PROFILE`) and `--json` (`AIDEMEMO_JSON`) may come from the
 environment; every other flag is given on the command line (`flag`). The handlers speak to a
@@ -86,6 +87,18 @@ def flag(
     )
 
 
+def add_no_queue(cmd: Command) -> None:
+    from aidememo.cli.offline_parser import add_no_queue as add
+
+    add(cmd)
+
+
+def add_offline_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from aidememo.cli.offline_parser import add_offline_commands as add
+
+    add(sub)
+
+
 def add_agent_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the agent commands to the top-level subcommands."""
     seq = int_in(0, SEQ_MAX)
@@ -120,6 +133,7 @@ def add_agent_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     _positional(new, "topic", "what the session is about")
     flag(new, "--id", help="session id (default: a new ULID)")
     flag(new, "--source", help="source id (default: the server's)")
+    add_no_queue(new)
     sessions = _agent(session, "list", "the project's sessions, newest first", "agent",
                       "cmd_session_list")  # fmt: skip
     flag(sessions, "--source", help="only this source's sessions")
@@ -133,6 +147,7 @@ def add_agent_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     _positional(add, "content", "the fact (default, or '-': read from stdin)", nargs="?")
     flag(add, "--session", required=True, help="session id")
     flag(add, "--id", help="fact id (default: a new ULID)")
+    add_no_queue(add)
     facts = _agent(fact, "list", "a session's facts in commit order", "agent", "cmd_fact_list")
     flag(facts, "--session", required=True, help="session id")
     flag(facts, "--after-seq", convert=seq, help="page on (exclusive)")
@@ -158,6 +173,7 @@ def add_agent_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     flag(watch, "--after-seq", default=0, convert=seq, help="exclusive cursor to start from")
 
     _add_handoff(sub)
+    add_offline_commands(sub)
 
 
 def _add_handoff(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -172,6 +188,7 @@ def _add_handoff(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     flag(send, "--done-when", help="when it is done")
     flag(send, "--context", help="the id of a context created for this handoff")
     flag(send, "--id", help="handoff id (default: a new ULID)")
+    add_no_queue(send)
     for box in ("inbox", "outbox"):
         cmd = _agent(handoff, box, f"handoffs {'to' if box == 'inbox' else 'from'} this actor",
                      "handoff", f"cmd_{box}")  # fmt: skip

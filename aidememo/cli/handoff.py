@@ -15,6 +15,7 @@ import argparse
 from aidememo.cli.connect import agent_command, connected
 from aidememo.cli.errors import CliError
 from aidememo.cli.profiles import Profile
+from aidememo.cli.queueing import deliver, send_request
 from aidememo.cli.render import clip, emit, recovered_note, table, when
 from aidememo.client import AidememoClientError, Client, HandoffStatus, Mailbox, Transition
 from aidememo.domain.errors import ErrorCode
@@ -24,15 +25,10 @@ RESULT_FACT = "result fact"
 
 @agent_command
 def cmd_send(ns: argparse.Namespace) -> int:
-    with connected(ns) as (_, client):
-        done = client.send_handoff(
-            ns.session,
-            ns.to,
-            focus=ns.focus,
-            done_when=ns.done_when,
-            context_id=ns.context,
-            handoff_id=ns.id,
-        )
+    with connected(ns) as (profile, client):
+        done = deliver(ns, profile, client, send_request(profile, ns))
+    if isinstance(done, int):  # queued (OUTBOX-1)
+        return done
     note = " (already there: replayed)" if done.recovered else ""
     human = f"sent handoff {done.id} to {ns.to} (seq {done.receipt.project_seq}){note}"
     return emit(ns, done, human)

@@ -28,7 +28,7 @@ class MemoryTools:
         try:
             return self.provider.call(name, arguments), False
         except MemoryStoreError as error:
-            return error.to_dict(), True
+            return self.provider.refusal(name, error), True
         except ToolInputError as error:
             # Arguments outside the tool's schema are an invalid-params error, as Nuzo
             # answers them (MEM-13).
@@ -43,5 +43,12 @@ class MemoryTools:
 
 
 def provider(path: str) -> MemoryTools:
-    """The provider `aidememo.cli.mcp_stdio.store_provider("memory", path)` loads."""
-    return MemoryTools(open_provider(path))
+    """The provider `aidememo.cli.mcp_stdio.store_provider("memory", path)` loads; a store or
+    session setting it refuses (a bad allowlist, an unsafe store path) is `CODE: message`,
+    exit 1."""
+    from aidememo.cli.errors import CliError
+
+    try:
+        return MemoryTools(open_provider(path, restricted_by_env=True))
+    except MemoryStoreError as error:
+        raise CliError(f"{error.code.value}: {error.message}") from None

@@ -259,3 +259,7 @@ def add_memory_commands(sub: Any) -> None:
     p.add_argument("--yes", action="store_true")
     p.add_argument("--backup-path")
     p.add_argument("--json", action="store_true")
+
+    from aidememo.cli.memory_maint import add_maintenance_commands
+
+    add_maintenance_commands(command)

@@ -10,6 +10,7 @@ from typing import Any
 
 from aidememo.cli.errors import CliError
 from aidememo.cli.memory_init import cmd_init
+from aidememo.cli.memory_maint import MAINTENANCE_HANDLERS
 from aidememo.cli.memory_publish import cmd_publish
 from aidememo.memory import paths
 from aidememo.memory.errors import MemoryErrorCode as C
@@ -49,7 +50,7 @@ def dispatch(ns: argparse.Namespace) -> int:
     """Run one memory command: 0, 1 (`CODE: message`), or 70 (internal failure)."""
     handler = HANDLERS[ns.memory_command]
     try:
-        if ns.memory_command == "init":
+        if ns.memory_command == "init" or ns.memory_command in MAINTENANCE_HANDLERS:
             return handler(ns, None)
         store = _open(_runtime(ns))
         try:
@@ -550,4 +551,5 @@ HANDLERS: dict[str, Callable[[argparse.Namespace, Any], int]] = {
     "import": cmd_import,
     "rehome-scope": cmd_rehome,
     "publish": cmd_publish,
+    **MAINTENANCE_HANDLERS,
 }

@@ -266,6 +266,14 @@ class AsyncClient:
             page = await self.snapshot(limit=limit, page_token=page.next_page_token)
             p.check_page(first, page)
 
+    async def send_recorded(
+        self, target: str, body: bytes, kind: str, resource_id: str, *, seen: int | None = None
+    ) -> m.Written:
+        """`POST target` with `body`, bytes recorded earlier (an outbox item, OUTBOX-3): the
+        retry and recovery of CLIENT-1 and CLIENT-2, `seen` a revision read before."""
+        call = p.Call("POST", target, m.Receipt, body)
+        return await self._run(p.write(self._ctx, call, kind, resource_id, seen))
+
     # -- handoffs ---------------------------------------------------------------------------
 
     async def create_context(

@@ -25,6 +25,7 @@ from aidememo.memory.reads import encode_cursor
 from aidememo.memory.relations import relations_batch
 from aidememo.memory.render import untrusted_json
 from aidememo.memory.schema import SCHEMA_VERSION, user_version
+from aidememo.memory.scope_policy import REDACTED_TOOLS, ScopeGuard, ScopePolicy
 from aidememo.memory.store import MemoryStore
 
 __all__ = ["MemoryToolProvider", "ToolInputError"]
@@ -46,10 +47,18 @@ def _list_cursor(memory: Memory) -> str:
 class MemoryToolProvider:
     """The memory tools over one open store."""
 
-    def __init__(self, store: MemoryStore, *, project_root: str | None = None) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        *,
+        project_root: str | None = None,
+        allowed_scopes: list[str] | None = None,
+    ) -> None:
         self.store = store
         self.project_root = project_root or os.getcwd()
         self.project_scope = paths.project_scope(self.project_root)
+        # A restricted session's allowlist (MEM-20); None is an administrator.
+        self.guard = ScopeGuard(store, ScopePolicy(allowed_scopes), self.project_root)
         self._tools = {
             tool["name"]: tool
             for tool in tool_definitions(store.scope, store.recall_limit, store.include_global)
@@ -67,15 +76,26 @@ class MemoryToolProvider:
         tool = self._tools.get(name)
         if tool is None:
             raise ToolInputError(f"unknown tool {name!r}")
-        args = validate(tool["inputSchema"], {} if arguments is None else arguments)
-        return self._handlers[name](args)
+        raw = {} if arguments is None else arguments
+        args = validate(tool["inputSchema"], raw)
+        self.guard.check(name.split(".", 1)[1], args, raw)
+        result: dict[str, Any] = self.guard.visible(self._handlers[name](args))
+        return result
+
+    def refusal(self, name: str, error: MemoryStoreError) -> dict[str, Any]:
+        """A refusal's `{code, message, details}`; a forbidden scope's details are dropped by
+        the tools that name a memory by id (MEM-20)."""
+        out: dict[str, Any] = {"code": error.code.value, "message": error.message}
+        if not (error.code is C.MEMORY_SCOPE_FORBIDDEN and name in REDACTED_TOOLS):
+            out["details"] = error.details  # `{}` when there are none, as Nuzo answers
+        return out
 
     def call_result(self, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
         """`call` as an MCP `CallToolResult`: a refusal becomes `isError: true`."""
         try:
             result, failed = self.call(name, arguments), False
         except MemoryStoreError as error:
-            result, failed = error.to_dict(), True
+            result, failed = self.refusal(name, error), True
         return {"content": [{"type": "text", "text": untrusted_json(result)}], "isError": failed}
 
     # -- helpers ---------------------------------------------------------------------------
@@ -153,14 +173,16 @@ class MemoryToolProvider:
     def _recall_hook(self, a: dict[str, Any]) -> dict[str, Any]:
         query = collapse_spaces(a["task_context"])[:500]
         scope = self._scope(a.get("project_scope", "project:auto")) or self.project_scope
-        results = self.store.recall(query, scope=scope, limit=a["limit"], include_global=True)
+        # A restricted session without `user:default` recalls the project only (MEM-20).
+        include = bool(a.get("include_global", True))
+        results = self.store.recall(query, scope=scope, limit=a["limit"], include_global=include)
         return {
             "mode": "read_only",
             "memory_writes": False,
             "capture_suggestions": False,
             "query": query,
             "scope": scope,
-            "include_global": True,
+            "include_global": include,
             "limit": a["limit"],
             "results": self._recall_rows(results),
         }
@@ -375,11 +397,7 @@ class MemoryToolProvider:
     def _doctor(self, a: dict[str, Any]) -> dict[str, Any]:
         conn = self.store.db.conn
         version = user_version(conn)
-        counts = conn.execute(
-            "SELECT COUNT(*), COALESCE(SUM(archived_at IS NULL), 0),"
-            " (SELECT COUNT(*) FROM memory_relations),"
-            " (SELECT COUNT(*) FROM memory_events) FROM memories"
-        ).fetchone()
+        counts = self.guard.doctor_counts()
         status = (
             "current"
             if version == SCHEMA_VERSION
@@ -394,7 +412,9 @@ class MemoryToolProvider:
                 "default_scope": self.store.scope,
                 "include_global": self.store.include_global,
             },
-            "authorization": {"mode": "administrator"},
+            "authorization": {
+                "mode": "restricted" if self.guard.policy.restricted else "administrator"
+            },
             "schema": {
                 "status": status,
                 "current_version": version,
@@ -425,9 +445,13 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def open_provider(store_path: str, *, scope: str | None = None) -> MemoryToolProvider:
+def open_provider(
+    store_path: str, *, scope: str | None = None, restricted_by_env: bool = False
+) -> MemoryToolProvider:
     """A provider over the store at `store_path` (created 0600 when missing), Nuzo's default
-    scope rules applied (`--scope` > `NUZO_MEMORY_SCOPE` > config > `user:default`)."""
+    scope rules applied (`--scope` > `NUZO_MEMORY_SCOPE` > config > `user:default`);
+    `restricted_by_env`: the session's allowlist from `NUZO_AUTHORIZATION_MODE` and
+    `NUZO_AUTHORIZED_SCOPES` (MEM-20)."""
     runtime = paths.resolve_runtime(store=store_path, scope=scope)
     paths.ensure_private_dir(os.path.dirname(runtime.store_path))
     store = MemoryStore.open(
@@ -439,4 +463,17 @@ def open_provider(store_path: str, *, scope: str | None = None) -> MemoryToolPro
     )
     if store.db.readonly:  # pragma: no cover - open() is never read-only
         raise MemoryStoreError(C.MEMORY_STORE_PATH_UNSAFE, "Store is read-only.")
-    return MemoryToolProvider(store, project_root=runtime.project_root)
+    allowed = None
+    if restricted_by_env:
+        from aidememo.memory.scope_policy import restrict_defaults, session_allowlist
+
+        try:
+            allowed = session_allowlist(os.environ, runtime.project_root)
+            if allowed is not None:
+                restrict_defaults(
+                    store, allowed, explicit=scope or os.environ.get("NUZO_MEMORY_SCOPE")
+                )
+        except MemoryStoreError:
+            store.close()
+            raise
+    return MemoryToolProvider(store, project_root=runtime.project_root, allowed_scopes=allowed)

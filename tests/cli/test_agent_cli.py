@@ -229,7 +229,9 @@ def test_cli2_unreachable_is_exit_3(cli: Cli, team: dict[str, Path], sqlite_serv
     assert refused.code == 3 and "(unreachable)" in refused.err
     assert "gone" not in cli.ok("auth", "list").out
     sqlite_server.stop()
-    for args in (("members",), ("fact", "add", "--session", "s1", "x"), ("watch",)):
+    # fact add would queue instead (OUTBOX-1); --no-queue keeps exit 3
+    no_queue = ("fact", "add", "--session", "s1", "x", "--no-queue")
+    for args in (("members",), no_queue, ("watch",)):
         result = cli.run(*args, "--profile", "alice")
         assert result.code == 3, (args, result)
         assert "cannot reach the server" in result.err
