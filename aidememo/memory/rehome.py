@@ -5,12 +5,14 @@ explicitly. The plan is read-only and is Nuzo 1.2's plan: counts of the source's
 and archived), the target's memories, the relations touching the source, the historical events
 (those of the source's memories and those whose payload names the source scope), the active
 capture-key collisions with the target, and a SHA-256 plan hash over the JSON of those rows read
-whole (`SELECT *`, keys in the table's column order), so both implementations hash one store alike.
+whole (`SELECT *`, keys in the table's column order), so both implementations hash one store alike,
+and the store's integrity report (`aidememo.memory.integrity`, MEM-16), which must pass.
 Applying needs confirmation and a new backup path: under `BEGIN IMMEDIATE` the plan is re-read and
 must hash the same, a WAL-consistent backup is written (0600, never over an existing file or
 through a symbolic link) through a sibling connection, then `memories_fts.scope` and
 `memories.scope` change and one `memory.scope.rehomed` event is logged, all in one transaction.
-Ids, revisions, timestamps, relations and earlier events are unchanged.
+The backup must pass the integrity check too. Ids, revisions, timestamps, relations and earlier
+events are unchanged.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from typing import TYPE_CHECKING, Any
 from aidememo.memory import paths
 from aidememo.memory.errors import MemoryErrorCode as C
 from aidememo.memory.errors import MemoryStoreError
+from aidememo.memory.integrity import IntegrityReport, inspect_store
 from aidememo.memory.jstext import js_json
 from aidememo.memory.policy import check_scope
+from aidememo.memory.schema import SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from aidememo.memory.store import MemoryStore
@@ -121,10 +125,24 @@ def _build(conn: sqlite3.Connection, path: str, source: str, target: str) -> dic
     }
 
 
+def _healthy(store: MemoryStore) -> IntegrityReport:
+    """The store's integrity report (MEM-16); a store that fails it, or is not at version 7,
+    is `MEMORY_SCOPE_REHOME_STORE_INVALID`, as Nuzo refuses it."""
+    report = inspect_store(store.db.path)
+    if not report.ok or report.schema_version != SCHEMA_VERSION:
+        raise MemoryStoreError(
+            C.MEMORY_SCOPE_REHOME_STORE_INVALID,
+            "Project-scope rehome requires a healthy store at the current schema version.",
+            {"path": store.db.path, "errors": list(report.errors)},
+        )
+    return report
+
+
 def plan(store: MemoryStore, source: str, target: str) -> dict[str, Any]:
-    """The read-only plan of moving `source` to `target`."""
+    """The read-only plan of moving `source` to `target`, with the store's integrity report."""
     _check_scopes(source, target)
-    return _build(store.db.conn, store.db.path, source, target)
+    report = _healthy(store)
+    return _build(store.db.conn, store.db.path, source, target) | {"integrity": report.to_json()}
 
 
 def _check_applicable(planned: dict[str, Any]) -> None:
@@ -230,6 +248,13 @@ def rehome_scope(
             )
         _check_applicable(locked)
         _backup(store, backup)
+        backup_report = inspect_store(backup)
+        if not backup_report.ok:
+            raise MemoryStoreError(
+                C.MEMORY_SCOPE_REHOME_BACKUP_INVALID,
+                "Project-scope rehome backup failed validation.",
+                {"errors": list(backup_report.errors)},
+            )
         conn.execute(
             "UPDATE memories_fts SET scope = ? WHERE id IN (SELECT id FROM memories"
             " WHERE scope = ?)",
@@ -271,6 +296,8 @@ def rehome_scope(
         "historicalEventsRewritten": 0,
         "revisionsPreserved": True,
         "eventId": event.id,
+        "backupIntegrity": backup_report.to_json(),
+        "afterIntegrity": inspect_store(store.db.path).to_json(),
     }
 
 
@@ -288,6 +315,7 @@ def plan_text(result: dict[str, Any]) -> str:
     from aidememo.memory.render import escape_controls, inline
 
     if result.get("applied"):
+        after = result["afterIntegrity"]
         return "\n".join(
             [
                 f"Rehomed {result['memoryCount']} memories from {inline(result['sourceScope'])}"
@@ -299,6 +327,7 @@ def plan_text(result: dict[str, Any]) -> str:
                 "IDs, revisions, timestamps, lifecycle metadata, and relation records were"
                 " preserved.",
                 f"Audit event: {inline(result['eventId'])}",
+                f"Integrity: {'ok' if after['ok'] and after['fts_ok'] else 'failed'}",
             ]
         )
     return "\n".join(

@@ -5,6 +5,7 @@ the scope-rehome plan, usage-recording recall, and the secret scanner's verdicts
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -48,11 +49,36 @@ def test_mem90_mem8_rehome_plan_matches_nuzo(nuzo: Cli, ours: Cli) -> None:
         theirs = nuzo.run(*args, "--json", check=False)
         mine = ours.run(*args, "--json", check=False)
         assert (mine.returncode, theirs.returncode) == ((0, 0) if applicable else (1, 1))
-        plan = theirs.json()
-        # Nuzo's plan also carries its `integrity` report, a command not built here (MEM-14).
-        del plan["integrity"]
-        assert mine.json() == plan
+        assert mine.json() == theirs.json()
         assert nuzo.run(*args, check=False).stdout == ours.run(*args, check=False).stdout
+
+
+def test_mem92_mem8_rehome_apply_matches_nuzo(
+    nuzo: Cli, ours: Cli, sample: tuple[Path, Sample], tmp_path: Path
+) -> None:
+    store, _ = sample
+    twin_dir = tmp_path / "twin"
+    twin_dir.mkdir(mode=0o700)
+    for suffix in ("", "-wal", "-shm"):
+        part = store.with_name(store.name + suffix)
+        if part.exists():
+            shutil.copy2(part, twin_dir / part.name)
+    twin = twin_dir / store.name
+    args = ("rehome-scope", "--from", "project:alpha", "--to", "project:moved", "--apply", "--yes")
+    theirs = nuzo.run(*args, "--backup-path", str(tmp_path / "nuzo-backup.sqlite"), "--json")
+    mine = ours.at(twin).run(*args, "--backup-path", str(tmp_path / "our-backup.sqlite"), "--json")
+    docs = [theirs.json(), mine.json()]
+    for doc in docs:
+        # Paths and the event id are each run's own.
+        for key in ("source_path", "backup_path", "event_id"):
+            del doc[key]
+        for key in ("backup_integrity", "after_integrity"):
+            del doc[key]["path"]
+    assert docs[1] == docs[0]
+    query = "SELECT id, revision, scope, updated_at FROM memories ORDER BY id"
+    assert rows_of(twin, query) == rows_of(store, query)
+    assert nuzo.at(twin).run("integrity", "--json").json()["ok"] is True
+    assert (tmp_path / "our-backup.sqlite").stat().st_mode & 0o777 == 0o600
 
 
 def test_mem92_usage_recording_recall_matches_nuzo(
