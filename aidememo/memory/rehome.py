@@ -11,8 +11,10 @@ Applying needs confirmation and a new backup path: under `BEGIN IMMEDIATE` the p
 must hash the same, a WAL-consistent backup is written (0600, never over an existing file or
 through a symbolic link) through a sibling connection, then `memories_fts.scope` and
 `memories.scope` change and one `memory.scope.rehomed` event is logged, all in one transaction.
-The backup must pass the integrity check too. Ids, revisions, timestamps, relations and earlier
-events are unchanged.
+The backup must pass the integrity check too (an invalid one is removed). A failure after the
+backup rolls the move back and answers `MEMORY_SCOPE_REHOME_FAILED` with the retained backup's
+path in `details.backupPath`. Ids, revisions, timestamps, relations and earlier events are
+unchanged.
 """
 
 from __future__ import annotations
@@ -207,6 +209,60 @@ def _backup(store: MemoryStore, backup_path: str) -> None:
     os.chmod(backup_path, paths.FILE_MODE)
 
 
+def _remove_fileset(path: str) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            os.unlink(path + suffix)
+        except FileNotFoundError:
+            pass
+
+
+def _move(
+    conn: sqlite3.Connection,
+    store: MemoryStore,
+    locked: dict[str, Any],
+    source: str,
+    target: str,
+    actor: str,
+) -> str:
+    """The move itself, inside the caller's transaction; returns the logged event's id."""
+    conn.execute(
+        "UPDATE memories_fts SET scope = ? WHERE id IN (SELECT id FROM memories WHERE scope = ?)",
+        (target, source),
+    )
+    moved = conn.execute("UPDATE memories SET scope = ? WHERE scope = ?", (target, source))
+    if moved.rowcount != locked["memoryCount"]:
+        raise MemoryStoreError(
+            C.MEMORY_SCOPE_REHOME_COUNT_MISMATCH,
+            "Project-scope rehome changed an unexpected number of memories.",
+            {"expected": locked["memoryCount"], "actual": moved.rowcount},
+        )
+    event = store.event(
+        None,
+        "memory.scope.rehomed",
+        actor,
+        {
+            "scope": target,
+            "originalScope": source,
+            "sourceScope": source,
+            "targetScope": target,
+            **{k: locked[k] for k in _RESULT_KEYS},
+            "historicalEventsRewritten": 0,
+            "revisionsPreserved": True,
+            "planHash": locked["planHash"],
+        },
+    )
+    store.db.append(event)
+    check = conn.execute("PRAGMA integrity_check").fetchone()[0]
+    if check != "ok":
+        raise MemoryStoreError(
+            C.MEMORY_SCOPE_REHOME_INTEGRITY_FAILED,
+            "Project-scope rehome failed SQLite integrity validation.",
+            {"integrityCheck": check},
+        )
+    return event.id
+
+
 def rehome_scope(
     store: MemoryStore,
     source: str,
@@ -250,40 +306,36 @@ def rehome_scope(
         _backup(store, backup)
         backup_report = inspect_store(backup)
         if not backup_report.ok:
+            _remove_fileset(backup)
             raise MemoryStoreError(
                 C.MEMORY_SCOPE_REHOME_BACKUP_INVALID,
-                "Project-scope rehome backup failed validation.",
-                {"errors": list(backup_report.errors)},
+                "Published project-scope rehome backup failed validation.",
+                {"path": backup, "errors": list(backup_report.errors)},
             )
-        conn.execute(
-            "UPDATE memories_fts SET scope = ? WHERE id IN (SELECT id FROM memories"
-            " WHERE scope = ?)",
-            (target, source),
-        )
-        moved = conn.execute("UPDATE memories SET scope = ? WHERE scope = ?", (target, source))
-        if moved.rowcount != locked["memoryCount"]:
+        try:
+            event_id = _move(conn, store, locked, source, target, actor)
+        except MemoryStoreError as error:
             raise MemoryStoreError(
-                C.MEMORY_SCOPE_REHOME_COUNT_MISMATCH,
-                "Project-scope rehome changed an unexpected number of memories.",
-                {"expected": locked["memoryCount"], "actual": moved.rowcount},
-            )
-        counts = {k: locked[k] for k in _RESULT_KEYS}
-        event = store.event(
-            None,
-            "memory.scope.rehomed",
-            actor,
-            {
-                "scope": target,
-                "originalScope": source,
-                "sourceScope": source,
-                "targetScope": target,
-                **counts,
-                "historicalEventsRewritten": 0,
-                "revisionsPreserved": True,
-                "planHash": locked["planHash"],
-            },
+                C.MEMORY_SCOPE_REHOME_FAILED,
+                "Project-scope rehome failed and the source transaction was rolled back; the"
+                " validated backup was retained.",
+                {"backupPath": backup, "causeCode": str(error.code)},
+            ) from None
+        except sqlite3.Error as error:
+            raise MemoryStoreError(
+                C.MEMORY_SCOPE_REHOME_FAILED,
+                "Project-scope rehome failed.",
+                {"cause": str(error), "backupPath": backup},
+            ) from None
+    after = inspect_store(store.db.path)
+    if not after.ok:
+        raise MemoryStoreError(
+            C.MEMORY_SCOPE_REHOME_FAILED,
+            "Project-scope rehome committed but post-apply validation failed; restore the"
+            " retained backup.",
+            {"backupPath": backup, "errors": list(after.errors)},
         )
-        store.db.append(event)
+    counts = {k: locked[k] for k in _RESULT_KEYS}
     return {
         "version": 1,
         "applied": True,
@@ -295,9 +347,9 @@ def rehome_scope(
         **counts,
         "historicalEventsRewritten": 0,
         "revisionsPreserved": True,
-        "eventId": event.id,
+        "eventId": event_id,
         "backupIntegrity": backup_report.to_json(),
-        "afterIntegrity": inspect_store(store.db.path).to_json(),
+        "afterIntegrity": after.to_json(),
     }
 
 

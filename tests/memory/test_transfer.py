@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from aidememo.memory import MemoryErrorCode, MemoryStore, MemoryStoreError
+from aidememo.memory.integrity import inspect_store
 from aidememo.memory.rehome import rehome_scope
 
 STAMP = "2026-08-01T00:00:00.000Z"
@@ -184,6 +185,44 @@ def test_mem8_rehome_moves_a_project_scope_after_a_backup(
             backup_path=str(tmp_path / "c.sqlite"),
         )
     assert caught.value.code == MemoryErrorCode.MEMORY_SCOPE_REHOME_COLLISION
+    assert not (tmp_path / "c.sqlite").exists()  # a collision blocks before the backup
+
+
+def _canonical(path: str) -> list[list[Any]]:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return [
+            conn.execute(f"SELECT * FROM {table} ORDER BY id").fetchall()
+            for table in ("memories", "memory_relations", "memory_events")
+        ]
+    finally:
+        conn.close()
+
+
+def test_mem8_rehome_failure_rolls_back_and_keeps_the_validated_backup(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    first = store.remember("First rollback fixture.", kind="note")
+    second = store.remember("Second rollback fixture.", kind="note")
+    before = _canonical(store.db.path)
+    store.db.conn.execute(
+        "CREATE TRIGGER fail_scope_rehome BEFORE UPDATE OF scope ON memories"
+        f" WHEN OLD.id = '{second.id}'"
+        " BEGIN SELECT RAISE(ABORT, 'simulated scope rehome failure'); END"
+    )
+    backup = tmp_path / "rollback-backup.sqlite"
+    with pytest.raises(MemoryStoreError) as caught:
+        rehome_scope(
+            store, "project:demo", "project:new", apply=True, confirm=True, backup_path=str(backup)
+        )
+    assert caught.value.code == MemoryErrorCode.MEMORY_SCOPE_REHOME_FAILED
+    assert caught.value.details["backupPath"] == str(backup)
+    assert backup.exists() and backup.stat().st_mode & 0o777 == 0o600
+    assert _canonical(store.db.path) == before
+    assert store.get(first.id).scope == "project:demo"
+    assert inspect_store(store.db.path).ok
+    with MemoryStore.open(str(backup)) as old:
+        assert {m.id for m in old.list(all_scopes=True)} == {first.id, second.id}
 
 
 def test_mem8_rehome_never_writes_over_or_through_an_existing_path(
