@@ -1,0 +1,594 @@
+"""The artifact lifecycle (SPEC.md ART-*): reserve, upload, publish, abort, resolve, download.
+
+The catalog lives in the canonical store and every catalog write commits in one transaction
+with what it goes with: a publication is a ledger command (receipt, resource of kind
+`artifact`, change entry, audit row) whose transaction also settles the reservation and
+queues the replaced generation's GC intent; an abort, an expiry, a failed verification and a
+lost compare-and-swap queue theirs in the transaction that makes the generation unreachable.
+Body bytes never pass through a transaction: an upload streams into the `BodyStore`, and
+publication re-observes the stored bytes (size and SHA-256) before its transaction rechecks
+the reservation and the path's revision.
+
+`crash_point(name)` is the failure gate's test hook (ART-9): inert unless the environment
+variable `AIDEMEMO_TEST_CRASH_AT` names the point, then the process reports the point on
+stderr and exits at once, as a SIGKILL would stop it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from aidememo.domain.artifacts import (
+    ARTIFACT_KIND,
+    MAX_DIRECT_BODY_BYTES,
+    RESERVATION_TTL_MS_DEFAULT,
+    RESERVATION_TTL_MS_MAX,
+    SETTLEMENT_GRACE_MS,
+    Publication,
+    Reservation,
+    State,
+    artifact_id_of,
+    handoff_of,
+    intent_for,
+    validate_content_type,
+    validate_path,
+    validate_sha256,
+)
+from aidememo.domain.canonical import JsonValue, canonical_bytes, fingerprint_of_payload
+from aidememo.domain.errors import AidememoError, ErrorCode, fail
+from aidememo.domain.ids import validate_id
+from aidememo.domain.model import ChangeOp, Mutation, Receipt, ResourceRef, Scope
+from aidememo.domain.visibility import participants
+from aidememo.ports import BodyStore, Clock, Ids, ReadTx, Store, WriteTx
+from aidememo.service.access import Caller, authorize, check_access
+from aidememo.service.ledger import Ledger
+
+CRASH_ENV = "AIDEMEMO_TEST_CRASH_AT"
+READ_CHUNK = 64 << 10
+
+
+def crash_point(name: str) -> None:
+    """Exit the process here when `AIDEMEMO_TEST_CRASH_AT` is `name` (ART-9); else nothing."""
+    if os.environ.get(CRASH_ENV) == name:
+        sys.stderr.write(f"aidememo: crash point {name} reached\n")
+        sys.stderr.flush()
+        os._exit(137)
+
+
+@dataclass(frozen=True, slots=True)
+class ReserveRequest:
+    """A reservation command's payload, validated."""
+
+    path: str
+    size_bytes: int
+    content_type: str
+    sha256: str | None
+    mutation_token: str | None
+    ttl_ms: int
+
+
+def parse_reserve(payload: JsonValue) -> ReserveRequest:
+    """The strict payload of `POST .../artifact-reservations` (ART-2)."""
+    if not isinstance(payload, dict):
+        raise fail(ErrorCode.INVALID_COMMAND, "payload must be an object")
+    allowed = {"path", "size_bytes", "content_type", "sha256", "mutation_token", "ttl_ms"}
+    extra = sorted(set(payload) - allowed)
+    if extra:
+        raise fail(ErrorCode.INVALID_COMMAND, f"unknown payload field {extra[0]!r}")
+    path = validate_path(payload.get("path"))
+    size = payload.get("size_bytes")
+    if type(size) is not int or size < 0:
+        raise fail(ErrorCode.INVALID_COMMAND, "size_bytes must be a non-negative integer")
+    if size > MAX_DIRECT_BODY_BYTES:
+        raise fail(
+            ErrorCode.ARTIFACT_UPLOAD_TOO_LARGE,
+            f"size_bytes is over the direct upload limit of {MAX_DIRECT_BODY_BYTES} bytes",
+        )
+    content_type = validate_content_type(payload.get("content_type", "application/octet-stream"))
+    sha = payload.get("sha256")
+    sha256 = None if sha is None else validate_sha256(sha)
+    token = payload.get("mutation_token")
+    mutation_token = None if token is None else validate_id(token, "mutation_token")
+    ttl = payload.get("ttl_ms", RESERVATION_TTL_MS_DEFAULT)
+    if type(ttl) is not int or not 1 <= ttl <= RESERVATION_TTL_MS_MAX:
+        raise fail(
+            ErrorCode.INVALID_COMMAND, f"ttl_ms must be an integer in 1..{RESERVATION_TTL_MS_MAX}"
+        )
+    return ReserveRequest(path, size, content_type, sha256, mutation_token, ttl)
+
+
+def _fingerprint(project_id: str, operation: str, artifact_id: str, payload: JsonValue) -> str:
+    return fingerprint_of_payload(
+        project_id=project_id,
+        expected_revision=None,
+        operation=operation,
+        resource_kind=ARTIFACT_KIND,
+        resource_id=artifact_id,
+        change=ChangeOp.UPSERT.value,
+        payload_bytes=canonical_bytes(payload),
+    )
+
+
+def _not_live(r: Reservation, now_ms: int) -> AidememoError | None:
+    """Why a reservation can no longer take an upload or a publication, or None."""
+    if r.state in (State.EXPIRED,) or (r.live and r.expires_at_ms <= now_ms):
+        return fail(ErrorCode.ARTIFACT_RESERVATION_EXPIRED, "the reservation has expired")
+    if r.state == State.ABORTED:
+        return fail(ErrorCode.ARTIFACT_CONFLICT, "the reservation was aborted")
+    if r.state == State.FAILED:
+        return fail(ErrorCode.ARTIFACT_CONFLICT, "the reservation failed verification")
+    if r.state == State.PUBLISHED:
+        return fail(ErrorCode.ARTIFACT_CONFLICT, "the reservation is published already")
+    return None
+
+
+def _current(tx: ReadTx, scope: Scope, artifact_id: str) -> tuple[int, Publication | None]:
+    res = tx.get_resource(scope, ResourceRef(ARTIFACT_KIND, artifact_id))
+    if res is None or res.body is None:
+        return (0 if res is None else res.revision), None
+    return res.revision, Publication.of(res.body)
+
+
+class Artifacts:
+    """The artifact use cases over one store, one body store and the ledger."""
+
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        ids: Ids,
+        ledger: Ledger,
+        bodies: BodyStore | None = None,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.ids = ids
+        self.ledger = ledger
+        self.bodies = bodies
+
+    def _bodies(self) -> BodyStore:
+        if self.bodies is None:
+            raise fail(ErrorCode.ARTIFACT_STORE_UNAVAILABLE, "no body store is configured here")
+        return self.bodies
+
+    # -- reserve (ART-2) ------------------------------------------------------------------
+
+    def reserve(
+        self, caller: Caller, project_id: str, command_id: str, payload: JsonValue
+    ) -> tuple[Reservation, bool]:
+        """Reserve a path; `(reservation, replayed)`. Idempotent by `command_id`."""
+        command_id = validate_id(command_id, "command_id")
+        request = parse_reserve(payload)
+        artifact_id = artifact_id_of(request.path)
+        fp = _fingerprint(project_id, "artifact.reserve", artifact_id, payload)
+        scope = caller.scope(project_id)
+
+        def run(tx: WriteTx) -> tuple[Reservation, bool, AidememoError | None]:
+            start = tx.begin_command(
+                scope,
+                caller.actor_id,
+                command_id,
+                ResourceRef(ARTIFACT_KIND, artifact_id),
+                caller.token_sha256,
+            )
+            check_access(start.project, start.membership, write=True)
+            stored = tx.find_artifact_reservation(scope, command_id)
+            if stored is not None:
+                if stored.actor_id == caller.actor_id and stored.fingerprint == fp:
+                    return stored, True, None
+                raise fail(ErrorCode.COMMAND_CONFLICT, "command_id was used for another command")
+            if start.receipt is not None:
+                raise fail(ErrorCode.COMMAND_CONFLICT, "command_id was used for another command")
+            now = self.clock.now_ms()
+            for other in tx.live_artifact_reservations(scope, artifact_id):
+                if other.expires_at_ms > now:
+                    raise fail(ErrorCode.ARTIFACT_CONFLICT, "the path has a live reservation")
+                self._expire(tx, other)
+            current = start.current
+            publication = None if current is None or current.body is None else current.body
+            base = 0 if current is None else current.revision
+            if publication is not None:
+                token = Publication.of(publication).mutation_token
+                if request.mutation_token != token:
+                    raise fail(
+                        ErrorCode.ARTIFACT_CONFLICT,
+                        "replacing a published path needs its current mutation_token",
+                    )
+            elif request.mutation_token is not None:
+                raise fail(ErrorCode.ARTIFACT_CONFLICT, "the path has no publication to replace")
+            reservation = Reservation(
+                tenant_id=scope.tenant_id,
+                project_id=scope.project_id,
+                reservation_id=self.ids.new_id("res"),
+                command_id=command_id,
+                fingerprint=fp,
+                actor_id=caller.actor_id,
+                path=request.path,
+                artifact_id=artifact_id,
+                generation=self.ids.new_id("gen"),
+                size_bytes=request.size_bytes,
+                content_type=request.content_type,
+                sha256=request.sha256,
+                base_revision=base,
+                state=State.RESERVED,
+                created_at_ms=now,
+                expires_at_ms=now + request.ttl_ms,
+            )
+            tx.put_artifact_reservation(reservation)
+            return reservation, False, None
+
+        reservation, replayed, _ = self.store.transaction(run)
+        if not replayed:
+            crash_point("after_reservation")
+        return reservation, replayed
+
+    def _expire(self, tx: WriteTx, r: Reservation) -> None:
+        """Settle an expired live reservation and queue its generation (ART-7)."""
+        tx.put_artifact_reservation(r.settled(State.EXPIRED, r.expires_at_ms))
+        tx.put_gc_intent(
+            intent_for(r, "expired", r.expires_at_ms + SETTLEMENT_GRACE_MS, self.clock.now_ms())
+        )
+
+    def _fail(self, scope: Scope, reservation_id: str, reason: str) -> None:
+        """Settle a live reservation as failed and queue its generation, in one transaction."""
+        now = self.clock.now_ms()
+
+        def run(tx: WriteTx) -> None:
+            r = tx.get_artifact_reservation(scope, reservation_id)
+            if r is None or not r.live:
+                return
+            tx.put_artifact_reservation(r.settled(State.FAILED, now))
+            tx.put_gc_intent(intent_for(r, reason, now + SETTLEMENT_GRACE_MS, now))
+
+        self.store.transaction(run)
+
+    # -- upload (ART-3) -------------------------------------------------------------------
+
+    def _writable(self, caller: Caller, project_id: str, reservation_id: str) -> Reservation:
+        scope = caller.scope(project_id)
+
+        def run(tx: ReadTx) -> Reservation:
+            authorize(tx, caller, project_id, write=True)
+            r = tx.get_artifact_reservation(scope, reservation_id)
+            if r is None:
+                raise fail(ErrorCode.ARTIFACT_NOT_FOUND, "no such reservation")
+            return r
+
+        found: Reservation = self.store.read(run)
+        return found
+
+    def upload(
+        self,
+        caller: Caller,
+        project_id: str,
+        reservation_id: str,
+        length: int | None,
+        chunks: Iterator[bytes],
+    ) -> dict[str, Any]:
+        """Stream the reservation's exact bytes into the body store (ART-3)."""
+        validate_id(reservation_id, "reservation_id")
+        r = self._writable(caller, project_id, reservation_id)
+        bodies = self._bodies()
+        if length is None:
+            raise fail(ErrorCode.LENGTH_REQUIRED, "the body upload needs a Content-Length")
+        problem = _not_live(r, self.clock.now_ms())
+        if problem is not None:
+            raise problem
+        if length != r.size_bytes:
+            raise fail(
+                ErrorCode.ARTIFACT_BODY_MISMATCH,
+                f"Content-Length {length} is not the reserved size_bytes {r.size_bytes}",
+            )
+        digest = hashlib.sha256()
+        hashed = _hashing(chunks, digest)
+        size, stored_sha = bodies.create(r.generation, hashed, r.size_bytes)
+        sent_sha = digest.hexdigest()
+        scope = caller.scope(project_id)
+        if stored_sha != sent_sha:
+            # A body is already stored under this generation and these bytes differ from it.
+            raise fail(ErrorCode.ARTIFACT_CONFLICT, "a different body was uploaded already")
+        if r.sha256 is not None and sent_sha != r.sha256:
+            self._fail(scope, reservation_id, "digest_mismatch")
+            raise fail(ErrorCode.ARTIFACT_BODY_MISMATCH, "the body's SHA-256 is not the reserved")
+        crash_point("after_upload")
+        now = self.clock.now_ms()
+
+        def run(tx: WriteTx) -> AidememoError | None:
+            current = tx.get_artifact_reservation(scope, reservation_id)
+            if current is None:
+                late = r
+            else:
+                late = current
+                why = _not_live(current, now)
+                if why is None:
+                    if current.state == State.RESERVED:
+                        tx.put_artifact_reservation(replace(current, state=State.UPLOADED))
+                    return None
+            # A late upload (after abort, expiry or pruning): its body is queued again, so
+            # a GC that ran before it finished cannot leave it behind (ART-7).
+            tx.put_gc_intent(intent_for(late, "late_upload", now + SETTLEMENT_GRACE_MS, now))
+            return _not_live(late, now) or fail(
+                ErrorCode.ARTIFACT_RESERVATION_EXPIRED, "the reservation has expired"
+            )
+
+        error = self.store.transaction(run)
+        if error is not None:
+            raise error
+        return {"reservation_id": reservation_id, "size_bytes": size, "sha256": sent_sha}
+
+    # -- publish (ART-4) ------------------------------------------------------------------
+
+    def publish(
+        self, caller: Caller, project_id: str, reservation_id: str, command_id: str
+    ) -> tuple[dict[str, Any], bool]:
+        """Verify the stored bytes, recheck, publish atomically; `(reference, replayed)`."""
+        validate_id(reservation_id, "reservation_id")
+        command_id = validate_id(command_id, "command_id")
+        scope = caller.scope(project_id)
+        payload: JsonValue = {"reservation_id": reservation_id}
+
+        def look(tx: ReadTx) -> tuple[Reservation | None, Receipt | None]:
+            authorize(tx, caller, project_id, write=True)
+            return (
+                tx.get_artifact_reservation(scope, reservation_id),
+                tx.get_receipt(scope, command_id),
+            )
+
+        r, receipt = self.store.read(look)
+        if receipt is not None:
+            return self._replay(caller, scope, receipt, reservation_id), True
+        if r is None:
+            raise fail(ErrorCode.ARTIFACT_NOT_FOUND, "no such reservation")
+        problem = _not_live(r, self.clock.now_ms())
+        if problem is not None:
+            raise problem
+        # The trusted observation: the stored bytes, re-hashed (ART-4).
+        bodies = self._bodies()
+        size = bodies.head(r.generation)
+        if size is None:
+            raise fail(ErrorCode.ARTIFACT_BODY_MISMATCH, "no body has been uploaded yet")
+        crash_point("during_verification")
+        digest = hashlib.sha256()
+        seen = 0
+        for chunk in bodies.read(r.generation):
+            seen += len(chunk)
+            digest.update(chunk)
+        sha = digest.hexdigest()
+        if size != r.size_bytes or seen != r.size_bytes or (r.sha256 not in (None, sha)):
+            self._fail(scope, reservation_id, "verification_failed")
+            raise fail(ErrorCode.ARTIFACT_BODY_MISMATCH, "the stored body is not the reserved one")
+        fp = _fingerprint(project_id, "artifact.publish", r.artifact_id, payload)
+        outcome = self._commit_publication(caller, scope, r, command_id, fp, sha)
+        crash_point("after_metadata_commit")
+        return outcome
+
+    def _commit_publication(
+        self, caller: Caller, scope: Scope, r: Reservation, command_id: str, fp: str, sha: str
+    ) -> tuple[dict[str, Any], bool]:
+        ref = ResourceRef(ARTIFACT_KIND, r.artifact_id)
+        committed: list[int] = []
+
+        def run(tx: WriteTx) -> tuple[dict[str, Any] | AidememoError, bool]:
+            committed.clear()
+            start = tx.begin_command(scope, caller.actor_id, command_id, ref, caller.token_sha256)
+            project = check_access(start.project, start.membership, write=True)
+            if start.receipt is not None:
+                stored = start.receipt
+                if stored.actor_id != caller.actor_id or stored.fingerprint != fp:
+                    raise fail(
+                        ErrorCode.COMMAND_CONFLICT, "command_id was used for another command"
+                    )
+                return self._reference(tx, scope, stored), True
+            now = self.clock.now_ms()
+            current = tx.get_artifact_reservation(scope, r.reservation_id)
+            if current is None:
+                raise fail(ErrorCode.ARTIFACT_NOT_FOUND, "no such reservation")
+            why = _not_live(current, now)
+            if why is not None:
+                if current.live:  # expired: settle it now, with its intent (ART-7)
+                    self._expire(tx, current)
+                return why, False
+            revision = 0 if start.current is None else start.current.revision
+            if revision != current.base_revision:
+                # Lost compare-and-swap: the path moved since the reservation (ART-4).
+                tx.put_artifact_reservation(current.settled(State.FAILED, now))
+                tx.put_gc_intent(intent_for(current, "lost_cas", now + SETTLEMENT_GRACE_MS, now))
+                return fail(
+                    ErrorCode.ARTIFACT_CONFLICT, "the path changed since reservation"
+                ), False
+            old = None
+            if start.current is not None and start.current.body is not None:
+                old = Publication.of(start.current.body)
+            pub = self._publication(tx, scope, current, sha)
+            receipt = Receipt(
+                command_id=command_id,
+                fingerprint=fp,
+                tenant_id=scope.tenant_id,
+                project_id=scope.project_id,
+                actor_id=caller.actor_id,
+                project_seq=project.head_seq + 1,
+                resource=ref,
+                revision=revision + 1,
+                committed_at_ms=now,
+            )
+            tx.commit_mutation(
+                Mutation(
+                    receipt=receipt,
+                    project_epoch=project.project_epoch,
+                    operation="artifact.publish",
+                    op=ChangeOp.UPSERT,
+                    body=pub.body(),
+                )
+            )
+            tx.put_artifact_reservation(current.settled(State.PUBLISHED, now))
+            if old is not None and old.generation != pub.generation:
+                replaced = tx.artifact_reservation_by_generation(old.generation)
+                tx.put_gc_intent(
+                    intent_for(
+                        replaced or _orphan(scope, old),
+                        "replaced",
+                        now + SETTLEMENT_GRACE_MS,
+                        now,
+                    )
+                )
+            committed.append(receipt.project_seq)
+            return pub.to_json(receipt.revision, receipt.project_seq), False
+
+        answer, replayed = self.store.transaction(run)
+        if isinstance(answer, AidememoError):
+            raise answer
+        for seq in committed:
+            self._announce(scope, seq)
+        return answer, replayed
+
+    def _announce(self, scope: Scope, seq: int) -> None:
+        for hook in self.ledger.on_commit:
+            try:
+                hook(scope, seq)
+            except Exception:  # a hook never undoes a commit (Ledger.on_commit)
+                continue
+
+    def _publication(self, tx: WriteTx, scope: Scope, r: Reservation, sha: str) -> Publication:
+        sender = receiver = None
+        handoff = handoff_of(r.path)
+        if handoff is not None:
+            res = tx.get_resource(scope, ResourceRef("handoff", handoff))
+            pair = participants(None if res is None else res.body)
+            if pair is None:
+                raise fail(ErrorCode.INVALID_ARTIFACT_PATH, "the path names no handoff")
+            sender, receiver = pair
+        return Publication(
+            artifact_id=r.artifact_id,
+            path=r.path,
+            size_bytes=r.size_bytes,
+            content_type=r.content_type,
+            sha256=sha,
+            generation=r.generation,
+            mutation_token=self.ids.new_id("mt"),
+            reservation_id=r.reservation_id,
+            from_actor=sender,
+            to_actor=receiver,
+        )
+
+    def _reference(self, tx: ReadTx, scope: Scope, receipt: Receipt) -> dict[str, Any]:
+        body = tx.get_artifact_revision(scope, receipt.resource.id, receipt.revision)
+        if body is None:
+            raise fail(ErrorCode.COMMAND_CONFLICT, "command_id was used for another command")
+        return Publication.of(body).to_json(receipt.revision, receipt.project_seq)
+
+    def _replay(
+        self, caller: Caller, scope: Scope, receipt: Receipt, reservation_id: str
+    ) -> dict[str, Any]:
+        payload: JsonValue = {"reservation_id": reservation_id}
+        fp = _fingerprint(scope.project_id, "artifact.publish", receipt.resource.id, payload)
+        if (
+            receipt.actor_id != caller.actor_id
+            or receipt.fingerprint != fp
+            or receipt.resource.kind != ARTIFACT_KIND
+        ):
+            raise fail(ErrorCode.COMMAND_CONFLICT, "command_id was used for another command")
+        found: dict[str, Any] = self.store.read(lambda tx: self._reference(tx, scope, receipt))
+        return found
+
+    # -- abort (ART-5) --------------------------------------------------------------------
+
+    def abort(self, caller: Caller, project_id: str, reservation_id: str) -> dict[str, Any]:
+        """Abort a live reservation (idempotent); the published path is unchanged."""
+        validate_id(reservation_id, "reservation_id")
+        scope = caller.scope(project_id)
+
+        def run(tx: WriteTx) -> Reservation:
+            authorize(tx, caller, project_id, write=True)
+            r = tx.get_artifact_reservation(scope, reservation_id)
+            if r is None:
+                raise fail(ErrorCode.ARTIFACT_NOT_FOUND, "no such reservation")
+            if r.state == State.PUBLISHED:
+                raise fail(ErrorCode.ARTIFACT_CONFLICT, "the reservation is published already")
+            if not r.live:
+                return r
+            now = self.clock.now_ms()
+            settled = r.settled(State.ABORTED, now)
+            tx.put_artifact_reservation(settled)
+            # An upload may still land until the reservation's expiry (ART-7).
+            not_before = max(now, r.expires_at_ms) + SETTLEMENT_GRACE_MS
+            tx.put_gc_intent(intent_for(r, "aborted", not_before, now))
+            return settled
+
+        r: Reservation = self.store.transaction(run)
+        return {"reservation_id": r.reservation_id, "state": r.state}
+
+    # -- reads (ART-6) --------------------------------------------------------------------
+
+    def resolve(self, caller: Caller, project_id: str, path: object) -> dict[str, Any]:
+        """The current publication of a path."""
+        path = validate_path(path)
+        scope = caller.scope(project_id)
+
+        def run(tx: ReadTx) -> dict[str, Any]:
+            authorize(tx, caller, project_id, write=False)
+            revision, pub = _current(tx, scope, artifact_id_of(path))
+            if pub is None or not pub.visible_to(caller.actor_id):
+                raise fail(ErrorCode.ARTIFACT_NOT_FOUND, "nothing is published at this path")
+            return pub.to_json(revision)
+
+        found: dict[str, Any] = self.store.read(run)
+        return found
+
+    def download(
+        self, caller: Caller, project_id: str, artifact_id: str, revision: object
+    ) -> tuple[Publication, Iterator[bytes]]:
+        """The exact revision's metadata and its bytes, streamed."""
+        validate_id(artifact_id, "artifact_id")
+        if type(revision) is not int or revision < 1:
+            raise fail(ErrorCode.INVALID_COMMAND, "revision must be a positive integer")
+        scope = caller.scope(project_id)
+        rev: int = revision
+
+        def run(tx: ReadTx) -> Publication:
+            authorize(tx, caller, project_id, write=False)
+            current, pub = _current(tx, scope, artifact_id)
+            if rev != current:
+                body = tx.get_artifact_revision(scope, artifact_id, rev)
+                pub = None if body is None else Publication.of(body)
+            if pub is None or not pub.visible_to(caller.actor_id):
+                raise fail(ErrorCode.ARTIFACT_NOT_FOUND, "no such artifact revision")
+            return pub
+
+        pub: Publication = self.store.read(run)
+        bodies = self._bodies()
+        if bodies.head(pub.generation) != pub.size_bytes:
+            raise fail(ErrorCode.ARTIFACT_NOT_FOUND, "this revision's body is gone")
+        return pub, bodies.read(pub.generation)
+
+
+def _hashing(chunks: Iterator[bytes], digest: Any) -> Iterator[bytes]:
+    for chunk in chunks:
+        digest.update(chunk)
+        yield chunk
+
+
+def _orphan(scope: Scope, pub: Publication) -> Reservation:
+    """A stand-in reservation for a publication whose reservation row was pruned."""
+    return Reservation(
+        tenant_id=scope.tenant_id,
+        project_id=scope.project_id,
+        reservation_id=pub.reservation_id,
+        command_id="",
+        fingerprint="",
+        actor_id="",
+        path=pub.path,
+        artifact_id=pub.artifact_id,
+        generation=pub.generation,
+        size_bytes=pub.size_bytes,
+        content_type=pub.content_type,
+        sha256=pub.sha256,
+        base_revision=0,
+        state=State.PUBLISHED,
+        created_at_ms=0,
+        expires_at_ms=0,
+    )
