@@ -185,7 +185,8 @@ def abort_preserves_previous(a: ArtifactFixture) -> None:
         f"abort's intent waits for expiry plus grace: {intent}",
     )
     a.fx.clock.value = r.expires_at_ms + SETTLEMENT_GRACE_MS - 1
-    expect(a.gc.run_once().leased == 0, "not due yet")
+    early = a.gc.run_once()
+    expect(early.leased == 0, f"not due yet: {early}")
     a.fx.clock.value = r.expires_at_ms + SETTLEMENT_GRACE_MS
     expect(a.gc.run_once().deleted == 1, "due at expiry plus grace")
     expect(a.read(v1) == b"one", "v1 is readable")

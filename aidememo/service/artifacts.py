@@ -159,7 +159,7 @@ class Artifacts:
     # -- reserve (ART-2) ------------------------------------------------------------------
 
     def reserve(
-        self, caller: Caller, project_id: str, command_id: str, payload: JsonValue
+        self, caller: Caller, project_id: str, command_id: object, payload: JsonValue
     ) -> tuple[Reservation, bool]:
         """Reserve a path; `(reservation, replayed)`. Idempotent by `command_id`."""
         command_id = validate_id(command_id, "command_id")
@@ -324,7 +324,7 @@ class Artifacts:
     # -- publish (ART-4) ------------------------------------------------------------------
 
     def publish(
-        self, caller: Caller, project_id: str, reservation_id: str, command_id: str
+        self, caller: Caller, project_id: str, reservation_id: str, command_id: object
     ) -> tuple[dict[str, Any], bool]:
         """Verify the stored bytes, recheck, publish atomically; `(reference, replayed)`."""
         validate_id(reservation_id, "reservation_id")
