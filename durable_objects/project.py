@@ -56,6 +56,7 @@ from urllib.parse import unquote, urlsplit
 
 from workers import DurableObject
 
+from aidememo.domain.clock import SystemClock
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
 from aidememo.domain.ids import validate_id
 from aidememo.domain.limits import HANDOFF_LEASE_MS_DEFAULT, HANDOFF_LEASE_MS_MAX
@@ -67,6 +68,7 @@ from aidememo.mcp.http import parse_origins
 from aidememo.ports import ReadTx, WriteTx
 from aidememo.service.archive import Archive
 from aidememo.service.archive_rows import project_lines
+from aidememo.service.artifact_gc import tenant_intents
 from aidememo.service.project_import import ProjectImport
 from aidememo.stores.memory import MemoryStore
 from durable_objects.base import StoredObject
@@ -477,6 +479,7 @@ def delete_rows(store: Any, tenant_id: str) -> dict[str, dict[str, int]]:
     def run(tx: WriteTx) -> dict[str, dict[str, int]]:
         before = {k: v for k, v in tx.count_tenant_rows(tenant_id).items() if v}
         if before:
+            tenant_intents(tx, tenant_id, SystemClock().now_ms())  # its bodies (ART-7)
             tx.delete_tenant(tenant_id)
         left = {k: v for k, v in tx.count_tenant_rows(tenant_id).items() if v}
         if left:  # roll back: a deletion is whole or not at all
