@@ -277,7 +277,8 @@ class Artifacts:
         if length is None:
             raise fail(ErrorCode.LENGTH_REQUIRED, "the body upload needs a Content-Length")
         problem = _not_live(r, self.clock.now_ms())
-        if problem is not None:
+        published = r.state == State.PUBLISHED  # an exact retry after publication (ART-3)
+        if problem is not None and not published:
             raise problem
         if length != r.size_bytes:
             raise fail(
@@ -292,6 +293,9 @@ class Artifacts:
         if stored_sha != sent_sha:
             # A body is already stored under this generation and these bytes differ from it.
             raise fail(ErrorCode.ARTIFACT_CONFLICT, "a different body was uploaded already")
+        answer = {"reservation_id": reservation_id, "size_bytes": size, "sha256": sent_sha}
+        if published:
+            return answer
         if r.sha256 is not None and sent_sha != r.sha256:
             self._fail(scope, reservation_id, "digest_mismatch")
             raise fail(ErrorCode.ARTIFACT_BODY_MISMATCH, "the body's SHA-256 is not the reserved")
@@ -319,7 +323,7 @@ class Artifacts:
         error = self.store.transaction(run)
         if error is not None:
             raise error
-        return {"reservation_id": reservation_id, "size_bytes": size, "sha256": sent_sha}
+        return answer
 
     # -- publish (ART-4) ------------------------------------------------------------------
 
