@@ -71,6 +71,7 @@ from aidememo.service.archive_rows import project_lines
 from aidememo.service.artifact_gc import tenant_intents
 from aidememo.service.project_import import ProjectImport
 from aidememo.stores.memory import MemoryStore
+from durable_objects.artifacts import run_phase
 from durable_objects.base import StoredObject
 from durable_objects.live import EdgeFeed, answer_close
 from durable_objects.rpc import (
@@ -176,6 +177,24 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
         if committed and self._feed.subscribers():
             await self._schedule()  # a new claim may expire before the alarm already set
         return response_payload(response)
+
+    async def artifact_phase(self, phase: Any, args: Any, caller: Any) -> dict[str, Any]:
+        """One catalog step of an artifact body route the Worker drives around its R2
+        transfer (`durable_objects.artifacts`, SPEC.md ART-10); `{"ok"}` or `{"error"}`."""
+        async with self._serial:
+            try:
+                app = self._http()
+            except AidememoError as error:
+                return {"error": {"code": error.code.value, "message": error.message}}
+            self._committed = False
+            who, what = caller_from(caller), plain(args)
+            result = answer(lambda: run_phase(app.services.artifacts, str(phase), what, who))
+            committed, self._committed = self._committed, False
+            if committed:
+                self._live(app, push=True)
+        if committed and self._feed.subscribers():
+            await self._schedule()
+        return result
 
     # -- the live change feed -------------------------------------------------------------
 

@@ -44,6 +44,23 @@ DOWNLOAD = Route(
     errors=(E.ARTIFACT_NOT_FOUND, E.ARTIFACT_STORE_UNAVAILABLE),
 )
 
+PUBLISH = Route(
+    "artifact_publish",
+    "POST",
+    f"{R}/publish",
+    h.publish,
+    "Verify the stored bytes, recheck the path and publish atomically",
+    body="ArtifactPublish",
+    answer="ArtifactPublication",
+    errors=(
+        *_LIVE,
+        E.COMMAND_CONFLICT,
+        E.ARTIFACT_BODY_MISMATCH,
+        E.INVALID_ARTIFACT_PATH,
+        E.ARTIFACT_STORE_UNAVAILABLE,
+    ),
+)
+
 ARTIFACT_ROUTES: tuple[Route, ...] = (
     Route(
         "artifact_reserve",
@@ -61,22 +78,7 @@ ARTIFACT_ROUTES: tuple[Route, ...] = (
         ),
     ),
     UPLOAD,
-    Route(
-        "artifact_publish",
-        "POST",
-        f"{R}/publish",
-        h.publish,
-        "Verify the stored bytes, recheck the path and publish atomically",
-        body="ArtifactPublish",
-        answer="ArtifactPublication",
-        errors=(
-            *_LIVE,
-            E.COMMAND_CONFLICT,
-            E.ARTIFACT_BODY_MISMATCH,
-            E.INVALID_ARTIFACT_PATH,
-            E.ARTIFACT_STORE_UNAVAILABLE,
-        ),
-    ),
+    PUBLISH,
     Route(
         "artifact_abort",
         "DELETE",

@@ -271,30 +271,42 @@ class Artifacts:
         chunks: Iterator[bytes],
     ) -> dict[str, Any]:
         """Stream the reservation's exact bytes into the body store (ART-3)."""
+        bodies = self._bodies()
+        r = self.upload_begin(caller, project_id, reservation_id, length)
+        digest = hashlib.sha256()
+        size, stored_sha = bodies.create(r.generation, _hashing(chunks, digest), r.size_bytes)
+        return self.upload_end(caller, r, size, stored_sha, digest.hexdigest())
+
+    def upload_begin(
+        self, caller: Caller, project_id: str, reservation_id: str, length: int | None
+    ) -> Reservation:
+        """The checks before an upload's first byte is stored: the reservation to write."""
         validate_id(reservation_id, "reservation_id")
         r = self._writable(caller, project_id, reservation_id)
-        bodies = self._bodies()
         if length is None:
             raise fail(ErrorCode.LENGTH_REQUIRED, "the body upload needs a Content-Length")
         problem = _not_live(r, self.clock.now_ms())
-        published = r.state == State.PUBLISHED  # an exact retry after publication (ART-3)
-        if problem is not None and not published:
+        if problem is not None and r.state != State.PUBLISHED:  # an exact retry after it
             raise problem
         if length != r.size_bytes:
             raise fail(
                 ErrorCode.ARTIFACT_BODY_MISMATCH,
                 f"Content-Length {length} is not the reserved size_bytes {r.size_bytes}",
             )
-        digest = hashlib.sha256()
-        hashed = _hashing(chunks, digest)
-        size, stored_sha = bodies.create(r.generation, hashed, r.size_bytes)
-        sent_sha = digest.hexdigest()
-        scope = caller.scope(project_id)
+        return r
+
+    def upload_end(
+        self, caller: Caller, r: Reservation, size: int, stored_sha: str, sent_sha: str
+    ) -> dict[str, Any]:
+        """After the body store's create: `stored_sha` is what is stored under the
+        generation now, `sent_sha` what this upload sent."""
+        reservation_id = r.reservation_id
+        scope = caller.scope(r.project_id)
         if stored_sha != sent_sha:
             # A body is already stored under this generation and these bytes differ from it.
             raise fail(ErrorCode.ARTIFACT_CONFLICT, "a different body was uploaded already")
         answer = {"reservation_id": reservation_id, "size_bytes": size, "sha256": sent_sha}
-        if published:
+        if r.state == State.PUBLISHED:
             return answer
         if r.sha256 is not None and sent_sha != r.sha256:
             self._fail(scope, reservation_id, "digest_mismatch")
@@ -331,10 +343,31 @@ class Artifacts:
         self, caller: Caller, project_id: str, reservation_id: str, command_id: object
     ) -> tuple[dict[str, Any], bool]:
         """Verify the stored bytes, recheck, publish atomically; `(reference, replayed)`."""
+        begun = self.publish_begin(caller, project_id, reservation_id, command_id)
+        if not isinstance(begun, Reservation):
+            return begun
+        # The trusted observation: the stored bytes, re-hashed (ART-4).
+        bodies = self._bodies()
+        size = bodies.head(begun.generation)
+        if size is None:
+            raise fail(ErrorCode.ARTIFACT_BODY_MISMATCH, "no body has been uploaded yet")
+        crash_point("during_verification")
+        digest = hashlib.sha256()
+        seen = 0
+        for chunk in bodies.read(begun.generation):
+            seen += len(chunk)
+            digest.update(chunk)
+        if seen != size:
+            size = seen
+        return self.publish_end(caller, begun, str(command_id), size, digest.hexdigest())
+
+    def publish_begin(
+        self, caller: Caller, project_id: str, reservation_id: str, command_id: object
+    ) -> tuple[dict[str, Any], bool] | Reservation:
+        """The checks before the observation: a replay's answer, or the live reservation."""
         validate_id(reservation_id, "reservation_id")
         command_id = validate_id(command_id, "command_id")
         scope = caller.scope(project_id)
-        payload: JsonValue = {"reservation_id": reservation_id}
 
         def look(tx: ReadTx) -> tuple[Reservation | None, Receipt | None]:
             authorize(tx, caller, project_id, write=True)
@@ -351,22 +384,18 @@ class Artifacts:
         problem = _not_live(r, self.clock.now_ms())
         if problem is not None:
             raise problem
-        # The trusted observation: the stored bytes, re-hashed (ART-4).
-        bodies = self._bodies()
-        size = bodies.head(r.generation)
-        if size is None:
-            raise fail(ErrorCode.ARTIFACT_BODY_MISMATCH, "no body has been uploaded yet")
-        crash_point("during_verification")
-        digest = hashlib.sha256()
-        seen = 0
-        for chunk in bodies.read(r.generation):
-            seen += len(chunk)
-            digest.update(chunk)
-        sha = digest.hexdigest()
-        if size != r.size_bytes or seen != r.size_bytes or (r.sha256 not in (None, sha)):
-            self._fail(scope, reservation_id, "verification_failed")
+        return r
+
+    def publish_end(
+        self, caller: Caller, r: Reservation, command_id: str, size: int, sha: str
+    ) -> tuple[dict[str, Any], bool]:
+        """Publish `r` on the observation `(size, sha)` of its stored bytes (ART-4)."""
+        scope = caller.scope(r.project_id)
+        if size != r.size_bytes or (r.sha256 not in (None, sha)):
+            self._fail(scope, r.reservation_id, "verification_failed")
             raise fail(ErrorCode.ARTIFACT_BODY_MISMATCH, "the stored body is not the reserved one")
-        fp = _fingerprint(project_id, "artifact.publish", r.artifact_id, payload)
+        payload: JsonValue = {"reservation_id": r.reservation_id}
+        fp = _fingerprint(r.project_id, "artifact.publish", r.artifact_id, payload)
         outcome = self._commit_publication(caller, scope, r, command_id, fp, sha)
         crash_point("after_metadata_commit")
         return outcome
@@ -547,6 +576,16 @@ class Artifacts:
         self, caller: Caller, project_id: str, artifact_id: str, revision: object
     ) -> tuple[Publication, Iterator[bytes]]:
         """The exact revision's metadata and its bytes, streamed."""
+        pub = self.download_meta(caller, project_id, artifact_id, revision)
+        bodies = self._bodies()
+        if bodies.head(pub.generation) != pub.size_bytes:
+            raise fail(ErrorCode.ARTIFACT_NOT_FOUND, "this revision's body is gone")
+        return pub, bodies.read(pub.generation)
+
+    def download_meta(
+        self, caller: Caller, project_id: str, artifact_id: str, revision: object
+    ) -> Publication:
+        """The publication of the exact revision the caller may read (ART-6, VIS-2)."""
         validate_id(artifact_id, "artifact_id")
         if type(revision) is not int or revision < 1:
             raise fail(ErrorCode.INVALID_COMMAND, "revision must be a positive integer")
@@ -563,11 +602,8 @@ class Artifacts:
                 raise fail(ErrorCode.ARTIFACT_NOT_FOUND, "no such artifact revision")
             return pub
 
-        pub: Publication = self.store.read(run)
-        bodies = self._bodies()
-        if bodies.head(pub.generation) != pub.size_bytes:
-            raise fail(ErrorCode.ARTIFACT_NOT_FOUND, "this revision's body is gone")
-        return pub, bodies.read(pub.generation)
+        found: Publication = self.store.read(run)
+        return found
 
 
 def _hashing(chunks: Iterator[bytes], digest: Any) -> Iterator[bytes]:

@@ -1,7 +1,6 @@
 """The artifact routes (ART-*, VIS-2) over every contract backend with a body store.
 
-The edge backends have no body store yet (R2 through the Workers binding is still to come):
-there every body route answers `artifact_store_unavailable`, which one test checks.
+At the edge the bodies stream between the Worker and R2 (the runtime double's bucket).
 """
 
 from __future__ import annotations
@@ -9,18 +8,11 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-import pytest
-
 from tests.contract.support import HERMES, OUTSIDER, READER, RECEIVER, WRITER, Api, P, Reply
 
 PATH = "sessions/s1/artifacts/report.bin"
 DATA = b"\x00artifact body\xff" * 10
 OCTET = {"content-type": "application/octet-stream"}
-
-
-def _bodies(api: Api) -> None:
-    if api.backend_name.startswith("edge"):
-        pytest.skip("the edge has no body store yet (R2 bodies are still to come)")
 
 
 def reserve(
@@ -66,7 +58,6 @@ def put(api: Api, tag: str, data: bytes = DATA, **extra: Any) -> dict[str, Any]:
 
 
 def test_art2_art3_art4_art6_reserve_upload_publish_resolve_download(api: Api) -> None:
-    _bodies(api)
     r = reserve(api, "c1").expect(200)
     assert r["transfer"]["path"].endswith(f"/{r['reservation_id']}/body")
     again = reserve(api, "c1")
@@ -87,7 +78,6 @@ def test_art2_art3_art4_art6_reserve_upload_publish_resolve_download(api: Api) -
 
 
 def test_art4_art7_replacement_needs_the_token_and_keeps_the_artifact(api: Api) -> None:
-    _bodies(api)
     v1 = put(api, "v1")
     reserve(api, "v2.bad", b"two").expect(409, "artifact_conflict")
     v2 = put(api, "v2", b"two", mutation_token=v1["mutation_token"])
@@ -97,14 +87,12 @@ def test_art4_art7_replacement_needs_the_token_and_keeps_the_artifact(api: Api) 
 
 
 def test_art2_exclusive_live_reservation_and_changed_reuse(api: Api) -> None:
-    _bodies(api)
     reserve(api, "x1").expect(200)
     reserve(api, "x2").expect(409, "artifact_conflict")
     reserve(api, "x1", b"other").expect(409, "command_conflict")
 
 
 def test_art1_paths_are_validated_never_file_paths(api: Api) -> None:
-    _bodies(api)
     for bad in ("../etc/passwd", "sessions/s1/artifacts/../x", "/abs", "sessions/s1/x", ""):
         reserve(api, "bad", path=bad).expect(400, "invalid_artifact_path")
     api.get(f"{P}/artifacts/resolve", query={"path": "x/../y"}).expect(400, "invalid_artifact_path")
@@ -116,7 +104,6 @@ def test_art1_paths_are_validated_never_file_paths(api: Api) -> None:
 
 
 def test_art3_size_digest_and_length_mismatches(api: Api) -> None:
-    _bodies(api)
     r = reserve(api, "m1").expect(200)
     upload(api, r["reservation_id"], DATA[:-1]).expect(409, "artifact_body_mismatch")
     wrong = hashlib.sha256(b"not it").hexdigest()
@@ -128,7 +115,6 @@ def test_art3_size_digest_and_length_mismatches(api: Api) -> None:
 
 
 def test_art6_roles_and_scope(api: Api) -> None:
-    _bodies(api)
     reserve(api, "ro", as_=READER).expect(403, "project_unauthorized")
     r = reserve(api, "w1").expect(200)
     upload(api, r["reservation_id"], as_=READER).expect(403, "project_unauthorized")
@@ -147,7 +133,6 @@ def test_art6_roles_and_scope(api: Api) -> None:
 
 
 def test_art5_abort_keeps_the_published_version(api: Api) -> None:
-    _bodies(api)
     v1 = put(api, "a1")
     r = reserve(api, "a2", b"two", mutation_token=v1["mutation_token"]).expect(200)
     path = f"{P}/artifact-reservations/{r['reservation_id']}"
@@ -160,7 +145,6 @@ def test_art5_abort_keeps_the_published_version(api: Api) -> None:
 
 
 def test_art3_expired_reservation_refuses_late_upload(api: Api) -> None:
-    _bodies(api)
     r = reserve(api, "e1", ttl_ms=1000).expect(200)
     api.clock.advance(1000)
     upload(api, r["reservation_id"]).expect(409, "artifact_reservation_expired")
@@ -169,7 +153,6 @@ def test_art3_expired_reservation_refuses_late_upload(api: Api) -> None:
 
 
 def test_art3_upload_needs_content_length_on_the_wire(api: Api) -> None:
-    _bodies(api)
     r = reserve(api, "l1").expect(200)
     path = f"{P}/artifact-reservations/{r['reservation_id']}/body"
     api.call("PUT", path, as_=WRITER, body=DATA, headers={"content-type": "text/plain"}).expect(
@@ -178,7 +161,6 @@ def test_art3_upload_needs_content_length_on_the_wire(api: Api) -> None:
 
 
 def test_vis2_handoff_artifacts_are_the_participants_only(api: Api) -> None:
-    _bodies(api)
     api.session("s1")
     api.send("h1", "s1", RECEIVER).expect(200)
     ref = put(api, "h", path="handoffs/h1/request.json")
@@ -197,15 +179,7 @@ def _kind(entry: dict[str, Any]) -> str:
     return kind
 
 
-def test_art8_edge_without_a_body_store_answers_unavailable(api: Api) -> None:
-    if not api.backend_name.startswith("edge"):
-        pytest.skip("only the edge lacks a body store")
-    r = reserve(api, "u1").expect(200)
-    upload(api, r["reservation_id"]).expect(503, "artifact_store_unavailable")
-
-
 def test_vis2_handoff_artifacts_leave_the_feeds_of_others(api: Api) -> None:
-    _bodies(api)
     api.session("s1")
     api.send("h1", "s1", RECEIVER).expect(200)
     put(api, "h", path="handoffs/h1/result.json")
