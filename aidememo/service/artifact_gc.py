@@ -26,7 +26,7 @@ from aidememo.domain.artifacts import (
 )
 from aidememo.domain.model import ResourceRef, Scope
 from aidememo.ports import BodyStore, Clock, ReadTx, Store, WriteTx
-from aidememo.service.artifacts import crash_point
+from aidememo.service.artifact_rules import crash_point
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,27 +7,20 @@ queues the replaced generation's GC intent; an abort, an expiry, a failed verifi
 lost compare-and-swap queue theirs in the transaction that makes the generation unreachable.
 Body bytes never pass through a transaction: an upload streams into the `BodyStore`, and
 publication re-observes the stored bytes (size and SHA-256) before its transaction rechecks
-the reservation and the path's revision.
-
-`crash_point(name)` is the failure gate's test hook (ART-9): inert unless the environment
-variable `AIDEMEMO_TEST_CRASH_AT` names the point, then the process reports the point on
-stderr and exits at once, as a SIGKILL would stop it.
+the reservation and the path's revision. The body routes come in phases (`upload_begin` /
+`upload_end`, `publish_begin` / `publish_end`, `download_meta`) so a front that moves the bytes
+itself (the edge Worker, with R2) runs the same catalog steps around its transfer.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from aidememo.domain.artifacts import (
     ARTIFACT_KIND,
-    MAX_DIRECT_BODY_BYTES,
-    RESERVATION_TTL_MS_DEFAULT,
-    RESERVATION_TTL_MS_MAX,
     SETTLEMENT_GRACE_MS,
     Publication,
     Reservation,
@@ -35,103 +28,27 @@ from aidememo.domain.artifacts import (
     artifact_id_of,
     handoff_of,
     intent_for,
-    validate_content_type,
     validate_path,
-    validate_sha256,
 )
-from aidememo.domain.canonical import JsonValue, canonical_bytes, fingerprint_of_payload
+from aidememo.domain.canonical import JsonValue
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
 from aidememo.domain.ids import validate_id
 from aidememo.domain.model import ChangeOp, Mutation, Receipt, ResourceRef, Scope
 from aidememo.domain.visibility import participants
 from aidememo.ports import BodyStore, Clock, Ids, ReadTx, Store, WriteTx
 from aidememo.service.access import Caller, authorize, check_access
+from aidememo.service.artifact_rules import (
+    crash_point,
+    current_publication,
+    fingerprint,
+    hashing,
+    not_live,
+    orphan,
+    parse_reserve,
+)
 from aidememo.service.ledger import Ledger
 
-CRASH_ENV = "AIDEMEMO_TEST_CRASH_AT"
-READ_CHUNK = 64 << 10
-
-
-def crash_point(name: str) -> None:
-    """Exit the process here when `AIDEMEMO_TEST_CRASH_AT` is `name` (ART-9); else nothing."""
-    if os.environ.get(CRASH_ENV) == name:
-        sys.stderr.write(f"aidememo: crash point {name} reached\n")
-        sys.stderr.flush()
-        os._exit(137)
-
-
-@dataclass(frozen=True, slots=True)
-class ReserveRequest:
-    """A reservation command's payload, validated."""
-
-    path: str
-    size_bytes: int
-    content_type: str
-    sha256: str | None
-    mutation_token: str | None
-    ttl_ms: int
-
-
-def parse_reserve(payload: JsonValue) -> ReserveRequest:
-    """The strict payload of `POST .../artifact-reservations` (ART-2)."""
-    if not isinstance(payload, dict):
-        raise fail(ErrorCode.INVALID_COMMAND, "payload must be an object")
-    allowed = {"path", "size_bytes", "content_type", "sha256", "mutation_token", "ttl_ms"}
-    extra = sorted(set(payload) - allowed)
-    if extra:
-        raise fail(ErrorCode.INVALID_COMMAND, f"unknown payload field {extra[0]!r}")
-    path = validate_path(payload.get("path"))
-    size = payload.get("size_bytes")
-    if type(size) is not int or size < 0:
-        raise fail(ErrorCode.INVALID_COMMAND, "size_bytes must be a non-negative integer")
-    if size > MAX_DIRECT_BODY_BYTES:
-        raise fail(
-            ErrorCode.ARTIFACT_UPLOAD_TOO_LARGE,
-            f"size_bytes is over the direct upload limit of {MAX_DIRECT_BODY_BYTES} bytes",
-        )
-    content_type = validate_content_type(payload.get("content_type", "application/octet-stream"))
-    sha = payload.get("sha256")
-    sha256 = None if sha is None else validate_sha256(sha)
-    token = payload.get("mutation_token")
-    mutation_token = None if token is None else validate_id(token, "mutation_token")
-    ttl = payload.get("ttl_ms", RESERVATION_TTL_MS_DEFAULT)
-    if type(ttl) is not int or not 1 <= ttl <= RESERVATION_TTL_MS_MAX:
-        raise fail(
-            ErrorCode.INVALID_COMMAND, f"ttl_ms must be an integer in 1..{RESERVATION_TTL_MS_MAX}"
-        )
-    return ReserveRequest(path, size, content_type, sha256, mutation_token, ttl)
-
-
-def _fingerprint(project_id: str, operation: str, artifact_id: str, payload: JsonValue) -> str:
-    return fingerprint_of_payload(
-        project_id=project_id,
-        expected_revision=None,
-        operation=operation,
-        resource_kind=ARTIFACT_KIND,
-        resource_id=artifact_id,
-        change=ChangeOp.UPSERT.value,
-        payload_bytes=canonical_bytes(payload),
-    )
-
-
-def _not_live(r: Reservation, now_ms: int) -> AidememoError | None:
-    """Why a reservation can no longer take an upload or a publication, or None."""
-    if r.state in (State.EXPIRED,) or (r.live and r.expires_at_ms <= now_ms):
-        return fail(ErrorCode.ARTIFACT_RESERVATION_EXPIRED, "the reservation has expired")
-    if r.state == State.ABORTED:
-        return fail(ErrorCode.ARTIFACT_CONFLICT, "the reservation was aborted")
-    if r.state == State.FAILED:
-        return fail(ErrorCode.ARTIFACT_CONFLICT, "the reservation failed verification")
-    if r.state == State.PUBLISHED:
-        return fail(ErrorCode.ARTIFACT_CONFLICT, "the reservation is published already")
-    return None
-
-
-def _current(tx: ReadTx, scope: Scope, artifact_id: str) -> tuple[int, Publication | None]:
-    res = tx.get_resource(scope, ResourceRef(ARTIFACT_KIND, artifact_id))
-    if res is None or res.body is None:
-        return (0 if res is None else res.revision), None
-    return res.revision, Publication.of(res.body)
+__all__ = ["Artifacts", "crash_point"]
 
 
 class Artifacts:
@@ -165,7 +82,7 @@ class Artifacts:
         command_id = validate_id(command_id, "command_id")
         request = parse_reserve(payload)
         artifact_id = artifact_id_of(request.path)
-        fp = _fingerprint(project_id, "artifact.reserve", artifact_id, payload)
+        fp = fingerprint(project_id, "artifact.reserve", artifact_id, payload)
         scope = caller.scope(project_id)
 
         def run(tx: WriteTx) -> tuple[Reservation, bool, AidememoError | None]:
@@ -274,7 +191,7 @@ class Artifacts:
         bodies = self._bodies()
         r = self.upload_begin(caller, project_id, reservation_id, length)
         digest = hashlib.sha256()
-        size, stored_sha = bodies.create(r.generation, _hashing(chunks, digest), r.size_bytes)
+        size, stored_sha = bodies.create(r.generation, hashing(chunks, digest), r.size_bytes)
         return self.upload_end(caller, r, size, stored_sha, digest.hexdigest())
 
     def upload_begin(
@@ -285,7 +202,7 @@ class Artifacts:
         r = self._writable(caller, project_id, reservation_id)
         if length is None:
             raise fail(ErrorCode.LENGTH_REQUIRED, "the body upload needs a Content-Length")
-        problem = _not_live(r, self.clock.now_ms())
+        problem = not_live(r, self.clock.now_ms())
         if problem is not None and r.state != State.PUBLISHED:  # an exact retry after it
             raise problem
         if length != r.size_bytes:
@@ -320,7 +237,7 @@ class Artifacts:
                 late = r
             else:
                 late = current
-                why = _not_live(current, now)
+                why = not_live(current, now)
                 if why is None:
                     if current.state == State.RESERVED:
                         tx.put_artifact_reservation(replace(current, state=State.UPLOADED))
@@ -328,7 +245,7 @@ class Artifacts:
             # A late upload (after abort, expiry or pruning): its body is queued again, so
             # a GC that ran before it finished cannot leave it behind (ART-7).
             tx.put_gc_intent(intent_for(late, "late_upload", now + SETTLEMENT_GRACE_MS, now))
-            return _not_live(late, now) or fail(
+            return not_live(late, now) or fail(
                 ErrorCode.ARTIFACT_RESERVATION_EXPIRED, "the reservation has expired"
             )
 
@@ -381,7 +298,7 @@ class Artifacts:
             return self._replay(caller, scope, receipt, reservation_id), True
         if r is None:
             raise fail(ErrorCode.ARTIFACT_NOT_FOUND, "no such reservation")
-        problem = _not_live(r, self.clock.now_ms())
+        problem = not_live(r, self.clock.now_ms())
         if problem is not None:
             raise problem
         return r
@@ -395,7 +312,7 @@ class Artifacts:
             self._fail(scope, r.reservation_id, "verification_failed")
             raise fail(ErrorCode.ARTIFACT_BODY_MISMATCH, "the stored body is not the reserved one")
         payload: JsonValue = {"reservation_id": r.reservation_id}
-        fp = _fingerprint(r.project_id, "artifact.publish", r.artifact_id, payload)
+        fp = fingerprint(r.project_id, "artifact.publish", r.artifact_id, payload)
         outcome = self._commit_publication(caller, scope, r, command_id, fp, sha)
         crash_point("after_metadata_commit")
         return outcome
@@ -421,7 +338,7 @@ class Artifacts:
             current = tx.get_artifact_reservation(scope, r.reservation_id)
             if current is None:
                 raise fail(ErrorCode.ARTIFACT_NOT_FOUND, "no such reservation")
-            why = _not_live(current, now)
+            why = not_live(current, now)
             if why is not None:
                 if current.live:  # expired: settle it now, with its intent (ART-7)
                     self._expire(tx, current)
@@ -463,7 +380,7 @@ class Artifacts:
                 replaced = tx.artifact_reservation_by_generation(old.generation)
                 tx.put_gc_intent(
                     intent_for(
-                        replaced or _orphan(scope, old),
+                        replaced or orphan(scope, old),
                         "replaced",
                         now + SETTLEMENT_GRACE_MS,
                         now,
@@ -518,7 +435,7 @@ class Artifacts:
         self, caller: Caller, scope: Scope, receipt: Receipt, reservation_id: str
     ) -> dict[str, Any]:
         payload: JsonValue = {"reservation_id": reservation_id}
-        fp = _fingerprint(scope.project_id, "artifact.publish", receipt.resource.id, payload)
+        fp = fingerprint(scope.project_id, "artifact.publish", receipt.resource.id, payload)
         if (
             receipt.actor_id != caller.actor_id
             or receipt.fingerprint != fp
@@ -564,7 +481,7 @@ class Artifacts:
 
         def run(tx: ReadTx) -> dict[str, Any]:
             authorize(tx, caller, project_id, write=False)
-            revision, pub = _current(tx, scope, artifact_id_of(path))
+            revision, pub = current_publication(tx, scope, artifact_id_of(path))
             if pub is None or not pub.visible_to(caller.actor_id):
                 raise fail(ErrorCode.ARTIFACT_NOT_FOUND, "nothing is published at this path")
             return pub.to_json(revision)
@@ -594,7 +511,7 @@ class Artifacts:
 
         def run(tx: ReadTx) -> Publication:
             authorize(tx, caller, project_id, write=False)
-            current, pub = _current(tx, scope, artifact_id)
+            current, pub = current_publication(tx, scope, artifact_id)
             if rev != current:
                 body = tx.get_artifact_revision(scope, artifact_id, rev)
                 pub = None if body is None else Publication.of(body)
@@ -604,31 +521,3 @@ class Artifacts:
 
         found: Publication = self.store.read(run)
         return found
-
-
-def _hashing(chunks: Iterator[bytes], digest: Any) -> Iterator[bytes]:
-    for chunk in chunks:
-        digest.update(chunk)
-        yield chunk
-
-
-def _orphan(scope: Scope, pub: Publication) -> Reservation:
-    """A stand-in reservation for a publication whose reservation row was pruned."""
-    return Reservation(
-        tenant_id=scope.tenant_id,
-        project_id=scope.project_id,
-        reservation_id=pub.reservation_id,
-        command_id="",
-        fingerprint="",
-        actor_id="",
-        path=pub.path,
-        artifact_id=pub.artifact_id,
-        generation=pub.generation,
-        size_bytes=pub.size_bytes,
-        content_type=pub.content_type,
-        sha256=pub.sha256,
-        base_revision=0,
-        state=State.PUBLISHED,
-        created_at_ms=0,
-        expires_at_ms=0,
-    )
