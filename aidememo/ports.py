@@ -87,6 +87,11 @@ class ArtifactReads(Protocol):
         """The body-store identity the catalog is pinned to (ART-8), or None."""
         ...
 
+    def artifact_due_ms(self) -> int | None:
+        """When GC next has work: the earliest expiry of a live reservation or time an
+        intent is due (its not-before, or its lease's end when later); None: nothing."""
+        ...
+
 
 class ArtifactWrites(Protocol):
     """The artifact catalog's writes; they commit with whatever else the transaction does."""

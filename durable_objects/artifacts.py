@@ -6,17 +6,24 @@ Body bytes never cross the Worker-to-object RPC: the Worker streams them to and 
 is one synchronous call of `aidememo.service.artifacts.Artifacts` on the object's store, so the
 catalog's rules are the origin's exactly; the observation the Worker reports (size and SHA-256
 of the stored object, read back from R2) is trusted, since only the Worker reaches an object.
+The object's alarm runs the artifact GC (`gc_pass`), deleting through the same binding, and
+is set to the earliest reservation expiry or due intent (`artifact_due`).
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict
 from typing import Any
 
 from aidememo.domain.artifacts import Reservation
-from aidememo.domain.errors import ErrorCode, fail
+from aidememo.domain.errors import AidememoError, ErrorCode, fail
+from aidememo.ports import Clock, Store
 from aidememo.service.access import Caller
+from aidememo.service.artifact_gc import ArtifactGc
 from aidememo.service.artifacts import Artifacts
+
+log = logging.getLogger("aidememo.edge")
 
 
 def run_phase(artifacts: Artifacts, phase: str, args: dict[str, Any], caller: Caller) -> Any:
@@ -54,3 +61,34 @@ def run_phase(artifacts: Artifacts, phase: str, args: dict[str, Any], caller: Ca
         pub = artifacts.download_meta(caller, p, str(args["artifact_id"]), args.get("revision"))
         return asdict(pub)
     raise fail(ErrorCode.INVALID_COMMAND, f"no artifact phase {phase!r}")
+
+
+def artifact_due(store: Store | None) -> int | None:
+    """When the object's alarm should next run the artifact GC, or None (ART-7)."""
+    if store is None:
+        return None
+    try:
+        due: int | None = store.read(lambda tx: tx.artifact_due_ms())
+    except AidememoError as error:
+        log.warning("reading the artifact GC deadline failed: %s", error.message)
+        return None
+    return due
+
+
+async def gc_pass(store: Store | None, env: Any, clock: Clock) -> None:
+    """One bounded artifact GC pass from the alarm, deleting through the `ARTIFACTS` binding;
+    a failure is logged and the next alarm tries again (the intents keep their backoff)."""
+    bucket = getattr(env, "ARTIFACTS", None)
+    if store is None or bucket is None:
+        return
+
+    async def delete(key: str) -> None:
+        await bucket.delete(key)
+
+    try:
+        report = await ArtifactGc(store, None, clock).run_once_async(delete)
+    except AidememoError as error:
+        log.warning("artifact GC pass failed: %s", error.message)
+        return
+    if report.leased or report.expired_reservations:
+        log.info("artifact GC: %s", report.to_json())

@@ -71,7 +71,7 @@ from aidememo.service.archive_rows import project_lines
 from aidememo.service.artifact_gc import tenant_intents
 from aidememo.service.project_import import ProjectImport
 from aidememo.stores.memory import MemoryStore
-from durable_objects.artifacts import run_phase
+from durable_objects.artifacts import artifact_due, gc_pass, run_phase
 from durable_objects.base import StoredObject
 from durable_objects.live import EdgeFeed, answer_close
 from durable_objects.rpc import (
@@ -174,7 +174,8 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
             committed, self._committed = self._committed, False
             if committed:
                 self._live(app, push=True)
-        if committed and self._feed.subscribers():
+        artifact = admission.route.name.startswith("artifact_")  # a GC deadline may move
+        if artifact or (committed and self._feed.subscribers()):
             await self._schedule()  # a new claim may expire before the alarm already set
         return response_payload(response)
 
@@ -192,8 +193,7 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
             committed, self._committed = self._committed, False
             if committed:
                 self._live(app, push=True)
-        if committed and self._feed.subscribers():
-            await self._schedule()
+        await self._schedule()  # a reservation's expiry or a GC intent may be the earliest
         return result
 
     # -- the live change feed -------------------------------------------------------------
@@ -444,6 +444,9 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
         live = self._feed.alarm_at(self._rechecks())
         if live is not None:
             times.append(live)
+        due = artifact_due(self._open(create=False))
+        if due is not None:
+            times.append(due)
         if not times:
             return
         want = min(times)
@@ -464,6 +467,8 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
             self._staging.drop_older(self.clock.now_ms() - STAGE_TTL_MS)
         except AidememoError as error:  # the next alarm tries again
             log.warning("dropping stale staged rows failed: %s", error.message)
+        async with self._serial:  # the artifact GC's due work (ART-7), bounded
+            await gc_pass(self._open(create=False), self.env, self.clock)
         if self._feed.subscribers():
             async with self._serial:
                 try:

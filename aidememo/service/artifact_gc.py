@@ -10,6 +10,7 @@ to 1 h) and the last error. It runs from the origin's background task, from
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
 from aidememo.domain.artifacts import (
@@ -84,15 +85,50 @@ def tenant_intents(tx: WriteTx, tenant_id: str, now_ms: int) -> int:
 
 
 class ArtifactGc:
-    """The GC worker over one store and its body store."""
+    """The GC worker over one store; `bodies` deletes synchronously (the origin), while
+    `run_once_async` takes an awaited delete (the edge's R2 binding)."""
 
-    def __init__(self, store: Store, bodies: BodyStore, clock: Clock) -> None:
+    def __init__(self, store: Store, bodies: BodyStore | None, clock: Clock) -> None:
         self.store = store
         self.bodies = bodies
         self.clock = clock
 
     def run_once(self, limit: int = GC_BATCH_DEFAULT) -> GcReport:
         """One bounded pass (at most `limit` rows per step)."""
+        assert self.bodies is not None, "a synchronous pass needs a body store"
+        now, expired, pruned, leased = self._prepare(limit)
+        outcomes: list[str] = []
+        for intent in leased:
+            if self._named(intent):
+                outcomes.append(self._settle(intent, now, None, kept=True))
+                continue
+            try:
+                self.bodies.delete(intent.body_key)
+            except Exception as exc:  # recorded, retried later with backoff
+                outcomes.append(self._settle(intent, now, exc))
+                continue
+            outcomes.append(self._settle(intent, now, None))
+        return _report(expired, pruned, leased, outcomes)
+
+    async def run_once_async(
+        self, delete: Callable[[str], Awaitable[None]], limit: int = GC_BATCH_DEFAULT
+    ) -> GcReport:
+        """`run_once` with an awaited delete."""
+        now, expired, pruned, leased = self._prepare(limit)
+        outcomes: list[str] = []
+        for intent in leased:
+            if self._named(intent):
+                outcomes.append(self._settle(intent, now, None, kept=True))
+                continue
+            try:
+                await delete(intent.body_key)
+            except Exception as exc:
+                outcomes.append(self._settle(intent, now, exc))
+                continue
+            outcomes.append(self._settle(intent, now, None))
+        return _report(expired, pruned, leased, outcomes)
+
+    def _prepare(self, limit: int) -> tuple[int, int, int, list[GcIntent]]:
         now = self.clock.now_ms()
 
         def settle(tx: WriteTx) -> tuple[int, int]:
@@ -109,37 +145,39 @@ class ArtifactGc:
         leased = self.store.transaction(
             lambda tx: tx.lease_gc_intents(now, now + GC_LEASE_MS, limit)
         )
-        deleted = kept = failed = 0
-        for intent in leased:
-            if self._named(intent):
-                self._drop(intent.body_key)
-                kept += 1
-                continue
-            try:
-                self.bodies.delete(intent.body_key)
-            except Exception as exc:  # recorded, retried later with backoff
-                attempts = intent.attempts + 1
-                again = replace(
-                    intent,
-                    attempts=attempts,
-                    last_error=f"{type(exc).__name__}: {exc}"[:500],
-                    not_before_ms=now + backoff_ms(attempts),
-                    leased_until_ms=0,
-                )
-                self._update(again)
-                failed += 1
-                continue
-            crash_point("after_object_delete")
-            self._drop(intent.body_key)
-            deleted += 1
-        return GcReport(expired, pruned, len(leased), deleted, kept, failed)
+        return now, expired, pruned, leased
+
+    def _settle(
+        self, intent: GcIntent, now: int, error: Exception | None, *, kept: bool = False
+    ) -> str:
+        """Drop the intent (deleted or kept), or record the failure with its backoff."""
+        if error is None:
+            if not kept:
+                crash_point("after_object_delete")
+            self.store.transaction(lambda tx: tx.delete_gc_intent(intent.body_key))
+            return "kept" if kept else "deleted"
+        attempts = intent.attempts + 1
+        again = replace(
+            intent,
+            attempts=attempts,
+            last_error=f"{type(error).__name__}: {error}"[:500],
+            not_before_ms=now + backoff_ms(attempts),
+            leased_until_ms=0,
+        )
+        self.store.transaction(lambda tx: tx.update_gc_intent(again))
+        return "failed"
 
     def _named(self, intent: GcIntent) -> bool:
         found: bool = self.store.read(lambda tx: named(tx, intent))
         return found
 
-    def _drop(self, key: str) -> None:
-        self.store.transaction(lambda tx: tx.delete_gc_intent(key))
 
-    def _update(self, intent: GcIntent) -> None:
-        self.store.transaction(lambda tx: tx.update_gc_intent(intent))
+def _report(expired: int, pruned: int, leased: list[GcIntent], outcomes: list[str]) -> GcReport:
+    return GcReport(
+        expired,
+        pruned,
+        len(leased),
+        outcomes.count("deleted"),
+        outcomes.count("kept"),
+        outcomes.count("failed"),
+    )

@@ -106,6 +106,11 @@ class ArtifactMemoryTx:
     def body_store_identity(self) -> str | None:
         return self._a.identity.get("body_store")
 
+    def artifact_due_ms(self) -> int | None:
+        times = [r.expires_at_ms for r in self._a.reservations.values() if r.live]
+        times += [max(i.not_before_ms, i.leased_until_ms) for i in self._a.intents.values()]
+        return min(times) if times else None
+
     # -- writes ---------------------------------------------------------------------------
 
     def put_artifact_reservation(self, reservation: Reservation) -> None:

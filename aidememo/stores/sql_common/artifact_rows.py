@@ -91,6 +91,11 @@ class ArtifactSql:
             "leased_until_ms = ? WHERE body_key = ?"
         )
         self.DELETE_INTENT = r("DELETE FROM artifact_gc_intents WHERE body_key = ?")
+        self.DUE_AT = (
+            f"SELECT min(expires_at_ms) FROM artifact_reservations WHERE {_LIVE} UNION ALL "
+            "SELECT min(CASE WHEN leased_until_ms > not_before_ms THEN leased_until_ms "
+            "ELSE not_before_ms END) FROM artifact_gc_intents"
+        )
         self.GET_IDENTITY = r("SELECT value FROM artifact_catalog WHERE name = ?")
         self.BIND_IDENTITY = r(
             "INSERT INTO artifact_catalog (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING"
@@ -169,6 +174,10 @@ class ArtifactRows(Generic[X]):
     def body_store_identity(self) -> str | None:
         rows = self._x.execute(self._as.GET_IDENTITY, ("body_store",))
         return str(rows[0][0]) if rows else None
+
+    def artifact_due_ms(self) -> int | None:
+        times = [int(t) for (t,) in self._x.execute(self._as.DUE_AT) if t is not None]
+        return min(times) if times else None
 
     # -- writes ---------------------------------------------------------------------------
 
