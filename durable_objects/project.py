@@ -176,7 +176,7 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
                 self._live(app, push=True)
         artifact = admission.route.name.startswith("artifact_")  # a GC deadline may move
         if artifact or (committed and self._feed.subscribers()):
-            await self._schedule()  # a new claim may expire before the alarm already set
+            await self._schedule(artifact)  # a new claim may expire before the alarm set
         return response_payload(response)
 
     async def artifact_phase(self, phase: Any, args: Any, caller: Any) -> dict[str, Any]:
@@ -193,7 +193,7 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
             committed, self._committed = self._committed, False
             if committed:
                 self._live(app, push=True)
-        await self._schedule()  # a reservation's expiry or a GC intent may be the earliest
+        await self._schedule(True)  # a reservation's expiry or a GC intent may be the earliest
         return result
 
     # -- the live change feed -------------------------------------------------------------
@@ -429,10 +429,12 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
     def _rechecks(self) -> bool:
         return self._postgres or self.live_recheck
 
-    async def _schedule(self) -> None:
+    async def _schedule(self, artifacts: bool = False) -> None:
         """Set the object's one alarm to the earliest thing it must do: drop a stale staged
-        export or import, announce an expired lease, re-check memberships. An alarm already
-        set earlier is kept (it fires, finds less to do, and sets the next one)."""
+        export or import, announce an expired lease, re-check memberships and, with
+        `artifacts` (after an artifact request, and from the alarm), the artifact GC's next
+        due work. An alarm already set earlier is kept (it fires, finds less to do, and sets
+        the next one)."""
         times: list[int] = []
         try:
             staged = self._staging.earliest()
@@ -444,7 +446,7 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
         live = self._feed.alarm_at(self._rechecks())
         if live is not None:
             times.append(live)
-        due = artifact_due(self._open(create=False))
+        due = artifact_due(self._open(create=False)) if artifacts else None
         if due is not None:
             times.append(due)
         if not times:
@@ -481,7 +483,7 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
                     self._feed.announce(app.services.store)
                 except AidememoError as error:
                     log.warning("live feed alarm failed: %s", error.message)
-        await self._schedule()
+        await self._schedule(True)
 
 
 def _core_request(request: Any) -> Request:
