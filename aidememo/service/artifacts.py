@@ -474,6 +474,29 @@ class Artifacts:
 
     # -- reads (ART-6) --------------------------------------------------------------------
 
+    def find_reservation(
+        self, caller: Caller, project_id: str, command_id: str
+    ) -> Reservation | None:
+        """The caller's reservation made by `command_id`, or None (writers only)."""
+        scope = caller.scope(project_id)
+
+        def run(tx: ReadTx) -> Reservation | None:
+            authorize(tx, caller, project_id, write=True)
+            found = tx.find_artifact_reservation(scope, command_id)
+            return found if found is not None and found.actor_id == caller.actor_id else None
+
+        result: Reservation | None = self.store.read(run)
+        return result
+
+    def current_token(self, caller: Caller, project_id: str, path: object) -> str | None:
+        """The mutation token of the path's current publication, or None."""
+        try:
+            return str(self.resolve(caller, project_id, path)["mutation_token"])
+        except AidememoError as exc:
+            if exc.code is ErrorCode.ARTIFACT_NOT_FOUND:
+                return None
+            raise
+
     def resolve(self, caller: Caller, project_id: str, path: object) -> dict[str, Any]:
         """The current publication of a path."""
         path = validate_path(path)
