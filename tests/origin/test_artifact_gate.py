@@ -12,6 +12,7 @@ GC's crash after its object delete complete the gate.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -270,3 +271,50 @@ def test_art9_art7_gc_crash_after_object_delete_is_idempotent(
     assert "'deleted': 1" in done.stdout  # the intent survived the crash; the delete repeats
     names = [p.name for p in (root / "objects").rglob("gen_*")]
     assert str(v1["generation"]) not in names and len(names) == 1
+
+
+def test_art3_chunked_upload_without_length_is_411(
+    tmp_path: Path, home: Path, token: str, servers: list[ServeProcess]
+) -> None:
+    server = ServeProcess(home, tmp_path / "serve.log")
+    servers.append(server)
+    steps = Lifecycle(server.url, token)
+    assert steps.reserve().status_code == 200
+
+    def chunks() -> Iterator[bytes]:
+        yield DATA[:1000]
+        yield DATA[1000:]
+
+    response = steps.http.put(
+        f"{PROJECT}/artifact-reservations/{steps.rid}/body",
+        content=chunks(),  # no Content-Length: sent chunked
+        headers={"content-type": "application/octet-stream"},
+    )
+    assert response.status_code == 411
+    assert response.json()["error"]["code"] == "length_required"
+
+
+def test_art7_admin_gc_one_pass_collects_an_aborted_body(
+    tmp_path: Path, home: Path, token: str, servers: list[ServeProcess],
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    server = ServeProcess(home, tmp_path / "serve.log")
+    servers.append(server)
+    steps = Lifecycle(server.url, token)
+    payload = {"path": PATH, "size_bytes": len(DATA), "ttl_ms": 1}
+    r = steps.http.post(
+        f"{PROJECT}/artifact-reservations", json={"command_id": "gc", "payload": payload}
+    )
+    steps.rid = r.json()["reservation_id"]
+    server.kill()
+    capsys.readouterr()
+    assert main(["admin", "gc"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["expired_reservations"] == 1 and first["deleted"] == 0  # due after the grace
+
+
+def test_art8_admin_gc_needs_an_artifact_root_with_postgresql(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["admin", "gc", "--database", "postgresql://127.0.0.1:1/none"]) == 2
+    assert "--artifact-root is required" in capsys.readouterr().err
