@@ -43,6 +43,7 @@ class LocalBodies:
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root)
         _refuse_link(self.root)
+        self.root.parent.mkdir(parents=True, exist_ok=True)
         for path in (self.root, self.root / "objects", self.root / "tmp"):
             path.mkdir(mode=0o700, exist_ok=True)
             _refuse_link(path)
