@@ -418,10 +418,11 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
 
         def run() -> dict[str, dict[str, int]]:
             self._staging.drop_tenant(str(tenant_id))
-            return delete_rows(self._open(create=False), str(tenant_id))
+            return delete_rows(self._open(create=False), str(tenant_id), self.clock.now_ms())
 
         result = answer(run)
         await self._recheck()  # the project is gone: its subscribers are closed (4403)
+        await self._schedule(True)  # its artifact bodies are now GC intents (ART-7)
         return result
 
     # -- alarm ----------------------------------------------------------------------------
@@ -493,7 +494,7 @@ def _core_request(request: Any) -> Request:
     return Request("GET", unquote(url.path) or "/", url.query, headers, upgrade=True)
 
 
-def delete_rows(store: Any, tenant_id: str) -> dict[str, dict[str, int]]:
+def delete_rows(store: Any, tenant_id: str, now_ms: int | None = None) -> dict[str, dict[str, int]]:
     """Delete the tenant's rows from one object's store and count what is left (ARC-4).
 
     An object that never held the tenant removes nothing; if any row survived, the deletion is
@@ -505,7 +506,8 @@ def delete_rows(store: Any, tenant_id: str) -> dict[str, dict[str, int]]:
     def run(tx: WriteTx) -> dict[str, dict[str, int]]:
         before = {k: v for k, v in tx.count_tenant_rows(tenant_id).items() if v}
         if before:
-            tenant_intents(tx, tenant_id, SystemClock().now_ms())  # its bodies (ART-7)
+            when = SystemClock().now_ms() if now_ms is None else now_ms
+            tenant_intents(tx, tenant_id, when)  # its bodies become GC intents (ART-7)
             tx.delete_tenant(tenant_id)
         left = {k: v for k, v in tx.count_tenant_rows(tenant_id).items() if v}
         if left:  # roll back: a deletion is whole or not at all

@@ -104,3 +104,16 @@ def test_art7_a_failing_r2_delete_backs_off(edge: tuple[Api, Runtime]) -> None:
     runtime.fire_alarms()
     assert v1["generation"] not in bucket.keys()
     assert store.read(lambda tx: tx.get_gc_intent(v1["generation"])) is None
+
+
+def test_arc4_art7_tenant_deletion_at_the_edge_collects_its_bodies(
+    edge: tuple[Api, Runtime],
+) -> None:
+    api, runtime = edge
+    ref = put(api, "t1", b"tenant body")
+    status, _, answer = runtime.admin("DELETE", f"/v1/admin/tenants/{TENANT}?confirm={TENANT}")
+    assert status == 200, answer
+    assert runtime.env.ARTIFACTS.keys() == [ref["generation"]]
+    api.clock.advance(SETTLEMENT_GRACE_MS)
+    runtime.fire_alarms()
+    assert runtime.env.ARTIFACTS.keys() == []
