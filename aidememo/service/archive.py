@@ -92,10 +92,15 @@ class Manifest:
 
 
 def header_record(
-    tenant_id: str, project_id: str | None, exported_at_ms: int, include_tokens: bool
+    tenant_id: str,
+    project_id: str | None,
+    exported_at_ms: int,
+    include_tokens: bool,
+    body_store: str | None = None,
 ) -> dict[str, Any]:
-    """The first line of an export."""
-    return {
+    """The first line of an export; `body_store` is the identity of the body store its
+    artifacts' bodies are in (ART-8), when the catalog is pinned to one."""
+    header: dict[str, Any] = {
         "type": "header",
         "format": FORMAT,
         "version": FORMAT_VERSION,
@@ -104,6 +109,9 @@ def header_record(
         "exported_at_ms": exported_at_ms,
         "token_digests": include_tokens,
     }
+    if body_store is not None:
+        header["body_store"] = body_store
+    return header
 
 
 def actor_record(a: Actor) -> dict[str, Any]:
@@ -209,7 +217,9 @@ class Archive:
     ) -> Iterator[bytes]:
         view = read_identity(tx, tenant_id, project_id, include_tokens)
         m = Manifest()
-        header = header_record(tenant_id, project_id, self.clock.now_ms(), include_tokens)
+        header = header_record(
+            tenant_id, project_id, self.clock.now_ms(), include_tokens, tx.body_store_identity()
+        )
         yield m.add("header", line(header))
         for record in identity_records(view):
             yield m.add(record["type"], line(record))
