@@ -71,7 +71,7 @@ from aidememo.service.archive_rows import project_lines
 from aidememo.service.artifact_gc import tenant_intents
 from aidememo.service.project_import import ProjectImport
 from aidememo.stores.memory import MemoryStore
-from durable_objects.artifacts import artifact_due, gc_pass, run_phase
+from durable_objects.artifacts import artifact_due, gc_pass, pin_identity, run_phase
 from durable_objects.base import StoredObject
 from durable_objects.live import EdgeFeed, answer_close
 from durable_objects.rpc import (
@@ -136,6 +136,7 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
         self._committed = False
         self._alarm_at: int | None = None
         self._alarm_known = False
+        self._pinned = False  # the catalog's body-store identity checked (ART-8)
 
     # -- requests -------------------------------------------------------------------------
 
@@ -189,7 +190,14 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
                 return {"error": {"code": error.code.value, "message": error.message}}
             self._committed = False
             who, what = caller_from(caller), plain(args)
-            result = answer(lambda: run_phase(app.services.artifacts, str(phase), what, who))
+
+            def run() -> Any:
+                if not self._pinned:  # once per object: the catalog names R2 (ART-8)
+                    pin_identity(app.services.artifacts.store)
+                    self._pinned = True
+                return run_phase(app.services.artifacts, str(phase), what, who)
+
+            result = answer(run)
             committed, self._committed = self._committed, False
             if committed:
                 self._live(app, push=True)

@@ -117,3 +117,12 @@ def test_arc4_art7_tenant_deletion_at_the_edge_collects_its_bodies(
     api.clock.advance(SETTLEMENT_GRACE_MS)
     runtime.fire_alarms()
     assert runtime.env.ARTIFACTS.keys() == []
+
+
+def test_art8_a_catalog_pinned_elsewhere_refuses_r2_bodies(edge: tuple[Api, Runtime]) -> None:
+    api, runtime = edge
+    store = runtime.namespaces["PROJECTS"].instance(OBJECT).obj._open(create=False)
+    store.transaction(lambda tx: tx.bind_body_store_identity("local:v1"))
+    r = reserve(api, "p1", b"x").expect(200)
+    upload(api, r["reservation_id"], b"x").expect(503, "artifact_store_unavailable")
+    assert runtime.env.ARTIFACTS.keys() == []
