@@ -39,6 +39,7 @@ from typing import Any
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
 from aidememo.ports import ReadTx, WriteTx
 from aidememo.service.archive import Archive, ImportSummary, Plan, malformed
+from aidememo.service.archive_bodies import BODY_TYPE, BodyImport
 from aidememo.service.archive_verify import ROW_TYPES, ExportReader
 from aidememo.service.project_import import ProjectRows
 
@@ -91,6 +92,8 @@ class StagedImport:
         self.swept = False  # the stages a crash left behind
         self.body_store: str | None = None  # the export's body-store identity (ART-8)
         self.bodies_checked = False
+        self.with_bodies = False  # the export carries its bodies (ART-12)
+        self.body_import = BodyImport(self.store, archive.bodies, self.started_at_ms)
 
     def run(self, lines: Iterable[bytes]) -> ImportSummary:
         """Read, check and stage every line, then write everything in one transaction."""
@@ -122,6 +125,7 @@ class StagedImport:
         plan = self._identity_plan()
         if self.refusal is not None:
             raise self.refusal
+        self.body_import.finish()
         self._flush()
         for pid, head in plan.projects.items():
             if pid in self.not_dense or self.next_seq.get(pid, 1) != head + 1:
@@ -141,12 +145,23 @@ class StagedImport:
             self.tenant_id = record["tenant_id"]
             found = record.get("body_store")
             self.body_store = found if isinstance(found, str) else None
+            self.with_bodies = record.get("bodies") is True
+        elif kind == BODY_TYPE:
+            try:
+                self.body_import.add(record)
+            except AidememoError as exc:
+                self._refuse(exc)
         elif kind not in ROW_TYPES:  # identity records come before every row (ARC-6)
             self.identity.append(record)
         else:
             plan = self._identity_plan()
             artifact = kind == "resource" and record.get("kind") == "artifact"
-            if artifact and self.refusal is None and not self.bodies_checked:
+            if (
+                artifact
+                and self.refusal is None
+                and not self.bodies_checked
+                and not self.with_bodies
+            ):
                 self.bodies_checked = True
                 self._check_bodies()
             if self.refusal is None:
