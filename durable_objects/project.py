@@ -56,6 +56,7 @@ from urllib.parse import unquote, urlsplit
 
 from workers import DurableObject
 
+from aidememo.domain.clock import SystemClock
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
 from aidememo.domain.ids import validate_id
 from aidememo.domain.limits import HANDOFF_LEASE_MS_DEFAULT, HANDOFF_LEASE_MS_MAX
@@ -67,8 +68,10 @@ from aidememo.mcp.http import parse_origins
 from aidememo.ports import ReadTx, WriteTx
 from aidememo.service.archive import Archive
 from aidememo.service.archive_rows import project_lines
+from aidememo.service.artifact_gc import tenant_intents
 from aidememo.service.project_import import ProjectImport
 from aidememo.stores.memory import MemoryStore
+from durable_objects.artifacts import artifact_due, gc_pass, pin_identity, run_phase
 from durable_objects.base import StoredObject
 from durable_objects.live import EdgeFeed, answer_close
 from durable_objects.rpc import (
@@ -133,6 +136,7 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
         self._committed = False
         self._alarm_at: int | None = None
         self._alarm_known = False
+        self._pinned = False  # the catalog's body-store identity checked (ART-8)
 
     # -- requests -------------------------------------------------------------------------
 
@@ -171,9 +175,34 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
             committed, self._committed = self._committed, False
             if committed:
                 self._live(app, push=True)
-        if committed and self._feed.subscribers():
-            await self._schedule()  # a new claim may expire before the alarm already set
+        artifact = admission.route.name.startswith("artifact_")  # a GC deadline may move
+        if artifact or (committed and self._feed.subscribers()):
+            await self._schedule(artifact)  # a new claim may expire before the alarm set
         return response_payload(response)
+
+    async def artifact_phase(self, phase: Any, args: Any, caller: Any) -> dict[str, Any]:
+        """One catalog step of an artifact body route the Worker drives around its R2
+        transfer (`durable_objects.artifacts`, SPEC.md ART-10); `{"ok"}` or `{"error"}`."""
+        async with self._serial:
+            try:
+                app = self._http()
+            except AidememoError as error:
+                return {"error": {"code": error.code.value, "message": error.message}}
+            self._committed = False
+            who, what = caller_from(caller), plain(args)
+
+            def run() -> Any:
+                if not self._pinned:  # once per object: the catalog names R2 (ART-8)
+                    pin_identity(app.services.artifacts.store)
+                    self._pinned = True
+                return run_phase(app.services.artifacts, str(phase), what, who)
+
+            result = answer(run)
+            committed, self._committed = self._committed, False
+            if committed:
+                self._live(app, push=True)
+        await self._schedule(True)  # a reservation's expiry or a GC intent may be the earliest
+        return result
 
     # -- the live change feed -------------------------------------------------------------
 
@@ -397,10 +426,11 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
 
         def run() -> dict[str, dict[str, int]]:
             self._staging.drop_tenant(str(tenant_id))
-            return delete_rows(self._open(create=False), str(tenant_id))
+            return delete_rows(self._open(create=False), str(tenant_id), self.clock.now_ms())
 
         result = answer(run)
         await self._recheck()  # the project is gone: its subscribers are closed (4403)
+        await self._schedule(True)  # its artifact bodies are now GC intents (ART-7)
         return result
 
     # -- alarm ----------------------------------------------------------------------------
@@ -408,10 +438,12 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
     def _rechecks(self) -> bool:
         return self._postgres or self.live_recheck
 
-    async def _schedule(self) -> None:
+    async def _schedule(self, artifacts: bool = False) -> None:
         """Set the object's one alarm to the earliest thing it must do: drop a stale staged
-        export or import, announce an expired lease, re-check memberships. An alarm already
-        set earlier is kept (it fires, finds less to do, and sets the next one)."""
+        export or import, announce an expired lease, re-check memberships and, with
+        `artifacts` (after an artifact request, and from the alarm), the artifact GC's next
+        due work. An alarm already set earlier is kept (it fires, finds less to do, and sets
+        the next one)."""
         times: list[int] = []
         try:
             staged = self._staging.earliest()
@@ -423,6 +455,9 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
         live = self._feed.alarm_at(self._rechecks())
         if live is not None:
             times.append(live)
+        due = artifact_due(self._open(create=False)) if artifacts else None
+        if due is not None:
+            times.append(due)
         if not times:
             return
         want = min(times)
@@ -443,6 +478,8 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
             self._staging.drop_older(self.clock.now_ms() - STAGE_TTL_MS)
         except AidememoError as error:  # the next alarm tries again
             log.warning("dropping stale staged rows failed: %s", error.message)
+        async with self._serial:  # the artifact GC's due work (ART-7), bounded
+            await gc_pass(self._open(create=False), self.env, self.clock)
         if self._feed.subscribers():
             async with self._serial:
                 try:
@@ -455,7 +492,7 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
                     self._feed.announce(app.services.store)
                 except AidememoError as error:
                     log.warning("live feed alarm failed: %s", error.message)
-        await self._schedule()
+        await self._schedule(True)
 
 
 def _core_request(request: Any) -> Request:
@@ -465,7 +502,7 @@ def _core_request(request: Any) -> Request:
     return Request("GET", unquote(url.path) or "/", url.query, headers, upgrade=True)
 
 
-def delete_rows(store: Any, tenant_id: str) -> dict[str, dict[str, int]]:
+def delete_rows(store: Any, tenant_id: str, now_ms: int | None = None) -> dict[str, dict[str, int]]:
     """Delete the tenant's rows from one object's store and count what is left (ARC-4).
 
     An object that never held the tenant removes nothing; if any row survived, the deletion is
@@ -477,6 +514,8 @@ def delete_rows(store: Any, tenant_id: str) -> dict[str, dict[str, int]]:
     def run(tx: WriteTx) -> dict[str, dict[str, int]]:
         before = {k: v for k, v in tx.count_tenant_rows(tenant_id).items() if v}
         if before:
+            when = SystemClock().now_ms() if now_ms is None else now_ms
+            tenant_intents(tx, tenant_id, when)  # its bodies become GC intents (ART-7)
             tx.delete_tenant(tenant_id)
         left = {k: v for k, v in tx.count_tenant_rows(tenant_id).items() if v}
         if left:  # roll back: a deletion is whole or not at all

@@ -20,6 +20,7 @@ from aidememo.cli.agent_parser import add_agent_commands
 from aidememo.cli.commands import (
     cmd_admin_delete_tenant,
     cmd_admin_export,
+    cmd_admin_gc,
     cmd_admin_import,
     cmd_admin_member,
     cmd_admin_migrate,
@@ -154,6 +155,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     export.add("--out", env="AIDEMEMO_EXPORT_FILE", required=True,
                help="file to create (0600; an existing file is never overwritten)")  # fmt: skip
+    export.add("--include-bodies", switch=True, default=False,
+               help="carry the artifact bodies (with --database)")  # fmt: skip
+    export.add("--artifact-root", env="AIDEMEMO_ARTIFACT_ROOT",
+               help="directory of artifact bodies (default: <sqlite path>.artifacts)")  # fmt: skip
 
     import_ = Command(
         admin.add_parser("import", help="import an export into scopes that do not exist yet"),
@@ -161,6 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _target(import_, db_help)
     import_.add("--in", env="AIDEMEMO_IMPORT_FILE", required=True, help="export file to import")
+    import_.add("--artifact-root", env="AIDEMEMO_ARTIFACT_ROOT",
+                help="directory the export's artifact bodies go to")  # fmt: skip
 
     delete = Command(
         admin.add_parser("delete-tenant", help="remove every row of a tenant"),
@@ -175,6 +182,13 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_admin_migrate,
     )
     migrate.add("--database", env="AIDEMEMO_DATABASE_URL", help=db_help)
+
+    gc = Command(
+        admin.add_parser("gc", help="one pass of artifact garbage collection (for a cron job)"),
+        cmd_admin_gc,
+    )
+    gc.add("--database", env="AIDEMEMO_DATABASE_URL", help=db_help)
+    gc.add("--artifact-root", env="AIDEMEMO_ARTIFACT_ROOT", help="directory of artifact bodies")
 
     health = Command(sub.add_parser("health", help="open the store and report it"), cmd_health)
     health.add("--database", env="AIDEMEMO_DATABASE_URL", help=db_help)
@@ -216,6 +230,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add(
         "--admin-token-file",
         help="file holding the admin token; its SHA-256 guards /v1/admin (closed without it)",
+    )
+    serve.add(
+        "--artifact-root",
+        env="AIDEMEMO_ARTIFACT_ROOT",
+        help="directory of artifact bodies (default: <sqlite path>.artifacts; required with "
+        "PostgreSQL)",
     )
     serve.add(
         "--mcp-allowed-origins",

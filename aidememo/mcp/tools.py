@@ -32,6 +32,7 @@ from aidememo.domain.limits import (
     TOPIC_MAX_BYTES,
 )
 from aidememo.http.openapi_schemas import component_schemas
+from aidememo.mcp.artifact_tools import artifact_tools
 
 Schema = dict[str, Any]
 Args = dict[str, Any]
@@ -56,6 +57,9 @@ class Twin:
 
 
 Build = Callable[[Context, Args], Twin]
+Run = Callable[[Any, Any, Context, Args], dict[str, Any]]
+"""`run(services, caller, ctx, args)`: a tool answered by the service instead of its twin's
+handler (the artifact tools that carry bodies inline, `aidememo.mcp.artifact_tools`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +74,7 @@ class Tool:
     write: bool
     output: Schema
     build: Build
+    run: Run | None = None
 
     @property
     def input_schema(self) -> Schema:
@@ -526,5 +531,6 @@ TOOLS: tuple[Tool, ...] = (
     ),
 )
 
+TOOLS = (*TOOLS, *artifact_tools(Tool, Twin, _answer, _id))
 BY_NAME: dict[str, Tool] = {tool.name: tool for tool in TOOLS}
 READ_TOOLS: tuple[Tool, ...] = tuple(tool for tool in TOOLS if not tool.write)
