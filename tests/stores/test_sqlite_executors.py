@@ -295,13 +295,15 @@ def test_store_core_imports_without_sqlite3() -> None:
 
 
 def test_store_only_sqlite3_executor_imports_sqlite3() -> None:
-    # The local memory store's SQLite modules are the other allowed importers (MEM-1).
-    memory = {ROOT / "aidememo" / "memory" / name for name in ("db.py", "schema.py", "rehome.py")}
+    # The other allowed importers keep files that are not the ledger: the local memory store
+    # (MEM-1) and the client's replica and outbox (REPLICA-1, OUTBOX-1).
+    local_files = (ROOT / "aidememo" / "memory", ROOT / "aidememo" / "client")
     offenders = [
         str(path.relative_to(ROOT))
         for path in (ROOT / "aidememo").rglob("*.py")
         if path.name != "sqlite3_executor.py"
-        and path not in memory
+        and not path.is_relative_to(local_files[0])
+        and not path.is_relative_to(local_files[1])
         and any(
             line.strip().startswith(("import sqlite3", "from sqlite3"))
             for line in path.read_text(encoding="utf-8").splitlines()
