@@ -152,10 +152,10 @@ class PgReadTx(ArchiveReads, SqlReadRows[Session]):
             if len(w.terms) == 2:
                 (term_a, weight_a), (term_b, weight_b) = w.terms
                 pair = (
-                    *(weight_a, w.k, w.kb, t, p, term_a, min_doc, source, source, n),
-                    *(weight_b, w.k, w.kb, t, p, term_b, min_doc, source, source, n),
-                    *(weight_a, w.k, w.kb, weight_b, w.k, w.kb, term_b),
-                    *(t, p, term_a, min_doc, source, source, n, n),
+                    *(weight_a, w.k, w.kb, term_a, t, p, min_doc, source, source, n),
+                    *(weight_b, w.k, w.kb, term_b, t, p, min_doc, source, source, n),
+                    *(weight_a, w.k, w.kb, weight_b, w.k, w.kb, term_a, term_b),
+                    *(t, p, min_doc, t, p, source, source, n, n),
                 )
                 rows = x.execute(q.SEARCH_TOP_PAIR, pair)
                 return [(fact_id, int(units)) for fact_id, units in rows]
