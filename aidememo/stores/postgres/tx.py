@@ -154,8 +154,9 @@ class PgReadTx(ArchiveReads, SqlReadRows[Session]):
                 pair = (
                     *(weight_a, w.k, w.kb, term_a, t, p, min_doc, source, source, n),
                     *(weight_b, w.k, w.kb, term_b, t, p, min_doc, source, source, n),
+                    *(term_a, t, p, min_doc, source, source, term_b, t, p, min_doc, source, source),
                     *(weight_a, w.k, w.kb, weight_b, w.k, w.kb, term_a, term_b),
-                    *(t, p, min_doc, t, p, source, source, n, n),
+                    *(t, p, t, p, n, n),
                 )
                 rows = x.execute(q.SEARCH_TOP_PAIR, pair)
                 return [(fact_id, int(units)) for fact_id, units in rows]
