@@ -18,6 +18,16 @@ Cost stays inside the project: statistics, cutoffs and postings are all read by 
 (tenant, project, term). A term matching more than `SEARCH_WINDOW` of the project's facts
 makes the search evaluate only the newest facts, from the point where the `SEARCH_WINDOW`
 newest matches of such a term begin, and the answer says it is not exhaustive.
+
+Two terms. Summing every candidate's parts means grouping all of them, which costs far more
+than scanning them; so a store may answer a query with two present terms, A and B, from three
+short lists instead: the `limit` best facts by A's part alone, the `limit` best by B's part
+alone, and the `limit` best of the facts holding both (by their full score), each fact keeping
+its largest score, best first. That is exactly the top: a fact holding both is in the third
+list with its full score; a fact holding A only scores its A part, and every fact ahead of it
+by A's part alone (larger part, or equal with a smaller fact id) is ahead of it in the answer
+too (its score is at least its A part), so a fact of the answer's first `limit` is among the
+`limit` best by A's part. The parts are the same integers either way, so the scores are too.
 """
 
 from __future__ import annotations

@@ -150,6 +150,17 @@ class PgReadTx(ArtifactRows[Session], ArchiveReads, SqlReadRows[Session]):
         def top(
             w: ranking.Weights, min_doc: int, source: str | None, n: int
         ) -> list[tuple[str, int]]:
+            if len(w.terms) == 2:
+                (term_a, weight_a), (term_b, weight_b) = w.terms
+                pair = (
+                    *(weight_a, w.k, w.kb, term_a, t, p, min_doc, source, source, n),
+                    *(weight_b, w.k, w.kb, term_b, t, p, min_doc, source, source, n),
+                    *(term_a, t, p, min_doc, source, source, term_b, t, p, min_doc, source, source),
+                    *(weight_a, w.k, w.kb, weight_b, w.k, w.kb, term_a, term_b),
+                    *(t, p, t, p, n, n),
+                )
+                rows = x.execute(q.SEARCH_TOP_PAIR, pair)
+                return [(fact_id, int(units)) for fact_id, units in rows]
             names = " ".join(term for term, _ in w.terms)
             weights = " ".join(str(weight) for _, weight in w.terms)
             params = (w.k, w.kb, names, weights, t, p, min_doc, source, source, n)

@@ -19,7 +19,7 @@ from typing import Any
 from aidememo.domain import ranking
 from aidememo.domain.model import Scope, SearchDoc, SearchPage
 from aidememo.stores.sqlite import sql as q
-from aidememo.stores.sqlite.executor import SqlExecutor
+from aidememo.stores.sqlite.executor import SqlExecutor, SqlValue
 
 
 def _json(value: object) -> str:
@@ -46,11 +46,26 @@ def search(
         return int(x.execute(q.SEARCH_CUTOFF, (t, p, term, rank - 1))[0][0])  # type: ignore[arg-type]
 
     def top(w: ranking.Weights, min_doc: int, source: str | None, n: int) -> list[tuple[str, int]]:
-        statement = q.SEARCH_TOP[len(w.terms) > 1, source is not None]
-        head = (_json(w.terms), w.k, w.kb, t, p, min_doc)
-        params = (*head, n) if source is None else (*head, source, n)
+        params: tuple[SqlValue, ...]
+        if len(w.terms) == 2:
+            statement, params = q.SEARCH_TOP_PAIR[source is not None], _pair(w, min_doc, source, n)
+        else:
+            statement = q.SEARCH_TOP[len(w.terms) > 1, source is not None]
+            head = (_json(w.terms), w.k, w.kb, t, p, min_doc)
+            params = (*head, n) if source is None else (*head, source, n)
         rows: list[Any] = x.execute(statement, params)
         return [(fact_id, int(units)) for fact_id, units in rows]
+
+    def _pair(w: ranking.Weights, min_doc: int, source: str | None, n: int) -> tuple[SqlValue, ...]:
+        (term_a, weight_a), (term_b, weight_b) = w.terms
+        src: tuple[SqlValue, ...] = () if source is None else (source,)
+        return (
+            *(weight_a, w.k, w.kb, t, p, term_a, min_doc, *src, n),
+            *(weight_b, w.k, w.kb, t, p, term_b, min_doc, *src, n),
+            *(t, p, term_a, min_doc, *src, t, p, term_b, min_doc, *src),
+            *(weight_a, w.k, w.kb, weight_b, w.k, w.kb),
+            *(t, p, term_a, t, p, term_b, n, n),
+        )
 
     return ranking.search(stats, cutoff, top, terms, source_id, limit)
 

@@ -101,6 +101,44 @@ SEARCH_TOP = {
     (False, True): _SINGLE + _IN_SOURCE + _SINGLE_TAIL,
 }
 
+
+# Two present terms: the best of three short lists (`aidememo.domain.ranking`, two terms), so
+# no candidate is grouped. `a` and `b` are each term's best facts by its part alone, `ab` the
+# best facts holding both: their doc_seqs come from a merge of the two key ranges (the
+# compound's ORDER BY with a LIMIT keeps SQLite's merge INTERSECT instead of a temporary
+# B-tree), then each part is one primary-key lookup. A fact in several lists keeps its
+# largest score, which is its full one. Parameters: (weight, k, kb, tenant, project, term, min
+# doc_seq, [source_id,] limit) for a and for b; (tenant, project, term, min doc_seq,
+# [source_id]) for each side of the intersection; weight, k, kb for each part; (tenant,
+# project, term) for each lookup; limit; limit.
+def _pair(source: bool) -> str:
+    part = "CAST(? * {p}.tf / ({p}.tf + ? + ? * {p}.n_terms) AS INTEGER)"
+    within = (
+        "FROM fact_search_postings AS p WHERE p.tenant_id = ? AND p.project_id = ? "
+        "AND p.term = ? AND p.doc_seq >= ?" + (_IN_SOURCE if source else "")
+    )
+    alone = (
+        f"SELECT p.fact_id, {part.format(p='p')} AS s {within} ORDER BY s DESC, p.fact_id LIMIT ?"
+    )
+    lookup = (
+        "JOIN fact_search_postings AS {p} ON {p}.tenant_id = ? AND {p}.project_id = ? "
+        "AND {p}.term = ? AND {p}.doc_seq = m.doc_seq "
+    )
+    return (
+        f"WITH a AS ({alone}), b AS ({alone}), "
+        f"m (doc_seq) AS (SELECT p.doc_seq {within} INTERSECT SELECT p.doc_seq {within} "
+        "ORDER BY 1 LIMIT -1), "
+        f"ab AS (SELECT x.fact_id, {part.format(p='x')} + {part.format(p='y')} AS s FROM m "
+        f"{lookup.format(p='x')}{lookup.format(p='y')}ORDER BY s DESC, x.fact_id LIMIT ?) "
+        "SELECT fact_id, max(s) AS s FROM "
+        "(SELECT * FROM a UNION ALL SELECT * FROM b UNION ALL SELECT * FROM ab) "
+        "GROUP BY fact_id ORDER BY s DESC, fact_id LIMIT ?"
+    )
+
+
+# (by source) -> statement
+SEARCH_TOP_PAIR = {False: _pair(False), True: _pair(True)}
+
 # Indexing one fact (a command's commit, an import): the old entry's postings and document
 # frequencies go first, then the project's statistics move and hand out the fact's doc_seq.
 SEARCH_OLD = (
