@@ -394,4 +394,7 @@ def cmd_serve(ns: argparse.Namespace) -> int:
         workers=ns.workers,
         listen_database=ns.listen_database,
         mcp_allowed_origins=ns.mcp_allowed_origins,
+        log_format=ns.log_format,
+        metrics_bind=ns.metrics_bind,
+        rate_limit=ns.rate_limit,
     )

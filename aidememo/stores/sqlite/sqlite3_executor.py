@@ -41,8 +41,10 @@ import sqlite3
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
+from time import perf_counter
 from typing import Any, TypeVar
 
+from aidememo import metrics
 from aidememo.domain.errors import STORE_READ_ONLY, AidememoError, ErrorCode, fail
 from aidememo.domain.limits import STORAGE_FULL_FLOOR_BYTES
 from aidememo.ports import CAP_REOPEN, CAP_SECOND_PROCESS, CAP_TWO_CONNECTIONS
@@ -472,19 +474,23 @@ class Sqlite3Executor:
                     _answer_all(batch, error)
                     return
             try:
-                self._commit(conn)
+                self._commit(conn, len(batch))
             except AidememoError as error:
                 _rollback(conn)  # nothing of the batch is durable: every caller retries
                 _answer_all(batch, error)
         finally:
             local.conn, local.state = None, _NONE
 
-    def _commit(self, conn: sqlite3.Connection) -> None:
-        """`COMMIT` (one fsync with `synchronous=FULL`); a seam for fault-injection tests."""
+    def _commit(self, conn: sqlite3.Connection, size: int = 1) -> None:
+        """`COMMIT` (one fsync with `synchronous=FULL`) of `size` callers' writes, reported to
+        `aidememo.metrics`; a seam for fault-injection tests."""
+        started = perf_counter()
         try:
             conn.execute(_COMMIT)
         except sqlite3.Error as exc:
             raise storage_failure("commit", exc, self.path) from exc
+        metrics.commit(perf_counter() - started)
+        metrics.group_commit(size)
 
 
 def _run(conn: sqlite3.Connection, sql: str) -> None:
