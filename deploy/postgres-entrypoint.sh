@@ -15,7 +15,7 @@ fi
 if [ ! -s "$PGDATA/PG_VERSION" ]; then
     pwfile="$(mktemp)"
     printf '%s\n' "$password" >"$pwfile"
-    "$BIN/initdb" -D "$PGDATA" -U "$user" --pwfile="$pwfile" -A scram-sha-256 -E UTF8 \
+    "$BIN/initdb" -D "$PGDATA" -U "$user" --pwfile="$pwfile" --auth-local=trust --auth-host=scram-sha-256 -E UTF8 \
         --locale=C.UTF-8 >/dev/null
     rm -f "$pwfile"
     printf "host all all 0.0.0.0/0 scram-sha-256\nhost all all ::/0 scram-sha-256\n" \
