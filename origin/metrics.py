@@ -188,7 +188,7 @@ def start(bind: str, *, multiprocess: bool) -> Metrics:
     from prometheus_client import CollectorRegistry
     from prometheus_client import multiprocess as mp
 
-    prometheus_client.disable_created_metrics()  # no `_created` series beside each one
+    prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]  # no `_created`
     if multiprocess:
         sink = PrometheusSink(None)  # multiprocess samples go to files, not a registry
         served = CollectorRegistry()
