@@ -57,9 +57,6 @@ WORKER_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s pid=%(process)d %(messag
 """With several workers (`origin.workers`) each line names the process that wrote it."""
 
 
-LOG_FORMATS = ("text", "json")
-
-
 def logging_config(
     level: str = "INFO", *, with_pid: bool = False, log_format: str = "text"
 ) -> dict[str, Any]:

@@ -427,6 +427,7 @@ class Sqlite3Executor:
             raise
         finally:
             local.conn, local.state = None, _NONE
+        metrics.group_commit(1)
         return result
 
     def _batch(self, batch: list[_Pending]) -> None:
@@ -474,15 +475,17 @@ class Sqlite3Executor:
                     _answer_all(batch, error)
                     return
             try:
-                self._commit(conn, len(batch))
+                self._commit(conn)
             except AidememoError as error:
                 _rollback(conn)  # nothing of the batch is durable: every caller retries
                 _answer_all(batch, error)
+            else:
+                metrics.group_commit(len(batch))
         finally:
             local.conn, local.state = None, _NONE
 
-    def _commit(self, conn: sqlite3.Connection, size: int = 1) -> None:
-        """`COMMIT` (one fsync with `synchronous=FULL`) of `size` callers' writes, reported to
+    def _commit(self, conn: sqlite3.Connection) -> None:
+        """`COMMIT` (one fsync with `synchronous=FULL`), its wait reported to
         `aidememo.metrics`; a seam for fault-injection tests."""
         started = perf_counter()
         try:
@@ -490,7 +493,6 @@ class Sqlite3Executor:
         except sqlite3.Error as exc:
             raise storage_failure("commit", exc, self.path) from exc
         metrics.commit(perf_counter() - started)
-        metrics.group_commit(size)
 
 
 def _run(conn: sqlite3.Connection, sql: str) -> None:
