@@ -22,6 +22,8 @@ log is off, because it would log the query string and the client address, and
 a query string or a header value (SPEC.md HTTP-6). The stderr handler
 is `origin.logsink.BackgroundStreamHandler`: a writer thread formats and writes the lines in
 batches, off the event loop; `serve` flushes it after the server stopped, so no line is lost.
+With `log_format` `json` every line is one JSON object (`origin.logjson`). `metered` wraps the
+app in the Prometheus counters of `origin.metrics` (`--metrics-bind`).
 """
 
 from __future__ import annotations

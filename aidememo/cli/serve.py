@@ -2,7 +2,8 @@
 
 uvicorn and `origin` are imported only here, only when serving, so every other command works
 without the `origin` extra. `--workers N` (PostgreSQL only) forks N origin processes on one
-port (`origin.workers`).
+port (`origin.workers`). `--rate-limit` (`origin.rate_limit`) and `--metrics-bind`
+(`origin.metrics`) are made here before any worker forks, so the workers share them.
 """
 
 from __future__ import annotations
