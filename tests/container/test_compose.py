@@ -94,8 +94,10 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
         pytest.skip("podman is not installed (scripts/container build installs it; CI=true runs)")
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIDEMEMO_")}
     env["CONTAINERS_CONF"] = str(REPO / "deploy" / "containers.conf")
-    if not os.environ.get("AIDEMEMO_CONTAINER_BUILT"):
-        _run_script(env, "build")
+    # This checkout's own origin image: another checkout's test run may build at the same time.
+    checkout = hashlib.sha256(str(REPO).encode()).hexdigest()[:10]
+    env["AIDEMEMO_ORIGIN_IMAGE"] = f"localhost/aidememo-origin:test-{checkout}"
+    _run_script(env, "build")
     project = f"aidememo-test-{secrets.token_hex(3)}"
     ports = {name: _free_port() for name in ("a", "b", "ma", "mb", "s3")}
     secrets_dir = tmp_path_factory.mktemp("compose-secrets")
@@ -230,7 +232,7 @@ def test_deploy3_image_runs_unprivileged_read_only_with_its_requirements(
     assert refused.returncode != 0 and "Read-only file system" in refused.stderr
     inside = dep.podman("exec", name, "cat", "/opt/aidememo/requirements.txt").stdout
     assert inside == (REPO / "deploy" / "requirements.txt").read_text()
-    config = json.loads(dep.podman("image", "inspect", "localhost/aidememo-origin:latest").stdout)
+    config = json.loads(dep.podman("image", "inspect", dep.env["AIDEMEMO_ORIGIN_IMAGE"]).stdout)
     assert config[0]["Healthcheck"]["Test"][0] == "CMD"  # kept by the docker format
     assert dep.podman("healthcheck", "run", name, check=False).returncode == 0
 
