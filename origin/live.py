@@ -42,6 +42,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from aidememo import metrics
 from aidememo.domain.errors import STORAGE_RETRY_AFTER_S, AidememoError, ErrorCode, fail
 from aidememo.domain.limits import LIVE_PENDING_MAX_BYTES, SNAPSHOT_MAX_RESOURCES
 from aidememo.domain.model import Scope
@@ -153,6 +154,7 @@ class Subscriber:
         self.pending = 0
 
     def _overflow(self, what: str) -> None:
+        metrics.live_dropped()
         self.fail(
             fail(
                 ErrorCode.FEED_OVERFLOW,
@@ -417,6 +419,7 @@ class LiveFeed:
             hub.start()
         else:
             hub.subs.add(sub)
+        metrics.live_subscribers(1)
         loop = asyncio.get_running_loop()
         sender = loop.create_task(self._send_loop(sub, send))
         listener = loop.create_task(_until_disconnect(receive))
@@ -446,6 +449,7 @@ class LiveFeed:
                 task.cancel()
             sub.release()
             hub.subs.discard(sub)
+            metrics.live_subscribers(-1)
             if not hub.subs and self.hubs.get(scope) is hub:
                 del self.hubs[scope]
                 hub.stop()

@@ -22,6 +22,8 @@ log is off, because it would log the query string and the client address, and
 a query string or a header value (SPEC.md HTTP-6). The stderr handler
 is `origin.logsink.BackgroundStreamHandler`: a writer thread formats and writes the lines in
 batches, off the event loop; `serve` flushes it after the server stopped, so no line is lost.
+With `log_format` `json` every line is one JSON object (`origin.logjson`). `metered` wraps the
+app in the Prometheus counters of `origin.metrics` (`--metrics-bind`).
 """
 
 from __future__ import annotations
@@ -57,13 +59,21 @@ WORKER_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s pid=%(process)d %(messag
 """With several workers (`origin.workers`) each line names the process that wrote it."""
 
 
-def logging_config(level: str = "INFO", *, with_pid: bool = False) -> dict[str, Any]:
-    """The `logging.config.dictConfig` document the server runs with."""
+def logging_config(
+    level: str = "INFO", *, with_pid: bool = False, log_format: str = "text"
+) -> dict[str, Any]:
+    """The `logging.config.dictConfig` document the server runs with; `log_format` `json`
+    writes one JSON object per line (`origin.logjson`)."""
     fmt = WORKER_LOG_FORMAT if with_pid else LOG_FORMAT
+    formatter: dict[str, Any] = {"()": CachedTimeFormatter, "fmt": fmt}
+    if log_format == "json":
+        from origin.logjson import JsonFormatter
+
+        formatter = {"()": JsonFormatter}
     return {
         "version": 1,
         "disable_existing_loggers": False,
-        "formatters": {"plain": {"()": CachedTimeFormatter, "fmt": fmt}},
+        "formatters": {"plain": formatter},
         "filters": {"client_detail": {"()": ClientDetailFilter}},
         "handlers": {
             "stderr": {
@@ -110,6 +120,10 @@ class ServerSettings:
     listen_url: str | None = None
     """A direct PostgreSQL URL to `LISTEN` on for other processes' commits (`origin.notify`,
     LIVE-9); None: the live feed sees them through its periodic re-read only."""
+    log_format: str = "text"
+    """`text` or `json` (`origin.logjson`, DEPLOY-4)."""
+    metered: Callable[[Dispatcher], Dispatcher] | None = None
+    """Wraps the app so its answers are counted (`origin.metrics`, METRICS-1); None: not."""
 
 
 class _Once:
@@ -179,7 +193,7 @@ def serve(
 
     close_once = _Once(shutdown)
     app = create_asgi_app(
-        http_app,
+        http_app if settings.metered is None else settings.metered(http_app),
         dispatch_mode=settings.dispatch,
         on_startup=listener.start if listener is not None else None,
         on_shutdown=close_once,
@@ -197,7 +211,11 @@ def serve(
         h11_max_incomplete_event_size=settings.limits.max_head_bytes,
         lifespan="on",
         access_log=False,
-        log_config=logging_config(settings.log_level.upper(), with_pid=sockets is not None),
+        log_config=logging_config(
+            settings.log_level.upper(),
+            with_pid=sockets is not None,
+            log_format=settings.log_format,
+        ),
         server_header=False,
         proxy_headers=False,
         timeout_graceful_shutdown=settings.graceful_timeout_s,

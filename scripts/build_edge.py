@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 # The core subpackages and modules of aidememo/ that run at the edge.
 CORE_PACKAGES = ("domain", "service", "stores", "http", "conformance", "mcp")
-CORE_MODULES = ("__init__.py", "ports.py")
+CORE_MODULES = ("__init__.py", "ports.py", "metrics.py")
 # Whole top-level packages that run at the edge.
 EDGE_PACKAGES = ("worker", "durable_objects")
 # pg8000 and what its wheel requires (pg8000: python-dateutil, scramp; scramp: asn1crypto;

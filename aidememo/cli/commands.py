@@ -427,4 +427,7 @@ def cmd_serve(ns: argparse.Namespace) -> int:
         listen_database=ns.listen_database,
         mcp_allowed_origins=ns.mcp_allowed_origins,
         artifact_root=ns.artifact_root,
+        log_format=ns.log_format,
+        metrics_bind=ns.metrics_bind,
+        rate_limit=ns.rate_limit,
     )

@@ -238,6 +238,21 @@ def build_parser() -> argparse.ArgumentParser:
         "PostgreSQL)",
     )
     serve.add(
+        "--log-format",
+        default="text",
+        choices=["text", "json"],
+        help="log lines as text or as one JSON object each",
+    )
+    serve.add(
+        "--metrics-bind",
+        help="HOST:PORT of a separate listener serving Prometheus metrics (default: off)",
+    )
+    serve.add(
+        "--rate-limit",
+        help="requests per token as N/SECONDS, or off (default: 600/60 on a non-loopback "
+        "host, off on loopback)",
+    )
+    serve.add(
         "--mcp-allowed-origins",
         default="",
         help="browser origins (comma-separated) allowed to call the MCP endpoint; a request "

@@ -2,7 +2,9 @@
 
 uvicorn and `origin` are imported only here, only when serving, so every other command works
 without the `origin` extra. `--workers N` (PostgreSQL only) forks N origin processes on one
-port (`origin.workers`).
+port (`origin.workers`). With an artifact root each process pins the body store's identity and
+runs a GC task (`origin.gc_task`). `--rate-limit` (`origin.rate_limit`) and `--metrics-bind`
+(`origin.metrics`) are made here before any worker forks, so the workers share them.
 """
 
 from __future__ import annotations
@@ -19,8 +21,13 @@ if TYPE_CHECKING:
     import socket
 
     from aidememo.http.app import HttpApp
+    from aidememo.ports import BodyStore
+    from origin.metrics import Metrics
+    from origin.rate_limit import RateLimiter
+    from origin.server import ServerSettings
 
 MISSING_EXTRA = "aidememo serve needs the origin extra: pip install 'aidememo[origin]'"
+MISSING_METRICS = "--metrics-bind needs prometheus_client: pip install 'aidememo[origin,metrics]'"
 SQLITE_WORKERS = (
     "--workers above 1 needs PostgreSQL: on SQLite one process already batches every "
     "writer into one group commit, which separate processes cannot share"
@@ -52,6 +59,9 @@ def run_serve(
     mcp_allowed_origins: str = "",
     artifact_root: str | None = None,
     gc_interval_s: float | None = None,
+    log_format: str = "text",
+    metrics_bind: str | None = None,
+    rate_limit: str | None = None,
 ) -> int:
     """Serve until SIGTERM/SIGINT; returns the exit status.
 
@@ -60,7 +70,11 @@ def run_serve(
     origin processes on the one port (`origin.workers`), on PostgreSQL only. On PostgreSQL
     each process LISTENs for the others' commits on `listen_database` (default the database
     URL; "off": none, the live feed's 2 s re-read only). `dispatch` None is `writes` on
-    SQLite (its reads are fast local calls) and `thread` on PostgreSQL (docs/bench-notes.md)."""
+    SQLite (its reads are fast local calls) and `thread` on PostgreSQL (docs/bench-notes.md).
+
+    `rate_limit` is `N/SECONDS` per token or `off`; None is 600/60 on a non-loopback host
+    and off on loopback (`origin.rate_limit`, RATE-1..3). `metrics_bind` HOST:PORT serves
+    Prometheus metrics on a listener of its own (`origin.metrics`, METRICS-1); None: off."""
     if not is_loopback(host) and not allow_insecure_http:
         raise CliError(
             f"refusing plain HTTP on non-loopback host {host}: tokens would cross the network "
@@ -69,10 +83,9 @@ def run_serve(
         )
     if importlib.util.find_spec("uvicorn") is None:
         raise CliError(MISSING_EXTRA, EXIT_USAGE)
-    from aidememo.http.app import HttpApp
     from aidememo.mcp.http import parse_origins
     from origin.limits import TransportLimits
-    from origin.server import ServerSettings, serve
+    from origin.server import ServerSettings
 
     try:
         limits = TransportLimits.from_environ()
@@ -86,18 +99,53 @@ def run_serve(
     listen_url = _listen_url(url, listen_database) if postgres else None
     if dispatch is None:  # a PostgreSQL read waits on the network: never on the event loop
         dispatch = "thread" if postgres else "writes"
+    limiter = _rate_limiter(rate_limit, host)
+    metrics = _start_metrics(metrics_bind, multiprocess=workers > 1)
     settings = ServerSettings(
-        host=host, port=port, dispatch=dispatch, limits=limits, listen_url=listen_url
+        host=host,
+        port=port,
+        dispatch=dispatch,
+        limits=limits,
+        listen_url=listen_url,
+        log_format=log_format,
+        metered=None if metrics is None else metrics.wrap,
     )
 
     origins = parse_origins(mcp_allowed_origins)
     from aidememo.cli.artifact_root import artifact_root as root_of
-    from aidememo.cli.artifact_root import open_bodies, pin_identity
-    from aidememo.service.artifact_gc import ArtifactGc
-    from origin.gc_task import GC_INTERVAL_S, GcTask
+    from aidememo.cli.artifact_root import open_bodies
 
     root = root_of(url, artifact_root, required=False)
     bodies = None if root is None else open_bodies(root)
+    try:
+        return _serve(url, workers, settings, limiter, metrics, origins, host, port,
+                      handoff_lease_ms, admin_token_sha256, bodies, gc_interval_s)  # fmt: skip
+    finally:
+        if metrics is not None:
+            metrics.stop()
+        if limiter is not None:
+            limiter.close()
+
+
+def _serve(
+    url: str,
+    workers: int,
+    settings: ServerSettings,
+    limiter: RateLimiter | None,
+    metrics: Metrics | None,
+    origins: frozenset[str],
+    host: str,
+    port: int,
+    handoff_lease_ms: int,
+    admin_token_sha256: bytes | None,
+    bodies: BodyStore | None,
+    gc_interval_s: float | None,
+) -> int:
+    from aidememo.cli.artifact_root import pin_identity
+    from aidememo.http.app import HttpApp
+    from aidememo.service.artifact_gc import ArtifactGc
+    from origin.gc_task import GC_INTERVAL_S, GcTask
+    from origin.server import serve
 
     def open_app() -> tuple[HttpApp, Callable[[], None]]:
         store = open_store(url)
@@ -110,6 +158,7 @@ def run_serve(
                 admin_token_sha256=admin_token_sha256,
                 mcp_allowed_origins=origins,
                 bodies=bodies,
+                rate_limit=limiter,
             )
         except BaseException:
             store.close()
@@ -139,10 +188,41 @@ def run_serve(
         raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
     def worker(listening: socket.socket) -> int:
+        if metrics is not None:
+            metrics.after_fork()
         app, close = open_app()
         return serve(app, settings, close=close, sockets=[listening])
 
     return run_workers(workers, sock, worker)
+
+
+def _rate_limiter(text: str | None, host: str) -> RateLimiter | None:
+    """The limiter `--rate-limit` asks for; None (off) by default on a loopback host."""
+    from origin.rate_limit import RateLimiter, RateSetting, parse_rate
+
+    if text is None or not text.strip():
+        return None if is_loopback(host) else RateLimiter(RateSetting())
+    try:
+        setting = parse_rate(text)
+    except ValueError as exc:
+        raise CliError(f"--rate-limit: {exc}", EXIT_USAGE) from None
+    return None if setting is None else RateLimiter(setting)
+
+
+def _start_metrics(bind: str | None, *, multiprocess: bool) -> Metrics | None:
+    """The metrics listener `--metrics-bind` asks for (None: off)."""
+    if bind is None or not bind.strip():
+        return None
+    if importlib.util.find_spec("prometheus_client") is None:
+        raise CliError(MISSING_METRICS, EXIT_USAGE)
+    from origin.metrics import start
+
+    try:
+        return start(bind, multiprocess=multiprocess)
+    except ValueError as exc:
+        raise CliError(f"--metrics-bind: {exc}", EXIT_USAGE) from None
+    except OSError as exc:
+        raise CliError(f"cannot serve metrics on {bind}: {exc.strerror or exc}") from None
 
 
 def _listen_url(url: str, listen_database: str | None) -> str | None:

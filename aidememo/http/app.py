@@ -12,6 +12,7 @@ nothing a client sends yields a 5xx (HTTP-2).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from aidememo.domain.canonical import decode_json
 from aidememo.domain.clock import RandomIds, SystemClock
@@ -41,9 +42,21 @@ def json_response(status: int, body: bytes) -> Response:
     return Response(status, list(JSON_HEADERS), body)
 
 
+class RetryLater(AidememoError):
+    """An error whose answer says when to retry, in whole seconds: the origin's rate limit
+    (`origin.rate_limit`, RATE-1)."""
+
+    def __init__(self, code: ErrorCode, message: str, retry_after_s: int) -> None:
+        super().__init__(code, message)
+        self.retry_after_s = retry_after_s
+
+
 def error_response(error: AidememoError) -> Response:
-    """The structured error response of `error` (ERR-1); 503s carry Retry-After (ERR-2)."""
+    """The structured error response of `error` (ERR-1); 503s carry Retry-After (ERR-2), and
+    so does a `RetryLater` (RATE-1)."""
     headers = list(JSON_HEADERS)
+    if isinstance(error, RetryLater):
+        headers.append(("retry-after", str(error.retry_after_s)))
     if error.http_status == 401:
         headers.append(("www-authenticate", "Bearer"))  # RFC 9110: a 401 names its scheme
     if error.http_status == 503:
@@ -88,8 +101,10 @@ class HttpApp:
         admin_token_sha256: bytes | None = None,
         mcp_allowed_origins: frozenset[str] = frozenset(),
         bodies: BodyStore | None = None,
+        rate_limit: Callable[[bytes], None] | None = None,
     ) -> None:
         self.store = store
+        self._rate_limit = rate_limit
         self.services = Services(
             store,
             clock or SystemClock(),
@@ -106,12 +121,14 @@ class HttpApp:
 
     def admit(self, request: Request) -> Admission:
         """Stage one and the body step of `request` (`aidememo.http.pipeline`), driven here
-        synchronously: the token is looked up in the store, and there is no rate limit.
-        Raises the `AidememoError` to answer instead."""
+        synchronously: the token is looked up in the store, and the rate limit is the
+        `rate_limit` hook given (none by default; `origin.rate_limit`, RATE-1). Raises the
+        `AidememoError` to answer instead."""
         return drive(
             admit(request, self._admin_digest),
             self.services.identity.authenticate_cached,
             request.body.take,
+            self._rate_limit,
         )
 
     def dispatch(self, request: Request) -> Response:

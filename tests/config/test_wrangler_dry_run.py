@@ -213,11 +213,11 @@ def test_dry_run_lists_every_binding(dry_run: DryRun) -> None:
         "env.RATE_LIMITER (600 requests/60s) Rate Limit",
         'env.HANDOFF_LEASE_MS ("120000") Environment Variable',
         'env.STORAGE_MODE ("sqlite") Environment Variable',
-        "env.HYPERDRIVE (00000000000000000000000000000000) Hyperdrive Config",
         "env.ARTIFACTS (aidememo-artifacts) R2 Bucket",
     ):
         assert binding in out, (binding, dry_run.output)
     assert "ALLOW_INSECURE_HTTP" not in out  # plain HTTP stays refused unless set for dev
+    assert "Hyperdrive" not in out  # the default deploy needs none (DEPLOY-8)
 
 
 def test_config_declares_sqlite_objects_the_entry_exports() -> None:
@@ -252,7 +252,9 @@ def test_art10_config_declares_the_r2_binding() -> None:
 
 
 def test_config_declares_the_hyperdrive_binding() -> None:
-    (hd,) = _config()["hyperdrive"]
+    config = _config()
+    assert "hyperdrive" not in config  # only the postgres environment has one (DEPLOY-8)
+    (hd,) = config["env"]["postgres"]["hyperdrive"]
     assert hd["binding"] == "HYPERDRIVE"  # durable_objects.pg_connection.HYPERDRIVE
     assert len(hd["id"]) == 32  # a placeholder: `wrangler hyperdrive create` gives the real one
     assert hd["localConnectionString"].startswith("postgres://")

@@ -42,8 +42,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from time import perf_counter
 from typing import Any, TypeVar
 
+from aidememo import metrics
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
 from aidememo.domain.model import (
     CommandStart,
@@ -154,6 +156,7 @@ class PostgresStore:
             write.op.value, write.body, write.now_ms,
         )  # fmt: skip
         notify = (sc.tenant_id, sc.project_id)  # the payload's ids (LIVE-9)
+        started = perf_counter()  # one statement is its own commit (aidememo.metrics)
         if write.token_sha256 is None:
             row, retried = self._one_statement(q.EXECUTE_RAW, (*params, *notify))
         else:
@@ -161,6 +164,7 @@ class PostgresStore:
             row, retried = self._one_statement(q.EXECUTE_RAW_TOKEN, (*token, *params, *notify))
             if row[0] is None:  # the binding no longer holds: nothing ran (AUTH-7)
                 raise fail(ErrorCode.AUTHENTICATION_FAILED, "unknown or revoked token")
+        metrics.commit(perf_counter() - started)
         (
             outcome, seq, revision, at, error,
             epoch, head, role, status, r_fp, r_actor, r_kind, r_rid, found, res_revision,
@@ -266,7 +270,12 @@ class PostgresStore:
         local.tx = tx
         try:
             result = not_awaitable(fn(tx))
-            session.control(q.COMMIT)
+            if write:
+                started = perf_counter()
+                session.control(q.COMMIT)
+                metrics.commit(perf_counter() - started)
+            else:
+                session.control(q.COMMIT)
         except BaseException:
             broken = not _rollback(session)
             raise

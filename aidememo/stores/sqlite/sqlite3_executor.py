@@ -46,8 +46,10 @@ import sqlite3
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
+from time import perf_counter
 from typing import Any, TypeVar
 
+from aidememo import metrics
 from aidememo.domain.errors import STORE_READ_ONLY, AidememoError, ErrorCode, fail
 from aidememo.domain.limits import STORAGE_FULL_FLOOR_BYTES
 from aidememo.ports import CAP_REOPEN, CAP_SECOND_PROCESS, CAP_TWO_CONNECTIONS
@@ -431,6 +433,7 @@ class Sqlite3Executor:
             raise
         finally:
             local.conn, local.state = None, _NONE
+        metrics.group_commit(1)
         return result
 
     def _batch(self, batch: list[_Pending]) -> None:
@@ -482,15 +485,20 @@ class Sqlite3Executor:
             except AidememoError as error:
                 _rollback(conn)  # nothing of the batch is durable: every caller retries
                 _answer_all(batch, error)
+            else:
+                metrics.group_commit(len(batch))
         finally:
             local.conn, local.state = None, _NONE
 
     def _commit(self, conn: sqlite3.Connection) -> None:
-        """`COMMIT` (one fsync with `synchronous=FULL`); a seam for fault-injection tests."""
+        """`COMMIT` (one fsync with `synchronous=FULL`), its wait reported to
+        `aidememo.metrics`; a seam for fault-injection tests."""
+        started = perf_counter()
         try:
             conn.execute(_COMMIT)
         except sqlite3.Error as exc:
             raise storage_failure("commit", exc, self.path) from exc
+        metrics.commit(perf_counter() - started)
 
 
 def _run(conn: sqlite3.Connection, sql: str) -> None:

@@ -1,0 +1,135 @@
+"""Config tier: the deployment files validate and configure only what the origin reads.
+
+`deploy/kubernetes/` validates against the Kubernetes 1.31 schemas bundled with
+`kubernetes-validate` (strict: no unknown fields), the kustomization lists every manifest, and
+every environment variable the manifests and `deploy/compose.yaml` give a container is one the
+command it runs reads (its flags' `AIDEMEMO_*` fallbacks, `AIDEMEMO_HOME`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from aidememo.cli.main import build_parser
+from aidememo.cli.stores import HOME_ENV
+from origin.limits import TIMEOUT_ENVIRON
+
+REPO = Path(__file__).resolve().parents[2]
+KUBE = REPO / "deploy" / "kubernetes"
+COMPOSE = REPO / "deploy" / "compose.yaml"
+KUBERNETES_VERSION = "1.31.0"
+
+
+def _manifests() -> list[Path]:
+    return sorted(p for p in KUBE.glob("*.yaml") if p.name != "kustomization.yaml")
+
+
+def _documents() -> Iterator[tuple[Path, dict[str, Any]]]:
+    for path in _manifests():
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc:
+                yield path, doc
+
+
+def _reads(argv: list[str]) -> set[str]:
+    """The environment variables the command `argv` reads."""
+    ns: argparse.Namespace = build_parser().parse_args(argv)
+    names = {opt.env for opt in ns._opts} | {HOME_ENV}
+    if argv[0] == "serve":
+        names |= set(TIMEOUT_ENVIRON.values())
+    return names
+
+
+def _command(args: list[str]) -> list[str]:
+    """The subcommand an image's arguments run (the image's CMD is `serve`)."""
+    if not args:
+        return ["serve"]
+    return args[:2] if args[0] == "admin" else args[:1]
+
+
+def test_deploy6_manifests_validate_for_kubernetes_1_31() -> None:
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    kinds = []
+    for path, doc in _documents():
+        kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+        kinds.append((doc["kind"], doc["metadata"]["name"], path.name))
+    names = {(kind, name) for kind, name, _ in kinds}
+    for expected in (
+        ("Deployment", "aidememo-api"),
+        ("Service", "aidememo-api"),
+        ("PodDisruptionBudget", "aidememo-api"),
+        ("NetworkPolicy", "aidememo-api"),
+        ("Job", "aidememo-migrate"),
+        ("ConfigMap", "aidememo-config"),
+    ):
+        assert expected in names, expected
+
+
+def test_deploy6_kustomization_lists_every_manifest() -> None:
+    kustomization = yaml.safe_load((KUBE / "kustomization.yaml").read_text())
+    assert sorted(kustomization["resources"]) == [p.name for p in _manifests()]
+
+
+def test_deploy6_api_pods_probe_health_and_ready_and_run_unprivileged() -> None:
+    (deployment,) = [d for _, d in _documents() if d["kind"] == "Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    (api,) = pod["containers"]
+    assert api["livenessProbe"]["httpGet"]["path"] == "/health"
+    assert api["readinessProbe"]["httpGet"]["path"] == "/ready"
+    assert api["securityContext"]["readOnlyRootFilesystem"] is True
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert "limits" in api["resources"] and "requests" in api["resources"]
+
+
+def _config_maps() -> dict[str, dict[str, str]]:
+    return {
+        d["metadata"]["name"]: d.get("data", {})
+        for _, d in _documents()
+        if d["kind"] == "ConfigMap"
+    }
+
+
+def _pod_specs() -> Iterator[tuple[str, dict[str, Any]]]:
+    for _, doc in _documents():
+        spec = doc.get("spec", {})
+        if doc["kind"] == "CronJob":
+            spec = spec["jobTemplate"]["spec"]
+        if "template" in spec:
+            yield doc["metadata"]["name"], spec["template"]["spec"]
+
+
+def test_deploy6_manifests_set_only_variables_the_origin_reads() -> None:
+    maps = _config_maps()
+    checked = 0
+    for name, pod in _pod_specs():
+        for container in pod["containers"]:
+            reads = _reads(_command(container.get("args", [])))
+            names = {e["name"] for e in container.get("env", [])}
+            for source in container.get("envFrom", []):
+                names |= set(maps[source["configMapRef"]["name"]])
+            unknown = names - reads
+            assert not unknown, f"{name}/{container['name']} sets {sorted(unknown)}"
+            checked += len(names)
+    assert checked > 0
+
+
+def test_deploy6_compose_sets_only_variables_the_origin_reads() -> None:
+    compose = yaml.safe_load(COMPOSE.read_text())
+    checked = 0
+    for name, service in compose["services"].items():
+        image = str(service.get("image", ""))
+        if "aidememo-origin" not in image:
+            continue
+        command = service.get("command", [])
+        argv = ["admin", "migrate"] if name == "migrate" else _command(command)
+        names = set(service.get("environment", {}))
+        unknown = names - _reads(argv)
+        assert not unknown, f"{name} sets {sorted(unknown)}"
+        checked += len(names)
+    assert checked > 0

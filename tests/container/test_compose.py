@@ -1,0 +1,369 @@
+"""The container tier: the images `scripts/container build` makes, run as `deploy/compose.yaml`
+runs them (two origin replicas over one PostgreSQL 15, SeaweedFS), through the same script an
+operator uses (`scripts/container up` and `down`), spoken to over the published loopback ports.
+
+Skipped without podman, except under CI=true, where `scripts/container build` installs what it
+needs. Everything the module starts (containers, their network and volumes, the secrets
+directory) is removed at its end, and the last test checks nothing of the project is left.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+import pytest
+from websockets.sync.client import connect
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "container"
+WAIT_S = 60.0  # a bound on waiting for what must happen, never a measured expectation
+TENANT, PROJECT, ACTOR, REVIEWER = "t_compose", "p_compose", "a_compose", "a_reviewer"
+
+pytestmark = [pytest.mark.container, pytest.mark.timeout(900)]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class Deployment:
+    project: str
+    env: dict[str, str]
+    a: str  # origin-a's URL
+    b: str  # origin-b's URL
+    metrics_a: str
+    s3: str
+    secrets: Path
+    token: str = ""
+    reviewer: str = ""
+
+    def container(self, service: str) -> str:
+        return f"{self.project}_{service}_1"
+
+    def headers(self, token: str | None = None) -> dict[str, str]:
+        return {"authorization": f"Bearer {token or self.token}"}
+
+    def podman(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["podman", *args], env=self.env, capture_output=True, text=True, check=check
+        )
+
+
+def _run_script(env: dict[str, str], *args: str, timeout: float = 600) -> None:
+    proc = subprocess.run(
+        [str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    assert proc.returncode == 0, f"scripts/container {' '.join(args)}:\n{proc.stderr[-4000:]}"
+
+
+def _wait_ready(url: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/ready", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.25)
+    raise AssertionError(f"{url} did not become ready")
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    if shutil.which("podman") is None and not os.environ.get("CI"):
+        pytest.skip("podman is not installed (scripts/container build installs it; CI=true runs)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIDEMEMO_")}
+    env["CONTAINERS_CONF"] = str(REPO / "deploy" / "containers.conf")
+    # This checkout's own origin image: another checkout's test run may build at the same time.
+    checkout = hashlib.sha256(str(REPO).encode()).hexdigest()[:10]
+    env["AIDEMEMO_ORIGIN_IMAGE"] = f"localhost/aidememo-origin:test-{checkout}"
+    _run_script(env, "build")
+    project = f"aidememo-test-{secrets.token_hex(3)}"
+    ports = {name: _free_port() for name in ("a", "b", "ma", "mb", "s3")}
+    secrets_dir = tmp_path_factory.mktemp("compose-secrets")
+    env.update(
+        AIDEMEMO_COMPOSE_PROJECT=project,
+        AIDEMEMO_SECRETS_DIR=str(secrets_dir),
+        AIDEMEMO_ORIGIN_A_PORT=str(ports["a"]),
+        AIDEMEMO_ORIGIN_B_PORT=str(ports["b"]),
+        AIDEMEMO_METRICS_A_PORT=str(ports["ma"]),
+        AIDEMEMO_METRICS_B_PORT=str(ports["mb"]),
+        AIDEMEMO_S3_PORT=str(ports["s3"]),
+        # One token writes everything here; each replica counts its own window (RATE-3).
+        AIDEMEMO_RATE_LIMIT="100000/60",
+    )
+    dep = Deployment(
+        project,
+        env,
+        f"http://127.0.0.1:{ports['a']}",
+        f"http://127.0.0.1:{ports['b']}",
+        f"http://127.0.0.1:{ports['ma']}",
+        f"http://127.0.0.1:{ports['s3']}",
+        secrets_dir,
+    )
+    try:
+        _run_script(env, "up")
+        _wait_ready(dep.a)
+        _wait_ready(dep.b)
+        admin = (secrets_dir / "admin.token").read_text().strip()
+        dep.token, dep.reviewer = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+        for actor, token in ((ACTOR, dep.token), (REVIEWER, dep.reviewer)):
+            body = {
+                "tenant_id": TENANT,
+                "project_id": PROJECT,
+                "actor_id": actor,
+                "token_sha256": hashlib.sha256(token.encode()).hexdigest(),
+            }
+            reply = httpx.post(f"{dep.a}/v1/admin/bootstrap", json=body, headers=dep.headers(admin))
+            assert reply.status_code == 200, reply.text
+        yield dep
+    finally:
+        _run_script(env, "down", timeout=300)
+        label = f"label=io.podman.compose.project={project}"
+        left = [
+            dep.podman(*what, "-q", "--filter", label).stdout
+            for what in (("ps", "-a"), ("volume", "ls"), ("network", "ls"))
+        ]
+        assert left == ["", "", ""], f"left behind: {left}"
+
+
+def _fact(url: str, dep: Deployment, fid: str, session: str, text: str) -> httpx.Response:
+    body = {
+        "command_id": f"cmd-{fid}",
+        "payload": {"fact_id": fid, "session_id": session, "content": text},
+    }
+    return httpx.post(
+        f"{url}/v1/projects/{PROJECT}/facts", json=body, headers=dep.headers(), timeout=10
+    )
+
+
+def _session(url: str, dep: Deployment, sid: str) -> None:
+    body = {"command_id": f"cmd-{sid}", "payload": {"session_id": sid, "topic": "compose"}}
+    reply = httpx.post(f"{url}/v1/projects/{PROJECT}/sessions", json=body, headers=dep.headers())
+    assert reply.status_code == 200, reply.text
+
+
+def _get(url: str, dep: Deployment, path: str, **params: Any) -> Any:
+    reply = httpx.get(
+        f"{url}/v1/projects/{PROJECT}/{path}", params=params, headers=dep.headers(), timeout=10
+    )
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+def _feed(url: str, dep: Deployment) -> list[int]:
+    """Every sequence number of the project's change feed, read through `url`."""
+    epoch = _get(url, dep, "identity")["project_epoch"]
+    seqs: list[int] = []
+    after = 0
+    while True:
+        page = _get(url, dep, "changes", project_epoch=epoch, after_seq=after, limit=500)
+        seqs += [e["seq"] for e in page["entries"]]
+        after = page["next_cursor"]["after_seq"]
+        if not page["has_more"]:
+            return seqs
+
+
+def test_deploy1_smoke_through_both_replicas(deployment: Deployment) -> None:
+    dep = deployment
+    _session(dep.a, dep, "s_smoke")
+    assert _fact(dep.b, dep, "f_smoke", "s_smoke", "compose smoke fact").status_code == 200
+    assert _get(dep.a, dep, "resources/fact/f_smoke")["resource"]["id"] == "f_smoke"
+    hits = _get(dep.a, dep, "search", q="smoke")
+    assert "f_smoke" in json.dumps(hits)
+    handoff = {
+        "command_id": "cmd-h_smoke",
+        "payload": {"handoff_id": "h_smoke", "session_id": "s_smoke", "to_actor": REVIEWER},
+    }
+    reply = httpx.post(
+        f"{dep.b}/v1/projects/{PROJECT}/handoffs", json=handoff, headers=dep.headers()
+    )
+    assert reply.status_code == 200, reply.text
+    status = httpx.get(
+        f"{dep.a}/v1/projects/{PROJECT}/handoffs/h_smoke", headers=dep.headers(dep.reviewer)
+    )
+    assert status.status_code == 200, status.text
+    assert "h_smoke" in status.text
+
+
+def test_deploy1_live9_live_feed_on_one_replica_sees_a_commit_on_the_other(
+    deployment: Deployment,
+) -> None:
+    dep = deployment
+    epoch = _get(dep.b, dep, "identity")["project_epoch"]
+    after = _feed(dep.b, dep)[-1]
+    query = urlencode({"project_epoch": epoch, "after_seq": after})
+    ws_url = dep.b.replace("http://", "ws://") + f"/v1/projects/{PROJECT}/changes/live?{query}"
+    with connect(ws_url, additional_headers=dep.headers(), open_timeout=WAIT_S) as sub:
+        first = json.loads(sub.recv(timeout=WAIT_S))
+        assert first["next_cursor"]["after_seq"] == after
+        _session(dep.a, dep, "s_live")
+        batch = json.loads(sub.recv(timeout=WAIT_S))
+    assert [e["change"]["resource"]["id"] for e in batch["entries"]] == ["s_live"]
+
+
+def test_deploy3_image_runs_unprivileged_read_only_with_its_requirements(
+    deployment: Deployment,
+) -> None:
+    dep = deployment
+    name = dep.container("origin-b")
+    assert dep.podman("exec", name, "id", "-un").stdout.strip() == "aidememo"
+    refused = dep.podman("exec", name, "touch", "/opt/aidememo/x", check=False)
+    assert refused.returncode != 0 and "Read-only file system" in refused.stderr
+    inside = dep.podman("exec", name, "cat", "/opt/aidememo/requirements.txt").stdout
+    assert inside == (REPO / "deploy" / "requirements.txt").read_text()
+    config = json.loads(dep.podman("image", "inspect", dep.env["AIDEMEMO_ORIGIN_IMAGE"]).stdout)
+    assert config[0]["Healthcheck"]["Test"][0] == "CMD"  # kept by the docker format
+    assert dep.podman("healthcheck", "run", name, check=False).returncode == 0
+
+
+def test_metrics1_metrics2_a_replica_serves_prometheus_on_its_own_port(
+    deployment: Deployment,
+) -> None:
+    dep = deployment
+    _session(dep.a, dep, "s_metrics")
+    text = httpx.get(f"{dep.metrics_a}/metrics", timeout=10).text
+    assert re.search(
+        r'aidememo_http_requests_total\{[^}]*route="create_session"[^}]*\} [1-9]', text
+    )
+    assert re.search(r"^aidememo_commit_duration_seconds_count [1-9]", text, re.M)
+    # The API port does not serve them.
+    assert httpx.get(f"{dep.a}/metrics").status_code == 404
+
+
+def test_deploy5_seaweedfs_serves_s3_with_conditional_writes(deployment: Deployment) -> None:
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import ClientError
+
+    dep = deployment
+    ident = json.loads((dep.secrets / "s3.json").read_text())["identities"][0]
+    cred = ident["credentials"][0]
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=dep.s3,
+        aws_access_key_id=cred["accessKey"],
+        aws_secret_access_key=cred["secretKey"],
+        region_name="us-east-1",
+        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 10}),
+    )
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        try:
+            s3.create_bucket(Bucket="aidememo-artifacts")
+            break
+        except ClientError:
+            raise
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    s3.put_object(Bucket="aidememo-artifacts", Key="k", Body=b"one", IfNoneMatch="*")
+    with pytest.raises(ClientError) as refused:
+        s3.put_object(Bucket="aidememo-artifacts", Key="k", Body=b"two", IfNoneMatch="*")
+    assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 412
+    assert s3.get_object(Bucket="aidememo-artifacts", Key="k")["Body"].read() == b"one"
+
+
+@dataclass
+class Load:
+    acked: dict[str, str]  # fact id -> the URL that acknowledged it
+    killed_at: float = 0.0
+    first_b_after_kill: float | None = None
+    errors: int = 0
+
+
+def test_deploy2_sigkill_one_origin_under_write_load(deployment: Deployment) -> None:
+    """SIGKILL origin-a while four writers write through it; each writer moves to origin-b on
+    a transport error and repeats the same command (a replay if origin-a had committed it).
+    Every acknowledged fact must be readable through origin-b and the feed dense."""
+    dep = deployment
+    _session(dep.a, dep, "s_load")
+    load = Load({})
+    lock = threading.Lock()
+    stop = threading.Event()
+    kill_after, total = 60, 240
+
+    def writer(n: int) -> None:
+        url, i = dep.a, 0
+        while not stop.is_set():
+            fid = f"f_load_{n}_{i}"
+            for _attempt in range(50):
+                try:
+                    reply = _fact(url, dep, fid, "s_load", f"load {n} {i}")
+                except httpx.TransportError:
+                    url = dep.b
+                    continue
+                if reply.status_code == 200:
+                    with lock:
+                        load.acked[fid] = url
+                        if url == dep.b and load.killed_at and load.first_b_after_kill is None:
+                            load.first_b_after_kill = time.monotonic() - load.killed_at
+                    break
+                with lock:
+                    load.errors += 1
+                if reply.status_code >= 500:
+                    url = dep.b
+                    time.sleep(0.1)
+                    continue
+                raise AssertionError(f"write refused: {reply.status_code} {reply.text}")
+            i += 1
+            with lock:
+                if len(load.acked) >= total:
+                    stop.set()
+
+    threads = [threading.Thread(target=writer, args=(n,), daemon=True) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + WAIT_S
+    while len(load.acked) < kill_after and time.monotonic() < deadline:
+        time.sleep(0.02)
+    with lock:
+        load.killed_at = time.monotonic()
+        acked_before = len(load.acked)
+    dep.podman("kill", "--signal", "KILL", dep.container("origin-a"))
+    for thread in threads:
+        thread.join(WAIT_S * 2)
+    assert not any(t.is_alive() for t in threads)
+    assert len(load.acked) >= total
+    assert load.first_b_after_kill is not None
+    # Every acknowledged write is there, read through the survivor.
+    for fid in load.acked:
+        assert _get(dep.b, dep, f"resources/fact/{fid}")["resource"]["id"] == fid
+    # The feed is dense: sequence numbers 1..head without a gap or a repeat.
+    seqs = _feed(dep.b, dep)
+    assert seqs == list(range(1, len(seqs) + 1))
+    print(
+        f"\nfailover: {len(load.acked)} writes acknowledged ({acked_before} before the kill),"
+        f" {len(load.acked)} found through origin-b, first write acknowledged by origin-b"
+        f" {load.first_b_after_kill:.3f} s after SIGKILL, {load.errors} refused attempts"
+    )
+
+
+def test_deploy3_sigterm_stops_an_origin_cleanly(deployment: Deployment) -> None:
+    dep = deployment
+    name = dep.container("origin-b")
+    dep.podman("stop", "--time", "30", name)
+    state = json.loads(dep.podman("inspect", name).stdout)[0]["State"]
+    assert state["ExitCode"] == 0
+    assert "stopped on SIGTERM" in dep.podman("logs", name).stderr
