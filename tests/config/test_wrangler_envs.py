@@ -78,7 +78,16 @@ def test_deploy8_dev_vars_example_names_every_variable_the_worker_reads() -> Non
         path.read_text() for d in ("worker", "durable_objects") for path in (REPO / d).glob("*.py")
     )
     read = set(re.findall(r'"([A-Z][A-Z0-9_]+)"', sources))
-    bindings = {"PROJECTS", "TENANTS", "TOKENS", "RATE_LIMITER", "HYPERDRIVE", "GET", "POST"}
+    bindings = {
+        "PROJECTS",
+        "TENANTS",
+        "TOKENS",
+        "RATE_LIMITER",
+        "HYPERDRIVE",
+        "ARTIFACTS",
+        "GET",
+        "POST",
+    }
     variables = read - bindings
     # Every variable the Worker reads is a var of wrangler.toml or named in the example.
     unknown = {v for v in variables if v not in config["vars"] and v not in named}
