@@ -9,9 +9,10 @@ awaitable (STORE-2).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Protocol, TypeVar
 
+from aidememo.domain.artifacts import GcIntent, Reservation
 from aidememo.domain.model import (
     Actor,
     AuditRow,
@@ -45,7 +46,87 @@ CAP_SECOND_PROCESS = "second_process"  # another OS process can open the same da
 CAP_RAW_FAST_PATH = "raw_fast_path"
 
 
-class ReadTx(Protocol):
+class ArtifactReads(Protocol):
+    """The artifact catalog's reads (SPEC.md ART-*): reservations, GC intents, identity."""
+
+    def get_artifact_reservation(self, scope: Scope, reservation_id: str) -> Reservation | None:
+        """The reservation, or None."""
+        ...
+
+    def find_artifact_reservation(self, scope: Scope, command_id: str) -> Reservation | None:
+        """The reservation a reservation command made (its replay receipt), or None."""
+        ...
+
+    def live_artifact_reservations(self, scope: Scope, artifact_id: str) -> list[Reservation]:
+        """The artifact's reservations in a live state (expired or not), by reservation id."""
+        ...
+
+    def artifact_reservation_by_generation(self, generation: str) -> Reservation | None:
+        """The reservation of a generation, in any tenant, or None."""
+        ...
+
+    def expired_artifact_reservations(self, now_ms: int, limit: int) -> list[Reservation]:
+        """Up to `limit` reservations of any tenant in a live state whose expiry is at or
+        before `now_ms`, earliest expiry first."""
+        ...
+
+    def get_artifact_revision(self, scope: Scope, artifact_id: str, revision: int) -> bytes | None:
+        """The body of the `artifact` resource at `revision`, from the change log, or None."""
+        ...
+
+    def list_artifact_generations(self, tenant_id: str) -> list[tuple[str, str, str]]:
+        """`(project_id, artifact_id, generation)` of every reservation of the tenant and of
+        every current publication's body (duplicates allowed)."""
+        ...
+
+    def get_gc_intent(self, body_key: str) -> GcIntent | None:
+        """The GC intent of a body-store key, or None."""
+        ...
+
+    def body_store_identity(self) -> str | None:
+        """The body-store identity the catalog is pinned to (ART-8), or None."""
+        ...
+
+    def artifact_due_ms(self) -> int | None:
+        """When GC next has work: the earliest expiry of a live reservation or time an
+        intent is due (its not-before, or its lease's end when later); None: nothing."""
+        ...
+
+
+class ArtifactWrites(Protocol):
+    """The artifact catalog's writes; they commit with whatever else the transaction does."""
+
+    def put_artifact_reservation(self, reservation: Reservation) -> None:
+        """Insert or replace a reservation (keyed by scope and reservation id)."""
+        ...
+
+    def put_gc_intent(self, intent: GcIntent) -> None:
+        """Queue a GC intent; an intent already queued for the key is left as it is."""
+        ...
+
+    def lease_gc_intents(self, now_ms: int, lease_until_ms: int, limit: int) -> list[GcIntent]:
+        """Lease up to `limit` intents due at `now_ms` (not before and not leased past it),
+        earliest first, until `lease_until_ms`; returns them as leased."""
+        ...
+
+    def update_gc_intent(self, intent: GcIntent) -> None:
+        """Replace an intent's attempts, last error, not-before and lease."""
+        ...
+
+    def delete_gc_intent(self, body_key: str) -> None:
+        """Drop an intent (nothing if it is gone)."""
+        ...
+
+    def prune_artifact_reservations(self, cutoff_ms: int, limit: int) -> int:
+        """Delete up to `limit` reservations settled at or before `cutoff_ms`; the count."""
+        ...
+
+    def bind_body_store_identity(self, identity: str) -> None:
+        """Pin the catalog to a body-store identity (nothing if one is pinned already)."""
+        ...
+
+
+class ReadTx(ArtifactReads, Protocol):
     """A consistent read-only view of the canonical records."""
 
     def get_project(self, scope: Scope) -> Project | None:
@@ -199,7 +280,7 @@ class ReadTx(Protocol):
         ...
 
 
-class WriteTx(ReadTx, Protocol):
+class WriteTx(ArtifactWrites, ReadTx, Protocol):
     """A write transaction; writers of one project are serialized (STORE-3)."""
 
     def begin_command(
@@ -305,6 +386,35 @@ class RawFastPath(Protocol):
         exception; driver failures are `storage_failure` as ever. None means the path does
         not apply here (e.g. a transaction is already open on this thread), and the caller
         runs the generic pipeline."""
+        ...
+
+
+class BodyStore(Protocol):
+    """Where artifact bodies live, under random generation keys (ART-6, ART-8).
+
+    Keys are generations the catalog made (never a logical path); a body is created once and
+    never changed. Blocking calls: the origin runs them in a worker thread.
+    """
+
+    identity: str  # credential-free; the catalog is pinned to it (ART-8)
+
+    def create(self, key: str, chunks: Iterator[bytes], size: int) -> tuple[int, str]:
+        """Write exactly `size` bytes from `chunks` under `key` if nothing is there yet, and
+        return `(size, sha256 hex)` of what is stored now. A different size refuses with
+        `artifact_body_mismatch` and stores nothing; a body already under the key is kept,
+        and its own observation returned, so the caller compares."""
+        ...
+
+    def head(self, key: str) -> int | None:
+        """The stored size, or None when nothing is under the key."""
+        ...
+
+    def read(self, key: str, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+        """The bytes `[start, end)` in chunks; `artifact_not_found` when the key is absent."""
+        ...
+
+    def delete(self, key: str) -> None:
+        """Remove the body; nothing when it is gone already (idempotent)."""
         ...
 
 

@@ -56,6 +56,7 @@ from urllib.parse import unquote, urlsplit
 
 from workers import DurableObject
 
+from aidememo.domain.clock import SystemClock
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
 from aidememo.domain.ids import validate_id
 from aidememo.domain.limits import HANDOFF_LEASE_MS_DEFAULT, HANDOFF_LEASE_MS_MAX
@@ -67,8 +68,10 @@ from aidememo.mcp.http import parse_origins
 from aidememo.ports import ReadTx, WriteTx
 from aidememo.service.archive import Archive
 from aidememo.service.archive_rows import project_lines
+from aidememo.service.artifact_gc import tenant_intents
 from aidememo.service.project_import import ProjectImport
 from aidememo.stores.memory import MemoryStore
+from durable_objects.artifacts import artifact_due, gc_pass, run_phase
 from durable_objects.base import StoredObject
 from durable_objects.live import EdgeFeed, answer_close
 from durable_objects.rpc import (
@@ -171,9 +174,27 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
             committed, self._committed = self._committed, False
             if committed:
                 self._live(app, push=True)
-        if committed and self._feed.subscribers():
-            await self._schedule()  # a new claim may expire before the alarm already set
+        artifact = admission.route.name.startswith("artifact_")  # a GC deadline may move
+        if artifact or (committed and self._feed.subscribers()):
+            await self._schedule(artifact)  # a new claim may expire before the alarm set
         return response_payload(response)
+
+    async def artifact_phase(self, phase: Any, args: Any, caller: Any) -> dict[str, Any]:
+        """One catalog step of an artifact body route the Worker drives around its R2
+        transfer (`durable_objects.artifacts`, SPEC.md ART-10); `{"ok"}` or `{"error"}`."""
+        async with self._serial:
+            try:
+                app = self._http()
+            except AidememoError as error:
+                return {"error": {"code": error.code.value, "message": error.message}}
+            self._committed = False
+            who, what = caller_from(caller), plain(args)
+            result = answer(lambda: run_phase(app.services.artifacts, str(phase), what, who))
+            committed, self._committed = self._committed, False
+            if committed:
+                self._live(app, push=True)
+        await self._schedule(True)  # a reservation's expiry or a GC intent may be the earliest
+        return result
 
     # -- the live change feed -------------------------------------------------------------
 
@@ -408,10 +429,12 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
     def _rechecks(self) -> bool:
         return self._postgres or self.live_recheck
 
-    async def _schedule(self) -> None:
+    async def _schedule(self, artifacts: bool = False) -> None:
         """Set the object's one alarm to the earliest thing it must do: drop a stale staged
-        export or import, announce an expired lease, re-check memberships. An alarm already
-        set earlier is kept (it fires, finds less to do, and sets the next one)."""
+        export or import, announce an expired lease, re-check memberships and, with
+        `artifacts` (after an artifact request, and from the alarm), the artifact GC's next
+        due work. An alarm already set earlier is kept (it fires, finds less to do, and sets
+        the next one)."""
         times: list[int] = []
         try:
             staged = self._staging.earliest()
@@ -423,6 +446,9 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
         live = self._feed.alarm_at(self._rechecks())
         if live is not None:
             times.append(live)
+        due = artifact_due(self._open(create=False)) if artifacts else None
+        if due is not None:
+            times.append(due)
         if not times:
             return
         want = min(times)
@@ -443,6 +469,8 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
             self._staging.drop_older(self.clock.now_ms() - STAGE_TTL_MS)
         except AidememoError as error:  # the next alarm tries again
             log.warning("dropping stale staged rows failed: %s", error.message)
+        async with self._serial:  # the artifact GC's due work (ART-7), bounded
+            await gc_pass(self._open(create=False), self.env, self.clock)
         if self._feed.subscribers():
             async with self._serial:
                 try:
@@ -455,7 +483,7 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
                     self._feed.announce(app.services.store)
                 except AidememoError as error:
                     log.warning("live feed alarm failed: %s", error.message)
-        await self._schedule()
+        await self._schedule(True)
 
 
 def _core_request(request: Any) -> Request:
@@ -477,6 +505,7 @@ def delete_rows(store: Any, tenant_id: str) -> dict[str, dict[str, int]]:
     def run(tx: WriteTx) -> dict[str, dict[str, int]]:
         before = {k: v for k, v in tx.count_tenant_rows(tenant_id).items() if v}
         if before:
+            tenant_intents(tx, tenant_id, SystemClock().now_ms())  # its bodies (ART-7)
             tx.delete_tenant(tenant_id)
         left = {k: v for k, v in tx.count_tenant_rows(tenant_id).items() if v}
         if left:  # roll back: a deletion is whole or not at all

@@ -17,6 +17,8 @@ identically. What it does:
   assigns a request id (the incoming `x-request-id` when it is a valid identifier, ID-1,
   otherwise 16 random hex characters), echoed in `x-request-id` and the access log line
   (`origin.asgi_common`, shared with `origin.live`).
+- Sends a `Response.stream` (an artifact download) chunk by chunk, each read in a worker
+  thread.
 - Logs one access line per request on the `aidememo.access` logger: request id, method, path
   (never the query string), status and duration; never headers, so never the bearer token.
   The record is an `origin.logsink.AccessRecord` handed to the logger directly; under
@@ -154,6 +156,25 @@ def _internal_error(request_id: str) -> Response:
     )
 
 
+async def _send_stream(
+    stream: Iterator[bytes], send: AsgiSend, pool: ThreadPoolExecutor | None
+) -> None:
+    """A streamed answer (an artifact download): each chunk is read in a worker thread, so
+    file reads never block the event loop, and sent before the next is read."""
+    loop = get_running_loop()
+    try:
+        while True:
+            chunk = await loop.run_in_executor(pool, next, stream, None)
+            if chunk is None:
+                break
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+    finally:
+        close = getattr(stream, "close", None)
+        if close is not None:
+            await loop.run_in_executor(pool, close)
+
+
 def create_asgi_app(
     http_app: Dispatcher,
     *,
@@ -255,7 +276,10 @@ def create_asgi_app(
             # The unread rest of the body would otherwise be received and discarded.
             out.append((b"connection", b"close"))
         await send({"type": "http.response.start", "status": response.status, "headers": out})
-        await send({"type": "http.response.body", "body": response.body})
+        if response.stream is None:
+            await send({"type": "http.response.body", "body": response.body})
+        else:
+            await _send_stream(response.stream, send, pool())
         if access.isEnabledFor(INFO):
             access.handle(
                 access_record(

@@ -239,6 +239,8 @@ def _empty_script(name: str) -> list[str]:
         f'DELETE FROM "{name}".fact_search_terms',
         f'DELETE FROM "{name}".tenants',
         f'DELETE FROM "{name}".aidememo_import_staging',
+        f'DELETE FROM "{name}".artifact_gc_intents',
+        f'DELETE FROM "{name}".artifact_catalog',
         f'DELETE FROM "{name}".aidememo_schema',
         f'INSERT INTO "{name}".aidememo_schema (component, version) '
         f"VALUES ('{schema.COMPONENT}', {schema.SCHEMA_VERSION})",

@@ -95,7 +95,7 @@ from durable_objects.rpc import (
     request_payload,
     response_parts,
 )
-from worker import admin, transfer
+from worker import admin, artifacts, transfer
 from worker.auth_cache import TokenCache
 from worker.objects import Objects, call
 from worker.routing import (
@@ -205,6 +205,11 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
                 headers=forwarded_headers(headers, caller, admission.digest),
             )
             return await stub.fetch(forwarded)
+        if route.name in artifacts.BODY_ROUTES:  # bodies stream to and from R2 here (ART-10)
+            body, status, out = await artifacts.serve(
+                route, core, params, caller, stub, self.env, request
+            )
+            return Response(body, status=status, headers=out)
         answer = await stub.handle(request_payload(core, admission), caller_payload(caller))
         text, status, out = response_parts(answer)
         return Response(text, status=status, headers=out)

@@ -1,5 +1,5 @@
 """The agent commands' part of the command tree: `auth`, `session`, `fact`, `search`, `get`,
-`members`, `handoff`, `changes`, `watch` (SPEC.md CLI-2..CLI-6).
+`members`, `handoff`, `changes`, `watch`, `artifact` (SPEC.md CLI-2..CLI-6, ART-*).
 
 Only `--profile` (`AIDEMEMO_PROFILE`) and `--json` (`AIDEMEMO_JSON`) may come from the
 environment; every other flag is given on the command line (`flag`). The handlers speak to a
@@ -158,6 +158,27 @@ def add_agent_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     flag(watch, "--after-seq", default=0, convert=seq, help="exclusive cursor to start from")
 
     _add_handoff(sub)
+    _add_artifact(sub)
+
+
+def _add_artifact(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    artifact = sub.add_parser("artifact", help="file bodies under logical paths").add_subparsers(
+        dest="artifact_command", metavar="ACTION", required=True
+    )
+    put = _agent(artifact, "put", "publish a file at a path (replacing what is there)",
+                 "artifact", "cmd_artifact_put")  # fmt: skip
+    _positional(put, "path", "logical path, e.g. sessions/<s>/artifacts/<name>")
+    _positional(put, "file", "the file, or '-' for stdin")
+    flag(put, "--content-type", default="application/octet-stream", help="media type")
+    get = _agent(artifact, "get", "the bytes at a path", "artifact", "cmd_artifact_get")
+    _positional(get, "path", "logical path")
+    flag(get, "--out", help="write to this new file (default: stdout)")
+    flag(get, "--revision", convert=int_in(1, SEQ_MAX), help="an older revision")
+    resolve = _agent(artifact, "resolve", "a path's current metadata", "artifact",
+                     "cmd_artifact_resolve")  # fmt: skip
+    _positional(resolve, "path", "logical path")
+    abort = _agent(artifact, "abort", "abort a reservation", "artifact", "cmd_artifact_abort")
+    _positional(abort, "reservation_id", "reservation id")
 
 
 def _add_handoff(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

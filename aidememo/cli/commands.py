@@ -328,6 +328,25 @@ def cmd_admin_delete_tenant(ns: argparse.Namespace) -> int:
     return _with_store(_database(ns, create=False), run, create=False)
 
 
+def cmd_admin_gc(ns: argparse.Namespace) -> int:
+    """One bounded artifact GC pass (SPEC.md ART-7); prints its report."""
+    from aidememo.cli.artifact_root import artifact_root, open_bodies, pin_identity
+    from aidememo.domain.clock import SystemClock
+    from aidememo.service.artifact_gc import ArtifactGc
+
+    database = _database(ns, create=False)
+    root = artifact_root(database, ns.artifact_root)
+    assert root is not None  # required: refused without one
+    bodies = open_bodies(root)
+
+    def run(store: Store) -> int:
+        pin_identity(store, bodies)
+        _print_json(ArtifactGc(store, bodies, SystemClock()).run_once().to_json())
+        return 0
+
+    return _with_store(database, run, create=False)
+
+
 def cmd_admin_migrate(ns: argparse.Namespace) -> int:
     """Bring the database's schema to this code's version (PostgreSQL: under the advisory
     lock, in one transaction; SQLite migrates whenever it is opened)."""
@@ -394,4 +413,5 @@ def cmd_serve(ns: argparse.Namespace) -> int:
         workers=ns.workers,
         listen_database=ns.listen_database,
         mcp_allowed_origins=ns.mcp_allowed_origins,
+        artifact_root=ns.artifact_root,
     )

@@ -20,6 +20,7 @@ from aidememo.cli.agent_parser import add_agent_commands
 from aidememo.cli.commands import (
     cmd_admin_delete_tenant,
     cmd_admin_export,
+    cmd_admin_gc,
     cmd_admin_import,
     cmd_admin_member,
     cmd_admin_migrate,
@@ -176,6 +177,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     migrate.add("--database", env="AIDEMEMO_DATABASE_URL", help=db_help)
 
+    gc = Command(
+        admin.add_parser("gc", help="one pass of artifact garbage collection (for a cron job)"),
+        cmd_admin_gc,
+    )
+    gc.add("--database", env="AIDEMEMO_DATABASE_URL", help=db_help)
+    gc.add("--artifact-root", env="AIDEMEMO_ARTIFACT_ROOT", help="directory of artifact bodies")
+
     health = Command(sub.add_parser("health", help="open the store and report it"), cmd_health)
     health.add("--database", env="AIDEMEMO_DATABASE_URL", help=db_help)
 
@@ -216,6 +224,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add(
         "--admin-token-file",
         help="file holding the admin token; its SHA-256 guards /v1/admin (closed without it)",
+    )
+    serve.add(
+        "--artifact-root",
+        env="AIDEMEMO_ARTIFACT_ROOT",
+        help="directory of artifact bodies (default: <sqlite path>.artifacts; required with "
+        "PostgreSQL)",
     )
     serve.add(
         "--mcp-allowed-origins",

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import importlib.util
 import ipaddress
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from aidememo.cli.errors import EXIT_USAGE, CliError
 from aidememo.cli.stores import default_database, is_postgres, open_store
-from aidememo.ports import Store
 
 if TYPE_CHECKING:
     import socket
@@ -50,6 +50,8 @@ def run_serve(
     workers: int = 1,
     listen_database: str | None = None,
     mcp_allowed_origins: str = "",
+    artifact_root: str | None = None,
+    gc_interval_s: float | None = None,
 ) -> int:
     """Serve until SIGTERM/SIGINT; returns the exit status.
 
@@ -89,24 +91,45 @@ def run_serve(
     )
 
     origins = parse_origins(mcp_allowed_origins)
+    from aidememo.cli.artifact_root import artifact_root as root_of
+    from aidememo.cli.artifact_root import open_bodies, pin_identity
+    from aidememo.service.artifact_gc import ArtifactGc
+    from origin.gc_task import GC_INTERVAL_S, GcTask
 
-    def open_app() -> tuple[HttpApp, Store]:
+    root = root_of(url, artifact_root, required=False)
+    bodies = None if root is None else open_bodies(root)
+
+    def open_app() -> tuple[HttpApp, Callable[[], None]]:
         store = open_store(url)
         try:
+            if bodies is not None:
+                pin_identity(store, bodies)  # ART-8: before serving any request
             app = HttpApp(
                 store,
                 handoff_lease_ms=handoff_lease_ms,
                 admin_token_sha256=admin_token_sha256,
                 mcp_allowed_origins=origins,
+                bodies=bodies,
             )
         except BaseException:
             store.close()
             raise
-        return app, store
+        gc = None
+        if bodies is not None:
+            gc = GcTask(ArtifactGc(store, bodies, app.services.artifacts.clock),
+                        gc_interval_s or GC_INTERVAL_S)  # fmt: skip
+            gc.start()
+
+        def close() -> None:
+            if gc is not None:
+                gc.stop()
+            store.close()
+
+        return app, close
 
     if workers == 1:
-        app, store = open_app()
-        return serve(app, settings, close=store.close)
+        app, close = open_app()
+        return serve(app, settings, close=close)
     from origin.workers import bind, run_workers
 
     open_store(url).close()  # migrate once and report a bad database before forking
@@ -116,8 +139,8 @@ def run_serve(
         raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
     def worker(listening: socket.socket) -> int:
-        app, store = open_app()
-        return serve(app, settings, close=store.close, sockets=[listening])
+        app, close = open_app()
+        return serve(app, settings, close=close, sockets=[listening])
 
     return run_workers(workers, sock, worker)
 

@@ -14,6 +14,7 @@ import httpx
 
 from aidememo.client import models as m
 from aidememo.client import plans as p
+from aidememo.client.artifacts import ArtifactCalls
 from aidememo.client.transport import (
     Timeout,
     Wire,
@@ -59,6 +60,11 @@ class Client:
     @property
     def project_id(self) -> str:
         return self._ctx.project_id
+
+    @property
+    def artifacts(self) -> ArtifactCalls:
+        """The artifact routes (`aidememo.client.artifacts`, SPEC.md ART-*)."""
+        return ArtifactCalls(self)
 
     def close(self) -> None:
         self._transport.close()

@@ -35,7 +35,7 @@ class ErrorCode(StrEnum):
     INVALID_COMMAND = "invalid_command"
     STORAGE_FAILURE = "storage_failure"
     STORAGE_FULL = "storage_full"
-    # The artifact data plane's codes (no route answers with them yet).
+    # The artifact data plane's codes (SPEC.md ART-*).
     ARTIFACT_STORE_UNAVAILABLE = "artifact_store_unavailable"
     ARTIFACT_TRANSFER_MODE_MISMATCH = "artifact_transfer_mode_mismatch"
     ARTIFACT_CONFLICT = "artifact_conflict"
@@ -44,6 +44,7 @@ class ErrorCode(StrEnum):
     ARTIFACT_BODY_MISMATCH = "artifact_body_mismatch"
     ARTIFACT_UPLOAD_TOO_LARGE = "artifact_upload_too_large"
     ARTIFACT_INTERNAL_ERROR = "artifact_internal_error"
+    LENGTH_REQUIRED = "length_required"  # a body upload without Content-Length (ART-3)
     # Request checks that run before the command pipeline (SPEC.md HTTP-1).
     ROUTE_NOT_FOUND = "route_not_found"
     METHOD_NOT_ALLOWED = "method_not_allowed"
@@ -99,6 +100,7 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.ARTIFACT_BODY_MISMATCH: 409,
     ErrorCode.ARTIFACT_UPLOAD_TOO_LARGE: 413,
     ErrorCode.ARTIFACT_INTERNAL_ERROR: 500,
+    ErrorCode.LENGTH_REQUIRED: 411,
     ErrorCode.ROUTE_NOT_FOUND: 404,
     ErrorCode.METHOD_NOT_ALLOWED: 405,
     ErrorCode.PAYLOAD_TOO_LARGE: 413,

@@ -2,13 +2,16 @@
 
 Handoffs and handoff contexts are visible only to their sender and receiver, on every read
 path. A deleted participant-scoped record keeps no participants, so it is visible to nobody.
+An artifact is participant-scoped when its path is under `handoffs/<h>/`: its publication
+carries the handoff's sender and receiver (VIS-2); any other artifact is visible to every
+member.
 """
 
 from __future__ import annotations
 
 from aidememo.domain.canonical import decode_stored
 
-PARTICIPANT_KINDS = frozenset({"handoff", "handoff_context"})
+PARTICIPANT_KINDS = frozenset({"handoff", "handoff_context", "artifact"})
 
 
 def participants(body: bytes | None) -> tuple[str, str] | None:
@@ -29,4 +32,8 @@ def visible_to(kind: str, body: bytes | None, actor_id: str) -> bool:
     if kind not in PARTICIPANT_KINDS:
         return True
     pair = participants(body)
+    if pair is None and kind == "artifact" and body is not None:
+        record = decode_stored(body)
+        path = record.get("path") if isinstance(record, dict) else None
+        return isinstance(path, str) and not path.startswith("handoffs/")
     return pair is not None and actor_id in pair

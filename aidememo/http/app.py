@@ -20,9 +20,10 @@ from aidememo.domain.limits import HANDOFF_LEASE_MS_DEFAULT
 from aidememo.http.pipeline import Admission, admit, drive
 from aidememo.http.render import json_bytes
 from aidememo.http.types import Request, Response
-from aidememo.ports import Clock, Ids, Store
+from aidememo.ports import BodyStore, Clock, Ids, Store
 from aidememo.service.access import Caller
 from aidememo.service.archive import Archive
+from aidememo.service.artifacts import Artifacts
 from aidememo.service.identity import IdentityService
 from aidememo.service.ledger import Ledger
 from aidememo.service.lookups import Lookups
@@ -60,6 +61,7 @@ class Services:
         ids: Ids,
         lease_ms: int,
         mcp_allowed_origins: frozenset[str] = frozenset(),
+        bodies: BodyStore | None = None,
     ) -> None:
         self.store = store
         self.mcp_allowed_origins = mcp_allowed_origins  # MCP-7
@@ -70,6 +72,7 @@ class Services:
         self.product = Product(self.ledger, lease_ms)
         self.archive = Archive(store, clock, ids)
         self.readiness = Readiness(store)
+        self.artifacts = Artifacts(store, clock, ids, self.ledger, bodies)  # ART-*
 
 
 class HttpApp:
@@ -84,6 +87,7 @@ class HttpApp:
         handoff_lease_ms: int = HANDOFF_LEASE_MS_DEFAULT,
         admin_token_sha256: bytes | None = None,
         mcp_allowed_origins: frozenset[str] = frozenset(),
+        bodies: BodyStore | None = None,
     ) -> None:
         self.store = store
         self.services = Services(
@@ -92,6 +96,7 @@ class HttpApp:
             ids or RandomIds(),
             handoff_lease_ms,
             mcp_allowed_origins,
+            bodies,
         )
         self._admin_digest = admin_token_sha256
 

@@ -39,6 +39,8 @@ _PATH_PARAMS: dict[str, Schema] = {
     "handoff_id": _path("handoff_id", ref("Id")),
     "session_id": _path("session_id", ref("Id")),
     "tenant_id": _path("tenant_id", ref("Id")),
+    "reservation_id": _path("reservation_id", ref("Id")),
+    "artifact_id": _path("artifact_id", ref("Id")),
 }
 
 # -- operations -----------------------------------------------------------------------------
@@ -98,6 +100,7 @@ _STATUS_TEXT = {
     403: "Forbidden",
     404: "Not found",
     409: "Conflict",
+    411: "Length required: send Content-Length",
     413: "Too large",
     415: "Unsupported media type",
     422: "A written text holds what looks like a secret (SPEC.md SEC-*)",

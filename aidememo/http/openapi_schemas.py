@@ -511,6 +511,9 @@ def component_schemas() -> dict[str, Schema]:
         "oneOf": [ref("MaterializedBatch"), ref("LeaseExpired"), ref("Error")],
     }
     _mcp_schemas(s)
+    from aidememo.http.artifact_schemas import artifact_schemas
+
+    artifact_schemas(s)
     return s
 
 

@@ -32,6 +32,7 @@ from aidememo.domain.limits import (
     SNAPSHOT_LIMIT_MAX,
 )
 from aidememo.http import admin, handlers
+from aidememo.http.artifact_routes import ARTIFACT_ROUTES
 from aidememo.http.openapi_schemas import integer, query_param, ref, text
 from aidememo.http.routing import NDJSON, Auth, Match, Route, Router
 
@@ -423,6 +424,7 @@ ROUTES: tuple[Route, ...] = (
     READY,
     OPENAPI,
     *_MEMBER,
+    *ARTIFACT_ROUTES,
     ADMIN_BOOTSTRAP,
     ADMIN_MEMBERS,
     ADMIN_REVOKE_TOKEN,

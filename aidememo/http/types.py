@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from aidememo.http.body import EMPTY, Body
@@ -33,11 +34,16 @@ class Request:
 
 @dataclass(frozen=True, slots=True)
 class Response:
-    """An HTTP response: status, headers (lower-case names) and the encoded body."""
+    """An HTTP response: status, headers (lower-case names) and the encoded body.
+
+    `stream`, when set, is the body instead of `body`: chunks a front sends as they come
+    (an artifact download, ART-6), with the length in the `content-length` header.
+    """
 
     status: int
     headers: list[tuple[str, str]]
     body: bytes
+    stream: Iterator[bytes] | None = None
 
     @property
     def json_content(self) -> bool:

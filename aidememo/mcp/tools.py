@@ -56,6 +56,9 @@ class Twin:
 
 
 Build = Callable[[Context, Args], Twin]
+Run = Callable[[Any, Any, Context, Args], dict[str, Any]]
+"""`run(services, caller, ctx, args)`: a tool answered by the service instead of its twin's
+handler (the artifact tools that carry bodies inline, `aidememo.mcp.artifact_tools`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +73,7 @@ class Tool:
     write: bool
     output: Schema
     build: Build
+    run: Run | None = None
 
     @property
     def input_schema(self) -> Schema:
@@ -198,6 +202,10 @@ _SCHEMAS = component_schemas()
 def _answer(component: str) -> Schema:
     """The REST twin's 200 answer as a self-contained schema."""
     return self_contained(dict(_SCHEMAS[component]), _SCHEMAS)
+
+
+answer_schema = _answer
+id_schema = _id
 
 
 # -- twins ------------------------------------------------------------------------------------
@@ -524,5 +532,8 @@ TOOLS: tuple[Tool, ...] = (
     ),
 )
 
+from aidememo.mcp.artifact_tools import ARTIFACT_TOOLS  # noqa: E402 - needs Tool above
+
+TOOLS = (*TOOLS, *ARTIFACT_TOOLS)
 BY_NAME: dict[str, Tool] = {tool.name: tool for tool in TOOLS}
 READ_TOOLS: tuple[Tool, ...] = tuple(tool for tool in TOOLS if not tool.write)

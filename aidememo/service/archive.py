@@ -48,6 +48,7 @@ from aidememo.service.archive_rows import (
     resource_row,
 )
 from aidememo.service.archive_verify import FORMAT, FORMAT_VERSION, ExportReader
+from aidememo.service.artifact_gc import tenant_intents
 
 # One project's rows as export lines, read in keyset pages, and one export line (a record in
 # canonical JSON and a newline); both live in `archive_rows`.
@@ -280,6 +281,7 @@ class Archive:
             before = tx.count_tenant_rows(tenant_id)
             if not before.get("tenants"):
                 raise fail(ErrorCode.RESOURCE_NOT_FOUND, f"tenant {tenant_id} not found")
+            tenant_intents(tx, tenant_id, self.clock.now_ms())  # its bodies (ARC-4, ART-7)
             tx.delete_tenant(tenant_id)
             left = {k: v for k, v in tx.count_tenant_rows(tenant_id).items() if v}
             if left:

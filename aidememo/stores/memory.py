@@ -41,6 +41,7 @@ from aidememo.domain.model import (
 )
 from aidememo.ports import ReadTx, WriteTx
 from aidememo.stores.guard import not_awaitable
+from aidememo.stores.memory_artifacts import ArtifactMemoryTx, ArtifactTables
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -73,9 +74,10 @@ class _Tables:
         self.import_staging: dict[tuple[str, str, int], tuple[int, bytes]] = {}
         # The key of snapshot page tokens (SNAP-3), made with the store.
         self.page_token_key = secrets.token_bytes(32)
+        self.artifacts = ArtifactTables()  # the artifact catalog (ART-*)
 
 
-class _MemoryTx:
+class _MemoryTx(ArtifactMemoryTx):
     """Read and write access to the tables; writes are journaled for rollback."""
 
     def __init__(self, tables: _Tables, writable: bool) -> None:
@@ -346,6 +348,7 @@ class _MemoryTx:
             "audit": scoped(t.audit),
             "handoff_index": scoped(t.handoffs),
             "fact_search": scoped(t.search),
+            "artifact_reservations": self._artifact_tenant_count(tenant_id),
         }
 
     def staged_import_page(self, import_id: str, project_id: str, seq: int) -> bytes | None:
@@ -493,6 +496,7 @@ class _MemoryTx:
                 self._pop(table, key)
         for digest in [d for d, b in t.tokens.items() if b.tenant_id == tenant_id]:
             self._pop(t.tokens, digest)
+        self._artifact_tenant_delete(tenant_id)
         if tenant_id in t.tenants:
             self._pop(t.tenants, tenant_id)
 

@@ -214,6 +214,7 @@ def test_dry_run_lists_every_binding(dry_run: DryRun) -> None:
         'env.HANDOFF_LEASE_MS ("120000") Environment Variable',
         'env.STORAGE_MODE ("sqlite") Environment Variable',
         "env.HYPERDRIVE (00000000000000000000000000000000) Hyperdrive Config",
+        "env.ARTIFACTS (aidememo-artifacts) R2 Bucket",
     ):
         assert binding in out, (binding, dry_run.output)
     assert "ALLOW_INSECURE_HTTP" not in out  # plain HTTP stays refused unless set for dev
@@ -242,6 +243,12 @@ def test_config_declares_sqlite_objects_the_entry_exports() -> None:
     assert "ALLOW_INSECURE_HTTP" not in config["vars"]
     assert config["build"]["command"] == "python3 scripts/build_edge.py"
     assert config["vars"]["STORAGE_MODE"] == "sqlite"
+
+
+def test_art10_config_declares_the_r2_binding() -> None:
+    (bucket,) = _config()["r2_buckets"]
+    assert bucket["binding"] == "ARTIFACTS"  # worker.artifacts.BINDING
+    assert 'BINDING = "ARTIFACTS"' in (REPO / "worker" / "artifacts.py").read_text()
 
 
 def test_config_declares_the_hyperdrive_binding() -> None:

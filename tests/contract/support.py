@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlencode
 
+from aidememo.bodies.local import LocalBodies
+from aidememo.bodies.memory import MemoryBodies
 from aidememo.domain.clock import FixedClock
 from aidememo.domain.limits import MAX_REQUEST_BODY_BYTES
 from aidememo.domain.model import MemberStatus, Role
@@ -135,7 +137,8 @@ class InProcessClient:
         response = self.app.dispatch(
             Request(method=method, path=path, query=encode_query(query), headers=hdrs, body=raw)
         )
-        return response.status, dict(response.headers), decode_body(response.body)
+        data = response.body if response.stream is None else b"".join(response.stream)
+        return response.status, dict(response.headers), decode_body(data)
 
 
 @dataclass
@@ -154,28 +157,30 @@ class Backend:
 BackendFactory = Callable[[Path, FixedClock], Backend]
 
 
-def _app(store: Any, clock: FixedClock) -> HttpApp:
+def _app(store: Any, clock: FixedClock, bodies: Any = None) -> HttpApp:
+    # Artifact bodies (ART-*): local files where the backend has a directory, else in memory.
     return HttpApp(
         store,
         clock=clock,
         handoff_lease_ms=LEASE_MS,
         admin_token_sha256=ADMIN_TOKEN_SHA256,
         mcp_allowed_origins=frozenset({MCP_ORIGIN}),
+        bodies=MemoryBodies() if bodies is None else bodies,
     )
 
 
-def _in_process(store: Any, clock: FixedClock) -> Backend:
-    app = _app(store, clock)
+def _in_process(store: Any, clock: FixedClock, bodies: Any = None) -> Backend:
+    app = _app(store, clock, bodies)
     return Backend(
         InProcessClient(app), app.services.identity, store.close, ADMIN_TOKEN, lambda: store
     )
 
 
-def _uvicorn(store: Any, clock: FixedClock) -> Backend:
+def _uvicorn(store: Any, clock: FixedClock, bodies: Any = None) -> Backend:
     """A real socket: uvicorn and the origin ASGI adapter in front of the app."""
     from tests.contract.live import SocketClient, shared_server
 
-    app = _app(store, clock)
+    app = _app(store, clock, bodies)
     client = SocketClient(shared_server(app).port)
 
     def close() -> None:
@@ -217,7 +222,7 @@ def _postgres(driver: str, *, pooled: bool = False) -> BackendFactory:
         except BaseException:
             db.drop()
             raise
-        backend = _in_process(store, clock)
+        backend = _in_process(store, clock, LocalBodies(tmp / "artifacts"))
 
         def close() -> None:
             store.close()
@@ -232,7 +237,7 @@ def _postgres(driver: str, *, pooled: bool = False) -> BackendFactory:
 BACKENDS: dict[str, BackendFactory] = {
     "memory": lambda tmp, clock: _in_process(MemoryStore(), clock),
     "sqlite_file": lambda tmp, clock: _in_process(
-        SqliteStore.open_file(tmp / "ssot.sqlite"), clock
+        SqliteStore.open_file(tmp / "ssot.sqlite"), clock, LocalBodies(tmp / "artifacts")
     ),
     "durable_object": lambda tmp, clock: _in_process(
         SqliteStore.on_durable_object(DoStorage()), clock
@@ -244,7 +249,9 @@ BACKENDS: dict[str, BackendFactory] = {
     "edge": _edge,
     "edge_postgres": _edge_postgres,
     "uvicorn_sqlite": lambda tmp, clock: _uvicorn(
-        SqliteStore.open_file(tmp / "ssot.sqlite", synchronous="OFF"), clock
+        SqliteStore.open_file(tmp / "ssot.sqlite", synchronous="OFF"),
+        clock,
+        LocalBodies(tmp / "artifacts"),
     ),
 }
 

@@ -43,6 +43,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { createHash, randomBytes } from "node:crypto";
 import { createRequire } from "node:module";
 import path from "node:path";
+import { attachR2 } from "./r2_binding.mjs";
 import { fileURLToPath } from "node:url";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -560,6 +561,7 @@ async function main() {
   py.FS.writeFile("/harness/edge_glue.py", readFileSync(path.join(here, "edge_glue.py")));
 
   const runtime = new Runtime(py, config);
+  const disposeR2 = await attachR2(runtime.env, config); // real R2 buckets (Miniflare)
   py.registerJsModule("_cloudflare_compat_flags", {
     python_request_headers_preserve_commas: true,
     python_workflows_implicit_dependencies: true,
@@ -642,8 +644,10 @@ async function main() {
       meta.run_ms[stem] = Math.round(performance.now() - t2);
     }
     await Promise.allSettled(runtime.background);
+    await disposeR2();
     emit({ ok: true, ...meta, result }, 0);
   } catch (err) {
+    await disposeR2().catch(() => {});
     emit({ ok: false, ...meta, error: String(err?.stack ?? err) }, 1);
   }
 }

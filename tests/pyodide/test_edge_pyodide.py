@@ -129,7 +129,7 @@ def _run(node: str, bundle: Path, config: dict[str, Any], tmp: Path) -> Any:
     config_path.write_text(json.dumps(config))
     args = [node, str(RUNNER), "--sdk", str(SDK_DIR), "--bundle", str(bundle)]
     args += ["--config", str(config_path)]
-    for driver in ("storage_driver.py", "edge_driver.py"):
+    for driver in ("storage_driver.py", "edge_driver.py", "artifact_driver.py"):
         args += ["--driver", str(HERE / driver)]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=280, check=False)
     lines = proc.stdout.strip().splitlines()
@@ -174,6 +174,7 @@ def _edge_config(admin_token: str, params: dict[str, Any]) -> dict[str, Any]:
         "main": str(main.relative_to(base)),
         "durable_objects": conf.get("durable_objects", {}).get("bindings", []),
         "ratelimits": ratelimits,
+        "r2_buckets": conf.get("r2_buckets", []),
         "vars": {k: str(v) for k, v in variables.items()},
         "secrets": {"ADMIN_TOKEN_SHA256": hashlib.sha256(admin_token.encode()).hexdigest()},
         "driver_params": params,
@@ -276,3 +277,23 @@ def test_every_edge_module_imports(edge_run: dict[str, Any]) -> None:
             parts = path.relative_to(REPO).with_suffix("").parts
             expected.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
     assert expected <= set(edge_run["imports"]), sorted(expected - set(edge_run["imports"]))
+
+
+# -- artifacts on a real R2 bucket (Miniflare), through Default.fetch --------------------------
+
+ARTIFACT_STEPS = (
+    "reserve",
+    "upload_to_r2",
+    "publish_verifies_the_r2_object",
+    "resolve_and_download_stream",
+    "replacement_needs_the_token",
+    "digest_mismatch_refused_by_r2_observation",
+)
+
+
+@pytest.mark.parametrize("name", ARTIFACT_STEPS)
+def test_art10_artifacts_on_miniflare_r2(edge_session: dict[str, Any], name: str) -> None:
+    run = edge_session["result"]["artifact_driver"]
+    found = [s for s in run["steps"] if s["name"] == name]
+    assert len(found) == 1, f"artifact_driver.py did not report {name}"
+    assert found[0]["ok"], found[0]["detail"]

@@ -28,6 +28,7 @@ from aidememo.stores.postgres import schema
 from aidememo.stores.postgres import sql as q
 from aidememo.stores.postgres.archive import ArchiveReads, ArchiveWrites
 from aidememo.stores.postgres.pool import one_line
+from aidememo.stores.sql_common.artifact_rows import ArtifactRows
 from aidememo.stores.sql_common.rows import SqlReadRows, SqlWriteRows, command_start
 
 log = logging.getLogger("aidememo.stores.postgres")
@@ -109,7 +110,7 @@ class Session:
             raise driver_failure(sql.split(maxsplit=1)[0].lower(), exc) from exc
 
 
-class PgReadTx(ArchiveReads, SqlReadRows[Session]):
+class PgReadTx(ArtifactRows[Session], ArchiveReads, SqlReadRows[Session]):
     """`ReadTx` over one session: the shared row mapping plus search and the schema."""
 
     __slots__ = ()

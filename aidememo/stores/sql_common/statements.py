@@ -19,6 +19,7 @@ _PARTICIPANT_KINDS = ", ".join(f"'{kind}'" for kind in sorted(PARTICIPANT_KINDS)
 # Every table a tenant owns but the search rows (which each dialect keeps its own way),
 # children first, so foreign keys hold at every step of a deletion that follows this order.
 TENANT_TABLES_BUT_SEARCH = (
+    "artifact_reservations",
     "handoff_index",
     "audit",
     "changes",

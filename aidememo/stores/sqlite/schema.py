@@ -19,15 +19,17 @@ indexes are built from the rows already there, in the migration's transaction.
 Version 5 replaces the FTS5 index (one table for every tenant, whose BM25 statistics spanned
 them all) with the project-scoped index of `aidememo.stores.sqlite.search` (SRCH-4, SRCH-5),
 rebuilt from the FTS5 rows inside the migration's transaction.
+Version 6 adds the artifact catalog (`aidememo.stores.sqlite.artifact_schema`, SPEC.md ART-*).
 """
 
 from __future__ import annotations
 
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.ranking import MAX_TERM_BYTES
+from aidememo.stores.sqlite.artifact_schema import V6
 from aidememo.stores.sqlite.executor import SqlExecutor
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 COMPONENT = "canonical_store"
 
 CREATE_VERSION_TABLE = (
@@ -285,6 +287,7 @@ MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
     (3, _V3),
     (4, _V4),
     (5, _V5),
+    (6, V6),
 ]
 """Ordered (version, statements); applying version N moves the database from N-1 to N."""
 

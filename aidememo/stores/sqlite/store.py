@@ -31,6 +31,7 @@ from aidememo.domain.model import (
 )
 from aidememo.ports import ReadTx, WriteTx
 from aidememo.stores.guard import not_awaitable
+from aidememo.stores.sql_common.artifact_rows import ArtifactRows
 from aidememo.stores.sql_common.rows import SqlReadRows, SqlWriteRows, command_start
 from aidememo.stores.sqlite import sql as q
 from aidememo.stores.sqlite.archive import ArchiveReads, ArchiveWrites
@@ -41,7 +42,7 @@ from aidememo.stores.sqlite.search import index_fact, search
 T = TypeVar("T")
 
 
-class SqliteReadTx(ArchiveReads, SqlReadRows[SqlExecutor]):
+class SqliteReadTx(ArtifactRows[SqlExecutor], ArchiveReads, SqlReadRows[SqlExecutor]):
     """`ReadTx` over an executor: the shared row mapping plus search."""
 
     __slots__ = ()

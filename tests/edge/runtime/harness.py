@@ -26,6 +26,7 @@ from aidememo.domain.clock import RandomIds
 from aidememo.ports import Clock, Ids
 from tests.edge.runtime import streams, websockets, workers_module
 from tests.edge.runtime.objects import Namespace
+from tests.edge.runtime.r2 import R2Bucket
 from tests.edge.runtime.ratelimit import RateLimiter
 
 EDGE_PACKAGES = ("worker", "durable_objects")
@@ -98,6 +99,7 @@ class Runtime:
         if admin_token is not None:
             self.env.ADMIN_TOKEN_SHA256 = hashlib.sha256(admin_token.encode()).hexdigest()
         self.env.RATE_LIMITER = RateLimiter(clock, limit=rate_limit, period_s=60)
+        self.env.ARTIFACTS = R2Bucket()  # the [[r2_buckets]] binding (tests.edge.runtime.r2)
         if hyperdrive is not None:  # the [[hyperdrive]] binding (tests.edge.runtime.hyperdrive)
             self.env.HYPERDRIVE = hyperdrive
         self.namespaces: dict[str, Namespace] = {}

@@ -1,0 +1,1 @@
+"""Artifact body stores (`aidememo.ports.BodyStore`): local files and an in-memory double."""

@@ -1,0 +1,102 @@
+"""The artifact routes' entries of the route table (SPEC.md ART-*), in `routes.ROUTES`."""
+
+from __future__ import annotations
+
+from aidememo.domain.artifacts import MAX_DIRECT_BODY_BYTES
+from aidememo.domain.errors import ErrorCode
+from aidememo.http import artifact_handlers as h
+from aidememo.http.openapi_schemas import query_param, ref
+from aidememo.http.routing import Route
+
+E = ErrorCode
+P = "/v1/projects/{project_id}"
+R = f"{P}/artifact-reservations/{{reservation_id}}"
+_LIVE = (E.ARTIFACT_NOT_FOUND, E.ARTIFACT_CONFLICT, E.ARTIFACT_RESERVATION_EXPIRED)
+
+UPLOAD = Route(
+    "artifact_upload",
+    "PUT",
+    f"{R}/body",
+    h.upload,
+    "Upload a reservation's exact bytes (direct, streamed, at most 64 MiB)",
+    body="ArtifactBody",
+    media_type="application/octet-stream",
+    max_body=MAX_DIRECT_BODY_BYTES,
+    streamed=True,
+    answer="ArtifactUploaded",
+    errors=(
+        *_LIVE,
+        E.LENGTH_REQUIRED,
+        E.ARTIFACT_BODY_MISMATCH,
+        E.ARTIFACT_UPLOAD_TOO_LARGE,
+        E.ARTIFACT_STORE_UNAVAILABLE,
+    ),
+)
+DOWNLOAD = Route(
+    "artifact_download",
+    "POST",
+    f"{P}/artifacts/{{artifact_id}}/downloads",
+    h.download,
+    "The exact bytes of one revision of an artifact, streamed",
+    body="ArtifactDownload",
+    answer="ArtifactBytes",
+    answer_media="application/octet-stream",
+    errors=(E.ARTIFACT_NOT_FOUND, E.ARTIFACT_STORE_UNAVAILABLE),
+)
+
+PUBLISH = Route(
+    "artifact_publish",
+    "POST",
+    f"{R}/publish",
+    h.publish,
+    "Verify the stored bytes, recheck the path and publish atomically",
+    body="ArtifactPublish",
+    answer="ArtifactPublication",
+    errors=(
+        *_LIVE,
+        E.COMMAND_CONFLICT,
+        E.ARTIFACT_BODY_MISMATCH,
+        E.INVALID_ARTIFACT_PATH,
+        E.ARTIFACT_STORE_UNAVAILABLE,
+    ),
+)
+
+ARTIFACT_ROUTES: tuple[Route, ...] = (
+    Route(
+        "artifact_reserve",
+        "POST",
+        f"{P}/artifact-reservations",
+        h.reserve,
+        "Reserve a logical path for a new generation (idempotent by command_id)",
+        body="ArtifactReserve",
+        answer="ArtifactReservation",
+        errors=(
+            E.INVALID_ARTIFACT_PATH,
+            E.COMMAND_CONFLICT,
+            E.ARTIFACT_CONFLICT,
+            E.ARTIFACT_UPLOAD_TOO_LARGE,
+        ),
+    ),
+    UPLOAD,
+    PUBLISH,
+    Route(
+        "artifact_abort",
+        "DELETE",
+        R,
+        h.abort,
+        "Abort a reservation; the published path is unchanged",
+        answer="ArtifactAborted",
+        errors=(E.ARTIFACT_NOT_FOUND, E.ARTIFACT_CONFLICT),
+    ),
+    Route(
+        "artifact_resolve",
+        "GET",
+        f"{P}/artifacts/resolve",
+        h.resolve,
+        "The current publication of a logical path",
+        answer="ArtifactMetadata",
+        query=(query_param("path", ref("ArtifactPath"), required=True),),
+        errors=(E.INVALID_ARTIFACT_PATH, E.ARTIFACT_NOT_FOUND),
+    ),
+    DOWNLOAD,
+)

@@ -1,0 +1,63 @@
+"""`aidememo artifact put|get|resolve|abort` as real processes against a SQLite origin and the
+edge double (SPEC.md ART-2..ART-6, CLI-2), through `aidememo.client`'s `Client.artifacts`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.cli.agent_support import Cli, Server, login, provision, start_server
+
+PATH = "sessions/s1/artifacts/report.bin"
+
+
+@pytest.fixture(params=["sqlite", "edge"])
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Server]:
+    with start_server(request.param, tmp_path) as served:
+        yield served
+
+
+@pytest.fixture
+def cli(tmp_path: Path, server: Server) -> Cli:
+    cli = Cli(tmp_path / "agent-home")
+    for actor, role in (("alice", "writer"), ("rita", "reader")):
+        assert login(cli, server, actor, provision(cli, server, actor, role)).code == 0
+    return cli
+
+
+def test_art4_art6_put_a_file_and_stdin_then_get_and_resolve(cli: Cli, tmp_path: Path) -> None:
+    data = os.urandom(300_000)
+    source = tmp_path / "report.bin"
+    source.write_bytes(data)
+    first = cli.as_("alice", "artifact", "put", PATH, str(source))
+    assert first["revision"] == 1 and first["size_bytes"] == len(data)
+    out = tmp_path / "copy.bin"
+    got = cli.as_("rita", "artifact", "get", PATH, "--out", str(out))
+    assert got["sha256"] == first["sha256"] and out.read_bytes() == data
+    assert oct(out.stat().st_mode & 0o777) == "0o600"
+    second = cli.as_("alice", "artifact", "put", PATH, "-", "--content-type", "text/plain",
+                     stdin="replaced\n")  # fmt: skip
+    assert second["revision"] == 2 and second["artifact_id"] == first["artifact_id"]
+    meta = cli.as_("rita", "artifact", "resolve", PATH)
+    assert (meta["revision"], meta["content_type"]) == (2, "text/plain")
+    plain = cli.run("artifact", "get", PATH, "--profile", "rita")
+    assert plain.code == 0 and plain.out == "replaced\n"
+    older = cli.run("artifact", "get", PATH, "--revision", "1", "--out", str(tmp_path / "v1"),
+                    "--profile", "rita")  # fmt: skip
+    assert older.code == 0 and (tmp_path / "v1").read_bytes() == data
+
+
+def test_art2_art5_refusals_are_exit_1_with_the_servers_code(cli: Cli, tmp_path: Path) -> None:
+    source = tmp_path / "x"
+    source.write_bytes(b"x")
+    denied = cli.run("artifact", "put", PATH, str(source), "--profile", "rita")
+    assert denied.code == 1 and "project_unauthorized" in denied.err
+    bad = cli.run("artifact", "put", "../etc/passwd", str(source), "--profile", "alice")
+    assert bad.code == 1 and "invalid_artifact_path" in bad.err
+    missing = cli.run("artifact", "resolve", PATH, "--profile", "rita")
+    assert missing.code == 1 and "artifact_not_found" in missing.err
+    gone = cli.run("artifact", "abort", "res_missing", "--profile", "alice")
+    assert gone.code == 1 and "artifact_not_found" in gone.err

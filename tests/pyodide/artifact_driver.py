@@ -1,0 +1,170 @@
+"""Runs inside Pyodide (via edge_runner.mjs), after edge_driver.py bootstrapped the writer:
+the artifact lifecycle through `Default.fetch`, with the `ARTIFACTS` binding a real R2 bucket
+of Miniflare (tests/pyodide/r2_binding.mjs) behind the Workers SDK (SPEC.md ART-10).
+
+`main()` returns {"steps": [{"name", "ok", "detail"}, ...]} for test_edge_pyodide.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import traceback
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import edge_harness
+from js import Headers, Request
+from pyodide.ffi import to_js
+
+BASE = "https://aidememo.test"
+params = edge_harness.params.to_py()
+PROJECT, WRITER = params["project_id"], params["writer"]
+TOKEN = params["writer_token"]
+P = f"/v1/projects/{PROJECT}"
+PATH = "sessions/s1/artifacts/edge.bin"
+DATA = os.urandom(200_000)
+state: dict[str, Any] = {}
+steps: list[dict[str, Any]] = []
+
+
+class StepFailed(AssertionError):
+    pass
+
+
+def check(condition: bool, message: str) -> None:
+    if not condition:
+        raise StepFailed(message)
+
+
+async def call(
+    method: str, path: str, *, json_body: Any = None, raw: bytes | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    sent = Headers.new()
+    sent.set("authorization", f"Bearer {TOKEN}")
+    init: dict[str, Any] = {"method": method, "headers": sent}
+    if json_body is not None:
+        raw = json.dumps(json_body).encode()
+        sent.set("content-type", "application/json")
+    elif raw is not None:
+        sent.set("content-type", "application/octet-stream")
+    if raw is not None:
+        sent.set("content-length", str(len(raw)))
+        init["body"] = to_js(raw)
+    resp = await edge_harness.fetch(Request.new(BASE + path, **init))
+    data = bytes((await resp.arrayBuffer()).to_bytes())
+    return int(resp.status), dict(resp.headers.entries()), data
+
+
+async def ok(method: str, path: str, **kw: Any) -> Any:
+    status, _, data = await call(method, path, **kw)
+    check(status == 200, f"{method} {path}: {status}: {data[:300]!r}")
+    return json.loads(data)
+
+
+async def refused(method: str, path: str, status: int, code: str, **kw: Any) -> str:
+    got, _, data = await call(method, path, **kw)
+    body = json.loads(data)
+    check((got, body["error"]["code"]) == (status, code), f"{got} {body}")
+    return code
+
+
+def _reserve(command_id: str, data: bytes, **extra: Any) -> dict[str, Any]:
+    payload = {"path": PATH, "size_bytes": len(data), "content_type": "text/plain", **extra}
+    return {"command_id": command_id, "payload": payload}
+
+
+async def reserve() -> Any:
+    r = await ok("POST", f"{P}/artifact-reservations", json_body=_reserve("edge.r1", DATA))
+    state["rid"] = r["reservation_id"]
+    again = await ok("POST", f"{P}/artifact-reservations", json_body=_reserve("edge.r1", DATA))
+    check(again == r, f"replay {again}")
+    return r["expires_at_ms"] > 0
+
+
+async def upload_to_r2() -> Any:
+    path = f"{P}/artifact-reservations/{state['rid']}/body"
+    up = await ok("PUT", path, raw=DATA)
+    check(up["sha256"] == hashlib.sha256(DATA).hexdigest(), f"observation {up}")
+    again = await ok("PUT", path, raw=DATA)  # the conditional create keeps the first body
+    check(again == up, f"exact retry {again}")
+    return up["size_bytes"]
+
+
+async def publish_verifies_the_r2_object() -> Any:
+    path = f"{P}/artifact-reservations/{state['rid']}/publish"
+    ref = await ok("POST", path, json_body={"command_id": "edge.p1"})
+    check(ref["revision"] == 1 and ref["size_bytes"] == len(DATA), f"reference {ref}")
+    replay = await ok("POST", path, json_body={"command_id": "edge.p1"})
+    check(replay == ref, f"replay {replay}")
+    state["ref"] = ref
+    return ref["revision"]
+
+
+async def resolve_and_download_stream() -> Any:
+    meta = await ok("GET", f"{P}/artifacts/resolve?path={PATH}")
+    check(meta["generation"] == state["ref"]["generation"], f"resolve {meta}")
+    ref = state["ref"]
+    status, headers, data = await call(
+        "POST",
+        f"{P}/artifacts/{ref['artifact_id']}/downloads",
+        json_body={"revision": ref["revision"]},
+    )
+    check(status == 200 and data == DATA, f"download {status} {len(data)}")
+    check(headers.get("x-aidememo-artifact-sha256") == ref["sha256"], f"headers {headers}")
+    return len(data)
+
+
+async def replacement_needs_the_token() -> Any:
+    await refused("POST", f"{P}/artifact-reservations", 409, "artifact_conflict",
+                  json_body=_reserve("edge.r2", b"two"))  # fmt: skip
+    token = state["ref"]["mutation_token"]
+    r = await ok(
+        "POST",
+        f"{P}/artifact-reservations",
+        json_body=_reserve("edge.r3", b"two", mutation_token=token),
+    )
+    await ok("PUT", f"{P}/artifact-reservations/{r['reservation_id']}/body", raw=b"two")
+    ref = await ok(
+        "POST",
+        f"{P}/artifact-reservations/{r['reservation_id']}/publish",
+        json_body={"command_id": "edge.p3"},
+    )
+    check(ref["artifact_id"] == state["ref"]["artifact_id"] and ref["revision"] == 2, repr(ref))
+    return ref["revision"]
+
+
+async def digest_mismatch_refused_by_r2_observation() -> Any:
+    wrong = hashlib.sha256(b"else").hexdigest()
+    body = _reserve("edge.r4", b"body", sha256=wrong)
+    body["payload"]["path"] = "sessions/s1/canvas.md"
+    r = await ok("POST", f"{P}/artifact-reservations", json_body=body)
+    return await refused(
+        "PUT",
+        f"{P}/artifact-reservations/{r['reservation_id']}/body",
+        409,
+        "artifact_body_mismatch",
+        raw=b"body",
+    )
+
+
+STEPS: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
+    ("reserve", reserve),
+    ("upload_to_r2", upload_to_r2),
+    ("publish_verifies_the_r2_object", publish_verifies_the_r2_object),
+    ("resolve_and_download_stream", resolve_and_download_stream),
+    ("replacement_needs_the_token", replacement_needs_the_token),
+    ("digest_mismatch_refused_by_r2_observation", digest_mismatch_refused_by_r2_observation),
+]
+
+
+async def main() -> dict[str, Any]:
+    edge_harness.reset_rate_limits()  # edge_driver.py spent the window on its own cases
+    for name, fn in STEPS:
+        try:
+            steps.append({"name": name, "ok": True, "detail": await fn()})
+        except Exception as exc:
+            text = str(exc) if isinstance(exc, StepFailed) else traceback.format_exc()
+            steps.append({"name": name, "ok": False, "detail": text})
+    return {"steps": steps}

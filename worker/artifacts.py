@@ -1,0 +1,137 @@
+"""The artifact body routes at the edge: bodies stream between the client and R2 here, in
+the Worker, through the `ARTIFACTS` binding (SPEC.md ART-10).
+
+- Upload: the object checks the reservation (`upload_begin`), the request body streams into
+  `ARTIFACTS.put(generation, body, onlyIf={etagDoesNotMatch: "*"})` with its known length (a
+  conditional create: an object already there is kept), the stored object is read back and
+  hashed (the observation), and the object records it (`upload_end`).
+- Publish: the object checks (`publish_begin`; a replay answers at once), the stored object
+  is read back and hashed, and the object publishes on that observation (`publish_end`).
+- Download: the object names the revision's generation (`download_meta`) and the answer is
+  `Response(obj.body)`, streamed from R2.
+Generations are random and never reused, so the catalog's rules (in the object) never depend
+on what R2 lists.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from aidememo.domain.canonical import decode_json
+from aidememo.domain.errors import ErrorCode, fail
+from aidememo.domain.ids import validate_id
+from aidememo.http.artifact_routes import DOWNLOAD, PUBLISH, UPLOAD
+from aidememo.http.body import declared_length
+from aidememo.http.render import json_bytes
+from aidememo.http.routing import Route
+from aidememo.http.types import Request
+from aidememo.service.access import Caller
+from durable_objects.rpc import caller_payload
+from worker.objects import call
+
+BODY_ROUTES = frozenset({UPLOAD.name, PUBLISH.name, DOWNLOAD.name})
+BINDING = "ARTIFACTS"
+
+
+def _bucket(env: Any) -> Any:
+    bucket = getattr(env, BINDING, None)
+    if bucket is None:
+        raise fail(ErrorCode.ARTIFACT_STORE_UNAVAILABLE, "no ARTIFACTS bucket is bound here")
+    return bucket
+
+
+async def _observe(bucket: Any, key: str) -> tuple[int, str] | None:
+    """`(size, sha256)` of the stored object, read back whole in chunks; None when absent."""
+    obj = await bucket.get(key)
+    if obj is None:
+        return None
+    digest = hashlib.sha256()
+    size = 0
+    async for chunk in obj.body:
+        data = chunk.to_bytes()
+        size += len(data)
+        digest.update(data)
+    return size, digest.hexdigest()
+
+
+def _json(value: Any, replayed: bool = False) -> tuple[bytes, int, dict[str, str]]:
+    headers = {"content-type": "application/json"}
+    if replayed:
+        headers["aidememo-replayed"] = "true"
+    return json_bytes(value), 200, headers
+
+
+async def serve(
+    route: Route,
+    core: Request,
+    params: dict[str, str],
+    caller: Caller,
+    stub: Any,
+    env: Any,
+    request: Any,
+) -> tuple[Any, int, dict[str, str]]:
+    """Answer one body route: `(body, status, headers)`; the body may be an R2 stream."""
+    project_id = validate_id(params["project_id"], "project_id")
+    who = caller_payload(caller)
+
+    async def phase(name: str, args: dict[str, Any]) -> Any:
+        return await call(stub, "artifact_phase", name, {"project_id": project_id, **args}, who)
+
+    if route.name == UPLOAD.name:
+        length = declared_length(core.headers)
+        r = await phase(
+            "upload_begin", {"reservation_id": params["reservation_id"], "length": length}
+        )
+        bucket = _bucket(env)
+        stored = await bucket.put(r["generation"], request.body, onlyIf={"etagDoesNotMatch": "*"})
+        seen = await _observe(bucket, r["generation"])
+        if seen is None:
+            raise fail(ErrorCode.ARTIFACT_STORE_UNAVAILABLE, "the stored body vanished")
+        size, sha = seen
+        if stored is not None and size != r["size_bytes"]:
+            await bucket.delete(r["generation"])  # a short or long body: nothing is kept
+            raise fail(ErrorCode.ARTIFACT_BODY_MISMATCH, "the body is not size_bytes long")
+        answer = await phase(
+            "upload_end", {"reservation": r, "size": size, "stored_sha": sha, "sent_sha": sha}
+        )
+        return _json(answer)
+    if route.name == PUBLISH.name:
+        body = decode_json(core.body.read())
+        command_id = body.get("command_id") if isinstance(body, dict) else None
+        if not isinstance(body, dict) or set(body) - {"command_id"}:
+            raise fail(ErrorCode.INVALID_COMMAND, "the body must be {command_id}")
+        begun = await phase(
+            "publish_begin", {"reservation_id": params["reservation_id"], "command_id": command_id}
+        )
+        if "answer" in begun:
+            return _json(begun["answer"], bool(begun["replayed"]))
+        r = begun["reservation"]
+        seen = await _observe(_bucket(env), r["generation"])
+        if seen is None:
+            await phase("body_missing", {"reservation": r})
+            raise fail(ErrorCode.ARTIFACT_BODY_MISMATCH, "no body has been uploaded yet")
+        done = await phase(
+            "publish_end",
+            {"reservation": r, "command_id": command_id, "size": seen[0], "sha": seen[1]},
+        )
+        return _json(done["answer"], bool(done["replayed"]))
+    body = _download_body(core)
+    pub = await phase("download_meta", {"artifact_id": params["artifact_id"], "revision": body})
+    obj = await _bucket(env).get(pub["generation"])
+    if obj is None or int(obj.size) != int(pub["size_bytes"]):
+        raise fail(ErrorCode.ARTIFACT_NOT_FOUND, "this revision's body is gone")
+    headers = {
+        "content-type": "application/octet-stream",
+        "content-length": str(pub["size_bytes"]),
+        "x-aidememo-content-type": pub["content_type"],
+        "x-aidememo-artifact-sha256": pub["sha256"],
+    }
+    return obj.body, 200, headers
+
+
+def _download_body(core: Request) -> Any:
+    body = decode_json(core.body.read())
+    if not isinstance(body, dict) or set(body) - {"revision"}:
+        raise fail(ErrorCode.INVALID_COMMAND, "the body must be {revision}")
+    return body.get("revision")
