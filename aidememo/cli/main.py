@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 
 from aidememo import __version__
 from aidememo.cli.agent_parser import add_agent_commands
+from aidememo.cli.artifact_backend import add_backend_options
 from aidememo.cli.commands import (
     cmd_admin_delete_tenant,
     cmd_admin_export,
@@ -183,6 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gc.add("--database", env="AIDEMEMO_DATABASE_URL", help=db_help)
     gc.add("--artifact-root", env="AIDEMEMO_ARTIFACT_ROOT", help="directory of artifact bodies")
+    add_backend_options(gc)
 
     health = Command(sub.add_parser("health", help="open the store and report it"), cmd_health)
     health.add("--database", env="AIDEMEMO_DATABASE_URL", help=db_help)
@@ -231,6 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="directory of artifact bodies (default: <sqlite path>.artifacts; required with "
         "PostgreSQL)",
     )
+    add_backend_options(serve)
     serve.add(
         "--mcp-allowed-origins",
         default="",

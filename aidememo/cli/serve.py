@@ -18,7 +18,9 @@ from aidememo.cli.stores import default_database, is_postgres, open_store
 if TYPE_CHECKING:
     import socket
 
+    from aidememo.cli.artifact_backend import S3Settings
     from aidememo.http.app import HttpApp
+    from aidememo.ports import BodyStore
 
 MISSING_EXTRA = "aidememo serve needs the origin extra: pip install 'aidememo[origin]'"
 SQLITE_WORKERS = (
@@ -52,6 +54,7 @@ def run_serve(
     mcp_allowed_origins: str = "",
     artifact_root: str | None = None,
     gc_interval_s: float | None = None,
+    s3: S3Settings | None = None,
 ) -> int:
     """Serve until SIGTERM/SIGINT; returns the exit status.
 
@@ -96,8 +99,14 @@ def run_serve(
     from aidememo.service.artifact_gc import ArtifactGc
     from origin.gc_task import GC_INTERVAL_S, GcTask
 
-    root = root_of(url, artifact_root, required=False)
-    bodies = None if root is None else open_bodies(root)
+    bodies: BodyStore | None
+    if s3 is not None:  # OBJ-2: bodies in an S3 bucket
+        from aidememo.cli.artifact_backend import open_s3_bodies
+
+        bodies = open_s3_bodies(s3)
+    else:
+        root = root_of(url, artifact_root, required=False)
+        bodies = None if root is None else open_bodies(root)
 
     def open_app() -> tuple[HttpApp, Callable[[], None]]:
         store = open_store(url)

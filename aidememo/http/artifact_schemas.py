@@ -54,15 +54,27 @@ def artifact_schemas(s: dict[str, Schema]) -> None:
     s["ArtifactReservation"] = obj(
         {
             **reservation,
-            "transfer": obj(
-                {
-                    "mode": {"const": "direct"},
-                    "method": {"const": "PUT"},
-                    "path": {"type": "string"},
-                    "content_type": {"type": "string"},
-                    "content_length": integer(0),
-                }
-            ),
+            "transfer": {
+                "oneOf": [
+                    obj(
+                        {
+                            "mode": {"const": "direct"},
+                            "method": {"const": "PUT"},
+                            "path": {"type": "string"},
+                            "content_type": {"type": "string"},
+                            "content_length": integer(0),
+                        }
+                    ),
+                    # OBJ-3: S3 bodies are uploaded through presigned grants.
+                    obj(
+                        {
+                            "mode": {"const": "grant"},
+                            "method": {"const": "POST"},
+                            "path": {"type": "string"},
+                        }
+                    ),
+                ]
+            },
         }
     )
     s["ArtifactBody"] = {
