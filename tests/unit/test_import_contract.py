@@ -36,6 +36,7 @@ CORE_PACKAGES = (
     "aidememo.conformance",
     "aidememo.mcp",
     "aidememo.memory",
+    "aidememo.bodies",
 )
 CORE_PATHS = tuple(
     REPO / p
@@ -49,6 +50,7 @@ CORE_PATHS = tuple(
         "aidememo/conformance",
         "aidememo/mcp",
         "aidememo/memory",
+        "aidememo/bodies",
     )
 )
 EDGE_PATHS = (REPO / "worker", REPO / "durable_objects")
