@@ -15,7 +15,7 @@ only, so a catalog refuses to start against another bucket or layout (ART-8).
   (idempotent in S3).
 - Large bodies never traverse the service: `transfer_mode` is `grant`, so the direct upload
   route answers 409 `artifact_transfer_mode_mismatch` and writers upload through presigned
-  grants.
+  grants (`presign_put`: boto3's presigner, with the client's own credentials).
 """
 
 from __future__ import annotations
@@ -157,6 +157,28 @@ class S3Bodies:
 
     def __repr__(self) -> str:
         return f"S3Bodies({self.identity!r})"
+
+    def presign_put(
+        self, key: str, size: int, content_type: str, expires_s: int
+    ) -> tuple[str, dict[str, str]]:
+        """A presigned single PUT of exactly `size` bytes of `content_type` that only creates
+        (`If-None-Match: *`), and the headers the uploader must send with it (GRANT-3)."""
+        headers = {
+            "Content-Length": str(size),
+            "Content-Type": content_type,
+            "If-None-Match": "*",
+        }
+        params = {
+            "Bucket": self.config.bucket,
+            "Key": self.object_key(key),
+            "ContentLength": size,
+            "ContentType": content_type,
+            "IfNoneMatch": "*",
+        }
+        url: str = self.client.generate_presigned_url(
+            "put_object", Params=params, ExpiresIn=expires_s
+        )
+        return url, headers
 
     def object_key(self, key: str) -> str:
         """The bucket key of a generation; refuses anything that is not one."""

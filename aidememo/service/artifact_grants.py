@@ -1,0 +1,70 @@
+"""Upload grants: presigned single PUTs straight into the object store (SPEC.md GRANT-3).
+
+A grant is a bearer capability for exactly one object: the reservation's generation key (so
+never outside the body store's prefix), exactly `size_bytes` of `content_type`, created only if
+absent (`If-None-Match: *`), expiring at the earlier of 15 minutes from now and the
+reservation's expiry. It is never stored and never logged: the answer carries it to the writer
+and nothing else keeps it. Publication then trusts only the store's own observation of the
+object (ART-4), so a grant cannot publish anything by itself.
+
+The body store signs (`GrantSigner`): at the origin the S3 bodies through boto3. A body store
+that cannot sign (local files, memory) takes bodies through the direct route instead, and a
+grant request there is 409 `artifact_transfer_mode_mismatch`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from aidememo.domain.errors import ErrorCode, fail
+from aidememo.domain.ids import validate_id
+from aidememo.service.access import Caller
+from aidememo.service.artifact_rules import not_live
+from aidememo.service.artifacts import Artifacts
+
+UPLOAD_GRANT_MAX_MS = 15 * 60 * 1000
+# S3's limit of one PUT; larger bodies would need multipart, which grants do not offer.
+GRANT_MAX_BODY_BYTES = 5 * 1024**3
+
+
+@runtime_checkable
+class GrantSigner(Protocol):
+    """A body store that presigns uploads into itself."""
+
+    def presign_put(
+        self, key: str, size: int, content_type: str, expires_s: int
+    ) -> tuple[str, dict[str, str]]:
+        """`(url, headers)` of a PUT of exactly `size` bytes that only creates `key`."""
+        ...
+
+
+def upload_grant(
+    artifacts: Artifacts, caller: Caller, project_id: str, reservation_id: str
+) -> dict[str, Any]:
+    """`{url, method, headers, expires_at_ms}` for the reservation's one upload (GRANT-3)."""
+    validate_id(reservation_id, "reservation_id")
+    bodies = artifacts.bodies
+    if bodies is None:
+        raise fail(ErrorCode.ARTIFACT_STORE_UNAVAILABLE, "no body store is configured here")
+    if not isinstance(bodies, GrantSigner):
+        raise fail(
+            ErrorCode.ARTIFACT_TRANSFER_MODE_MISMATCH,
+            "this server takes bodies through the direct upload route, not grants",
+        )
+    r = artifacts._writable(caller, project_id, reservation_id)
+    now = artifacts.clock.now_ms()
+    problem = not_live(r, now)
+    if problem is not None:
+        raise problem
+    if r.size_bytes > GRANT_MAX_BODY_BYTES:
+        raise fail(ErrorCode.ARTIFACT_UPLOAD_TOO_LARGE, "a grant uploads at most 5 GiB")
+    expires_s = (min(now + UPLOAD_GRANT_MAX_MS, r.expires_at_ms) - now) // 1000
+    if expires_s < 1:  # a grant never outlives its reservation
+        raise fail(ErrorCode.ARTIFACT_RESERVATION_EXPIRED, "the reservation expires too soon")
+    url, headers = bodies.presign_put(r.generation, r.size_bytes, r.content_type, expires_s)
+    return {
+        "url": url,
+        "method": "PUT",
+        "headers": headers,
+        "expires_at_ms": now + expires_s * 1000,
+    }
