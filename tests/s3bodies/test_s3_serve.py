@@ -59,7 +59,7 @@ def _aws(s3: S3Endpoint) -> dict[str, str]:
     }
 
 
-def test_obj3_obj2_serve_with_s3_bodies(
+def test_obj3_obj2_grant3_serve_with_s3_bodies(
     tmp_path: Path, home: Path, token: str, s3: S3Endpoint
 ) -> None:
     prefix = fresh_prefix()
@@ -82,9 +82,26 @@ def test_obj3_obj2_serve_with_s3_bodies(
             )
             assert put.status_code == 409
             assert put.json()["error"]["code"] == "artifact_transfer_mode_mismatch"
+            # GRANT-3 through the real process: the body goes straight to the store.
+            rid = answer["reservation_id"]
+            g = http.post(f"{PROJECT}/artifact-reservations/{rid}/upload-grants")
+            assert g.status_code == 200, g.text
+            grant = g.json()
+            stored = httpx.put(grant["url"], content=b"abc", headers=grant["headers"])
+            assert stored.status_code == 200
+            ref = http.post(
+                f"{PROJECT}/artifact-reservations/{rid}/publish", json={"command_id": "c1.p"}
+            )
+            assert ref.status_code == 200, ref.text
+            got = http.post(
+                f"{PROJECT}/artifacts/{ref.json()['artifact_id']}/downloads",
+                json={"revision": 1},
+            )
+            assert got.status_code == 200 and got.content == b"abc"
     finally:
         server.kill()
-    assert s3.secret_access_key not in server.stderr()
+    log = server.stderr()
+    assert s3.secret_access_key not in log and "X-Amz-Signature" not in log
     # The catalog is pinned to this bucket and prefix: another prefix is refused at start-up.
     with pytest.raises(AssertionError, match="pinned to body store"):
         ServeProcess(home, tmp_path / "serve2.log", *_flags(s3, fresh_prefix()), environ=_aws(s3))
