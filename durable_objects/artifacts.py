@@ -25,6 +25,20 @@ from aidememo.service.artifacts import Artifacts
 
 log = logging.getLogger("aidememo.edge")
 
+# The credential-free identity of the edge's body store: the Worker's `ARTIFACTS` binding.
+R2_IDENTITY = "r2:v1:ARTIFACTS"
+
+
+def pin_identity(store: Store) -> None:
+    """Pin the catalog to the R2 binding on first use; refuse one pinned elsewhere (ART-8)."""
+    store.transaction(lambda tx: tx.bind_body_store_identity(R2_IDENTITY))
+    bound = store.read(lambda tx: tx.body_store_identity())
+    if bound != R2_IDENTITY:
+        raise fail(
+            ErrorCode.ARTIFACT_STORE_UNAVAILABLE,
+            f"this catalog's bodies are in body store {bound!r}, not the edge's R2 binding",
+        )
+
 
 def run_phase(artifacts: Artifacts, phase: str, args: dict[str, Any], caller: Caller) -> Any:
     """One catalog step of a body route; a plain value for the RPC answer."""

@@ -71,7 +71,7 @@ from aidememo.service.archive_rows import project_lines
 from aidememo.service.artifact_gc import tenant_intents
 from aidememo.service.project_import import ProjectImport
 from aidememo.stores.memory import MemoryStore
-from durable_objects.artifacts import artifact_due, gc_pass, run_phase
+from durable_objects.artifacts import artifact_due, gc_pass, pin_identity, run_phase
 from durable_objects.base import StoredObject
 from durable_objects.live import EdgeFeed, answer_close
 from durable_objects.rpc import (
@@ -136,6 +136,7 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
         self._committed = False
         self._alarm_at: int | None = None
         self._alarm_known = False
+        self._pinned = False  # the catalog's body-store identity checked (ART-8)
 
     # -- requests -------------------------------------------------------------------------
 
@@ -189,7 +190,14 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
                 return {"error": {"code": error.code.value, "message": error.message}}
             self._committed = False
             who, what = caller_from(caller), plain(args)
-            result = answer(lambda: run_phase(app.services.artifacts, str(phase), what, who))
+
+            def run() -> Any:
+                if not self._pinned:  # once per object: the catalog names R2 (ART-8)
+                    pin_identity(app.services.artifacts.store)
+                    self._pinned = True
+                return run_phase(app.services.artifacts, str(phase), what, who)
+
+            result = answer(run)
             committed, self._committed = self._committed, False
             if committed:
                 self._live(app, push=True)
@@ -418,10 +426,11 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
 
         def run() -> dict[str, dict[str, int]]:
             self._staging.drop_tenant(str(tenant_id))
-            return delete_rows(self._open(create=False), str(tenant_id))
+            return delete_rows(self._open(create=False), str(tenant_id), self.clock.now_ms())
 
         result = answer(run)
         await self._recheck()  # the project is gone: its subscribers are closed (4403)
+        await self._schedule(True)  # its artifact bodies are now GC intents (ART-7)
         return result
 
     # -- alarm ----------------------------------------------------------------------------
@@ -493,7 +502,7 @@ def _core_request(request: Any) -> Request:
     return Request("GET", unquote(url.path) or "/", url.query, headers, upgrade=True)
 
 
-def delete_rows(store: Any, tenant_id: str) -> dict[str, dict[str, int]]:
+def delete_rows(store: Any, tenant_id: str, now_ms: int | None = None) -> dict[str, dict[str, int]]:
     """Delete the tenant's rows from one object's store and count what is left (ARC-4).
 
     An object that never held the tenant removes nothing; if any row survived, the deletion is
@@ -505,7 +514,8 @@ def delete_rows(store: Any, tenant_id: str) -> dict[str, dict[str, int]]:
     def run(tx: WriteTx) -> dict[str, dict[str, int]]:
         before = {k: v for k, v in tx.count_tenant_rows(tenant_id).items() if v}
         if before:
-            tenant_intents(tx, tenant_id, SystemClock().now_ms())  # its bodies (ART-7)
+            when = SystemClock().now_ms() if now_ms is None else now_ms
+            tenant_intents(tx, tenant_id, when)  # its bodies become GC intents (ART-7)
             tx.delete_tenant(tenant_id)
         left = {k: v for k, v in tx.count_tenant_rows(tenant_id).items() if v}
         if left:  # roll back: a deletion is whole or not at all

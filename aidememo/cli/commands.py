@@ -101,8 +101,17 @@ def _refused(what: str, error: AidememoError) -> CliError:
     return CliError(f"{what}: {error.message} ({error.code.value}); nothing was changed")
 
 
-def _archive(store: Store) -> Archive:
-    return Archive(store, SystemClock(), RandomIds())
+def _archive(store: Store, ns: argparse.Namespace | None = None) -> Archive:
+    """The archive service; with `ns`, its artifact bodies under `--artifact-root` (the
+    SQLite default, none for PostgreSQL without the flag), ART-12."""
+    archive = Archive(store, SystemClock(), RandomIds())
+    if ns is not None and hasattr(ns, "artifact_root"):
+        from aidememo.cli.artifact_root import artifact_root, open_bodies
+
+        root = artifact_root(_database(ns, create=False), ns.artifact_root, required=False)
+        if root is not None:
+            archive.bodies = open_bodies(root)
+    return archive
 
 
 def _remote(ns: argparse.Namespace) -> AdminClient | None:
@@ -249,6 +258,9 @@ def cmd_admin_export(ns: argparse.Namespace) -> int:
         raise CliError(f"{ns.out} already exists; refusing to overwrite an export")
     remote = _remote(ns)
     summary: dict[str, Any]
+    include_bodies = bool(getattr(ns, "include_bodies", False))
+    if remote is not None and include_bodies:
+        raise CliError("--include-bodies works with --database only", EXIT_USAGE)
     if remote is not None:
         client = remote
         query = {"project_id": project_id} if project_id is not None else {}
@@ -262,11 +274,12 @@ def cmd_admin_export(ns: argparse.Namespace) -> int:
 
         def run(store: Store) -> dict[str, Any]:
             try:
-                lines = list(
-                    _archive(store).export_lines(
-                        tenant_id, project_id, include_tokens=include_tokens
-                    )
-                )
+                lines = _archive(store, ns).export_lines(
+                    tenant_id, project_id, include_tokens=include_tokens,
+                    include_bodies=include_bodies,
+                )  # fmt: skip
+                if not include_bodies:  # refusals before the file exists
+                    lines = iter(list(lines))
             except AidememoError as error:
                 raise CliError(f"export refused: {error.message} ({error.code.value})") from None
             return write_export(ns.out, write_lines(lines))
@@ -294,7 +307,7 @@ def cmd_admin_import(ns: argparse.Namespace) -> int:
 
     def run(store: Store) -> int:
         try:
-            summary = _archive(store).import_lines(handle)  # read line by line (ARC-9)
+            summary = _archive(store, ns).import_lines(handle)  # line by line (ARC-9)
         except AidememoError as error:
             raise _refused("import refused", error) from None
         _print_json(admin_answers.import_json(summary))

@@ -156,6 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     export.add("--out", env="AIDEMEMO_EXPORT_FILE", required=True,
                help="file to create (0600; an existing file is never overwritten)")  # fmt: skip
+    export.add("--include-bodies", switch=True, default=False,
+               help="carry the artifact bodies (with --database)")  # fmt: skip
+    export.add("--artifact-root", env="AIDEMEMO_ARTIFACT_ROOT",
+               help="directory of artifact bodies (default: <sqlite path>.artifacts)")  # fmt: skip
 
     import_ = Command(
         admin.add_parser("import", help="import an export into scopes that do not exist yet"),
@@ -163,6 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _target(import_, db_help)
     import_.add("--in", env="AIDEMEMO_IMPORT_FILE", required=True, help="export file to import")
+    import_.add("--artifact-root", env="AIDEMEMO_ARTIFACT_ROOT",
+                help="directory the export's artifact bodies go to")  # fmt: skip
 
     delete = Command(
         admin.add_parser("delete-tenant", help="remove every row of a tenant"),

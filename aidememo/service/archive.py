@@ -37,8 +37,9 @@ from aidememo.domain.model import (
     Scope,
     TokenBinding,
 )
-from aidememo.ports import Clock, Ids, ReadTx, Store, WriteTx
+from aidememo.ports import BodyStore, Clock, Ids, ReadTx, Store, WriteTx
 from aidememo.service import archive_rows
+from aidememo.service.archive_bodies import BODY_TYPE, export_body_lines, published_bodies
 from aidememo.service.archive_rows import (
     audit_row,
     change_row,
@@ -92,10 +93,15 @@ class Manifest:
 
 
 def header_record(
-    tenant_id: str, project_id: str | None, exported_at_ms: int, include_tokens: bool
+    tenant_id: str,
+    project_id: str | None,
+    exported_at_ms: int,
+    include_tokens: bool,
+    body_store: str | None = None,
 ) -> dict[str, Any]:
-    """The first line of an export."""
-    return {
+    """The first line of an export; `body_store` is the identity of the body store its
+    artifacts' bodies are in (ART-8), when the catalog is pinned to one."""
+    header: dict[str, Any] = {
         "type": "header",
         "format": FORMAT,
         "version": FORMAT_VERSION,
@@ -104,6 +110,9 @@ def header_record(
         "exported_at_ms": exported_at_ms,
         "token_digests": include_tokens,
     }
+    if body_store is not None:
+        header["body_store"] = body_store
+    return header
 
 
 def actor_record(a: Actor) -> dict[str, Any]:
@@ -189,34 +198,66 @@ class Archive:
         self.store = store
         self.clock = clock
         self.ids = ids
+        self.bodies: BodyStore | None = None  # artifact bodies of exports and imports (ART-12)
 
     # -- export ---------------------------------------------------------------------------
 
     def export_lines(
-        self, tenant_id: str, project_id: str | None = None, *, include_tokens: bool = False
+        self,
+        tenant_id: str,
+        project_id: str | None = None,
+        *,
+        include_tokens: bool = False,
+        include_bodies: bool = False,
     ) -> Iterator[bytes]:
-        """The export as lines, read in one consistent view (ARC-1)."""
+        """The export as lines, read in one consistent view (ARC-1); with `include_bodies`,
+        the current publications' bodies follow the rows (ART-12), read from `self.bodies`."""
         validate_id(tenant_id, "tenant_id")
         if project_id is not None:
             validate_id(project_id, "project_id")
+        if include_bodies and self.bodies is None:
+            raise fail(ErrorCode.ARTIFACT_STORE_UNAVAILABLE, "no body store to export from")
+        m = Manifest()
+        published: list[tuple[str, Any]] = []
         lines = self.store.read(
-            lambda tx: list(self._export(tx, tenant_id, project_id, include_tokens))
+            lambda tx: list(
+                self._export(
+                    tx, m, tenant_id, project_id, include_tokens, include_bodies, published
+                )
+            )
         )
         yield from lines
+        if include_bodies and self.bodies is not None:
+            for data in export_body_lines(self.bodies, published):
+                yield m.add(BODY_TYPE, data)
+        yield m.line()
 
     def _export(
-        self, tx: ReadTx, tenant_id: str, project_id: str | None, include_tokens: bool
+        self,
+        tx: ReadTx,
+        m: Manifest,
+        tenant_id: str,
+        project_id: str | None,
+        include_tokens: bool,
+        include_bodies: bool,
+        published: list[tuple[str, Any]],
     ) -> Iterator[bytes]:
         view = read_identity(tx, tenant_id, project_id, include_tokens)
-        m = Manifest()
-        header = header_record(tenant_id, project_id, self.clock.now_ms(), include_tokens)
+        header = header_record(
+            tenant_id, project_id, self.clock.now_ms(), include_tokens, tx.body_store_identity()
+        )
+        if include_bodies:
+            header["bodies"] = True
         yield m.add("header", line(header))
         for record in identity_records(view):
             yield m.add(record["type"], line(record))
         for p in view.projects:
             for kind, data in project_lines(tx, p):
+                if include_bodies and kind == "resource":
+                    found = published_bodies(data)
+                    if found is not None:
+                        published.append(found)
                 yield m.add(kind, data)
-        yield m.line()
 
     # -- import ---------------------------------------------------------------------------
 

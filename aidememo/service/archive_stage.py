@@ -39,6 +39,7 @@ from typing import Any
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
 from aidememo.ports import ReadTx, WriteTx
 from aidememo.service.archive import Archive, ImportSummary, Plan, malformed
+from aidememo.service.archive_bodies import BODY_TYPE, BodyImport
 from aidememo.service.archive_verify import ROW_TYPES, ExportReader
 from aidememo.service.project_import import ProjectRows
 
@@ -89,6 +90,10 @@ class StagedImport:
         self.page_project = ""
         self.page_bytes = 0
         self.swept = False  # the stages a crash left behind
+        self.body_store: str | None = None  # the export's body-store identity (ART-8)
+        self.bodies_checked = False
+        self.with_bodies = False  # the export carries its bodies (ART-12)
+        self.body_import = BodyImport(self.store, archive.bodies, self.started_at_ms)
 
     def run(self, lines: Iterable[bytes]) -> ImportSummary:
         """Read, check and stage every line, then write everything in one transaction."""
@@ -120,6 +125,7 @@ class StagedImport:
         plan = self._identity_plan()
         if self.refusal is not None:
             raise self.refusal
+        self.body_import.finish()
         self._flush()
         for pid, head in plan.projects.items():
             if pid in self.not_dense or self.next_seq.get(pid, 1) != head + 1:
@@ -137,12 +143,42 @@ class StagedImport:
         kind = record["type"]
         if kind == "header":
             self.tenant_id = record["tenant_id"]
+            found = record.get("body_store")
+            self.body_store = found if isinstance(found, str) else None
+            self.with_bodies = record.get("bodies") is True
+        elif kind == BODY_TYPE:
+            try:
+                self.body_import.add(record)
+            except AidememoError as exc:
+                self._refuse(exc)
         elif kind not in ROW_TYPES:  # identity records come before every row (ARC-6)
             self.identity.append(record)
         else:
             plan = self._identity_plan()
+            artifact = kind == "resource" and record.get("kind") == "artifact"
+            if (
+                artifact
+                and self.refusal is None
+                and not self.bodies_checked
+                and not self.with_bodies
+            ):
+                self.bodies_checked = True
+                self._check_bodies()
             if self.refusal is None:
                 self._row(plan, record, data)
+
+    def _check_bodies(self) -> None:
+        """An artifact's body lives in the exporting body store: an import into a catalog
+        pinned to another is refused, since the bodies do not come with it (ART-8)."""
+        here = self.store.read(lambda tx: tx.body_store_identity())
+        if here is not None and here != self.body_store:
+            self._refuse(
+                fail(
+                    ErrorCode.IDENTITY_MISMATCH,
+                    f"the export's artifact bodies are in body store {self.body_store!r}, this"
+                    f" catalog's are in {here!r}: the bodies do not come with the export",
+                )
+            )
 
     def _identity_plan(self) -> Plan:
         """The identity records, checked once they are complete (a refusal is kept)."""

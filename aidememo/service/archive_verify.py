@@ -25,6 +25,7 @@ FORMAT = "aidememo-export"
 FORMAT_VERSION = 1
 IDENTITY_TYPES = frozenset({"actor", "project", "membership", "token"})
 ROW_TYPES = frozenset({"resource", "change", "receipt", "audit"})
+BODY_TYPES = frozenset({"artifact_body"})  # after every row (ART-12)
 # The longest line accepted: a resource body is at most 1 MiB of JSON, and escaping in the
 # change line that carries it can grow it; anything longer is not an export of ours.
 MAX_LINE_BYTES = 8 * 1024 * 1024
@@ -93,6 +94,7 @@ class ExportReader:
         self._held: bytes | None = None
         self._total = hashlib.sha256()
         self._rows_started = False
+        self._bodies_started = False
         self._line = 0  # lines decoded so far, for the messages
 
     def feed(self, data: bytes) -> tuple[dict[str, Any], bytes] | None:
@@ -117,7 +119,11 @@ class ExportReader:
         elif kind == "header":
             raise fail(ErrorCode.INVALID_COMMAND, "only the first line is a header")
         elif kind in ROW_TYPES:
+            if self._bodies_started:
+                raise fail(ErrorCode.INVALID_COMMAND, "artifact bodies come after every row")
             self._rows_started = True
+        elif kind in BODY_TYPES:
+            self._rows_started = self._bodies_started = True
         elif kind not in IDENTITY_TYPES:
             raise fail(ErrorCode.INVALID_COMMAND, f"unknown record type {kind!r}")
         elif self._rows_started:

@@ -188,8 +188,8 @@ class Artifacts:
         chunks: Iterator[bytes],
     ) -> dict[str, Any]:
         """Stream the reservation's exact bytes into the body store (ART-3)."""
-        bodies = self._bodies()
         r = self.upload_begin(caller, project_id, reservation_id, length)
+        bodies = self._bodies()
         digest = hashlib.sha256()
         size, stored_sha = bodies.create(r.generation, hashing(chunks, digest), r.size_bytes)
         return self.upload_end(caller, r, size, stored_sha, digest.hexdigest())

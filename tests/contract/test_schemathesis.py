@@ -28,6 +28,7 @@ from schemathesis.checks import (  # noqa: E402
     status_code_conformance,
 )
 
+from aidememo.bodies.memory import MemoryBodies  # noqa: E402
 from aidememo.domain.ids import is_valid_id  # noqa: E402
 from aidememo.domain.model import Role  # noqa: E402
 from aidememo.http.app import HttpApp  # noqa: E402
@@ -50,7 +51,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, A
     """`(base_url, writer token, keep-alive session)` of a live server on a fresh project."""
     path: Path = tmp_path_factory.mktemp("schemathesis") / "ssot.sqlite"
     store = SqliteStore.open_file(path, synchronous="OFF")  # durability is not tested here
-    app = HttpApp(store)
+    app = HttpApp(store, bodies=MemoryBodies())  # artifact bodies (ART-*) in memory
     tokens: dict[str, str] = {}
     for actor, role in ((WRITER, Role.WRITER), (RECEIVER, Role.WRITER)):
         tokens[actor] = secrets.token_hex(32)

@@ -104,3 +104,25 @@ def test_art7_a_failing_r2_delete_backs_off(edge: tuple[Api, Runtime]) -> None:
     runtime.fire_alarms()
     assert v1["generation"] not in bucket.keys()
     assert store.read(lambda tx: tx.get_gc_intent(v1["generation"])) is None
+
+
+def test_arc4_art7_tenant_deletion_at_the_edge_collects_its_bodies(
+    edge: tuple[Api, Runtime],
+) -> None:
+    api, runtime = edge
+    ref = put(api, "t1", b"tenant body")
+    status, _, answer = runtime.admin("DELETE", f"/v1/admin/tenants/{TENANT}?confirm={TENANT}")
+    assert status == 200, answer
+    assert runtime.env.ARTIFACTS.keys() == [ref["generation"]]
+    api.clock.advance(SETTLEMENT_GRACE_MS)
+    runtime.fire_alarms()
+    assert runtime.env.ARTIFACTS.keys() == []
+
+
+def test_art8_a_catalog_pinned_elsewhere_refuses_r2_bodies(edge: tuple[Api, Runtime]) -> None:
+    api, runtime = edge
+    store = runtime.namespaces["PROJECTS"].instance(OBJECT).obj._open(create=False)
+    store.transaction(lambda tx: tx.bind_body_store_identity("local:v1"))
+    r = reserve(api, "p1", b"x").expect(200)
+    upload(api, r["reservation_id"], b"x").expect(503, "artifact_store_unavailable")
+    assert runtime.env.ARTIFACTS.keys() == []
