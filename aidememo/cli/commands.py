@@ -106,7 +106,13 @@ def _archive(store: Store, ns: argparse.Namespace | None = None) -> Archive:
     SQLite default, none for PostgreSQL without the flag), ART-12."""
     archive = Archive(store, SystemClock(), RandomIds())
     if ns is not None and hasattr(ns, "artifact_root"):
+        from aidememo.cli.artifact_backend import open_s3_bodies, s3_settings
         from aidememo.cli.artifact_root import artifact_root, open_bodies
+
+        s3 = s3_settings(ns)
+        if s3 is not None:  # OBJ-2: bodies in an S3 bucket
+            archive.bodies = open_s3_bodies(s3)
+            return archive
 
         root = artifact_root(_database(ns, create=False), ns.artifact_root, required=False)
         if root is not None:

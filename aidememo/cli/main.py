@@ -160,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
                help="carry the artifact bodies (with --database)")  # fmt: skip
     export.add("--artifact-root", env="AIDEMEMO_ARTIFACT_ROOT",
                help="directory of artifact bodies (default: <sqlite path>.artifacts)")  # fmt: skip
+    add_backend_options(export)
 
     import_ = Command(
         admin.add_parser("import", help="import an export into scopes that do not exist yet"),
@@ -169,6 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     import_.add("--in", env="AIDEMEMO_IMPORT_FILE", required=True, help="export file to import")
     import_.add("--artifact-root", env="AIDEMEMO_ARTIFACT_ROOT",
                 help="directory the export's artifact bodies go to")  # fmt: skip
+    add_backend_options(import_)
 
     delete = Command(
         admin.add_parser("delete-tenant", help="remove every row of a tenant"),
