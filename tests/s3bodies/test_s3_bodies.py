@@ -65,7 +65,7 @@ def _code(fn: Any) -> ErrorCode:
     return caught.value.code
 
 
-def test_obj2_body_store_port_on_s3(s3: S3Endpoint) -> None:
+def test_obj2_grant3_body_store_port_on_s3(s3: S3Endpoint) -> None:
     bodies = _bodies(s3)
     data = b"\x00body\xff" * 3000
     want = (len(data), hashlib.sha256(data).hexdigest())
@@ -94,6 +94,9 @@ def test_obj2_body_store_port_on_s3(s3: S3Endpoint) -> None:
     assert _code(lambda: bodies.read("gen_9999")) == ErrorCode.ARTIFACT_NOT_FOUND
     for bad in ("../x", "a/b", "", "k"):
         assert _code(lambda b=bad: bodies.head(b)) == ErrorCode.ARTIFACT_NOT_FOUND
+        # A grant can only name a generation under the prefix (GRANT-3).
+        refused = _code(lambda b=bad: bodies.presign_put(b, 1, "a/b", 60))
+        assert refused == ErrorCode.ARTIFACT_NOT_FOUND
     bodies.delete("gen_0001")
     bodies.delete("gen_0001")  # idempotent
     assert bodies.head("gen_0001") is None
