@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
+from aidememo.service.artifact_grants import GRANT_MAX_BODY_BYTES
 
 CHUNK = 64 << 10
 ADDRESSING = ("path", "virtual", "auto")
@@ -149,6 +150,7 @@ class S3Bodies:
     """`BodyStore` over one bucket and prefix of an S3-compatible store."""
 
     transfer_mode = "grant"
+    max_body_bytes = GRANT_MAX_BODY_BYTES  # one PUT's limit in S3 (GRANT-3)
 
     def __init__(self, config: S3Config, client: Any | None = None) -> None:
         self.config = config

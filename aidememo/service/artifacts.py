@@ -21,6 +21,7 @@ from typing import Any
 
 from aidememo.domain.artifacts import (
     ARTIFACT_KIND,
+    MAX_DIRECT_BODY_BYTES,
     SETTLEMENT_GRACE_MS,
     Publication,
     Reservation,
@@ -80,7 +81,9 @@ class Artifacts:
     ) -> tuple[Reservation, bool]:
         """Reserve a path; `(reservation, replayed)`. Idempotent by `command_id`."""
         command_id = validate_id(command_id, "command_id")
-        request = parse_reserve(payload)
+        # A body store that takes uploads through grants sets its own limit (GRANT-3).
+        limit = getattr(self.bodies, "max_body_bytes", MAX_DIRECT_BODY_BYTES)
+        request = parse_reserve(payload, limit)
         artifact_id = artifact_id_of(request.path)
         fp = fingerprint(project_id, "artifact.reserve", artifact_id, payload)
         scope = caller.scope(project_id)

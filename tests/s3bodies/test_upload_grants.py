@@ -164,3 +164,14 @@ def test_grant3_no_grants_without_a_signing_body_store(tmp_path: Path) -> None:
         r = reserve(api, "m1")
         assert r["transfer"]["mode"] == "direct"
         grant(api, r["reservation_id"]).expect(409, "artifact_transfer_mode_mismatch")
+
+
+def test_grant3_reservations_of_s3_bodies_go_up_to_5_gib(api: Api) -> None:
+    big = {"path": PATH, "size_bytes": 5 * 1024**3, "content_type": "application/x-big"}
+    r = api.post(f"{P}/artifact-reservations", {"command_id": "big", "payload": big}).expect(200)
+    g = grant(api, r["reservation_id"]).expect(200)
+    assert g["headers"]["Content-Length"] == str(5 * 1024**3)
+    over = dict(big, size_bytes=5 * 1024**3 + 1, path="sessions/s1/artifacts/over.bin")
+    api.post(f"{P}/artifact-reservations", {"command_id": "over", "payload": over}).expect(
+        413, "artifact_upload_too_large"
+    )
