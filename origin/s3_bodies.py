@@ -20,6 +20,7 @@ only, so a catalog refuses to start against another bucket or layout (ART-8).
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 from collections.abc import Iterator
@@ -161,22 +162,28 @@ class S3Bodies:
         return f"S3Bodies({self.identity!r})"
 
     def presign_put(
-        self, key: str, size: int, content_type: str, expires_s: int
+        self, key: str, size: int, content_type: str, expires_s: int, sha256: str | None = None
     ) -> tuple[str, dict[str, str]]:
         """A presigned single PUT of exactly `size` bytes of `content_type` that only creates
-        (`If-None-Match: *`), and the headers the uploader must send with it (GRANT-3)."""
+        (`If-None-Match: *`), and the headers the uploader must send with it (GRANT-3). With
+        `sha256` (hex) the store itself verifies the bytes (`x-amz-checksum-sha256`) and keeps
+        the checksum, which `observe` then reads from the HEAD."""
         headers = {
             "Content-Length": str(size),
             "Content-Type": content_type,
             "If-None-Match": "*",
         }
-        params = {
+        params: dict[str, Any] = {
             "Bucket": self.config.bucket,
             "Key": self.object_key(key),
             "ContentLength": size,
             "ContentType": content_type,
             "IfNoneMatch": "*",
         }
+        if sha256 is not None:
+            checksum = base64.b64encode(bytes.fromhex(sha256)).decode()
+            headers["x-amz-checksum-sha256"] = checksum
+            params["ChecksumSHA256"] = checksum
         url: str = self.client.generate_presigned_url(
             "put_object", Params=params, ExpiresIn=expires_s
         )
@@ -244,6 +251,33 @@ class S3Bodies:
             etag=str(meta.get("ETag", "")),
             content_type=str(meta.get("ContentType", "")),
         )
+
+    def observe(self, key: str) -> tuple[int, str] | None:
+        """`(size, sha256 hex)` of the stored object, None when absent: from the store's own
+        SHA-256 checksum on its HEAD when the upload carried one (a grant of a reservation
+        with `sha256`), else by reading the bytes back and hashing them (ART-4)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            meta = self.client.head_object(
+                Bucket=self.config.bucket, Key=self.object_key(key), ChecksumMode="ENABLED"
+            )
+        except ClientError as exc:
+            if _code(exc) in _MISSING:
+                return None
+            raise _unavailable(exc) from None
+        except BotoCoreError as exc:
+            raise _unavailable(exc) from None
+        size = int(meta["ContentLength"])
+        checksum = meta.get("ChecksumSHA256")
+        if isinstance(checksum, str) and "-" not in checksum:  # not a multipart composite
+            try:
+                digest = base64.b64decode(checksum, validate=True)
+            except ValueError:
+                digest = b""
+            if len(digest) == 32:
+                return size, digest.hex()
+        return self._observe(key)
 
     def head(self, key: str) -> int | None:
         info = self.stat(key)

@@ -32,9 +32,10 @@ class GrantSigner(Protocol):
     """A body store that presigns uploads into itself."""
 
     def presign_put(
-        self, key: str, size: int, content_type: str, expires_s: int
+        self, key: str, size: int, content_type: str, expires_s: int, sha256: str | None = None
     ) -> tuple[str, dict[str, str]]:
-        """`(url, headers)` of a PUT of exactly `size` bytes that only creates `key`."""
+        """`(url, headers)` of a PUT of exactly `size` bytes that only creates `key` (and
+        whose SHA-256 the store verifies, when given)."""
         ...
 
 
@@ -61,7 +62,9 @@ def upload_grant(
     expires_s = (min(now + UPLOAD_GRANT_MAX_MS, r.expires_at_ms) - now) // 1000
     if expires_s < 1:  # a grant never outlives its reservation
         raise fail(ErrorCode.ARTIFACT_RESERVATION_EXPIRED, "the reservation expires too soon")
-    url, headers = bodies.presign_put(r.generation, r.size_bytes, r.content_type, expires_s)
+    url, headers = bodies.presign_put(
+        r.generation, r.size_bytes, r.content_type, expires_s, r.sha256
+    )
     return {
         "url": url,
         "method": "PUT",

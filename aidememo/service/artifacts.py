@@ -266,8 +266,16 @@ class Artifacts:
         begun = self.publish_begin(caller, project_id, reservation_id, command_id)
         if not isinstance(begun, Reservation):
             return begun
-        # The trusted observation: the stored bytes, re-hashed (ART-4).
+        # The trusted observation: the stored bytes, re-hashed (ART-4), or a body store's own
+        # verified checksum (GRANT-3).
         bodies = self._bodies()
+        observe = getattr(bodies, "observe", None)
+        if observe is not None:
+            seen_by_store: tuple[int, str] | None = observe(begun.generation)
+            if seen_by_store is None:
+                raise fail(ErrorCode.ARTIFACT_BODY_MISMATCH, "no body has been uploaded yet")
+            crash_point("during_verification")
+            return self.publish_end(caller, begun, str(command_id), *seen_by_store)
         size = bodies.head(begun.generation)
         if size is None:
             raise fail(ErrorCode.ARTIFACT_BODY_MISMATCH, "no body has been uploaded yet")

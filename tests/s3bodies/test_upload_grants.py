@@ -66,8 +66,10 @@ def api(tmp_path: Path, bodies: S3Bodies) -> Iterator[Api]:
     yield from _api(tmp_path, bodies)
 
 
-def reserve(api: Api, command_id: str, data: bytes = DATA, **extra: Any) -> dict[str, Any]:
-    payload = {"path": PATH, "size_bytes": len(data), "content_type": "text/plain", **extra}
+def reserve(
+    api: Api, command_id: str, data: bytes = DATA, path: str = PATH, **extra: Any
+) -> dict[str, Any]:
+    payload = {"path": path, "size_bytes": len(data), "content_type": "text/plain", **extra}
     body: dict[str, Any] = api.post(
         f"{P}/artifact-reservations", {"command_id": command_id, "payload": payload}
     ).expect(200)
@@ -175,3 +177,36 @@ def test_grant3_reservations_of_s3_bodies_go_up_to_5_gib(api: Api) -> None:
     api.post(f"{P}/artifact-reservations", {"command_id": "over", "payload": over}).expect(
         413, "artifact_upload_too_large"
     )
+
+
+class _CountingReads(S3Bodies):
+    def __init__(self, base: S3Bodies) -> None:
+        super().__init__(base.config, client=base.client)
+        self.reads = 0
+
+    def read(self, key: str, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+        self.reads += 1
+        return super().read(key, start, end)
+
+
+def test_grant3_declared_sha256_is_verified_by_the_store(s3: S3Endpoint, tmp_path: Path) -> None:
+    bodies = _CountingReads(_bodies(s3))
+    for api in _api(tmp_path, bodies):
+        sha = hashlib.sha256(DATA).hexdigest()
+        r = reserve(api, "ck", sha256=sha)
+        g = grant(api, r["reservation_id"]).expect(200)
+        assert "x-amz-checksum-sha256" in g["headers"]
+        forged = DATA[:-1] + b"!"  # same length, other bytes: the store refuses them
+        assert httpx.put(g["url"], content=forged, headers=g["headers"]).status_code == 400
+        assert bodies.head(r["generation"]) is None
+        assert httpx.put(g["url"], content=DATA, headers=g["headers"]).status_code == 200
+        ref = publish(api, r["reservation_id"], "ck.p").expect(200)
+        # Publication took the store's own checksum from its HEAD: no byte was read back.
+        assert ref["sha256"] == sha and bodies.reads == 0
+        # Without a declared sha256 the observation reads the object back.
+        plain = reserve(api, "plain", b"plain body", path="sessions/s1/artifacts/p.bin")
+        pg = grant(api, plain["reservation_id"]).expect(200)
+        assert "x-amz-checksum-sha256" not in pg["headers"]
+        assert httpx.put(pg["url"], content=b"plain body", headers=pg["headers"]).status_code == 200
+        done = publish(api, plain["reservation_id"], "plain.p").expect(200)
+        assert done["sha256"] == hashlib.sha256(b"plain body").hexdigest() and bodies.reads == 1
