@@ -21,6 +21,7 @@ What is measured, and how:
 from __future__ import annotations
 
 import argparse
+import hashlib
 import http.client
 import json
 import os
@@ -135,7 +136,8 @@ def put_to(url: str, headers: dict[str, str], data: bytes) -> None:
 
 def grant_once(origin: Origin, path: str, data: bytes, n: int) -> tuple[dict[str, Any], int]:
     base = f"/v1/projects/{PROJECT}/artifact-reservations"
-    payload = {"path": path, "size_bytes": len(data), "content_type": "application/octet-stream"}
+    payload = {"path": path, "size_bytes": len(data), "content_type": "application/octet-stream",
+               "sha256": hashlib.sha256(data).hexdigest()}  # fmt: skip
     r = origin.json("POST", base, {"command_id": f"r{n}", "payload": payload})
     g = origin.json("POST", f"{base}/{r['reservation_id']}/upload-grants", {})
     t0 = time.perf_counter_ns()
