@@ -210,3 +210,13 @@ def test_grant3_declared_sha256_is_verified_by_the_store(s3: S3Endpoint, tmp_pat
         assert httpx.put(pg["url"], content=b"plain body", headers=pg["headers"]).status_code == 200
         done = publish(api, plain["reservation_id"], "plain.p").expect(200)
         assert done["sha256"] == hashlib.sha256(b"plain body").hexdigest() and bodies.reads == 1
+
+
+def test_grant3_late_put_after_expiry_never_publishes(api: Api) -> None:
+    r = reserve(api, "late", ttl_ms=60_000)
+    g = grant(api, r["reservation_id"]).expect(200)
+    api.clock.advance(61_000)  # the service's clock: the reservation has expired
+    # The store's own clock still accepts the URL; the body lands but is never published.
+    assert httpx.put(g["url"], content=DATA, headers=g["headers"]).status_code == 200
+    publish(api, r["reservation_id"], "late.p").expect(409, "artifact_reservation_expired")
+    api.get(f"{P}/artifacts/resolve", query={"path": PATH}).expect(404, "artifact_not_found")
