@@ -29,7 +29,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
-from aidememo.service.artifact_grants import GRANT_MAX_BODY_BYTES
+from aidememo.service.artifact_grants import GRANT_MAX_BODY_BYTES, GRANT_MAX_MS
 
 CHUNK = 64 << 10
 ADDRESSING = ("path", "virtual", "auto")
@@ -152,6 +152,7 @@ class S3Bodies:
 
     transfer_mode = "grant"
     max_body_bytes = GRANT_MAX_BODY_BYTES  # one PUT's limit in S3 (GRANT-3)
+    grant_window_ms = GRANT_MAX_MS  # no grant lives longer (GRANT-4)
 
     def __init__(self, config: S3Config, client: Any | None = None) -> None:
         self.config = config
@@ -251,6 +252,15 @@ class S3Bodies:
             etag=str(meta.get("ETag", "")),
             content_type=str(meta.get("ContentType", "")),
         )
+
+    def presign_get(self, key: str, etag: str, expires_s: int) -> tuple[str, dict[str, str]]:
+        """A presigned GET of the object only while its ETag is `etag` (`If-Match`), and the
+        headers the reader must send with it (GRANT-4)."""
+        params = {"Bucket": self.config.bucket, "Key": self.object_key(key), "IfMatch": etag}
+        url: str = self.client.generate_presigned_url(
+            "get_object", Params=params, ExpiresIn=expires_s
+        )
+        return url, {"If-Match": etag}
 
     def observe(self, key: str) -> tuple[int, str] | None:
         """`(size, sha256 hex)` of the stored object, None when absent: from the store's own

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
+from aidememo.domain.artifacts import GcIntent
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.ids import validate_id
 from aidememo.service.access import Caller
@@ -23,6 +24,10 @@ from aidememo.service.artifact_rules import not_live
 from aidememo.service.artifacts import Artifacts
 
 UPLOAD_GRANT_MAX_MS = 15 * 60 * 1000
+DOWNLOAD_GRANT_MAX_MS = 15 * 60 * 1000
+GRANT_MAX_MS = max(UPLOAD_GRANT_MAX_MS, DOWNLOAD_GRANT_MAX_MS)  # the body store's grant_window_ms
+# A download may still stream this long after its grant expired (the read retention).
+READ_RETENTION_MS = 60 * 1000
 # S3's limit of one PUT; larger bodies would need multipart, which grants do not offer.
 GRANT_MAX_BODY_BYTES = 5 * 1024**3
 
@@ -36,6 +41,14 @@ class GrantSigner(Protocol):
     ) -> tuple[str, dict[str, str]]:
         """`(url, headers)` of a PUT of exactly `size` bytes that only creates `key` (and
         whose SHA-256 the store verifies, when given)."""
+        ...
+
+    def presign_get(self, key: str, etag: str, expires_s: int) -> tuple[str, dict[str, str]]:
+        """`(url, headers)` of a GET of `key` only while its ETag is `etag`."""
+        ...
+
+    def stat(self, key: str) -> Any:
+        """The stored object's `size`, `etag` and `content_type`, or None when absent."""
         ...
 
 
@@ -70,4 +83,48 @@ def upload_grant(
         "method": "PUT",
         "headers": headers,
         "expires_at_ms": now + expires_s * 1000,
+    }
+
+
+def download_grant(
+    artifacts: Artifacts, caller: Caller, project_id: str, artifact_id: str, revision: object
+) -> dict[str, Any]:
+    """`{url, method, headers, expires_at_ms, ...}`: a presigned GET of the exact revision's
+    generation, bound to its ETag (GRANT-4).
+
+    No grant outlives the body: a current generation's GC intent, once it becomes
+    unreachable, is due no earlier than `grant_window_ms` after that (`Artifacts._settle_ms`),
+    and a grant of a generation already queued expires `READ_RETENTION_MS` before its intent
+    is due (or is refused as gone), so GC never deletes a body while a grant of it could
+    still start or finish a download.
+    """
+    bodies = artifacts.bodies
+    if bodies is None:
+        raise fail(ErrorCode.ARTIFACT_STORE_UNAVAILABLE, "no body store is configured here")
+    if not isinstance(bodies, GrantSigner):
+        raise fail(
+            ErrorCode.ARTIFACT_TRANSFER_MODE_MISMATCH,
+            "this server serves bodies through the download route, not grants",
+        )
+    pub = artifacts.download_meta(caller, project_id, artifact_id, revision)
+    now = artifacts.clock.now_ms()
+    intent: GcIntent | None = artifacts.store.read(lambda tx: tx.get_gc_intent(pub.generation))
+    until = now + DOWNLOAD_GRANT_MAX_MS
+    if intent is not None:
+        until = min(until, intent.not_before_ms - READ_RETENTION_MS)
+    expires_s = (until - now) // 1000
+    if expires_s < 1:
+        raise fail(ErrorCode.ARTIFACT_NOT_FOUND, "this revision's body is being collected")
+    info = bodies.stat(pub.generation)
+    if info is None or info.size != pub.size_bytes:
+        raise fail(ErrorCode.ARTIFACT_NOT_FOUND, "the revision's body is not in the store")
+    url, headers = bodies.presign_get(pub.generation, info.etag, expires_s)
+    return {
+        "url": url,
+        "method": "GET",
+        "headers": headers,
+        "expires_at_ms": now + expires_s * 1000,
+        "size_bytes": pub.size_bytes,
+        "sha256": pub.sha256,
+        "content_type": pub.content_type,
     }

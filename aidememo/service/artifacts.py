@@ -69,6 +69,12 @@ class Artifacts:
         self.ledger = ledger
         self.bodies = bodies
 
+    def _settle_ms(self) -> int:
+        """How long an unreachable generation waits before GC may delete it: the settlement
+        grace, plus the longest grant's lifetime when the body store issues grants, so no
+        grant issued before the generation became unreachable is still usable (GRANT-4)."""
+        return SETTLEMENT_GRACE_MS + int(getattr(self.bodies, "grant_window_ms", 0))
+
     def _bodies(self) -> BodyStore:
         if self.bodies is None:
             raise fail(ErrorCode.ARTIFACT_STORE_UNAVAILABLE, "no body store is configured here")
@@ -163,7 +169,7 @@ class Artifacts:
             if r is None or not r.live:
                 return
             tx.put_artifact_reservation(r.settled(State.FAILED, now))
-            tx.put_gc_intent(intent_for(r, reason, now + SETTLEMENT_GRACE_MS, now))
+            tx.put_gc_intent(intent_for(r, reason, now + self._settle_ms(), now))
 
         self.store.transaction(run)
 
@@ -247,7 +253,7 @@ class Artifacts:
                     return None
             # A late upload (after abort, expiry or pruning): its body is queued again, so
             # a GC that ran before it finished cannot leave it behind (ART-7).
-            tx.put_gc_intent(intent_for(late, "late_upload", now + SETTLEMENT_GRACE_MS, now))
+            tx.put_gc_intent(intent_for(late, "late_upload", now + self._settle_ms(), now))
             return not_live(late, now) or fail(
                 ErrorCode.ARTIFACT_RESERVATION_EXPIRED, "the reservation has expired"
             )
@@ -358,7 +364,7 @@ class Artifacts:
             if revision != current.base_revision:
                 # Lost compare-and-swap: the path moved since the reservation (ART-4).
                 tx.put_artifact_reservation(current.settled(State.FAILED, now))
-                tx.put_gc_intent(intent_for(current, "lost_cas", now + SETTLEMENT_GRACE_MS, now))
+                tx.put_gc_intent(intent_for(current, "lost_cas", now + self._settle_ms(), now))
                 return fail(
                     ErrorCode.ARTIFACT_CONFLICT, "the path changed since reservation"
                 ), False
@@ -393,7 +399,7 @@ class Artifacts:
                     intent_for(
                         replaced or orphan(scope, old),
                         "replaced",
-                        now + SETTLEMENT_GRACE_MS,
+                        now + self._settle_ms(),
                         now,
                     )
                 )

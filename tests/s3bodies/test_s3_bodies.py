@@ -147,7 +147,10 @@ def test_obj2_identity_pins_layout_without_credentials(s3: S3Endpoint) -> None:
 
 class _FailingDeletes(S3Bodies):
     """S3 bodies whose deletes go out with a wrong secret while `fail_deletes` is set: a real
-    refusal by the store (403), not a stub."""
+    refusal by the store (403), not a stub. Its GC waits the plain settlement grace (no grant
+    window): ART's checks time GC by it, and the grant window is GRANT-4's to test."""
+
+    grant_window_ms = 0
 
     def __init__(self, s3: S3Endpoint) -> None:
         base = _bodies(s3)
