@@ -134,6 +134,22 @@ def put_to(url: str, headers: dict[str, str], data: bytes) -> None:
         conn.close()
 
 
+def get_from(url: str, headers: dict[str, str]) -> int:
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=300)
+    try:
+        conn.request("GET", f"{parts.path}?{parts.query}", headers=headers)
+        response = conn.getresponse()
+        if response.status != 200:
+            raise SystemExit(f"grant GET: {response.status} {response.read()[:300]!r}")
+        n = 0
+        while chunk := response.read(1 << 20):
+            n += len(chunk)
+        return n
+    finally:
+        conn.close()
+
+
 def grant_once(origin: Origin, path: str, data: bytes, n: int) -> tuple[dict[str, Any], int]:
     base = f"/v1/projects/{PROJECT}/artifact-reservations"
     payload = {"path": path, "size_bytes": len(data), "content_type": "application/octet-stream",
@@ -214,6 +230,7 @@ def main() -> int:
             data = os.urandom(size)
             note(f"{label}: {rounds} rounds")
             puts, transfers, gets, raw_puts, raw_gets = [], [], [], [], []
+            grant_gets: list[int] = []
             for i in range(rounds):
                 t0 = time.perf_counter_ns()
                 ref, transfer = grant_once(origin, f"sessions/b/artifacts/{label}-{i}", data, n)
@@ -224,6 +241,13 @@ def main() -> int:
                 )
                 t2 = time.perf_counter_ns()
                 assert got == size, (got, size)
+                grants_path = f"/v1/projects/{PROJECT}/artifacts/{ref['artifact_id']}"
+                dg = origin.json(
+                    "POST", f"{grants_path}/download-grants", {"revision": ref["revision"]}
+                )
+                assert get_from(dg["url"], dg["headers"]) == size
+                t3 = time.perf_counter_ns()
+                grant_gets.append(t3 - t2)
                 puts.append(t1 - t0)
                 transfers.append(transfer)
                 gets.append(t2 - t1)
@@ -239,7 +263,7 @@ def main() -> int:
                 raw_puts.append(t1 - t0)
                 raw_gets.append(t2 - t1)
             for name, samples in (("grant_put", puts), ("grant_transfer", transfers),
-                                  ("download", gets)):  # fmt: skip
+                                  ("download", gets), ("grant_get", grant_gets)):  # fmt: skip
                 figures.update(latency_summary(samples, f"{label}_{name}"))
                 mid = sorted(samples)[len(samples) // 2]
                 figures[f"{label}_{name}_mib_s"] = round(size / (1 << 20) / (mid / 1e9), 2)
