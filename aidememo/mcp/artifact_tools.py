@@ -20,11 +20,18 @@ from typing import TYPE_CHECKING, Any
 
 from aidememo.domain.command_ids import stable_id
 from aidememo.domain.errors import ErrorCode, fail
-from aidememo.mcp.tools import Args, Context, Schema, Tool, Twin, answer_schema, id_schema
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from aidememo.http.app import Services
+    from aidememo.mcp.tools import Tool, Twin
     from aidememo.service.access import Caller
+
+# `aidememo.mcp.tools` builds these tools with its own classes (`artifact_tools`), so this
+# module never imports it at run time and the two import in either order.
+Schema = dict[str, Any]
+Args = dict[str, Any]
 
 INLINE_BASE64_MAX = 1 << 20
 INLINE_BYTES_MAX = INLINE_BASE64_MAX // 4 * 3
@@ -44,7 +51,7 @@ _BASE64: Schema = {
 }
 
 
-def _read(services: Services, caller: Caller, ctx: Context, args: Args) -> dict[str, Any]:
+def _read(services: Services, caller: Caller, ctx: Any, args: Args) -> dict[str, Any]:
     artifacts = services.artifacts
     meta = artifacts.resolve(caller, ctx.project_id, args["path"])
     revision = args.get("revision", meta["revision"])
@@ -59,7 +66,7 @@ def _read(services: Services, caller: Caller, ctx: Context, args: Args) -> dict[
     return {**pub.to_json(revision), "content_base64": base64.b64encode(data).decode()}
 
 
-def _write(services: Services, caller: Caller, ctx: Context, args: Args) -> dict[str, Any]:
+def _write(services: Services, caller: Caller, ctx: Any, args: Args) -> dict[str, Any]:
     try:
         data = base64.b64decode(args["content_base64"], validate=True)
     except (binascii.Error, ValueError):
@@ -85,52 +92,59 @@ def _write(services: Services, caller: Caller, ctx: Context, args: Args) -> dict
     return ref
 
 
-def _resolve(ctx: Context, args: Args) -> Twin:
-    return Twin(query={"path": args["path"]})
+def artifact_tools(
+    tool: type[Tool],
+    twin: type[Twin],
+    answer_schema: Callable[[str], Schema],
+    id_schema: Callable[[str], Schema],
+) -> tuple[Tool, ...]:
+    """The three tools, made with the registry's `Tool` and `Twin` and its schema helpers."""
 
+    def resolve(ctx: Any, args: Args) -> Twin:
+        return twin(query={"path": args["path"]})
 
-ARTIFACT_TOOLS: tuple[Tool, ...] = (
-    Tool(
-        "artifact_resolve",
-        "The current metadata of the artifact (file body) published at a logical path:"
-        " artifact_id, revision, size, content type, sha256 and mutation_token.",
-        "artifact_resolve",
-        {"path": _PATH},
-        ("path",),
-        write=False,
-        output=answer_schema("ArtifactMetadata"),
-        build=_resolve,
-    ),
-    Tool(
-        "artifact_read",
-        "The bytes published at a logical path (base64, at most 768 KiB), with its metadata;"
-        " pass revision for an older revision.",
-        "artifact_download",
-        {"path": _PATH, "revision": {"type": "integer", "minimum": 1}},
-        ("path",),
-        write=False,
-        output={"type": "object"},
-        build=_resolve,
-        run=_read,
-    ),
-    Tool(
-        "artifact_write",
-        "Publish a file body (base64, at most 1 MiB of it) at a logical path, replacing what"
-        " is there; answers the publication (artifact_id, revision, sha256).",
-        "artifact_reserve",
-        {
-            "path": _PATH,
-            "content_base64": _BASE64,
-            "content_type": {"type": "string", "description": "Lower-case type/subtype."},
-            "operation_id": id_schema(
-                "Optional idempotency key. Omit it: the id is derived from the path and the"
-                " body, so repeating the identical call replays its first answer."
-            ),
-        },
-        ("path", "content_base64"),
-        write=True,
-        output=answer_schema("ArtifactPublication"),
-        build=_resolve,
-        run=_write,
-    ),
-)
+    return (
+        tool(
+            "artifact_resolve",
+            "The current metadata of the artifact (file body) published at a logical path:"
+            " artifact_id, revision, size, content type, sha256 and mutation_token.",
+            "artifact_resolve",
+            {"path": _PATH},
+            ("path",),
+            write=False,
+            output=answer_schema("ArtifactMetadata"),
+            build=resolve,
+        ),
+        tool(
+            "artifact_read",
+            "The bytes published at a logical path (base64, at most 768 KiB), with its"
+            " metadata; pass revision for an older revision.",
+            "artifact_download",
+            {"path": _PATH, "revision": {"type": "integer", "minimum": 1}},
+            ("path",),
+            write=False,
+            output={"type": "object"},
+            build=resolve,
+            run=_read,
+        ),
+        tool(
+            "artifact_write",
+            "Publish a file body (base64, at most 1 MiB of it) at a logical path, replacing"
+            " what is there; answers the publication (artifact_id, revision, sha256).",
+            "artifact_reserve",
+            {
+                "path": _PATH,
+                "content_base64": _BASE64,
+                "content_type": {"type": "string", "description": "Lower-case type/subtype."},
+                "operation_id": id_schema(
+                    "Optional idempotency key. Omit it: the id is derived from the path and"
+                    " the body, so repeating the identical call replays its first answer."
+                ),
+            },
+            ("path", "content_base64"),
+            write=True,
+            output=answer_schema("ArtifactPublication"),
+            build=resolve,
+            run=_write,
+        ),
+    )

@@ -32,6 +32,7 @@ from aidememo.domain.limits import (
     TOPIC_MAX_BYTES,
 )
 from aidememo.http.openapi_schemas import component_schemas
+from aidememo.mcp.artifact_tools import artifact_tools
 
 Schema = dict[str, Any]
 Args = dict[str, Any]
@@ -202,10 +203,6 @@ _SCHEMAS = component_schemas()
 def _answer(component: str) -> Schema:
     """The REST twin's 200 answer as a self-contained schema."""
     return self_contained(dict(_SCHEMAS[component]), _SCHEMAS)
-
-
-answer_schema = _answer
-id_schema = _id
 
 
 # -- twins ------------------------------------------------------------------------------------
@@ -532,8 +529,6 @@ TOOLS: tuple[Tool, ...] = (
     ),
 )
 
-from aidememo.mcp.artifact_tools import ARTIFACT_TOOLS  # noqa: E402 - needs Tool above
-
-TOOLS = (*TOOLS, *ARTIFACT_TOOLS)
+TOOLS = (*TOOLS, *artifact_tools(Tool, Twin, _answer, _id))
 BY_NAME: dict[str, Tool] = {tool.name: tool for tool in TOOLS}
 READ_TOOLS: tuple[Tool, ...] = tuple(tool for tool in TOOLS if not tool.write)
