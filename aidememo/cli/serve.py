@@ -20,6 +20,7 @@ from aidememo.cli.stores import default_database, is_postgres, open_store
 if TYPE_CHECKING:
     import socket
 
+    from aidememo.cli.artifact_backend import S3Settings
     from aidememo.http.app import HttpApp
     from aidememo.ports import BodyStore
     from origin.metrics import Metrics
@@ -62,6 +63,7 @@ def run_serve(
     log_format: str = "text",
     metrics_bind: str | None = None,
     rate_limit: str | None = None,
+    s3: S3Settings | None = None,
 ) -> int:
     """Serve until SIGTERM/SIGINT; returns the exit status.
 
@@ -115,8 +117,14 @@ def run_serve(
     from aidememo.cli.artifact_root import artifact_root as root_of
     from aidememo.cli.artifact_root import open_bodies
 
-    root = root_of(url, artifact_root, required=False)
-    bodies = None if root is None else open_bodies(root)
+    bodies: BodyStore | None
+    if s3 is not None:  # OBJ-2: bodies in an S3 bucket
+        from aidememo.cli.artifact_backend import open_s3_bodies
+
+        bodies = open_s3_bodies(s3)
+    else:
+        root = root_of(url, artifact_root, required=False)
+        bodies = None if root is None else open_bodies(root)
     try:
         return _serve(url, workers, settings, limiter, metrics, origins, host, port,
                       handoff_lease_ms, admin_token_sha256, bodies, gc_interval_s)  # fmt: skip

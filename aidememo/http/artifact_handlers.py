@@ -63,14 +63,23 @@ def reserve(
         _caller(caller), project_id, body.get("command_id"), body.get("payload")
     )
     answer = r.to_json()
+    base = f"/v1/projects/{project_id}/artifact-reservations/{r.reservation_id}"
+    if transfer_mode(services) == "grant":  # OBJ-3: bodies go straight to the object store
+        answer["transfer"] = {"mode": "grant", "method": "POST", "path": f"{base}/upload-grants"}
+        return _ok(answer, replayed)
     answer["transfer"] = {
         "mode": "direct",
         "method": "PUT",
-        "path": f"/v1/projects/{project_id}/artifact-reservations/{r.reservation_id}/body",
+        "path": f"{base}/body",
         "content_type": "application/octet-stream",
         "content_length": r.size_bytes,
     }
     return _ok(answer, replayed)
+
+
+def transfer_mode(services: Services) -> str:
+    """`direct` (bodies through this service) or `grant` (presigned, OBJ-3)."""
+    return str(getattr(services.artifacts.bodies, "transfer_mode", "direct"))
 
 
 def upload(
@@ -78,6 +87,11 @@ def upload(
 ) -> Response:
     """`PUT .../artifact-reservations/{r}/body` (ART-3): streamed into the body store."""
     project_id = _project(params)
+    if transfer_mode(services) != "direct":
+        raise fail(
+            ErrorCode.ARTIFACT_TRANSFER_MODE_MISMATCH,
+            "this server's bodies are uploaded through upload grants, not this route",
+        )
     length = declared_length(request.headers)
     if length is None:
         length = request.body.length

@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 from aidememo.domain.artifacts import (
-    MAX_DIRECT_BODY_BYTES,
     PATH_MAX_BYTES,
     RESERVATION_TTL_MS_DEFAULT,
     RESERVATION_TTL_MS_MAX,
 )
 from aidememo.http.openapi_schemas import Schema, integer, nullable, obj, ref
+from aidememo.service.artifact_grants import GRANT_MAX_BODY_BYTES
 
 _SHA = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
 _STATES = ["reserved", "uploaded", "published", "aborted", "expired", "failed"]
@@ -28,7 +28,10 @@ def artifact_schemas(s: dict[str, Schema]) -> None:
         {
             "command_id": ref("Id"),
             "payload": obj(
-                {"path": ref("ArtifactPath"), "size_bytes": integer(0, MAX_DIRECT_BODY_BYTES)},
+                {
+                    "path": ref("ArtifactPath"),
+                    "size_bytes": integer(0, GRANT_MAX_BODY_BYTES),
+                },  # GRANT-3
                 {
                     "content_type": {"type": "string", "default": "application/octet-stream"},
                     "sha256": _SHA,
@@ -54,15 +57,27 @@ def artifact_schemas(s: dict[str, Schema]) -> None:
     s["ArtifactReservation"] = obj(
         {
             **reservation,
-            "transfer": obj(
-                {
-                    "mode": {"const": "direct"},
-                    "method": {"const": "PUT"},
-                    "path": {"type": "string"},
-                    "content_type": {"type": "string"},
-                    "content_length": integer(0),
-                }
-            ),
+            "transfer": {
+                "oneOf": [
+                    obj(
+                        {
+                            "mode": {"const": "direct"},
+                            "method": {"const": "PUT"},
+                            "path": {"type": "string"},
+                            "content_type": {"type": "string"},
+                            "content_length": integer(0),
+                        }
+                    ),
+                    # OBJ-3: S3 bodies are uploaded through presigned grants.
+                    obj(
+                        {
+                            "mode": {"const": "grant"},
+                            "method": {"const": "POST"},
+                            "path": {"type": "string"},
+                        }
+                    ),
+                ]
+            },
         }
     )
     s["ArtifactBody"] = {

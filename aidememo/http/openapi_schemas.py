@@ -514,6 +514,9 @@ def component_schemas() -> dict[str, Schema]:
     from aidememo.http.artifact_schemas import artifact_schemas
 
     artifact_schemas(s)
+    from aidememo.http.grant_routes import grant_schemas
+
+    grant_schemas(s)
     return s
 
 

@@ -33,6 +33,7 @@ from aidememo.domain.limits import (
 )
 from aidememo.http import admin, handlers
 from aidememo.http.artifact_routes import ARTIFACT_ROUTES
+from aidememo.http.grant_routes import GRANT_ROUTES
 from aidememo.http.openapi_schemas import integer, query_param, ref, text
 from aidememo.http.routing import NDJSON, Auth, Match, Route, Router
 
@@ -425,6 +426,7 @@ ROUTES: tuple[Route, ...] = (
     OPENAPI,
     *_MEMBER,
     *ARTIFACT_ROUTES,
+    *GRANT_ROUTES,
     ADMIN_BOOTSTRAP,
     ADMIN_MEMBERS,
     ADMIN_REVOKE_TOKEN,

@@ -56,8 +56,9 @@ class ReserveRequest:
     ttl_ms: int
 
 
-def parse_reserve(payload: JsonValue) -> ReserveRequest:
-    """The strict payload of `POST .../artifact-reservations` (ART-2)."""
+def parse_reserve(payload: JsonValue, max_bytes: int = MAX_DIRECT_BODY_BYTES) -> ReserveRequest:
+    """The strict payload of `POST .../artifact-reservations` (ART-2); `max_bytes` is the
+    body store's upload limit (the direct route's, or a grant's: GRANT-3)."""
     if not isinstance(payload, dict):
         raise fail(ErrorCode.INVALID_COMMAND, "payload must be an object")
     allowed = {"path", "size_bytes", "content_type", "sha256", "mutation_token", "ttl_ms"}
@@ -68,10 +69,10 @@ def parse_reserve(payload: JsonValue) -> ReserveRequest:
     size = payload.get("size_bytes")
     if type(size) is not int or size < 0:
         raise fail(ErrorCode.INVALID_COMMAND, "size_bytes must be a non-negative integer")
-    if size > MAX_DIRECT_BODY_BYTES:
+    if size > max_bytes:
         raise fail(
             ErrorCode.ARTIFACT_UPLOAD_TOO_LARGE,
-            f"size_bytes is over the direct upload limit of {MAX_DIRECT_BODY_BYTES} bytes",
+            f"size_bytes is over the upload limit of {max_bytes} bytes",
         )
     content_type = validate_content_type(payload.get("content_type", "application/octet-stream"))
     sha = payload.get("sha256")

@@ -21,6 +21,7 @@ from typing import Any
 
 from aidememo.domain.artifacts import (
     ARTIFACT_KIND,
+    MAX_DIRECT_BODY_BYTES,
     SETTLEMENT_GRACE_MS,
     Publication,
     Reservation,
@@ -68,6 +69,12 @@ class Artifacts:
         self.ledger = ledger
         self.bodies = bodies
 
+    def _settle_ms(self) -> int:
+        """How long an unreachable generation waits before GC may delete it: the settlement
+        grace, plus the longest grant's lifetime when the body store issues grants, so no
+        grant issued before the generation became unreachable is still usable (GRANT-4)."""
+        return SETTLEMENT_GRACE_MS + int(getattr(self.bodies, "grant_window_ms", 0))
+
     def _bodies(self) -> BodyStore:
         if self.bodies is None:
             raise fail(ErrorCode.ARTIFACT_STORE_UNAVAILABLE, "no body store is configured here")
@@ -80,7 +87,9 @@ class Artifacts:
     ) -> tuple[Reservation, bool]:
         """Reserve a path; `(reservation, replayed)`. Idempotent by `command_id`."""
         command_id = validate_id(command_id, "command_id")
-        request = parse_reserve(payload)
+        # A body store that takes uploads through grants sets its own limit (GRANT-3).
+        limit = getattr(self.bodies, "max_body_bytes", MAX_DIRECT_BODY_BYTES)
+        request = parse_reserve(payload, limit)
         artifact_id = artifact_id_of(request.path)
         fp = fingerprint(project_id, "artifact.reserve", artifact_id, payload)
         scope = caller.scope(project_id)
@@ -160,7 +169,7 @@ class Artifacts:
             if r is None or not r.live:
                 return
             tx.put_artifact_reservation(r.settled(State.FAILED, now))
-            tx.put_gc_intent(intent_for(r, reason, now + SETTLEMENT_GRACE_MS, now))
+            tx.put_gc_intent(intent_for(r, reason, now + self._settle_ms(), now))
 
         self.store.transaction(run)
 
@@ -244,7 +253,7 @@ class Artifacts:
                     return None
             # A late upload (after abort, expiry or pruning): its body is queued again, so
             # a GC that ran before it finished cannot leave it behind (ART-7).
-            tx.put_gc_intent(intent_for(late, "late_upload", now + SETTLEMENT_GRACE_MS, now))
+            tx.put_gc_intent(intent_for(late, "late_upload", now + self._settle_ms(), now))
             return not_live(late, now) or fail(
                 ErrorCode.ARTIFACT_RESERVATION_EXPIRED, "the reservation has expired"
             )
@@ -263,8 +272,16 @@ class Artifacts:
         begun = self.publish_begin(caller, project_id, reservation_id, command_id)
         if not isinstance(begun, Reservation):
             return begun
-        # The trusted observation: the stored bytes, re-hashed (ART-4).
+        # The trusted observation: the stored bytes, re-hashed (ART-4), or a body store's own
+        # verified checksum (GRANT-3).
         bodies = self._bodies()
+        observe = getattr(bodies, "observe", None)
+        if observe is not None:
+            seen_by_store: tuple[int, str] | None = observe(begun.generation)
+            if seen_by_store is None:
+                raise fail(ErrorCode.ARTIFACT_BODY_MISMATCH, "no body has been uploaded yet")
+            crash_point("during_verification")
+            return self.publish_end(caller, begun, str(command_id), *seen_by_store)
         size = bodies.head(begun.generation)
         if size is None:
             raise fail(ErrorCode.ARTIFACT_BODY_MISMATCH, "no body has been uploaded yet")
@@ -347,7 +364,7 @@ class Artifacts:
             if revision != current.base_revision:
                 # Lost compare-and-swap: the path moved since the reservation (ART-4).
                 tx.put_artifact_reservation(current.settled(State.FAILED, now))
-                tx.put_gc_intent(intent_for(current, "lost_cas", now + SETTLEMENT_GRACE_MS, now))
+                tx.put_gc_intent(intent_for(current, "lost_cas", now + self._settle_ms(), now))
                 return fail(
                     ErrorCode.ARTIFACT_CONFLICT, "the path changed since reservation"
                 ), False
@@ -382,7 +399,7 @@ class Artifacts:
                     intent_for(
                         replaced or orphan(scope, old),
                         "replaced",
-                        now + SETTLEMENT_GRACE_MS,
+                        now + self._settle_ms(),
                         now,
                     )
                 )

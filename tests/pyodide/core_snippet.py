@@ -137,7 +137,32 @@ try:
 except Exception:
     command_ids_error = traceback.format_exc()
 
+# The stdlib SigV4 presigner (SPEC.md GRANT-1) on a fixed table: the test compares with CPython.
+presigned: list[str] = []
+try:
+    from aidememo.bodies.sigv4 import Credentials, S3Location, presign_url, sign_request
+
+    _creds = Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "tok+en")
+    _locs = [
+        S3Location("https://acct.r2.cloudflarestorage.com", "auto", "aidememo-bodies", style)
+        for style in ("path", "virtual")
+    ]
+    _signed = {"Content-Length": "5", "Content-Type": "text/plain", "If-None-Match": "*"}
+    for _loc in _locs:
+        for _key in ("gen/ab/Xy_09", "sp ace/é/🙂", "q!'()*;=@&+$,?#"):
+            presigned.append(
+                presign_url(
+                    _creds, _loc, "PUT", _key, now_s=1_796_146_205, expires_s=900, headers=_signed
+                )
+            )
+            presigned.append(
+                sign_request(_creds, _loc, "HEAD", _key, now_s=1_796_146_205)[1]["Authorization"]
+            )
+except Exception:
+    failed["aidememo.bodies.sigv4 (run)"] = traceback.format_exc()
+
 RESULT = {
+    "presigned": presigned,
     "version_info": list(sys.version_info[:3]),
     "platform": sys.platform,
     "sqlite3_shipped": sqlite3_shipped,

@@ -135,3 +135,23 @@ def test_id4_pyodide_derives_the_committed_command_ids(pyodide_run: dict[str, An
     raw = [v["id"] for v in vectors["stable_id"]]
     assert result["stable_ids"] == raw
     assert raw == [stable_id(v["prefix"], *v["parts"]) for v in vectors["stable_id"]]
+
+
+def test_grant1_pyodide_presigns_like_cpython(pyodide_run: dict[str, Any]) -> None:
+    from aidememo.bodies.sigv4 import Credentials, S3Location, presign_url, sign_request
+
+    creds = Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "tok+en")
+    signed = {"Content-Length": "5", "Content-Type": "text/plain", "If-None-Match": "*"}
+    want = []
+    for style in ("path", "virtual"):
+        loc = S3Location("https://acct.r2.cloudflarestorage.com", "auto", "aidememo-bodies", style)
+        for key in ("gen/ab/Xy_09", "sp ace/é/🙂", "q!'()*;=@&+$,?#"):
+            want.append(
+                presign_url(
+                    creds, loc, "PUT", key, now_s=1_796_146_205, expires_s=900, headers=signed
+                )
+            )
+            want.append(
+                sign_request(creds, loc, "HEAD", key, now_s=1_796_146_205)[1]["Authorization"]
+            )
+    assert pyodide_run["result"]["presigned"] == want
