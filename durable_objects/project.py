@@ -154,7 +154,7 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
                 ids=self.ids,
                 handoff_lease_ms=lease_ms(self.env),
                 mcp_allowed_origins=parse_origins(getattr(self.env, "MCP_ALLOWED_ORIGINS", "")),
-                bodies=r2_grants.from_env(self.env),  # grants through R2's S3 API (GRANT-5)
+                bodies=_grants(self.env),  # grants through R2's S3 API (GRANT-5)
             )
             self._app.services.ledger.on_commit.append(self._on_commit)
         return self._app
@@ -428,7 +428,7 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
 
         def run() -> dict[str, dict[str, int]]:
             self._staging.drop_tenant(str(tenant_id))
-            grants = r2_grants.from_env(self.env)  # its intents outwait every grant (GRANT-7)
+            grants = _grants(self.env)  # its intents outwait every grant (GRANT-7)
             window = 0 if grants is None else grants.grant_window_ms
             return delete_rows(
                 self._open(create=False), str(tenant_id), self.clock.now_ms(), window
@@ -506,6 +506,16 @@ def _core_request(request: Any) -> Request:
     url = urlsplit(str(request.url))
     headers = {str(k).lower(): str(v) for k, v in request.headers.items()}
     return Request("GET", unquote(url.path) or "/", url.query, headers, upgrade=True)
+
+
+def _grants(env: Any) -> r2_grants.R2Grants | None:
+    """The edge's grant signer; a half configuration is logged here and refused by every body
+    route in the Worker, so the object's other routes keep working (GRANT-5)."""
+    try:
+        return r2_grants.from_env(env)
+    except AidememoError as error:
+        log.warning("artifact grants are misconfigured: %s", error.message)
+        return None
 
 
 def delete_rows(

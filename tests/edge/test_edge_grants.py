@@ -214,3 +214,22 @@ def test_grant5_without_r2_secrets_the_edge_has_no_download_grants(tmp_path: Pat
                  json={"revision": 1}).expect(409, "artifact_transfer_mode_mismatch")  # fmt: skip
     finally:
         backend.close()
+
+
+def test_grant5_half_a_configuration_refuses_body_routes_only(tmp_path: Path) -> None:
+    clock = FixedClock(START_MS)
+    half = {"R2_ACCESS_KEY_ID": "k", "R2_SECRET_ACCESS_KEY": "s"}  # no bucket, no account
+    runtime = Runtime(tmp_path / "edge", clock, vars=half)
+    try:
+        api = Api("edge-half", EdgeClient(runtime), EdgeIdentity(runtime), clock,  # type: ignore[arg-type]
+                  store=lambda: project_store(runtime))  # fmt: skip
+        api.provision(WRITER, Role.WRITER)
+        r = reserve(api, "h1", b"abc")
+        api.call("PUT", f"{P}/artifact-reservations/{r['reservation_id']}/body", as_=WRITER,
+                 body=b"abc", headers={"content-type": "application/octet-stream"},
+                 ).expect(503, "artifact_store_unavailable")  # fmt: skip
+        grant(api, r["reservation_id"]).expect(503, "artifact_store_unavailable")
+        assert runtime.env.ARTIFACTS.keys() == []
+        api.get(f"{P}/artifacts/resolve", query={"path": PATH}).expect(404, "artifact_not_found")
+    finally:
+        runtime.close()

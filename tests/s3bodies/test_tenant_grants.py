@@ -35,9 +35,7 @@ def api(tmp_path: Path, bodies: S3Bodies) -> Iterator[Api]:
     yield from _api(tmp_path, bodies)
 
 
-def test_grant7_tenant_deletion_never_outruns_a_download_grant(
-    api: Api, bodies: S3Bodies
-) -> None:
+def test_grant7_tenant_deletion_never_outruns_a_download_grant(api: Api, bodies: S3Bodies) -> None:
     data = b"tenant body" * 20
     ref = put(api, "t1", data)
     g = download_grant(api, ref, 1).expect(200)
