@@ -7,9 +7,11 @@
 `put` reserves (with the current publication's mutation token when the path is published,
 and the body's SHA-256), uploads and publishes; each step is sent again, identically, after a
 retryable transport failure (CLIENT-1), with its command id fixed for the whole call so a
-retry is an exact replay. A file body is streamed from the file (it must be seekable, to be
-hashed first and resent on a retry); bodies are at most 64 MiB. Answers are the routes' JSON
-objects as dicts; a refusal is `AidememoClientError` with the server's code.
+retry is an exact replay. When the server offers grants the body goes straight to and from
+the object store (`aidememo.client.grant_transfer`). A file body is streamed from the file
+(it must be seekable, to be hashed first and resent on a retry); bodies are at most 64 MiB
+(5 GiB through grants). Answers are the routes' JSON objects as dicts; a refusal is
+`AidememoClientError` with the server's code.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from urllib.parse import quote
 
 import httpx
 
+from aidememo.client import grant_transfer
 from aidememo.client.errors import AidememoClientError, AidememoUnreachable
 from aidememo.client.transport import unreachable
 from aidememo.client.ulid import new_ulid
@@ -124,8 +127,15 @@ class ArtifactCalls:
         rid = reservation["reservation_id"]
         if not isinstance(body, bytes):
             body.seek(0)
+        grants = (reservation.get("transfer") or {}).get("mode") == "grant"
+        self._client.__dict__["_artifact_grants"] = grants  # how this server moves bodies
         try:
-            self._json("PUT", f"{self._base}/artifact-reservations/{rid}/body", raw=body, size=size)
+            if grants:  # straight to the object store (GRANT-8)
+                g = self._json("POST", f"{self._base}/artifact-reservations/{rid}/upload-grants")
+                grant_transfer.upload(g, body, self._client._ctx.retries, self._store_timeout())
+            else:
+                raw = f"{self._base}/artifact-reservations/{rid}/body"
+                self._json("PUT", raw, raw=body, size=size)
             return self._json(
                 "POST",
                 f"{self._base}/artifact-reservations/{rid}/publish",
@@ -146,8 +156,24 @@ class ArtifactCalls:
         """Abort a reservation (`DELETE .../artifact-reservations/{r}`)."""
         return self._json("DELETE", f"{self._base}/artifact-reservations/{reservation_id}")
 
+    def _store_timeout(self) -> httpx.Timeout:
+        return httpx.Timeout(**self._client._wire.extensions["timeout"])
+
     def download(self, artifact_id: str, revision: int) -> Iterator[bytes]:
-        """The exact revision's bytes, streamed in chunks."""
+        """The exact revision's bytes, streamed in chunks: through a download grant when the
+        server issues them (GRANT-8), else from the download route."""
+        if self._client.__dict__.get("_artifact_grants") is not False:
+            try:
+                g = self._json("POST", f"{self._base}/artifacts/{artifact_id}/download-grants",
+                               json_body={"revision": revision})  # fmt: skip
+            except AidememoClientError as exc:
+                if exc.code != "artifact_transfer_mode_mismatch":
+                    raise
+                self._client.__dict__["_artifact_grants"] = False
+            else:
+                self._client.__dict__["_artifact_grants"] = True
+                yield from grant_transfer.download(g, self._store_timeout())
+                return
         response = self._exchange(
             "POST",
             f"{self._base}/artifacts/{artifact_id}/downloads",
