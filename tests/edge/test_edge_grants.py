@@ -21,7 +21,7 @@ from aidememo.domain.errors import AidememoError
 from aidememo.domain.model import Role
 from aidememo.service.artifact_grants import GRANT_MAX_MS, UPLOAD_GRANT_MAX_MS
 from tests.contract.support import LEASE_MS, READER, START_MS, TENANT, WRITER, Api, P
-from tests.edge.backend import EdgeIdentity, project_store
+from tests.edge.backend import EdgeIdentity, postgres_runtime, project_store
 from tests.edge.runtime import EdgeClient, Runtime
 from tests.s3 import S3Endpoint, s3_endpoint
 
@@ -46,19 +46,31 @@ def r2_vars(s3: S3Endpoint) -> dict[str, str]:
     }
 
 
-@pytest.fixture
-def edge(tmp_path: Path, s3: S3Endpoint) -> Iterator[tuple[Api, Runtime]]:
+@pytest.fixture(params=["sqlite", "postgres"])
+def edge(
+    request: pytest.FixtureRequest, tmp_path: Path, s3: S3Endpoint
+) -> Iterator[tuple[Api, Runtime]]:
+    """The edge double with R2 grants on SeaweedFS, in SQLite and in PostgreSQL mode."""
     clock = FixedClock(START_MS)
-    runtime = Runtime(tmp_path / "edge", clock, vars={"HANDOFF_LEASE_MS": str(LEASE_MS),
-                                                      **r2_vars(s3)})  # fmt: skip
+    variables = {"HANDOFF_LEASE_MS": str(LEASE_MS), **r2_vars(s3)}
+    db: Any = None
+    if request.param == "postgres":
+        from tests import pg
+
+        db = pg.create_database(pooled=True)
+        runtime = postgres_runtime(tmp_path / "edge", clock, db, vars=variables)
+    else:
+        runtime = Runtime(tmp_path / "edge", clock, vars=variables)
     api = Api("edge-grants", EdgeClient(runtime), EdgeIdentity(runtime), clock,  # type: ignore[arg-type]
               store=lambda: project_store(runtime))  # fmt: skip
-    api.provision(WRITER, Role.WRITER)
-    api.provision(READER, Role.READER)
     try:
+        api.provision(WRITER, Role.WRITER)
+        api.provision(READER, Role.READER)
         yield api, runtime
     finally:
         runtime.close()
+        if db is not None:
+            db.drop()
 
 
 def reserve(api: Api, tag: str, data: bytes = DATA, **extra: Any) -> dict[str, Any]:
