@@ -8,12 +8,13 @@ plain HTTP transport (never the service's, which tests and proxies may replace) 
 bearer token. A grant is a bearer capability: it is never logged, and a refusal's message
 names only the status. A PUT whose first attempt got no answer is sent again (with the body
 rewound); a 412 then means the first one stored the body, and publication (which trusts only
-the store's own observation, ART-4) decides.
+the store's own observation, ART-4) decides. `upload_async` and `download_async` are the same
+for `AsyncClient`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import IO, Any
 
 import httpx
@@ -51,16 +52,53 @@ def upload(grant: dict[str, Any], body: Body, retries: int, timeout: Any) -> Non
                 response = store.request(str(grant["method"]), url, headers=headers,
                                          content=content)  # fmt: skip
             except httpx.TransportError as exc:
-                error = unreachable(exc)
-                if not error.retryable or attempts <= 0:
-                    raise error from None  # never chain: the request names the signed URL
-                attempts, first = attempts - 1, False
+                attempts = _again(exc, attempts)
+                first = False
                 continue
-            if response.status_code == 412 and not first:
-                return  # the attempt that got no answer stored it; publication verifies
-            if response.status_code >= 300:
-                raise _refused(response.status_code, "upload")
-            return
+            if _stored(response.status_code, first):
+                return
+
+
+def _again(exc: httpx.TransportError, attempts: int) -> int:
+    """The attempts left after a PUT that got no answer, or its error when none are."""
+    error = unreachable(exc)
+    if not error.retryable or attempts <= 0:
+        raise error from None  # never chain: the request names the signed URL
+    return attempts - 1
+
+
+def _stored(status: int, first: bool) -> bool:
+    if status == 412 and not first:
+        return True  # the attempt that got no answer stored it; publication verifies
+    if status >= 300:
+        raise _refused(status, "upload")
+    return True
+
+
+async def upload_async(grant: dict[str, Any], body: Body, retries: int, timeout: Any) -> None:
+    """`upload` for `AsyncClient`: the same requests on an `httpx.AsyncClient`."""
+    headers = {str(k): str(v) for k, v in dict(grant["headers"]).items()}
+    url = str(grant["url"])
+    async with httpx.AsyncClient(timeout=timeout, trust_env=False) as store:
+        attempts, first = retries, True
+        while True:
+            if not isinstance(body, bytes):
+                body.seek(0)
+            data = body if isinstance(body, bytes) else _async_chunks(body)
+            try:
+                response = await store.request(str(grant["method"]), url, headers=headers,
+                                               content=data)  # fmt: skip
+            except httpx.TransportError as exc:
+                attempts = _again(exc, attempts)
+                first = False
+                continue
+            if _stored(response.status_code, first):
+                return
+
+
+async def _async_chunks(handle: IO[bytes]) -> AsyncIterator[bytes]:
+    for chunk in _chunks(handle):
+        yield chunk
 
 
 def download(grant: dict[str, Any], timeout: Any) -> Iterator[bytes]:
@@ -72,5 +110,19 @@ def download(grant: dict[str, Any], timeout: Any) -> Iterator[bytes]:
                 if response.status_code != 200:
                     raise _refused(response.status_code, "download")
                 yield from response.iter_bytes(CHUNK)
+        except httpx.TransportError as exc:
+            raise unreachable(exc) from None
+
+
+async def download_async(grant: dict[str, Any], timeout: Any) -> AsyncIterator[bytes]:
+    """`download` for `AsyncClient`."""
+    headers = {str(k): str(v) for k, v in dict(grant["headers"]).items()}
+    async with httpx.AsyncClient(timeout=timeout, trust_env=False) as store:
+        try:
+            async with store.stream("GET", str(grant["url"]), headers=headers) as response:
+                if response.status_code != 200:
+                    raise _refused(response.status_code, "download")
+                async for chunk in response.aiter_bytes(CHUNK):
+                    yield chunk
         except httpx.TransportError as exc:
             raise unreachable(exc) from None

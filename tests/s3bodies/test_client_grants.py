@@ -121,3 +121,31 @@ def test_grant8_client_resends_a_lost_grant_put(api: Api, monkeypatch: pytest.Mo
     monkeypatch.undo()
     assert writer.artifacts.get(PATH) == b"sent twice"
     writer.close()
+
+
+def test_grant8_async_transfers_move_the_same_bytes(api: Api) -> None:
+    import asyncio
+    import hashlib
+
+    from aidememo.client import grant_transfer
+    from tests.contract.support import P
+
+    data = os.urandom(70_000)
+    payload = {"path": PATH, "size_bytes": len(data), "content_type": "text/plain",
+               "sha256": hashlib.sha256(data).hexdigest()}  # fmt: skip
+    r = api.post(f"{P}/artifact-reservations", {"command_id": "as1", "payload": payload})
+    rid = r.expect(200)["reservation_id"]
+    g = api.call("POST", f"{P}/artifact-reservations/{rid}/upload-grants", as_=WRITER).expect(200)
+    timeout = httpx.Timeout(30.0)
+    asyncio.run(grant_transfer.upload_async(g, io.BytesIO(data), 1, timeout))
+    ref = api.post(f"{P}/artifact-reservations/{rid}/publish", {"command_id": "as1.p"}).expect(200)
+    dg = api.call("POST", f"{P}/artifacts/{ref['artifact_id']}/download-grants", as_=READER,
+                  json={"revision": 1}).expect(200)  # fmt: skip
+
+    async def read() -> bytes:
+        return b"".join([c async for c in grant_transfer.download_async(dg, timeout)])
+
+    assert asyncio.run(read()) == data
+    with pytest.raises(AidememoClientError) as refused:  # a replayed grant PUT is refused
+        asyncio.run(grant_transfer.upload_async(g, data, 0, timeout))
+    assert refused.value.status == 412
