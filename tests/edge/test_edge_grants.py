@@ -245,3 +245,26 @@ def test_grant5_half_a_configuration_refuses_body_routes_only(tmp_path: Path) ->
         api.get(f"{P}/artifacts/resolve", query={"path": PATH}).expect(404, "artifact_not_found")
     finally:
         runtime.close()
+
+
+def test_grant5_grant3_edge_grants_keep_the_reservation_rules(
+    edge: tuple[Api, Runtime], s3: S3Endpoint
+) -> None:
+    api, _ = edge
+    r = reserve(api, "short", ttl_ms=90_500)
+    g = grant(api, r["reservation_id"]).expect(200)
+    assert g["expires_at_ms"] == START_MS + 90_000 <= r["expires_at_ms"]
+    api.call("POST", f"{P}/artifact-reservations/{r['reservation_id']}/upload-grants",
+             as_=READER).expect(403, "project_unauthorized")  # fmt: skip
+    grant(api, "rsv_missing").expect(404, "artifact_not_found")
+    api.clock.advance(90_000)
+    grant(api, r["reservation_id"]).expect(409, "artifact_reservation_expired")
+    # A late PUT after an abort lands in the store but never becomes published.
+    v = reserve(api, "late", path="sessions/s1/artifacts/late.bin")
+    gv = grant(api, v["reservation_id"]).expect(200)
+    api.call("DELETE", f"{P}/artifact-reservations/{v['reservation_id']}", as_=WRITER).expect(200)
+    assert httpx.put(gv["url"], content=DATA, headers=gv["headers"]).status_code == 200
+    publish(api, v["reservation_id"], "late.p").expect(409, "artifact_conflict")
+    intent = api.store().read(lambda tx: tx.get_gc_intent(v["generation"]))
+    assert intent is not None and intent.not_before_ms >= gv["expires_at_ms"]
+    assert _exists(s3, v["generation"])
