@@ -5,8 +5,7 @@ configured by `--s3-bucket`, `--s3-prefix`, `--s3-endpoint`, `--s3-region` and
 `--s3-addressing`; `--s3-public-endpoint` is where grant URLs point when uploaders reach the
 store at another address than the service (SPEC.md OBJ-4). Credentials are never flags:
 boto3's standard provider chain finds them (environment, shared files, instance or container
-roles). boto3 and `origin.s3_bodies` are
-imported only when `s3` is chosen.
+roles). boto3 and `origin.s3_bodies` are imported only when `s3` is chosen.
 """
 
 from __future__ import annotations
