@@ -164,9 +164,9 @@ def _session(url: str, dep: Deployment, sid: str) -> None:
     assert reply.status_code == 200, reply.text
 
 
-def _get(url: str, dep: Deployment, path: str, **params: Any) -> Any:
+def _get(url: str, dep: Deployment, route: str, **params: Any) -> Any:
     reply = httpx.get(
-        f"{url}/v1/projects/{PROJECT}/{path}", params=params, headers=dep.headers(), timeout=10
+        f"{url}/v1/projects/{PROJECT}/{route}", params=params, headers=dep.headers(), timeout=10
     )
     assert reply.status_code == 200, reply.text
     return reply.json()
@@ -295,7 +295,8 @@ def test_deploy1_obj4_grant3_artifact_through_a_grant_across_replicas(
     _session(dep.a, dep, "s_art")
     data = secrets.token_bytes(100_000)
     digest = hashlib.sha256(data).hexdigest()
-    payload = {"path": "sessions/s_art/artifacts/blob.bin", "size_bytes": len(data),
+    path = "sessions/s_art/artifacts/blob.bin"
+    payload = {"path": path, "size_bytes": len(data),
                "content_type": "application/octet-stream", "sha256": digest}  # fmt: skip
     base = f"/v1/projects/{PROJECT}"
     reply = httpx.post(f"{dep.a}{base}/artifact-reservations", headers=dep.headers(),
@@ -318,7 +319,7 @@ def test_deploy1_obj4_grant3_artifact_through_a_grant_across_replicas(
     assert ref["sha256"] == digest
     artifact = ref["artifact_id"]
     # Through origin-b: resolved by path, the body streamed by the service, a download grant.
-    resolved = _get(dep.b, dep, "artifacts/resolve", path=payload["path"])
+    resolved = _get(dep.b, dep, "artifacts/resolve", path=path)
     assert resolved["artifact_id"] == artifact and resolved["sha256"] == digest
     got = httpx.post(f"{dep.b}{base}/artifacts/{artifact}/downloads", headers=dep.headers(),
                      json={"revision": ref["revision"]}, timeout=30)  # fmt: skip
