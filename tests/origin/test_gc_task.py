@@ -4,6 +4,7 @@ queued intents and its failures to the metrics hook (METRICS-4)."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from pathlib import Path
 
@@ -83,13 +84,26 @@ def _queue(store: Store, n: int) -> None:
         store.transaction(put)
 
 
-@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+@pytest.mark.parametrize("backend", ["memory", "sqlite", "postgres"])
 def test_metrics4_gc_pass_reports_pending_intents_and_failures(
     backend: str, tmp_path: Path
 ) -> None:
-    store: Store = (
-        MemoryStore() if backend == "memory" else SqliteStore.open_file(tmp_path / "gc.sqlite")
-    )
+    with contextlib.ExitStack() as stack:
+        store = _store(backend, tmp_path, stack)
+        _check_pass_reports(store)
+
+
+def _store(backend: str, tmp_path: Path, stack: contextlib.ExitStack) -> Store:
+    if backend == "memory":
+        return MemoryStore()
+    if backend == "sqlite":
+        return SqliteStore.open_file(tmp_path / "gc.sqlite")
+    from tests.pg import fresh_database
+
+    return stack.enter_context(fresh_database()).open("psycopg")
+
+
+def _check_pass_reports(store: Store) -> None:
     try:
         _queue(store, 3)
         assert store.read(lambda tx: tx.count_gc_intents(2)) == 2  # bounded
