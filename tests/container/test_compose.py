@@ -347,6 +347,9 @@ def test_deploy1_metrics4_gc_runs_on_a_schedule_and_its_metrics_are_served(
     text = httpx.get(f"{dep.metrics_a}/metrics", timeout=10).text
     assert re.search(r"^aidememo_artifact_gc_pending \d", text, re.M)
     assert re.search(r"^aidememo_artifact_gc_failures_total 0", text, re.M)
+    # SIGTERM ends the schedule between two passes, with exit status 0.
+    dep.podman("stop", "--time", "30", name)
+    assert json.loads(dep.podman("inspect", name).stdout)[0]["State"]["ExitCode"] == 0
 
 
 @dataclass
