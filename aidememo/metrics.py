@@ -13,6 +13,9 @@ What is reported:
   (1 when it ran alone).
 - `live_subscribers(delta)`: live-feed subscribers joined (+1) or left (-1);
   `live_dropped()`: one was closed with `feed_overflow` (LIVE-6).
+- `artifact_gc(pending, failed)`: one artifact GC pass of the origin's GC task ended with
+  `pending` GC intents left in the catalog (a bounded count; None when counting failed) and
+  `failed` failures (body deletes that failed, or 1 for a pass that raised) (METRICS-4).
 """
 
 from __future__ import annotations
@@ -38,6 +41,11 @@ class MetricsSink(Protocol):
 
     def live_dropped(self) -> None:
         """A live subscriber was closed with `feed_overflow`."""
+        ...
+
+    def artifact_gc(self, pending: int | None, failed: int) -> None:
+        """A GC pass ended with `pending` intents queued (None: not counted) and `failed`
+        failures."""
         ...
 
 
@@ -87,3 +95,11 @@ def live_dropped() -> None:
     if sink is not None:
         with contextlib.suppress(Exception):
             sink.live_dropped()
+
+
+def artifact_gc(pending: int | None, failed: int) -> None:
+    """Report the end of one artifact GC pass (see the module docstring)."""
+    sink = _sink
+    if sink is not None:
+        with contextlib.suppress(Exception):
+            sink.artifact_gc(pending, failed)

@@ -92,6 +92,10 @@ class ArtifactReads(Protocol):
         intent is due (its not-before, or its lease's end when later); None: nothing."""
         ...
 
+    def count_gc_intents(self, limit: int) -> int:
+        """How many GC intents are queued, counting at most `limit` (METRICS-4)."""
+        ...
+
 
 class ArtifactWrites(Protocol):
     """The artifact catalog's writes; they commit with whatever else the transaction does."""

@@ -22,8 +22,11 @@ The metrics (the names are part of METRICS-2):
 - `aidememo_group_commit_batch_size`: callers' writes per SQLite commit.
 - `aidememo_live_subscribers`: open live-feed WebSockets; `aidememo_live_dropped_total`: live
   subscribers closed with `feed_overflow` (LIVE-6).
-- `aidememo_artifact_gc_pending`, `aidememo_artifact_gc_failures_total`: registered (and so
-  scraped as 0) for the artifact garbage collector; nothing feeds them in this version.
+- `aidememo_artifact_gc_pending`: GC intents queued in the catalog, as the GC task
+  (`origin.gc_task`) counted them (bounded) after its last pass; a gauge every worker sets from
+  the same catalog, so the workers' values are combined by maximum, not summed.
+  `aidememo_artifact_gc_failures_total`: failures of this process's GC passes (failed body
+  deletes, a pass that raised), counted in-process (METRICS-4).
 """
 
 from __future__ import annotations
@@ -114,9 +117,9 @@ class PrometheusSink:
         )
         self.gc_pending = Gauge(
             "aidememo_artifact_gc_pending",
-            "Artifact bodies waiting for the garbage collector",
+            "Artifact GC intents queued in the catalog at the last GC pass",
             registry=registry,
-            multiprocess_mode="livesum",
+            multiprocess_mode="livemax",
         )
         self.gc_failures = Counter(
             "aidememo_artifact_gc_failures",
@@ -137,6 +140,12 @@ class PrometheusSink:
 
     def live_dropped(self) -> None:
         self.dropped.inc()
+
+    def artifact_gc(self, pending: int | None, failed: int) -> None:
+        if pending is not None:
+            self.gc_pending.set(pending)
+        if failed:
+            self.gc_failures.inc(failed)
 
     # -- requests ---------------------------------------------------------------------------
 

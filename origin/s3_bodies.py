@@ -15,7 +15,8 @@ only, so a catalog refuses to start against another bucket or layout (ART-8).
   (idempotent in S3).
 - Large bodies never traverse the service: `transfer_mode` is `grant`, so the direct upload
   route answers 409 `artifact_transfer_mode_mismatch` and writers upload through presigned
-  grants (`presign_put`: boto3's presigner, with the client's own credentials).
+  grants (`presign_put`: boto3's presigner, with the client's own credentials). With a
+  `public_endpoint` the grants name that endpoint instead of the service's own (OBJ-4).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import base64
 import hashlib
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -49,6 +50,9 @@ class S3Config:
     endpoint: str | None = None
     region: str = "us-east-1"
     addressing: str = "path"
+    public_endpoint: str | None = None
+    """Where grant URLs point when the uploaders reach the store at another address than the
+    service does (OBJ-4); not part of the identity: the bucket is the same."""
 
     def __post_init__(self) -> None:
         if _BUCKET.fullmatch(self.bucket) is None:
@@ -61,8 +65,10 @@ class S3Config:
             raise ValueError("addressing must be path, virtual or auto")
         if not self.region:
             raise ValueError("an S3 region is required")
-        if self.endpoint is not None:
-            parts = urlsplit(self.endpoint)
+        for endpoint in (self.endpoint, self.public_endpoint):
+            if endpoint is None:
+                continue
+            parts = urlsplit(endpoint)
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 raise ValueError("the S3 endpoint must be an http or https URL")
             if parts.username or parts.password or parts.query or parts.fragment:
@@ -154,10 +160,17 @@ class S3Bodies:
     max_body_bytes = GRANT_MAX_BODY_BYTES  # one PUT's limit in S3 (GRANT-3)
     grant_window_ms = GRANT_MAX_MS  # no grant lives longer (GRANT-4)
 
-    def __init__(self, config: S3Config, client: Any | None = None) -> None:
+    def __init__(
+        self, config: S3Config, client: Any | None = None, presigner: Any | None = None
+    ) -> None:
         self.config = config
         self.identity = config.identity()
         self.client = client if client is not None else make_client(config)
+        # Grants are signed for the public endpoint when there is one (OBJ-4): a presigned
+        # URL names the host it was signed for, so it is signed by a client of that endpoint.
+        if presigner is None and config.public_endpoint is not None:
+            presigner = make_client(replace(config, endpoint=config.public_endpoint))
+        self.presigner = presigner if presigner is not None else self.client
 
     def __repr__(self) -> str:
         return f"S3Bodies({self.identity!r})"
@@ -185,7 +198,7 @@ class S3Bodies:
             checksum = base64.b64encode(bytes.fromhex(sha256)).decode()
             headers["x-amz-checksum-sha256"] = checksum
             params["ChecksumSHA256"] = checksum
-        url: str = self.client.generate_presigned_url(
+        url: str = self.presigner.generate_presigned_url(
             "put_object", Params=params, ExpiresIn=expires_s
         )
         return url, headers
@@ -257,7 +270,7 @@ class S3Bodies:
         """A presigned GET of the object only while its ETag is `etag` (`If-Match`), and the
         headers the reader must send with it (GRANT-4)."""
         params = {"Bucket": self.config.bucket, "Key": self.object_key(key), "IfMatch": etag}
-        url: str = self.client.generate_presigned_url(
+        url: str = self.presigner.generate_presigned_url(
             "get_object", Params=params, ExpiresIn=expires_s
         )
         return url, {"If-Match": etag}

@@ -2,15 +2,16 @@
 
 `local` keeps bodies under `--artifact-root`; `s3` in a bucket of an S3-compatible store,
 configured by `--s3-bucket`, `--s3-prefix`, `--s3-endpoint`, `--s3-region` and
-`--s3-addressing`. Credentials are never flags: boto3's standard provider chain finds them
-(environment, shared files, instance or container roles). boto3 and `origin.s3_bodies` are
-imported only when `s3` is chosen.
+`--s3-addressing`; `--s3-public-endpoint` is where grant URLs point when uploaders reach the
+store at another address than the service (SPEC.md OBJ-4). Credentials are never flags:
+boto3's standard provider chain finds them (environment, shared files, instance or container
+roles). boto3 and `origin.s3_bodies` are imported only when `s3` is chosen.
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from aidememo.cli.errors import EXIT_USAGE, CliError
 from aidememo.cli.options import Command
@@ -28,6 +29,7 @@ class S3Settings:
     endpoint: str | None
     region: str
     addressing: str
+    public_endpoint: str | None = None
 
 
 def add_backend_options(cmd: Command) -> None:
@@ -41,6 +43,10 @@ def add_backend_options(cmd: Command) -> None:
     cmd.add("--s3-bucket", help="S3 bucket of artifact bodies (with --artifact-backend s3)")
     cmd.add("--s3-prefix", default="", help="key prefix in the bucket, '' or ending in '/'")
     cmd.add("--s3-endpoint", help="S3-compatible endpoint URL (default: AWS S3)")
+    cmd.add(
+        "--s3-public-endpoint",
+        help="S3 endpoint URL that grant URLs name (default: --s3-endpoint)",
+    )
     cmd.add("--s3-region", default="us-east-1", help="S3 region ('auto' for R2)")
     cmd.add(
         "--s3-addressing",
@@ -62,6 +68,7 @@ def s3_settings(ns: argparse.Namespace) -> S3Settings | None:
         endpoint=ns.s3_endpoint or None,
         region=ns.s3_region,
         addressing=ns.s3_addressing,
+        public_endpoint=getattr(ns, "s3_public_endpoint", None) or None,
     )
 
 
@@ -82,6 +89,7 @@ def open_s3_bodies(settings: S3Settings) -> BodyStore:
             endpoint=settings.endpoint,
             region=settings.region,
             addressing=settings.addressing,
+            public_endpoint=settings.public_endpoint,
         )
     except ValueError as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
@@ -92,4 +100,7 @@ def open_s3_bodies(settings: S3Settings) -> BodyStore:
             "(AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or an instance role)",
             EXIT_USAGE,
         )
-    return S3Bodies(config, client=make_client(config, session))
+    presigner = None
+    if config.public_endpoint is not None:
+        presigner = make_client(replace(config, endpoint=config.public_endpoint), session)
+    return S3Bodies(config, client=make_client(config, session), presigner=presigner)

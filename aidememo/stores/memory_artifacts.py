@@ -111,6 +111,9 @@ class ArtifactMemoryTx:
         times += [max(i.not_before_ms, i.leased_until_ms) for i in self._a.intents.values()]
         return min(times) if times else None
 
+    def count_gc_intents(self, limit: int) -> int:
+        return min(len(self._a.intents), limit)
+
     # -- writes ---------------------------------------------------------------------------
 
     def put_artifact_reservation(self, reservation: Reservation) -> None:

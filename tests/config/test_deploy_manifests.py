@@ -3,12 +3,14 @@
 `deploy/kubernetes/` validates against the Kubernetes 1.31 schemas bundled with
 `kubernetes-validate` (strict: no unknown fields), the kustomization lists every manifest, and
 every environment variable the manifests and `deploy/compose.yaml` give a container is one the
-command it runs reads (its flags' `AIDEMEMO_*` fallbacks, `AIDEMEMO_HOME`).
+command it runs reads (its flags' `AIDEMEMO_*` fallbacks, `AIDEMEMO_HOME`, and for a command
+with `--artifact-backend` the variables of boto3's standard credential chain it documents).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,11 @@ REPO = Path(__file__).resolve().parents[2]
 KUBE = REPO / "deploy" / "kubernetes"
 COMPOSE = REPO / "deploy" / "compose.yaml"
 KUBERNETES_VERSION = "1.31.0"
+# boto3's standard provider chain (OBJ-2): what a command with S3 bodies reads for credentials.
+BOTO3_CREDENTIALS = frozenset(
+    {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+     "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE"}
+)  # fmt: skip
 
 
 def _manifests() -> list[Path]:
@@ -43,6 +50,8 @@ def _reads(argv: list[str]) -> set[str]:
     names = {opt.env for opt in ns._opts} | {HOME_ENV}
     if argv[0] == "serve":
         names |= set(TIMEOUT_ENVIRON.values())
+    if "AIDEMEMO_ARTIFACT_BACKEND" in names:
+        names |= BOTO3_CREDENTIALS
     return names
 
 
@@ -67,6 +76,9 @@ def test_deploy6_manifests_validate_for_kubernetes_1_31() -> None:
         ("NetworkPolicy", "aidememo-api"),
         ("Job", "aidememo-migrate"),
         ("ConfigMap", "aidememo-config"),
+        ("ConfigMap", "aidememo-s3"),
+        ("CronJob", "aidememo-gc"),
+        ("NetworkPolicy", "aidememo-gc"),
     ):
         assert expected in names, expected
 
@@ -127,9 +139,50 @@ def test_deploy6_compose_sets_only_variables_the_origin_reads() -> None:
         if "aidememo-origin" not in image:
             continue
         command = service.get("command", [])
-        argv = ["admin", "migrate"] if name == "migrate" else _command(command)
+        shell = re.search(r"\baidememo (admin \w+|\w+)", " ".join(command))
+        if service.get("entrypoint", [None])[0] == "/bin/sh" and shell is not None:
+            argv = shell.group(1).split()  # `sh -c '... aidememo admin gc ...'`
+        else:
+            argv = _command(command)
         names = set(service.get("environment", {}))
         unknown = names - _reads(argv)
         assert not unknown, f"{name} sets {sorted(unknown)}"
         checked += len(names)
     assert checked > 0
+
+
+def test_deploy6_obj2_gc_cronjob_and_api_pods_keep_bodies_in_s3() -> None:
+    (cronjob,) = [d for _, d in _documents() if d["kind"] == "CronJob"]
+    (gc,) = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    assert gc["args"] == ["admin", "gc"]
+    (deployment,) = [d for _, d in _documents() if d["kind"] == "Deployment"]
+    (api,) = deployment["spec"]["template"]["spec"]["containers"]
+    for container in (gc, api):
+        refs = {source["configMapRef"]["name"] for source in container["envFrom"]}
+        assert "aidememo-s3" in refs
+        secrets = {
+            e["name"]: e["valueFrom"]["secretKeyRef"]["name"]
+            for e in container["env"]
+            if "valueFrom" in e
+        }
+        assert secrets["AWS_ACCESS_KEY_ID"] == secrets["AWS_SECRET_ACCESS_KEY"] == "aidememo-s3"
+    assert _config_maps()["aidememo-s3"]["AIDEMEMO_ARTIFACT_BACKEND"] == "s3"
+    policies = {d["metadata"]["name"]: d for _, d in _documents() if d["kind"] == "NetworkPolicy"}
+    for name in ("aidememo-api", "aidememo-gc"):
+        ports = {p["port"] for rule in policies[name]["spec"]["egress"] for p in rule["ports"]}
+        assert {5432, 443, 53} <= ports, name
+
+
+def test_deploy1_compose_origins_and_gc_keep_bodies_in_seaweedfs() -> None:
+    compose = yaml.safe_load(COMPOSE.read_text())
+    services = compose["services"]
+    for name in ("origin-a", "origin-b", "gc"):
+        env = services[name]["environment"]
+        assert env["AIDEMEMO_ARTIFACT_BACKEND"] == "s3", name
+        assert env["AIDEMEMO_S3_ENDPOINT"] == "http://seaweedfs:8333", name
+        assert env["AWS_SHARED_CREDENTIALS_FILE"].startswith("/run/secrets/"), name
+    assert "AIDEMEMO_S3_PUBLIC_ENDPOINT" in services["origin-a"]["environment"]
+    assert "aidememo admin gc" in " ".join(services["gc"]["command"])
+    assert services["gc"]["depends_on"]["migrate"]["condition"] == (
+        "service_completed_successfully"
+    )

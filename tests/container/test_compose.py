@@ -32,6 +32,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "container"
 WAIT_S = 60.0  # a bound on waiting for what must happen, never a measured expectation
 TENANT, PROJECT, ACTOR, REVIEWER = "t_compose", "p_compose", "a_compose", "a_reviewer"
+PROBE_BUCKET = "aidememo-probe"  # not the origins' bucket of bodies
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(900)]
 
@@ -163,9 +164,9 @@ def _session(url: str, dep: Deployment, sid: str) -> None:
     assert reply.status_code == 200, reply.text
 
 
-def _get(url: str, dep: Deployment, path: str, **params: Any) -> Any:
+def _get(url: str, dep: Deployment, route: str, **params: Any) -> Any:
     reply = httpx.get(
-        f"{url}/v1/projects/{PROJECT}/{path}", params=params, headers=dep.headers(), timeout=10
+        f"{url}/v1/projects/{PROJECT}/{route}", params=params, headers=dep.headers(), timeout=10
     )
     assert reply.status_code == 200, reply.text
     return reply.json()
@@ -270,7 +271,7 @@ def test_deploy5_seaweedfs_serves_s3_with_conditional_writes(deployment: Deploym
     deadline = time.monotonic() + WAIT_S
     while True:
         try:
-            s3.create_bucket(Bucket="aidememo-artifacts")
+            s3.create_bucket(Bucket=PROBE_BUCKET)
             break
         except ClientError:
             raise
@@ -278,11 +279,77 @@ def test_deploy5_seaweedfs_serves_s3_with_conditional_writes(deployment: Deploym
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
-    s3.put_object(Bucket="aidememo-artifacts", Key="k", Body=b"one", IfNoneMatch="*")
+    s3.put_object(Bucket=PROBE_BUCKET, Key="k", Body=b"one", IfNoneMatch="*")
     with pytest.raises(ClientError) as refused:
-        s3.put_object(Bucket="aidememo-artifacts", Key="k", Body=b"two", IfNoneMatch="*")
+        s3.put_object(Bucket=PROBE_BUCKET, Key="k", Body=b"two", IfNoneMatch="*")
     assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 412
-    assert s3.get_object(Bucket="aidememo-artifacts", Key="k")["Body"].read() == b"one"
+    assert s3.get_object(Bucket=PROBE_BUCKET, Key="k")["Body"].read() == b"one"
+
+
+def test_deploy1_obj4_grant3_artifact_through_a_grant_across_replicas(
+    deployment: Deployment,
+) -> None:
+    """Reserve on origin-a, PUT the body from the host to the grant's URL (SeaweedFS's published
+    port), publish through origin-a, resolve and download through origin-b."""
+    dep = deployment
+    _session(dep.a, dep, "s_art")
+    data = secrets.token_bytes(100_000)
+    digest = hashlib.sha256(data).hexdigest()
+    path = "sessions/s_art/artifacts/blob.bin"
+    payload = {"path": path, "size_bytes": len(data),
+               "content_type": "application/octet-stream", "sha256": digest}  # fmt: skip
+    base = f"/v1/projects/{PROJECT}"
+    reply = httpx.post(f"{dep.a}{base}/artifact-reservations", headers=dep.headers(),
+                       json={"command_id": "cmd-art", "payload": payload})  # fmt: skip
+    assert reply.status_code == 200, reply.text
+    reservation = reply.json()
+    assert reservation["transfer"]["mode"] == "grant"
+    rid = reservation["reservation_id"]
+    reply = httpx.post(f"{dep.a}{base}/artifact-reservations/{rid}/upload-grants",
+                       headers=dep.headers())  # fmt: skip
+    assert reply.status_code == 200, reply.text
+    grant = reply.json()
+    assert grant["url"].startswith(dep.s3 + "/")  # the published port, not the network's name
+    stored = httpx.put(grant["url"], content=data, headers=grant["headers"], timeout=30)
+    assert stored.status_code == 200, stored.text
+    reply = httpx.post(f"{dep.a}{base}/artifact-reservations/{rid}/publish",
+                       headers=dep.headers(), json={"command_id": "cmd-art.p"})  # fmt: skip
+    assert reply.status_code == 200, reply.text
+    ref = reply.json()
+    assert ref["sha256"] == digest
+    artifact = ref["artifact_id"]
+    # Through origin-b: resolved by path, the body streamed by the service, a download grant.
+    resolved = _get(dep.b, dep, "artifacts/resolve", path=path)
+    assert resolved["artifact_id"] == artifact and resolved["sha256"] == digest
+    got = httpx.post(f"{dep.b}{base}/artifacts/{artifact}/downloads", headers=dep.headers(),
+                     json={"revision": ref["revision"]}, timeout=30)  # fmt: skip
+    assert got.status_code == 200 and got.content == data
+    reply = httpx.post(f"{dep.b}{base}/artifacts/{artifact}/download-grants",
+                       headers=dep.headers(), json={"revision": ref["revision"]})  # fmt: skip
+    assert reply.status_code == 200, reply.text
+    down = reply.json()
+    assert down["url"].startswith(dep.s3 + "/") and down["sha256"] == digest
+    fetched = httpx.get(down["url"], headers=down["headers"], timeout=30)
+    assert fetched.status_code == 200 and fetched.content == data
+
+
+def test_deploy1_metrics4_gc_runs_on_a_schedule_and_its_metrics_are_served(
+    deployment: Deployment,
+) -> None:
+    dep = deployment
+    name = dep.container("gc")
+    deadline = time.monotonic() + WAIT_S
+    while "expired_reservations" not in dep.podman("logs", name).stdout:
+        assert time.monotonic() < deadline, dep.podman("logs", name).stderr[-2000:]
+        time.sleep(0.5)
+    report = json.loads(dep.podman("logs", name).stdout.strip().splitlines()[0])
+    assert report["failed"] == 0
+    text = httpx.get(f"{dep.metrics_a}/metrics", timeout=10).text
+    assert re.search(r"^aidememo_artifact_gc_pending \d", text, re.M)
+    assert re.search(r"^aidememo_artifact_gc_failures_total 0", text, re.M)
+    # SIGTERM ends the schedule between two passes, with exit status 0.
+    dep.podman("stop", "--time", "30", name)
+    assert json.loads(dep.podman("inspect", name).stdout)[0]["State"]["ExitCode"] == 0
 
 
 @dataclass

@@ -193,6 +193,9 @@ class Recorder:
     def live_dropped(self) -> None:
         raise RuntimeError("a sink's failure never reaches the caller")
 
+    def artifact_gc(self, pending: int | None, failed: int) -> None:
+        raise RuntimeError("a sink's failure never reaches the caller")
+
 
 @pytest.fixture
 def recorder() -> Iterator[Recorder]:

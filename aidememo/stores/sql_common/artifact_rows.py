@@ -96,6 +96,9 @@ class ArtifactSql:
             "SELECT min(CASE WHEN leased_until_ms > not_before_ms THEN leased_until_ms "
             "ELSE not_before_ms END) FROM artifact_gc_intents"
         )
+        self.COUNT_INTENTS = r(
+            "SELECT count(*) FROM (SELECT 1 FROM artifact_gc_intents LIMIT ?) AS queued"
+        )
         self.GET_IDENTITY = r("SELECT value FROM artifact_catalog WHERE name = ?")
         self.BIND_IDENTITY = r(
             "INSERT INTO artifact_catalog (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING"
@@ -178,6 +181,9 @@ class ArtifactRows(Generic[X]):
     def artifact_due_ms(self) -> int | None:
         times = [int(t) for (t,) in self._x.execute(self._as.DUE_AT) if t is not None]
         return min(times) if times else None
+
+    def count_gc_intents(self, limit: int) -> int:
+        return int(self._x.execute(self._as.COUNT_INTENTS, (limit,))[0][0])
 
     # -- writes ---------------------------------------------------------------------------
 
