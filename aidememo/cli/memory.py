@@ -269,3 +269,7 @@ def add_memory_commands(sub: Any) -> None:
     from aidememo.cli.memory_maint import add_maintenance_commands
 
     add_maintenance_commands(command)
+
+    from aidememo.cli.memory_semantic import add_semantic_commands
+
+    add_semantic_commands(command)

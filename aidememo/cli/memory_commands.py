@@ -12,6 +12,7 @@ from aidememo.cli.errors import CliError
 from aidememo.cli.memory_init import cmd_init
 from aidememo.cli.memory_maint import MAINTENANCE_HANDLERS
 from aidememo.cli.memory_publish import cmd_publish
+from aidememo.cli.memory_semantic import cmd_semantic
 from aidememo.memory import governance, paths
 from aidememo.memory.errors import MemoryErrorCode as C
 from aidememo.memory.errors import MemoryStoreError
@@ -50,7 +51,7 @@ def dispatch(ns: argparse.Namespace) -> int:
     """Run one memory command: 0, 1 (`CODE: message`), or 70 (internal failure)."""
     handler = HANDLERS[ns.memory_command]
     try:
-        if ns.memory_command == "init" or ns.memory_command in MAINTENANCE_HANDLERS:
+        if ns.memory_command in ("init", "semantic") or ns.memory_command in MAINTENANCE_HANDLERS:
             return handler(ns, None)
         store = _open(_runtime(ns))
         try:
@@ -560,5 +561,6 @@ HANDLERS: dict[str, Callable[[argparse.Namespace, Any], int]] = {
     "import": cmd_import,
     "rehome-scope": cmd_rehome,
     "publish": cmd_publish,
+    "semantic": cmd_semantic,
     **MAINTENANCE_HANDLERS,
 }
