@@ -75,15 +75,8 @@ def _draft(memory: Memory) -> dict[str, Any]:
     }
 
 
-def review_relations(
-    store: MemoryStore,
-    *,
-    scope: str | None = None,
-    include_archived: bool = False,
-    needs_review: bool = False,
-    limit: int | None = None,
-) -> dict[str, Any]:
-    """The snake_case governance report of one scope (`--json` shape of `review-relations`)."""
+def check_limit(limit: int | None) -> int:
+    """The candidate limit (default 50), or `MEMORY_RELATION_REVIEW_LIMIT_INVALID` unless 1-200."""
     candidate_limit = DEFAULT_CANDIDATE_LIMIT if limit is None else limit
     invariant(
         isinstance(candidate_limit, int)
@@ -93,6 +86,19 @@ def review_relations(
         "Relation governance candidate limit must be 1-200.",
         {"limit": candidate_limit},
     )
+    return candidate_limit
+
+
+def review_relations(
+    store: MemoryStore,
+    *,
+    scope: str | None = None,
+    include_archived: bool = False,
+    needs_review: bool = False,
+    limit: int | None = None,
+) -> dict[str, Any]:
+    """The snake_case governance report of one scope (`--json` shape of `review-relations`)."""
+    candidate_limit = check_limit(limit)
     target = scope or store.scope
     policy.check_scope(target)
     now = store.now()
