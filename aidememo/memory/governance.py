@@ -168,7 +168,7 @@ def review_relations(
         key = _pair_key(relation.source_memory_id, relation.target_memory_id)
         if key in pairs:
             existing.setdefault(key, []).append(relation)
-    candidates = []
+    candidates: list[dict[str, Any]] = []
     for key, found in pairs.items():
         relations = sorted(existing.get(key, []), key=lambda r: r.id)
         candidates.append(
