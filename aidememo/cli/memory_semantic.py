@@ -51,16 +51,15 @@ def cmd_semantic(ns: argparse.Namespace, _store: None) -> int:
         return 0  # never reached: provisioning always refuses
     store = _open(runtime)
     try:
-        conn = store.db.conn
-        if ns.semantic_command == "rebuild":
-            active = conn.execute(
-                "SELECT COUNT(*) FROM memories WHERE archived_at IS NULL"
-            ).fetchone()[0]
-            semantic.rebuild(active, ns.model_path)
-            return 0  # never reached: rebuilding always refuses
-        report = semantic.status(conn, runtime.store_path, ns.model_path)
+        active = store.db.conn.execute(
+            "SELECT COUNT(*) FROM memories WHERE archived_at IS NULL"
+        ).fetchone()[0]
     finally:
         store.close()
+    if ns.semantic_command == "rebuild":
+        semantic.rebuild(active, ns.model_path)
+        return 0  # never reached: rebuilding always refuses
+    report = semantic.status(active, runtime.store_path, ns.model_path)
     if ns.json:
         _out(untrusted_json(report))
     else:

@@ -10,7 +10,6 @@ download, an index to build). None of them opens the network or loads a model.
 from __future__ import annotations
 
 import os
-import sqlite3
 from typing import Any
 
 from aidememo.memory.errors import MemoryErrorCode as C
@@ -49,14 +48,14 @@ def _require_no_model(path: str, what: str) -> None:
         raise unsupported(what, {"path": path})
 
 
-def status(conn: sqlite3.Connection, store_path: str, model: str | None) -> dict[str, Any]:
-    """Nuzo's `{model, index}` status: both missing (a present model or index is refused)."""
+def status(active: int, store_path: str, model: str | None) -> dict[str, Any]:
+    """Nuzo's `{model, index}` status with `active` memories in the store: both missing (a
+    present model or index is refused)."""
     path = model_path(model)
     _require_no_model(path, "inspecting a provisioned model")
     index = semantic_index_path(store_path)
     if os.path.lexists(index):
         raise unsupported("inspecting a semantic index", {"path": index})
-    active = conn.execute("SELECT COUNT(*) FROM memories WHERE archived_at IS NULL").fetchone()[0]
     return {
         "model": {"state": "missing", "path": path, "reason": MODEL_MISSING},
         "index": {

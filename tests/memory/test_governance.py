@@ -146,7 +146,7 @@ def test_mem22_semantic_answers_without_a_model(store: MemoryStore, store_path: 
     store.remember("a", kind="note")
     archived = store.remember("b", kind="note", scope="project:x")
     store.forget(archived.id)
-    report = semantic.status(store.db.conn, str(store_path), None)
+    report = semantic.status(1, str(store_path), None)
     assert report["model"]["state"] == "missing"
     assert report["model"]["path"].endswith("/.nuzo/models/" + semantic.MODEL_DIR)
     assert report["index"]["path"] == str(store_path.with_name("memories.semantic.sqlite"))
@@ -184,7 +184,7 @@ def test_mem22_semantic_refuses_where_nuzo_would_need_its_model(
     model.mkdir()
     (model / semantic.MANIFEST).write_text("{}")
     for call in (
-        lambda: semantic.status(store.db.conn, str(store_path), str(model)),
+        lambda: semantic.status(1, str(store_path), str(model)),
         lambda: semantic.provision(str(model), yes=True, allow_network=False),
         lambda: semantic.rebuild(3, str(model)),
     ):
@@ -194,9 +194,27 @@ def test_mem22_semantic_refuses_where_nuzo_would_need_its_model(
     sidecar = store_path.with_name("memories.semantic.sqlite")
     sidecar.write_bytes(b"")
     with pytest.raises(MemoryStoreError) as refused:
-        semantic.status(store.db.conn, str(store_path), None)
+        semantic.status(1, str(store_path), None)
     assert refused.value.code == C.SEMANTIC_PROVIDER_MISSING
     store_path.with_name("memories.semantic.sqlite-wal").write_bytes(b"")
     assert semantic.clear(str(store_path), yes=True) is True
     assert not sidecar.exists()
     assert not store_path.with_name("memories.semantic.sqlite-wal").exists()
+
+
+def test_mem22_cli_semantic_status_counts_active_memories_of_every_scope(
+    store: MemoryStore, store_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store.remember("a", kind="note")
+    store.remember("b", kind="note", scope="project:x")
+    store.forget(store.remember("c", kind="note").id)
+    base = ["memory", "--store", str(store_path), "semantic"]
+    assert main([*base, "status", "--json"]) == 0
+    index = json.loads(capsys.readouterr().out)["index"]
+    assert (index["activeMemories"], index["missingMemories"]) == (2, 2)
+    assert main([*base, "status"]) == 0
+    assert capsys.readouterr().out.splitlines()[2] == "Indexed: 0/2"
+    assert main([*base, "rebuild"]) == 1
+    assert capsys.readouterr().err.startswith("SEMANTIC_MODEL_MISSING: ")
+    assert main([*base, "clear", "--yes"]) == 0
+    assert capsys.readouterr().out == "Semantic index already absent\n"
