@@ -67,6 +67,15 @@ NOTES: list[tuple[str, str, str, list[str], list[str]]] = [
     ("project:beta", "fact", "Use pnpm for the web repo, not npm.", ["tooling"], []),
     ("project:beta", "fact", "Beta stores memories in SQLite storage.", ["storage"], []),
     ("project:beta", "fact", "Beta stores its memories in SQLite storage too.", ["storage"], []),
+    ("project:beta", "fact", "use pnpm for the web repo,  not npm.", ["tooling"], []),
+    ("project:beta", "fact", "USE PNPM FOR THE WEB REPO, NOT NPM.", [], []),
+    (
+        "project:alpha",
+        "note",
+        "The preferred deploy workflow differs: a different process for the worker checklist.",
+        ["deploy"],
+        [],
+    ),
     ("user:default", "preference", "I prefer concise answers.", ["style"], []),
     ("user:default", "preference", "I prefer concise final answers.", ["style"], []),
 ]
@@ -128,7 +137,11 @@ def test_mem21_review_relations_prints_as_nuzo(
     out = _same(nuzo, ours, "review-relations", *flags, *json_flag, scope=scope)
     if json_flag and scope == "project:alpha" and not flags:
         report = json.loads(out)
-        assert {c["relationship"] for c in report["candidates"]} >= {"exact_duplicate"}
+        assert {c["relationship"] for c in report["candidates"]} >= {
+            "exact_duplicate",
+            "update_candidate",
+            "related",
+        }
         assert "already_related" in {c["state"] for c in report["candidates"]}
 
 
@@ -187,3 +200,14 @@ def test_mem21_review_relations_of_a_large_scope_prints_as_nuzo(
     assert all("candidate_scan_truncated" in c["reason_codes"] for c in report["candidates"])
     for flags in ((), ("--limit", "200", "--json")):
         _same(nuzo, ours, "review-relations", *flags, scope="project:big")
+
+
+def test_mem21_the_review_store_exercises_every_relationship(
+    nuzo_build: NuzoBuild, review_store: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    nuzo, ours = _pair(nuzo_build, tmp_path / "home", review_store[0])
+    found: set[str] = set()
+    for scope in ("project:alpha", "project:beta", "user:default"):
+        out = _same(nuzo, ours, "review-relations", "--include-archived", "--json", scope=scope)
+        found |= {c["relationship"] for c in json.loads(out)["candidates"]}
+    assert found == {"exact_duplicate", "update_candidate", "related", "uncertain"}
