@@ -89,6 +89,8 @@ def test_mem22_semantic_rebuild_of_an_empty_store_is_refused_where_nuzo_builds(
     nuzo = nuzo_cli(nuzo_build, tmp_path / "home", store)
     nuzo.run("init")
     ours = aidememo_cli(tmp_path / "home", store)
+    if ours.name != "aidememo":
+        pytest.skip("a conscious difference from Nuzo: no self-check")
     mine = ours.run("semantic", "rebuild", check=False)
     assert mine.returncode == 1
     assert mine.stderr.startswith("SEMANTIC_PROVIDER_MISSING: ")
