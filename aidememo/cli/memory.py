@@ -157,6 +157,12 @@ def add_memory_commands(sub: Any) -> None:
     p.add_argument("--include-archived", action="store_true")
     p.add_argument("--needs-review", action="store_true")
 
+    p = command("review-relations", "report relation-governance candidates (read-only)")
+    p.add_argument("--include-archived", action="store_true")
+    p.add_argument("--needs-review", action="store_true")
+    p.add_argument("--limit", type=_positive)
+    p.add_argument("--json", action="store_true")
+
     p = command("relate", "create an explicit relation between two memories")
     p.add_argument("source_id")
     p.add_argument("--target", required=True)
@@ -263,3 +269,7 @@ def add_memory_commands(sub: Any) -> None:
     from aidememo.cli.memory_maint import add_maintenance_commands
 
     add_maintenance_commands(command)
+
+    from aidememo.cli.memory_semantic import add_semantic_commands
+
+    add_semantic_commands(command)

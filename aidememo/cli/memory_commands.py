@@ -12,7 +12,8 @@ from aidememo.cli.errors import CliError
 from aidememo.cli.memory_init import cmd_init
 from aidememo.cli.memory_maint import MAINTENANCE_HANDLERS
 from aidememo.cli.memory_publish import cmd_publish
-from aidememo.memory import paths
+from aidememo.cli.memory_semantic import cmd_semantic
+from aidememo.memory import governance, paths
 from aidememo.memory.errors import MemoryErrorCode as C
 from aidememo.memory.errors import MemoryStoreError
 from aidememo.memory.jstext import js_json, to_precision
@@ -50,7 +51,7 @@ def dispatch(ns: argparse.Namespace) -> int:
     """Run one memory command: 0, 1 (`CODE: message`), or 70 (internal failure)."""
     handler = HANDLERS[ns.memory_command]
     try:
-        if ns.memory_command == "init" or ns.memory_command in MAINTENANCE_HANDLERS:
+        if ns.memory_command in ("init", "semantic") or ns.memory_command in MAINTENANCE_HANDLERS:
             return handler(ns, None)
         store = _open(_runtime(ns))
         try:
@@ -248,6 +249,14 @@ def cmd_list(ns: argparse.Namespace, store: MemoryStore) -> int:
         _out(
             f"{inline(m.id)}\trev={m.revision}\tscope={inline(m.scope)}\t{kind}\t{inline(m.content)}"
         )
+    return 0
+
+
+def cmd_review_relations(ns: argparse.Namespace, store: MemoryStore) -> int:
+    report = governance.review_relations(
+        store, include_archived=ns.include_archived, needs_review=ns.needs_review, limit=ns.limit
+    )
+    _out(untrusted_json(report) if ns.json else governance.format_review(report))
     return 0
 
 
@@ -537,6 +546,7 @@ HANDLERS: dict[str, Callable[[argparse.Namespace, Any], int]] = {
     "confirm-capture": cmd_confirm_capture,
     "recall": cmd_recall,
     "list": cmd_list,
+    "review-relations": cmd_review_relations,
     "relate": cmd_relate,
     "relations": cmd_relations,
     "unrelate": cmd_unrelate,
@@ -551,5 +561,6 @@ HANDLERS: dict[str, Callable[[argparse.Namespace, Any], int]] = {
     "import": cmd_import,
     "rehome-scope": cmd_rehome,
     "publish": cmd_publish,
+    "semantic": cmd_semantic,
     **MAINTENANCE_HANDLERS,
 }

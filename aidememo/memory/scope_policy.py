@@ -336,6 +336,14 @@ class RestrictedSession:
         self._check("list", scope=kw.get("scope"))
         return self.store.list(**kw)
 
+    def review_relations(self, **kw: Any) -> Any:
+        """The governance review of one allowed scope (checked as `list` of that scope)."""
+        from aidememo.memory.governance import check_limit, review_relations
+
+        check_limit(kw.get("limit"))
+        self._check("list", scope=kw.get("scope") or self.store.scope)
+        return review_relations(self.store, **kw)
+
     def show(self, memory_id: str, **kw: Any) -> Any:
         self._check("show", id=memory_id)
         return self.store.show(memory_id, **kw)

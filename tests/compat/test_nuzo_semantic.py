@@ -1,0 +1,101 @@
+"""`memory semantic ...` answers as Nuzo's does without a model or an index (MEM-22).
+
+Nuzo runs with no model provisioned and no network opt-in, so neither side loads a model or
+downloads anything; where Nuzo would build an index from nothing (an empty store) aidememo
+refuses instead, as MEM-22 states.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.compat.nuzo_oracle import Cli, NuzoBuild, aidememo_cli, nuzo_cli
+
+COMMANDS = [
+    ("semantic", "status"),
+    ("semantic", "status", "--json"),
+    ("semantic", "status", "--model-path", "models/mini"),
+    ("semantic", "status", "--json", "--model-path", "models/mini"),
+    ("semantic", "provision"),
+    ("semantic", "provision", "--json"),
+    ("semantic", "provision", "--yes"),
+    ("semantic", "provision", "--yes", "--json", "--model-path", "models/mini"),
+    ("semantic", "rebuild"),
+    ("semantic", "rebuild", "--json", "--model-path", "models/mini"),
+    ("semantic", "clear"),
+    ("semantic", "clear", "--yes"),
+    ("recall", "cache", "--mode", "semantic"),
+]
+
+
+def _same(nuzo: Cli, ours: Cli, *args: str, scope: str | None = None) -> None:
+    theirs = nuzo.run(*args, scope=scope, check=False)
+    mine = ours.run(*args, scope=scope, check=False)
+    assert (mine.returncode, mine.stdout, mine.stderr) == (
+        theirs.returncode,
+        theirs.stdout,
+        theirs.stderr,
+    ), " ".join(args)
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=[" ".join(a) for a in COMMANDS])
+def test_mem22_semantic_commands_answer_as_nuzo_on_the_sample_store(
+    nuzo: Cli, ours: Cli, args: tuple[str, ...]
+) -> None:
+    _same(nuzo, ours, *args)
+
+
+def test_mem22_semantic_counts_every_scope_and_skip_archived(
+    nuzo_build: NuzoBuild, tmp_path: Path
+) -> None:
+    store = tmp_path / "store" / "memories.sqlite"
+    nuzo = nuzo_cli(nuzo_build, tmp_path / "home", store)
+    nuzo.run("init")
+    for scope in ("project:x", "project:x", "team:core"):
+        nuzo.run("remember", f"note in {scope}", "--kind", "note", scope=scope)
+    gone = nuzo.run("remember", "old", "--kind", "note", scope="project:y").stdout.split()[-1]
+    nuzo.run("forget", gone, "--archive", "--reason", "old")
+    nuzo.run("remember", "due", "--kind", "note", "--expires-at", "2020-01-01T00:00:00.000Z")
+    ours = aidememo_cli(tmp_path / "home", store)
+    for args in COMMANDS:
+        _same(nuzo, ours, *args)
+        _same(nuzo, ours, *args, scope="project:x")
+
+
+def test_mem22_semantic_clear_removes_a_sidecar_as_nuzo(
+    nuzo_build: NuzoBuild, tmp_path: Path
+) -> None:
+    for name in ("nuzo", "ours"):
+        store = tmp_path / name / "store" / "memories.sqlite"
+        cli = nuzo_cli(nuzo_build, tmp_path / "home", store)
+        cli.run("init")
+        if name == "ours":
+            cli = aidememo_cli(tmp_path / "home", store)
+        sidecar = store.with_name("memories.semantic.sqlite")
+        for suffix in ("", "-wal", "-shm"):
+            sidecar.with_name(sidecar.name + suffix).write_bytes(b"x")
+        first = cli.run("semantic", "clear", "--yes")
+        assert first.stdout == "Semantic index cleared\n"
+        assert not [p for p in store.parent.iterdir() if p.name.startswith("memories.semantic")]
+        assert cli.run("semantic", "clear", "--yes").stdout == "Semantic index already absent\n"
+
+
+def test_mem22_semantic_rebuild_of_an_empty_store_is_refused_where_nuzo_builds(
+    nuzo_build: NuzoBuild, tmp_path: Path
+) -> None:
+    store = tmp_path / "store" / "memories.sqlite"
+    nuzo = nuzo_cli(nuzo_build, tmp_path / "home", store)
+    nuzo.run("init")
+    ours = aidememo_cli(tmp_path / "home", store)
+    if ours.name != "aidememo":
+        pytest.skip("a conscious difference from Nuzo: no self-check")
+    mine = ours.run("semantic", "rebuild", check=False)
+    assert mine.returncode == 1
+    assert mine.stderr.startswith("SEMANTIC_PROVIDER_MISSING: ")
+    assert not store.with_name("memories.semantic.sqlite").exists()
+    theirs = nuzo.run("semantic", "rebuild")
+    assert theirs.stdout.startswith("Semantic index rebuilt\n")
+    refused = ours.run("semantic", "status", check=False)
+    assert (refused.returncode, refused.stderr.split(":")[0]) == (1, "SEMANTIC_PROVIDER_MISSING")

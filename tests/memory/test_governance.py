@@ -1,0 +1,220 @@
+"""Relation-governance review (MEM-21) and the semantic commands without a model (MEM-22)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from aidememo.cli.main import main
+from aidememo.memory import MemoryStore, semantic
+from aidememo.memory.errors import MemoryErrorCode as C
+from aidememo.memory.errors import MemoryStoreError
+from aidememo.memory.governance import lifecycle, review_relations
+from aidememo.memory.relations import relate
+from aidememo.memory.scope_policy import RestrictedSession
+
+DUP = "Use pnpm for the web repo, not npm."
+
+
+def _snapshot(path: Path) -> list[object]:
+    with sqlite3.connect(path) as conn:
+        return [
+            conn.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall()
+            for table in ("memories", "memory_events", "memory_relations")
+        ]
+
+
+def _fill(store: MemoryStore) -> dict[str, str]:
+    ids = {
+        "a": store.remember(DUP, kind="preference", tags=["tooling"]).id,
+        "b": store.remember(DUP, kind="preference", tags=["tooling"]).id,
+        "c": store.remember(
+            "The session store uses SQLite storage with WAL mode.", kind="fact", tags=["storage"]
+        ).id,
+        "d": store.remember(
+            "The session store uses PostgreSQL storage with WAL mode.",
+            kind="fact",
+            tags=["storage"],
+            review_after="2020-01-01T00:00:00.000Z",
+        ).id,
+        "other": store.remember(DUP, kind="preference", scope="project:other").id,
+    }
+    relate(store, ids["b"], ids["a"], relation="duplicate_of")
+    return ids
+
+
+def test_mem21_review_reports_duplicates_revisions_and_existing_relations(
+    store: MemoryStore, store_path: Path
+) -> None:
+    ids = _fill(store)
+    before = _snapshot(store_path)
+    report = review_relations(store)
+    assert _snapshot(store_path) == before
+    assert (report["mode"], report["memory_writes"], report["audit_writes"]) == (
+        "read_only",
+        False,
+        False,
+    )
+    assert (report["scope"], report["reviewed_memories"], report["scanned_memories"]) == (
+        "project:demo",
+        4,
+        4,
+    )
+    pairs = {
+        frozenset((c["primary_memory_id"], c["candidate_memory_id"])): c
+        for c in report["candidates"]
+    }
+    dup = pairs[frozenset((ids["a"], ids["b"]))]
+    assert dup["relationship"] == "exact_duplicate"
+    assert dup["reason_codes"][0] == "exact_normalized_content"
+    assert dup["state"] == "already_related"
+    assert [r["relation"] for r in dup["existing_relations"]] == ["duplicate_of"]
+    revision = pairs[frozenset((ids["c"], ids["d"]))]
+    assert (revision["relationship"], revision["state"]) == ("update_candidate", "unreviewed")
+    assert ids["other"] not in json.dumps(report)
+    assert "pnpm" not in json.dumps(report) and "SQLite" not in json.dumps(report)
+    # unreviewed pairs come before already-related ones
+    assert report["candidates"][-1]["state"] == "already_related"
+
+
+def test_mem21_review_limit_truncates_and_bad_limits_are_refused(store: MemoryStore) -> None:
+    _fill(store)
+    one = review_relations(store, limit=1)
+    assert len(one["candidates"]) == 1 and one["candidate_results_truncated"] is True
+    assert review_relations(store)["candidate_limit"] == 50
+    for bad in (0, 201, -1, True):
+        with pytest.raises(MemoryStoreError) as refused:
+            review_relations(store, limit=bad)
+        assert refused.value.code == C.MEMORY_RELATION_REVIEW_LIMIT_INVALID
+    with pytest.raises(MemoryStoreError) as refused:
+        review_relations(store, scope="bogus scope")
+    assert refused.value.code == C.MEMORY_SCOPE_INVALID
+
+
+def test_mem21_review_lifecycles_archived_and_due_filters(store: MemoryStore) -> None:
+    ids = _fill(store)
+    store.forget(ids["b"], reason="dup")
+    now = store.now()
+    assert lifecycle(store.get(ids["b"]), now) == "archived"
+    assert lifecycle(store.get(ids["d"]), now) == "review_due"
+    assert lifecycle(store.get(ids["c"]), now) == "active"
+    expired = store.remember("x", kind="note", expires_at="2020-01-01T00:00:00.000Z")
+    assert lifecycle(expired, now) == "expired"
+    plain = review_relations(store)
+    assert ids["b"] not in json.dumps(plain)
+    archived = review_relations(store, include_archived=True)
+    assert any(c["primary_lifecycle"] == "archived" for c in archived["candidates"])
+    due = review_relations(store, needs_review=True)
+    assert {c["primary_memory_id"] for c in due["candidates"]} <= {ids["d"], expired.id}
+    assert due["needs_review"] is True and due["reviewed_memories"] == 2
+
+
+def test_mem21_restricted_session_reviews_only_allowed_scopes(store: MemoryStore) -> None:
+    _fill(store)
+    session = RestrictedSession(store, ["project:demo"])
+    assert session.review_relations()["scope"] == "project:demo"
+    with pytest.raises(MemoryStoreError) as refused:
+        session.review_relations(scope="project:other")
+    assert refused.value.code == C.MEMORY_SCOPE_FORBIDDEN
+    with pytest.raises(MemoryStoreError) as refused:
+        session.review_relations(scope="project:other", limit=0)
+    assert refused.value.code == C.MEMORY_RELATION_REVIEW_LIMIT_INVALID
+
+
+def test_mem21_cli_review_relations_text_and_json(
+    store: MemoryStore, store_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _fill(store)
+    base = ["memory", "--store", str(store_path), "--scope", "project:demo", "review-relations"]
+    assert main([*base, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["candidates"]
+    assert main(base) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "Relation governance review (read-only)"
+    assert lines[1].startswith("scope=project:demo\treviewed=4\tscanned=4/200\tcandidates=")
+    assert any(":duplicate_of:rel_" in line for line in lines[2:-2])
+    assert lines[-2].startswith("No changes were made.")
+    assert main([*base, "--limit", "201"]) == 1
+    assert capsys.readouterr().err.startswith("MEMORY_RELATION_REVIEW_LIMIT_INVALID: ")
+
+
+def test_mem22_semantic_answers_without_a_model(store: MemoryStore, store_path: Path) -> None:
+    store.remember("a", kind="note")
+    archived = store.remember("b", kind="note", scope="project:x")
+    store.forget(archived.id)
+    report = semantic.status(1, str(store_path), None)
+    assert report["model"]["state"] == "missing"
+    assert report["model"]["path"].endswith("/.nuzo/models/" + semantic.MODEL_DIR)
+    assert report["index"]["path"] == str(store_path.with_name("memories.semantic.sqlite"))
+    assert (report["index"]["activeMemories"], report["index"]["missingMemories"]) == (1, 1)
+    for call, code in (
+        (
+            lambda: semantic.provision(None, yes=False, allow_network=True),
+            C.SEMANTIC_PROVISION_CONFIRMATION_REQUIRED,
+        ),
+        (
+            lambda: semantic.provision(None, yes=True, allow_network=False),
+            C.SEMANTIC_NETWORK_OPT_IN_REQUIRED,
+        ),
+        (
+            lambda: semantic.provision(None, yes=True, allow_network=True),
+            C.SEMANTIC_PROVIDER_MISSING,
+        ),
+        (lambda: semantic.rebuild(1, None), C.SEMANTIC_MODEL_MISSING),
+        (lambda: semantic.rebuild(0, None), C.SEMANTIC_PROVIDER_MISSING),
+        (
+            lambda: semantic.clear(str(store_path), yes=False),
+            C.SEMANTIC_CLEAR_CONFIRMATION_REQUIRED,
+        ),
+    ):
+        with pytest.raises(MemoryStoreError) as refused:
+            call()
+        assert refused.value.code == code
+    assert semantic.clear(str(store_path), yes=True) is False
+
+
+def test_mem22_semantic_refuses_where_nuzo_would_need_its_model(
+    store: MemoryStore, store_path: Path, tmp_path: Path
+) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / semantic.MANIFEST).write_text("{}")
+    for call in (
+        lambda: semantic.status(1, str(store_path), str(model)),
+        lambda: semantic.provision(str(model), yes=True, allow_network=False),
+        lambda: semantic.rebuild(3, str(model)),
+    ):
+        with pytest.raises(MemoryStoreError) as refused:
+            call()
+        assert refused.value.code == C.SEMANTIC_PROVIDER_MISSING
+    sidecar = store_path.with_name("memories.semantic.sqlite")
+    sidecar.write_bytes(b"")
+    with pytest.raises(MemoryStoreError) as refused:
+        semantic.status(1, str(store_path), None)
+    assert refused.value.code == C.SEMANTIC_PROVIDER_MISSING
+    store_path.with_name("memories.semantic.sqlite-wal").write_bytes(b"")
+    assert semantic.clear(str(store_path), yes=True) is True
+    assert not sidecar.exists()
+    assert not store_path.with_name("memories.semantic.sqlite-wal").exists()
+
+
+def test_mem22_cli_semantic_status_counts_active_memories_of_every_scope(
+    store: MemoryStore, store_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store.remember("a", kind="note")
+    store.remember("b", kind="note", scope="project:x")
+    store.forget(store.remember("c", kind="note").id)
+    base = ["memory", "--store", str(store_path), "semantic"]
+    assert main([*base, "status", "--json"]) == 0
+    index = json.loads(capsys.readouterr().out)["index"]
+    assert (index["activeMemories"], index["missingMemories"]) == (2, 2)
+    assert main([*base, "status"]) == 0
+    assert capsys.readouterr().out.splitlines()[2] == "Indexed: 0/2"
+    assert main([*base, "rebuild"]) == 1
+    assert capsys.readouterr().err.startswith("SEMANTIC_MODEL_MISSING: ")
+    assert main([*base, "clear", "--yes"]) == 0
+    assert capsys.readouterr().out == "Semantic index already absent\n"
