@@ -1,6 +1,7 @@
 """The gate's remaining cases with S3 bodies on SeaweedFS: an object replaced under its
 generation between the grant upload and publish fails verification (GRANT-3, ART-4), and no
-port operation or grant names a key outside the store's prefix (OBJ-2, GRANT-3)."""
+port operation or grant names a key outside the store's prefix (OBJ-2, GRANT-3), nor any edge
+grant or signed request a key that is not a generation (GRANT-5)."""
 
 from __future__ import annotations
 
@@ -84,3 +85,21 @@ def test_obj2_grant3_no_operation_or_grant_leaves_the_prefix(
     assert httpx.URL(url).path == f"/{bodies.config.bucket}/{bodies.config.prefix}gen_0001"
     listed = s3.client().list_objects_v2(Bucket=s3.bucket, Prefix=bodies.config.prefix)
     assert listed.get("KeyCount", 0) == 0  # nothing was written by any refused call
+
+
+def test_grant5_edge_grants_and_signed_requests_name_only_generations() -> None:
+    from aidememo.bodies.r2_grants import from_env
+
+    grants = from_env({"R2_ACCESS_KEY_ID": "AKIDEXAMPLE", "R2_SECRET_ACCESS_KEY": "secret",
+                       "R2_BUCKET": "bodies", "R2_ACCOUNT_ID": "0" * 32})  # fmt: skip
+    assert grants is not None
+    operations: dict[str, Callable[[str], Any]] = {
+        "presign_put": lambda k: grants.presign_put(k, 1, "text/plain", 60),
+        "presign_get": lambda k: grants.presign_get(k, '"etag"', 60),
+        "signed": lambda k: grants.signed("HEAD", k),
+    }
+    for key in ("../gen_1", "gen_1/../x", "gen_1/x", "/gen_1", "", "other", "gen_a b", "gen_%2F"):
+        for name, op in operations.items():
+            assert _code(op, key) == ErrorCode.ARTIFACT_NOT_FOUND, (name, key)
+    url, _ = grants.presign_put("gen_0001", 1, "text/plain", 60)
+    assert httpx.URL(url).path == "/bodies/gen_0001"
