@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Artifact transfer through a real `aidememo serve` (SQLite, local bodies; SPEC.md ART-*).
 
+`--grants` measures grant transfers with S3 bodies on SeaweedFS instead, beside a same-run raw
+boto3 `put_object`/`get_object` baseline (`scripts/_bench_grants.py` says how; GRANT-3).
+
 What is measured, and how:
 - The server: `python -m aidememo serve` on a free loopback port with a fresh `AIDEMEMO_HOME`
   (SQLite at `<home>/ssot.sqlite`, bodies under `<home>/ssot.sqlite.artifacts`), one writer
@@ -130,9 +133,16 @@ def baseline(folder: Path, data: bytes, rounds: int) -> tuple[list[int], list[in
 
 
 def main() -> int:
+    if sys.argv[1:2] == ["--grants"]:
+        from _bench_grants import run
+
+        return run(sys.argv[2:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", help="comma-separated body sizes in bytes")
     parser.add_argument("--rounds", help="comma-separated rounds per size")
+    parser.add_argument(
+        "--grants", action="store_true", help="first: grant transfers on S3 bodies (own options)"
+    )
     args = parser.parse_args()
     sizes = dict(SIZES)
     if args.sizes:

@@ -19,6 +19,7 @@ from tests.contract.support import (
     START_MS,
     WRITER,
     Api,
+    BackendFactory,
     Client,
 )
 
@@ -27,10 +28,15 @@ from tests.contract.support import (
 def api(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Api]:
     """The contract fixture on every backend: tenant_http/project_http/epoch_http, writers
     codex-p1, codex-p2 and hermes, reader reader_actor, and an outsider of another project."""
+    yield from open_api(request.param, BACKENDS[request.param], tmp_path)
+
+
+def open_api(name: str, factory: BackendFactory, tmp_path: Path) -> Iterator[Api]:
+    """The contract fixture's `Api` on the backend `factory` makes, closed after use."""
     clock = FixedClock(START_MS)
-    backend = BACKENDS[request.param](tmp_path, clock)
+    backend = factory(tmp_path, clock)
     api = Api(
-        request.param,
+        name,
         backend.client,
         backend.identity,
         clock,

@@ -1,18 +1,50 @@
 """The artifact routes (ART-*, VIS-2) over every contract backend with a body store.
 
-At the edge the bodies stream between the Worker and R2 (the runtime double's bucket).
+At the edge the bodies stream between the Worker and R2 (the runtime double's bucket). The S3
+backends (`tests.contract.s3_backends`: origin SQLite and PostgreSQL with S3 bodies, the edge
+with R2 grants, all on SeaweedFS) run the same tests, bodies going up through upload grants
+(OBJ-3, GRANT-3, GRANT-5): `upload` takes the grant path there.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-from tests.contract.support import HERMES, OUTSIDER, READER, RECEIVER, WRITER, Api, P, Reply
+import httpx
+import pytest
+
+from tests.contract.conftest import open_api
+from tests.contract.s3_backends import S3_BACKENDS
+from tests.contract.support import (
+    BACKENDS,
+    HERMES,
+    OUTSIDER,
+    READER,
+    RECEIVER,
+    WRITER,
+    Api,
+    P,
+    Reply,
+)
 
 PATH = "sessions/s1/artifacts/report.bin"
 DATA = b"\x00artifact body\xff" * 10
 OCTET = {"content-type": "application/octet-stream"}
+ALL_BACKENDS = {**BACKENDS, **S3_BACKENDS}
+
+
+@pytest.fixture(params=sorted(ALL_BACKENDS))
+def api(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Api]:
+    """The contract fixture on every backend and on the S3-bodied ones."""
+    yield from open_api(request.param, ALL_BACKENDS[request.param], tmp_path)
+
+
+def granted(api: Api) -> bool:
+    """Whether bodies go up through upload grants on this backend (OBJ-3)."""
+    return api.backend_name in S3_BACKENDS
 
 
 def reserve(
@@ -31,6 +63,16 @@ def reserve(
 
 
 def upload(api: Api, rid: str, data: bytes = DATA, as_: str = WRITER, **headers: str) -> Reply:
+    """The body's upload: the direct route, or on S3 backends an upload grant (its refusals
+    are the service's) and its PUT to the store (the store's answer; the length is the one
+    of `data`, so another length is the store's 403)."""
+    if granted(api):
+        g = api.call("POST", f"{P}/artifact-reservations/{rid}/upload-grants", as_=as_)
+        if g.status != 200:
+            return g
+        sent = {k: v for k, v in g.body["headers"].items() if k.lower() != "content-length"}
+        answer = httpx.put(g.body["url"], content=data, headers=sent, timeout=30)
+        return Reply(answer.status_code, dict(answer.headers), answer.content)
     return api.call(
         "PUT",
         f"{P}/artifact-reservations/{rid}/body",
@@ -59,12 +101,17 @@ def put(api: Api, tag: str, data: bytes = DATA, **extra: Any) -> dict[str, Any]:
 
 def test_art2_art3_art4_art6_reserve_upload_publish_resolve_download(api: Api) -> None:
     r = reserve(api, "c1").expect(200)
-    assert r["transfer"]["path"].endswith(f"/{r['reservation_id']}/body")
+    route = "upload-grants" if granted(api) else "body"
+    assert r["transfer"]["path"].endswith(f"/{r['reservation_id']}/{route}")
     again = reserve(api, "c1")
     assert again.expect(200) == r and again.headers.get("aidememo-replayed") == "true"
+    sha = hashlib.sha256(DATA).hexdigest()
     up = upload(api, r["reservation_id"]).expect(200)
-    assert up["sha256"] == hashlib.sha256(DATA).hexdigest()
-    assert upload(api, r["reservation_id"]).expect(200) == up  # an exact retry
+    if granted(api):  # a replayed grant PUT is the store's 412 and keeps the body (GRANT-3)
+        upload(api, r["reservation_id"]).expect(412)
+    else:
+        assert up["sha256"] == sha
+        assert upload(api, r["reservation_id"]).expect(200) == up  # an exact retry
     ref = publish(api, r["reservation_id"], "c1.p").expect(200)
     assert ref["revision"] == 1 and ref["size_bytes"] == len(DATA) and ref["project_seq"] >= 1
     replay = publish(api, r["reservation_id"], "c1.p")
@@ -73,7 +120,7 @@ def test_art2_art3_art4_art6_reserve_upload_publish_resolve_download(api: Api) -
     assert meta["generation"] == ref["generation"] and "project_seq" not in meta
     got = download(api, ref, READER)
     assert got.expect(200) == DATA
-    assert got.headers["x-aidememo-artifact-sha256"] == up["sha256"]
+    assert got.headers["x-aidememo-artifact-sha256"] == sha
     assert got.headers["x-aidememo-content-type"] == "text/plain"
 
 
@@ -97,7 +144,8 @@ def test_art1_paths_are_validated_never_file_paths(api: Api) -> None:
         reserve(api, "bad", path=bad).expect(400, "invalid_artifact_path")
     api.get(f"{P}/artifacts/resolve", query={"path": "x/../y"}).expect(400, "invalid_artifact_path")
     reserve(api, "big", b"").expect(200)
-    too_big = {"path": "snapshots/1/manifest.json", "size_bytes": (64 << 20) + 1}
+    limit = 5 << 30 if granted(api) else 64 << 20  # one S3 PUT, else the direct route's
+    too_big = {"path": "snapshots/1/manifest.json", "size_bytes": limit + 1}
     api.post(f"{P}/artifact-reservations", {"command_id": "b2", "payload": too_big}).expect(
         413, "artifact_upload_too_large"
     )
@@ -105,11 +153,17 @@ def test_art1_paths_are_validated_never_file_paths(api: Api) -> None:
 
 def test_art3_size_digest_and_length_mismatches(api: Api) -> None:
     r = reserve(api, "m1").expect(200)
-    upload(api, r["reservation_id"], DATA[:-1]).expect(409, "artifact_body_mismatch")
     wrong = hashlib.sha256(b"not it").hexdigest()
     r2 = reserve(api, "m2", path="sessions/s1/canvas.md", sha256=wrong).expect(200)
-    upload(api, r2["reservation_id"]).expect(409, "artifact_body_mismatch")
-    publish(api, r2["reservation_id"], "m2.p").expect(409, "artifact_conflict")
+    if granted(api):  # the store refuses them and stores nothing; publication observes that
+        upload(api, r["reservation_id"], DATA[:-1]).expect(403)
+        upload(api, r2["reservation_id"]).expect(400)  # x-amz-checksum-sha256 (GRANT-3)
+        publish(api, r["reservation_id"], "m1.p").expect(409, "artifact_body_mismatch")
+        publish(api, r2["reservation_id"], "m2.p").expect(409, "artifact_body_mismatch")
+    else:
+        upload(api, r["reservation_id"], DATA[:-1]).expect(409, "artifact_body_mismatch")
+        upload(api, r2["reservation_id"]).expect(409, "artifact_body_mismatch")
+        publish(api, r2["reservation_id"], "m2.p").expect(409, "artifact_conflict")
     r3 = reserve(api, "m3", path="branches/codex-p1/seg1.jsonl").expect(200)
     publish(api, r3["reservation_id"], "m3.p").expect(409, "artifact_body_mismatch")
 
@@ -158,6 +212,9 @@ def test_art3_upload_needs_content_length_on_the_wire(api: Api) -> None:
     api.call("PUT", path, as_=WRITER, body=DATA, headers={"content-type": "text/plain"}).expect(
         415, "unsupported_media_type"
     )
+    if granted(api):  # the direct route refuses before reading the body (OBJ-3, GRANT-5)
+        upload_direct = api.call("PUT", path, as_=WRITER, body=DATA, headers=OCTET)
+        upload_direct.expect(409, "artifact_transfer_mode_mismatch")
 
 
 def test_vis2_handoff_artifacts_are_the_participants_only(api: Api) -> None:

@@ -1,5 +1,5 @@
-#!/usr/bin/env python3
-"""Artifact uploads through presigned grants against SeaweedFS, beside raw boto3 (GRANT-3).
+"""`scripts/bench_artifacts.py --grants`: artifact uploads through presigned grants against
+SeaweedFS, beside raw boto3 (GRANT-3).
 
 What is measured, and how:
 - The S3 server: the one of `AIDEMEMO_TEST_S3_*` (scripts/test exports them) or, without them,
@@ -165,11 +165,13 @@ def grant_once(origin: Origin, path: str, data: bytes, n: int) -> tuple[dict[str
     return ref, transfer
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def run(argv: list[str]) -> int:
+    """The grant benchmark with `argv` (the arguments after `--grants`)."""
+    parser = argparse.ArgumentParser(prog="bench_artifacts.py --grants",
+                                     description=__doc__.split("\n")[1])  # fmt: skip
     parser.add_argument("--sizes", help="comma-separated body sizes in bytes")
     parser.add_argument("--rounds", help="comma-separated rounds per size")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     sizes = dict(SIZES)
     if args.sizes:
         given = [int(s) for s in args.sizes.split(",")]
@@ -285,9 +287,5 @@ def main() -> int:
     if "1mib_grant_put_p50_ms" in figures:
         ratio = figures["1mib_grant_put_p50_ms"] / base["1mib_boto3_put_p50_ms"]
         targets["1mib_grant_put_p50_over_boto3_put_p50"] = target(ratio, "<= 2")
-    emit("bench_grants", figures, base, targets)
+    emit("bench_artifacts_grants", figures, base, targets)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
