@@ -311,7 +311,7 @@ _MEMBER = (
         "handoff.return: complete (succeeded) or release (failed) the claim",
         body="ReturnTransition",
         answer="Receipt",
-        errors=_TRANSITION,
+        errors=(*_TRANSITION, E.ARTIFACT_NOT_FOUND),
     ),
     Route(
         "members",
