@@ -89,6 +89,8 @@ async def upload_to_r2() -> Any:
     check(up["sha256"] == hashlib.sha256(DATA).hexdigest(), f"observation {up}")
     again = await ok("PUT", path, raw=DATA)  # the conditional create keeps the first body
     check(again == up, f"exact retry {again}")
+    other = bytes(reversed(DATA))  # the same length, other bytes (ART-3)
+    await refused("PUT", path, 409, "artifact_conflict", raw=other)
     return up["size_bytes"]
 
 
