@@ -64,12 +64,13 @@ async def _sent_digest(body: Any, size: int, *, raced: bool = False) -> str:
     digest = hashlib.sha256()
     seen = 0
     try:
-        async for chunk in body or ():
-            data = chunk.to_bytes()
-            seen += len(data)
-            if seen > size:
-                break
-            digest.update(data)
+        if body:  # None, or JS null, for an empty body
+            async for chunk in body:
+                data = chunk.to_bytes()
+                seen += len(data)
+                if seen > size:
+                    break
+                digest.update(data)
     except Exception as exc:
         if not raced:
             raise
