@@ -14,6 +14,7 @@ import httpx
 
 from aidememo.client import models as m
 from aidememo.client import plans as p
+from aidememo.client.async_artifacts import AsyncArtifactCalls
 from aidememo.client.errors import AidememoClientError
 from aidememo.client.transport import (
     Timeout,
@@ -59,6 +60,11 @@ class AsyncClient:
     @property
     def project_id(self) -> str:
         return self._ctx.project_id
+
+    @property
+    def artifacts(self) -> AsyncArtifactCalls:
+        """The artifact routes (`aidememo.client.async_artifacts`, SPEC.md ART-*)."""
+        return AsyncArtifactCalls(self)
 
     async def aclose(self) -> None:
         await self._transport.aclose()
