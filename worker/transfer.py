@@ -62,7 +62,9 @@ async def export(
     objs: Objects, ctx: Any, request: Request, params: dict[str, str], clock: Clock
 ) -> Any:
     """`GET /v1/admin/tenants/{t}/export`: checked and snapshotted, then streamed."""
-    tenant_id, project_id, include_tokens = core.export_request(request, params)
+    tenant_id, project_id, include_tokens, include_bodies = core.export_request(request, params)
+    if include_bodies:
+        raise fail(ErrorCode.ARTIFACT_STORE_UNAVAILABLE, "the edge exports no bodies yet")
     records = await call(
         objs.registry(tenant_id),
         "export_identity",

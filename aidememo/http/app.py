@@ -86,6 +86,7 @@ class Services:
         self.archive = Archive(store, clock, ids)
         self.readiness = Readiness(store)
         self.artifacts = Artifacts(store, clock, ids, self.ledger, bodies)  # ART-*
+        self.archive.bodies = bodies  # exports and imports with their bodies (ART-12)
 
 
 class HttpApp:

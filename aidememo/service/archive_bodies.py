@@ -50,6 +50,17 @@ def published_bodies(data: bytes) -> tuple[str, Publication] | None:
     return str(record["project_id"]), Publication.of(canonical_bytes(body))
 
 
+def missing_bodies(bodies: BodyStore, publications: list[tuple[str, Publication]]) -> None:
+    """Refuse an export whose publications' bodies are not all stored, before its first
+    line is sent (a streamed answer cannot change its status afterwards)."""
+    for _, pub in publications:
+        if bodies.head(pub.generation) != pub.size_bytes:
+            raise fail(
+                ErrorCode.ARTIFACT_NOT_FOUND,
+                f"the body of {pub.path} (generation {pub.generation}) is not in the body store",
+            )
+
+
 def body_records(
     bodies: BodyStore, publications: list[tuple[str, Publication]]
 ) -> Iterator[dict[str, Any]]:
