@@ -77,13 +77,14 @@ def body_records(
             pending += chunk
             while len(pending) >= BODY_CHUNK:
                 piece, pending = pending[:BODY_CHUNK], pending[BODY_CHUNK:]
-                yield _record(project_id, pub, offset, piece)
+                yield chunk_record(project_id, pub, offset, piece)
                 offset += len(piece)
         if pending or offset == 0:
-            yield _record(project_id, pub, offset, pending)
+            yield chunk_record(project_id, pub, offset, pending)
 
 
-def _record(project_id: str, pub: Publication, offset: int, data: bytes) -> dict[str, Any]:
+def chunk_record(project_id: str, pub: Publication, offset: int, data: bytes) -> dict[str, Any]:
+    """One `artifact_body` record: `data` at `offset` of the publication's body."""
     return {
         "type": BODY_TYPE,
         "project_id": project_id,
