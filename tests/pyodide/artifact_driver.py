@@ -7,6 +7,7 @@ of Miniflare (tests/pyodide/r2_binding.mjs) behind the Workers SDK (SPEC.md ART-
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -151,6 +152,26 @@ async def digest_mismatch_refused_by_r2_observation() -> Any:
     )
 
 
+async def _tool(name: str, arguments: dict[str, Any]) -> Any:
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+               "params": {"name": name, "arguments": arguments}}  # fmt: skip
+    out = (await ok("POST", f"{P}/mcp", json_body=message))["result"]
+    check(out["isError"] is False, f"{name}: {out}")
+    return out["structuredContent"]
+
+
+async def mcp_artifact_write_and_read_through_r2() -> Any:
+    body = base64.b64encode(b"# notes from MCP\n").decode()
+    args = {"path": "sessions/s1/artifacts/mcp.md", "content_base64": body}
+    first = await _tool("artifact_write", args)
+    check(first["revision"] == 1, f"write {first}")
+    again = await _tool("artifact_write", args)
+    check(again == first, f"replay {again}")
+    read = await _tool("artifact_read", {"path": "sessions/s1/artifacts/mcp.md"})
+    check(base64.b64decode(read["content_base64"]) == b"# notes from MCP\n", f"read {read}")
+    return first["revision"]
+
+
 STEPS: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
     ("reserve", reserve),
     ("upload_to_r2", upload_to_r2),
@@ -158,6 +179,7 @@ STEPS: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
     ("resolve_and_download_stream", resolve_and_download_stream),
     ("replacement_needs_the_token", replacement_needs_the_token),
     ("digest_mismatch_refused_by_r2_observation", digest_mismatch_refused_by_r2_observation),
+    ("mcp_artifact_write_and_read_through_r2", mcp_artifact_write_and_read_through_r2),
 ]
 
 
