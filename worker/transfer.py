@@ -57,6 +57,7 @@ from aidememo.service.archive_bodies import (
 )
 from aidememo.service.archive_rows import check_row
 from aidememo.service.archive_verify import ROW_TYPES, ExportReader, LineSplitter
+from durable_objects.artifacts import R2_IDENTITY
 from durable_objects.rpc import PAGE_BYTES
 from worker.objects import Objects, call
 from worker.routing import token_shard
@@ -90,7 +91,7 @@ async def export(
                 "export_begin",
                 {"tenant_id": tenant_id, "project_id": pid},
             )
-    header = header_record(tenant_id, project_id, clock.now_ms(), include_tokens)
+    header = header_record(tenant_id, project_id, clock.now_ms(), include_tokens, R2_IDENTITY)
     if include_bodies:
         header["bodies"] = True
     published: list[tuple[str, Publication]] = []  # the bodies that follow the rows (ART-12)
@@ -217,6 +218,8 @@ class _Staging:
         self.page_project = ""
         self.page_bytes = 0
         self.bodies = _Bodies(objs)
+        self.body_store: Any = None  # the export's body-store identity (ART-8)
+        self.with_bodies = False
 
     async def add(self, checked: tuple[dict[str, Any], bytes] | None) -> None:
         """One checked record and its line (`None` for a line not yet known to be one)."""
@@ -226,6 +229,8 @@ class _Staging:
         kind = record["type"]
         if kind == "header":
             self.tenant_id = record["tenant_id"]
+            self.body_store = record.get("body_store")
+            self.with_bodies = record.get("bodies") is True
         elif kind == BODY_TYPE:
             await self.bodies.add(self._close_identity(), self.tenant_id, record)
         elif self.plan is None and kind not in ROW_TYPES:
@@ -254,6 +259,13 @@ class _Staging:
             raise fail(ErrorCode.INVALID_COMMAND, f"malformed export record: {exc}") from None
         if pid not in plan.projects:
             raise fail(ErrorCode.INVALID_COMMAND, f"record for undeclared project {pid}")
+        artifact = record["type"] == "resource" and record["kind"] == "artifact"
+        if artifact and not self.with_bodies and self.body_store != R2_IDENTITY:
+            raise fail(  # the edge's bodies are in R2; these stayed where they were (ART-8)
+                ErrorCode.IDENTITY_MISMATCH,
+                f"the export's artifact bodies are in body store {self.body_store!r}, the"
+                f" edge's are in {R2_IDENTITY!r}: the bodies do not come with the export",
+            )
         if seq is not None:
             expected = self.next_seq.get(pid, 1)
             if seq != expected or seq > plan.projects[pid]:

@@ -90,3 +90,29 @@ def test_art12_arc5_a_tenant_moves_with_its_bodies_between_profiles(
         assert "artifact_body" not in _types(plain)
     finally:
         other.close()
+
+
+@pytest.mark.parametrize(("source", "target"), [("sqlite_file", "edge"), ("edge", "sqlite_file")])
+def test_art8_art12_bodies_left_behind_are_refused_by_another_body_store(
+    source: str, target: str, tmp_path: Path
+) -> None:
+    clock = FixedClock(START_MS)
+    backend, src = _fresh(source, tmp_path / "a", clock, {})
+    try:
+        src.provision(WRITER, Role.WRITER)
+        src.session("s1")
+        put(src, "small", b"stays behind", path="sessions/s1/artifacts/small.bin")
+        query = {"include_token_digests": "true"}
+        plain = admin(src, "GET", f"/v1/admin/tenants/{TENANT}/export", query=query)
+        data = plain.expect(200)
+        with_bodies = _export_bodies(src).expect(200)
+    finally:
+        backend.close()
+    other, dst = _fresh(target, tmp_path / "b", clock, {})
+    try:
+        if target != "edge":  # an origin pins its catalog at start-up (ART-8)
+            other.store().transaction(lambda tx: tx.bind_body_store_identity("local:v1"))
+        import_(dst, data).expect(403, "identity_mismatch")
+        import_(dst, with_bodies).expect(200)  # with its bodies it is accepted anywhere
+    finally:
+        other.close()
