@@ -16,13 +16,16 @@ import logging
 from dataclasses import asdict
 from typing import Any
 
+from aidememo.bodies import r2_grants
 from aidememo.domain.artifacts import GcIntent, Reservation
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
 from aidememo.domain.ids import validate_id
 from aidememo.ports import Clock, Store
 from aidememo.service.access import Caller
 from aidememo.service.artifact_gc import ArtifactGc
+from aidememo.service.artifact_grants import download_window, upload_grant
 from aidememo.service.artifacts import Artifacts
+from durable_objects import r2_s3
 
 log = logging.getLogger("aidememo.edge")
 
@@ -84,6 +87,17 @@ def run_phase(artifacts: Artifacts, phase: str, args: dict[str, Any], caller: Ca
         )
         artifacts.store.transaction(lambda tx: tx.put_gc_intent(intent))
         return {"queued": intent.body_key}
+    if phase == "upload_grant":  # signing is pure computation: no request leaves here
+        return upload_grant(artifacts, caller, p, str(args["reservation_id"]))
+    if phase == "download_window":  # a download grant's revision and lifetime (GRANT-4)
+        pub, expires_s = download_window(
+            artifacts, caller, p, str(args["artifact_id"]), args.get("revision")
+        )
+        return {
+            "publication": asdict(pub),
+            "expires_s": expires_s,
+            "now_ms": artifacts.clock.now_ms(),
+        }
     if phase == "download_meta":
         pub = artifacts.download_meta(caller, p, str(args["artifact_id"]), args.get("revision"))
         return asdict(pub)
@@ -106,11 +120,19 @@ async def gc_pass(store: Store | None, env: Any, clock: Clock) -> None:
     """One bounded artifact GC pass from the alarm, deleting through the `ARTIFACTS` binding;
     a failure is logged and the next alarm tries again (the intents keep their backoff)."""
     bucket = getattr(env, "ARTIFACTS", None)
-    if store is None or bucket is None:
+    try:
+        grants = r2_grants.from_env(env)
+    except AidememoError as error:
+        log.warning("artifact GC pass skipped: %s", error.message)
+        return
+    if store is None or (bucket is None and grants is None):
         return
 
     async def delete(key: str) -> None:
-        await bucket.delete(key)
+        if grants is not None:  # the bodies are reached through R2's S3 API (GRANT-5)
+            await r2_s3.delete(grants, key)
+        elif bucket is not None:
+            await bucket.delete(key)
 
     try:
         report = await ArtifactGc(store, None, clock).run_once_async(delete)

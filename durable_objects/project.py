@@ -56,6 +56,7 @@ from urllib.parse import unquote, urlsplit
 
 from workers import DurableObject
 
+from aidememo.bodies import r2_grants
 from aidememo.domain.clock import SystemClock
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
 from aidememo.domain.ids import validate_id
@@ -154,6 +155,7 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
                 ids=self.ids,
                 handoff_lease_ms=lease_ms(self.env),
                 mcp_allowed_origins=parse_origins(getattr(self.env, "MCP_ALLOWED_ORIGINS", "")),
+                bodies=_grants(self.env),  # grants through R2's S3 API (GRANT-5)
             )
             self._app.services.ledger.on_commit.append(self._on_commit)
         return self._app
@@ -456,7 +458,11 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
 
         def run() -> dict[str, dict[str, int]]:
             self._staging.drop_tenant(str(tenant_id))
-            return delete_rows(self._open(create=False), str(tenant_id), self.clock.now_ms())
+            grants = _grants(self.env)  # its intents outwait every grant (GRANT-7)
+            window = 0 if grants is None else grants.grant_window_ms
+            return delete_rows(
+                self._open(create=False), str(tenant_id), self.clock.now_ms(), window
+            )
 
         result = answer(run)
         await self._recheck()  # the project is gone: its subscribers are closed (4403)
@@ -532,7 +538,19 @@ def _core_request(request: Any) -> Request:
     return Request("GET", unquote(url.path) or "/", url.query, headers, upgrade=True)
 
 
-def delete_rows(store: Any, tenant_id: str, now_ms: int | None = None) -> dict[str, dict[str, int]]:
+def _grants(env: Any) -> r2_grants.R2Grants | None:
+    """The edge's grant signer; a half configuration is logged here and refused by every body
+    route in the Worker, so the object's other routes keep working (GRANT-5)."""
+    try:
+        return r2_grants.from_env(env)
+    except AidememoError as error:
+        log.warning("artifact grants are misconfigured: %s", error.message)
+        return None
+
+
+def delete_rows(
+    store: Any, tenant_id: str, now_ms: int | None = None, grant_window_ms: int = 0
+) -> dict[str, dict[str, int]]:
     """Delete the tenant's rows from one object's store and count what is left (ARC-4).
 
     An object that never held the tenant removes nothing; if any row survived, the deletion is
@@ -545,7 +563,7 @@ def delete_rows(store: Any, tenant_id: str, now_ms: int | None = None) -> dict[s
         before = {k: v for k, v in tx.count_tenant_rows(tenant_id).items() if v}
         if before:
             when = SystemClock().now_ms() if now_ms is None else now_ms
-            tenant_intents(tx, tenant_id, when)  # its bodies become GC intents (ART-7)
+            tenant_intents(tx, tenant_id, when, grant_window_ms)  # its bodies: GC intents (ART-7)
             tx.delete_tenant(tenant_id)
         left = {k: v for k, v in tx.count_tenant_rows(tenant_id).items() if v}
         if left:  # roll back: a deletion is whole or not at all

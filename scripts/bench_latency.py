@@ -17,6 +17,9 @@ contract. What is measured, and how:
   `GET changes` (`limit=100` from the start of the log). With `--receiver-token-file` (a second
   member of the project), `--cycles` handoff cycles: send by the first actor, accept, result
   fact and return by the second, timed per step and per cycle on warm connections.
+  `artifact_put` (reserve + upload + publish of a 4 KiB body) and `artifact_get` (its
+  download), direct or through grants as the server offers (`scripts/_bench_latency_artifacts.py`;
+  `artifact_mode` says which); `--no-artifacts` leaves them out.
 - Baseline, in the same run and with the same client: `GET /health` (no auth, no store).
 - Output: progress on stderr; the last stdout line is the JSON result object
   (`_bench_common.emit`).
@@ -76,12 +79,14 @@ from urllib.parse import quote, urlencode
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bench_common import emit, latency_summary, note, peak_rss_mib
+from _bench_latency_artifacts import ArtifactOps
 from _bench_latency_client import Actor, Endpoint, HttpFailure, plot, read_token
 from _bench_latency_live import add_live_writer_argument, run_live
 from _bench_latency_mcp import run_mcp
 from _bench_latency_sdk import run_client
 
 OPERATIONS = ("post_facts", "get_resource", "get_search", "get_changes")
+ARTIFACT_OPERATIONS = ("artifact_put", "artifact_get")
 HANDOFF_STEPS = ("send", "accept", "fact", "return")
 
 Call = Callable[[http.client.HTTPConnection, int], Any]
@@ -333,6 +338,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--cycles", type=int, help="handoff cycles (default requests/10)")
     parser.add_argument("--plot", metavar="FILE.png", help="draw latency histograms")
     parser.add_argument(
+        "--no-artifacts", action="store_true", help="leave out artifact_put and artifact_get"
+    )
+    parser.add_argument(
         "--live", action="store_true", help="measure the live change feed (WebSocket) instead"
     )
     parser.add_argument(
@@ -436,6 +444,15 @@ def main(argv: list[str] | None = None) -> int:
         for name in OPERATIONS:
             note(f"  {name}: {args.cold} cold + {args.requests} warm")
             samples[name] = measure(bench.endpoint, calls[name], args.requests, args.cold)
+        artifacts = ArtifactOps(bench.endpoint, bench.writer, bench.base, bench.tag)
+        try:
+            for name, call in (("artifact_put", artifacts.put), ("artifact_get", artifacts.get)):
+                if args.no_artifacts:
+                    break
+                note(f"  {name}: {args.cold} cold + {args.requests} warm")
+                samples[name] = measure(bench.endpoint, call, args.requests, args.cold)
+        finally:
+            artifacts.close()
         handoff: dict[str, list[int]] = {}
         if bench.receiver is not None:
             note(f"  handoff: {args.cycles} cycles")
@@ -452,6 +469,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     for name in OPERATIONS:
         figures.update(summarize(name, samples[name]))
+    measured = [name for name in ARTIFACT_OPERATIONS if name in samples]
+    for name in measured:
+        figures.update(summarize(name, samples[name]))
+    if measured:
+        figures["artifact_mode"] = artifacts.mode
+        figures["artifact_body_bytes"] = len(artifacts.body)
     if handoff:
         figures["handoff_cycles"] = args.cycles
         for step, values in handoff.items():
@@ -460,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
     base_p50 = baseline["health_warm_p50_ms"]
     figures["ratios_to_health_warm_p50"] = {
         name: round(figures[f"{name}_warm_p50_ms"] / base_p50, 2) if base_p50 else None
-        for name in OPERATIONS
+        for name in (*OPERATIONS, *measured)
     }
     figures["client_peak_rss_mib"] = peak_rss_mib()
     if args.plot:

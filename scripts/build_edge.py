@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 # The core subpackages and modules of aidememo/ that run at the edge.
-CORE_PACKAGES = ("domain", "service", "stores", "http", "conformance", "mcp")
+CORE_PACKAGES = ("domain", "service", "stores", "http", "conformance", "mcp", "bodies")
 CORE_MODULES = ("__init__.py", "ports.py", "metrics.py")
 # Whole top-level packages that run at the edge.
 EDGE_PACKAGES = ("worker", "durable_objects")

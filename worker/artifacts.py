@@ -30,9 +30,10 @@ from aidememo.http.routing import Route
 from aidememo.http.types import Request
 from aidememo.service.access import Caller
 from durable_objects.rpc import caller_payload
+from worker.grants import GRANT_DOWNLOAD, GRANT_UPLOAD, serve_granted
 from worker.objects import call
 
-BODY_ROUTES = frozenset({UPLOAD.name, PUBLISH.name, DOWNLOAD.name})
+BODY_ROUTES = frozenset({UPLOAD.name, PUBLISH.name, DOWNLOAD.name, GRANT_UPLOAD, GRANT_DOWNLOAD})
 BINDING = "ARTIFACTS"
 
 
@@ -103,6 +104,9 @@ async def serve(
     async def phase(name: str, args: dict[str, Any]) -> Any:
         return await call(stub, "artifact_phase", name, {"project_id": project_id, **args}, who)
 
+    granted = await serve_granted(route, core, params, phase, env)  # GRANT-5: R2's S3 API
+    if granted is not None:
+        return granted
     if route.name == UPLOAD.name:
         length = declared_length(core.headers)
         r = await phase(

@@ -8,7 +8,8 @@ only differ in how they send an exchange: both resend one that got no answer ide
 (CLIENT-1) and supply the body of an upload, so both run the same steps:
 
 - `put`: resolve the path for its current mutation token (with `replace`), reserve with the
-  body's size and SHA-256, upload, publish; a refused upload or publish aborts the
+  body's size and SHA-256, upload (through an upload grant when the reservation offers one,
+  GRANT-8), publish; a refused upload or publish aborts the
   reservation (best effort: it expires by itself otherwise, ART-7). Command ids are fixed
   for the whole call, so a retry is an exact replay.
 - `resolve`, `abort`: one exchange each. A download streams, so each driver sends it itself.
@@ -34,13 +35,15 @@ Body = bytes | IO[bytes]
 @dataclass(frozen=True)
 class Exchange:
     """One artifact exchange: `json_body` is sent as JSON; `upload` sends the call's body
-    (`size_bytes` long) as `application/octet-stream`."""
+    (`size_bytes` long) as `application/octet-stream`, or, with `grant`, to the object store
+    through that upload grant (`aidememo.client.grant_transfer`)."""
 
     method: str
     target: str
     json_body: Any = None
     upload: bool = False
     size_bytes: int = 0
+    grant: dict[str, Any] | None = None  # with `upload`: PUT to the object store (GRANT-8)
 
 
 ArtifactPlan = Generator[Exchange, Any, dict[str, Any]]
@@ -95,8 +98,13 @@ def put(
         "POST", reservations, json_body={"command_id": new_ulid(), "payload": payload}
     )
     rid = reservation["reservation_id"]
+    grants = (reservation.get("transfer") or {}).get("mode") == "grant"
     try:
-        yield Exchange("PUT", f"{reservations}/{rid}/body", upload=True, size_bytes=size)
+        if grants:  # straight to the object store (GRANT-8)
+            grant = yield Exchange("POST", f"{reservations}/{rid}/upload-grants")
+            yield Exchange("PUT", grant["url"], upload=True, size_bytes=size, grant=grant)
+        else:
+            yield Exchange("PUT", f"{reservations}/{rid}/body", upload=True, size_bytes=size)
         published: dict[str, Any] = yield Exchange(
             "POST", f"{reservations}/{rid}/publish", json_body={"command_id": new_ulid()}
         )

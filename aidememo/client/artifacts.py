@@ -8,9 +8,11 @@ The steps are the plans of `aidememo.client.artifact_plans`, shared with `AsyncC
 `artifacts`: `put` reserves (with the current publication's mutation token when the path is
 published, and the body's SHA-256), uploads and publishes; each step is sent again,
 identically, after a retryable transport failure (CLIENT-1), with its command id fixed for the
-whole call so a retry is an exact replay. A file body is streamed from the file (it must be
-seekable, to be hashed first and resent on a retry); bodies are at most 64 MiB. Answers are
-the routes' JSON objects as dicts; a refusal is `AidememoClientError` with the server's code.
+whole call so a retry is an exact replay. When the server offers grants the body goes straight
+to and from the object store (`aidememo.client.grant_transfer`). A file body is streamed from
+the file (it must be seekable, to be hashed first and resent on a retry); bodies are at most
+64 MiB (5 GiB through grants). Answers are the routes' JSON objects as dicts; a refusal is
+`AidememoClientError` with the server's code.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from aidememo.client import artifact_plans as ap
+from aidememo.client import grant_transfer
 from aidememo.client.artifact_plans import Body
 from aidememo.client.errors import AidememoClientError
 from aidememo.client.transport import unreachable
@@ -36,6 +39,7 @@ class ArtifactCalls:
     def __init__(self, client: Client) -> None:
         self._client = client
         self._project = client.project_id
+        self._base = ap.base(self._project)
 
     # -- exchanges ------------------------------------------------------------------------
 
@@ -80,21 +84,30 @@ class ArtifactCalls:
             raise ap.refusal(response.status_code, response.content)
         return response
 
+    def _json(self, method: str, target: str, **kw: Any) -> dict[str, Any]:
+        answer: dict[str, Any] = self._exchange(method, target, **kw).json()
+        return answer
+
     def _drive(self, plan: ap.ArtifactPlan, body: Body | None = None) -> dict[str, Any]:
         """Run a plan: each exchange sent (an upload with `body`), its answer sent back."""
         try:
             step = next(plan)
             while True:
                 try:
-                    raw = None
-                    if step.upload:
-                        raw = body
+                    if step.upload:  # how this server moves bodies, for downloads (GRANT-8)
+                        self._client.__dict__["_artifact_grants"] = step.grant is not None
                         if body is not None and not isinstance(body, bytes):
                             body.seek(0)
-                    answer = self._exchange(
-                        step.method, step.target, json_body=step.json_body, raw=raw,
-                        size=step.size_bytes,
-                    ).json()  # fmt: skip
+                    if step.grant is not None:  # straight to the object store
+                        assert body is not None
+                        retries = self._client._ctx.retries
+                        grant_transfer.upload(step.grant, body, retries, self._store_timeout())
+                        answer: Any = {}
+                    else:
+                        answer = self._exchange(
+                            step.method, step.target, json_body=step.json_body,
+                            raw=body if step.upload else None, size=step.size_bytes,
+                        ).json()  # fmt: skip
                 except AidememoClientError as exc:
                     step = plan.throw(exc)
                 else:
@@ -131,8 +144,24 @@ class ArtifactCalls:
         """Abort a reservation (`DELETE .../artifact-reservations/{r}`)."""
         return self._drive(ap.abort(self._project, reservation_id))
 
+    def _store_timeout(self) -> httpx.Timeout:
+        return httpx.Timeout(**self._client._wire.extensions["timeout"])
+
     def download(self, artifact_id: str, revision: int) -> Iterator[bytes]:
-        """The exact revision's bytes, streamed in chunks."""
+        """The exact revision's bytes, streamed in chunks: through a download grant when the
+        server issues them (GRANT-8), else from the download route."""
+        if self._client.__dict__.get("_artifact_grants") is not False:
+            try:
+                g = self._json("POST", f"{self._base}/artifacts/{artifact_id}/download-grants",
+                               json_body={"revision": revision})  # fmt: skip
+            except AidememoClientError as exc:
+                if exc.code != "artifact_transfer_mode_mismatch":
+                    raise
+                self._client.__dict__["_artifact_grants"] = False
+            else:
+                self._client.__dict__["_artifact_grants"] = True
+                yield from grant_transfer.download(g, self._store_timeout())
+                return
         response = self._exchange(
             "POST",
             ap.download_target(self._project, artifact_id),

@@ -6,9 +6,10 @@ the twin of `Client.artifacts` (`aidememo.client.artifacts`).
     async for chunk in client.artifacts.download(artifact_id, revision): ...
 
 The steps are the plans of `aidememo.client.artifact_plans`, shared with the synchronous
-client: the same reserve, upload and publish, the same identical resend of an exchange that got
-no answer (CLIENT-1), the same abort of a refused upload. A file body is read in chunks as it
-is sent (it must be seekable, to be hashed first and resent on a retry).
+client: the same reserve, upload (or upload grant, GRANT-8) and publish, the same identical
+resend of an exchange that got no answer (CLIENT-1), the same abort of a refused upload. A
+file body is read in chunks as it is sent (it must be seekable, to be hashed first and resent
+on a retry).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from aidememo.client import artifact_plans as ap
+from aidememo.client import grant_transfer
 from aidememo.client.artifact_plans import Body
 from aidememo.client.errors import AidememoClientError
 from aidememo.client.transport import unreachable
@@ -90,14 +92,26 @@ class AsyncArtifactCalls:
             step = next(plan)
             while True:
                 try:
-                    response = await self._exchange(
-                        step.method, step.target, json_body=step.json_body,
-                        raw=body if step.upload else None, size=step.size_bytes,
-                    )  # fmt: skip
+                    if step.upload:  # how this server moves bodies, for downloads (GRANT-8)
+                        self._client.__dict__["_artifact_grants"] = step.grant is not None
+                    if step.grant is not None:  # straight to the object store
+                        assert body is not None
+                        if not isinstance(body, bytes):
+                            body.seek(0)
+                        retries = self._client._ctx.retries
+                        timeout = self._store_timeout()
+                        await grant_transfer.upload_async(step.grant, body, retries, timeout)
+                        answer: Any = {}
+                    else:
+                        response = await self._exchange(
+                            step.method, step.target, json_body=step.json_body,
+                            raw=body if step.upload else None, size=step.size_bytes,
+                        )  # fmt: skip
+                        answer = response.json()
                 except AidememoClientError as exc:
                     step = plan.throw(exc)
                 else:
-                    step = plan.send(response.json())
+                    step = plan.send(answer)
         except StopIteration as stop:
             result: dict[str, Any] = stop.value
             return result
@@ -130,8 +144,27 @@ class AsyncArtifactCalls:
         """Abort a reservation (`DELETE .../artifact-reservations/{r}`)."""
         return await self._drive(ap.abort(self._project, reservation_id))
 
+    def _store_timeout(self) -> httpx.Timeout:
+        return httpx.Timeout(**self._client._wire.extensions["timeout"])
+
     async def download(self, artifact_id: str, revision: int) -> AsyncIterator[bytes]:
-        """The exact revision's bytes, streamed in chunks."""
+        """The exact revision's bytes, streamed in chunks: through a download grant when the
+        server issues them (GRANT-8), else from the download route."""
+        if self._client.__dict__.get("_artifact_grants") is not False:
+            target = f"{ap.base(self._project)}/artifacts/{artifact_id}/download-grants"
+            try:
+                grant = await self._exchange("POST", target, json_body={"revision": revision})
+            except AidememoClientError as exc:
+                if exc.code != "artifact_transfer_mode_mismatch":
+                    raise
+                self._client.__dict__["_artifact_grants"] = False
+            else:
+                self._client.__dict__["_artifact_grants"] = True
+                async for chunk in grant_transfer.download_async(
+                    grant.json(), self._store_timeout()
+                ):
+                    yield chunk
+                return
         response = await self._exchange(
             "POST",
             ap.download_target(self._project, artifact_id),

@@ -204,6 +204,8 @@ class Archive:
         self.clock = clock
         self.ids = ids
         self.bodies: BodyStore | None = None  # artifact bodies of exports and imports (ART-12)
+        # The serving body store's longest grant: deleted tenants' bodies outwait it (GRANT-7).
+        self.grant_window_ms = 0
 
     # -- export ---------------------------------------------------------------------------
 
@@ -329,7 +331,8 @@ class Archive:
             before = tx.count_tenant_rows(tenant_id)
             if not before.get("tenants"):
                 raise fail(ErrorCode.RESOURCE_NOT_FOUND, f"tenant {tenant_id} not found")
-            tenant_intents(tx, tenant_id, self.clock.now_ms())  # its bodies (ARC-4, ART-7)
+            window = max(self.grant_window_ms, int(getattr(self.bodies, "grant_window_ms", 0)))
+            tenant_intents(tx, tenant_id, self.clock.now_ms(), window)  # its bodies (ARC-4, ART-7)
             tx.delete_tenant(tenant_id)
             left = {k: v for k, v in tx.count_tenant_rows(tenant_id).items() if v}
             if left:

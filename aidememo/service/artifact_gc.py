@@ -65,8 +65,10 @@ def named(tx: ReadTx, intent: GcIntent) -> bool:
     return Publication.of(res.body).generation == intent.body_key
 
 
-def tenant_intents(tx: WriteTx, tenant_id: str, now_ms: int) -> int:
-    """Queue every generation of a tenant before its rows are deleted (ARC-4, ART-7)."""
+def tenant_intents(tx: WriteTx, tenant_id: str, now_ms: int, grant_window_ms: int = 0) -> int:
+    """Queue every generation of a tenant before its rows are deleted (ARC-4, ART-7); with a
+    grant-issuing body store each waits the longest grant's lifetime too (`grant_window_ms`),
+    as a replaced generation does, so no download grant issued before is outrun (GRANT-7)."""
     n = 0
     for project_id, artifact_id, generation in tx.list_artifact_generations(tenant_id):
         tx.put_gc_intent(
@@ -76,7 +78,7 @@ def tenant_intents(tx: WriteTx, tenant_id: str, now_ms: int) -> int:
                 project_id=project_id,
                 artifact_id=artifact_id,
                 reason="tenant_deleted",
-                not_before_ms=now_ms + SETTLEMENT_GRACE_MS,
+                not_before_ms=now_ms + SETTLEMENT_GRACE_MS + grant_window_ms,
                 created_at_ms=now_ms,
             )
         )

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-from aidememo.domain.artifacts import GcIntent
+from aidememo.domain.artifacts import GcIntent, Publication
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.ids import validate_id
 from aidememo.service.access import Caller
@@ -106,6 +106,16 @@ def download_grant(
             ErrorCode.ARTIFACT_TRANSFER_MODE_MISMATCH,
             "this server serves bodies through the download route, not grants",
         )
+    pub, expires_s = download_window(artifacts, caller, project_id, artifact_id, revision)
+    info = bodies.stat(pub.generation)
+    return download_answer(bodies, pub, info, expires_s, artifacts.clock.now_ms())
+
+
+def download_window(
+    artifacts: Artifacts, caller: Caller, project_id: str, artifact_id: str, revision: object
+) -> tuple[Publication, int]:
+    """The revision's publication and its grant's lifetime in seconds (GRANT-4): at most
+    15 min, and a read retention short of its generation's GC intent when one is queued."""
     pub = artifacts.download_meta(caller, project_id, artifact_id, revision)
     now = artifacts.clock.now_ms()
     intent: GcIntent | None = artifacts.store.read(lambda tx: tx.get_gc_intent(pub.generation))
@@ -115,7 +125,13 @@ def download_grant(
     expires_s = (until - now) // 1000
     if expires_s < 1:
         raise fail(ErrorCode.ARTIFACT_NOT_FOUND, "this revision's body is being collected")
-    info = bodies.stat(pub.generation)
+    return pub, expires_s
+
+
+def download_answer(
+    bodies: GrantSigner, pub: Publication, info: Any, expires_s: int, now_ms: int
+) -> dict[str, Any]:
+    """The download grant of `pub` once the store's HEAD said `info` (None when absent)."""
     if info is None or info.size != pub.size_bytes:
         raise fail(ErrorCode.ARTIFACT_NOT_FOUND, "the revision's body is not in the store")
     url, headers = bodies.presign_get(pub.generation, info.etag, expires_s)
@@ -123,7 +139,7 @@ def download_grant(
         "url": url,
         "method": "GET",
         "headers": headers,
-        "expires_at_ms": now + expires_s * 1000,
+        "expires_at_ms": now_ms + expires_s * 1000,
         "size_bytes": pub.size_bytes,
         "sha256": pub.sha256,
         "content_type": pub.content_type,

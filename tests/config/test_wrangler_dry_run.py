@@ -68,7 +68,7 @@ def test_bundle_has_core_files(bundle: Path) -> None:
         if (REPO / name).exists():
             assert name in files, name
     core = REPO / "aidememo"
-    for sub in ("domain", "service", "stores", "http", "conformance", "mcp"):
+    for sub in ("domain", "service", "stores", "http", "conformance", "mcp", "bodies"):
         for path in (core / sub).rglob("*.py") if (core / sub).is_dir() else ():
             if "__pycache__" not in path.parts:
                 rel = path.relative_to(REPO).as_posix()

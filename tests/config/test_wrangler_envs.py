@@ -87,6 +87,9 @@ def test_deploy8_dev_vars_example_names_every_variable_the_worker_reads() -> Non
         "ARTIFACTS",
         "GET",
         "POST",
+        "HEAD",  # methods and a header value of the S3 requests (durable_objects.r2_s3)
+        "DELETE",
+        "ENABLED",
     }
     variables = read - bindings
     # Every variable the Worker reads is a var of wrangler.toml or named in the example.

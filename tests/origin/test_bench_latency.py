@@ -123,6 +123,10 @@ def test_bench_latency_prints_the_design_json_line(origin: tuple[str, Path, Path
     for step in ("send", "accept", "fact", "return", "cycle"):
         assert isinstance(figures[f"handoff_{step}_p50_ms"], float)
     assert figures["handoff_cycles"] == 2
+    for op in ("artifact_put", "artifact_get"):  # local bodies: the direct routes
+        assert (figures[f"{op}_cold_n"], figures[f"{op}_warm_n"]) == (2, 4)
+        assert isinstance(figures[f"{op}_warm_p50_ms"], float)
+    assert figures["artifact_mode"] == "direct"
     assert (baseline["health_cold_n"], baseline["health_warm_n"]) == (2, 4)
     assert isinstance(baseline["health_warm_p99_ms"], float)
     assert isinstance(line["targets"], dict)

@@ -7,13 +7,19 @@
 - `Response(body, status=, headers=)`: body `str`, `bytes` or a `ReadableStream` (`stream`,
   read by the harness as a client would); `Response.json(data, status=)`.
 - `WorkerEntrypoint(ctx, env)` and `DurableObject(ctx, env)` keep `ctx` and `env`.
+- `await fetch(url, method=, headers=, body=)`: the outbound `fetch`, a real HTTP request
+  (http.client, so nothing is added but `Host`, `Accept-Encoding: identity` and
+  `Content-Length`); the answer has `.status`, `.headers` (an `http.client.HTTPMessage`),
+  `.body` (a `ReadableStream`, None for a `HEAD` or an empty body) and `await .bytes()`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import types
+import urllib.parse
 from http import HTTPMethod
 from typing import Any
 
@@ -124,6 +130,49 @@ class DurableObject:
         self.env = env
 
 
+class FetchResponse:
+    """What `workers.fetch` answers."""
+
+    def __init__(self, status: int, headers: http.client.HTTPMessage, data: bytes) -> None:
+        self.status = status
+        self.headers = headers
+        self._data = data
+
+    @property
+    def body(self) -> ReadableStream | None:
+        return ReadableStream.of(self._data) if self._data else None
+
+    async def bytes(self) -> bytes:
+        return self._data
+
+    async def text(self) -> str:
+        return self._data.decode("utf-8")
+
+
+def _send(url: str, method: str, headers: dict[str, str], body: bytes | None) -> FetchResponse:
+    parts = urllib.parse.urlsplit(url)
+    cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    conn = cls(parts.netloc, timeout=30)
+    try:
+        target = parts.path + (f"?{parts.query}" if parts.query else "")
+        conn.request(method, target, body=body, headers=headers)
+        answer = conn.getresponse()
+        data = answer.read()
+        return FetchResponse(answer.status, answer.headers, data)
+    finally:
+        conn.close()
+
+
+async def fetch(
+    url: str,
+    method: str = "GET",
+    headers: dict[str, str] | None = None,
+    body: bytes | None = None,
+) -> FetchResponse:
+    """The Workers outbound `fetch` (a real request, sent from a thread)."""
+    return await asyncio.to_thread(_send, str(url), method, dict(headers or {}), body)
+
+
 def module() -> types.ModuleType:
     """A fresh `workers` module object holding the classes above."""
     mod = types.ModuleType("workers")
@@ -133,6 +182,7 @@ def module() -> types.ModuleType:
             "Response": Response,
             "WorkerEntrypoint": WorkerEntrypoint,
             "DurableObject": DurableObject,
+            "fetch": fetch,
         }
     )
     return mod
