@@ -11,20 +11,9 @@ from tests.contract.test_mcp import call, ok
 PATH = "sessions/s1/artifacts/notes.md"
 
 
-def _pg_edge(api: Api) -> bool:
-    """The edge in PostgreSQL mode serves MCP in the Worker, which holds no body store."""
-    return api.backend_name == "edge_postgres"
-
-
 def test_art11_artifact_write_read_resolve_and_replay(api: Api) -> None:
     body = base64.b64encode(b"# notes\n").decode()
     args = {"path": PATH, "content_base64": body, "content_type": "text/markdown"}
-    if _pg_edge(api):
-        out = call(api, "artifact_write", args)
-        assert out["isError"] and out["structuredContent"]["error"]["code"] == (
-            "artifact_store_unavailable"
-        )
-        return
     first = ok(api, "artifact_write", args)
     again = ok(api, "artifact_write", args)
     assert again == first and first["revision"] == 1
