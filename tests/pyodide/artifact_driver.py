@@ -40,16 +40,22 @@ def check(condition: bool, message: str) -> None:
 
 
 async def call(
-    method: str, path: str, *, json_body: Any = None, raw: bytes | None = None
+    method: str,
+    path: str,
+    *,
+    json_body: Any = None,
+    raw: bytes | None = None,
+    token: str = TOKEN,
+    content_type: str = "application/octet-stream",
 ) -> tuple[int, dict[str, str], bytes]:
     sent = Headers.new()
-    sent.set("authorization", f"Bearer {TOKEN}")
+    sent.set("authorization", f"Bearer {token}")
     init: dict[str, Any] = {"method": method, "headers": sent}
     if json_body is not None:
         raw = json.dumps(json_body).encode()
         sent.set("content-type", "application/json")
     elif raw is not None:
-        sent.set("content-type", "application/octet-stream")
+        sent.set("content-type", content_type)
     if raw is not None:
         sent.set("content-length", str(len(raw)))
         init["body"] = to_js(raw)
@@ -172,6 +178,31 @@ async def mcp_artifact_write_and_read_through_r2() -> Any:
     return first["revision"]
 
 
+async def export_and_import_with_bodies_through_r2() -> Any:
+    """The tenant leaves with its bodies read from R2 and comes back with them written into
+    R2 (ART-12): export, delete the tenant, import, read the current revision again."""
+    tenant, admin = params["tenant_id"], params["admin_token"]
+    query = "include_bodies=true&include_token_digests=true"
+    status, _, data = await call("GET", f"/v1/admin/tenants/{tenant}/export?{query}", token=admin)
+    check(status == 200, f"export {status}: {data[:300]!r}")
+    kinds = [json.loads(line)["type"] for line in data.splitlines()]
+    check(kinds.count("artifact_body") >= 2 and kinds[-1] == "manifest", repr(kinds[-6:]))
+    before = await ok("GET", f"{P}/artifacts/resolve?path={PATH}")
+    gone = f"/v1/admin/tenants/{tenant}?confirm={tenant}"
+    status, _, body = await call("DELETE", gone, token=admin)
+    check(status == 200, f"delete {status}: {body[:300]!r}")
+    status, _, body = await call("POST", "/v1/admin/import", token=admin, raw=data,
+                                 content_type="application/x-ndjson")  # fmt: skip
+    check(status == 200, f"import {status}: {body[:300]!r}")
+    got, _, back = await call(
+        "POST",
+        f"{P}/artifacts/{before['artifact_id']}/downloads",
+        json_body={"revision": before["revision"]},
+    )
+    check(got == 200 and hashlib.sha256(back).hexdigest() == before["sha256"], f"{got}")
+    return kinds.count("artifact_body")
+
+
 STEPS: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
     ("reserve", reserve),
     ("upload_to_r2", upload_to_r2),
@@ -180,6 +211,7 @@ STEPS: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
     ("replacement_needs_the_token", replacement_needs_the_token),
     ("digest_mismatch_refused_by_r2_observation", digest_mismatch_refused_by_r2_observation),
     ("mcp_artifact_write_and_read_through_r2", mcp_artifact_write_and_read_through_r2),
+    ("export_and_import_with_bodies_through_r2", export_and_import_with_bodies_through_r2),
 ]
 
 
