@@ -17,8 +17,9 @@ from dataclasses import asdict
 from typing import Any
 
 from aidememo.bodies import r2_grants
-from aidememo.domain.artifacts import Reservation
+from aidememo.domain.artifacts import GcIntent, Reservation
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
+from aidememo.domain.ids import validate_id
 from aidememo.ports import Clock, Store
 from aidememo.service.access import Caller
 from aidememo.service.artifact_gc import ArtifactGc
@@ -74,6 +75,18 @@ def run_phase(artifacts: Artifacts, phase: str, args: dict[str, Any], caller: Ca
     if phase == "body_missing":
         r = Reservation(**args["reservation"])
         raise fail(ErrorCode.ARTIFACT_BODY_MISMATCH, f"no body for {r.reservation_id} yet")
+    if phase == "import_body":  # an imported body, queued before it is written (ART-12)
+        intent = GcIntent(
+            body_key=validate_id(args.get("generation"), "generation"),
+            tenant_id="",
+            project_id="",
+            artifact_id="",
+            reason="imported",
+            not_before_ms=int(args["not_before_ms"]),
+            created_at_ms=int(args["now_ms"]),
+        )
+        artifacts.store.transaction(lambda tx: tx.put_gc_intent(intent))
+        return {"queued": intent.body_key}
     if phase == "upload_grant":  # signing is pure computation: no request leaves here
         return upload_grant(artifacts, caller, p, str(args["reservation_id"]))
     if phase == "download_window":  # a download grant's revision and lifetime (GRANT-4)

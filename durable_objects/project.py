@@ -75,6 +75,7 @@ from aidememo.stores.memory import MemoryStore
 from durable_objects.artifacts import artifact_due, gc_pass, pin_identity, run_phase
 from durable_objects.base import StoredObject
 from durable_objects.live import EdgeFeed, answer_close
+from durable_objects.mcp_bodies import InlineBodies
 from durable_objects.rpc import (
     answer,
     caller_from,
@@ -159,6 +160,32 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
             self._app.services.ledger.on_commit.append(self._on_commit)
         return self._app
 
+    async def _serve_mcp(
+        self, app: HttpApp, request: Any, caller: Any, admission: Any, core: Any
+    ) -> Any:
+        """An MCP request over `InlineBodies`, served again (at most twice more) after each
+        body it needed was fetched from, or written into, R2 (`durable_objects.mcp_bodies`)."""
+        bucket = getattr(self.env, "ARTIFACTS", None)
+        if bucket is None:
+            return app.serve(admission, core)
+        bodies = InlineBodies()
+        app.services.artifacts.bodies = bodies
+        try:
+            response = app.serve(admission, core)
+            for _ in range(2):
+                if bodies.to_put is not None and not self._pinned:
+                    pin_identity(app.services.artifacts.store)  # the catalog names R2 (ART-8)
+                    self._pinned = True
+                if not await bodies.fetch(bucket):
+                    break
+                core, admission = request_from(request, caller_from(caller))
+                response = app.serve(admission, core)
+        except AidememoError as error:
+            return error_response(error)
+        finally:
+            app.services.artifacts.bodies = None
+        return response
+
     def _on_commit(self, scope: Scope, seq: int) -> None:
         self._committed = True
 
@@ -173,7 +200,10 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
                 return response_payload(error_response(error))
             self._committed = False
             core, admission = request_from(request, caller_from(caller))
-            response = app.serve(admission, core)
+            if admission.route.name == "mcp":  # ART-11: its body tools reach R2 from here
+                response = await self._serve_mcp(app, request, caller, admission, core)
+            else:
+                response = app.serve(admission, core)
             committed, self._committed = self._committed, False
             if committed:
                 self._live(app, push=True)

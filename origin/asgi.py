@@ -268,7 +268,7 @@ def create_asgi_app(
             elif name == REQUEST_ID_HEADER:
                 has_id = True
             out.append((name.encode("latin-1"), value.encode("latin-1")))
-        if not has_length:
+        if not has_length and response.stream is None:  # a stream without one is chunked
             out.append((b"content-length", str(len(response.body)).encode()))
         if not has_id:
             out.append((b"x-request-id", rid.encode()))

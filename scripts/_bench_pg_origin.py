@@ -55,6 +55,7 @@ def run_origin(url: str, data_dir: str, workers: int, seconds: int, warmup: int)
         port = free_port()
         env = {**os.environ, "AIDEMEMO_HOME": str(tmp / "home"), "PYTHONUNBUFFERED": "1"}
         env["AIDEMEMO_DATABASE_URL"] = url
+        env["AIDEMEMO_ARTIFACT_ROOT"] = str(tmp / "artifacts")  # required with PostgreSQL
         argv = [sys.executable, "-m", "aidememo", "serve", "--port", str(port)]
         if n > 1:
             argv += ["--workers", str(n)]

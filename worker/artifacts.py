@@ -3,8 +3,10 @@ the Worker, through the `ARTIFACTS` binding (SPEC.md ART-10).
 
 - Upload: the object checks the reservation (`upload_begin`), the request body streams into
   `ARTIFACTS.put(generation, body, onlyIf={etagDoesNotMatch: "*"})` with its known length (a
-  conditional create: an object already there is kept), the stored object is read back and
-  hashed (the observation), and the object records it (`upload_end`).
+  conditional create). A retry (the object is there already: `head`) streams nothing into R2:
+  its body is read through and hashed, so an exact retry replays and different bytes are
+  `artifact_conflict`, as at the origin. The stored object is read back and hashed (the
+  observation), and the object records it (`upload_end`).
 - Publish: the object checks (`publish_begin`; a replay answers at once), the stored object
   is read back and hashed, and the object publishes on that observation (`publish_end`).
 - Download: the object names the revision's generation (`download_meta`) and the answer is
@@ -56,6 +58,29 @@ async def _observe(bucket: Any, key: str) -> tuple[int, str] | None:
     return size, digest.hexdigest()
 
 
+async def _sent_digest(body: Any, size: int, *, raced: bool = False) -> str:
+    """The SHA-256 of a request body that R2 does not store (its key is taken), read through
+    in chunks, so an exact retry and different bytes are told apart as at the origin. After a
+    lost race the stream may be spent by the refused `put`: then it is a conflict."""
+    digest = hashlib.sha256()
+    seen = 0
+    try:
+        if body:  # None, or JS null, for an empty body
+            async for chunk in body:
+                data = chunk.to_bytes()
+                seen += len(data)
+                if seen > size:
+                    break
+                digest.update(data)
+    except Exception as exc:
+        if not raced:
+            raise
+        raise fail(ErrorCode.ARTIFACT_CONFLICT, "a concurrent upload stored a body") from exc
+    if seen != size:
+        raise fail(ErrorCode.ARTIFACT_BODY_MISMATCH, "the body is not size_bytes long")
+    return digest.hexdigest()
+
+
 def _json(value: Any, replayed: bool = False) -> tuple[bytes, int, dict[str, str]]:
     headers = {"content-type": "application/json"}
     if replayed:
@@ -88,16 +113,25 @@ async def serve(
             "upload_begin", {"reservation_id": params["reservation_id"], "length": length}
         )
         bucket = _bucket(env)
-        stored = await bucket.put(r["generation"], request.body, onlyIf={"etagDoesNotMatch": "*"})
-        seen = await _observe(bucket, r["generation"])
+        key, size_bytes = r["generation"], int(r["size_bytes"])
+        body = request.body
+        stored, sent_sha = None, None
+        if await bucket.head(key) is not None:  # a retry: the bytes sent decide (ART-3)
+            sent_sha = await _sent_digest(body, size_bytes)
+        else:
+            stored = await bucket.put(key, body, onlyIf={"etagDoesNotMatch": "*"})
+            if stored is None:  # a concurrent upload of this reservation created it first
+                sent_sha = await _sent_digest(body, size_bytes, raced=True)
+        seen = await _observe(bucket, key)
         if seen is None:
             raise fail(ErrorCode.ARTIFACT_STORE_UNAVAILABLE, "the stored body vanished")
         size, sha = seen
-        if stored is not None and size != r["size_bytes"]:
-            await bucket.delete(r["generation"])  # a short or long body: nothing is kept
+        if stored is not None and size != size_bytes:
+            await bucket.delete(key)  # a short or long body: nothing is kept
             raise fail(ErrorCode.ARTIFACT_BODY_MISMATCH, "the body is not size_bytes long")
         answer = await phase(
-            "upload_end", {"reservation": r, "size": size, "stored_sha": sha, "sent_sha": sha}
+            "upload_end",
+            {"reservation": r, "size": size, "stored_sha": sha, "sent_sha": sent_sha or sha},
         )
         return _json(answer)
     if route.name == PUBLISH.name:

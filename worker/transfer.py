@@ -24,11 +24,15 @@ A body can be 256 MiB and the Worker has 128 MB, so neither direction is ever wh
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+from aidememo.domain.artifacts import MAX_DIRECT_BODY_BYTES, RECEIPT_RETENTION_MS, Publication
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.ids import validate_id, validate_name
 from aidememo.http import admin as core
@@ -45,8 +49,15 @@ from aidememo.service.archive import (
     header_record,
     line,
 )
+from aidememo.service.archive_bodies import (
+    BODY_CHUNK,
+    BODY_TYPE,
+    chunk_record,
+    published_bodies,
+)
 from aidememo.service.archive_rows import check_row
 from aidememo.service.archive_verify import ROW_TYPES, ExportReader, LineSplitter
+from durable_objects.artifacts import R2_IDENTITY
 from durable_objects.rpc import PAGE_BYTES
 from worker.objects import Objects, call
 from worker.routing import token_shard
@@ -62,7 +73,10 @@ async def export(
     objs: Objects, ctx: Any, request: Request, params: dict[str, str], clock: Clock
 ) -> Any:
     """`GET /v1/admin/tenants/{t}/export`: checked and snapshotted, then streamed."""
-    tenant_id, project_id, include_tokens = core.export_request(request, params)
+    tenant_id, project_id, include_tokens, include_bodies = core.export_request(request, params)
+    bucket = getattr(objs.env, "ARTIFACTS", None)
+    if include_bodies and bucket is None:
+        raise fail(ErrorCode.ARTIFACT_STORE_UNAVAILABLE, "no ARTIFACTS bucket is bound here")
     records = await call(
         objs.registry(tenant_id),
         "export_identity",
@@ -77,7 +91,10 @@ async def export(
                 "export_begin",
                 {"tenant_id": tenant_id, "project_id": pid},
             )
-    header = header_record(tenant_id, project_id, clock.now_ms(), include_tokens)
+    header = header_record(tenant_id, project_id, clock.now_ms(), include_tokens, R2_IDENTITY)
+    if include_bodies:
+        header["bodies"] = True
+    published: list[tuple[str, Publication]] = []  # the bodies that follow the rows (ART-12)
 
     async def texts() -> AsyncIterator[str]:
         m = Manifest()
@@ -100,10 +117,42 @@ async def export(
                 while page:  # run by run, each let go once written
                     kind, count, text = page.pop(0)
                     m.add(kind, text.encode("utf-8"), count)
+                    if include_bodies and kind == "resource":
+                        _publications(text, published)
                     yield text
+        for pid, pub in published:
+            async for data in _body_lines(bucket, pid, pub):
+                m.add(BODY_TYPE, data)
+                yield data.decode("utf-8")
         yield m.line().decode("utf-8")
 
     return stream_response(ctx, 200, dict(core.NDJSON_HEADERS), texts())
+
+
+def _publications(text: str, published: list[tuple[str, Publication]]) -> None:
+    """The current publications among a run of `resource` lines."""
+    for data in text.encode("utf-8").splitlines():
+        found = published_bodies(data)
+        if found is not None:
+            published.append(found)
+
+
+async def _body_lines(bucket: Any, project_id: str, pub: Publication) -> AsyncIterator[bytes]:
+    """A publication's body from R2 as `artifact_body` lines of at most `BODY_CHUNK` bytes.
+    A body gone from the bucket ends the stream early (no manifest: the export is refused
+    by whoever reads it), since the status has gone out."""
+    obj = await bucket.get(pub.generation)
+    if obj is None or int(obj.size) != pub.size_bytes:
+        raise fail(ErrorCode.ARTIFACT_NOT_FOUND, f"the body of {pub.path} is not in R2")
+    offset, pending = 0, b""
+    async for chunk in obj.body:
+        pending += chunk.to_bytes()
+        while len(pending) >= BODY_CHUNK:
+            piece, pending = pending[:BODY_CHUNK], pending[BODY_CHUNK:]
+            yield line(chunk_record(project_id, pub, offset, piece))
+            offset += len(piece)
+    if pending or offset == 0:
+        yield line(chunk_record(project_id, pub, offset, pending))
 
 
 # -- import -----------------------------------------------------------------------------------
@@ -168,6 +217,9 @@ class _Staging:
         self.page: list[bytes] = []
         self.page_project = ""
         self.page_bytes = 0
+        self.bodies = _Bodies(objs)
+        self.body_store: Any = None  # the export's body-store identity (ART-8)
+        self.with_bodies = False
 
     async def add(self, checked: tuple[dict[str, Any], bytes] | None) -> None:
         """One checked record and its line (`None` for a line not yet known to be one)."""
@@ -177,6 +229,10 @@ class _Staging:
         kind = record["type"]
         if kind == "header":
             self.tenant_id = record["tenant_id"]
+            self.body_store = record.get("body_store")
+            self.with_bodies = record.get("bodies") is True
+        elif kind == BODY_TYPE:
+            await self.bodies.add(self._close_identity(), self.tenant_id, record)
         elif self.plan is None and kind not in ROW_TYPES:
             self.identity.append(record)
         else:
@@ -203,6 +259,13 @@ class _Staging:
             raise fail(ErrorCode.INVALID_COMMAND, f"malformed export record: {exc}") from None
         if pid not in plan.projects:
             raise fail(ErrorCode.INVALID_COMMAND, f"record for undeclared project {pid}")
+        artifact = record["type"] == "resource" and record["kind"] == "artifact"
+        if artifact and not self.with_bodies and self.body_store != R2_IDENTITY:
+            raise fail(  # the edge's bodies are in R2; these stayed where they were (ART-8)
+                ErrorCode.IDENTITY_MISMATCH,
+                f"the export's artifact bodies are in body store {self.body_store!r}, the"
+                f" edge's are in {R2_IDENTITY!r}: the bodies do not come with the export",
+            )
         if seq is not None:
             expected = self.next_seq.get(pid, 1)
             if seq != expected or seq > plan.projects[pid]:
@@ -254,6 +317,7 @@ class _Staging:
         """Every check, then every write: registry, directory shards, project objects."""
         plan = self._close_identity()
         await self._flush()
+        self.bodies.finish()
         for pid, head in plan.projects.items():
             if self.next_seq.get(pid, 1) != head + 1:
                 raise fail(
@@ -293,6 +357,79 @@ class _Staging:
                 await call(self.objs.project(self.tenant_id, pid), "import_abort", import_id)
             except Exception:  # the import's own error is the answer; this is cleanup
                 log.warning("dropping the staged import of %s failed", pid, exc_info=True)
+
+
+class _Bodies:
+    """`artifact_body` lines of an import, one generation at a time, written into R2 once
+    complete and their SHA-256 checked (ART-12). A body is held whole while it arrives (at
+    most 64 MiB, the largest direct body); its project object queues it as a GC intent due
+    after the receipt retention before the write, so a failed import leaves nothing for long
+    and a publication keeps it (ART-7)."""
+
+    def __init__(self, objs: Objects) -> None:
+        self.objs = objs
+        self.generation: str | None = None
+        self.parts: list[bytes] = []
+        self.seen = 0
+        self.digest = hashlib.sha256()
+
+    async def add(self, plan: Plan, tenant_id: str, record: dict[str, Any]) -> None:
+        try:
+            pid = validate_id(record["project_id"], "project_id")
+            generation = validate_id(record["generation"], "generation")
+            offset, size = int(record["offset"]), int(record["size_bytes"])
+            data = base64.b64decode(record["data"], validate=True)
+            sha = str(record["sha256"])
+        except (KeyError, ValueError, TypeError) as exc:
+            raise fail(ErrorCode.INVALID_COMMAND, f"malformed artifact_body: {exc}") from None
+        if pid not in plan.projects:
+            raise fail(ErrorCode.INVALID_COMMAND, f"artifact body of undeclared project {pid}")
+        if size > MAX_DIRECT_BODY_BYTES:
+            raise fail(ErrorCode.ARTIFACT_UPLOAD_TOO_LARGE, f"body {generation} is too large")
+        if generation != self.generation:
+            if self.generation is not None:
+                raise fail(ErrorCode.INVALID_COMMAND, "an artifact body ended early")
+            self.generation, self.parts, self.seen = generation, [], 0
+            self.digest = hashlib.sha256()
+        if offset != self.seen:
+            raise fail(ErrorCode.INVALID_COMMAND, "artifact body chunks are out of order")
+        self.parts.append(data)
+        self.digest.update(data)
+        self.seen += len(data)
+        if self.seen > size:
+            raise fail(ErrorCode.INVALID_COMMAND, "an artifact body is longer than its size")
+        if self.seen == size:
+            await self._write(tenant_id, pid, generation, sha)
+
+    async def _write(self, tenant_id: str, pid: str, generation: str, sha: str) -> None:
+        if self.digest.hexdigest() != sha:
+            raise fail(ErrorCode.ARTIFACT_BODY_MISMATCH, f"body {generation}: SHA-256 differs")
+        bucket = getattr(self.objs.env, "ARTIFACTS", None)
+        if bucket is None:
+            raise fail(ErrorCode.ARTIFACT_STORE_UNAVAILABLE, "no ARTIFACTS bucket is bound here")
+        now = int(time.time() * 1000)
+        who = {"tenant_id": tenant_id, "actor_id": "admin"}
+        args = {"project_id": pid, "generation": generation, "now_ms": now,
+                "not_before_ms": now + RECEIPT_RETENTION_MS}  # fmt: skip
+        stub = self.objs.project(tenant_id, pid)
+        await call(stub, "artifact_phase", "import_body", args, who)
+        data, self.parts, self.generation = b"".join(self.parts), [], None
+        stored = await bucket.put(generation, data, onlyIf={"etagDoesNotMatch": "*"})
+        if stored is None:  # the key is taken: only the same bytes are the same body
+            obj = await bucket.get(generation)
+            held = b"" if obj is None else await _all(obj.body)
+            if hashlib.sha256(held).hexdigest() != sha:
+                raise fail(ErrorCode.ARTIFACT_CONFLICT, f"body {generation} exists, other bytes")
+
+    def finish(self) -> None:
+        """After the last line: no body left half-way."""
+        if self.generation is not None:
+            raise fail(ErrorCode.INVALID_COMMAND, "an artifact body ended early")
+
+
+async def _all(stream: Any) -> bytes:
+    parts = [chunk.to_bytes() async for chunk in stream]
+    return b"".join(parts)
 
 
 def _token_shards(identity: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:

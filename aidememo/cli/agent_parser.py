@@ -226,5 +226,6 @@ def _add_handoff(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                  "handoff", "cmd_return")  # fmt: skip
     _positional(ret, "handoff_id", "handoff id")
     flag(ret, "--result-fact", required=True, help="your fact in the handoff's session")
+    flag(ret, "--result-artifact", help="a published artifact holding the result (HO-9)")
     flag(ret, "--outcome", default="succeeded", choices=["succeeded", "failed"],
             help="failed releases the claim for a new attempt")  # fmt: skip

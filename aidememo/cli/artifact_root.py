@@ -17,7 +17,8 @@ ROOT_REQUIRED = (
 
 def artifact_root(database: str, root: str | None, *, required: bool = True) -> str | None:
     """`root`, or `<sqlite path>.artifacts`. PostgreSQL has no default: without a root it
-    is refused when `required`, else None (`serve` then serves no bodies: ART-8)."""
+    is refused when `required` (`serve`, `admin gc`), else None (an export or import without
+    bodies needs none: ART-8, ART-12)."""
     if root:
         return root
     if is_postgres(database):

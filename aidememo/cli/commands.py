@@ -10,6 +10,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from itertools import chain
 from typing import Any
 
 from aidememo.cli.archive import (
@@ -44,6 +45,7 @@ from aidememo.domain.model import ActorKind, MemberStatus, Role
 from aidememo.http import admin as admin_answers
 from aidememo.ports import BodyStore, Store
 from aidememo.service.archive import Archive
+from aidememo.service.archive_verify import MAX_LINE_BYTES
 from aidememo.service.identity import IdentityService, token_digest
 
 
@@ -265,13 +267,13 @@ def cmd_admin_export(ns: argparse.Namespace) -> int:
     remote = _remote(ns)
     summary: dict[str, Any]
     include_bodies = bool(getattr(ns, "include_bodies", False))
-    if remote is not None and include_bodies:
-        raise CliError("--include-bodies works with --database only", EXIT_USAGE)
     if remote is not None:
         client = remote
         query = {"project_id": project_id} if project_id is not None else {}
         if include_tokens:
             query["include_token_digests"] = "true"
+        if include_bodies:  # ART-12: the server streams them
+            query["include_bodies"] = "true"
         path = f"/v1/admin/tenants/{tenant_id}/export"
         summary = write_export(
             ns.out, lambda write: client.download("export refused", path, query, write)
@@ -280,7 +282,7 @@ def cmd_admin_export(ns: argparse.Namespace) -> int:
 
         def run(store: Store) -> dict[str, Any]:
             try:
-                lines = _archive(store, ns).export_lines(
+                lines = _archive(store, ns if include_bodies else None).export_lines(
                     tenant_id, project_id, include_tokens=include_tokens,
                     include_bodies=include_bodies,
                 )  # fmt: skip
@@ -312,8 +314,11 @@ def cmd_admin_import(ns: argparse.Namespace) -> int:
     handle, size = open_import(getattr(ns, "in"), limit=MAX_ARCHIVE_BYTES if remote else None)
 
     def run(store: Store) -> int:
+        # The body store is opened only for an export that carries bodies (ART-12).
+        first = handle.readline(MAX_LINE_BYTES + 1)
+        archive = _archive(store, ns if b'"bodies":true' in first else None)
         try:
-            summary = _archive(store, ns).import_lines(handle)  # line by line (ARC-9)
+            summary = archive.import_lines(chain((first,), handle))  # line by line (ARC-9)
         except AidememoError as error:
             raise _refused("import refused", error) from None
         _print_json(admin_answers.import_json(summary))

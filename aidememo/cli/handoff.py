@@ -89,6 +89,8 @@ def _status_lines(found: HandoffStatus) -> list[str]:
         lines.append(f"  lease: {_lease(found.lease_state, rec.claim_expires_at_ms)}")
     if rec.outcome:
         lines.append(f"  returned {rec.outcome} with fact {rec.result_fact_id}")
+        if rec.result_artifact_id is not None:
+            lines.append(f"  result artifact {rec.result_artifact_id}")
     return lines
 
 
@@ -177,6 +179,9 @@ def check_result_fact(client: Client, profile: Profile, handoff_id: str, fact_id
 def cmd_return(ns: argparse.Namespace) -> int:
     with connected(ns) as (profile, client):
         check_result_fact(client, profile, ns.handoff_id, ns.result_fact)
-        done = client.return_handoff(ns.handoff_id, ns.result_fact, ns.outcome)
-    extra = f" ({ns.outcome}, result fact {ns.result_fact})"
+        done = client.return_handoff(
+            ns.handoff_id, ns.result_fact, ns.outcome, result_artifact_id=ns.result_artifact
+        )
+    artifact = f", result artifact {ns.result_artifact}" if ns.result_artifact else ""
+    extra = f" ({ns.outcome}, result fact {ns.result_fact}{artifact})"
     return _transition(ns, "returned", done, extra)

@@ -96,6 +96,10 @@ def run_serve(
 
     url = database if database else default_database()
     postgres = is_postgres(url)
+    if postgres and s3 is None and not artifact_root:  # ART-8: no default next to a URL
+        from aidememo.cli.artifact_root import ROOT_REQUIRED
+
+        raise CliError(ROOT_REQUIRED, EXIT_USAGE)
     if workers > 1 and not postgres:
         raise CliError(SQLITE_WORKERS, EXIT_USAGE)
     listen_url = _listen_url(url, listen_database) if postgres else None
@@ -123,7 +127,7 @@ def run_serve(
 
         bodies = open_s3_bodies(s3)
     else:
-        root = root_of(url, artifact_root, required=False)
+        root = root_of(url, artifact_root)
         bodies = None if root is None else open_bodies(root)
     try:
         return _serve(url, workers, settings, limiter, metrics, origins, host, port,

@@ -14,6 +14,7 @@ import httpx
 
 from aidememo.client import models as m
 from aidememo.client import plans as p
+from aidememo.client.async_artifacts import AsyncArtifactCalls
 from aidememo.client.errors import AidememoClientError
 from aidememo.client.transport import (
     Timeout,
@@ -59,6 +60,11 @@ class AsyncClient:
     @property
     def project_id(self) -> str:
         return self._ctx.project_id
+
+    @property
+    def artifacts(self) -> AsyncArtifactCalls:
+        """The artifact routes (`aidememo.client.async_artifacts`, SPEC.md ART-*)."""
+        return AsyncArtifactCalls(self)
 
     async def aclose(self) -> None:
         await self._transport.aclose()
@@ -379,9 +385,18 @@ class AsyncClient:
         claim_id: str | None = None,
         expected_revision: int | None = None,
         command_id: str | None = None,
+        result_artifact_id: str | None = None,
     ) -> m.Transition:
-        """`POST .../handoffs/{id}/return` with a result fact of the receiver (HO-4)."""
+        """`POST .../handoffs/{id}/return` with a result fact of the receiver (HO-4)
+        and, when given, the artifact holding the result (HO-9)."""
         plan = p.return_handoff(
-            self._ctx, handoff_id, result_fact_id, outcome, claim_id, expected_revision, command_id
+            self._ctx,
+            handoff_id,
+            result_fact_id,
+            outcome,
+            claim_id,
+            expected_revision,
+            command_id,
+            result_artifact_id,
         )
         return await self._run(plan)

@@ -182,6 +182,7 @@ class HandoffRecord(Model):
     attempt_count: int
     result_fact_id: str | None
     outcome: Literal["succeeded", "failed"] | None
+    result_artifact_id: str | None = None
 
 
 LeaseState = Literal["live", "expired"]

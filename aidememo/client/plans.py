@@ -420,9 +420,11 @@ def return_handoff(
     claim_id: str | None,
     expected_revision: int | None,
     command_id: str | None,
+    result_artifact_id: str | None = None,
 ) -> Plan[m.Transition]:
-    """Return the handoff with this evidence under `claim_id` (default: the current claim).
-    When the handoff already carries exactly this return, the original is replayed."""
+    """Return the handoff with this evidence under `claim_id` (default: the current claim),
+    naming `result_artifact_id` when given (HO-9). When the handoff already carries exactly
+    this return, the original is replayed."""
     me = (yield from known_identity(ctx)).actor_id
     seen = None
     if claim_id is None or expected_revision is None:
@@ -432,16 +434,19 @@ def return_handoff(
         if claim_id is None:
             raise _no_claim(handoff_id)
         if expected_revision is None:
-            again = (rec.claim_id, rec.result_fact_id, rec.outcome) == (
+            again = (rec.claim_id, rec.result_fact_id, rec.outcome, rec.result_artifact_id) == (
                 claim_id,
                 result_fact_id,
                 outcome,
+                result_artifact_id,
             )
             expected_revision = status.revision - 1 if again else status.revision
     cid = command_id or ids.return_command_id(
-        ctx.project_id, me, handoff_id, claim_id, result_fact_id, outcome
+        ctx.project_id, me, handoff_id, claim_id, result_fact_id, outcome, result_artifact_id
     )
     payload = {"claim_id": claim_id, "result_fact_id": result_fact_id, "outcome": outcome}
+    if result_artifact_id is not None:
+        payload["result_artifact_id"] = result_artifact_id
     return (
         yield from _transition(ctx, handoff_id, "return", cid, expected_revision, payload, seen)
     )

@@ -369,9 +369,18 @@ class Client:
         claim_id: str | None = None,
         expected_revision: int | None = None,
         command_id: str | None = None,
+        result_artifact_id: str | None = None,
     ) -> m.Transition:
-        """`POST .../handoffs/{id}/return` with a result fact of the receiver (HO-4)."""
+        """`POST .../handoffs/{id}/return` with a result fact of the receiver (HO-4)
+        and, when given, the artifact holding the result (HO-9)."""
         plan = p.return_handoff(
-            self._ctx, handoff_id, result_fact_id, outcome, claim_id, expected_revision, command_id
+            self._ctx,
+            handoff_id,
+            result_fact_id,
+            outcome,
+            claim_id,
+            expected_revision,
+            command_id,
+            result_artifact_id,
         )
         return self._run(plan)

@@ -117,16 +117,28 @@ def heartbeat_command_id(
     )
 
 
-def return_evidence(result_fact_id: str, outcome: str) -> bytes:
-    """The canonical bytes (CJ-1) of a return's evidence `{outcome, result_fact_id}`."""
+def return_evidence(
+    result_fact_id: str, outcome: str, result_artifact_id: str | None = None
+) -> bytes:
+    """The canonical bytes (CJ-1) of a return's evidence `{outcome, result_fact_id}`, with
+    `result_artifact_id` only when the return names one (HO-9)."""
     if outcome not in OUTCOMES:
         raise fail(ErrorCode.INVALID_COMMAND, "outcome must be succeeded or failed")
     fact = validate_id(result_fact_id, "result_fact_id")
-    return canonical_bytes({"result_fact_id": fact, "outcome": outcome})
+    evidence = {"result_fact_id": fact, "outcome": outcome}
+    if result_artifact_id is not None:
+        evidence["result_artifact_id"] = validate_id(result_artifact_id, "result_artifact_id")
+    return canonical_bytes(evidence)
 
 
 def return_command_id(
-    project_id: str, actor_id: str, handoff_id: str, claim: str, result_fact_id: str, outcome: str
+    project_id: str,
+    actor_id: str,
+    handoff_id: str,
+    claim: str,
+    result_fact_id: str,
+    outcome: str,
+    result_artifact_id: str | None = None,
 ) -> str:
     """The command id of returning `handoff_id` under `claim` with this evidence (ID-4)."""
     return stable_id(
@@ -135,5 +147,5 @@ def return_command_id(
         validate_id(actor_id, "actor_id"),
         validate_id(handoff_id, "handoff_id"),
         validate_id(claim, "claim_id"),
-        return_evidence(result_fact_id, outcome),
+        return_evidence(result_fact_id, outcome, result_artifact_id),
     )

@@ -50,10 +50,15 @@ class HandoffRecord:
     attempt_count: int = 0
     result_fact_id: str | None = None
     outcome: Outcome | None = None
+    result_artifact_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The record as stored and served."""
-        return asdict(self)
+        """The record as stored and served; `result_artifact_id` only when a return named
+        one (HO-9), so a record without it keeps the bytes it always had."""
+        data = asdict(self)
+        if data["result_artifact_id"] is None:
+            del data["result_artifact_id"]
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> HandoffRecord:
@@ -84,7 +89,8 @@ class Evidence:
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """One receiver action. `evidence` and `outcome` belong to `return` only."""
+    """One receiver action. `evidence`, `outcome` and `result_artifact_id` belong to `return`
+    only."""
 
     kind: str  # "accept" | "heartbeat" | "return"
     claim_id: str
@@ -92,6 +98,7 @@ class Event:
     lease_ms: int
     evidence: Evidence | None = None
     outcome: Outcome | None = None
+    result_artifact_id: str | None = None
 
 
 def _conflict(message: str) -> Exception:
@@ -108,6 +115,7 @@ def _new_claim(record: HandoffRecord, event: Event) -> HandoffRecord:
         attempt_count=record.attempt_count + 1,
         result_fact_id=None,
         outcome=None,
+        result_artifact_id=None,
     )
 
 
@@ -161,6 +169,7 @@ def _return_accepted(record: HandoffRecord, event: Event) -> HandoffRecord:
             status=HandoffStatus.COMPLETED,
             result_fact_id=evidence.fact_id,
             outcome=Outcome.SUCCEEDED,
+            result_artifact_id=event.result_artifact_id,
         )
     # A failed attempt stays accepted with its lease cleared, ready for a new claim (HO-4).
     return replace(
@@ -168,6 +177,7 @@ def _return_accepted(record: HandoffRecord, event: Event) -> HandoffRecord:
         claim_expires_at_ms=None,
         result_fact_id=evidence.fact_id,
         outcome=Outcome.FAILED,
+        result_artifact_id=event.result_artifact_id,
     )
 
 
@@ -178,6 +188,7 @@ def _return_completed(record: HandoffRecord, event: Event) -> HandoffRecord:
         and evidence is not None
         and evidence.fact_id == record.result_fact_id
         and event.outcome is record.outcome
+        and event.result_artifact_id == record.result_artifact_id
     )
     if same:
         return record  # the same return again is a no-op (HO-5)

@@ -184,14 +184,19 @@ def parse_claim(payload: dict[str, Any]) -> str:
     return validate_id(payload["claim_id"], "claim_id")
 
 
-def parse_return(payload: dict[str, Any]) -> tuple[str, str, Outcome]:
-    """`{claim_id, result_fact_id, outcome}` of return."""
+def parse_return(payload: dict[str, Any]) -> tuple[str, str, Outcome, str | None]:
+    """`{claim_id, result_fact_id, outcome, result_artifact_id?}` of return (HO-9)."""
     check_fields(
-        payload, frozenset({"claim_id", "result_fact_id", "outcome"}), frozenset(), "payload"
+        payload,
+        frozenset({"claim_id", "result_fact_id", "outcome"}),
+        frozenset({"result_artifact_id"}),
+        "payload",
     )
     claim_id = validate_id(payload["claim_id"], "claim_id")
     fact_id = validate_id(payload["result_fact_id"], "result_fact_id")
     outcome = payload["outcome"]
     if outcome not in ("succeeded", "failed"):
         raise fail(ErrorCode.INVALID_COMMAND, "outcome must be succeeded or failed")
-    return claim_id, fact_id, Outcome(outcome)
+    artifact = payload.get("result_artifact_id")
+    artifact_id = None if artifact is None else validate_id(artifact, "result_artifact_id")
+    return claim_id, fact_id, Outcome(outcome), artifact_id

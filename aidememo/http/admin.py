@@ -9,6 +9,7 @@ import reads its body as a stream, line by line (`import_lines`).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from aidememo.domain.canonical import decode_json
@@ -134,16 +135,18 @@ def revoke_request(request: Request) -> bytes:
     return parse_digest(obj["token_sha256"])
 
 
-def export_request(request: Request, params: dict[str, str]) -> tuple[str, str | None, bool]:
-    """`(tenant_id, project_id or None, include_token_digests)` of an export."""
+def export_request(request: Request, params: dict[str, str]) -> tuple[str, str | None, bool, bool]:
+    """`(tenant_id, project_id or None, include_token_digests, include_bodies)` of an
+    export."""
     tenant_id = validate_id(params["tenant_id"], "tenant_id")
     query = Query(request.query)
     project_id = query.text("project_id")
     include_tokens = query.boolean("include_token_digests") or False
-    query.finish(frozenset({"project_id", "include_token_digests"}))
+    include_bodies = query.boolean("include_bodies") or False
+    query.finish(frozenset({"project_id", "include_token_digests", "include_bodies"}))
     if project_id is not None:
         validate_id(project_id, "project_id")
-    return tenant_id, project_id, include_tokens
+    return tenant_id, project_id, include_tokens, include_bodies
 
 
 def delete_request(request: Request, params: dict[str, str]) -> tuple[str, str]:
@@ -189,10 +192,16 @@ def admin_revoke_token(
 def admin_export(
     s: Services, request: Request, params: dict[str, str], caller: Caller | None
 ) -> Response:
-    """The tenant's (or one project's) export as JSON Lines (ADM-3, ARC-1)."""
-    tenant_id, project_id, include_tokens = export_request(request, params)
-    lines = s.archive.export_lines(tenant_id, project_id, include_tokens=include_tokens)
-    return Response(200, list(NDJSON_HEADERS), b"".join(lines))
+    """The tenant's (or one project's) export as JSON Lines (ADM-3, ARC-1); with
+    `include_bodies` the artifact bodies follow the rows as chunked lines, streamed (ART-12)."""
+    tenant_id, project_id, include_tokens, include_bodies = export_request(request, params)
+    lines = s.archive.export_lines(
+        tenant_id, project_id, include_tokens=include_tokens, include_bodies=include_bodies
+    )
+    if not include_bodies:
+        return Response(200, list(NDJSON_HEADERS), b"".join(lines))
+    first = next(lines)  # the rows are read and every body checked before the status
+    return Response(200, list(NDJSON_HEADERS), b"", stream=chain((first,), lines))
 
 
 def import_json(summary: ImportSummary) -> dict[str, Any]:

@@ -87,6 +87,7 @@ class Services:
         self.archive.grant_window_ms = int(getattr(bodies, "grant_window_ms", 0))  # GRANT-7
         self.readiness = Readiness(store)
         self.artifacts = Artifacts(store, clock, ids, self.ledger, bodies)  # ART-*
+        self.archive.bodies = bodies  # exports and imports with their bodies (ART-12)
 
 
 class HttpApp:

@@ -243,7 +243,8 @@ def component_schemas() -> dict[str, Schema]:
             "attempt_count": integer(0),
             "result_fact_id": nullable(ref("Id")),
             "outcome": nullable({"type": "string", "enum": ["succeeded", "failed"]}),
-        }
+        },
+        {"result_artifact_id": ref("Id")},
     )
     s["LeaseState"] = {
         "type": "string",
@@ -430,7 +431,8 @@ def component_schemas() -> dict[str, Schema]:
                 "claim_id": ref("Id"),
                 "result_fact_id": ref("Id"),
                 "outcome": {"type": "string", "enum": ["succeeded", "failed"]},
-            }
+            },
+            {"result_artifact_id": ref("Id")},
         ),
     }
     s.update(payloads)

@@ -311,7 +311,7 @@ _MEMBER = (
         "handoff.return: complete (succeeded) or release (failed) the claim",
         body="ReturnTransition",
         answer="Receipt",
-        errors=_TRANSITION,
+        errors=(*_TRANSITION, E.ARTIFACT_NOT_FOUND),
     ),
     Route(
         "members",
@@ -391,8 +391,13 @@ ADMIN_EXPORT = Route(
     query=(
         query_param("project_id", ref("Id"), doc="Export one project instead of the whole tenant."),
         query_param("include_token_digests", {"type": "boolean", "default": False}),
+        query_param(
+            "include_bodies",
+            {"type": "boolean", "default": False},
+            doc="Carry the current publications' artifact bodies as chunked lines (ART-12).",
+        ),
     ),
-    errors=(E.RESOURCE_NOT_FOUND,),
+    errors=(E.RESOURCE_NOT_FOUND, E.ARTIFACT_NOT_FOUND, E.ARTIFACT_STORE_UNAVAILABLE),
 )
 ADMIN_IMPORT = Route(
     "admin_import",

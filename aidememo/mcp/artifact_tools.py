@@ -7,8 +7,8 @@ and `content_base64` of a body of at most 768 KiB (1 MiB of base64); `artifact_w
 reserves (with the current mutation token when the path is published), uploads and publishes
 a body of at most 1 MiB of base64. Its command ids derive from the path and the body's
 SHA-256 (or `operation_id`), so repeating the identical call replays its first answer.
-Where the serving object has no body store (a project object at the edge, where bodies go
-through the Worker) both answer `artifact_store_unavailable`.
+Where the serving process has no body store both answer `artifact_store_unavailable`; a
+project object at the edge lends them one over R2 (`durable_objects.mcp_bodies`).
 """
 
 from __future__ import annotations

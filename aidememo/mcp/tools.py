@@ -270,6 +270,7 @@ def _return_id(ctx: Context, args: Args) -> str:
         args["claim_id"],
         args["result_fact_id"],
         args["outcome"],
+        args.get("result_artifact_id"),
     )
 
 
@@ -499,7 +500,8 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "handoff_return",
         "Finish your claim: outcome succeeded completes the handoff, failed releases it for a"
-        " new claim. result_fact_id is a fact you wrote in the handoff's session.",
+        " new claim. result_fact_id is a fact you wrote in the handoff's session;"
+        " result_artifact_id (optional) names a published artifact holding the result.",
         "return",
         {
             "handoff_id": _HANDOFF,
@@ -507,12 +509,15 @@ TOOLS: tuple[Tool, ...] = (
             "claim_id": _CLAIM,
             "result_fact_id": _id("The fact holding the result."),
             "outcome": _enum(command_ids.OUTCOMES, "succeeded or failed."),
+            "result_artifact_id": _id("A published artifact holding the result (optional)."),
             "operation_id": _OPERATION,
         },
         ("handoff_id", "expected_revision", "claim_id", "result_fact_id", "outcome"),
         write=True,
         output=_answer("Receipt"),
-        build=_transition(_return_id, "claim_id", "result_fact_id", "outcome"),
+        build=_transition(
+            _return_id, "claim_id", "result_fact_id", "outcome", "result_artifact_id"
+        ),
     ),
     Tool(
         "changes",

@@ -39,7 +39,12 @@ from aidememo.domain.model import (
 )
 from aidememo.ports import BodyStore, Clock, Ids, ReadTx, Store, WriteTx
 from aidememo.service import archive_rows
-from aidememo.service.archive_bodies import BODY_TYPE, export_body_lines, published_bodies
+from aidememo.service.archive_bodies import (
+    BODY_TYPE,
+    export_body_lines,
+    missing_bodies,
+    published_bodies,
+)
 from aidememo.service.archive_rows import (
     audit_row,
     change_row,
@@ -228,6 +233,8 @@ class Archive:
                 )
             )
         )
+        if include_bodies and self.bodies is not None:
+            missing_bodies(self.bodies, published)  # refused before the first line
         yield from lines
         if include_bodies and self.bodies is not None:
             for data in export_body_lines(self.bodies, published):

@@ -50,6 +50,17 @@ def published_bodies(data: bytes) -> tuple[str, Publication] | None:
     return str(record["project_id"]), Publication.of(canonical_bytes(body))
 
 
+def missing_bodies(bodies: BodyStore, publications: list[tuple[str, Publication]]) -> None:
+    """Refuse an export whose publications' bodies are not all stored, before its first
+    line is sent (a streamed answer cannot change its status afterwards)."""
+    for _, pub in publications:
+        if bodies.head(pub.generation) != pub.size_bytes:
+            raise fail(
+                ErrorCode.ARTIFACT_NOT_FOUND,
+                f"the body of {pub.path} (generation {pub.generation}) is not in the body store",
+            )
+
+
 def body_records(
     bodies: BodyStore, publications: list[tuple[str, Publication]]
 ) -> Iterator[dict[str, Any]]:
@@ -66,13 +77,14 @@ def body_records(
             pending += chunk
             while len(pending) >= BODY_CHUNK:
                 piece, pending = pending[:BODY_CHUNK], pending[BODY_CHUNK:]
-                yield _record(project_id, pub, offset, piece)
+                yield chunk_record(project_id, pub, offset, piece)
                 offset += len(piece)
         if pending or offset == 0:
-            yield _record(project_id, pub, offset, pending)
+            yield chunk_record(project_id, pub, offset, pending)
 
 
-def _record(project_id: str, pub: Publication, offset: int, data: bytes) -> dict[str, Any]:
+def chunk_record(project_id: str, pub: Publication, offset: int, data: bytes) -> dict[str, Any]:
+    """One `artifact_body` record: `data` at `offset` of the publication's body."""
     return {
         "type": BODY_TYPE,
         "project_id": project_id,

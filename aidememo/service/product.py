@@ -34,6 +34,7 @@ from aidememo.domain.records import (
 )
 from aidememo.domain.secrets import find_in_texts
 from aidememo.domain.tokenize import index_terms
+from aidememo.domain.visibility import visible_to
 from aidememo.ports import ReadTx, WriteTx
 from aidememo.service.access import Caller
 from aidememo.service.ledger import Decision, Ledger, check_expected_revision
@@ -53,6 +54,14 @@ def _existing(tx: ReadTx, scope: Scope, kind: str, resource_id: str) -> dict[str
     record = decode_stored(found.body)
     assert isinstance(record, dict)
     return record
+
+
+def _result_artifact(tx: ReadTx, scope: Scope, artifact_id: str, actor_id: str) -> None:
+    """A return's `result_artifact_id` names a current publication the returning actor may
+    read (HO-9, VIS-2); it never completes a handoff by itself."""
+    found = tx.get_resource(scope, ResourceRef("artifact", artifact_id))
+    if found is None or found.body is None or not visible_to("artifact", found.body, actor_id):
+        raise fail(ErrorCode.ARTIFACT_NOT_FOUND, f"artifact {artifact_id} not found")
 
 
 def _check_receiver(tx: ReadTx, scope: Scope, sender: str, receiver: str) -> None:
@@ -213,8 +222,9 @@ class Product:
     ) -> Receipt:
         """`handoff.accept|heartbeat|return`; faults in the order not found, actor mismatch,
         stale revision, handoff conflict (HO-7)."""
+        artifact_id = None
         if kind == "return":
-            claim_id, fact_id, outcome = parse_return(req.payload)
+            claim_id, fact_id, outcome, artifact_id = parse_return(req.payload)
         else:
             claim_id, fact_id, outcome = parse_claim(req.payload), None, None
         ref = ResourceRef(HANDOFF, handoff_id)
@@ -228,11 +238,13 @@ class Product:
                 evidence = Evidence(
                     fact_id, str(fact["session_id"]), str(fact["source_id"]), str(fact["actor_id"])
                 )
+            if artifact_id is not None:
+                _result_artifact(tx, p.scope, artifact_id, caller.actor_id)
             record = HandoffRecord.from_json(decode_stored(current.body))
             if record.to_actor != caller.actor_id:
                 raise fail(ErrorCode.HANDOFF_ACTOR_MISMATCH, "only the receiver may do this")
             check_expected_revision(current, req.expected_revision)
-            event = Event(kind, claim_id, now, self.lease_ms, evidence, outcome)
+            event = Event(kind, claim_id, now, self.lease_ms, evidence, outcome, artifact_id)
             updated = transition(record, event)
             return Decision(
                 ChangeOp.UPSERT, canonical_bytes(updated.to_json()), _index_row(updated)

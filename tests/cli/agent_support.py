@@ -168,6 +168,8 @@ class ServeProcess:
                     database,
                     "--admin-token-file",
                     str(admin_token_file),
+                    "--artifact-root",  # required with PostgreSQL (ART-8)
+                    str(home / "artifacts"),
                 ],
                 cwd=REPO,
                 env=clean_env(home),

@@ -67,3 +67,4 @@ def test_art12_arc5_a_tenant_moves_with_its_bodies(
     capsys.readouterr()
     assert main(["admin", "import", "--database", str(other), "--in", str(plain)]) == 1
     assert "identity_mismatch" in capsys.readouterr().err
+    assert not Path(f"{other}.artifacts").exists()  # no bodies involved: never opened

@@ -61,3 +61,27 @@ def test_art2_art5_refusals_are_exit_1_with_the_servers_code(cli: Cli, tmp_path:
     assert missing.code == 1 and "artifact_not_found" in missing.err
     gone = cli.run("artifact", "abort", "res_missing", "--profile", "alice")
     assert gone.code == 1 and "artifact_not_found" in gone.err
+
+
+def test_ho9_handoff_return_names_the_result_artifact(
+    cli: Cli, server: Server, tmp_path: Path
+) -> None:
+    assert login(cli, server, "bob", provision(cli, server, "bob", "writer")).code == 0
+    cli.as_("alice", "session", "new", "one", "--id", "s1")
+    cli.as_("alice", "handoff", "send", "--session", "s1", "--to", "bob", "--id", "h1")
+    cli.as_("bob", "handoff", "accept", "h1")
+    cli.as_("bob", "fact", "add", "--session", "s1", "--id", "f-done", "done")
+    source = tmp_path / "result.json"
+    source.write_bytes(b'{"ok": true}\n')
+    ref = cli.as_("bob", "artifact", "put", "handoffs/h1/result.json", str(source))
+    assert cli.as_("bob", "handoff", "status", "h1")["record"]["status"] == "accepted"
+    returned = cli.as_("bob", "handoff", "return", "h1", "--result-fact", "f-done",
+                       "--result-artifact", ref["artifact_id"])  # fmt: skip
+    assert returned["recovered"] is False
+    record = cli.as_("alice", "handoff", "status", "h1")["record"]
+    assert (record["status"], record["result_artifact_id"]) == ("completed", ref["artifact_id"])
+    text = cli.ok("handoff", "status", "h1", "--profile", "alice").out
+    assert ref["artifact_id"] in text
+    missing = cli.run("handoff", "return", "h1", "--result-fact", "f-done",
+                      "--result-artifact", "art_" + "0" * 32, "--profile", "bob")  # fmt: skip
+    assert missing.code == 1 and "artifact_not_found" in missing.err

@@ -1,5 +1,5 @@
-"""The artifact MCP tools (ART-11) over the origin backends; at the edge the body tools
-answer `artifact_store_unavailable` (bodies go through the Worker, not the project object)."""
+"""The artifact MCP tools (ART-11) on every backend: at the edge the project object reaches
+R2 through its own binding (`durable_objects.mcp_bodies`)."""
 
 from __future__ import annotations
 
@@ -11,19 +11,9 @@ from tests.contract.test_mcp import call, ok
 PATH = "sessions/s1/artifacts/notes.md"
 
 
-def _edge(api: Api) -> bool:
-    return api.backend_name.startswith("edge")
-
-
 def test_art11_artifact_write_read_resolve_and_replay(api: Api) -> None:
     body = base64.b64encode(b"# notes\n").decode()
     args = {"path": PATH, "content_base64": body, "content_type": "text/markdown"}
-    if _edge(api):
-        out = call(api, "artifact_write", args)
-        assert out["isError"] and out["structuredContent"]["error"]["code"] == (
-            "artifact_store_unavailable"
-        )
-        return
     first = ok(api, "artifact_write", args)
     again = ok(api, "artifact_write", args)
     assert again == first and first["revision"] == 1

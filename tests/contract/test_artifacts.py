@@ -253,3 +253,13 @@ def test_vis2_handoff_artifacts_leave_the_feeds_of_others(api: Api) -> None:
     snapshot = api.get(f"{P}/snapshot", HERMES).expect(200)["resources"]
     ids = [r["resource"]["id"] for r in snapshot if r["resource"]["kind"] == "artifact"]
     assert ids == [plain["artifact_id"]]
+
+
+def test_art3_retry_with_different_bytes_is_a_conflict_everywhere(api: Api) -> None:
+    r = reserve(api, "d1").expect(200)
+    first = upload(api, r["reservation_id"]).expect(200)
+    other = bytes(reversed(DATA))  # the same length, other bytes
+    upload(api, r["reservation_id"], other).expect(409, "artifact_conflict")
+    assert upload(api, r["reservation_id"]).expect(200) == first  # the exact retry still is
+    ref = publish(api, r["reservation_id"], "d1.p").expect(200)
+    assert download(api, ref).expect(200) == DATA

@@ -318,3 +318,11 @@ def test_art8_admin_gc_needs_an_artifact_root_with_postgresql(
 ) -> None:
     assert main(["admin", "gc", "--database", "postgresql://127.0.0.1:1/none"]) == 2
     assert "--artifact-root is required" in capsys.readouterr().err
+
+
+def test_art8_serve_needs_an_artifact_root_with_postgresql(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # refused at start-up, before any connection is tried (the URL leads nowhere)
+    assert main(["serve", "--database", "postgresql://127.0.0.1:1/none"]) == 2
+    assert "--artifact-root is required" in capsys.readouterr().err

@@ -47,6 +47,12 @@ class ServeProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AIDEMEMO_")}
         env.update(environ or {})
         env["AIDEMEMO_HOME"] = str(home)
+        urls = [*extra, env.get("AIDEMEMO_DATABASE_URL", "")]
+        postgres = any(str(a).startswith(("postgres://", "postgresql://")) for a in urls)
+        chosen = {"--artifact-root", "--artifact-backend"} & set(extra)
+        if postgres and not chosen and "AIDEMEMO_ARTIFACT_ROOT" not in env:
+            # a PostgreSQL serve needs its body directory (ART-8)
+            env["AIDEMEMO_ARTIFACT_ROOT"] = str(log.parent / f"artifacts-{self.port}")
         env["PYTHONUNBUFFERED"] = "1"
         self.log = log
         with open(log, "ab") as err:

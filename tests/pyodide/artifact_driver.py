@@ -7,6 +7,7 @@ of Miniflare (tests/pyodide/r2_binding.mjs) behind the Workers SDK (SPEC.md ART-
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -39,16 +40,22 @@ def check(condition: bool, message: str) -> None:
 
 
 async def call(
-    method: str, path: str, *, json_body: Any = None, raw: bytes | None = None
+    method: str,
+    path: str,
+    *,
+    json_body: Any = None,
+    raw: bytes | None = None,
+    token: str = TOKEN,
+    content_type: str = "application/octet-stream",
 ) -> tuple[int, dict[str, str], bytes]:
     sent = Headers.new()
-    sent.set("authorization", f"Bearer {TOKEN}")
+    sent.set("authorization", f"Bearer {token}")
     init: dict[str, Any] = {"method": method, "headers": sent}
     if json_body is not None:
         raw = json.dumps(json_body).encode()
         sent.set("content-type", "application/json")
     elif raw is not None:
-        sent.set("content-type", "application/octet-stream")
+        sent.set("content-type", content_type)
     if raw is not None:
         sent.set("content-length", str(len(raw)))
         init["body"] = to_js(raw)
@@ -89,6 +96,8 @@ async def upload_to_r2() -> Any:
     check(up["sha256"] == hashlib.sha256(DATA).hexdigest(), f"observation {up}")
     again = await ok("PUT", path, raw=DATA)  # the conditional create keeps the first body
     check(again == up, f"exact retry {again}")
+    other = bytes(reversed(DATA))  # the same length, other bytes (ART-3)
+    await refused("PUT", path, 409, "artifact_conflict", raw=other)
     return up["size_bytes"]
 
 
@@ -149,6 +158,51 @@ async def digest_mismatch_refused_by_r2_observation() -> Any:
     )
 
 
+async def _tool(name: str, arguments: dict[str, Any]) -> Any:
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+               "params": {"name": name, "arguments": arguments}}  # fmt: skip
+    out = (await ok("POST", f"{P}/mcp", json_body=message))["result"]
+    check(out["isError"] is False, f"{name}: {out}")
+    return out["structuredContent"]
+
+
+async def mcp_artifact_write_and_read_through_r2() -> Any:
+    body = base64.b64encode(b"# notes from MCP\n").decode()
+    args = {"path": "sessions/s1/artifacts/mcp.md", "content_base64": body}
+    first = await _tool("artifact_write", args)
+    check(first["revision"] == 1, f"write {first}")
+    again = await _tool("artifact_write", args)
+    check(again == first, f"replay {again}")
+    read = await _tool("artifact_read", {"path": "sessions/s1/artifacts/mcp.md"})
+    check(base64.b64decode(read["content_base64"]) == b"# notes from MCP\n", f"read {read}")
+    return first["revision"]
+
+
+async def export_and_import_with_bodies_through_r2() -> Any:
+    """The tenant leaves with its bodies read from R2 and comes back with them written into
+    R2 (ART-12): export, delete the tenant, import, read the current revision again."""
+    tenant, admin = params["tenant_id"], params["admin_token"]
+    query = "include_bodies=true&include_token_digests=true"
+    status, _, data = await call("GET", f"/v1/admin/tenants/{tenant}/export?{query}", token=admin)
+    check(status == 200, f"export {status}: {data[:300]!r}")
+    kinds = [json.loads(line)["type"] for line in data.splitlines()]
+    check(kinds.count("artifact_body") >= 2 and kinds[-1] == "manifest", repr(kinds[-6:]))
+    before = await ok("GET", f"{P}/artifacts/resolve?path={PATH}")
+    gone = f"/v1/admin/tenants/{tenant}?confirm={tenant}"
+    status, _, body = await call("DELETE", gone, token=admin)
+    check(status == 200, f"delete {status}: {body[:300]!r}")
+    status, _, body = await call("POST", "/v1/admin/import", token=admin, raw=data,
+                                 content_type="application/x-ndjson")  # fmt: skip
+    check(status == 200, f"import {status}: {body[:300]!r}")
+    got, _, back = await call(
+        "POST",
+        f"{P}/artifacts/{before['artifact_id']}/downloads",
+        json_body={"revision": before["revision"]},
+    )
+    check(got == 200 and hashlib.sha256(back).hexdigest() == before["sha256"], f"{got}")
+    return kinds.count("artifact_body")
+
+
 STEPS: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
     ("reserve", reserve),
     ("upload_to_r2", upload_to_r2),
@@ -156,6 +210,8 @@ STEPS: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
     ("resolve_and_download_stream", resolve_and_download_stream),
     ("replacement_needs_the_token", replacement_needs_the_token),
     ("digest_mismatch_refused_by_r2_observation", digest_mismatch_refused_by_r2_observation),
+    ("mcp_artifact_write_and_read_through_r2", mcp_artifact_write_and_read_through_r2),
+    ("export_and_import_with_bodies_through_r2", export_and_import_with_bodies_through_r2),
 ]
 
 

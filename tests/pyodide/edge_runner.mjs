@@ -39,17 +39,19 @@
 //     object accepts with `state.acceptWebSocket` (hibernatable; `getWebSockets`,
 //     `serializeAttachment` by structured clone), and `Response` patched to allow what workerd
 //     allows and Node refuses: status 101 with a `webSocket`. No hibernation happens here.
+// The stand-ins live by job: Durable Object storage and its SQL in do_storage.mjs, WebSockets
+// in websockets.mjs, R2 buckets in r2_binding.mjs; stubs, namespaces, RPC and main() here.
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { createHash, randomBytes } from "node:crypto";
-import { createRequire } from "node:module";
 import path from "node:path";
 import { attachR2 } from "./r2_binding.mjs";
+import { DurableObjectStorage } from "./do_storage.mjs";
+import { WebSocket } from "./websockets.mjs";
 import { fileURLToPath } from "node:url";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, "..", "..");
 const indexURL = path.join(repo, "node_modules", "pyodide") + path.sep;
-const Database = createRequire(import.meta.url)("better-sqlite3");
 
 function parseArgs(argv) {
   const opts = { driver: [] };
@@ -79,166 +81,6 @@ function copyTree(FS, src, dst) {
     } else if (entry.isFile() && entry.name.endsWith(".py")) {
       FS.writeFile(`${dst}/${entry.name}`, readFileSync(from));
     }
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Durable Object SQL on real SQLite, refusing what workerd refuses (transaction statements,
-// `PRAGMA user_version`: STORE-6).
-// ---------------------------------------------------------------------------------------------
-const TX_RE = /^\s*(BEGIN|COMMIT|END|ROLLBACK|SAVEPOINT|RELEASE)\b/i;
-const TX_MESSAGE =
-  "To execute a transaction, please use the state.storage.transaction() or " +
-  "state.storage.transactionSync() APIs instead of the SQL BEGIN TRANSACTION or SAVEPOINT " +
-  "statements. The JavaScript API is safer because it will automatically roll back on " +
-  "exceptions, and because it interacts correctly with Durable Objects' automatic atomic " +
-  "write coalescing.";
-// workerd denies these through SQLite's authorizer; better-sqlite3 has no authorizer hook, so the
-// pragmas are matched here (also in their table-valued form) and the function is overridden.
-const DENIED_PRAGMA_RE = /\bpragma(?:\s+(?:\w+\s*\.\s*)?|_)(user_version|journal_mode)\b/i;
-
-// An ArrayBuffer of its own (what workerd hands out for a BLOB), from a Node Buffer.
-const toArrayBuffer = (buf) => buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.byteLength);
-
-function toBinding(value) {
-  if (value instanceof Uint8Array) return Buffer.from(value.buffer, value.byteOffset, value.length);
-  if (value instanceof ArrayBuffer) return Buffer.from(value);
-  if (typeof value === "boolean") return value ? 1 : 0;
-  if (value === undefined) return null;
-  return value;
-}
-
-// What `cursor.raw()` returns in workerd (a JSG iterator of value arrays); `toArray()` is the
-// iterator helper that workerd's V8 has and Node 20's lacks.
-class RawIterator {
-  constructor(rows) {
-    this._rows = rows;
-  }
-  next() {
-    return this._rows.next();
-  }
-  [Symbol.iterator]() {
-    return this;
-  }
-  toArray() {
-    return [...this];
-  }
-}
-
-class SqlStorageCursor {
-  constructor(columnNames, rows, rowsWritten) {
-    this.columnNames = columnNames;
-    this.rowsRead = rows.length; // approximation: rows returned, not rows scanned
-    this.rowsWritten = rowsWritten;
-    this._rows = rows[Symbol.iterator]();
-  }
-  next() {
-    const step = this._rows.next();
-    return step.done ? step : { done: false, value: this._object(step.value) };
-  }
-  [Symbol.iterator]() {
-    return this;
-  }
-  toArray() {
-    return [...this];
-  }
-  one() {
-    const rows = this.toArray();
-    if (rows.length !== 1) {
-      const got = rows.length === 0 ? "no results" : "multiple results";
-      throw new Error(`Expected exactly one result from SQL query, but got ${got}.`);
-    }
-    return rows[0];
-  }
-  raw() {
-    return new RawIterator(this._rows);
-  }
-  _object(values) {
-    const row = {};
-    this.columnNames.forEach((name, i) => {
-      row[name] = values[i];
-    });
-    return row;
-  }
-}
-
-class SqlStorage {
-  constructor(db) {
-    this._db = db;
-  }
-  exec(query, ...bindings) {
-    if (TX_RE.test(query)) throw new Error(TX_MESSAGE);
-    if (DENIED_PRAGMA_RE.test(query)) throw new Error("not authorized: SQLITE_AUTH");
-    const params = bindings.map(toBinding);
-    let stmt;
-    try {
-      stmt = this._db.prepare(query);
-    } catch (err) {
-      // workerd runs several statements in one exec; better-sqlite3 only through exec().
-      if (!/more than one statement/.test(err.message) || params.length) throw err;
-      const before = this._db.prepare("SELECT total_changes() AS n").get().n;
-      this._db.exec(query);
-      const written = this._db.prepare("SELECT total_changes() AS n").get().n - before;
-      return new SqlStorageCursor([], [], written);
-    }
-    if (!stmt.reader) {
-      const info = stmt.run(...params);
-      return new SqlStorageCursor([], [], info.changes);
-    }
-    const columns = stmt.columns().map((c) => c.name);
-    const before = this._db.prepare("SELECT total_changes() AS n").get().n;
-    const rows = stmt.raw(true).all(...params);
-    const written = this._db.prepare("SELECT total_changes() AS n").get().n - before;
-    for (const row of rows) {
-      for (let i = 0; i < row.length; i++) {
-        if (Buffer.isBuffer(row[i])) row[i] = toArrayBuffer(row[i]);
-      }
-    }
-    return new SqlStorageCursor(columns, rows, written);
-  }
-  get databaseSize() {
-    const pragma = (name) => this._db.pragma(name, { simple: true });
-    return pragma("page_count") * pragma("page_size");
-  }
-}
-
-class DurableObjectStorage {
-  constructor() {
-    this._db = new Database(":memory:");
-    this._db.pragma("foreign_keys = ON");
-    this._db.function("sqlite_version", () => {
-      throw new Error("not authorized to use function: sqlite_version: SQLITE_AUTH");
-    });
-    this.sql = new SqlStorage(this._db);
-    this._depth = 0;
-    this._alarm = null;
-    this.onAlarmSet = () => {};
-  }
-  // Atomic: a SAVEPOINT per call (nests), rolled back when the callback throws.
-  transactionSync(fn) {
-    const name = `tx${this._depth++}`;
-    this._db.exec(`SAVEPOINT ${name}`);
-    try {
-      const result = fn();
-      this._db.exec(`RELEASE ${name}`);
-      return result;
-    } catch (err) {
-      this._db.exec(`ROLLBACK TO ${name}`);
-      this._db.exec(`RELEASE ${name}`);
-      throw err;
-    } finally {
-      this._depth--;
-    }
-  }
-  async getAlarm() {
-    return this._alarm;
-  }
-  async setAlarm(when) {
-    this._alarm = when instanceof Date ? when.getTime() : Number(when);
-    this.onAlarmSet(this._alarm);
-  }
-  async deleteAlarm() {
-    this._alarm = null;
   }
 }
 
@@ -273,68 +115,6 @@ class DurableObjectId {
     return String(other) === this._hex;
   }
 }
-
-// ---------------------------------------------------------------------------------------------
-// WebSockets: workerd's WebSocketPair and Response(101, {webSocket}), which Node lacks.
-// ---------------------------------------------------------------------------------------------
-class WebSocket {
-  constructor() {
-    this.readyState = 1;
-    this.peer = null;
-    this.received = []; // what the other end sent (read by drivers on the client end)
-    this.closeCode = null;
-    this.closeReason = "";
-    this._accepted = false;
-    this._attachment = null;
-  }
-  send(data) {
-    if (!this._accepted) throw new Error("You must call accept() on this WebSocket before sending.");
-    if (this.readyState !== 1) throw new Error("Can't call WebSocket send() after close().");
-    if (typeof data !== "string") throw new TypeError("the live feed sends text");
-    this.peer.received.push(data);
-  }
-  close(code = 1000, reason = "") {
-    if ([1004, 1005, 1006, 1015].includes(code)) throw new Error(`invalid close code ${code}`);
-    if (this.readyState === 3) return;
-    this.readyState = 3;
-    this.peer.closeCode = code;
-    this.peer.closeReason = reason;
-  }
-  // Structured clone, as workerd: a Python object would arrive as a PyProxy and be refused.
-  serializeAttachment(value) {
-    this._attachment = structuredClone(value);
-  }
-  deserializeAttachment() {
-    return this._attachment === null ? null : structuredClone(this._attachment);
-  }
-}
-
-class WebSocketPair {
-  constructor() {
-    const client = new WebSocket();
-    const server = new WebSocket();
-    client.peer = server;
-    server.peer = client;
-    client._accepted = true;
-    this[0] = client;
-    this[1] = server;
-  }
-}
-globalThis.WebSocketPair = WebSocketPair;
-
-const NodeResponse = globalThis.Response;
-globalThis.Response = class Response extends NodeResponse {
-  constructor(body, init) {
-    const upgrade = init?.status === 101;
-    if (upgrade && !init.webSocket) throw new RangeError("status 101 needs a webSocket");
-    super(body, upgrade ? { ...init, status: 200 } : init);
-    this._upgrade = upgrade;
-    this.webSocket = init?.webSocket ?? null;
-  }
-  get status() {
-    return this._upgrade ? 101 : super.status;
-  }
-};
 
 class DurableObjectState {
   constructor(id, storage) {

@@ -288,6 +288,8 @@ ARTIFACT_STEPS = (
     "resolve_and_download_stream",
     "replacement_needs_the_token",
     "digest_mismatch_refused_by_r2_observation",
+    "mcp_artifact_write_and_read_through_r2",
+    "export_and_import_with_bodies_through_r2",
 )
 
 

@@ -227,3 +227,10 @@ def test_id4_id1_bad_inputs_are_refused_with_a_code(call: Any, code: ErrorCode) 
     with pytest.raises(AidememoError) as raised:
         call()
     assert raised.value.code is code
+
+
+def test_ho9_return_command_id_names_the_artifact_only_when_given() -> None:
+    plain = command_ids.return_command_id("p", "a", "h", "c", "f", "succeeded")
+    assert command_ids.return_command_id("p", "a", "h", "c", "f", "succeeded", None) == plain
+    named = command_ids.return_command_id("p", "a", "h", "c", "f", "succeeded", "art_" + "1" * 32)
+    assert named != plain
