@@ -259,7 +259,11 @@ def test_art3_retry_with_different_bytes_is_a_conflict_everywhere(api: Api) -> N
     r = reserve(api, "d1").expect(200)
     first = upload(api, r["reservation_id"]).expect(200)
     other = bytes(reversed(DATA))  # the same length, other bytes
-    upload(api, r["reservation_id"], other).expect(409, "artifact_conflict")
-    assert upload(api, r["reservation_id"]).expect(200) == first  # the exact retry still is
+    if granted(api):  # through a grant the store's If-None-Match refuses both (GRANT-3)
+        upload(api, r["reservation_id"], other).expect(412)
+        upload(api, r["reservation_id"]).expect(412)
+    else:
+        upload(api, r["reservation_id"], other).expect(409, "artifact_conflict")
+        assert upload(api, r["reservation_id"]).expect(200) == first  # the exact retry still is
     ref = publish(api, r["reservation_id"], "d1.p").expect(200)
     assert download(api, ref).expect(200) == DATA
