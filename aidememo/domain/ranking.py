@@ -50,6 +50,9 @@ length), so every store's index keys stay within PostgreSQL's B-tree entry limit
 
 _SCALE = 2.0**32
 _K = K1 * (1.0 - B)
+SQL_CONSTANTS = (_K, K1 * B, K1 + 1.0, _SCALE)
+"""What a store that computes `weights` in SQL is given (PostgreSQL's `aidememo_search`): k,
+k1 * b, k1 + 1 and the unit scale, as the doubles this module computes with."""
 
 
 @dataclass(frozen=True, slots=True)

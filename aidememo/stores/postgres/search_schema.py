@@ -193,3 +193,126 @@ V6 = (
     _INDEX_FACT_V6,
     _INDEX_FACTS_V6,
 )
+
+# Version 8: a search in one statement (SPEC.md SRCH-6). `aidememo_search` runs
+# `aidememo.domain.ranking.search`'s plan server-side: the project's statistics, the weights
+# (the same IEEE operations in the same order as `ranking.weights`, the constants passed in
+# from Python), the window's cutoff and the top, so a search is one round trip and its
+# statements' plans are cached in the server session instead of planned per request. Each
+# range is reached through `unnest`, so the planner estimates it from the column's distinct
+# count, never from a term's frequency in other tenants' data. Two terms: each range is read
+# once into a materialized CTE, and the three short lists of `ranking` (each term's best by
+# its part alone, the best of the facts holding both) are taken from those two. The answer is
+# one row: the hits' fact ids and scores in units, best first, and whether it is exhaustive.
+_SEARCH_V8 = """
+CREATE OR REPLACE FUNCTION aidememo_search(
+    p_tenant TEXT, p_project TEXT, p_terms TEXT, p_source TEXT, p_limit INT, p_window INT,
+    p_k FLOAT8, p_k1b FLOAT8, p_k1p1 FLOAT8, p_scale FLOAT8,
+    OUT fact_ids TEXT[], OUT units BIGINT[], OUT exhaustive BOOLEAN
+) LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_docs BIGINT;
+    v_total BIGINT;
+    v_names TEXT[];
+    v_weights BIGINT[];
+    v_dfs BIGINT[];
+    v_kb FLOAT8;
+    v_min BIGINT := 0;
+BEGIN
+    fact_ids := '{}';
+    units := '{}';
+    exhaustive := true;
+    IF p_terms = '' OR p_limit <= 0 THEN
+        RETURN;
+    END IF;
+    SELECT s.docs, s.terms INTO v_docs, v_total FROM fact_search_stats AS s
+        WHERE s.tenant_id = p_tenant AND s.project_id = p_project;
+    IF v_docs IS NULL OR v_docs <= 0 OR v_total <= 0 THEN
+        RETURN;
+    END IF;
+    SELECT array_agg(u.t ORDER BY u.i),
+           array_agg(round(ln(1.0::float8 + ((v_docs - f.df)::float8 + 0.5::float8)
+                                          / (f.df::float8 + 0.5::float8))
+                           * p_k1p1 * p_scale)::bigint ORDER BY u.i),
+           array_agg(f.df ORDER BY u.i)
+        INTO v_names, v_weights, v_dfs
+        FROM unnest(string_to_array(p_terms, ' ')) WITH ORDINALITY AS u (t, i)
+        JOIN fact_search_terms AS f
+          ON f.tenant_id = p_tenant AND f.project_id = p_project AND f.term = u.t
+        WHERE f.df > 0;
+    IF v_names IS NULL THEN
+        RETURN;
+    END IF;
+    v_kb := p_k1b / (v_total::float8 / v_docs::float8);
+    FOR i IN 1 .. cardinality(v_names) LOOP
+        IF v_dfs[i] > p_window THEN
+            exhaustive := false;
+            v_min := greatest(v_min, (
+                SELECT c.doc_seq FROM fact_search_postings AS c
+                WHERE c.tenant_id = p_tenant AND c.project_id = p_project
+                  AND c.term = v_names[i]
+                ORDER BY c.doc_seq DESC LIMIT 1 OFFSET p_window - 1));
+        END IF;
+    END LOOP;
+    IF cardinality(v_names) = 2 THEN
+        WITH ra AS MATERIALIZED (
+            SELECT p.doc_seq, p.fact_id,
+                   trunc((v_weights[1] * p.tf)::float8
+                         / (p.tf + p_k + v_kb * p.n_terms))::bigint AS s
+            FROM unnest(ARRAY[v_names[1]]) AS w (term)
+            JOIN fact_search_postings AS p
+              ON p.tenant_id = p_tenant AND p.project_id = p_project AND p.term = w.term
+             AND p.doc_seq >= v_min
+            WHERE p_source IS NULL OR p.source_id = p_source),
+        rb AS MATERIALIZED (
+            SELECT p.doc_seq, p.fact_id,
+                   trunc((v_weights[2] * p.tf)::float8
+                         / (p.tf + p_k + v_kb * p.n_terms))::bigint AS s
+            FROM unnest(ARRAY[v_names[2]]) AS w (term)
+            JOIN fact_search_postings AS p
+              ON p.tenant_id = p_tenant AND p.project_id = p_project AND p.term = w.term
+             AND p.doc_seq >= v_min
+            WHERE p_source IS NULL OR p.source_id = p_source),
+        a AS (SELECT ra.fact_id, ra.s FROM ra ORDER BY ra.s DESC, ra.fact_id LIMIT p_limit),
+        b AS (SELECT rb.fact_id, rb.s FROM rb ORDER BY rb.s DESC, rb.fact_id LIMIT p_limit),
+        ab AS (SELECT ra.fact_id, ra.s + rb.s AS s FROM ra JOIN rb ON rb.doc_seq = ra.doc_seq
+               ORDER BY 2 DESC, 1 LIMIT p_limit),
+        top AS (SELECT u.fact_id, max(u.s) AS s
+                FROM (SELECT * FROM a UNION ALL SELECT * FROM b UNION ALL SELECT * FROM ab) AS u
+                GROUP BY u.fact_id ORDER BY 2 DESC, 1 LIMIT p_limit)
+        SELECT coalesce(array_agg(top.fact_id ORDER BY top.s DESC, top.fact_id), '{}'),
+               coalesce(array_agg(top.s ORDER BY top.s DESC, top.fact_id), '{}')
+            INTO fact_ids, units FROM top;
+    ELSIF cardinality(v_names) = 1 THEN
+        WITH top AS (
+            SELECT p.fact_id,
+                   trunc((v_weights[1] * p.tf)::float8
+                         / (p.tf + p_k + v_kb * p.n_terms))::bigint AS s
+            FROM unnest(v_names) AS w (term)
+            JOIN fact_search_postings AS p
+              ON p.tenant_id = p_tenant AND p.project_id = p_project AND p.term = w.term
+             AND p.doc_seq >= v_min
+            WHERE p_source IS NULL OR p.source_id = p_source
+            ORDER BY 2 DESC, 1 LIMIT p_limit)
+        SELECT coalesce(array_agg(top.fact_id ORDER BY top.s DESC, top.fact_id), '{}'),
+               coalesce(array_agg(top.s ORDER BY top.s DESC, top.fact_id), '{}')
+            INTO fact_ids, units FROM top;
+    ELSE
+        WITH top AS (
+            SELECT p.fact_id,
+                   sum(trunc((w.weight * p.tf)::float8
+                             / (p.tf + p_k + v_kb * p.n_terms))::bigint)::bigint AS s
+            FROM unnest(v_names, v_weights) AS w (term, weight)
+            JOIN fact_search_postings AS p
+              ON p.tenant_id = p_tenant AND p.project_id = p_project AND p.term = w.term
+             AND p.doc_seq >= v_min
+            WHERE p_source IS NULL OR p.source_id = p_source
+            GROUP BY p.fact_id ORDER BY 2 DESC, 1 LIMIT p_limit)
+        SELECT coalesce(array_agg(top.fact_id ORDER BY top.s DESC, top.fact_id), '{}'),
+               coalesce(array_agg(top.s ORDER BY top.s DESC, top.fact_id), '{}')
+            INTO fact_ids, units FROM top;
+    END IF;
+END
+$fn$"""
+
+V8 = (_SEARCH_V8,)

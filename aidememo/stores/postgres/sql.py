@@ -32,6 +32,8 @@ BEGIN_WRITE = "BEGIN ISOLATION LEVEL READ COMMITTED"
 BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 COMMIT = "COMMIT"
 ROLLBACK = "ROLLBACK"
+# Both timeouts, appended to a BEGIN sent as one simple query (psycopg); integers only.
+SET_LOCAL_TIMEOUTS = "; SET LOCAL statement_timeout = {0}; SET LOCAL lock_timeout = {1}"
 # SET LOCAL for both timeouts in one statement (set_config's third argument is is_local).
 SET_TIMEOUTS = (
     "SELECT set_config('statement_timeout', %s, true), set_config('lock_timeout', %s, true)"
@@ -108,17 +110,15 @@ EXECUTE_RAW_TOKEN = (
 # statement's); one that does not is discarded.
 PING = "SELECT 1"
 
-# -- search (SRCH-4, SRCH-5) ------------------------------------------------------------------
+# -- search (SRCH-4..6) ---------------------------------------------------------------------
 
-# The project's statistics and the df of each query term, in one round trip; the terms travel
-# space-separated (the tokenizer's terms hold no spaces). Parameters: tenant, project, tenant,
-# project, terms.
-SEARCH_STATS = """
-SELECT '' AS term, docs, terms FROM fact_search_stats WHERE tenant_id = %s AND project_id = %s
-UNION ALL
-SELECT term, df, 0 FROM fact_search_terms
-WHERE tenant_id = %s AND project_id = %s AND term = ANY (string_to_array(%s, ' '))
-"""
+# The whole search in one statement (`search_schema.py`, schema version 8): tenant, project,
+# the terms space-separated (the tokenizer's terms hold no spaces), source_id, limit, window,
+# then `ranking`'s constants k, k1 * b, k1 + 1 and the unit scale.
+SEARCH = (
+    "SELECT fact_ids, units, exhaustive "
+    "FROM aidememo_search(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
 
 # -- session facts (READS-4) ---------------------------------------------------------------
 
@@ -148,69 +148,3 @@ RESOURCES_AT = _AT + "ORDER BY r.kind, r.resource_id LIMIT %s"
 RESOURCES_AT_AFTER = (
     _AT + "AND (r.kind, r.resource_id) > (%s, %s) ORDER BY r.kind, r.resource_id LIMIT %s"
 )
-
-SEARCH_CUTOFF = (
-    "SELECT doc_seq FROM fact_search_postings "
-    "WHERE tenant_id = %s AND project_id = %s AND term = %s "
-    "ORDER BY doc_seq DESC LIMIT 1 OFFSET %s"
-)
-# One term's part is `w * tf / (tf + k + kb * dl)` truncated to an integer, exactly as
-# `aidememo.domain.ranking.part` computes it (a bigint product, one float8 division); the
-# parts sum as integers. Weights travel as decimal integers, k and kb as float8 parameters. A
-# query with one present term needs no grouping (a fact holds a term once).
-# Parameters: k, kb, terms, weights, tenant, project, min doc_seq, source_id, source_id, limit.
-_PART = """trunc((w.weight * p.tf)::float8
-                 / (p.tf + %s::float8 + %s::float8 * p.n_terms))::bigint"""
-_FROM = """
-FROM unnest(string_to_array(%s, ' '), string_to_array(%s, ' ')::bigint[]) AS w (term, weight)
-JOIN fact_search_postings AS p
-  ON p.tenant_id = %s AND p.project_id = %s AND p.term = w.term AND p.doc_seq >= %s
-WHERE (%s::text IS NULL OR p.source_id = %s::text)
-"""
-SEARCH_TOP = {
-    True: f"SELECT p.fact_id, sum({_PART})::bigint AS s{_FROM}"
-    "GROUP BY p.fact_id ORDER BY s DESC, p.fact_id LIMIT %s",
-    False: f"SELECT p.fact_id, {_PART} AS s{_FROM}ORDER BY s DESC, p.fact_id LIMIT %s",
-}
-"""(several terms) -> statement."""
-# Two present terms: the best of three short lists (`aidememo.domain.ranking`, two terms), so
-# no candidate is grouped: each term's best facts by its part alone, and the best facts
-# holding both, each fact keeping its largest score. The facts holding both are the
-# INTERSECT of the two ranges' doc_seqs (a hash of one range probed by the other), then two
-# primary-key lookups each; a join of the ranges would be planned as one lookup per posting
-# of a whole range. Each term reaches its key range through a join with `unnest`, as in
-# `SEARCH_TOP`, so the planner estimates the range from the column's distinct count rather
-# than from the term's own frequency in the whole table: another tenant's million facts
-# holding the term would otherwise make a small project's plan look like 10^5 rows, parallel
-# and JIT-compiled (about 170 ms of JIT for a query that then reads a dozen rows).
-# Parameters: (weight, k, kb, term, tenant, project, min doc_seq, source_id, source_id,
-# limit) for each term alone; (term, tenant, project, min doc_seq, source_id, source_id) for
-# each side of the intersection; weight, k, kb of A, weight, k, kb of B, term A, term B,
-# tenant, project, tenant, project, limit for the facts holding both; then limit.
-_PAIR_PART = """trunc((%s::bigint * {p}.tf)::float8
-                 / ({p}.tf + %s::float8 + %s::float8 * {p}.n_terms))::bigint"""
-_PAIR_RANGE = """
-FROM unnest(string_to_array(%s, ' ')) AS w (term)
-JOIN fact_search_postings AS p
-  ON p.tenant_id = %s AND p.project_id = %s AND p.term = w.term AND p.doc_seq >= %s
-WHERE (%s::text IS NULL OR p.source_id = %s::text)"""
-_PAIR_ALONE = (
-    f"SELECT p.fact_id, {_PAIR_PART.format(p='p')} AS s{_PAIR_RANGE}\n"
-    "ORDER BY s DESC, p.fact_id LIMIT %s"
-)
-SEARCH_TOP_PAIR = f"""
-WITH a AS ({_PAIR_ALONE}), b AS ({_PAIR_ALONE}),
-m AS (SELECT p.doc_seq{_PAIR_RANGE}
-  INTERSECT SELECT p.doc_seq{_PAIR_RANGE}),
-ab AS (
-  SELECT x.fact_id, {_PAIR_PART.format(p="x")} + {_PAIR_PART.format(p="y")} AS s
-  FROM unnest(string_to_array(%s, ' '), string_to_array(%s, ' ')) AS w (term_a, term_b)
-  CROSS JOIN m
-  JOIN fact_search_postings AS x
-    ON x.tenant_id = %s AND x.project_id = %s AND x.term = w.term_a AND x.doc_seq = m.doc_seq
-  JOIN fact_search_postings AS y
-    ON y.tenant_id = %s AND y.project_id = %s AND y.term = w.term_b AND y.doc_seq = m.doc_seq
-  ORDER BY s DESC, x.fact_id LIMIT %s)
-SELECT fact_id, max(s) AS s FROM (SELECT * FROM a UNION ALL SELECT * FROM b UNION ALL
-  SELECT * FROM ab) AS u GROUP BY fact_id ORDER BY s DESC, fact_id LIMIT %s
-"""

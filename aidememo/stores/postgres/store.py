@@ -8,11 +8,11 @@ Transactions (SPEC.md STORE-*):
 - A write is `BEGIN ISOLATION LEVEL READ COMMITTED`; a read (`read(fn)`) is
   `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`, so a snapshot, a change page and its head
   come from one consistent view.
-- The timeouts are set per transaction (`set_config(..., true)`, i.e. `SET LOCAL`), never per
-  session, because a transaction-mode pool (PgBouncer, Hyperdrive) hands the session to other
-  clients between transactions. They are sent before the transaction's first statement; a
-  command folds them into `aidememo_begin_command`, where `lock_timeout` already bounds the
-  wait for the project row.
+- The timeouts are set per transaction (`SET LOCAL`), never per session, because a
+  transaction-mode pool (PgBouncer, Hyperdrive) hands the session to other clients between
+  transactions. On psycopg they travel in the `BEGIN`'s own simple query; on other drivers
+  they are sent before the transaction's first statement, and a command folds them into
+  `aidememo_begin_command`, where `lock_timeout` already bounds the wait for the project row.
 - A command is four round trips: `BEGIN`, `aidememo_begin_command` (timeouts, project row lock,
   membership, receipt, current resource), `aidememo_commit_mutation` (head CAS and every row),
   `COMMIT`; typed operations add their own reads in between.
@@ -105,6 +105,7 @@ class PostgresStore:
         self.statement_timeout_ms = int(statement_timeout_ms)
         self.lock_timeout_ms = int(lock_timeout_ms)
         self._timeouts = (str(self.statement_timeout_ms), str(self.lock_timeout_ms))
+        self._set_local = q.SET_LOCAL_TIMEOUTS.format(*self._timeouts)
         self._local = threading.local()
 
     @classmethod
@@ -288,21 +289,33 @@ class PostgresStore:
     def _begin(self, conn: Any, begin: str) -> Session:
         """Send BEGIN; a connection that died while idle is replaced once, since nothing ran
         yet. On failure every connection tried is closed."""
-        session = Session(conn, self._timeouts)
         try:
-            session.control(begin)
-            return session
+            return self._open(conn, begin)
         except BaseException as exc:
-            _close_cursor(session)
             close_quietly(conn)
             if not isinstance(exc, AidememoError):
                 raise
-        session = Session(self.pool.fresh(), self._timeouts)
+        conn = self.pool.fresh()
         try:
-            session.control(begin)
+            return self._open(conn, begin)
+        except BaseException:
+            close_quietly(conn)
+            raise
+
+    def _open(self, conn: Any, begin: str) -> Session:
+        """A session whose BEGIN was sent. psycopg sends a statement without parameters as
+        one simple query, which may hold several statements: the timeouts travel with the
+        BEGIN, in the same round trip. A framed connection's driver (pg8000 at the edge) uses
+        the extended protocol for every statement, so its timeouts go before the first one."""
+        session = Session(conn, self._timeouts)
+        try:
+            if not self._is_framed(conn):
+                session.control(begin + self._set_local)
+                session.timeouts_pending = False
+            else:
+                session.control(begin)
         except BaseException:
             _close_cursor(session)
-            close_quietly(session.conn)
             raise
         return session
 

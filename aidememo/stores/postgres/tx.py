@@ -20,6 +20,7 @@ from aidememo.domain.model import (
     Mutation,
     ResourceRef,
     Scope,
+    SearchHit,
     SearchPage,
     StoredResource,
 )
@@ -130,44 +131,18 @@ class PgReadTx(ArtifactRows[Session], ArchiveReads, SqlReadRows[Session]):
     def search(
         self, scope: Scope, terms: list[str], source_id: str | None, limit: int
     ) -> SearchPage:
-        """Facts matching any term, best first, then by fact id (SRCH-3..5): the plan is
-        `aidememo.domain.ranking`'s, each step one statement over the project's index."""
-        x = self._x
-        t, p = scope.tenant_id, scope.project_id
-
-        def stats(query: list[str]) -> tuple[int, int, dict[str, int]]:
-            docs, total, df = 0, 0, {}
-            for term, n, length in x.execute(q.SEARCH_STATS, (t, p, t, p, " ".join(query))):
-                if term == "":
-                    docs, total = int(n), int(length)
-                else:
-                    df[term] = int(n)
-            return docs, total, df
-
-        def cutoff(term: str, rank: int) -> int:
-            return int(x.execute(q.SEARCH_CUTOFF, (t, p, term, rank - 1))[0][0])
-
-        def top(
-            w: ranking.Weights, min_doc: int, source: str | None, n: int
-        ) -> list[tuple[str, int]]:
-            if len(w.terms) == 2:
-                (term_a, weight_a), (term_b, weight_b) = w.terms
-                pair = (
-                    *(weight_a, w.k, w.kb, term_a, t, p, min_doc, source, source, n),
-                    *(weight_b, w.k, w.kb, term_b, t, p, min_doc, source, source, n),
-                    *(term_a, t, p, min_doc, source, source, term_b, t, p, min_doc, source, source),
-                    *(weight_a, w.k, w.kb, weight_b, w.k, w.kb, term_a, term_b),
-                    *(t, p, t, p, n, n),
-                )
-                rows = x.execute(q.SEARCH_TOP_PAIR, pair)
-                return [(fact_id, int(units)) for fact_id, units in rows]
-            names = " ".join(term for term, _ in w.terms)
-            weights = " ".join(str(weight) for _, weight in w.terms)
-            params = (w.k, w.kb, names, weights, t, p, min_doc, source, source, n)
-            statement = q.SEARCH_TOP[len(w.terms) > 1]
-            return [(fact_id, int(units)) for fact_id, units in x.execute(statement, params)]
-
-        return ranking.search(stats, cutoff, top, terms, source_id, limit)
+        """Facts matching any term, best first, then by fact id (SRCH-3..6): one call of
+        `aidememo_search`, which runs `aidememo.domain.ranking`'s plan server-side."""
+        if not terms or limit <= 0:
+            return SearchPage([], True)
+        params = (
+            scope.tenant_id, scope.project_id, " ".join(terms), source_id, limit,
+            ranking.SEARCH_WINDOW, *ranking.SQL_CONSTANTS,
+        )  # fmt: skip
+        fact_ids, units, exhaustive = self._x.execute(q.SEARCH, params)[0]
+        unit = ranking.SCORE_UNIT
+        hits = [SearchHit(f, int(n) * unit) for f, n in zip(fact_ids, units, strict=True)]
+        return SearchPage(hits, bool(exhaustive))
 
     # -- session facts --------------------------------------------------------------------
 

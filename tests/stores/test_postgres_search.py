@@ -1,0 +1,105 @@
+"""PostgreSQL search as one statement (SPEC.md SRCH-6) and a read's timeouts on its BEGIN.
+
+The scores themselves are checked against the memory store, bit for bit, by the conformance
+suite (tests/conformance/test_search_pair.py, test_search_scope.py) and
+`test_srch4_search_finds_the_same_facts_and_scores_on_every_backend`; here, what reaches the
+server and that the folded timeouts still bound the transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from aidememo.domain.clock import FixedClock
+from aidememo.domain.errors import AidememoError, ErrorCode
+from aidememo.domain.model import Role, Scope
+from aidememo.http.app import HttpApp
+from aidememo.stores.postgres import PostgresStore
+from aidememo.stores.postgres import sql as q
+from tests import pg
+from tests.contract.support import PROJECT, START_MS, TENANT, WRITER, Api, InProcessClient
+from tests.stores.test_postgres_store import _counting
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture(params=pg.DRIVERS)
+def driver(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def db() -> Iterator[pg.Database]:
+    with pg.fresh_database() as database:
+        yield database
+
+
+def _seeded(store: PostgresStore) -> Scope:
+    app = HttpApp(store, clock=FixedClock(START_MS))
+    api = Api("search", InProcessClient(app), app.services.identity, FixedClock(START_MS))
+    api.provision(WRITER, Role.WRITER)
+    api.session("s-a", source_id="src-a")
+    for i, text in enumerate(["redis cache timeout", "cache eviction", "redis", "timeout"]):
+        api.fact(f"fact-{i}", "s-a", text)
+    return Scope(TENANT, PROJECT)
+
+
+def test_srch6_a_search_is_one_statement_between_begin_and_commit(
+    db: pg.Database, driver: str
+) -> None:
+    """psycopg: BEGIN with its timeouts, `aidememo_search`, COMMIT: three round trips. pg8000
+    sends every statement through the extended protocol, so its timeouts are a statement of
+    their own."""
+    log: list[str] = []
+    framed = driver == "pg8000"
+    store = PostgresStore.open(_counting(db, driver, log), framed=framed)
+    try:
+        scope = _seeded(store)
+        for terms in (["redis"], ["redis", "cache"], ["redis", "cache", "timeout"], ["zebra"]):
+            log.clear()
+            page = store.read(lambda tx, terms=terms: tx.search(scope, terms, None, 10))
+            begin = [q.BEGIN_READ, "set_config"] if framed else [q.BEGIN_READ + store._set_local]
+            assert log == [*begin, "aidememo_search", "COMMIT"], terms
+            assert page.exhaustive
+            assert (len(page.hits) > 0) is (terms != ["zebra"])
+        hits = store.read(lambda tx: tx.search(scope, ["redis", "cache"], None, 10)).hits
+        assert [h.fact_id for h in hits] == ["fact-0", "fact-2", "fact-1"]
+        assert hits[0].score > hits[1].score > 0 and hits[2].score > 0
+        assert store.read(lambda tx: tx.search(scope, ["redis"], "src-none", 10)).hits == []
+        assert store.read(lambda tx: tx.search(scope, [], None, 10)).hits == []
+        assert store.read(lambda tx: tx.search(scope, ["redis"], None, 0)).hits == []
+    finally:
+        store.close()
+
+
+def test_srch6_store8_the_timeouts_on_the_begin_bound_the_read_and_end_with_it(
+    db: pg.Database, driver: str
+) -> None:
+    """A read's statement_timeout is the store's, for that transaction only (STORE-8)."""
+    store = db.open(driver, statement_timeout_ms=250, lock_timeout_ms=150)
+    try:
+
+        def show(tx: Any) -> tuple[str, str]:
+            rows = tx._x.execute("SELECT current_setting('statement_timeout'), "
+                                 "current_setting('lock_timeout')")  # fmt: skip
+            return str(rows[0][0]), str(rows[0][1])
+
+        assert store.read(show) == ("250ms", "150ms")
+        with pytest.raises(AidememoError) as err:
+            store.read(lambda tx: tx._x.execute("SELECT pg_sleep(5)"))
+        assert err.value.code is ErrorCode.STORAGE_FAILURE
+        assert store.read(show) == ("250ms", "150ms")  # the pool's connection still answers
+        conn = store.pool.acquire()
+        try:
+            cur = conn.cursor()
+            cur.execute("SELECT current_setting('statement_timeout')")
+            assert cur.fetchall()[0][0] == "0"  # nothing outlived the transaction
+            cur.close()
+            conn.rollback()
+        finally:
+            store.pool.release(conn)
+    finally:
+        store.close()
