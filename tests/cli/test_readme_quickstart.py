@@ -25,6 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 STARTUP_TIMEOUT_S = 240.0
 QUICKSTART = "## Quickstart: two agents hand work to each other"
+ARTIFACTS = "### Files that go with the work: artifacts"
 
 
 def _venv_current() -> bool:
@@ -50,6 +51,15 @@ def quickstart_blocks() -> tuple[list[str], str]:
     assert shell is not None and python is not None
     commands = [line.split("  #", 1)[0].strip() for line in shell.group(1).splitlines()]
     return [c for c in commands if c], python.group(1)
+
+
+def artifact_block() -> list[str]:
+    """The shell commands of the quickstart's artifacts step."""
+    text = README.read_text()
+    section = text[text.index(ARTIFACTS) :]
+    shell = re.search(r"```bash\n(.*?)```", section, re.S)
+    assert shell is not None
+    return [line.strip() for line in shell.group(1).splitlines() if line.strip()]
 
 
 def test_cli2_cli3_readme_quickstart_runs_as_written(tmp_path: Path) -> None:
@@ -103,6 +113,17 @@ def test_cli2_cli3_readme_quickstart_runs_as_written(tmp_path: Path) -> None:
             "['step 3 races the cache warm-up']",
             "404 resource_not_found",
         ]
+        # the artifacts step, in a directory of its own (it writes two files)
+        work = tmp_path / "work"
+        work.mkdir()
+        steps = [f"source {REPO}/.venv/bin/activate", *artifact_block()]
+        put = subprocess.run(
+            ["bash", "-c", "set -e\n" + "\n".join(steps)],
+            cwd=work, env=env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert put.returncode == 0, put.stderr
+        assert (work / "profile-copy.txt").read_bytes() == (work / "profile.txt").read_bytes()
+        assert "sessions/s1/artifacts/profile.txt" in put.stdout and "text/plain" in put.stdout
     finally:
         if served.poll() is None:
             os.killpg(served.pid, signal.SIGTERM)
