@@ -76,6 +76,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bench_common import emit, latency_summary, note, peak_rss_mib, target
+from _bench_pg_probe import probe_connector
 from _bench_pg_server import (
     SAMPLE_INTERVAL_S,
     Cluster,
@@ -103,7 +104,6 @@ ACTOR = "bench-agent"
 KIND = "custom.note"
 PAYLOAD_BYTES = 200
 CLIENTS = 16
-PROBE_OPTIONS = "-c track_functions=pl -c track_wal_io_timing=on"
 
 # -- commands -------------------------------------------------------------------------------
 
@@ -314,76 +314,6 @@ def run_baseline(
 
 # -- profile: where a command's time goes ---------------------------------------------------
 
-_STATEMENT_KINDS = (
-    ("SELECT * FROM aidememo_execute_raw", "execute_raw"),
-    ("BEGIN", "begin"),
-    ("SELECT * FROM aidememo_begin_command", "begin_command"),
-    ("SELECT aidememo_commit_mutation", "commit_mutation"),
-    ("COMMIT", "commit"),
-    ("INSERT INTO bench_raw", "insert"),
-)
-
-
-class _TimedCursor:
-    """A cursor that adds each statement's wall time (send, server, receive) to `sink`."""
-
-    def __init__(self, cur: Any, sink: dict[str, int]) -> None:
-        self._cur = cur
-        self._sink = sink
-
-    def execute(self, sql: str, params: Any = None) -> Any:
-        t0 = time.perf_counter_ns()
-        try:
-            return self._cur.execute(sql, params)
-        finally:
-            kind = next((k for prefix, k in _STATEMENT_KINDS if sql.startswith(prefix)), "other")
-            self._sink[kind] = self._sink.get(kind, 0) + time.perf_counter_ns() - t0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._cur, name)
-
-    def __enter__(self) -> _TimedCursor:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._cur.close()
-
-
-class _TimedConnection:
-    def __init__(self, conn: Any, sink: dict[str, int]) -> None:
-        object.__setattr__(self, "_conn", conn)
-        object.__setattr__(self, "_sink", sink)
-
-    def cursor(self) -> _TimedCursor:
-        return _TimedCursor(self._conn.cursor(), self._sink)
-
-    def commit(self) -> None:
-        t0 = time.perf_counter_ns()
-        try:
-            self._conn.commit()
-        finally:
-            self._sink["commit"] = self._sink.get("commit", 0) + time.perf_counter_ns() - t0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._conn, name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        setattr(self._conn, name, value)
-
-
-def _probe_connector(url: str, sink: dict[str, int]) -> Callable[[], Any]:
-    import psycopg
-
-    def connect() -> Any:
-        # The origin factory's settings, plus per-session statistics only the probe pays for.
-        conn = psycopg.connect(
-            url, autocommit=False, prepare_threshold=None, connect_timeout=5,
-            options=PROBE_OPTIONS,
-        )  # fmt: skip
-        return _TimedConnection(conn, sink)
-
-    return connect
-
 
 def profile(url: str, commands: int, fast_path: bool) -> dict[str, Any]:
     """Split one client's command (and one raw row) into statements, server and fsync time."""
@@ -392,7 +322,7 @@ def profile(url: str, commands: int, fast_path: bool) -> dict[str, Any]:
     sink: dict[str, int] = {}
     # The probe's wrapper hides psycopg's connection class: say it is unframed.
     store = PostgresStore(
-        _probe_connector(url, sink), pool_size=1, raw_fast_path=fast_path, framed=False
+        probe_connector(url, sink), pool_size=1, raw_fast_path=fast_path, framed=False
     )
     try:
         execute = Ledger(store, SystemClock()).execute_raw
@@ -432,7 +362,7 @@ def profile(url: str, commands: int, fast_path: bool) -> dict[str, Any]:
     # The raw loop through the same instrumentation.
     sink.clear()
     _reset_stats(url)
-    conn = _probe_connector(url, sink)()
+    conn = probe_connector(url, sink)()
     try:
         with conn.cursor() as cur:
             blob = b"x" * PAYLOAD_BYTES

@@ -11,15 +11,12 @@ import base64
 import hashlib
 import json
 import os
-import traceback
-from collections.abc import Awaitable, Callable
 from typing import Any
 
+import driver_support as support
 import edge_harness
-from js import Headers, Request
-from pyodide.ffi import to_js
+from driver_support import Step, check, run_steps
 
-BASE = "https://aidememo.test"
 params = edge_harness.params.to_py()
 PROJECT, WRITER = params["project_id"], params["writer"]
 TOKEN = params["writer_token"]
@@ -27,41 +24,11 @@ P = f"/v1/projects/{PROJECT}"
 PATH = "sessions/s1/artifacts/edge.bin"
 DATA = os.urandom(200_000)
 state: dict[str, Any] = {}
-steps: list[dict[str, Any]] = []
 
 
-class StepFailed(AssertionError):
-    pass
-
-
-def check(condition: bool, message: str) -> None:
-    if not condition:
-        raise StepFailed(message)
-
-
-async def call(
-    method: str,
-    path: str,
-    *,
-    json_body: Any = None,
-    raw: bytes | None = None,
-    token: str = TOKEN,
-    content_type: str = "application/octet-stream",
-) -> tuple[int, dict[str, str], bytes]:
-    sent = Headers.new()
-    sent.set("authorization", f"Bearer {token}")
-    init: dict[str, Any] = {"method": method, "headers": sent}
-    if json_body is not None:
-        raw = json.dumps(json_body).encode()
-        sent.set("content-type", "application/json")
-    elif raw is not None:
-        sent.set("content-type", content_type)
-    if raw is not None:
-        sent.set("content-length", str(len(raw)))
-        init["body"] = to_js(raw)
-    resp = await edge_harness.fetch(Request.new(BASE + path, **init))
-    data = bytes((await resp.arrayBuffer()).to_bytes())
-    return int(resp.status), dict(resp.headers.entries()), data
+async def call(method: str, path: str, **kw: Any) -> tuple[int, dict[str, str], bytes]:
+    kw.setdefault("token", TOKEN)
+    return await support.call(method, path, **kw)
 
 
 async def ok(method: str, path: str, **kw: Any) -> Any:
@@ -203,7 +170,7 @@ async def export_and_import_with_bodies_through_r2() -> Any:
     return kinds.count("artifact_body")
 
 
-STEPS: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
+STEPS: list[tuple[str, Step]] = [
     ("reserve", reserve),
     ("upload_to_r2", upload_to_r2),
     ("publish_verifies_the_r2_object", publish_verifies_the_r2_object),
@@ -217,10 +184,4 @@ STEPS: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
 
 async def main() -> dict[str, Any]:
     edge_harness.reset_rate_limits()  # edge_driver.py spent the window on its own cases
-    for name, fn in STEPS:
-        try:
-            steps.append({"name": name, "ok": True, "detail": await fn()})
-        except Exception as exc:
-            text = str(exc) if isinstance(exc, StepFailed) else traceback.format_exc()
-            steps.append({"name": name, "ok": False, "detail": text})
-    return {"steps": steps}
+    return {"steps": await run_steps(STEPS)}

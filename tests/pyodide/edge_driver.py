@@ -17,15 +17,14 @@ import importlib
 import json
 import pkgutil
 import traceback
-from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import quote
 
 import edge_harness
+from driver_support import BASE, Step, StepFailed, check, run_steps
 from js import Date, Headers, Request
 from pyodide.ffi import to_js
 
-BASE = "https://aidememo.test"
 params = edge_harness.params.to_py()
 ADMIN = params["admin_token"]
 TENANT, PROJECT, EPOCH = params["tenant_id"], params["project_id"], params["project_epoch"]
@@ -35,15 +34,6 @@ P = f"/v1/projects/{PROJECT}"
 
 steps: list[dict[str, Any]] = []
 saved: dict[str, bytes] = {}
-
-
-class StepFailed(AssertionError):
-    pass
-
-
-def check(condition: bool, message: str) -> None:
-    if not condition:
-        raise StepFailed(message)
 
 
 async def call(
@@ -90,15 +80,6 @@ async def call_json(method: str, path: str, expect: int = 200, **kw: Any) -> Any
     body = json.loads(data) if data else None
     check(status == expect, f"{method} {path}: {status} (wanted {expect}): {data[:400]!r}")
     return body
-
-
-async def step(name: str, fn: Callable[[], Awaitable[Any]]) -> None:
-    try:
-        detail = await fn()
-        steps.append({"name": name, "ok": True, "detail": detail})
-    except Exception as exc:
-        text = str(exc) if isinstance(exc, StepFailed) else traceback.format_exc()
-        steps.append({"name": name, "ok": False, "detail": text})
 
 
 def js_date_now() -> int:
@@ -558,7 +539,7 @@ async def rate_limited() -> Any:
     raise StepFailed(f"no 429 within {limit + 1} requests: {statuses}")
 
 
-STEPS: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
+STEPS: list[tuple[str, Step]] = [
     ("health", health),
     ("insecure_http_refused", insecure_http_refused),
     ("admin_requires_token", admin_requires_token),
@@ -586,8 +567,8 @@ STEPS: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
 
 
 def _imports() -> dict[str, str]:
-    """Every module of the edge packages imports under Pyodide, including the PostgreSQL-mode
-    modules of a later issue as soon as they exist (a walk, not a list)."""
+    """Every module of the edge packages imports under Pyodide, the PostgreSQL-mode modules
+    included (a walk of the packages, not a list, so a new module is checked too)."""
     out: dict[str, str] = {}
 
     def walk(name: str) -> None:
@@ -606,6 +587,5 @@ def _imports() -> dict[str, str]:
 
 
 async def main() -> dict[str, Any]:
-    for name, fn in STEPS:
-        await step(name, fn)
+    steps.extend(await run_steps(STEPS))
     return {"steps": steps, "objects": edge_harness.objects().to_py(), "imports": _imports()}

@@ -338,7 +338,9 @@ async function main() {
   const mainPath = config.main ? path.join(opts.bundle, config.main) : null;
   if (mainPath) py.FS.writeFile(`/bundle/${path.basename(mainPath)}`, readFileSync(mainPath));
   py.FS.mkdirTree("/harness");
-  py.FS.writeFile("/harness/edge_glue.py", readFileSync(path.join(here, "edge_glue.py")));
+  for (const name of ["edge_glue.py", "driver_support.py"]) {
+    py.FS.writeFile(`/harness/${name}`, readFileSync(path.join(here, name)));
+  }
 
   const runtime = new Runtime(py, config);
   const disposeR2 = await attachR2(runtime.env, config); // real R2 buckets (Miniflare)

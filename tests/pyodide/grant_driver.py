@@ -11,15 +11,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import traceback
-from collections.abc import Awaitable, Callable
 from typing import Any
 
+import driver_support as support
 import edge_harness
-from js import Headers, Request, fetch
+from driver_support import Step, check, run_steps
+from js import Headers, fetch
 from pyodide.ffi import to_js
 
-BASE = "https://aidememo.test"
 params = edge_harness.params.to_py()
 TENANT, PROJECT, WRITER = params["tenant_id"], params["project_id"], params["writer"]
 ADMIN, TOKEN = params["admin_token"], params["writer_token"]
@@ -27,36 +26,11 @@ P = f"/v1/projects/{PROJECT}"
 PATH = "sessions/s1/artifacts/granted.bin"
 DATA = os.urandom(150_000)
 state: dict[str, Any] = {}
-steps: list[dict[str, Any]] = []
 
 
-class StepFailed(AssertionError):
-    pass
-
-
-def check(condition: bool, message: str) -> None:
-    if not condition:
-        raise StepFailed(message)
-
-
-async def call(
-    method: str, path: str, *, json_body: Any = None, raw: bytes | None = None,
-    token: str = TOKEN,
-) -> tuple[int, dict[str, str], bytes]:  # fmt: skip
-    sent = Headers.new()
-    sent.set("authorization", f"Bearer {token}")
-    init: dict[str, Any] = {"method": method, "headers": sent}
-    if json_body is not None:
-        raw = json.dumps(json_body).encode()
-        sent.set("content-type", "application/json")
-    elif raw is not None:
-        sent.set("content-type", "application/octet-stream")
-    if raw is not None:
-        sent.set("content-length", str(len(raw)))
-        init["body"] = to_js(raw)
-    resp = await edge_harness.fetch(Request.new(BASE + path, **init))
-    data = bytes((await resp.arrayBuffer()).to_bytes())
-    return int(resp.status), dict(resp.headers.entries()), data
+async def call(method: str, path: str, **kw: Any) -> tuple[int, dict[str, str], bytes]:
+    kw.setdefault("token", TOKEN)
+    return await support.call(method, path, **kw)
 
 
 async def ok(method: str, path: str, **kw: Any) -> Any:
@@ -137,7 +111,7 @@ async def download_grant_reads_the_store() -> Any:
     return len(data)
 
 
-STEPS: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
+STEPS: list[tuple[str, Step]] = [
     ("bootstrap", bootstrap),
     ("reserve_offers_grants", reserve_offers_grants),
     ("upload_through_the_grant", upload_through_the_grant),
@@ -148,10 +122,4 @@ STEPS: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
 
 
 async def main() -> dict[str, Any]:
-    for name, fn in STEPS:
-        try:
-            steps.append({"name": name, "ok": True, "detail": await fn()})
-        except Exception as exc:
-            text = str(exc) if isinstance(exc, StepFailed) else traceback.format_exc()
-            steps.append({"name": name, "ok": False, "detail": text})
-    return {"steps": steps}
+    return {"steps": await run_steps(STEPS)}
