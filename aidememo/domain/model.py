@@ -492,10 +492,13 @@ class SearchHit:
 
 @dataclass(frozen=True, slots=True)
 class SearchPage:
-    """The best hits, and whether every matching fact of the project was evaluated (SRCH-5)."""
+    """The best hits, and whether every matching fact of the project was evaluated (SRCH-5).
+    A store that reads the hits' facts with them (PostgreSQL, SRCH-6) gives `bodies`: each
+    hit's current body in the same view, None where there is none; None when not read."""
 
     hits: list[SearchHit]
     exhaustive: bool
+    bodies: list[bytes | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -272,11 +272,15 @@ class Lookups:
                 raise fail(ErrorCode.CURSOR_OUT_OF_RANGE, "at_least_seq is beyond the head")
             results: list[dict[str, object]] = []
             page = tx.search(scope, terms, source_id, limit) if terms else SearchPage([], True)
-            for hit in page.hits:
-                found = tx.get_resource(scope, ResourceRef("fact", hit.fact_id))
-                if found is None or found.body is None:
+            for i, hit in enumerate(page.hits):
+                if page.bodies is not None:
+                    body = page.bodies[i]
+                else:
+                    found = tx.get_resource(scope, ResourceRef("fact", hit.fact_id))
+                    body = None if found is None else found.body
+                if body is None:
                     raise fail(ErrorCode.STORAGE_FAILURE, "search index points at no fact")
-                fact = decode_stored(found.body)
+                fact = decode_stored(body)
                 results.append(
                     {
                         "fact_id": fact["fact_id"],

@@ -15,12 +15,12 @@ import pytest
 
 from aidememo.domain.clock import FixedClock
 from aidememo.domain.errors import AidememoError, ErrorCode
-from aidememo.domain.model import Role, Scope
+from aidememo.domain.model import ResourceRef, Role, Scope
 from aidememo.http.app import HttpApp
 from aidememo.stores.postgres import PostgresStore
 from aidememo.stores.postgres import sql as q
 from tests import pg
-from tests.contract.support import PROJECT, START_MS, TENANT, WRITER, Api, InProcessClient
+from tests.contract.support import PROJECT, START_MS, TENANT, WRITER, Api, InProcessClient, P
 from tests.stores.test_postgres_store import _counting
 
 pytestmark = pytest.mark.postgres
@@ -38,13 +38,17 @@ def db() -> Iterator[pg.Database]:
 
 
 def _seeded(store: PostgresStore) -> Scope:
+    return _seeded_api(store)[0]
+
+
+def _seeded_api(store: PostgresStore) -> tuple[Scope, Api]:
     app = HttpApp(store, clock=FixedClock(START_MS))
     api = Api("search", InProcessClient(app), app.services.identity, FixedClock(START_MS))
     api.provision(WRITER, Role.WRITER)
     api.session("s-a", source_id="src-a")
     for i, text in enumerate(["redis cache timeout", "cache eviction", "redis", "timeout"]):
         api.fact(f"fact-{i}", "s-a", text)
-    return Scope(TENANT, PROJECT)
+    return Scope(TENANT, PROJECT), api
 
 
 def test_srch6_a_search_is_one_statement_between_begin_and_commit(
@@ -101,5 +105,29 @@ def test_srch6_store8_the_timeouts_on_the_begin_bound_the_read_and_end_with_it(
             conn.rollback()
         finally:
             store.pool.release(conn)
+    finally:
+        store.close()
+
+
+def test_srch6_the_hits_facts_come_with_the_search(db: pg.Database, driver: str) -> None:
+    """`aidememo_search` returns each hit's body, read in the same view, so `GET .../search`
+    sends no read per hit."""
+    log: list[str] = []
+    store = PostgresStore.open(_counting(db, driver, log), framed=driver == "pg8000")
+    try:
+        scope, api = _seeded_api(store)
+        page = store.read(lambda tx: tx.search(scope, ["redis", "cache"], None, 10))
+        assert page.bodies is not None and len(page.bodies) == len(page.hits) == 3
+        for hit, body in zip(page.hits, page.bodies, strict=True):
+            stored = store.read(
+                lambda tx, h=hit: tx.get_resource(scope, ResourceRef("fact", h.fact_id))
+            )
+            assert stored is not None and body == stored.body
+        log.clear()
+        found = api.get(f"{P}/search", query={"q": "redis cache"}).expect(200)["results"]
+        assert [r["fact_id"] for r in found] == ["fact-0", "fact-2", "fact-1"]
+        assert found[0]["content"] == "redis cache timeout"
+        assert log.count("aidememo_search") == 1
+        assert not [s for s in log if s.startswith("SELECT revision, body FROM resources")], log
     finally:
         store.close()

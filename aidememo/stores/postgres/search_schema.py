@@ -203,12 +203,13 @@ V6 = (
 # count, never from a term's frequency in other tenants' data. Two terms: each range is read
 # once into a materialized CTE, and the three short lists of `ranking` (each term's best by
 # its part alone, the best of the facts holding both) are taken from those two. The answer is
-# one row: the hits' fact ids and scores in units, best first, and whether it is exhaustive.
+# one row: the hits' fact ids and scores in units, best first, whether it is exhaustive, and
+# the hits' fact bodies, read in the same statement (so a search needs no read per hit).
 _SEARCH_V8 = """
 CREATE OR REPLACE FUNCTION aidememo_search(
     p_tenant TEXT, p_project TEXT, p_terms TEXT, p_source TEXT, p_limit INT, p_window INT,
     p_k FLOAT8, p_k1b FLOAT8, p_k1p1 FLOAT8, p_scale FLOAT8,
-    OUT fact_ids TEXT[], OUT units BIGINT[], OUT exhaustive BOOLEAN
+    OUT fact_ids TEXT[], OUT units BIGINT[], OUT exhaustive BOOLEAN, OUT bodies BYTEA[]
 ) LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
     v_docs BIGINT;
@@ -222,6 +223,7 @@ BEGIN
     fact_ids := '{}';
     units := '{}';
     exhaustive := true;
+    bodies := '{}';
     IF p_terms = '' OR p_limit <= 0 THEN
         RETURN;
     END IF;
@@ -312,6 +314,12 @@ BEGIN
                coalesce(array_agg(top.s ORDER BY top.s DESC, top.fact_id), '{}')
             INTO fact_ids, units FROM top;
     END IF;
+    -- the hits' facts in the same view, in the hits' order (NULL: no such fact)
+    SELECT coalesce(array_agg(r.body ORDER BY u.i), '{}') INTO bodies
+        FROM unnest(fact_ids) WITH ORDINALITY AS u (f, i)
+        LEFT JOIN resources AS r
+          ON r.tenant_id = p_tenant AND r.project_id = p_project AND r.kind = 'fact'
+         AND r.resource_id = u.f;
 END
 $fn$"""
 

@@ -116,7 +116,7 @@ PING = "SELECT 1"
 # the terms space-separated (the tokenizer's terms hold no spaces), source_id, limit, window,
 # then `ranking`'s constants k, k1 * b, k1 + 1 and the unit scale.
 SEARCH = (
-    "SELECT fact_ids, units, exhaustive "
+    "SELECT fact_ids, units, exhaustive, bodies "
     "FROM aidememo_search(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
 

@@ -132,17 +132,19 @@ class PgReadTx(ArtifactRows[Session], ArchiveReads, SqlReadRows[Session]):
         self, scope: Scope, terms: list[str], source_id: str | None, limit: int
     ) -> SearchPage:
         """Facts matching any term, best first, then by fact id (SRCH-3..6): one call of
-        `aidememo_search`, which runs `aidememo.domain.ranking`'s plan server-side."""
+        `aidememo_search`, which runs `aidememo.domain.ranking`'s plan server-side and reads
+        the hits' facts in the same statement."""
         if not terms or limit <= 0:
             return SearchPage([], True)
         params = (
             scope.tenant_id, scope.project_id, " ".join(terms), source_id, limit,
             ranking.SEARCH_WINDOW, *ranking.SQL_CONSTANTS,
         )  # fmt: skip
-        fact_ids, units, exhaustive = self._x.execute(q.SEARCH, params)[0]
+        fact_ids, units, exhaustive, bodies = self._x.execute(q.SEARCH, params)[0]
         unit = ranking.SCORE_UNIT
         hits = [SearchHit(f, int(n) * unit) for f, n in zip(fact_ids, units, strict=True)]
-        return SearchPage(hits, bool(exhaustive))
+        blob = self._d.blob
+        return SearchPage(hits, bool(exhaustive), [blob(b) for b in bodies])
 
     # -- session facts --------------------------------------------------------------------
 
