@@ -22,11 +22,6 @@ from tests import pg
 pytestmark = pytest.mark.postgres
 
 
-@pytest.fixture(params=pg.DRIVERS)
-def driver(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 @pytest.fixture
 def pooled() -> Iterator[pg.Database]:
     with pg.fresh_database(pooled=True) as database:

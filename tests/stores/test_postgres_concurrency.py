@@ -41,11 +41,6 @@ WRITERS = 8
 COMMANDS = 200
 
 
-@pytest.fixture(params=pg.DRIVERS)
-def driver(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 @pytest.fixture
 def db() -> Iterator[pg.Database]:
     """A fresh schema; every store opened through `db.open` is closed at teardown."""

@@ -8,7 +8,6 @@ server and that the folded timeouts still bound the transaction.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,17 +23,6 @@ from tests.contract.support import PROJECT, START_MS, TENANT, WRITER, Api, InPro
 from tests.stores.test_postgres_store import _counting
 
 pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture(params=pg.DRIVERS)
-def driver(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def db() -> Iterator[pg.Database]:
-    with pg.fresh_database() as database:
-        yield database
 
 
 def _seeded(store: PostgresStore) -> Scope:

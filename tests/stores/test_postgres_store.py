@@ -31,20 +31,9 @@ from tests.contract.support import BACKENDS, START_MS, WRITER, Api, InProcessCli
 pytestmark = pytest.mark.postgres
 
 
-@pytest.fixture(params=pg.DRIVERS)
-def driver(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 @pytest.fixture
 def empty_db() -> Iterator[pg.Database]:
     with pg.fresh_database(migrated=False) as database:
-        yield database
-
-
-@pytest.fixture
-def db() -> Iterator[pg.Database]:
-    with pg.fresh_database() as database:
         yield database
 
 
