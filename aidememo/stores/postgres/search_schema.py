@@ -194,17 +194,38 @@ V6 = (
     _INDEX_FACTS_V6,
 )
 
+# One range per query term of a project's postings with each posting's part of the score,
+# `aidememo.domain.ranking.part`'s expression (a bigint product, one float8 division,
+# truncation); `i` is the term's position in the query. A SQL function the planner inlines
+# into the statement calling it. Each term reaches its key range through `unnest`, so the
+# planner estimates the range from the column's distinct count, never from the term's
+# frequency in other tenants' data (which made a small project's plan parallel and JIT
+# compiled).
+_SEARCH_RANGE_V8 = """
+CREATE OR REPLACE FUNCTION aidememo_search_range(
+    p_tenant TEXT, p_project TEXT, p_terms TEXT[], p_weights BIGINT[], p_k FLOAT8,
+    p_kb FLOAT8, p_min BIGINT, p_source TEXT
+) RETURNS TABLE (i BIGINT, doc_seq BIGINT, fact_id TEXT, s BIGINT)
+LANGUAGE sql STABLE AS $fn$
+    SELECT w.i, p.doc_seq, p.fact_id,
+           trunc((w.weight * p.tf)::float8 / (p.tf + p_k + p_kb * p.n_terms))::bigint
+    FROM unnest(p_terms, p_weights) WITH ORDINALITY AS w (term, weight, i)
+    JOIN fact_search_postings AS p
+      ON p.tenant_id = p_tenant AND p.project_id = p_project AND p.term = w.term
+     AND p.doc_seq >= p_min
+    WHERE p_source IS NULL OR p.source_id = p_source
+$fn$"""
+
 # Version 8: a search in one statement (SPEC.md SRCH-6). `aidememo_search` runs
 # `aidememo.domain.ranking.search`'s plan server-side: the project's statistics, the weights
 # (the same IEEE operations in the same order as `ranking.weights`, the constants passed in
 # from Python), the window's cutoff and the top, so a search is one round trip and its
-# statements' plans are cached in the server session instead of planned per request. Each
-# range is reached through `unnest`, so the planner estimates it from the column's distinct
-# count, never from a term's frequency in other tenants' data. Two terms: each range is read
-# once into a materialized CTE, and the three short lists of `ranking` (each term's best by
-# its part alone, the best of the facts holding both) are taken from those two. The answer is
-# one row: the hits' fact ids and scores in units, best first, whether it is exhaustive, and
-# the hits' fact bodies, read in the same statement (so a search needs no read per hit).
+# statements' plans are cached in the server session instead of planned per request. Two
+# terms: each range is read once into a materialized CTE, and the three short lists of
+# `ranking` (each term's best by its part alone, the best of the facts holding both) are taken
+# from those two. The answer is one row: the hits' fact ids and scores in units, best first, whether
+# it is exhaustive, and the hits' fact bodies, read in the same statement (so a search needs
+# no read per hit).
 _SEARCH_V8 = """
 CREATE OR REPLACE FUNCTION aidememo_search(
     p_tenant TEXT, p_project TEXT, p_terms TEXT, p_source TEXT, p_limit INT, p_window INT,
@@ -257,26 +278,15 @@ BEGIN
         END IF;
     END LOOP;
     IF cardinality(v_names) = 2 THEN
+        -- one CTE per term, so each is estimated as one range and the join is hashed
         WITH ra AS MATERIALIZED (
-            SELECT p.doc_seq, p.fact_id,
-                   trunc((v_weights[1] * p.tf)::float8
-                         / (p.tf + p_k + v_kb * p.n_terms))::bigint AS s
-            FROM unnest(ARRAY[v_names[1]]) AS w (term)
-            JOIN fact_search_postings AS p
-              ON p.tenant_id = p_tenant AND p.project_id = p_project AND p.term = w.term
-             AND p.doc_seq >= v_min
-            WHERE p_source IS NULL OR p.source_id = p_source),
+            SELECT * FROM aidememo_search_range(p_tenant, p_project, v_names[1:1],
+                                                v_weights[1:1], p_k, v_kb, v_min, p_source)),
         rb AS MATERIALIZED (
-            SELECT p.doc_seq, p.fact_id,
-                   trunc((v_weights[2] * p.tf)::float8
-                         / (p.tf + p_k + v_kb * p.n_terms))::bigint AS s
-            FROM unnest(ARRAY[v_names[2]]) AS w (term)
-            JOIN fact_search_postings AS p
-              ON p.tenant_id = p_tenant AND p.project_id = p_project AND p.term = w.term
-             AND p.doc_seq >= v_min
-            WHERE p_source IS NULL OR p.source_id = p_source),
-        a AS (SELECT ra.fact_id, ra.s FROM ra ORDER BY ra.s DESC, ra.fact_id LIMIT p_limit),
-        b AS (SELECT rb.fact_id, rb.s FROM rb ORDER BY rb.s DESC, rb.fact_id LIMIT p_limit),
+            SELECT * FROM aidememo_search_range(p_tenant, p_project, v_names[2:2],
+                                                v_weights[2:2], p_k, v_kb, v_min, p_source)),
+        a AS (SELECT ra.fact_id, ra.s FROM ra ORDER BY 2 DESC, 1 LIMIT p_limit),
+        b AS (SELECT rb.fact_id, rb.s FROM rb ORDER BY 2 DESC, 1 LIMIT p_limit),
         ab AS (SELECT ra.fact_id, ra.s + rb.s AS s FROM ra JOIN rb ON rb.doc_seq = ra.doc_seq
                ORDER BY 2 DESC, 1 LIMIT p_limit),
         top AS (SELECT u.fact_id, max(u.s) AS s
@@ -286,30 +296,21 @@ BEGIN
                coalesce(array_agg(top.s ORDER BY top.s DESC, top.fact_id), '{}')
             INTO fact_ids, units FROM top;
     ELSIF cardinality(v_names) = 1 THEN
+        -- a fact holds a term once: its part is its score, nothing to group
         WITH top AS (
-            SELECT p.fact_id,
-                   trunc((v_weights[1] * p.tf)::float8
-                         / (p.tf + p_k + v_kb * p.n_terms))::bigint AS s
-            FROM unnest(v_names) AS w (term)
-            JOIN fact_search_postings AS p
-              ON p.tenant_id = p_tenant AND p.project_id = p_project AND p.term = w.term
-             AND p.doc_seq >= v_min
-            WHERE p_source IS NULL OR p.source_id = p_source
+            SELECT r.fact_id, r.s
+            FROM aidememo_search_range(p_tenant, p_project, v_names, v_weights, p_k, v_kb,
+                                       v_min, p_source) AS r
             ORDER BY 2 DESC, 1 LIMIT p_limit)
         SELECT coalesce(array_agg(top.fact_id ORDER BY top.s DESC, top.fact_id), '{}'),
                coalesce(array_agg(top.s ORDER BY top.s DESC, top.fact_id), '{}')
             INTO fact_ids, units FROM top;
     ELSE
         WITH top AS (
-            SELECT p.fact_id,
-                   sum(trunc((w.weight * p.tf)::float8
-                             / (p.tf + p_k + v_kb * p.n_terms))::bigint)::bigint AS s
-            FROM unnest(v_names, v_weights) AS w (term, weight)
-            JOIN fact_search_postings AS p
-              ON p.tenant_id = p_tenant AND p.project_id = p_project AND p.term = w.term
-             AND p.doc_seq >= v_min
-            WHERE p_source IS NULL OR p.source_id = p_source
-            GROUP BY p.fact_id ORDER BY 2 DESC, 1 LIMIT p_limit)
+            SELECT r.fact_id, sum(r.s)::bigint AS s
+            FROM aidememo_search_range(p_tenant, p_project, v_names, v_weights, p_k, v_kb,
+                                       v_min, p_source) AS r
+            GROUP BY r.fact_id ORDER BY 2 DESC, 1 LIMIT p_limit)
         SELECT coalesce(array_agg(top.fact_id ORDER BY top.s DESC, top.fact_id), '{}'),
                coalesce(array_agg(top.s ORDER BY top.s DESC, top.fact_id), '{}')
             INTO fact_ids, units FROM top;
@@ -323,4 +324,4 @@ BEGIN
 END
 $fn$"""
 
-V8 = (_SEARCH_V8,)
+V8 = (_SEARCH_RANGE_V8, _SEARCH_V8)
