@@ -29,27 +29,6 @@ from tests.origin.test_serve_process import REPO, ServeProcess, free_port
 TOKEN_PATH = "/v1/projects/demo/identity"
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for name in list(os.environ):
-        if name.startswith("AIDEMEMO_"):
-            monkeypatch.delenv(name)
-    home = tmp_path / "home"
-    monkeypatch.setenv("AIDEMEMO_HOME", str(home))
-    return home
-
-
-@pytest.fixture
-def token(tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]) -> str:
-    """A writer token bootstrapped into the default database of `home` (project demo)."""
-    path = tmp_path / "demo.token"
-    assert main(["token", "new", "--out", str(path)]) == 0
-    args = ["--tenant-id", "local", "--project-id", "demo", "--actor-id", "demo-agent"]
-    assert main(["bootstrap", *args, "--token-file", str(path)]) == 0
-    capsys.readouterr()
-    return path.read_text().strip()
-
-
 class Clock:
     def __init__(self, now: float = 1000.0) -> None:
         self.now = now

@@ -22,7 +22,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from aidememo.cli.main import main
 from aidememo.stores.sqlite import SCHEMA_VERSION
 
 REPO = Path(__file__).resolve().parents[2]
@@ -92,27 +91,6 @@ class ServeProcess:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=10)
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for name in list(os.environ):
-        if name.startswith("AIDEMEMO_"):
-            monkeypatch.delenv(name)
-    home = tmp_path / "home"
-    monkeypatch.setenv("AIDEMEMO_HOME", str(home))
-    return home
-
-
-@pytest.fixture
-def token(tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]) -> str:
-    """A writer token bootstrapped into the default database of `home`."""
-    path = tmp_path / "demo.token"
-    assert main(["token", "new", "--out", str(path)]) == 0
-    args = ["--tenant-id", "local", "--project-id", "demo", "--actor-id", "demo-agent"]
-    assert main(["bootstrap", *args, "--token-file", str(path)]) == 0
-    capsys.readouterr()
-    return path.read_text().strip()
 
 
 @pytest.fixture
