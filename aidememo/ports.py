@@ -230,6 +230,13 @@ class ReadTx(ArtifactReads, Protocol):
         it fails (AUTH-7)."""
         ...
 
+    def get_access_resource(
+        self, scope: Scope, actor_id: str, token_sha256: bytes | None, ref: ResourceRef
+    ) -> tuple[Project | None, Membership | None, StoredResource | None]:
+        """`get_access` and `get_resource` together, one statement where the backend allows
+        (READS-5): the resource is None when the project is."""
+        ...
+
     def mailbox(self, scope: Scope, query: MailboxQuery) -> list[tuple[int, HandoffIndexRow]]:
         """Up to `query.limit` mailbox rows `(updated_seq, row)`, newest first."""
         ...

@@ -31,7 +31,7 @@ from aidememo.domain.model import (
 from aidememo.domain.page_token import sign, verify
 from aidememo.domain.visibility import PARTICIPANT_KINDS, visible_to
 from aidememo.ports import Clock, ReadTx, Store
-from aidememo.service.access import Caller, authorize
+from aidememo.service.access import Caller, authorize, check_access
 from aidememo.service.snapshot_pages import read_page
 
 R = TypeVar("R", ChangeRecord, StoredResource)
@@ -124,8 +124,13 @@ class Queries:
         """The exact current state of a resource; hidden records are not found (VIS-1)."""
 
         def run(tx: ReadTx) -> StoredResource | None:
-            authorize(tx, caller, project_id, write=False)
-            return tx.get_resource(caller.scope(project_id), ref)
+            # the access check and the row in one statement (READS-5); the row is only
+            # looked at once the access holds
+            project, membership, found = tx.get_access_resource(
+                caller.scope(project_id), caller.actor_id, caller.token_sha256, ref
+            )
+            check_access(project, membership, write=False)
+            return found
 
         found = self.store.read(run)
         if found is None or not visible_to(ref.kind, found.body, caller.actor_id):

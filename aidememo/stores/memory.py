@@ -259,6 +259,14 @@ class _MemoryTx(ArtifactMemoryTx):
             return None, None
         return project, self._t.memberships.get((scope.tenant_id, scope.project_id, actor_id))
 
+    def get_access_resource(
+        self, scope: Scope, actor_id: str, token_sha256: bytes | None, ref: ResourceRef
+    ) -> tuple[Project | None, Membership | None, StoredResource | None]:
+        project, membership = self.get_access(scope, actor_id, token_sha256)
+        if project is None:
+            return None, None, None
+        return project, membership, self.get_resource(scope, ref)
+
     def mailbox(self, scope: Scope, query: MailboxQuery) -> list[tuple[int, HandoffIndexRow]]:
         rows = self._t.handoffs.get((scope.tenant_id, scope.project_id), {}).values()
         inbox = query.box == "inbox"

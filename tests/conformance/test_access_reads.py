@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from aidememo.conformance.harness import ACTOR, EPOCH, OTHER_ACTOR, PROJECT, TENANT, Fixture
+from aidememo.conformance.harness import (
+    ACTOR,
+    EPOCH,
+    OTHER_ACTOR,
+    PROJECT,
+    RESOURCE,
+    TENANT,
+    Fixture,
+)
 from aidememo.domain.errors import AidememoError, ErrorCode
 from aidememo.domain.model import (
     ActorKind,
@@ -121,4 +129,41 @@ def test_reads3_list_sessions_pages_creation_receipts_newest_first(backend: Back
     assert fx.store.read(lambda tx: tx.list_sessions(SCOPE, 5, 1)) == [(3, "session_1")]
     assert fx.store.read(lambda tx: tx.list_sessions(SCOPE, 1, 10)) == []
     assert fx.store.read(lambda tx: tx.list_sessions(Scope(TENANT, "project_x"), None, 10)) == []
+    fx.store.close()
+
+
+def test_reads5_access_and_resource_in_one_read_agree_with_the_two_reads(
+    backend: Backend,
+) -> None:
+    fx = Fixture.create(backend.open)
+    digest = bytes([5]) * 32
+    fx.identity.provision_member(TENANT, PROJECT, "actor_tok", token_sha256=digest)
+    fx.put("command_one", "a")
+    ref, missing_ref = RESOURCE, ResourceRef(RESOURCE.kind, "missing")
+
+    def both(scope: Scope, actor: str, token: bytes | None, r: ResourceRef) -> object:
+        return fx.store.read(
+            lambda tx: (*tx.get_access(scope, actor, token), tx.get_resource(scope, r))
+        )
+
+    for actor, token in ((ACTOR, None), ("actor_tok", digest), ("actor_nobody", None)):
+        for r in (ref, missing_ref):
+            got = fx.store.read(
+                lambda tx, a=actor, t=token, r=r: tx.get_access_resource(SCOPE, a, t, r)
+            )
+            assert got == both(SCOPE, actor, token, r), (actor, r)
+    project, member, found = fx.store.read(
+        lambda tx: tx.get_access_resource(SCOPE, ACTOR, None, ref)
+    )
+    assert project is not None and member is not None and member.role is Role.WRITER
+    assert found is not None and found.revision == 1 and found.body is not None
+    missing = Scope(TENANT, "project_missing")
+    for token in (None, digest):
+        assert fx.store.read(
+            lambda tx, t=token: tx.get_access_resource(missing, "actor_tok", t, ref)
+        ) == (None, None, None)
+    fx.identity.revoke_token(digest)
+    with pytest.raises(AidememoError) as info:
+        fx.store.read(lambda tx: tx.get_access_resource(SCOPE, "actor_tok", digest, ref))
+    assert info.value.code is ErrorCode.AUTHENTICATION_FAILED
     fx.store.close()

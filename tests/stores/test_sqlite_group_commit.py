@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from aidememo.conformance.harness import EPOCH, PROJECT, TENANT, Fixture
+from aidememo.conformance.harness import ACTOR, EPOCH, PROJECT, RESOURCE, TENANT, Fixture
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
 from aidememo.domain.model import Membership, MemberStatus, ResourceRef, Role, Scope
 from aidememo.ports import WriteTx
@@ -387,4 +387,30 @@ def test_store7_standalone_read_needs_no_begin_and_stays_alone(
     both = fx.store.read(lambda tx: (tx.get_project(SCOPE), tx.authenticate_token(digest)))
     assert both[0] is not None and both[1] is not None
     assert conn is None or not conn.in_transaction
+    fx.store.close()
+
+
+def test_reads5_store7_a_resource_read_is_one_statement_without_begin(tmp_path: Path) -> None:
+    fx = Fixture.create(lambda: SqliteStore.open_file(tmp_path / "db"))
+    digest = bytes([8]) * 32
+    fx.identity.provision_member(TENANT, PROJECT, "actor_tok", token_sha256=digest)
+    fx.put("command_one", "a")
+    executor = _executor(fx)
+    for token, actor in ((None, ACTOR), (digest, "actor_tok")):
+        statements: list[str] = []
+
+        def trace(
+            tx: Any, token: bytes | None = token, actor: str = actor, seen: list[str] = statements
+        ) -> Any:
+            reader = executor._local.conn
+            assert reader is not None
+            reader.set_trace_callback(seen.append)
+            try:
+                return tx.get_access_resource(SCOPE, actor, token, RESOURCE)
+            finally:
+                reader.set_trace_callback(None)
+
+        project, member, found = fx.store.read(trace)
+        assert project is not None and member is not None and found is not None
+        assert len(statements) == 1 and statements[0].startswith("SELECT")  # no BEGIN, COMMIT
     fx.store.close()

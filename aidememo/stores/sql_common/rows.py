@@ -241,6 +241,31 @@ class SqlReadRows(Generic[X]):
             return project, None
         return project, Membership(t, p, actor_id, ROLES[role], STATUSES[status])
 
+    def get_access_resource(
+        self, scope: Scope, actor_id: str, token_sha256: bytes | None, ref: ResourceRef
+    ) -> tuple[Project | None, Membership | None, StoredResource | None]:
+        """`get_access` and `get_resource` in one statement (READS-5)."""
+        t, p = scope.tenant_id, scope.project_id
+        d = self._d
+        if token_sha256 is None:
+            rows = self._x.execute_alone(d.GET_ACCESS_RESOURCE, (actor_id, ref.kind, ref.id, t, p))
+            if not rows:
+                return None, None, None
+            epoch, head, role, status, revision, body = rows[0]
+        else:
+            params = (bytes(token_sha256), t, actor_id, t, p, actor_id, ref.kind, ref.id)
+            row = self._x.execute_alone(d.GET_ACCESS_RESOURCE_TOKEN, params)[0]
+            epoch, head, role, status, revision, body, valid = row
+            if valid is None:
+                raise fail(ErrorCode.AUTHENTICATION_FAILED, "unknown or revoked token")
+            if epoch is None:
+                return None, None, None
+        project = Project(t, p, epoch, head)
+        found = None if revision is None else StoredResource(ref, revision, d.blob(body))
+        if role is None:
+            return project, None, found
+        return project, Membership(t, p, actor_id, ROLES[role], STATUSES[status]), found
+
     def mailbox(self, scope: Scope, query: MailboxQuery) -> list[tuple[int, HandoffIndexRow]]:
         """A page of the inbox (`to_actor`) or outbox (`from_actor`), newest first."""
         params: list[str | int] = [scope.tenant_id, scope.project_id, query.actor_id]

@@ -32,6 +32,12 @@ TENANT_TABLES_BUT_SEARCH = (
     "tenants",
 )
 
+# One resource beside the project row of an access read.
+_RESOURCE_JOIN = (
+    "LEFT JOIN resources AS r ON r.tenant_id = p.tenant_id "
+    "AND r.project_id = p.project_id AND r.kind = ? AND r.resource_id = ? "
+)
+
 MailboxKey = tuple[bool, bool, bool, bool]
 _MAILBOX_COLUMNS = (
     "SELECT handoff_id, from_actor, to_actor, source_id, status, revision, updated_seq "
@@ -119,6 +125,27 @@ class SharedSql:
         "LEFT JOIN memberships AS m ON m.tenant_id = p.tenant_id "
         "AND m.project_id = p.project_id AND m.actor_id = ? "
         "WHERE p.tenant_id = ? AND p.project_id = ?"
+    )
+    # The same with one resource's revision and body (a resource read's whole read, READS-5):
+    # parameters actor, kind, resource id, tenant, project; with the token check first.
+    GET_ACCESS_RESOURCE = (
+        "SELECT p.project_epoch, p.head_seq, m.role, m.status, r.revision, r.body "
+        "FROM projects AS p "
+        "LEFT JOIN memberships AS m ON m.tenant_id = p.tenant_id "
+        "AND m.project_id = p.project_id AND m.actor_id = ? "
+        + _RESOURCE_JOIN
+        + "WHERE p.tenant_id = ? AND p.project_id = ?"
+    )
+    GET_ACCESS_RESOURCE_TOKEN = (
+        "SELECT p.project_epoch, p.head_seq, m.role, m.status, r.revision, r.body, "
+        "(SELECT 1 FROM token_bindings AS b "
+        "JOIN tenants AS t ON t.tenant_id = b.tenant_id "
+        "JOIN actors AS a ON a.tenant_id = b.tenant_id AND a.actor_id = b.actor_id "
+        "WHERE b.token_sha256 = ? AND b.active AND b.tenant_id = ? AND b.actor_id = ?) "
+        "FROM (SELECT 1) AS one "
+        "LEFT JOIN projects AS p ON p.tenant_id = ? AND p.project_id = ? "
+        "LEFT JOIN memberships AS m ON m.tenant_id = p.tenant_id "
+        "AND m.project_id = p.project_id AND m.actor_id = ? " + _RESOURCE_JOIN
     )
 
     # Inserts are upserts, like the reference store's: provisioning twice leaves one row.
