@@ -50,16 +50,25 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import urllib.parse
 from typing import Any, ClassVar
 
 import httptools
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import (
+    STATUS_LINE,
+    HttpToolsProtocol,
+    RequestResponseCycle,
+)
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.http11 import Request as WsRequest
 
 from aidememo.domain.errors import ErrorCode, fail
+from aidememo.domain.limits import MAX_REQUEST_BODY_BYTES
+from aidememo.http.body import declared_length
+from aidememo.http.types import Response
 from origin.asgi import ACCESS_FORMAT, ACCESS_LOGGER
-from origin.asgi_common import REQUEST_ID_HEADER, new_request_id
+from origin.asgi_common import REQUEST_ID_HEADER, fold_headers, new_request_id
+from origin.direct import DirectCycle, DirectEntry, encode
 from origin.limits import TransportLimits
 
 access = logging.getLogger(ACCESS_LOGGER)
@@ -164,6 +173,11 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._head_timer: asyncio.TimerHandle | None = None
         self._body_timer: asyncio.TimerHandle | None = None
         self._body_seen = 0.0  # loop time of the last body progress
+        entry = getattr(self.app, "direct", None)
+        # uvicorn's 503 of `limit_concurrency` is decided per request in its own code path
+        usable = isinstance(entry, DirectEntry) and self.limit_concurrency is None
+        self._direct: DirectEntry | None = entry if usable else None
+        self._waiting: DirectCycle | None = None  # a direct request whose body is still due
 
     # -- connection ---------------------------------------------------------------------------
 
@@ -188,6 +202,8 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             self._head_bytes += len(data)
         if not self._feed(data):
             return
+        if self._waiting is not None:  # a direct request's body did not all come in this read
+            self._to_asgi(self._waiting)
         if self._in_head:
             if self._head_bytes and self._head_timer is None:
                 self._arm_head_timer()  # part of a head: it must end in time
@@ -236,6 +252,8 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
+        if self._direct is not None and self._begin_direct():
+            return
         super().on_headers_complete()
         cycle = self.cycle
         if cycle is not None and cycle.transport is self.transport:  # a new request's cycle
@@ -252,6 +270,154 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             self._body_timer.cancel()
             self._body_timer = None
         super().on_message_complete()
+        waiting = self._waiting
+        if waiting is not None:  # the whole request is here: answer it without ASGI
+            self._waiting = None
+            try:
+                assert self._direct is not None
+                self._direct.run(self.loop, waiting, self._respond)
+            except Exception as exc:  # `run` never raises; should it, the connection goes
+                self.logger.error("Exception in the direct request path", exc_info=exc)
+                self.transport.close()
+
+    # -- the direct path (origin.direct) --------------------------------------------------
+
+    def _begin_direct(self) -> bool:
+        """Take the request whose head just ended onto the direct path, if it may go there:
+        uvicorn's scope is filled in as its `on_headers_complete` fills it (the ASGI path may
+        still take the request over), and a `DirectCycle` stands in for the ASGI cycle."""
+        cycle = self.cycle
+        if (
+            (cycle is not None and not cycle.response_complete)  # pipelined: keep the order
+            or self.expect_100_continue
+            or self.flow.write_paused
+            or self.transport.is_closing()
+            or self.parser.should_upgrade()
+        ):
+            return False
+        headers = fold_headers(self.headers)
+        if "content-length" in headers:
+            length = declared_length(headers)
+            if length is not None and length > MAX_REQUEST_BODY_BYTES:
+                return False  # stage one refuses it before anything is read
+        parser = self.parser
+        scope = self.scope
+        http_version = parser.get_http_version()
+        method = parser.get_method().decode("ascii")
+        scope["method"] = method
+        if http_version != "1.1":
+            scope["http_version"] = http_version
+        parsed_url = httptools.parse_url(self.url)
+        raw_path = parsed_url.path
+        path = raw_path.decode("ascii")
+        if "%" in path:
+            path = urllib.parse.unquote(path)
+        path = self.root_path + path
+        query = parsed_url.query or b""
+        scope["path"] = path
+        scope["raw_path"] = self.root_path.encode("ascii") + raw_path
+        scope["query_string"] = query
+        keep_alive = http_version != "1.0" and parser.should_keep_alive()
+        self.cycle = self._waiting = DirectCycle(method, path, query, headers, keep_alive)  # type: ignore[assignment]
+        return True
+
+    def _to_asgi(self, waiting: DirectCycle) -> None:
+        """The ASGI path takes over a direct request whose body is still arriving: a cycle
+        holding what has come so far, the application started as uvicorn starts it."""
+        self._waiting = None
+        cycle = RequestResponseCycle(
+            scope=self.scope,
+            transport=self.transport,
+            flow=self.flow,
+            logger=self.logger,
+            access_logger=self.access_logger,
+            access_log=self.access_log,
+            default_headers=self.server_state.default_headers,
+            message_event=asyncio.Event(),
+            expect_100_continue=False,
+            keep_alive=waiting.keep_alive,
+            on_response=self.on_response_complete,
+        )
+        cycle.body = waiting.body
+        cycle.transport = OneWrite(self.transport, cycle)  # type: ignore[assignment]
+        self.cycle = cycle
+        self._start_asgi_task(cycle, self.app)
+
+    def _respond(self, cycle: DirectCycle, rid: str, response: Response) -> None:
+        """Write a direct request's answer (on the loop), then log its line."""
+        entry = self._direct
+        assert entry is not None
+        if cycle.disconnected or self.transport.is_closing():  # the client went away
+            cycle.response_complete = True
+            entry.log(rid, cycle, response.status)
+            return
+        try:
+            if response.stream is not None:
+                self._stream(cycle, rid, response)
+                return
+            head, keep_alive = encode(
+                response,
+                rid,
+                self.server_state.default_headers,
+                cycle.keep_alive,
+                cycle.method == "HEAD",
+            )
+        except Exception as exc:  # an invalid header: uvicorn's cycle would fail the same
+            self.logger.error("Exception in ASGI application\n", exc_info=exc)
+            self.transport.close()
+            return
+        cycle.response_started = True
+        body = response.body
+        if cycle.method == "HEAD" or not body:
+            self.transport.write(head)
+        elif len(body) <= JOIN_MAX_BYTES:
+            self.transport.write(head + body)
+        else:
+            self.transport.writelines((head, body))
+        cycle.response_complete = True
+        if not keep_alive:
+            self.transport.close()
+        self.on_response_complete()
+        entry.log(rid, cycle, response.status)
+
+    def _stream(self, cycle: DirectCycle, rid: str, response: Response) -> None:
+        """A streamed answer goes out through an ASGI cycle of its own, as the adapter sends
+        it: chunk by chunk, under uvicorn's flow control; the cycle takes the direct
+        request's place (shutdown and disconnects reach it there)."""
+        entry = self._direct
+        assert entry is not None
+        scope: Any = {"method": cycle.method}
+        sender = RequestResponseCycle(
+            scope=scope,
+            transport=self.transport,
+            flow=self.flow,
+            logger=self.logger,
+            access_logger=self.access_logger,
+            access_log=False,  # uvicorn's own access log needs the whole scope; the origin's is off
+            default_headers=self.server_state.default_headers,
+            message_event=asyncio.Event(),
+            expect_100_continue=False,
+            keep_alive=cycle.keep_alive,
+            on_response=self.on_response_complete,
+        )
+        sender.more_body = False
+        sender.transport = OneWrite(self.transport, sender)  # type: ignore[assignment]
+        current: Any = self.cycle
+        if current is cycle:
+            self.cycle = sender
+        cycle.response_complete = True
+
+        async def run() -> None:
+            try:
+                send: Any = sender.send
+                await entry.stream(send, cycle, rid, response)
+            except Exception as exc:
+                self.logger.error("Exception in ASGI application\n", exc_info=exc)
+                self.transport.close()
+
+        task = self.loop.create_task(run())
+        task.add_done_callback(self.tasks.discard)
+        self.tasks.add(task)
 
     # -- limits -------------------------------------------------------------------------------
 
