@@ -117,24 +117,33 @@ class OneWrite:
     held back and goes out with the first body chunk in one write, instead of a write of its
     own. Every response is then one segment and one
     wake-up of the client instead of two (docs/bench-notes.md has the measurement). Writes
-    before the head (`100 Continue`) pass through; `close` sends what is held first."""
+    before the head (`100 Continue`) pass through, and so does every write after the first
+    body chunk (a streamed body's further chunks, the end of a chunked body); `close` sends
+    what is held first."""
 
-    __slots__ = ("_cycle", "_head", "_transport")
+    __slots__ = ("_cycle", "_head", "_joined", "_transport")
 
     def __init__(self, transport: asyncio.Transport, cycle: Any) -> None:
         self._transport = transport
         self._cycle = cycle
         self._head: bytes | None = None
+        self._joined = False  # the head has gone out with a body chunk
 
     def write(self, data: bytes) -> None:
         head = self._head
         if head is not None:
             self._head = None
+            self._joined = True
             if len(data) <= JOIN_MAX_BYTES:
                 self._transport.write(head + data)  # one try-write on uvloop
             else:  # a large body is not copied for the head's sake
                 self._transport.writelines((head, data))
-        elif self._cycle.response_started and not self._cycle.response_complete and data:
+        elif (
+            not self._joined
+            and self._cycle.response_started
+            and not self._cycle.response_complete
+            and data
+        ):
             self._head = data  # the head: it waits for the body
         else:
             self._transport.write(data)
@@ -147,6 +156,7 @@ class OneWrite:
         """Send a held head now."""
         head, self._head = self._head, None
         if head is not None:
+            self._joined = True
             self._transport.write(head)
 
     def is_closing(self) -> bool:
