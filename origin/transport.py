@@ -117,9 +117,9 @@ class OneWrite:
     held back and goes out with the first body chunk in one write, instead of a write of its
     own. Every response is then one segment and one
     wake-up of the client instead of two (docs/bench-notes.md has the measurement). Writes
-    before the head (`100 Continue`) pass through, and so does every write after the first
-    body chunk (a streamed body's further chunks, the end of a chunked body); `close` sends
-    what is held first."""
+    before the head (`100 Continue`) pass through, and so do the head of a HEAD answer (no
+    body write follows it) and every write after the first body chunk (a streamed body's
+    further chunks, the end of a chunked body); `close` sends what is held first."""
 
     __slots__ = ("_cycle", "_head", "_joined", "_transport")
 
@@ -143,6 +143,7 @@ class OneWrite:
             and self._cycle.response_started
             and not self._cycle.response_complete
             and data
+            and self._cycle.scope["method"] != "HEAD"  # no body follows a HEAD's head
         ):
             self._head = data  # the head: it waits for the body
         else:
