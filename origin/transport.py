@@ -1,4 +1,5 @@
-"""The origin's HTTP/1.1 transport: uvicorn's httptools protocol with limits before work.
+"""The origin's HTTP/1.1 transport: uvicorn's httptools protocol with limits before work and a
+direct request path.
 
 uvicorn's httptools protocol puts no bound on a request head: a 128 MiB header sent in
 64 KiB pieces was parsed to its end, at a cost growing with the square of its size (httptools
@@ -31,6 +32,24 @@ A refusal answers the error shape of SPEC.md ERR-1 (the message from `ErrorCode`
 with `x-request-id` and `connection: close`) and logs one `aidememo.access` line in the
 adapter's format, method and path `-` when the head was not complete. A client still writing
 a huge head may see the connection reset before it reads the 431.
+
+The direct path (SPEC.md HTTP-9, `origin.direct`): when the application carries a
+`DirectEntry` (`origin.asgi.create_asgi_app` gives it one), a request whose head completes
+with no earlier request of the connection unanswered, no `Expect: 100-continue`, no upgrade,
+writes not paused and a `Content-Length` within the smallest route limit gets a
+`DirectCycle` in place of uvicorn's cycle (`_begin_direct`; uvicorn's scope is filled in as
+uvicorn fills it). When the whole body has arrived in the same read, `on_message_complete`
+hands the request to the entry, which dispatches it on the loop or in the adapter's pool;
+`_respond` writes the answer in one write from the loop, completes the response as uvicorn's
+cycle does (`on_response_complete`: the next pipelined request, the keep-alive timer) and logs
+the access line. A body still due at the end of the read hands the request to a uvicorn
+cycle with what has arrived, and the ASGI application runs as it always did (`_to_asgi`). A
+request parsed while a direct one is still being answered is queued by uvicorn's own
+pipelining, so answers keep their order; graceful shutdown sees the `DirectCycle` as a
+response still due and waits for it.
+
+`OneWrite` holds a response's head back until its first body chunk on the ASGI path; the
+head of a HEAD answer (no body follows) and every write after the first chunk pass through.
 
 The common path adds a length test per read and a few attribute reads and writes per request;
 no timer is armed for a head that arrives in one read (docs/bench-notes.md has the
