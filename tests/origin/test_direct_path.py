@@ -152,7 +152,7 @@ def test_http9_pipelined_requests_are_answered_in_order_behind_a_post(
         assert (later["path"], later["path_taken"]) == ("/later", "direct")
 
 
-def test_http9_head_keep_alive_close_and_http_1_0(tmp_path: Path, probes: list[Probe]) -> None:
+def test_http9_head_keep_alive_close_and_old_http(tmp_path: Path, probes: list[Probe]) -> None:
     probe = start(probes, tmp_path)
     with Conn(probe.port) as conn:
         conn.send(request("HEAD", "/h"))
