@@ -26,7 +26,9 @@ parser sees the bytes:
   count). Else, if the application has not answered yet, it is told the client disconnected
   (its `receive` returns `http.disconnect`, its `send` is dropped) and the protocol answers
   408 `request_timeout`; either way the connection is closed.
-- Idle keep-alive: uvicorn's `timeout_keep_alive`, set to `idle_timeout_s`.
+- Idle keep-alive: uvicorn's `timeout_keep_alive`, set to `idle_timeout_s`, counted from the
+  end of the last response; one timer per connection, re-armed for the time left when it
+  fires on a connection that was busy meanwhile (uvicorn arms and cancels one per request).
 
 A refusal answers the error shape of SPEC.md ERR-1 (the message from `ErrorCode`'s mapping,
 with `x-request-id` and `connection: close`) and logs one `aidememo.access` line in the
@@ -208,6 +210,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         usable = isinstance(entry, DirectEntry) and self.limit_concurrency is None
         self._direct: DirectEntry | None = entry if usable else None
         self._waiting: DirectCycle | None = None  # a direct request whose body is still due
+        self._idle_since = -1.0  # loop time the connection went idle, -1 while it is busy
 
     # -- connection ---------------------------------------------------------------------------
 
@@ -309,6 +312,40 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             except Exception as exc:  # `run` never raises; should it, the connection goes
                 self.logger.error("Exception in the direct request path", exc_info=exc)
                 self.transport.close()
+
+    # -- idle keep-alive ------------------------------------------------------------------
+
+    def _unset_keepalive_if_required(self) -> None:
+        self._idle_since = -1.0  # bytes came: not idle (the armed timer finds that out)
+
+    def on_response_complete(self) -> None:
+        """uvicorn's, with a lazy idle timer: armed once and, when it fires early (the
+        connection was busy since), re-armed for what is left, instead of a `call_later`
+        and a `cancel` per request."""
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self.flow.resume_reading()
+        if self.pipeline:
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+            return
+        self._idle_since = self.loop.time()
+        if self.timeout_keep_alive_task is None:
+            self.timeout_keep_alive_task = self.loop.call_later(
+                self.timeout_keep_alive, self._keep_alive_due
+            )
+
+    def _keep_alive_due(self) -> None:
+        self.timeout_keep_alive_task = None
+        since = self._idle_since
+        if since < 0 or self.transport.is_closing():
+            return  # busy: the end of its response arms the timer again
+        left = since + self.timeout_keep_alive - self.loop.time()
+        if left > 0:
+            self.timeout_keep_alive_task = self.loop.call_later(left, self._keep_alive_due)
+        else:
+            self.transport.close()
 
     # -- the direct path (origin.direct) --------------------------------------------------
 
@@ -456,10 +493,10 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._head_timer = self.loop.call_later(self.limits.header_timeout_s, self._head_late)
 
     def _stop_timers(self) -> None:
-        for timer in (self._head_timer, self._body_timer):
+        for timer in (self._head_timer, self._body_timer, self.timeout_keep_alive_task):
             if timer is not None:
                 timer.cancel()
-        self._head_timer = self._body_timer = None
+        self._head_timer = self._body_timer = self.timeout_keep_alive_task = None
 
     def _head_late(self) -> None:
         self._head_timer = None

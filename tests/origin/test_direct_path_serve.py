@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -170,5 +171,20 @@ def test_http9_metrics1_the_direct_path_is_counted(tmp_path: Path, home: Path, t
         assert _value(text, ok) >= 3  # the readiness probe of ServeProcess adds its own
         head = r'aidememo_http_requests_total\{method="HEAD",route="unmatched",status="405"\}'
         assert _value(text, head) == 1
+    finally:
+        server.kill()
+
+
+def test_http5_http9_the_idle_timer_counts_from_the_last_answer(
+    tmp_path: Path, home: Path, token: str
+) -> None:
+    server = ServeProcess(home, tmp_path / "serve.log", environ={"AIDEMEMO_IDLE_TIMEOUT_S": "1"})
+    try:
+        with Conn(server.port) as conn:
+            for _ in range(6):  # 2.4 s on one connection, never 1 s without a request
+                conn.send(request("GET", "/health"))
+                assert conn.read().status_line == b"HTTP/1.1 200 OK"
+                time.sleep(0.4)
+            assert conn.closed()  # then idle: the server closes it
     finally:
         server.kill()
