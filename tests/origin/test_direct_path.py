@@ -96,6 +96,10 @@ def test_http9_complete_requests_take_the_direct_path(tmp_path: Path, probes: li
             assert seen["path_taken"] == "direct", (method, seen)
             assert (seen["method"], seen["path"], seen["query"]) == (method, "/things/1", "x=%20y")
             assert seen["body_bytes"] == len(body)
+        chunked = request("POST", "/chunked", headers={"transfer-encoding": "chunked"})
+        conn.send(chunked + b"5\r\nhello\r\n3\r\n, w\r\n0\r\n\r\n")
+        seen = conn.read().json()
+        assert (seen["path_taken"], seen["body_bytes"]) == ("direct", 8)
     off = start(probes, tmp_path, direct=False)
     with Conn(off.port) as conn:
         conn.send(request("GET", "/things/1") + request("POST", "/things", b"{}"))
