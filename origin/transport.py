@@ -416,6 +416,9 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         assert entry is not None
         if cycle.disconnected or self.transport.is_closing():  # the client went away
             cycle.response_complete = True
+            close = getattr(response.stream, "close", None)
+            if close is not None:  # an unsent download: its file is released now
+                close()
             entry.log(rid, cycle, response.status)
             return
         try:
