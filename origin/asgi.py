@@ -38,7 +38,6 @@ thread hop. The measurements behind this are in `docs/bench-notes.md`.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from asyncio import get_running_loop
@@ -46,22 +45,25 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
-from aidememo.domain.errors import STORAGE_RETRY_AFTER_S, ErrorCode, fail
+from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.limits import MAX_REQUEST_BODY_BYTES
 from aidememo.http.body import EMPTY, Body, StreamBody, declared_length
 from aidememo.http.types import Request, Response
 from origin.asgi_common import (
-    REQUEST_ID_HEADER,
     AsgiApp,
     AsgiMessage,
     AsgiReceive,
     AsgiScope,
     AsgiSend,
     fold_headers,
+    internal_error,
     log_safe,
     new_request_id,
+    out_headers,
     request_id,
+    send_stream,
 )
+from origin.direct import DirectEntry
 from origin.logsink import access_record, record_template
 
 __all__ = ["AsgiApp", "AsgiBody", "create_asgi_app", "new_request_id"]
@@ -146,35 +148,6 @@ async def _first(receive: AsgiReceive, length: int | None) -> Body:
     return AsgiBody(receive, get_running_loop(), length, chunk)
 
 
-def _internal_error(request_id: str) -> Response:
-    """What a dispatch bug turns into: a retryable 503 whose message leaks nothing."""
-    body = json.dumps(fail(ErrorCode.STORAGE_FAILURE, "dispatch raised").to_json()).encode()
-    return Response(
-        503,
-        [("content-type", "application/json"), ("retry-after", str(STORAGE_RETRY_AFTER_S))],
-        body,
-    )
-
-
-async def _send_stream(
-    stream: Iterator[bytes], send: AsgiSend, pool: ThreadPoolExecutor | None
-) -> None:
-    """A streamed answer (an artifact download): each chunk is read in a worker thread, so
-    file reads never block the event loop, and sent before the next is read."""
-    loop = get_running_loop()
-    try:
-        while True:
-            chunk = await loop.run_in_executor(pool, next, stream, None)
-            if chunk is None:
-                break
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        await send({"type": "http.response.body", "body": b""})
-    finally:
-        close = getattr(stream, "close", None)
-        if close is not None:
-            await loop.run_in_executor(pool, close)
-
-
 def create_asgi_app(
     http_app: Dispatcher,
     *,
@@ -184,6 +157,7 @@ def create_asgi_app(
     access_logger: logging.Logger | None = None,
     websocket: WebSocketHandler | None = None,
     threads: int | None = None,
+    direct: bool = True,
 ) -> AsgiApp:
     """Wrap `http_app` in an ASGI 3 application.
 
@@ -193,6 +167,9 @@ def create_asgi_app(
     live change feed (`origin.live.LiveFeed`); without it every WebSocket is refused.
     `threads` gives the offloaded requests a pool of their own with that many threads (shut
     down at the lifespan shutdown, before `on_shutdown`); None uses the loop's default pool.
+    `direct` gives the app its `direct` attribute, the `origin.direct.DirectEntry` the
+    origin's transport answers ordinary requests through without ASGI; False: none, every
+    request goes through ASGI.
     """
     if dispatch_mode not in DISPATCH_MODES:
         raise ValueError(f"dispatch_mode must be one of {sorted(DISPATCH_MODES)}")
@@ -257,29 +234,20 @@ def create_asgi_app(
                 response = dispatch(request)
         except Exception:
             errors.exception("dispatch raised; request_id=%s", rid)
-            response = _internal_error(rid)
+            response = internal_error(rid)
         if type(body) is AsgiBody and body.aborted:
             return  # the client went away while its body was read
-        out: list[tuple[bytes, bytes]] = []
-        has_length = has_id = False
-        for name, value in response.headers:
-            if name == "content-length":
-                has_length = True
-            elif name == REQUEST_ID_HEADER:
-                has_id = True
-            out.append((name.encode("latin-1"), value.encode("latin-1")))
-        if not has_length and response.stream is None:  # a stream without one is chunked
-            out.append((b"content-length", str(len(response.body)).encode()))
-        if not has_id:
-            out.append((b"x-request-id", rid.encode()))
-        if not body.complete:
-            # The unread rest of the body would otherwise be received and discarded.
-            out.append((b"connection", b"close"))
-        await send({"type": "http.response.start", "status": response.status, "headers": out})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": response.status,
+                "headers": out_headers(response, rid, body.complete),
+            }
+        )
         if response.stream is None:
             await send({"type": "http.response.body", "body": response.body})
         else:
-            await _send_stream(response.stream, send, pool())
+            await send_stream(response.stream, send, pool())
         if access.isEnabledFor(INFO):
             access.handle(
                 access_record(
@@ -331,4 +299,13 @@ def create_asgi_app(
             else:  # no live feed here: closing before accept answers 403
                 await send({"type": "websocket.close", "code": 1008})
 
+    if direct:
+        app.direct = DirectEntry(  # type: ignore[attr-defined]
+            dispatch,
+            offload_all=offload_all,
+            offload_writes=offload_writes,
+            pool=pool,
+            access=(access, access_template),
+            errors=errors,
+        )
     return app

@@ -11,8 +11,9 @@ on them and the process exits 0. A second SIGINT still forces an immediate exit 
 behaviour).
 
 The transport is `origin.transport`: uvicorn's httptools protocol with the head size, header
-count and time limits of SPEC.md HTTP-4/HTTP-5 (`settings.limits`, `origin.limits`), and
-uvicorn's websockets-sansio protocol without an ERROR line per denied upgrade. Without
+count and time limits of SPEC.md HTTP-4/HTTP-5 (`settings.limits`, `origin.limits`), which
+answers ordinary requests without an ASGI cycle (`origin.direct`, HTTP-9), and uvicorn's
+websockets-sansio protocol without an ERROR line per denied upgrade. Without
 httptools uvicorn falls back to h11, bounded only in head size (`h11_max_incomplete_event_size`).
 
 Logging goes to stderr: uvicorn's own lines, and one `aidememo.access` line per request with
@@ -32,6 +33,7 @@ import asyncio
 import importlib.util
 import logging
 import math
+import os
 import signal
 import socket
 import threading
@@ -48,6 +50,7 @@ from origin.logsink import CachedTimeFormatter, ClientDetailFilter
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 3030
 GRACEFUL_TIMEOUT_S = 30
+DIRECT_ENV = "AIDEMEMO_DIRECT_PATH"
 
 DISPATCH_THREADS = 64
 """Threads of the pool offloaded requests run in. Group commit (`sqlite3_executor`) can only
@@ -124,6 +127,9 @@ class ServerSettings:
     """`text` or `json` (`origin.logjson`, DEPLOY-4)."""
     metered: Callable[[Dispatcher], Dispatcher] | None = None
     """Wraps the app so its answers are counted (`origin.metrics`, METRICS-1); None: not."""
+    direct: bool = field(default_factory=lambda: os.environ.get(DIRECT_ENV) != "off")
+    """Answer ordinary requests on the transport's direct path (`origin.direct`); False (or
+    `AIDEMEMO_DIRECT_PATH=off`, for tests and benchmarks): every request through ASGI."""
 
 
 class _Once:
@@ -199,6 +205,7 @@ def serve(
         on_shutdown=close_once,
         websocket=live,
         threads=settings.threads,
+        direct=settings.direct,
     )
     config = uvicorn.Config(
         app,

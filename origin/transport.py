@@ -1,4 +1,5 @@
-"""The origin's HTTP/1.1 transport: uvicorn's httptools protocol with limits before work.
+"""The origin's HTTP/1.1 transport: uvicorn's httptools protocol with limits before work and a
+direct request path.
 
 uvicorn's httptools protocol puts no bound on a request head: a 128 MiB header sent in
 64 KiB pieces was parsed to its end, at a cost growing with the square of its size (httptools
@@ -25,12 +26,32 @@ parser sees the bytes:
   count). Else, if the application has not answered yet, it is told the client disconnected
   (its `receive` returns `http.disconnect`, its `send` is dropped) and the protocol answers
   408 `request_timeout`; either way the connection is closed.
-- Idle keep-alive: uvicorn's `timeout_keep_alive`, set to `idle_timeout_s`.
+- Idle keep-alive: uvicorn's `timeout_keep_alive`, set to `idle_timeout_s`, counted from the
+  end of the last response; one timer per connection, re-armed for the time left when it
+  fires on a connection that was busy meanwhile (uvicorn arms and cancels one per request).
 
 A refusal answers the error shape of SPEC.md ERR-1 (the message from `ErrorCode`'s mapping,
 with `x-request-id` and `connection: close`) and logs one `aidememo.access` line in the
 adapter's format, method and path `-` when the head was not complete. A client still writing
 a huge head may see the connection reset before it reads the 431.
+
+The direct path (SPEC.md HTTP-9, `origin.direct`): when the application carries a
+`DirectEntry` (`origin.asgi.create_asgi_app` gives it one), a request whose head completes
+with no earlier request of the connection unanswered, no `Expect: 100-continue`, no upgrade,
+writes not paused and a `Content-Length` within the smallest route limit gets a
+`DirectCycle` in place of uvicorn's cycle (`_begin_direct`; uvicorn's scope is filled in as
+uvicorn fills it). When the whole body has arrived in the same read, `on_message_complete`
+hands the request to the entry, which dispatches it on the loop or in the adapter's pool;
+`_respond` writes the answer in one write from the loop, completes the response as uvicorn's
+cycle does (`on_response_complete`: the next pipelined request, the keep-alive timer) and logs
+the access line. A body still due at the end of the read hands the request to a uvicorn
+cycle with what has arrived, and the ASGI application runs as it always did (`_to_asgi`). A
+request parsed while a direct one is still being answered is queued by uvicorn's own
+pipelining, so answers keep their order; graceful shutdown sees the `DirectCycle` as a
+response still due and waits for it.
+
+`OneWrite` holds a response's head back until its first body chunk on the ASGI path; the
+head of a HEAD answer (no body follows) and every write after the first chunk pass through.
 
 The common path adds a length test per read and a few attribute reads and writes per request;
 no timer is armed for a head that arrives in one read (docs/bench-notes.md has the
@@ -50,16 +71,25 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import urllib.parse
 from typing import Any, ClassVar
 
 import httptools
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import (
+    STATUS_LINE,
+    HttpToolsProtocol,
+    RequestResponseCycle,
+)
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.http11 import Request as WsRequest
 
 from aidememo.domain.errors import ErrorCode, fail
+from aidememo.domain.limits import MAX_REQUEST_BODY_BYTES
+from aidememo.http.body import declared_length
+from aidememo.http.types import Response
 from origin.asgi import ACCESS_FORMAT, ACCESS_LOGGER
-from origin.asgi_common import REQUEST_ID_HEADER, new_request_id
+from origin.asgi_common import REQUEST_ID_HEADER, fold_headers, new_request_id
+from origin.direct import DirectCycle, DirectEntry, encode
 from origin.limits import TransportLimits
 
 access = logging.getLogger(ACCESS_LOGGER)
@@ -108,24 +138,34 @@ class OneWrite:
     held back and goes out with the first body chunk in one write, instead of a write of its
     own. Every response is then one segment and one
     wake-up of the client instead of two (docs/bench-notes.md has the measurement). Writes
-    before the head (`100 Continue`) pass through; `close` sends what is held first."""
+    before the head (`100 Continue`) pass through, and so do the head of a HEAD answer (no
+    body write follows it) and every write after the first body chunk (a streamed body's
+    further chunks, the end of a chunked body); `close` sends what is held first."""
 
-    __slots__ = ("_cycle", "_head", "_transport")
+    __slots__ = ("_cycle", "_head", "_joined", "_transport")
 
     def __init__(self, transport: asyncio.Transport, cycle: Any) -> None:
         self._transport = transport
         self._cycle = cycle
         self._head: bytes | None = None
+        self._joined = False  # the head has gone out with a body chunk
 
     def write(self, data: bytes) -> None:
         head = self._head
         if head is not None:
             self._head = None
+            self._joined = True
             if len(data) <= JOIN_MAX_BYTES:
                 self._transport.write(head + data)  # one try-write on uvloop
             else:  # a large body is not copied for the head's sake
                 self._transport.writelines((head, data))
-        elif self._cycle.response_started and not self._cycle.response_complete and data:
+        elif (
+            not self._joined
+            and self._cycle.response_started
+            and not self._cycle.response_complete
+            and data
+            and self._cycle.scope["method"] != "HEAD"  # no body follows a HEAD's head
+        ):
             self._head = data  # the head: it waits for the body
         else:
             self._transport.write(data)
@@ -138,6 +178,7 @@ class OneWrite:
         """Send a held head now."""
         head, self._head = self._head, None
         if head is not None:
+            self._joined = True
             self._transport.write(head)
 
     def is_closing(self) -> bool:
@@ -164,6 +205,12 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._head_timer: asyncio.TimerHandle | None = None
         self._body_timer: asyncio.TimerHandle | None = None
         self._body_seen = 0.0  # loop time of the last body progress
+        entry = getattr(self.app, "direct", None)
+        # uvicorn's 503 of `limit_concurrency` is decided per request in its own code path
+        usable = isinstance(entry, DirectEntry) and self.limit_concurrency is None
+        self._direct: DirectEntry | None = entry if usable else None
+        self._waiting: DirectCycle | None = None  # a direct request whose body is still due
+        self._idle_since = -1.0  # loop time the connection went idle, -1 while it is busy
 
     # -- connection ---------------------------------------------------------------------------
 
@@ -188,6 +235,8 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             self._head_bytes += len(data)
         if not self._feed(data):
             return
+        if self._waiting is not None:  # a direct request's body did not all come in this read
+            self._to_asgi(self._waiting)
         if self._in_head:
             if self._head_bytes and self._head_timer is None:
                 self._arm_head_timer()  # part of a head: it must end in time
@@ -236,6 +285,8 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
+        if self._direct is not None and self._begin_direct():
+            return
         super().on_headers_complete()
         cycle = self.cycle
         if cycle is not None and cycle.transport is self.transport:  # a new request's cycle
@@ -252,6 +303,191 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             self._body_timer.cancel()
             self._body_timer = None
         super().on_message_complete()
+        waiting = self._waiting
+        if waiting is not None:  # the whole request is here: answer it without ASGI
+            self._waiting = None
+            try:
+                assert self._direct is not None
+                self._direct.run(self.loop, waiting, self._respond)
+            except Exception as exc:  # `run` never raises; should it, the connection goes
+                self.logger.error("Exception in the direct request path", exc_info=exc)
+                self.transport.close()
+
+    # -- idle keep-alive ------------------------------------------------------------------
+
+    def _unset_keepalive_if_required(self) -> None:
+        self._idle_since = -1.0  # bytes came: not idle (the armed timer finds that out)
+
+    def on_response_complete(self) -> None:
+        """uvicorn's, with a lazy idle timer: armed once and, when it fires early (the
+        connection was busy since), re-armed for what is left, instead of a `call_later`
+        and a `cancel` per request."""
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self.flow.resume_reading()
+        if self.pipeline:
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+            return
+        self._idle_since = self.loop.time()
+        if self.timeout_keep_alive_task is None:
+            self.timeout_keep_alive_task = self.loop.call_later(
+                self.timeout_keep_alive, self._keep_alive_due
+            )
+
+    def _keep_alive_due(self) -> None:
+        self.timeout_keep_alive_task = None
+        since = self._idle_since
+        if since < 0 or self.transport.is_closing():
+            return  # busy: the end of its response arms the timer again
+        left = since + self.timeout_keep_alive - self.loop.time()
+        if left > 0:
+            self.timeout_keep_alive_task = self.loop.call_later(left, self._keep_alive_due)
+        else:
+            self.transport.close()
+
+    # -- the direct path (origin.direct) --------------------------------------------------
+
+    def _begin_direct(self) -> bool:
+        """Take the request whose head just ended onto the direct path, if it may go there:
+        uvicorn's scope is filled in as its `on_headers_complete` fills it (the ASGI path may
+        still take the request over), and a `DirectCycle` stands in for the ASGI cycle."""
+        cycle = self.cycle
+        if (
+            (cycle is not None and not cycle.response_complete)  # pipelined: keep the order
+            or self.expect_100_continue
+            or self.flow.write_paused
+            or self.transport.is_closing()
+            or self.parser.should_upgrade()
+        ):
+            return False
+        headers = fold_headers(self.headers)
+        if "content-length" in headers:
+            length = declared_length(headers)
+            if length is not None and length > MAX_REQUEST_BODY_BYTES:
+                return False  # stage one refuses it before anything is read
+        parser = self.parser
+        scope = self.scope
+        http_version = parser.get_http_version()
+        method = parser.get_method().decode("ascii")
+        scope["method"] = method
+        if http_version != "1.1":
+            scope["http_version"] = http_version
+        parsed_url = httptools.parse_url(self.url)
+        raw_path = parsed_url.path
+        path = raw_path.decode("ascii")
+        if "%" in path:
+            path = urllib.parse.unquote(path)
+        path = self.root_path + path
+        query = parsed_url.query or b""
+        scope["path"] = path
+        scope["raw_path"] = self.root_path.encode("ascii") + raw_path
+        scope["query_string"] = query
+        keep_alive = http_version != "1.0" and parser.should_keep_alive()
+        self.cycle = self._waiting = DirectCycle(method, path, query, headers, keep_alive)  # type: ignore[assignment]
+        return True
+
+    def _to_asgi(self, waiting: DirectCycle) -> None:
+        """The ASGI path takes over a direct request whose body is still arriving: a cycle
+        holding what has come so far, the application started as uvicorn starts it."""
+        self._waiting = None
+        cycle = RequestResponseCycle(
+            scope=self.scope,
+            transport=self.transport,
+            flow=self.flow,
+            logger=self.logger,
+            access_logger=self.access_logger,
+            access_log=self.access_log,
+            default_headers=self.server_state.default_headers,
+            message_event=asyncio.Event(),
+            expect_100_continue=False,
+            keep_alive=waiting.keep_alive,
+            on_response=self.on_response_complete,
+        )
+        cycle.body = waiting.body
+        cycle.transport = OneWrite(self.transport, cycle)  # type: ignore[assignment]
+        self.cycle = cycle
+        self._start_asgi_task(cycle, self.app)
+
+    def _respond(self, cycle: DirectCycle, rid: str, response: Response) -> None:
+        """Write a direct request's answer (on the loop), then log its line."""
+        entry = self._direct
+        assert entry is not None
+        if cycle.disconnected or self.transport.is_closing():  # the client went away
+            cycle.response_complete = True
+            close = getattr(response.stream, "close", None)
+            if close is not None:  # an unsent download: its file is released now
+                close()
+            entry.log(rid, cycle, response.status)
+            return
+        try:
+            if response.stream is not None:
+                self._stream(cycle, rid, response)
+                return
+            head, keep_alive = encode(
+                response,
+                rid,
+                self.server_state.default_headers,
+                cycle.keep_alive,
+                cycle.method == "HEAD",
+            )
+        except Exception as exc:  # an invalid header: uvicorn's cycle would fail the same
+            self.logger.error("Exception in ASGI application\n", exc_info=exc)
+            self.transport.close()
+            return
+        cycle.response_started = True
+        body = response.body
+        if cycle.method == "HEAD" or not body:
+            self.transport.write(head)
+        elif len(body) <= JOIN_MAX_BYTES:
+            self.transport.write(head + body)
+        else:
+            self.transport.writelines((head, body))
+        cycle.response_complete = True
+        if not keep_alive:
+            self.transport.close()
+        self.on_response_complete()
+        entry.log(rid, cycle, response.status)
+
+    def _stream(self, cycle: DirectCycle, rid: str, response: Response) -> None:
+        """A streamed answer goes out through an ASGI cycle of its own, as the adapter sends
+        it: chunk by chunk, under uvicorn's flow control; the cycle takes the direct
+        request's place (shutdown and disconnects reach it there)."""
+        entry = self._direct
+        assert entry is not None
+        scope: Any = {"method": cycle.method}
+        sender = RequestResponseCycle(
+            scope=scope,
+            transport=self.transport,
+            flow=self.flow,
+            logger=self.logger,
+            access_logger=self.access_logger,
+            access_log=False,  # uvicorn's own access log needs the whole scope; the origin's is off
+            default_headers=self.server_state.default_headers,
+            message_event=asyncio.Event(),
+            expect_100_continue=False,
+            keep_alive=cycle.keep_alive,
+            on_response=self.on_response_complete,
+        )
+        sender.more_body = False
+        sender.transport = OneWrite(self.transport, sender)  # type: ignore[assignment]
+        current: Any = self.cycle
+        if current is cycle:
+            self.cycle = sender
+        cycle.response_complete = True
+
+        async def run() -> None:
+            try:
+                send: Any = sender.send
+                await entry.stream(send, cycle, rid, response)
+            except Exception as exc:
+                self.logger.error("Exception in ASGI application\n", exc_info=exc)
+                self.transport.close()
+
+        task = self.loop.create_task(run())
+        task.add_done_callback(self.tasks.discard)
+        self.tasks.add(task)
 
     # -- limits -------------------------------------------------------------------------------
 
@@ -260,10 +496,10 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._head_timer = self.loop.call_later(self.limits.header_timeout_s, self._head_late)
 
     def _stop_timers(self) -> None:
-        for timer in (self._head_timer, self._body_timer):
+        for timer in (self._head_timer, self._body_timer, self.timeout_keep_alive_task):
             if timer is not None:
                 timer.cancel()
-        self._head_timer = self._body_timer = None
+        self._head_timer = self._body_timer = self.timeout_keep_alive_task = None
 
     def _head_late(self) -> None:
         self._head_timer = None

@@ -1,7 +1,9 @@
 """A live uvicorn server in a thread, and a `Client` that talks to it over a real socket.
 
-The server serves `origin.asgi.create_asgi_app(HttpApp(...))` on a loopback port; the app keeps
-its injected clock, so socket tests advance time exactly like in-process ones.
+The server serves `origin.asgi.create_asgi_app(HttpApp(...))` on a loopback port through the
+origin's own transport (`origin.server.http_protocol`: the limits of HTTP-4/HTTP-5 and the
+direct request path of HTTP-9), so every socket test also checks the direct path; the app
+keeps its injected clock, so socket tests advance time exactly like in-process ones.
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ class LiveServer:
         import uvicorn
 
         from origin.asgi import create_asgi_app
+        from origin.limits import TransportLimits
+        from origin.server import http_protocol
 
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         # Accepted connections inherit this: without it, Nagle's algorithm and delayed ACKs
@@ -71,7 +75,11 @@ class LiveServer:
         self.sock.bind(("127.0.0.1", 0))
         self.port: int = self.sock.getsockname()[1]
         config = uvicorn.Config(
-            create_asgi_app(app), log_level="warning", access_log=False, lifespan="off"
+            create_asgi_app(app),
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            http=http_protocol(TransportLimits()),
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(
