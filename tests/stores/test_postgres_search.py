@@ -119,3 +119,41 @@ def test_srch6_the_hits_facts_come_with_the_search(db: pg.Database, driver: str)
         assert not [s for s in log if s.startswith("SELECT revision, body FROM resources")], log
     finally:
         store.close()
+
+
+def test_srch6_each_term_is_one_index_range_whatever_the_statistics(db: pg.Database) -> None:
+    """On tables never analyzed (a new deployment) as on analyzed ones, every postings,
+    frequency and body read of `aidememo_search` is an index lookup by its full key, never a
+    scan of the project's rows filtered afterwards (auto_explain of the nested statements)."""
+    import psycopg
+
+    from aidememo.domain import ranking
+
+    store = db.open("psycopg")
+    try:
+        scope, api = _seeded_api(store)
+        for i in range(200):  # enough rows that a scan of the project's postings would show
+            api.fact(f"more-{i}", "s-a", f"word{i} another{i % 7} redis" if i % 50 else "cache")
+        notes: list[str] = []
+        with psycopg.connect(db.url, autocommit=True, prepare_threshold=None) as conn:
+            conn.add_notice_handler(lambda d: notes.append(d.message_primary or ""))
+            for analyzed in (False, True):
+                if analyzed:
+                    conn.execute("ANALYZE")
+                conn.execute("LOAD 'auto_explain'")
+                for setting in ("log_min_duration = 0", "log_nested_statements = on",
+                                "log_analyze = on", "log_level = notice"):  # fmt: skip
+                    conn.execute(f"SET auto_explain.{setting}")
+                notes.clear()
+                for terms in ("redis cache", "redis", "redis cache timeout"):
+                    conn.execute(
+                        "SELECT * FROM aidememo_search(%s, %s, %s, NULL, 10, %s, %s, %s, %s, %s)",
+                        (scope.tenant_id, scope.project_id, terms, ranking.SEARCH_WINDOW,
+                         *ranking.SQL_CONSTANTS),
+                    )  # fmt: skip
+                plans = "\n".join(notes)
+                scans = [line for line in plans.splitlines() if "fact_search_postings" in line]
+                assert scans and not [line for line in scans if "Seq Scan" in line], plans
+                assert "Rows Removed by Join Filter" not in plans, plans
+    finally:
+        store.close()

@@ -197,23 +197,27 @@ V6 = (
 # One range per query term of a project's postings with each posting's part of the score,
 # `aidememo.domain.ranking.part`'s expression (a bigint product, one float8 division,
 # truncation); `i` is the term's position in the query. A SQL function the planner inlines
-# into the statement calling it. Each term reaches its key range through `unnest`, so the
-# planner estimates the range from the column's distinct count, never from the term's
-# frequency in other tenants' data (which made a small project's plan parallel and JIT
-# compiled).
+# into the statement calling it. Each term's key range is a LATERAL subquery behind `OFFSET 0`
+# (which the planner never merges into the join), so it is always one index range scan per
+# term, whatever the statistics say: estimated from a term's frequency in other tenants' data
+# it looked like 10^5 rows (a parallel, JIT-compiled plan), and on tables not analyzed yet
+# like one row, which planned a scan of the project's whole postings per term. The weights'
+# document frequencies and the hits' bodies are read the same way.
 _SEARCH_RANGE_V8 = """
 CREATE OR REPLACE FUNCTION aidememo_search_range(
     p_tenant TEXT, p_project TEXT, p_terms TEXT[], p_weights BIGINT[], p_k FLOAT8,
-    p_kb FLOAT8, p_min BIGINT, p_source TEXT
+    p_kb FLOAT8, p_min BIGINT, p_max BIGINT, p_source TEXT
 ) RETURNS TABLE (i BIGINT, doc_seq BIGINT, fact_id TEXT, s BIGINT)
 LANGUAGE sql STABLE AS $fn$
     SELECT w.i, p.doc_seq, p.fact_id,
            trunc((w.weight * p.tf)::float8 / (p.tf + p_k + p_kb * p.n_terms))::bigint
     FROM unnest(p_terms, p_weights) WITH ORDINALITY AS w (term, weight, i)
-    JOIN fact_search_postings AS p
-      ON p.tenant_id = p_tenant AND p.project_id = p_project AND p.term = w.term
-     AND p.doc_seq >= p_min
-    WHERE p_source IS NULL OR p.source_id = p_source
+    CROSS JOIN LATERAL (
+        SELECT q.doc_seq, q.fact_id, q.tf, q.n_terms FROM fact_search_postings AS q
+        WHERE q.tenant_id = p_tenant AND q.project_id = p_project AND q.term = w.term
+          AND q.doc_seq >= p_min AND q.doc_seq <= p_max
+          AND (p_source IS NULL OR q.source_id = p_source)
+        OFFSET 0) AS p
 $fn$"""
 
 # Version 8: a search in one statement (SPEC.md SRCH-6). `aidememo_search` runs
@@ -240,6 +244,7 @@ DECLARE
     v_dfs BIGINT[];
     v_kb FLOAT8;
     v_min BIGINT := 0;
+    v_max BIGINT := 9223372036854775807;
 BEGIN
     fact_ids := '{}';
     units := '{}';
@@ -260,9 +265,11 @@ BEGIN
            array_agg(f.df ORDER BY u.i)
         INTO v_names, v_weights, v_dfs
         FROM unnest(string_to_array(p_terms, ' ')) WITH ORDINALITY AS u (t, i)
-        JOIN fact_search_terms AS f
-          ON f.tenant_id = p_tenant AND f.project_id = p_project AND f.term = u.t
-        WHERE f.df > 0;
+        CROSS JOIN LATERAL (
+            SELECT d.df FROM fact_search_terms AS d
+            WHERE d.tenant_id = p_tenant AND d.project_id = p_project AND d.term = u.t
+              AND d.df > 0
+            OFFSET 0) AS f;
     IF v_names IS NULL THEN
         RETURN;
     END IF;
@@ -278,16 +285,24 @@ BEGIN
         END IF;
     END LOOP;
     IF cardinality(v_names) = 2 THEN
-        -- one CTE per term, so each is estimated as one range and the join is hashed
+        -- the facts holding both: the INTERSECT of the two ranges (a hashed or sorted set
+        -- operation, never a nested loop, whatever the estimates), then one key lookup a side
         WITH ra AS MATERIALIZED (
             SELECT * FROM aidememo_search_range(p_tenant, p_project, v_names[1:1],
-                                                v_weights[1:1], p_k, v_kb, v_min, p_source)),
+                                                v_weights[1:1], p_k, v_kb, v_min, v_max,
+                                                p_source)),
         rb AS MATERIALIZED (
             SELECT * FROM aidememo_search_range(p_tenant, p_project, v_names[2:2],
-                                                v_weights[2:2], p_k, v_kb, v_min, p_source)),
+                                                v_weights[2:2], p_k, v_kb, v_min, v_max,
+                                                p_source)),
         a AS (SELECT ra.fact_id, ra.s FROM ra ORDER BY 2 DESC, 1 LIMIT p_limit),
         b AS (SELECT rb.fact_id, rb.s FROM rb ORDER BY 2 DESC, 1 LIMIT p_limit),
-        ab AS (SELECT ra.fact_id, ra.s + rb.s AS s FROM ra JOIN rb ON rb.doc_seq = ra.doc_seq
+        m AS (SELECT ra.doc_seq FROM ra INTERSECT SELECT rb.doc_seq FROM rb),
+        ab AS (SELECT x.fact_id, x.s + y.s AS s FROM m
+               CROSS JOIN LATERAL aidememo_search_range(p_tenant, p_project, v_names[1:1],
+                   v_weights[1:1], p_k, v_kb, m.doc_seq, m.doc_seq, p_source) AS x
+               CROSS JOIN LATERAL aidememo_search_range(p_tenant, p_project, v_names[2:2],
+                   v_weights[2:2], p_k, v_kb, m.doc_seq, m.doc_seq, p_source) AS y
                ORDER BY 2 DESC, 1 LIMIT p_limit),
         top AS (SELECT u.fact_id, max(u.s) AS s
                 FROM (SELECT * FROM a UNION ALL SELECT * FROM b UNION ALL SELECT * FROM ab) AS u
@@ -300,7 +315,7 @@ BEGIN
         WITH top AS (
             SELECT r.fact_id, r.s
             FROM aidememo_search_range(p_tenant, p_project, v_names, v_weights, p_k, v_kb,
-                                       v_min, p_source) AS r
+                                       v_min, v_max, p_source) AS r
             ORDER BY 2 DESC, 1 LIMIT p_limit)
         SELECT coalesce(array_agg(top.fact_id ORDER BY top.s DESC, top.fact_id), '{}'),
                coalesce(array_agg(top.s ORDER BY top.s DESC, top.fact_id), '{}')
@@ -309,7 +324,7 @@ BEGIN
         WITH top AS (
             SELECT r.fact_id, sum(r.s)::bigint AS s
             FROM aidememo_search_range(p_tenant, p_project, v_names, v_weights, p_k, v_kb,
-                                       v_min, p_source) AS r
+                                       v_min, v_max, p_source) AS r
             GROUP BY r.fact_id ORDER BY 2 DESC, 1 LIMIT p_limit)
         SELECT coalesce(array_agg(top.fact_id ORDER BY top.s DESC, top.fact_id), '{}'),
                coalesce(array_agg(top.s ORDER BY top.s DESC, top.fact_id), '{}')
@@ -318,9 +333,11 @@ BEGIN
     -- the hits' facts in the same view, in the hits' order (NULL: no such fact)
     SELECT coalesce(array_agg(r.body ORDER BY u.i), '{}') INTO bodies
         FROM unnest(fact_ids) WITH ORDINALITY AS u (f, i)
-        LEFT JOIN resources AS r
-          ON r.tenant_id = p_tenant AND r.project_id = p_project AND r.kind = 'fact'
-         AND r.resource_id = u.f;
+        LEFT JOIN LATERAL (
+            SELECT x.body FROM resources AS x
+            WHERE x.tenant_id = p_tenant AND x.project_id = p_project AND x.kind = 'fact'
+              AND x.resource_id = u.f
+            OFFSET 0) AS r ON true;
 END
 $fn$"""
 
