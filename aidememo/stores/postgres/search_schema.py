@@ -206,7 +206,7 @@ V6 = (
 _SEARCH_RANGE_V8 = """
 CREATE OR REPLACE FUNCTION aidememo_search_range(
     p_tenant TEXT, p_project TEXT, p_terms TEXT[], p_weights BIGINT[], p_k FLOAT8,
-    p_kb FLOAT8, p_min BIGINT, p_max BIGINT, p_source TEXT
+    p_kb FLOAT8, p_min BIGINT, p_source TEXT
 ) RETURNS TABLE (i BIGINT, doc_seq BIGINT, fact_id TEXT, s BIGINT)
 LANGUAGE sql STABLE AS $fn$
     SELECT w.i, p.doc_seq, p.fact_id,
@@ -215,8 +215,7 @@ LANGUAGE sql STABLE AS $fn$
     CROSS JOIN LATERAL (
         SELECT q.doc_seq, q.fact_id, q.tf, q.n_terms FROM fact_search_postings AS q
         WHERE q.tenant_id = p_tenant AND q.project_id = p_project AND q.term = w.term
-          AND q.doc_seq >= p_min AND q.doc_seq <= p_max
-          AND (p_source IS NULL OR q.source_id = p_source)
+          AND q.doc_seq >= p_min AND (p_source IS NULL OR q.source_id = p_source)
         OFFSET 0) AS p
 $fn$"""
 
@@ -235,7 +234,15 @@ CREATE OR REPLACE FUNCTION aidememo_search(
     p_tenant TEXT, p_project TEXT, p_terms TEXT, p_source TEXT, p_limit INT, p_window INT,
     p_k FLOAT8, p_k1b FLOAT8, p_k1p1 FLOAT8, p_scale FLOAT8,
     OUT fact_ids TEXT[], OUT units BIGINT[], OUT exhaustive BOOLEAN, OUT bodies BYTEA[]
-) LANGUAGE plpgsql STABLE AS $fn$
+) LANGUAGE plpgsql STABLE
+-- Plans that never depend on the statistics: every key range is a LATERAL subquery (only a
+-- nested loop can run it, so turning nested loops off leaves those) and the one join of two
+-- ranges is hashed; index scans read the ranges in key order, never through bitmaps. The
+-- cost penalty of the nested loops would cross the JIT and parallel thresholds, so neither
+-- runs here (a search reads at most its window of postings per term).
+SET enable_nestloop = off SET enable_bitmapscan = off SET jit = off
+SET max_parallel_workers_per_gather = 0
+AS $fn$
 DECLARE
     v_docs BIGINT;
     v_total BIGINT;
@@ -244,7 +251,6 @@ DECLARE
     v_dfs BIGINT[];
     v_kb FLOAT8;
     v_min BIGINT := 0;
-    v_max BIGINT := 9223372036854775807;
 BEGIN
     fact_ids := '{}';
     units := '{}';
@@ -285,24 +291,17 @@ BEGIN
         END IF;
     END LOOP;
     IF cardinality(v_names) = 2 THEN
-        -- the facts holding both: the INTERSECT of the two ranges (a hashed or sorted set
-        -- operation, never a nested loop, whatever the estimates), then one key lookup a side
+        -- the facts holding both: the two ranges hash-joined on doc_seq (enable_nestloop is
+        -- off in this function, so an estimate of a few rows never makes it a nested loop)
         WITH ra AS MATERIALIZED (
             SELECT * FROM aidememo_search_range(p_tenant, p_project, v_names[1:1],
-                                                v_weights[1:1], p_k, v_kb, v_min, v_max,
-                                                p_source)),
+                                                v_weights[1:1], p_k, v_kb, v_min, p_source)),
         rb AS MATERIALIZED (
             SELECT * FROM aidememo_search_range(p_tenant, p_project, v_names[2:2],
-                                                v_weights[2:2], p_k, v_kb, v_min, v_max,
-                                                p_source)),
+                                                v_weights[2:2], p_k, v_kb, v_min, p_source)),
         a AS (SELECT ra.fact_id, ra.s FROM ra ORDER BY 2 DESC, 1 LIMIT p_limit),
         b AS (SELECT rb.fact_id, rb.s FROM rb ORDER BY 2 DESC, 1 LIMIT p_limit),
-        m AS (SELECT ra.doc_seq FROM ra INTERSECT SELECT rb.doc_seq FROM rb),
-        ab AS (SELECT x.fact_id, x.s + y.s AS s FROM m
-               CROSS JOIN LATERAL aidememo_search_range(p_tenant, p_project, v_names[1:1],
-                   v_weights[1:1], p_k, v_kb, m.doc_seq, m.doc_seq, p_source) AS x
-               CROSS JOIN LATERAL aidememo_search_range(p_tenant, p_project, v_names[2:2],
-                   v_weights[2:2], p_k, v_kb, m.doc_seq, m.doc_seq, p_source) AS y
+        ab AS (SELECT ra.fact_id, ra.s + rb.s AS s FROM ra JOIN rb ON rb.doc_seq = ra.doc_seq
                ORDER BY 2 DESC, 1 LIMIT p_limit),
         top AS (SELECT u.fact_id, max(u.s) AS s
                 FROM (SELECT * FROM a UNION ALL SELECT * FROM b UNION ALL SELECT * FROM ab) AS u
@@ -315,7 +314,7 @@ BEGIN
         WITH top AS (
             SELECT r.fact_id, r.s
             FROM aidememo_search_range(p_tenant, p_project, v_names, v_weights, p_k, v_kb,
-                                       v_min, v_max, p_source) AS r
+                                       v_min, p_source) AS r
             ORDER BY 2 DESC, 1 LIMIT p_limit)
         SELECT coalesce(array_agg(top.fact_id ORDER BY top.s DESC, top.fact_id), '{}'),
                coalesce(array_agg(top.s ORDER BY top.s DESC, top.fact_id), '{}')
@@ -324,7 +323,7 @@ BEGIN
         WITH top AS (
             SELECT r.fact_id, sum(r.s)::bigint AS s
             FROM aidememo_search_range(p_tenant, p_project, v_names, v_weights, p_k, v_kb,
-                                       v_min, v_max, p_source) AS r
+                                       v_min, p_source) AS r
             GROUP BY r.fact_id ORDER BY 2 DESC, 1 LIMIT p_limit)
         SELECT coalesce(array_agg(top.fact_id ORDER BY top.s DESC, top.fact_id), '{}'),
                coalesce(array_agg(top.s ORDER BY top.s DESC, top.fact_id), '{}')
