@@ -32,7 +32,23 @@ TENANT_TABLES_BUT_SEARCH = (
     "tenants",
 )
 
-# One resource beside the project row of an access read.
+# The pieces of the access reads (AUTH-3..5, AUTH-7, READS-5): a token binding's check, the
+# caller's membership beside the project row, and one resource beside it.
+_TOKEN_VALID = (
+    "SELECT 1 FROM token_bindings AS b "
+    "JOIN tenants AS t ON t.tenant_id = b.tenant_id "
+    "JOIN actors AS a ON a.tenant_id = b.tenant_id AND a.actor_id = b.actor_id "
+    "WHERE b.token_sha256 = ? AND b.active AND b.tenant_id = ? AND b.actor_id = ?"
+)
+_MEMBERSHIP_JOIN = (
+    "LEFT JOIN memberships AS m ON m.tenant_id = p.tenant_id "
+    "AND m.project_id = p.project_id AND m.actor_id = ? "
+)
+# Always one row, the project's columns NULL when there is no such project.
+_ACCESS_FROM_ONE = (
+    "FROM (SELECT 1) AS one LEFT JOIN projects AS p ON p.tenant_id = ? AND p.project_id = ? "
+    + _MEMBERSHIP_JOIN
+)
 _RESOURCE_JOIN = (
     "LEFT JOIN resources AS r ON r.tenant_id = p.tenant_id "
     "AND r.project_id = p.project_id AND r.kind = ? AND r.resource_id = ? "
@@ -100,52 +116,27 @@ class SharedSql:
         "WHERE b.token_sha256 = ? AND b.active"
     )
     # A cached caller's binding, re-checked inside the transaction it guards (AUTH-7).
-    TOKEN_VALID = (
-        "SELECT 1 FROM token_bindings AS b "
-        "JOIN tenants AS t ON t.tenant_id = b.tenant_id "
-        "JOIN actors AS a ON a.tenant_id = b.tenant_id AND a.actor_id = b.actor_id "
-        "WHERE b.token_sha256 = ? AND b.active AND b.tenant_id = ? AND b.actor_id = ?"
-    )
+    TOKEN_VALID = _TOKEN_VALID
     # The same for a cached caller (AUTH-7): the binding's check is the fifth column (1, or
     # NULL when it no longer holds), and there is always one row.
     GET_ACCESS_TOKEN = (
-        "SELECT p.project_epoch, p.head_seq, m.role, m.status, "
-        "(SELECT 1 FROM token_bindings AS b "
-        "JOIN tenants AS t ON t.tenant_id = b.tenant_id "
-        "JOIN actors AS a ON a.tenant_id = b.tenant_id AND a.actor_id = b.actor_id "
-        "WHERE b.token_sha256 = ? AND b.active AND b.tenant_id = ? AND b.actor_id = ?) "
-        "FROM (SELECT 1) AS one "
-        "LEFT JOIN projects AS p ON p.tenant_id = ? AND p.project_id = ? "
-        "LEFT JOIN memberships AS m ON m.tenant_id = p.tenant_id "
-        "AND m.project_id = p.project_id AND m.actor_id = ?"
+        f"SELECT p.project_epoch, p.head_seq, m.role, m.status, ({_TOKEN_VALID}) {_ACCESS_FROM_ONE}"
     )
     # The project and the caller's membership in one statement (no membership: NULL role).
     GET_ACCESS = (
         "SELECT p.project_epoch, p.head_seq, m.role, m.status FROM projects AS p "
-        "LEFT JOIN memberships AS m ON m.tenant_id = p.tenant_id "
-        "AND m.project_id = p.project_id AND m.actor_id = ? "
-        "WHERE p.tenant_id = ? AND p.project_id = ?"
+        f"{_MEMBERSHIP_JOIN}WHERE p.tenant_id = ? AND p.project_id = ?"
     )
     # The same with one resource's revision and body (a resource read's whole read, READS-5):
     # parameters actor, kind, resource id, tenant, project; with the token check first.
     GET_ACCESS_RESOURCE = (
         "SELECT p.project_epoch, p.head_seq, m.role, m.status, r.revision, r.body "
-        "FROM projects AS p "
-        "LEFT JOIN memberships AS m ON m.tenant_id = p.tenant_id "
-        "AND m.project_id = p.project_id AND m.actor_id = ? "
-        + _RESOURCE_JOIN
-        + "WHERE p.tenant_id = ? AND p.project_id = ?"
+        f"FROM projects AS p {_MEMBERSHIP_JOIN}{_RESOURCE_JOIN}"
+        "WHERE p.tenant_id = ? AND p.project_id = ?"
     )
     GET_ACCESS_RESOURCE_TOKEN = (
         "SELECT p.project_epoch, p.head_seq, m.role, m.status, r.revision, r.body, "
-        "(SELECT 1 FROM token_bindings AS b "
-        "JOIN tenants AS t ON t.tenant_id = b.tenant_id "
-        "JOIN actors AS a ON a.tenant_id = b.tenant_id AND a.actor_id = b.actor_id "
-        "WHERE b.token_sha256 = ? AND b.active AND b.tenant_id = ? AND b.actor_id = ?) "
-        "FROM (SELECT 1) AS one "
-        "LEFT JOIN projects AS p ON p.tenant_id = ? AND p.project_id = ? "
-        "LEFT JOIN memberships AS m ON m.tenant_id = p.tenant_id "
-        "AND m.project_id = p.project_id AND m.actor_id = ? " + _RESOURCE_JOIN
+        f"({_TOKEN_VALID}) {_ACCESS_FROM_ONE}{_RESOURCE_JOIN}"
     )
 
     # Inserts are upserts, like the reference store's: provisioning twice leaves one row.
