@@ -17,32 +17,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from aidememo.cli.main import main
 from tests.origin.direct_support import Answer, Conn, request
 from tests.origin.test_artifact_gate import Lifecycle
 from tests.origin.test_serve_process import ServeProcess, free_port
 
 PROJECT = "/v1/projects/demo"
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for name in list(os.environ):
-        if name.startswith("AIDEMEMO_"):
-            monkeypatch.delenv(name)
-    home = tmp_path / "home"
-    monkeypatch.setenv("AIDEMEMO_HOME", str(home))
-    return home
-
-
-@pytest.fixture
-def token(tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]) -> str:
-    path = tmp_path / "demo.token"
-    assert main(["token", "new", "--out", str(path)]) == 0
-    args = ["--tenant-id", "local", "--project-id", "demo", "--actor-id", "demo-agent"]
-    assert main(["bootstrap", *args, "--token-file", str(path)]) == 0
-    capsys.readouterr()
-    return path.read_text().strip()
 
 
 @pytest.fixture
