@@ -237,10 +237,11 @@ CREATE OR REPLACE FUNCTION aidememo_search(
 ) LANGUAGE plpgsql STABLE
 -- Plans that never depend on the statistics: every key range is a LATERAL subquery (only a
 -- nested loop can run it, so turning nested loops off leaves those) and the one join of two
--- ranges is hashed; index scans read the ranges in key order, never through bitmaps. The
--- cost penalty of the nested loops would cross the JIT and parallel thresholds, so neither
--- runs here (a search reads at most its window of postings per term).
-SET enable_nestloop = off SET enable_bitmapscan = off SET jit = off
+-- ranges is hashed; every read is by key, so index scans read the ranges in key order,
+-- never a sequential scan or bitmaps (on a small table the planner would otherwise scan it
+-- whole once per term). The cost penalty of the nested loops would cross the JIT and parallel
+-- thresholds, so neither runs here (a search reads at most its window of postings per term).
+SET enable_nestloop = off SET enable_seqscan = off SET enable_bitmapscan = off SET jit = off
 SET max_parallel_workers_per_gather = 0
 AS $fn$
 DECLARE
