@@ -344,11 +344,17 @@ def bench_store(
                 _neighbour_pg(url, project, n, terms, rare)
 
         def settle() -> None:
+            # the load's after-effects are not measured: PostgreSQL's statistics and
+            # visibility map are made current and its dirty buffers written (a checkpoint the
+            # load's WAL would otherwise start during the searches), and the page cache's
+            # dirty pages of either store reach the disk before the first search
             if cluster is not None:
                 import psycopg
 
                 with psycopg.connect(cluster.url, autocommit=True) as conn:
                     conn.execute("VACUUM ANALYZE")
+                    conn.execute("CHECKPOINT")
+            os.sync()
 
         # the small project alone, then the sized projects, then the neighbour
         small_docs = _docs("small", SMALL, 100)

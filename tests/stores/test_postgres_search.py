@@ -157,3 +157,65 @@ def test_srch6_each_term_is_one_index_range_whatever_the_statistics(db: pg.Datab
                 assert "Rows Removed by Join Filter" not in plans, plans
     finally:
         store.close()
+
+
+def _two_term_answers(store: PostgresStore, scope: Scope, words: list[str]) -> list[Any]:
+    found = []
+    for a in words:
+        for b in words:
+            for source in (None, "src-a") if a < b else ():
+                page = store.read(lambda tx, t=[a, b], s=source: tx.search(scope, t, s, 7))
+                found.append([(h.fact_id, h.score) for h in page.hits])
+    return found
+
+
+def test_srch6_version_9_joins_two_terms_in_one_hash_full_join_with_the_same_answers() -> None:
+    """A database searched at version 8 (each range materialized, three short lists) answers
+    every two-term query with the same hits, scores and order after the migration to version
+    9, whose two ranges meet in one hash full join."""
+    import random
+
+    import psycopg
+
+    from aidememo.domain import ranking
+    from aidememo.stores.postgres import schema as pg_schema
+    from tests.stores.test_reads_migration import old_code
+
+    words = ["redis", "cache", "timeout", "queue", "lease", "token"]
+    rng = random.Random(9)
+    with pg.fresh_database(migrated=False) as db:
+        with old_code(pg_schema, 8):
+            store = PostgresStore.open(db.connect("psycopg"), migrate=True)
+            try:
+                assert store.schema_version() == 8
+                scope, api = _seeded_api(store)
+                api.session("s-b", source_id="src-b")
+                for i in range(120):  # repeated words, equal lengths: ties the order breaks
+                    text = " ".join(rng.choice(words) for _ in range(rng.randint(1, 4)))
+                    api.fact(f"mix-{i:03d}", "s-a" if i % 3 else "s-b", text)
+                before = _two_term_answers(store, scope, words)
+            finally:
+                store.close()
+        assert any(len(hits) == 7 for hits in before)
+        store = PostgresStore.open(db.connect("psycopg"), migrate=True)
+        try:
+            assert store.schema_version() == pg_schema.SCHEMA_VERSION == 9
+            assert _two_term_answers(store, scope, words) == before
+        finally:
+            store.close()
+        notes: list[str] = []
+        with psycopg.connect(db.url, autocommit=True) as conn:
+            row = conn.execute("SELECT prosrc FROM pg_proc WHERE proname = 'aidememo_search'")
+            source = row.fetchone()
+            conn.execute("LOAD 'auto_explain'")
+            for setting in ("log_min_duration = 0", "log_nested_statements = on",
+                            "log_level = notice"):  # fmt: skip
+                conn.execute(f"SET auto_explain.{setting}")
+            conn.add_notice_handler(lambda d: notes.append(d.message_primary or ""))
+            conn.execute(
+                "SELECT * FROM aidememo_search(%s, %s, 'redis cache', NULL, 10, "
+                "%s, %s, %s, %s, %s)",
+                (scope.tenant_id, scope.project_id, ranking.SEARCH_WINDOW, *ranking.SQL_CONSTANTS),
+            )
+    assert source is not None and "FULL JOIN" in source[0] and "MATERIALIZED" not in source[0]
+    assert "Hash Full Join" in "\n".join(notes), notes

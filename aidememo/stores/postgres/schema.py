@@ -37,7 +37,8 @@ snapshot's reconstruction, SNAP-4) and `aidememo_store_keys` with the page token
 the indexes are built from the rows already there, in the migration's transaction.
 Version 6 is the project-scoped lexical index of `search_schema.py` (SPEC.md SRCH-4, SRCH-5).
 Version 7 adds the artifact catalog of `artifact_schema.py` (SPEC.md ART-*).
-Version 8 adds `aidememo_search`, a search in one statement (`search_schema.py`, SPEC.md SRCH-6).
+Version 8 adds `aidememo_search`, a search in one statement (`search_schema.py`, SPEC.md SRCH-6);
+version 9 replaces its two-term join.
 
 The version lives in `aidememo_schema(component, version)`. `migrate` runs every pending step
 in one transaction under `pg_advisory_xact_lock`, so concurrent start-ups never race on DDL,
@@ -47,9 +48,9 @@ and refuses a database newer than this code.
 from __future__ import annotations
 
 from aidememo.stores.postgres.artifact_schema import V7
-from aidememo.stores.postgres.search_schema import V6, V8
+from aidememo.stores.postgres.search_schema import V6, V8, V9
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 COMPONENT = "canonical_store"
 
 # "AideMemo" in ASCII: the advisory lock key that serializes migrations.
@@ -474,5 +475,6 @@ MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
     (6, V6),
     (7, V7),
     (8, V8),
+    (9, V9),
 ]
 """Ordered (version, statements); applying version N moves the database from N-1 to N."""

@@ -112,7 +112,7 @@ PING = "SELECT 1"
 
 # -- search (SRCH-4..6) ---------------------------------------------------------------------
 
-# The whole search in one statement (`search_schema.py`, schema version 8): tenant, project,
+# The whole search in one statement (`search_schema.py`, schema versions 8 and 9): tenant, project,
 # the terms space-separated (the tokenizer's terms hold no spaces), source_id, limit, window,
 # then `ranking`'s constants k, k1 * b, k1 + 1 and the unit scale.
 SEARCH = (
