@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
+from aidememo.stores.postgres import sql as q
 
 log = logging.getLogger("aidememo.stores.postgres")
 
@@ -109,3 +110,24 @@ class ConnectionPool:
                 ErrorCode.STORAGE_FAILURE, f"postgres connect failed: {one_line(exc)}"
             ) from exc
         return conn
+
+
+def answers(conn: Any, framed: bool) -> bool:
+    """True when the connection still answers after a failed statement: `SELECT 1` (the
+    server already rolled the autocommit statement back), or `ROLLBACK` when framed."""
+    cur: Any = None
+    try:
+        cur = conn.cursor()
+        cur.execute(q.ROLLBACK if framed else q.PING)
+        if not framed:
+            cur.fetchall()
+        cur.close()
+    except Exception as exc:
+        log.debug("a postgres connection stopped answering: %r", exc)
+        if cur is not None:
+            try:
+                cur.close()
+            except Exception:
+                log.debug("closing a postgres cursor failed", exc_info=True)
+        return False
+    return True

@@ -7,7 +7,10 @@ for both.
 Transactions (SPEC.md STORE-*):
 - A write is `BEGIN ISOLATION LEVEL READ COMMITTED`; a read (`read(fn)`) is
   `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`, so a snapshot, a change page and its head
-  come from one consistent view.
+  come from one consistent view. On psycopg that `BEGIN` goes with the view's first statement,
+  and a view of one single-statement read (`execute_alone`: a search, a resource with its
+  access, a token's binding) is one simple query with the timeouts and no transaction of its
+  own (`tx.Session`, SPEC.md STORE-10).
 - The timeouts are set per transaction (`SET LOCAL`), never per session, because a
   transaction-mode pool (PgBouncer, Hyperdrive) hands the session to other clients between
   transactions. On psycopg they travel in the `BEGIN`'s own simple query; on other drivers
@@ -63,7 +66,7 @@ from aidememo.ports import CAP_RAW_FAST_PATH, CAP_REOPEN, CAP_TWO_CONNECTIONS, R
 from aidememo.stores.guard import not_awaitable
 from aidememo.stores.postgres import schema
 from aidememo.stores.postgres import sql as q
-from aidememo.stores.postgres.pool import ConnectionPool, close_quietly
+from aidememo.stores.postgres.pool import ConnectionPool, answers, close_quietly
 from aidememo.stores.postgres.tx import (
     PgReadTx,
     PgWriteTx,
@@ -206,7 +209,7 @@ class PostgresStore:
             try:
                 return _one_row(conn, sql, params, framed), False
             except AidememoError:
-                if _alive(conn, framed):
+                if answers(conn, framed):
                     raise
             broken = True  # until the fresh connection answers
             close_quietly(conn)
@@ -215,7 +218,7 @@ class PostgresStore:
             try:
                 return _one_row(conn, sql, params, framed), True
             except AidememoError:
-                broken = not _alive(conn, framed)
+                broken = not answers(conn, framed)
                 raise
         finally:
             self.pool.release(conn, broken=broken)
@@ -260,12 +263,16 @@ class PostgresStore:
                 raise fail(ErrorCode.STORAGE_FAILURE, "write transaction inside a read view")
             return not_awaitable(fn(current))
         conn = self.pool.acquire()
-        try:
-            session = self._begin(conn, q.BEGIN_WRITE if write else q.BEGIN_READ)
-        except BaseException:
-            self.pool.release(conn, broken=True)  # closed already; this frees the slot
-            raise
-        conn = session.conn
+        if not write and not self._is_framed(conn):
+            # a lazy view (STORE-10): its BEGIN goes with its first statement
+            begin = q.BEGIN_READ + self._set_local
+            session = Session(conn, self._timeouts, begin, self.pool.fresh)
+        else:
+            try:
+                session = self._begin(conn, q.BEGIN_WRITE if write else q.BEGIN_READ)
+            except BaseException:
+                self.pool.release(conn, broken=True)  # closed already; this frees the slot
+                raise
         broken = False
         tx = PgWriteTx(session) if write else PgReadTx(session)
         local.tx = tx
@@ -275,15 +282,20 @@ class PostgresStore:
                 started = perf_counter()
                 session.control(q.COMMIT)
                 metrics.commit(perf_counter() - started)
-            else:
+            elif session.began:
                 session.control(q.COMMIT)
         except BaseException:
-            broken = not _rollback(session)
+            if session.broken:
+                broken = True
+            elif session.began:
+                broken = not _rollback(session)
+            elif session.alone and not session.answered:  # its implicit transaction ended
+                broken = not answers(session.conn, False)
             raise
         finally:
             local.tx = None
             _close_cursor(session)
-            self.pool.release(conn, broken=broken)
+            self.pool.release(session.conn, broken=broken)
         return result
 
     def _begin(self, conn: Any, begin: str) -> Session:
@@ -351,27 +363,6 @@ def _one_row(conn: Any, sql: str, params: tuple[Any, ...], framed: bool) -> Any:
     if len(rows) != 1:
         raise fail(ErrorCode.STORAGE_FAILURE, f"expected one row, got {len(rows)}")
     return rows[0]
-
-
-def _alive(conn: Any, framed: bool) -> bool:
-    """True when the connection still answers after a failed `_one_row`: `SELECT 1` (the
-    server already rolled the autocommit statement back), or `ROLLBACK` when framed."""
-    cur: Any = None
-    try:
-        cur = conn.cursor()
-        cur.execute(q.ROLLBACK if framed else q.PING)
-        if not framed:
-            cur.fetchall()
-        cur.close()
-    except Exception as exc:
-        log.debug("a postgres connection stopped answering: %r", exc)
-        if cur is not None:
-            try:
-                cur.close()
-            except Exception:
-                log.debug("closing a postgres cursor failed", exc_info=True)
-        return False
-    return True
 
 
 def _rollback(session: Session) -> bool:

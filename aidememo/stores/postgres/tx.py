@@ -10,8 +10,8 @@ and retries.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from aidememo.domain import ranking
 from aidememo.domain.errors import STORE_READ_ONLY, AidememoError, ErrorCode, fail
@@ -28,11 +28,13 @@ from aidememo.ports import ReadTx, WriteTx
 from aidememo.stores.postgres import schema
 from aidememo.stores.postgres import sql as q
 from aidememo.stores.postgres.archive import ArchiveReads, ArchiveWrites
-from aidememo.stores.postgres.pool import one_line
+from aidememo.stores.postgres.literals import inline
+from aidememo.stores.postgres.pool import answers, close_quietly, one_line
 from aidememo.stores.sql_common.artifact_rows import ArtifactRows
 from aidememo.stores.sql_common.rows import SqlReadRows, SqlWriteRows, command_start
 
 log = logging.getLogger("aidememo.stores.postgres")
+T = TypeVar("T")
 
 
 # SQLSTATEs with their own meaning for readiness (READY-1) and the error code (ERR-4).
@@ -68,18 +70,53 @@ def driver_failure(what: str, exc: BaseException) -> AidememoError:
 
 class Session:
     """One lent connection inside one transaction; every statement goes through `execute`
-    (the `RowExecutor` of the shared row mapping)."""
+    (the `RowExecutor` of the shared row mapping).
 
-    __slots__ = ("conn", "cur", "timeouts", "timeouts_pending")
+    A read view on psycopg starts lazily (`begin` holds its `BEGIN` with the timeouts, not
+    sent yet; STORE-10): its first `execute` sends it first, and a first statement through
+    `execute_alone` runs with the timeouts but no transaction of its own, in one round trip.
+    When that first round trip fails on a connection that no longer answers (it died while
+    idle in the pool), nothing had run yet: it is sent once more on a connection from
+    `reconnect`, which replaces `conn`. `began` says whether a `COMMIT` or `ROLLBACK` is due,
+    `broken` that `conn` is closed or unusable, `answered` that it answered after a failed lone
+    statement."""
 
-    def __init__(self, conn: Any, timeouts: tuple[str, str]) -> None:
+    __slots__ = (
+        "alone", "answered", "began", "begin", "broken", "conn", "cur", "reconnect",
+        "timeouts", "timeouts_pending",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        conn: Any,
+        timeouts: tuple[str, str],
+        begin: str | None = None,
+        reconnect: Callable[[], Any] | None = None,
+    ) -> None:
         self.conn = conn
         self.cur: Any = None
         self.timeouts = timeouts
         self.timeouts_pending = True
+        self.begin = begin  # a lazy view's BEGIN with its timeouts, until sent
+        self.began = begin is None  # otherwise the store sent the BEGIN itself
+        self.alone = False  # a lone statement ran: the view may run no other
+        self.broken = False
+        self.answered = False  # conn answered a probe after the lone statement failed
+        self.reconnect = reconnect
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """Execute one statement and return every row (none for a command)."""
+        if self.begin is not None:
+            begin, self.begin = self.begin, None
+            try:
+                self._first(lambda: self.control(begin), probe=False)  # fails only that way
+            except BaseException:
+                self.broken = True
+                raise
+            self.began = True
+            self.timeouts_pending = False
+        elif self.alone:
+            raise fail(ErrorCode.STORAGE_FAILURE, "a read view of one statement ran another")
         if self.timeouts_pending:
             self.timeouts_pending = False
             self.execute(q.SET_TIMEOUTS, self.timeouts)
@@ -97,8 +134,49 @@ class Session:
         except Exception as exc:
             raise driver_failure("statement", exc) from exc
 
-    # A PostgreSQL read view has no shortcut for a lone statement: the same call.
-    execute_alone = execute
+    def execute_alone(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Like `execute`; as the first statement of a lazy view, one simple query: the
+        timeouts (`SET LOCAL`, in the query's implicit transaction) and the statement with
+        its parameters written in (`literals.inline`). One statement reads one snapshot, so
+        the view is as consistent as a transaction; it may then run no other statement (a
+        later one fails with `storage_failure`)."""
+        if self.begin is None:
+            return self.execute(sql, params)
+        self.begin = None
+        self.alone = True
+        text = q.SET_LOCAL_TIMEOUTS.format(*self.timeouts).removeprefix("; ")
+        text += "; " + inline(sql, params)
+        return self._first(lambda: self._simple(text), probe=True)
+
+    def _simple(self, text: str) -> list[Any]:
+        try:
+            self.cur = cur = self.conn.cursor()
+            cur.execute(text)
+            while cur.description is None and cur.nextset():
+                pass  # past the SETs' results to the statement's
+            rows: list[Any] = cur.fetchall()
+            return rows
+        except Exception as exc:
+            raise driver_failure("statement", exc) from exc
+
+    def _first(self, send: Callable[[], T], *, probe: bool) -> T:
+        """The view's first round trip, sent once more on a fresh connection when it failed
+        because `conn` no longer answers (`probe`: ask it; otherwise any failure says so)."""
+        try:
+            return send()
+        except AidememoError:
+            if self.reconnect is None:
+                raise
+            if probe and answers(self.conn, False):
+                self.answered = True
+                raise
+        reconnect, self.reconnect = self.reconnect, None
+        self.broken = True
+        close_quietly(self.conn)
+        self.cur = None
+        self.conn = reconnect()
+        self.broken = False
+        return send()
 
     def control(self, sql: str) -> None:
         """BEGIN, COMMIT or ROLLBACK: no timeouts needed first, no rows back."""
@@ -140,7 +218,7 @@ class PgReadTx(ArtifactRows[Session], ArchiveReads, SqlReadRows[Session]):
             scope.tenant_id, scope.project_id, " ".join(terms), source_id, limit,
             ranking.SEARCH_WINDOW, *ranking.SQL_CONSTANTS,
         )  # fmt: skip
-        fact_ids, units, exhaustive, bodies = self._x.execute(q.SEARCH, params)[0]
+        fact_ids, units, exhaustive, bodies = self._x.execute_alone(q.SEARCH, params)[0]
         unit = ranking.SCORE_UNIT
         hits = [SearchHit(f, int(n) * unit) for f, n in zip(fact_ids, units, strict=True)]
         blob = self._d.blob
