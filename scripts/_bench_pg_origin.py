@@ -2,13 +2,16 @@
 over HTTP by `aidememo serve --workers 1` and `--workers N`, in alternating rounds.
 
 Each phase gets a database of its own (`CREATE DATABASE`, migrated and bootstrapped with one
-project and one writer, dropped after the phase). All of a phase's 32 connections write to that
-one project, so every commit updates the same `projects` row, and PostgreSQL's cost per commit
-grows with the commits that row has seen (measured: 2.3 ms of PostgreSQL CPU per command in a
-fresh database, 4.3-5.6 ms six phases later, one worker throughout, and a `VACUUM` between
-phases did not bring it back); a phase measured after another on the same database would carry
-the first one's history. The rounds alternate the order (1, N, then N, 1, ...) so that the
-machine's drifting load hits both sides alike.
+project and one writer, dropped after the phase), and the database is `ANALYZE`d after the
+warm-up, before the measured run. Until its tables have statistics PostgreSQL plans the
+replay check of `aidememo_execute_raw` (the receipt by command id) as a scan of the project's
+receipts through the `(tenant_id, project_id, project_seq)` index, so its cost per command grows
+with every command before it (measured: 2.3 ms of PostgreSQL CPU per command in a fresh
+database, 4.3-5.6 ms six phases later on the same database, 1.5 ms once analyzed); autovacuum
+analyzes a database in service, a benchmark of a few seconds would measure the plan before
+that. A phase measured after another on the same database would carry the first one's history
+too. The rounds alternate the order (1, N, then N, 1, ...) so that the machine's drifting load
+hits both sides alike.
 
 A phase starts the server on a free port (the database URL in `AIDEMEMO_DATABASE_URL`, so not in
 any argv), waits for `/health`, then drives `wrk -t2 -c32` with `bench_http.lua` in `commands`
@@ -87,6 +90,7 @@ def _phase(
             tag = secrets.token_hex(3)
             if warmup > 0:
                 run_wrk(ensure_wrk(), port, "commands", warmup, lua, f"w{n}{tag}")
+            _admin(db_url, "ANALYZE")  # as autovacuum would: see the module docstring
             note(f"origin --workers {n} (phase {k}): wrk POST /v1/commands, {seconds} s")
             split = CpuSplit(server.pid, postmaster_pid(data_dir))
             result = wrk_figures(
