@@ -322,6 +322,9 @@ class LiveFeed:
         self.read_limit = read_limit
         self.hubs: dict[Scope, ProjectHub] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.on_demand: Callable[[bool], None] | None = None
+        """Told True when the first hub opens and False when the last one closes (the commit
+        listener's `want`, `origin.notify`: it listens only while there is someone to wake)."""
         app.services.ledger.on_commit.append(self._committed)
 
     # -- commits (called from any thread) -------------------------------------------------
@@ -351,6 +354,19 @@ class LiveFeed:
     def _wake_before(self, scope: Scope, seq: int) -> None:
         hub = self.hubs.get(scope)
         if hub is not None and (hub.seq is None or hub.seq < seq):
+            hub.wake()
+
+    def listening(self) -> None:
+        """The commit listener's `LISTEN` took effect (called from its thread): every hub reads
+        once more, since a commit another process made before then was not notified here."""
+        loop = self.loop
+        if loop is None:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody to tell
+            loop.call_soon_threadsafe(self._wake_all)
+
+    def _wake_all(self) -> None:
+        for hub in list(self.hubs.values()):
             hub.wake()
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
@@ -414,9 +430,12 @@ class LiveFeed:
         sub = Subscriber(cursor, self.queue_max, self.max_pending_bytes)
         hub = self.hubs.get(scope)
         if hub is None:
+            first = not self.hubs
             hub = self.hubs[scope] = ProjectHub(self, scope)
             hub.subs.add(sub)
             hub.start()
+            if first and self.on_demand is not None:
+                self.on_demand(True)
         else:
             hub.subs.add(sub)
         metrics.live_subscribers(1)
@@ -453,6 +472,8 @@ class LiveFeed:
             if not hub.subs and self.hubs.get(scope) is hub:
                 del self.hubs[scope]
                 hub.stop()
+                if not self.hubs and self.on_demand is not None:
+                    self.on_demand(False)
 
     async def _send_loop(self, sub: Subscriber, send: AsgiSend) -> None:
         """Catch up, go live, then forward the hub's batches and notices in order."""

@@ -190,7 +190,10 @@ def serve(
     if live is not None and settings.listen_url is not None:
         from origin.notify import CommitListener
 
-        listener = CommitListener(settings.listen_url, live.notified)
+        listener = CommitListener(
+            settings.listen_url, live.notified, on_listening=live.listening, on_demand=True
+        )
+        live.on_demand = listener.want
 
     def shutdown() -> None:
         if listener is not None:

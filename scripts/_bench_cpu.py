@@ -74,6 +74,16 @@ class CpuSplit:
         postgres = tree_cpu_s(self.postgres_pid)[0] if self.postgres_pid is not None else 0.0
         return origin, postgres, _children_s(), processes
 
+    def totals(self) -> dict[str, float | int]:
+        """CPU seconds of each part since construction (`postgres_cpu_s` 0 without a cluster)."""
+        end = self._now()
+        return {
+            "origin_cpu_s": end[0] - self._start[0],
+            "postgres_cpu_s": end[1] - self._start[1],
+            "loadgen_cpu_s": end[2] - self._start[2],
+            "origin_processes": end[3],
+        }
+
     def per_request(self, requests: int) -> dict[str, float | int]:
         """Microseconds of CPU per request in each part since construction."""
         end = self._now()

@@ -428,6 +428,12 @@ def main() -> int:
         "--origin-seconds", type=int, default=5, help="length of each origin phase (default 5)"
     )
     parser.add_argument(
+        "--origin-rounds",
+        type=int,
+        default=3,
+        help="rounds of the two origin phases, alternating their order (default 3)",
+    )
+    parser.add_argument(
         "--skip-store-phases",
         action="store_true",
         help="with --workers: only the origin phases (no in-process clients, baseline, profile)",
@@ -456,7 +462,9 @@ def main() -> int:
         if args.workers:
             from _bench_pg_origin import run_origin
 
-            origin = run_origin(url, cluster.data, args.workers, args.origin_seconds, 1)
+            origin = run_origin(
+                url, cluster.data, args.workers, args.origin_seconds, 1, args.origin_rounds
+            )
             if args.skip_store_phases:
                 emit("bench_pg_origin", origin, {}, _origin_targets(origin, args.workers))
                 return 0

@@ -85,28 +85,31 @@ def psycopg_connector(url: str) -> Callable[[], Any]:
     return connect
 
 
-def open_postgres(url: str, *, migrate: bool = True) -> PostgresStore:
-    """Open a PostgreSQL store; by default migrate it first (under the advisory lock)."""
+def open_postgres(url: str, *, migrate: bool = True, pool_size: int | None = None) -> PostgresStore:
+    """Open a PostgreSQL store; by default migrate it first (under the advisory lock).
+    `pool_size` None: the store's default pool."""
     from aidememo.stores.postgres import PostgresStore
 
     connect = psycopg_connector(url)
+    options = {} if pool_size is None else {"pool_size": pool_size}
     try:
-        return PostgresStore.open(connect, migrate=migrate)
+        return PostgresStore.open(connect, migrate=migrate, **options)
     except AidememoError as exc:
         raise CliError(f"cannot open database {describe_database(url)}: {exc.message}") from exc
 
 
-def open_store(database: str, *, create: bool = True) -> Store:
+def open_store(database: str, *, create: bool = True, pool_size: int | None = None) -> Store:
     """Open the canonical store named by `database` (a PostgreSQL URL or a SQLite path).
 
     A PostgreSQL database is migrated to this code's schema first, under
     `pg_advisory_xact_lock`, so concurrent start-ups never race. A SQLite file that does not
     exist is created, unless `create` is false: then it is refused and nothing is made (the
     admin commands that change or read existing data, where a new empty database would only
-    hide a mistyped path).
+    hide a mistyped path). `pool_size` sizes a PostgreSQL store's connection pool (None: its
+    default); SQLite has none.
     """
     if is_postgres(database):
-        return open_postgres(database)
+        return open_postgres(database, pool_size=pool_size)
     from aidememo.stores.sqlite import SqliteStore
 
     path = os.path.expanduser(database)

@@ -27,8 +27,9 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
 from aidememo.domain.clock import FixedClock, SystemClock
-from aidememo.domain.model import MemberStatus, Role
+from aidememo.domain.model import MemberStatus, Role, Scope
 from aidememo.http.app import HttpApp
+from aidememo.http.types import Request
 from aidememo.ports import Clock
 from aidememo.stores.sqlite.store import SqliteStore
 from origin.asgi import create_asgi_app
@@ -42,6 +43,7 @@ from tests.contract.support import (
     HERMES,
     OTHER_PROJECT,
     OUTSIDER,
+    PROJECT,
     READER,
     RECEIVER,
     START_MS,
@@ -549,3 +551,48 @@ def test_live6_slow_subscriber_is_closed_and_commits_never_wait(origin_factory: 
     # The feed itself is unharmed: a new subscriber gets everything.
     with subscribe(api, server, limit=1000) as ws:
         assert seqs(recv(ws)) == list(range(1, 201))
+
+
+def test_live9_once_listen_takes_effect_every_hub_reads_again(
+    origin_factory: Any, tmp_path: Path
+) -> None:
+    """A commit this process was not told of (another process's, made before its `LISTEN` took
+    effect) reaches the subscribers when the listener reports `LISTEN` (`LiveFeed.listening`),
+    not at the next re-read, an hour away here. The hub tells the listener when it is wanted."""
+    api, server = origin_factory(recheck_s=3600.0)
+    wanted: list[bool] = []
+    server.feed.on_demand = wanted.append
+    other = SqliteStore.open_file(tmp_path / "live0.sqlite", synchronous="OFF")
+    try:
+        with subscribe(api, server) as ws:
+            assert recv(ws)["next_cursor"]["after_seq"] == 0
+            assert wanted == [True]
+            hub = server.feed.hubs[Scope(TENANT, PROJECT)]
+            deadline = time.monotonic() + 30
+            while hub.seq is None or hub.reading:  # the hub's first read is over
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            body = {
+                "command_id": "cmd_elsewhere",
+                "project_id": PROJECT,
+                "expected_revision": None,
+                "operation": "resource.put",
+                "resource": {"kind": "custom.note", "id": "n1"},
+                "change": "upsert",
+                "payload": {},
+            }
+            headers = {
+                "authorization": f"Bearer {api.tokens[WRITER]}",
+                "content-type": "application/json",
+            }
+            request = Request("POST", "/v1/commands", "", headers, json.dumps(body).encode())
+            reply = HttpApp(other, clock=FixedClock(START_MS)).dispatch(request)
+            assert reply.status == 200, reply.body
+            server.feed.listening()
+            assert seqs(recv(ws, timeout=30)) == [json.loads(reply.body)["project_seq"]]
+        deadline = time.monotonic() + 30
+        while wanted != [True, False]:
+            assert time.monotonic() < deadline, wanted
+            time.sleep(0.02)
+    finally:
+        other.close()

@@ -1,8 +1,10 @@
 """HTTP-8 without PostgreSQL: `--workers` above 1 is refused on SQLite before anything is
-opened or bound, and the supervisor of `origin.workers` stops every worker on SIGTERM."""
+opened or bound, the workers share the origin's PostgreSQL connections out between them, and
+the supervisor of `origin.workers` stops every worker on SIGTERM."""
 
 from __future__ import annotations
 
+import inspect
 import signal
 import subprocess
 import sys
@@ -12,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from aidememo.cli.main import main
+from aidememo.cli.serve import ORIGIN_CONNECTIONS, worker_pool_size
+from aidememo.stores.postgres import PostgresStore
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -25,6 +29,18 @@ def test_http8_workers_on_sqlite_are_refused(
     assert code == 2
     assert "--workers above 1 needs PostgreSQL" in capsys.readouterr().err
     assert not database.exists()  # refused before the store was opened
+
+
+def test_http8_workers_share_the_origin_connections_out() -> None:
+    default = inspect.signature(PostgresStore).parameters["pool_size"].default
+    assert default == ORIGIN_CONNECTIONS  # one worker keeps the store's default pool
+    assert worker_pool_size(1) is None
+    assert [worker_pool_size(n) for n in (2, 3, 4, 8, 64)] == [4, 3, 2, 2, 2]
+    for n in range(2, 9):
+        pool = worker_pool_size(n)
+        assert pool is not None
+        assert pool * n >= ORIGIN_CONNECTIONS  # never fewer sessions than one worker's
+        assert pool == 2 or (pool - 1) * n < ORIGIN_CONNECTIONS  # and no more than needed
 
 
 SUPERVISOR = """

@@ -208,3 +208,77 @@ def test_live9_the_listener_hears_every_commit_of_another_store(db: pg.Database)
         generic.store.close()
     finally:
         listener.stop()
+
+
+def _wait_for(condition: Any, what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        assert time.monotonic() < deadline, f"still waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_live9_an_on_demand_listener_hears_commits_only_while_wanted(db: pg.Database) -> None:
+    heard: queue.Queue[tuple[Scope, int]] = queue.Queue()
+    listener = CommitListener(db.url, lambda s, seq: heard.put((s, seq)), on_demand=True)
+    listener.start()
+    fx = Fixture.create(lambda: db.open("psycopg"))
+    scope = Scope(FX_TENANT, FX_PROJECT)
+    try:
+        assert listener.connected.wait(WAIT_S)
+        assert not listener.listening.is_set()
+        fx.put("cmd_unwanted_1", "a")  # nobody listens: PostgreSQL delivers this to no one
+        listener.want(True)
+        assert listener.listening.wait(WAIT_S)
+        fx.put("cmd_wanted_2", "b")
+        assert heard.get(timeout=WAIT_S) == (scope, 2)  # not 1: it was not listening then
+        listener.want(False)
+        _wait_for(lambda: not listener.listening.is_set(), "UNLISTEN")
+        fx.put("cmd_unwanted_3", "c")
+        listener.want(True)
+        assert listener.listening.wait(WAIT_S)
+        fx.put("cmd_wanted_4", "d")
+        assert heard.get(timeout=WAIT_S) == (scope, 4)
+        assert heard.empty()
+    finally:
+        listener.stop()
+        fx.store.close()
+
+
+def _listening_sessions(db: pg.Database) -> int:
+    """Sessions of this test's schema whose last statement was `LISTEN` (the workers'
+    listeners run it, and `UNLISTEN *` when they stop listening)."""
+    with pg.admin(db.server) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
+            "AND query LIKE 'LISTEN %%'",
+            (db.name,),
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@pytest.mark.timeout(180)
+def test_live9_only_a_worker_with_a_live_subscriber_listens(
+    workers: Workers, db: pg.Database
+) -> None:
+    for n in (1, 2):  # both workers are up and have answered
+        assert workers.fresh("GET", "/health", f"rid_health_{n}").status_code == 200
+    assert _listening_sessions(db) == 0
+    epoch = workers.fresh("GET", f"/v1/projects/{PROJECT}/snapshot", "rid_epoch").json()
+    query = urlencode({"project_epoch": epoch["project_epoch"], "after_seq": 0})
+    ws_url = workers.url.replace("http://", "ws://") + f"/v1/projects/{PROJECT}/changes/live"
+    with connect(
+        f"{ws_url}?{query}",
+        additional_headers=workers.headers("rid_subscriber"),
+        open_timeout=10,
+        max_size=None,
+    ) as sub:
+        assert json.loads(sub.recv(timeout=WAIT_S))["next_cursor"]["after_seq"] == 0
+        _wait_for(lambda: _listening_sessions(db) == 1, "the subscriber's worker to LISTEN")
+        reply = workers.fresh("POST", "/v1/commands", "rid_write_1", json=_note(1))
+        assert reply.status_code == 200, reply.text
+        batch = json.loads(sub.recv(timeout=WAIT_S))
+        assert batch["next_cursor"]["after_seq"] == 1
+        assert _listening_sessions(db) == 1  # the other worker still has no one to wake
+    _wait_for(lambda: _listening_sessions(db) == 0, "UNLISTEN after the last subscriber left")
+    assert workers.stop() == 0
