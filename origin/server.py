@@ -51,6 +51,7 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 3030
 GRACEFUL_TIMEOUT_S = 30
 DIRECT_ENV = "AIDEMEMO_DIRECT_PATH"
+WRITE_BATCH_ENV = "AIDEMEMO_WRITE_BATCH"
 
 DISPATCH_THREADS = 64
 """Threads of the pool offloaded requests run in. Group commit (`sqlite3_executor`) can only
@@ -130,6 +131,10 @@ class ServerSettings:
     direct: bool = field(default_factory=lambda: os.environ.get(DIRECT_ENV) != "off")
     """Answer ordinary requests on the transport's direct path (`origin.direct`); False (or
     `AIDEMEMO_DIRECT_PATH=off`, for tests and benchmarks): every request through ASGI."""
+    write_batch: bool = field(default_factory=lambda: os.environ.get(WRITE_BATCH_ENV) != "off")
+    """On a store that runs write batches, answer commands through the write committer
+    (`origin.committer`, HTTP-10); False (or `AIDEMEMO_WRITE_BATCH=off`, for tests and
+    benchmarks): each in a pool thread, through the store's group commit."""
 
 
 class _Once:
@@ -198,14 +203,25 @@ def serve(
         close()
 
     close_once = _Once(shutdown)
+    served = http_app if settings.metered is None else settings.metered(http_app)
+    writes = None
+    if settings.write_batch and isinstance(http_app, HttpApp) and http_app.batches:
+        from origin.committer import Committer
+
+        batch_app, dispatch = http_app, served.dispatch
+        writes = Committer(
+            lambda requests: batch_app.run_batch(requests, dispatch),
+            batch_app.batched,
+        )
     app = create_asgi_app(
-        http_app if settings.metered is None else settings.metered(http_app),
+        served,
         dispatch_mode=settings.dispatch,
         on_startup=listener.start if listener is not None else None,
         on_shutdown=close_once,
         websocket=live,
         threads=settings.threads,
         direct=settings.direct,
+        writes=writes,
     )
     config = uvicorn.Config(
         app,
