@@ -44,6 +44,7 @@ from typing import Any
 
 from aidememo.domain.limits import LIVE_INBOUND_MAX_BYTES
 from origin.asgi import DISPATCH_WRITES, Dispatcher, create_asgi_app
+from origin.committer import Committer
 from origin.limits import TransportLimits
 from origin.logsink import CachedTimeFormatter, ClientDetailFilter
 
@@ -172,6 +173,20 @@ def ws_protocol() -> type[asyncio.Protocol] | str:
     return QuietWebSocketProtocol
 
 
+def write_committer(
+    http_app: Dispatcher, served: Dispatcher, settings: ServerSettings
+) -> Committer | None:
+    """The write committer of `http_app` (`origin.committer`, HTTP-10), each request
+    dispatched through `served` (the metered app, when metered); None when its store runs no
+    write batches or `settings.write_batch` is off."""
+    from aidememo.http.app import HttpApp
+
+    if not (settings.write_batch and isinstance(http_app, HttpApp) and http_app.batches):
+        return None
+    batch_app, dispatch = http_app, served.dispatch
+    return Committer(lambda requests: batch_app.run_batch(requests, dispatch), batch_app.batched)
+
+
 def serve(
     http_app: Dispatcher,
     settings: ServerSettings,
@@ -204,15 +219,6 @@ def serve(
 
     close_once = _Once(shutdown)
     served = http_app if settings.metered is None else settings.metered(http_app)
-    writes = None
-    if settings.write_batch and isinstance(http_app, HttpApp) and http_app.batches:
-        from origin.committer import Committer
-
-        batch_app, dispatch = http_app, served.dispatch
-        writes = Committer(
-            lambda requests: batch_app.run_batch(requests, dispatch),
-            batch_app.batched,
-        )
     app = create_asgi_app(
         served,
         dispatch_mode=settings.dispatch,
@@ -221,7 +227,7 @@ def serve(
         websocket=live,
         threads=settings.threads,
         direct=settings.direct,
-        writes=writes,
+        writes=write_committer(http_app, served, settings),
     )
     config = uvicorn.Config(
         app,

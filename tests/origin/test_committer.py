@@ -282,11 +282,12 @@ def test_http10_the_asgi_path_hands_commands_to_the_committer(setup: Setup) -> N
 SERVED = "/v1/projects/demo"
 
 
-@pytest.mark.parametrize("direct", ["on", "off"])
+@pytest.mark.parametrize(("direct", "batches"), [("on", "on"), ("off", "on"), ("on", "off")])
 def test_http10_served_concurrent_commands_are_answered_and_nothing_acknowledged_is_lost(
-    tmp_path: Path, home: Path, token: str, direct: str
+    tmp_path: Path, home: Path, token: str, direct: str, batches: str
 ) -> None:
-    environ = {"AIDEMEMO_DIRECT_PATH": direct}
+    """Both paths through the committer, and the pool's group commit it replaces."""
+    environ = {"AIDEMEMO_DIRECT_PATH": direct, "AIDEMEMO_WRITE_BATCH": batches}
     server = ServeProcess(home, tmp_path / "serve.log", environ=environ)
     headers = {"authorization": f"Bearer {token}"}
     try:
@@ -327,3 +328,14 @@ def test_http10_served_concurrent_commands_are_answered_and_nothing_acknowledged
             assert found.status_code == (200 if status == 200 else 404), n
     finally:
         again.kill()
+
+
+def test_http10_serve_gives_a_committer_only_to_a_store_that_batches(setup: Setup) -> None:
+    from origin.server import ServerSettings, write_committer
+
+    on, off = ServerSettings(write_batch=True), ServerSettings(write_batch=False)
+    committer = write_committer(setup.app, setup.app, on)
+    assert committer is not None and committer.accepts("POST", FACTS)
+    assert write_committer(setup.app, setup.app, off) is None  # AIDEMEMO_WRITE_BATCH=off
+    memory = HttpApp(MemoryStore())
+    assert write_committer(memory, memory, on) is None  # no CAP_WRITE_BATCH (PostgreSQL too)
