@@ -57,7 +57,9 @@ WRITE_BATCH_ENV = "AIDEMEMO_WRITE_BATCH"
 DISPATCH_THREADS = 64
 """Threads of the pool offloaded requests run in. Group commit (`sqlite3_executor`) can only
 batch writers that are waiting at once, and the loop's default pool has `cpu_count + 4` (6 on
-two cores); 64 matches the most callbacks one group commit carries (`MAX_BATCH`)."""
+two cores); 64 matches the most callbacks one group commit carries (`MAX_BATCH`). On SQLite the
+commands go to the write committer instead (`origin.committer`, HTTP-10); the pool serves the
+other writes, and every write on PostgreSQL."""
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 WORKER_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s pid=%(process)d %(message)s"
