@@ -236,3 +236,29 @@ def test_http10_no_batch_inside_a_transaction(tmp_path: Path) -> None:
     assert memory.read(lambda tx: tx.tenant_exists("t"))
     memory.close()
     fx.store.close()
+
+
+def test_http10_an_action_registered_inside_a_transaction_waits_for_its_commit(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "db.sqlite"
+    fx = _open(path)
+    store: Any = fx.store
+    seen: list[bool] = []
+
+    def write(tx: WriteTx) -> None:
+        tx.insert_tenant("tenant_a", 1)
+        store.after_commit(lambda: seen.append(_tenant_on_disk(path, "tenant_a")))
+
+    store.transaction(write)
+    assert seen == [True]
+
+    def failing(tx: WriteTx) -> None:
+        tx.insert_tenant("tenant_b", 1)
+        store.after_commit(lambda: seen.append(False))
+        raise fail(ErrorCode.STALE_REVISION, "no commit")
+
+    with pytest.raises(AidememoError):
+        store.transaction(failing)
+    assert seen == [True]  # never run: its transaction did not commit
+    fx.store.close()

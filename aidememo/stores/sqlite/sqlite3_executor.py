@@ -331,16 +331,12 @@ class Sqlite3Executor:
                     self._run_batch(batch, after)
             finally:
                 self._hand_off()
-        for action in after:
-            try:
-                action()
-            except Exception:  # an action never undoes the commit
-                log.exception("after-commit action failed")
+        _run_actions(after)
         return [(pending.value, cast(Exception | None, pending.error)) for pending in batch]
 
     def after_commit(self, fn: Callable[[], None]) -> None:
-        """Run `fn` once the write this thread just made is durable: now, or inside a write
-        batch after its `COMMIT` (never, if the batch is voided)."""
+        """Run `fn` once the write this thread just made is durable: now, or, inside a write
+        batch or an open transaction, after its `COMMIT` (never, if it does not commit)."""
         after = self._local.after
         if after is None:
             fn()
@@ -529,22 +525,26 @@ class Sqlite3Executor:
         """`BEGIN IMMEDIATE`, `fn`, `COMMIT`; `ROLLBACK` and re-raise if anything fails."""
         conn, local = self._conn, self._local
         _run(conn, _BEGIN_WRITE)
-        local.conn, local.state = conn, _WRITE
+        local.conn, local.state, local.after = conn, _WRITE, []
         try:
             result = fn()
             self._commit(conn)
+            after = local.after
         except BaseException:
             _rollback(conn)
             raise
         finally:
-            local.conn, local.state = None, _NONE
+            local.conn, local.state, local.after = None, _NONE, None
         metrics.group_commit(1)
+        _run_actions(after)
         return result
 
     def _batch(self, batch: list[_Pending]) -> None:
         """The group commit of `batch`: a write batch of one savepoint per callback (see the
         module doc); answers set, not delivered."""
-        self._run_batch(batch, [], savepoints=True)
+        after: list[Callable[[], None]] = []
+        self._run_batch(batch, after, savepoints=True)
+        _run_actions(after)
 
     def _commit(self, conn: sqlite3.Connection) -> None:
         """`COMMIT` (one fsync with `synchronous=FULL`), its wait reported to
@@ -570,6 +570,15 @@ def _begin_view(local: _Local, conn: sqlite3.Connection) -> None:
         raise fail(ErrorCode.STORAGE_FAILURE, "a standalone read must be its view's only one")
     conn.execute(_BEGIN_READ)  # a deferred BEGIN: the snapshot is taken by the next statement
     local.view = _BEGUN
+
+
+def _run_actions(actions: list[Callable[[], None]] | None) -> None:
+    """Run the after-commit actions of a commit that returned."""
+    for action in actions or ():
+        try:
+            action()
+        except Exception:  # an action never undoes the commit
+            log.exception("after-commit action failed")
 
 
 def _void(batch: list[_Pending], error: AidememoError) -> None:
