@@ -339,3 +339,41 @@ def test_http10_serve_gives_a_committer_only_to_a_store_that_batches(setup: Setu
     assert write_committer(setup.app, setup.app, off) is None  # AIDEMEMO_WRITE_BATCH=off
     memory = HttpApp(MemoryStore())
     assert write_committer(memory, memory, on) is None  # no CAP_WRITE_BATCH (PostgreSQL too)
+
+
+def test_http10_a_batch_carries_at_most_max_batch_requests() -> None:
+    entered, release = threading.Event(), threading.Event()
+    sizes: list[int] = []
+
+    def run_batch(requests: Sequence[Request]) -> list[Response]:
+        sizes.append(len(requests))
+        if len(sizes) == 1:
+            entered.set()
+            assert release.wait(timeout=30)
+        return [Response(200, [], b"{}") for _ in requests]
+
+    committer = Committer(run_batch, lambda method, path: True, max_batch=4)
+    with pytest.raises(ValueError):
+        Committer(run_batch, lambda method, path: True, max_batch=0)
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        answers: list[asyncio.Future[Response]] = []
+
+        def submit(n: int) -> None:
+            answer: asyncio.Future[Response] = loop.create_future()
+            committer.submit(loop, Request("POST", "/x", request_id=f"r{n}"), answer.set_result)
+            answers.append(answer)
+
+        submit(0)
+        assert await loop.run_in_executor(None, entered.wait, 30)
+        for n in range(1, 11):
+            submit(n)
+        release.set()
+        return len(await asyncio.gather(*answers))
+
+    try:
+        assert asyncio.run(asyncio.wait_for(main(), 30)) == 11
+    finally:
+        committer.stop()
+    assert sizes == [1, 4, 4, 2]
