@@ -9,7 +9,7 @@ awaitable (STORE-2).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol, TypeVar
 
 from aidememo.domain.artifacts import GcIntent, Reservation
@@ -44,6 +44,9 @@ CAP_SECOND_PROCESS = "second_process"  # another OS process can open the same da
 # The store has `execute_raw(RawWrite)` (`RawFastPath`): a generic put or delete in one round
 # trip. `Ledger.execute_raw` uses it when declared; the generic pipeline stays the reference.
 CAP_RAW_FAST_PATH = "raw_fast_path"
+# The store runs several calls' writes in one transaction on one thread (`WriteBatches`): the
+# origin's committer answers a batch of commands with one commit (SPEC.md HTTP-10).
+CAP_WRITE_BATCH = "write_batch"
 
 
 class ArtifactReads(Protocol):
@@ -383,6 +386,22 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Release connections; the store is unusable afterwards."""
+        ...
+
+
+class WriteBatches(Protocol):
+    """The optional methods of a store declaring `CAP_WRITE_BATCH`."""
+
+    def batch(self, calls: Sequence[Callable[[], T]]) -> list[tuple[T | None, Exception | None]]:
+        """Run `calls` in order on this thread in one write transaction, each `transaction`
+        of a call in a savepoint of its own; per call `(value, None)`, or `(None, error)`:
+        what it raised, or the `storage_failure` that voided it when its transaction did not
+        commit. Returns only once what it answers is durable."""
+        ...
+
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        """Run `fn` once the write this thread just made is durable: at once, or inside a
+        batch after its commit (never, if the batch is voided)."""
         ...
 
 

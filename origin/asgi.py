@@ -32,7 +32,9 @@ threads of the adapter's own when given; `origin.server` gives 64, so many write
 in one SQLite group commit). `dispatch` is synchronous and a `synchronous=FULL` commit waits
 for fsync: on the loop, one slow commit would stall every connection, while in a thread the
 fsync releases the GIL and overlaps the next requests' work; reads gain nothing from the
-thread hop. The measurements behind this are in `docs/bench-notes.md`.
+thread hop. The measurements behind this are in `docs/bench-notes.md`. A command with its
+whole body, given a write committer (`writes`, `origin.committer`, HTTP-10), is not
+dispatched in the pool: the committer answers it with its batch, one commit for many.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ from origin.asgi_common import (
     request_id,
     send_stream,
 )
+from origin.committer import Committer
 from origin.direct import DirectEntry
 from origin.logsink import access_record, record_template
 
@@ -158,6 +161,7 @@ def create_asgi_app(
     websocket: WebSocketHandler | None = None,
     threads: int | None = None,
     direct: bool = True,
+    writes: Committer | None = None,
 ) -> AsgiApp:
     """Wrap `http_app` in an ASGI 3 application.
 
@@ -169,7 +173,8 @@ def create_asgi_app(
     down at the lifespan shutdown, before `on_shutdown`); None uses the loop's default pool.
     `direct` gives the app its `direct` attribute, the `origin.direct.DirectEntry` the
     origin's transport answers ordinary requests through without ASGI; False: none, every
-    request goes through ASGI.
+    request goes through ASGI. `writes` is the write committer the requests it `accepts`
+    are handed to, on either path (stopped at the lifespan shutdown, before `on_shutdown`).
     """
     if dispatch_mode not in DISPATCH_MODES:
         raise ValueError(f"dispatch_mode must be one of {sorted(DISPATCH_MODES)}")
@@ -189,6 +194,8 @@ def create_asgi_app(
         return own_pool[0]
 
     def stop_pool() -> None:
+        if writes is not None:
+            writes.stop()
         while own_pool:
             own_pool.pop().shutdown(wait=True)
 
@@ -228,7 +235,15 @@ def create_asgi_app(
             request_id=rid,
         )
         try:
-            if streamed or offload_all or (offload_writes and method not in _READS):
+            if (
+                writes is not None
+                and not streamed
+                and method not in _READS
+                and (offload_all or offload_writes)
+                and writes.accepts(method, path)
+            ):
+                response = await _committed(writes, request)
+            elif streamed or offload_all or (offload_writes and method not in _READS):
                 response = await get_running_loop().run_in_executor(pool(), dispatch, request)
             else:
                 response = dispatch(request)
@@ -307,5 +322,18 @@ def create_asgi_app(
             pool=pool,
             access=(access, access_template),
             errors=errors,
+            writes=writes,
         )
     return app
+
+
+async def _committed(writes: Committer, request: Request) -> Response:
+    """The answer the write committer gives `request`, once its batch committed."""
+    answer: asyncio.Future[Response] = get_running_loop().create_future()
+
+    def deliver(response: Response) -> None:
+        if not answer.done():
+            answer.set_result(response)
+
+    writes.submit(get_running_loop(), request, deliver)
+    return await answer

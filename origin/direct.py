@@ -16,7 +16,9 @@ headers are folded as `origin.asgi_common.fold_headers`; the request id is the i
 `x-request-id` or a new one, echoed; the body is the empty body for a bodiless method without
 a declared body, else the bytes received; `dispatch_mode` decides whether `dispatch` runs on
 the event loop or in the adapter's pool (the answer is then written from the loop, through
-`call_soon_threadsafe`); one `aidememo.access` line is logged after the answer is written,
+`call_soon_threadsafe`), except a command the adapter's write committer takes
+(`origin.committer`, HTTP-10), answered with its batch; one `aidememo.access` line is logged
+after the answer is written,
 from the same record template. `encode` writes the head uvicorn's `RequestResponseCycle`
 writes for the adapter's messages: the same status line, `date` header, header validation,
 `content-length`, `x-request-id` and `connection: close` rules. A `Response.stream` (an
@@ -31,6 +33,7 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HEADER_RE, HEADER_VALUE_RE, STATUS_LINE
@@ -46,6 +49,7 @@ from origin.asgi_common import (
     request_id,
     send_stream,
 )
+from origin.committer import Committer
 from origin.logsink import access_record
 
 INFO = logging.INFO
@@ -125,7 +129,15 @@ Respond = Callable[[DirectCycle, str, Response], None]
 class DirectEntry:
     """The adapter's entry for the direct path: `run` answers one complete request."""
 
-    __slots__ = ("_access", "_dispatch", "_errors", "_offload_all", "_offload_writes", "_pool")
+    __slots__ = (
+        "_access",
+        "_dispatch",
+        "_errors",
+        "_offload_all",
+        "_offload_writes",
+        "_pool",
+        "_writes",
+    )
 
     def __init__(
         self,
@@ -136,8 +148,10 @@ class DirectEntry:
         pool: Callable[[], ThreadPoolExecutor | None],
         access: tuple[logging.Logger, dict[str, Any]],
         errors: logging.Logger,
+        writes: Committer | None = None,
     ) -> None:
         self._dispatch = dispatch
+        self._writes = writes
         self._offload_all = offload_all
         self._offload_writes = offload_writes
         self._pool = pool
@@ -146,10 +160,16 @@ class DirectEntry:
 
     def run(self, loop: asyncio.AbstractEventLoop, cycle: DirectCycle, respond: Respond) -> None:
         """Answer `cycle`: `respond(cycle, request_id, response)` is called on the loop, now
-        (a read under `writes`, everything under `inline`) or once the pool has dispatched."""
+        (a read under `writes`, everything under `inline`) or once the pool has dispatched, or
+        the write committer has committed the request's batch."""
         cycle.started = time.perf_counter()
         method = cycle.method
         if self._offload_all or (self._offload_writes and method not in _READS):
+            writes = self._writes
+            if writes is not None and method not in _READS and writes.accepts(method, cycle.path):
+                request = self.request(cycle)
+                writes.submit(loop, request, partial(respond, cycle, request.request_id))
+                return
             pool = self._pool()
             if pool is None:
                 loop.run_in_executor(None, self._in_thread, loop, cycle, respond)
@@ -168,19 +188,23 @@ class DirectEntry:
         except RuntimeError:  # the loop is closed: the server is gone, nobody to answer
             pass
 
-    def answer(self, cycle: DirectCycle) -> tuple[str, Response]:
-        """The core's response to `cycle` and its request id; a dispatch bug is the
-        adapter's retryable 503."""
+    def request(self, cycle: DirectCycle) -> Request:
+        """The core's request of `cycle`, with its request id."""
         headers = cycle.headers
-        rid = request_id(headers)
-        request = Request(
+        return Request(
             cycle.method,
             cycle.path,
             cycle.query.decode("latin-1"),
             headers,
             EMPTY if cycle.bodyless else Body.of(bytes(cycle.body)),
-            rid,
+            request_id(headers),
         )
+
+    def answer(self, cycle: DirectCycle) -> tuple[str, Response]:
+        """The core's response to `cycle` and its request id; a dispatch bug is the
+        adapter's retryable 503."""
+        request = self.request(cycle)
+        rid = request.request_id
         try:
             return rid, self._dispatch(request)
         except Exception:

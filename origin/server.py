@@ -44,6 +44,7 @@ from typing import Any
 
 from aidememo.domain.limits import LIVE_INBOUND_MAX_BYTES
 from origin.asgi import DISPATCH_WRITES, Dispatcher, create_asgi_app
+from origin.committer import Committer
 from origin.limits import TransportLimits
 from origin.logsink import CachedTimeFormatter, ClientDetailFilter
 
@@ -51,11 +52,14 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 3030
 GRACEFUL_TIMEOUT_S = 30
 DIRECT_ENV = "AIDEMEMO_DIRECT_PATH"
+WRITE_BATCH_ENV = "AIDEMEMO_WRITE_BATCH"
 
 DISPATCH_THREADS = 64
 """Threads of the pool offloaded requests run in. Group commit (`sqlite3_executor`) can only
 batch writers that are waiting at once, and the loop's default pool has `cpu_count + 4` (6 on
-two cores); 64 matches the most callbacks one group commit carries (`MAX_BATCH`)."""
+two cores); 64 matches the most callbacks one group commit carries (`MAX_BATCH`). On SQLite the
+commands go to the write committer instead (`origin.committer`, HTTP-10); the pool serves the
+other writes, and every write on PostgreSQL."""
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 WORKER_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s pid=%(process)d %(message)s"
@@ -130,6 +134,10 @@ class ServerSettings:
     direct: bool = field(default_factory=lambda: os.environ.get(DIRECT_ENV) != "off")
     """Answer ordinary requests on the transport's direct path (`origin.direct`); False (or
     `AIDEMEMO_DIRECT_PATH=off`, for tests and benchmarks): every request through ASGI."""
+    write_batch: bool = field(default_factory=lambda: os.environ.get(WRITE_BATCH_ENV) != "off")
+    """On a store that runs write batches, answer commands through the write committer
+    (`origin.committer`, HTTP-10); False (or `AIDEMEMO_WRITE_BATCH=off`, for tests and
+    benchmarks): each in a pool thread, through the store's group commit."""
 
 
 class _Once:
@@ -167,6 +175,20 @@ def ws_protocol() -> type[asyncio.Protocol] | str:
     return QuietWebSocketProtocol
 
 
+def write_committer(
+    http_app: Dispatcher, served: Dispatcher, settings: ServerSettings
+) -> Committer | None:
+    """The write committer of `http_app` (`origin.committer`, HTTP-10), each request
+    dispatched through `served` (the metered app, when metered); None when its store runs no
+    write batches or `settings.write_batch` is off."""
+    from aidememo.http.app import HttpApp
+
+    if not (settings.write_batch and isinstance(http_app, HttpApp) and http_app.batches):
+        return None
+    batch_app, dispatch = http_app, served.dispatch
+    return Committer(lambda requests: batch_app.run_batch(requests, dispatch), batch_app.batched)
+
+
 def serve(
     http_app: Dispatcher,
     settings: ServerSettings,
@@ -201,14 +223,16 @@ def serve(
         close()
 
     close_once = _Once(shutdown)
+    served = http_app if settings.metered is None else settings.metered(http_app)
     app = create_asgi_app(
-        http_app if settings.metered is None else settings.metered(http_app),
+        served,
         dispatch_mode=settings.dispatch,
         on_startup=listener.start if listener is not None else None,
         on_shutdown=close_once,
         websocket=live,
         threads=settings.threads,
         direct=settings.direct,
+        writes=write_committer(http_app, served, settings),
     )
     config = uvicorn.Config(
         app,

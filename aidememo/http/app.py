@@ -7,12 +7,19 @@ rules). `serve` runs only the handler part, for a request another front admitted
 Worker hands its admission to a project object). Neither raises: every failure becomes
 `{"error": {"code", "message"}}` with the status mapped in `aidememo.domain.errors`, and
 nothing a client sends yields a 5xx (HTTP-2).
+
+`run_batch` answers several requests of batched routes (`Route.batch`, the commands) through
+that same `dispatch`, one after another in one write batch of a store declaring
+`CAP_WRITE_BATCH` (SPEC.md HTTP-10): one commit for all, every answer held until it is
+durable, a request whose transaction did not commit answered with the storage error.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import cast
 
 from aidememo.domain.canonical import decode_json
 from aidememo.domain.clock import RandomIds, SystemClock
@@ -20,8 +27,9 @@ from aidememo.domain.errors import STORAGE_RETRY_AFTER_S, AidememoError, ErrorCo
 from aidememo.domain.limits import HANDOFF_LEASE_MS_DEFAULT
 from aidememo.http.pipeline import Admission, admit, drive
 from aidememo.http.render import json_bytes
+from aidememo.http.routes import resolve
 from aidememo.http.types import Request, Response
-from aidememo.ports import BodyStore, Clock, Ids, Store
+from aidememo.ports import CAP_WRITE_BATCH, BodyStore, Clock, Ids, Store, WriteBatches
 from aidememo.service.access import Caller
 from aidememo.service.archive import Archive
 from aidememo.service.artifacts import Artifacts
@@ -151,6 +159,42 @@ class HttpApp:
                 self.services.identity.forget(admission.digest)
             return self._failure(exc, request)
         return self._observed(request, response)
+
+    @property
+    def batches(self) -> bool:
+        """True when the store runs write batches (`CAP_WRITE_BATCH`): `run_batch` then
+        shares one commit among its requests."""
+        return CAP_WRITE_BATCH in self.store.capabilities
+
+    def batched(self, method: str, path: str) -> bool:
+        """True when a request to `method path` may be answered in a write batch: its route
+        is a command (`Route.batch`) and the store `batches`."""
+        route = resolve(method, path).route
+        return route is not None and route.batch and self.batches
+
+    def run_batch(
+        self,
+        requests: Sequence[Request],
+        dispatch: Callable[[Request], Response] | None = None,
+    ) -> list[Response]:
+        """Answer `requests` in order, each through `dispatch` (this app's by default; the
+        origin passes its metered one), in one write batch of the store (HTTP-10); never
+        raises. Returns once every answer is durable; a request whose transaction did not
+        commit gets the storage error instead of what its dispatch answered."""
+        run = self.dispatch if dispatch is None else dispatch
+        if not self.batches:
+            return [run(request) for request in requests]
+        store = cast(WriteBatches, self.store)
+        try:
+            outcomes = store.batch([partial(run, request) for request in requests])
+        except Exception as exc:
+            return [self._failure(exc, request) for request in requests]
+        return [
+            answer
+            if error is None and answer is not None
+            else self._failure(error or RuntimeError("no answer"), request)
+            for request, (answer, error) in zip(requests, outcomes, strict=True)
+        ]
 
     def serve(self, admission: Admission, request: Request) -> Response:
         """Answer a request another front admitted (the edge Worker, for a project object);

@@ -144,6 +144,7 @@ COMMAND = Route(
     body="RawCommand",
     answer="Receipt",
     errors=(E.RESOURCE_NOT_FOUND, E.COMMAND_CONFLICT, E.STALE_REVISION, E.SECRET_REJECTED),
+    batch=True,
 )
 CHANGES_LIVE = Route(
     "changes_live",
@@ -215,6 +216,7 @@ _MEMBER = (
         body="SessionCreate",
         answer="Receipt",
         errors=(*_CREATE, E.SECRET_REJECTED),
+        batch=True,
     ),
     Route(
         "sessions",
@@ -244,6 +246,7 @@ _MEMBER = (
         body="FactCreate",
         answer="Receipt",
         errors=(E.RESOURCE_NOT_FOUND, *_CREATE, E.SECRET_REJECTED),
+        batch=True,
     ),
     Route(
         "create_context",
@@ -254,6 +257,7 @@ _MEMBER = (
         body="HandoffContextCreate",
         answer="Receipt",
         errors=(E.RESOURCE_NOT_FOUND, *_CREATE, E.SECRET_REJECTED),
+        batch=True,
     ),
     Route(
         "send_handoff",
@@ -264,6 +268,7 @@ _MEMBER = (
         body="HandoffSend",
         answer="Receipt",
         errors=(E.RESOURCE_NOT_FOUND, *_CREATE, E.HANDOFF_CONFLICT, E.SECRET_REJECTED),
+        batch=True,
     ),
     Route(
         "mailbox",
@@ -292,6 +297,7 @@ _MEMBER = (
         body="ClaimTransition",
         answer="Receipt",
         errors=_TRANSITION,
+        batch=True,
     ),
     Route(
         "heartbeat",
@@ -302,6 +308,7 @@ _MEMBER = (
         body="ClaimTransition",
         answer="Receipt",
         errors=_TRANSITION,
+        batch=True,
     ),
     Route(
         "return",
@@ -312,6 +319,7 @@ _MEMBER = (
         body="ReturnTransition",
         answer="Receipt",
         errors=(*_TRANSITION, E.ARTIFACT_NOT_FOUND),
+        batch=True,
     ),
     Route(
         "members",

@@ -61,6 +61,7 @@ class Route:
     accepted: str | None = None  # what a 202 without a body means; None: no such answer
     query: tuple[dict[str, Any], ...] = ()  # OpenAPI query parameters
     errors: tuple[ErrorCode, ...] = ()  # domain errors beyond the shared request checks
+    batch: bool = False  # one command, no I/O but the store's: may share a write batch (HTTP-10)
     pattern: tuple[str, ...] = field(init=False)  # literal segments, or "{name}"
 
     def __post_init__(self) -> None:

@@ -410,15 +410,8 @@ class Artifacts:
         if isinstance(answer, AidememoError):
             raise answer
         for seq in committed:
-            self._announce(scope, seq)
+            self.ledger.announce(scope, seq)
         return answer, replayed
-
-    def _announce(self, scope: Scope, seq: int) -> None:
-        for hook in self.ledger.on_commit:
-            try:
-                hook(scope, seq)
-            except Exception:  # a hook never undoes a commit (Ledger.on_commit)
-                continue
 
     def _publication(self, tx: WriteTx, scope: Scope, r: Reservation, sha: str) -> Publication:
         sender = receiver = None

@@ -41,7 +41,15 @@ from aidememo.domain.model import (
     StoredResource,
 )
 from aidememo.domain.secrets import SecretFinding, find_in_json
-from aidememo.ports import CAP_RAW_FAST_PATH, Clock, RawFastPath, Store, WriteTx
+from aidememo.ports import (
+    CAP_RAW_FAST_PATH,
+    CAP_WRITE_BATCH,
+    Clock,
+    RawFastPath,
+    Store,
+    WriteBatches,
+    WriteTx,
+)
 from aidememo.service.access import Caller, check_access
 
 
@@ -193,10 +201,21 @@ class Ledger:
 
         receipt = self.store.transaction(run)
         if committed:
-            self._committed(scope, receipt.project_seq)
+            self.announce(scope, receipt.project_seq)
         return receipt
 
-    def _committed(self, scope: Scope, seq: int) -> None:
+    def announce(self, scope: Scope, seq: int) -> None:
+        """Call the `on_commit` hooks for the commit `seq` that `store.transaction` just
+        returned: at once, or, inside a store's write batch (`CAP_WRITE_BATCH`), once the
+        batch's commit is durable (never, if it is voided)."""
+        if not self.on_commit:
+            return
+        if CAP_WRITE_BATCH in self.store.capabilities:
+            cast(WriteBatches, self.store).after_commit(lambda: self._hooks(scope, seq))
+        else:
+            self._hooks(scope, seq)
+
+    def _hooks(self, scope: Scope, seq: int) -> None:
         for hook in self.on_commit:
             try:
                 hook(scope, seq)
@@ -244,7 +263,7 @@ class Ledger:
         receipt = outcome.receipt
         if outcome.outcome in ("committed", "replayed") and receipt is not None:
             if outcome.outcome == "committed":
-                self._committed(write.scope, receipt.project_seq)
+                self.announce(write.scope, receipt.project_seq)
                 return receipt
             return receipt.as_replay()
         if outcome.outcome == "refused" and outcome.start is not None:

@@ -13,7 +13,7 @@ import pytest
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
 from aidememo.service.readiness import PROBE_INTERVAL_S, Readiness
 from aidememo.stores.postgres.tx import driver_failure
-from aidememo.stores.sqlite import SqliteStore, sqlite3_executor
+from aidememo.stores.sqlite import SqliteStore, sqlite3_files
 from aidememo.stores.sqlite.sqlite3_executor import storage_failure
 from tests import pg
 from tests.stores._support import SCOPE, mutation, provision
@@ -128,7 +128,7 @@ def test_err2_err4_sqlite_codes_map_to_their_states(
     fsync = error(10 | (4 << 8), "disk I/O error")
     assert storage_failure("commit", fsync, str(tmp_path / "db")).code is ErrorCode.STORAGE_FAILURE
     assert storage_failure("commit", fsync).code is ErrorCode.STORAGE_FAILURE
-    monkeypatch.setattr(sqlite3_executor, "free_bytes", lambda path: 0)
+    monkeypatch.setattr(sqlite3_files, "free_bytes", lambda path: 0)
     assert storage_failure("commit", fsync, str(tmp_path / "db")).code is ErrorCode.STORAGE_FULL
     # An error already classified keeps its code through the group commit's re-wrapping.
     assert storage_failure("batch", full) is full

@@ -13,7 +13,13 @@ from pathlib import Path
 import pytest
 
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
-from aidememo.ports import CAP_REOPEN, CAP_SECOND_PROCESS, CAP_TWO_CONNECTIONS, WriteTx
+from aidememo.ports import (
+    CAP_REOPEN,
+    CAP_SECOND_PROCESS,
+    CAP_TWO_CONNECTIONS,
+    CAP_WRITE_BATCH,
+    WriteTx,
+)
 from aidememo.stores.sqlite import SqliteStore
 from aidememo.stores.sqlite.do_executor import DoSqlExecutor, to_sql_value
 from aidememo.stores.sqlite.sqlite3_executor import Sqlite3Executor
@@ -80,8 +86,13 @@ def test_store7_sqlite_pragmas(tmp_path: Path) -> None:
 def test_store_capabilities_by_executor(tmp_path: Path) -> None:
     file_store = SqliteStore.open_file(tmp_path / "db.sqlite")
     memory_store = SqliteStore.open_memory()
-    assert file_store.capabilities == {CAP_REOPEN, CAP_TWO_CONNECTIONS, CAP_SECOND_PROCESS}
-    assert memory_store.capabilities == frozenset()
+    assert file_store.capabilities == {
+        CAP_REOPEN,
+        CAP_TWO_CONNECTIONS,
+        CAP_SECOND_PROCESS,
+        CAP_WRITE_BATCH,
+    }
+    assert memory_store.capabilities == {CAP_WRITE_BATCH}
     assert file_store.mode == memory_store.mode == "single_node"
     file_store.close()
     memory_store.close()

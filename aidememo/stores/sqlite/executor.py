@@ -22,6 +22,9 @@ SqlValue: TypeAlias = int | float | str | bytes | None
 
 Row: TypeAlias = tuple[SqlValue, ...]
 
+Outcome: TypeAlias = tuple[T | None, Exception | None]
+"""One call of a write batch (`aidememo.ports.WriteBatches`): `(value, None)` or `(None, error)`."""
+
 
 class SqlExecutor(Protocol):
     """Runs SQLite SQL on one database; every failure of the engine is `storage_failure`."""

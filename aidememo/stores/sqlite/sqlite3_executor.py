@@ -34,6 +34,14 @@ Settings and why:
   for up to `MAX_BATCH` callbacks. No caller gets an answer before that `COMMIT` returned; if
   it fails, every caller of the batch gets `storage_failure` and nothing of the batch remains.
   A queued callback runs on the leader's thread in a copy of its caller's `contextvars`.
+- Write batches (`batch(calls)`, `CAP_WRITE_BATCH`): one thread runs several calls in one
+  `BEGIN IMMEDIATE` ... `COMMIT`, taking its turn among the writers above. A call's
+  `transaction(fn)` is a `SAVEPOINT` of its own (a callback that raises is rolled back alone,
+  and the call goes on to answer its caller), its reads join the open transaction, and its
+  `after_commit` actions (the ledger's commit hooks) run once the `COMMIT` returned. If the
+  `COMMIT` fails, every call of the batch is voided with the error; if the engine rolls the
+  whole transaction back under a call (I/O error, disk full), the calls so far are voided
+  and the rest run in a new transaction. Calls write only through `transaction`.
 - Files are created 0600 and their directory 0700 whatever the umask: tokens are stored only
   as digests, but bodies are the team's memory.
 """
@@ -41,38 +49,41 @@ Settings and why:
 from __future__ import annotations
 
 import contextvars
+import logging
 import os
 import sqlite3
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from time import perf_counter
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from aidememo import metrics
-from aidememo.domain.errors import STORE_READ_ONLY, AidememoError, ErrorCode, fail
-from aidememo.domain.limits import STORAGE_FULL_FLOOR_BYTES
-from aidememo.ports import CAP_REOPEN, CAP_SECOND_PROCESS, CAP_TWO_CONNECTIONS
-from aidememo.stores.sqlite.executor import Row, SqlValue
+from aidememo.domain.errors import AidememoError, ErrorCode, fail
+from aidememo.ports import CAP_REOPEN, CAP_SECOND_PROCESS, CAP_TWO_CONNECTIONS, CAP_WRITE_BATCH
+from aidememo.stores.sqlite.executor import Outcome, Row, SqlValue
+from aidememo.stores.sqlite.sqlite3_files import (
+    free_bytes,
+    prepare_file,
+    restrict_sidecars,
+    storage_failure,
+)
+
+__all__ = ["MAX_BATCH", "MEMORY", "Sqlite3Executor", "free_bytes", "storage_failure"]
 
 T = TypeVar("T")
+
+log = logging.getLogger("aidememo.sqlite")
 
 MEMORY = ":memory:"
 BUSY_TIMEOUT_MS = 5000
 SYNCHRONOUS_MODES = frozenset({"OFF", "NORMAL", "FULL", "EXTRA"})
-FILE_MODE = 0o600
-DIR_MODE = 0o700
 MAX_BATCH = 64
 """Most callbacks one group commit carries; bounds how long a batch holds the write lock."""
 MAX_IDLE_READERS = 8
 WAL_AUTOCHECKPOINT_PAGES = 4000
 """WAL pages after which a commit checkpoints (SQLite's default is 1000); see the module doc."""
 """Reader connections kept open between reads; more are opened under load, then closed."""
-
-# SQLite's primary result codes (`sqlite3.Error.sqlite_errorcode & 0xff`).
-_SQLITE_READONLY = 8
-_SQLITE_IOERR = 10
-_SQLITE_FULL = 13
 
 _BEGIN_WRITE = "BEGIN IMMEDIATE"
 _BEGIN_READ = "BEGIN"
@@ -82,44 +93,9 @@ _SAVEPOINT = "SAVEPOINT aidememo_batch"
 _RELEASE = "RELEASE aidememo_batch"
 _ROLLBACK_TO = "ROLLBACK TO aidememo_batch"
 
-# What the open transaction is, so nested calls can join it (or be refused).
-_NONE, _READ, _WRITE = 0, 1, 2
-
-
-def storage_failure(what: str, exc: BaseException, path: str | None = None) -> AidememoError:
-    """Map an engine error to its code; the message stays server-side (ERR-2, ERR-4).
-
-    `SQLITE_FULL` ("database or disk is full": SQLite reports a write that hit ENOSPC so) is
-    `storage_full`, and so is an I/O error (an fsync or write that failed with ENOSPC, which
-    SQLite reports as `SQLITE_IOERR_*` without the errno) while the database's file system
-    has less than `STORAGE_FULL_FLOOR_BYTES` free. `SQLITE_READONLY*` is `storage_failure` with the
-    store state `read_only`; anything else `storage_failure` (state `unavailable`).
-    """
-    if isinstance(exc, AidememoError) and exc.store_state is not None:
-        return exc  # classified where it happened
-    detail = f"sqlite {what} failed: {type(exc).__name__}: {exc}"
-    primary = getattr(exc, "sqlite_errorcode", 0) & 0xFF
-    if primary == _SQLITE_FULL or (
-        primary == _SQLITE_IOERR and path is not None and _short_of_space(path)
-    ):
-        return fail(ErrorCode.STORAGE_FULL, detail)
-    if primary == _SQLITE_READONLY:
-        return fail(ErrorCode.STORAGE_FAILURE, detail, STORE_READ_ONLY)
-    return fail(ErrorCode.STORAGE_FAILURE, detail)
-
-
-def free_bytes(path: str) -> int | None:
-    """Bytes an unprivileged writer may still use on the file system holding `path`."""
-    try:
-        stat = os.statvfs(os.path.dirname(os.path.abspath(path)))
-    except OSError:
-        return None
-    return stat.f_bavail * stat.f_frsize
-
-
-def _short_of_space(path: str) -> bool:
-    free = free_bytes(path)
-    return free is not None and free < STORAGE_FULL_FLOOR_BYTES
+# What the open transaction is, so nested calls can join it (or be refused): a write batch's
+# calls run in `_BATCH`, each of their `transaction(fn)` in `_WRITE` inside its savepoint.
+_NONE, _READ, _WRITE, _BATCH = 0, 1, 2, 3
 
 
 # Where a read view is: BEGIN sent (or a write transaction), BEGIN not sent yet, or done with
@@ -133,6 +109,12 @@ class _Local(threading.local):
     conn: sqlite3.Connection | None = None
     state: int = _NONE
     view: int = _BEGUN
+    after: list[Callable[[], None]] | None = None  # a write batch's after-commit actions
+    broken: AidememoError | None = None  # the engine rolled the write batch back
+
+    def voided(self) -> bool:
+        """True once the open write batch's transaction is gone (`broken`)."""
+        return self.broken is not None
 
 
 class _Pending:
@@ -140,8 +122,8 @@ class _Pending:
 
     __slots__ = ("context", "done", "error", "fn", "lead", "value")
 
-    def __init__(self, fn: Callable[[], Any], context: contextvars.Context | None) -> None:
-        self.fn = fn
+    def __init__(self, fn: Callable[[], Any] | None, context: contextvars.Context | None) -> None:
+        self.fn = fn  # None: a write batch waiting for its turn, only ever woken to lead
         self.context = context  # the caller's context; None when the caller runs it itself
         self.done = threading.Event()
         self.lead = False  # woken to lead the next batch rather than with an answer
@@ -149,6 +131,7 @@ class _Pending:
         self.error: BaseException | None = None
 
     def run(self) -> Any:
+        assert self.fn is not None
         return self.fn() if self.context is None else self.context.run(self.fn)
 
     def outcome(self) -> Any:
@@ -174,9 +157,9 @@ class Sqlite3Executor:
         self.path = os.fspath(path)
         self.in_memory = self.path == MEMORY
         self.capabilities: frozenset[str] = (
-            frozenset()
+            frozenset({CAP_WRITE_BATCH})
             if self.in_memory
-            else frozenset({CAP_REOPEN, CAP_TWO_CONNECTIONS, CAP_SECOND_PROCESS})
+            else frozenset({CAP_REOPEN, CAP_TWO_CONNECTIONS, CAP_SECOND_PROCESS, CAP_WRITE_BATCH})
         )
         self._lock = threading.Lock()  # the write connection: one batch or statement at a time
         self._local = _Local()
@@ -190,7 +173,7 @@ class Sqlite3Executor:
         self._closed = False
         try:
             if not self.in_memory:
-                _prepare_file(self.path)
+                prepare_file(self.path)
             self._conn = sqlite3.connect(
                 self.path,
                 timeout=busy_timeout_ms / 1000,
@@ -217,7 +200,7 @@ class Sqlite3Executor:
         if not self.in_memory:
             # A read creates the -wal and -shm files now, so they can be locked down at once.
             self.execute("SELECT count(*) FROM sqlite_schema")
-            _restrict_sidecars(self.path)
+            restrict_sidecars(self.path)
 
     # -- SqlExecutor ----------------------------------------------------------------------
 
@@ -276,6 +259,8 @@ class Sqlite3Executor:
         state = self._local.state
         if state == _WRITE:
             return fn()
+        if state == _BATCH:
+            return self._savepoint(fn)
         if state == _READ:
             raise fail(ErrorCode.STORAGE_FAILURE, "write transaction inside a read view")
         if self.in_memory:
@@ -304,8 +289,8 @@ class Sqlite3Executor:
             return waiting.outcome()  # type: ignore[no-any-return]
         waiting.context = None  # its own callback runs on its own thread
         batch = [waiting]
-        with self._queue_lock:
-            while self._queue and len(batch) < MAX_BATCH:
+        with self._queue_lock:  # up to a write batch waiting its turn
+            while self._queue and len(batch) < MAX_BATCH and self._queue[0].fn is not None:
                 batch.append(self._queue.popleft())
         if len(batch) == 1:  # nobody else queued: no savepoint needed
             try:
@@ -326,6 +311,37 @@ class Sqlite3Executor:
                 if pending is not waiting:
                     pending.done.set()
         return waiting.outcome()  # type: ignore[no-any-return]
+
+    def batch(self, calls: Sequence[Callable[[], T]]) -> list[Outcome[T]]:
+        """Run `calls` in order on this thread in one write transaction (see the module doc);
+        per call `(value, None)`, or `(None, error)`: the exception it raised, or the
+        `AidememoError` that voided it (its transaction did not commit). Returns only after
+        the `COMMIT`."""
+        if self._local.state != _NONE:
+            raise fail(ErrorCode.STORAGE_FAILURE, "a write batch inside a transaction")
+        batch = [_Pending(call, None) for call in calls]
+        after: list[Callable[[], None]] = []
+        if self.in_memory:
+            with self._lock:
+                self._run_batch(batch, after)
+        else:
+            self._take_turn()
+            try:
+                with self._lock:
+                    self._run_batch(batch, after)
+            finally:
+                self._hand_off()
+        _run_actions(after)
+        return [(pending.value, cast(Exception | None, pending.error)) for pending in batch]
+
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        """Run `fn` once the write this thread just made is durable: now, or, inside a write
+        batch or an open transaction, after its `COMMIT` (never, if it does not commit)."""
+        after = self._local.after
+        if after is None:
+            fn()
+        else:
+            after.append(fn)
 
     def read(self, fn: Callable[[], T]) -> T:
         """A deferred `BEGIN` pins one WAL snapshot for every statement `fn` runs."""
@@ -420,75 +436,115 @@ class Sqlite3Executor:
             else:
                 self._leading = False
 
+    def _take_turn(self) -> None:
+        """Lead the writers (the write lock is next ours), waiting behind a running one."""
+        with self._queue_lock:
+            if not self._leading:
+                self._leading = True
+                return
+            waiting = _Pending(None, None)
+            self._queue.append(waiting)
+        waiting.done.wait()  # `_hand_off` wakes it to lead; a leader never batches it
+
+    def _run_batch(
+        self, batch: list[_Pending], after: list[Callable[[], None]], savepoints: bool = False
+    ) -> None:
+        """Run `batch` in one transaction, or one more after each the engine rolled back,
+        setting each call's answer; `savepoints`: each call in a savepoint of its own (the
+        group commit), else a call's `transaction(fn)` is one. The after-commit actions of
+        what committed are added to `after`."""
+        conn, local = self._conn, self._local
+        start, count = 0, len(batch)
+        while start < count:
+            try:
+                _run(conn, _BEGIN_WRITE)
+            except AidememoError as error:
+                _void(batch[start:], error)
+                return
+            local.conn, local.state, local.after, local.broken = conn, _BATCH, [], None
+            end = start
+            try:
+                while end < count:
+                    pending = batch[end]
+                    end += 1
+                    try:
+                        pending.value = (
+                            self._savepoint(pending.run) if savepoints else pending.run()
+                        )
+                    except Exception as exc:
+                        pending.error = exc
+                    if local.voided():
+                        break
+                actions, broken = local.after, local.broken
+            except BaseException:  # an interrupt: nothing of this batch commits
+                _rollback(conn)
+                raise
+            finally:
+                local.conn, local.state, local.after, local.broken = None, _NONE, None, None
+            if broken is None:
+                try:
+                    self._commit(conn)
+                except AidememoError as error:
+                    broken = error
+                else:
+                    metrics.group_commit(end - start)
+                    after += actions or ()
+            if broken is not None:
+                _rollback(conn)  # nothing of this transaction remains: its calls are voided
+                _void(batch[start:end], broken)
+            start = end
+
+    def _savepoint(self, fn: Callable[[], T]) -> T:
+        """A write batch's call's `transaction(fn)`: `fn` in a savepoint of its own."""
+        conn, local = self._conn, self._local
+        if local.broken is not None:
+            raise local.broken
+        try:
+            _run(conn, _SAVEPOINT)
+        except AidememoError as error:
+            local.broken = error
+            raise
+        local.state = _WRITE
+        try:
+            result = fn()
+        except Exception as exc:
+            if not _undo_savepoint(conn):  # the engine rolled the whole transaction back
+                local.broken = storage_failure("batch", exc, self.path)
+                raise local.broken from exc
+            raise
+        finally:
+            local.state = _BATCH
+        try:
+            _run(conn, _RELEASE)
+        except AidememoError as error:
+            local.broken = error
+            raise
+        return result
+
     def _alone(self, fn: Callable[[], T]) -> T:
         """`BEGIN IMMEDIATE`, `fn`, `COMMIT`; `ROLLBACK` and re-raise if anything fails."""
         conn, local = self._conn, self._local
         _run(conn, _BEGIN_WRITE)
-        local.conn, local.state = conn, _WRITE
+        local.conn, local.state, local.after = conn, _WRITE, []
         try:
             result = fn()
             self._commit(conn)
+            after = local.after
         except BaseException:
             _rollback(conn)
             raise
         finally:
-            local.conn, local.state = None, _NONE
+            local.conn, local.state, local.after = None, _NONE, None
         metrics.group_commit(1)
+        _run_actions(after)
         return result
 
     def _batch(self, batch: list[_Pending]) -> None:
-        """One transaction for `batch`, a savepoint per callback; answers set, not delivered.
-
-        When anything but a callback fails, every caller of the batch gets `storage_failure`:
-        a callback that raised may have decided against an earlier callback's writes, and
-        those are gone.
-        """
-        conn, local = self._conn, self._local
-        try:
-            _run(conn, _BEGIN_WRITE)
-        except AidememoError as error:
-            _answer_all(batch, error)
-            return
-        local.conn, local.state = conn, _WRITE
-        try:
-            for index, pending in enumerate(batch):
-                try:
-                    _run(conn, _SAVEPOINT)
-                except AidememoError as error:
-                    _rollback(conn)
-                    _answer_all(batch, error)
-                    return
-                try:
-                    pending.value = pending.run()
-                except Exception as exc:
-                    if _undo_savepoint(conn):
-                        pending.error = exc  # rolled back alone; the batch goes on
-                        continue
-                    # The engine rolled the whole transaction back (I/O error, disk full): the
-                    # callbacks so far lost their writes, the rest never ran and get a new one.
-                    _answer_all(batch[: index + 1], storage_failure("batch", exc))
-                    local.conn, local.state = None, _NONE
-                    if index + 1 < len(batch):
-                        self._batch(batch[index + 1 :])
-                    return
-                except BaseException:  # an interrupt: nothing of this batch commits
-                    _rollback(conn)
-                    raise
-                try:
-                    _run(conn, _RELEASE)
-                except AidememoError as error:
-                    _rollback(conn)
-                    _answer_all(batch, error)
-                    return
-            try:
-                self._commit(conn)
-            except AidememoError as error:
-                _rollback(conn)  # nothing of the batch is durable: every caller retries
-                _answer_all(batch, error)
-            else:
-                metrics.group_commit(len(batch))
-        finally:
-            local.conn, local.state = None, _NONE
+        """The group commit of `batch`: a write batch of one savepoint per callback (see the
+        module doc); answers set, not delivered."""
+        after: list[Callable[[], None]] = []
+        self._run_batch(batch, after, savepoints=True)
+        _run_actions(after)
 
     def _commit(self, conn: sqlite3.Connection) -> None:
         """`COMMIT` (one fsync with `synchronous=FULL`), its wait reported to
@@ -516,7 +572,16 @@ def _begin_view(local: _Local, conn: sqlite3.Connection) -> None:
     local.view = _BEGUN
 
 
-def _answer_all(batch: list[_Pending], error: AidememoError) -> None:
+def _run_actions(actions: list[Callable[[], None]] | None) -> None:
+    """Run the after-commit actions of a commit that returned."""
+    for action in actions or ():
+        try:
+            action()
+        except Exception:  # an action never undoes the commit
+            log.exception("after-commit action failed")
+
+
+def _void(batch: list[_Pending], error: AidememoError) -> None:
     for pending in batch:
         pending.value, pending.error = None, error
 
@@ -549,25 +614,3 @@ def _undo_savepoint(conn: sqlite3.Connection) -> bool:
         _rollback(conn)
         return False
     return True
-
-
-def _prepare_file(path: str) -> None:
-    """Create the parent directory (0700) and the database file (0600) before SQLite does."""
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        os.makedirs(parent, mode=DIR_MODE, exist_ok=True)
-        os.chmod(parent, DIR_MODE)  # makedirs honours the umask; chmod does not
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
-    try:
-        os.fchmod(fd, FILE_MODE)
-    finally:
-        os.close(fd)
-
-
-def _restrict_sidecars(path: str) -> None:
-    """SQLite gives -wal and -shm the database file's mode; enforce it in case it differs."""
-    for suffix in ("-wal", "-shm"):
-        try:
-            os.chmod(path + suffix, FILE_MODE)
-        except FileNotFoundError:
-            pass

@@ -17,8 +17,8 @@ second writer that slipped past would fail with `storage_failure` instead of for
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, cast
 
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.model import (
@@ -29,13 +29,13 @@ from aidememo.domain.model import (
     SearchPage,
     StoredResource,
 )
-from aidememo.ports import ReadTx, WriteTx
+from aidememo.ports import CAP_WRITE_BATCH, ReadTx, WriteBatches, WriteTx
 from aidememo.stores.guard import not_awaitable
 from aidememo.stores.sql_common.artifact_rows import ArtifactRows
 from aidememo.stores.sql_common.rows import SqlReadRows, SqlWriteRows, command_start
 from aidememo.stores.sqlite import sql as q
 from aidememo.stores.sqlite.archive import ArchiveReads, ArchiveWrites
-from aidememo.stores.sqlite.executor import SqlExecutor
+from aidememo.stores.sqlite.executor import Outcome, SqlExecutor
 from aidememo.stores.sqlite.schema import migrate, read_version
 from aidememo.stores.sqlite.search import index_fact, search
 
@@ -219,6 +219,23 @@ class SqliteStore:
         """Run `fn` against one consistent read-only view."""
         tx = self._read_tx
         return self.executor.read(lambda: not_awaitable(fn(tx)))
+
+    def batch(self, calls: Sequence[Callable[[], T]]) -> list[Outcome[T]]:
+        """`WriteBatches.batch`, on an executor declaring `CAP_WRITE_BATCH` (the stdlib
+        `sqlite3` one); elsewhere `storage_failure`."""
+        return self._batches().batch(calls)
+
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        """`WriteBatches.after_commit`: after the open write batch's commit, else at once."""
+        if CAP_WRITE_BATCH in self.capabilities:
+            self._batches().after_commit(fn)
+        else:
+            fn()
+
+    def _batches(self) -> WriteBatches:
+        if CAP_WRITE_BATCH not in self.capabilities:
+            raise fail(ErrorCode.STORAGE_FAILURE, "this executor runs no write batches")
+        return cast(WriteBatches, self.executor)
 
     def schema_version(self) -> int:
         """The version recorded in `aidememo_schema`."""
