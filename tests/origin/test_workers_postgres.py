@@ -116,19 +116,24 @@ def _note(n: int) -> dict[str, Any]:
     }
 
 
-@pytest.mark.timeout(180)
-def test_live9_a_commit_on_one_worker_reaches_a_subscriber_on_the_other(
-    workers: Workers,
-) -> None:
+def _subscribe(workers: Workers) -> Any:
+    """A live-feed WebSocket on the project from its start, through whichever worker accepts it."""
     epoch = workers.fresh("GET", f"/v1/projects/{PROJECT}/snapshot", "rid_epoch").json()
     query = urlencode({"project_epoch": epoch["project_epoch"], "after_seq": 0})
     ws_url = workers.url.replace("http://", "ws://") + f"/v1/projects/{PROJECT}/changes/live"
-    with connect(
+    return connect(
         f"{ws_url}?{query}",
         additional_headers=workers.headers("rid_subscriber"),
         open_timeout=10,
         max_size=None,
-    ) as sub:
+    )
+
+
+@pytest.mark.timeout(180)
+def test_live9_a_commit_on_one_worker_reaches_a_subscriber_on_the_other(
+    workers: Workers,
+) -> None:
+    with _subscribe(workers) as sub:
         first = json.loads(sub.recv(timeout=WAIT_S))
         assert first["next_cursor"]["after_seq"] == 0  # the empty catch-up page
         # Write on fresh connections until both workers have committed at least once: then,
@@ -264,15 +269,7 @@ def test_live9_only_a_worker_with_a_live_subscriber_listens(
     for n in (1, 2):  # both workers are up and have answered
         assert workers.fresh("GET", "/health", f"rid_health_{n}").status_code == 200
     assert _listening_sessions(db) == 0
-    epoch = workers.fresh("GET", f"/v1/projects/{PROJECT}/snapshot", "rid_epoch").json()
-    query = urlencode({"project_epoch": epoch["project_epoch"], "after_seq": 0})
-    ws_url = workers.url.replace("http://", "ws://") + f"/v1/projects/{PROJECT}/changes/live"
-    with connect(
-        f"{ws_url}?{query}",
-        additional_headers=workers.headers("rid_subscriber"),
-        open_timeout=10,
-        max_size=None,
-    ) as sub:
+    with _subscribe(workers) as sub:
         assert json.loads(sub.recv(timeout=WAIT_S))["next_cursor"]["after_seq"] == 0
         _wait_for(lambda: _listening_sessions(db) == 1, "the subscriber's worker to LISTEN")
         reply = workers.fresh("POST", "/v1/commands", "rid_write_1", json=_note(1))

@@ -12,40 +12,14 @@ from typing import Any
 
 import pytest
 
-from aidememo.conformance.harness import EPOCH, PROJECT, TENANT, Fixture
+from aidememo.conformance.harness import EPOCH, PROJECT, TENANT
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
-from aidememo.domain.model import ResourceRef, Scope
+from aidememo.domain.model import Scope
 from aidememo.ports import CAP_WRITE_BATCH, WriteTx
 from aidememo.stores.sqlite import SqliteStore
-from aidememo.stores.sqlite.sqlite3_executor import Sqlite3Executor
+from tests.stores.test_sqlite_group_commit import _count_commits, _executor, _open, _ref
 
 SCOPE = Scope(TENANT, PROJECT)
-
-
-def _open(path: Path) -> Fixture:
-    return Fixture.create(lambda: SqliteStore.open_file(path))
-
-
-def _executor(fx: Fixture) -> Sqlite3Executor:
-    executor = fx.store.executor  # type: ignore[attr-defined]
-    assert isinstance(executor, Sqlite3Executor)
-    return executor
-
-
-def _ref(i: int) -> ResourceRef:
-    return ResourceRef("custom.fact", f"fact_{i}")
-
-
-def _commits(executor: Sqlite3Executor, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    commits: list[int] = []
-    original = executor._commit
-
-    def counted(conn: Any) -> None:
-        original(conn)
-        commits.append(1)
-
-    monkeypatch.setattr(executor, "_commit", counted)
-    return commits
 
 
 def _tenant_on_disk(path: Path, tenant: str) -> bool:
@@ -63,7 +37,7 @@ def test_http10_store7_a_batch_commits_once_and_a_failing_call_is_rolled_back_al
 ) -> None:
     fx = _open(tmp_path / "db.sqlite")
     assert CAP_WRITE_BATCH in fx.store.capabilities
-    commits = _commits(_executor(fx), monkeypatch)
+    commits = _count_commits(_executor(fx), monkeypatch)
     raised = fail(ErrorCode.STALE_REVISION, "from the middle of the batch")
 
     def failing() -> None:
