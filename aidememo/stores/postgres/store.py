@@ -109,6 +109,7 @@ class PostgresStore:
         self.lock_timeout_ms = int(lock_timeout_ms)
         self._timeouts = (str(self.statement_timeout_ms), str(self.lock_timeout_ms))
         self._set_local = q.SET_LOCAL_TIMEOUTS.format(*self._timeouts)
+        self._lazy_begin = q.BEGIN_READ + self._set_local  # a lazy read view's (STORE-10)
         self._local = threading.local()
 
     @classmethod
@@ -265,8 +266,7 @@ class PostgresStore:
         conn = self.pool.acquire()
         if not write and not self._is_framed(conn):
             # a lazy view (STORE-10): its BEGIN goes with its first statement
-            begin = q.BEGIN_READ + self._set_local
-            session = Session(conn, self._timeouts, begin, self.pool.fresh)
+            session = Session(conn, self._timeouts, self._lazy_begin, self.pool.fresh)
         else:
             try:
                 session = self._begin(conn, q.BEGIN_WRITE if write else q.BEGIN_READ)

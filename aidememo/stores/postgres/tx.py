@@ -140,12 +140,13 @@ class Session:
         its parameters written in (`literals.inline`). One statement reads one snapshot, so
         the view is as consistent as a transaction; it may then run no other statement (a
         later one fails with `storage_failure`)."""
-        if self.begin is None:
+        begin = self.begin
+        if begin is None:
             return self.execute(sql, params)
         self.begin = None
         self.alone = True
-        text = q.SET_LOCAL_TIMEOUTS.format(*self.timeouts).removeprefix("; ")
-        text += "; " + inline(sql, params)
+        # the BEGIN's own `SET LOCAL`s (what follows its first "; "), then the statement
+        text = begin.partition("; ")[2] + "; " + inline(sql, params)
         return self._first(lambda: self._simple(text), probe=True)
 
     def _simple(self, text: str) -> list[Any]:
