@@ -51,6 +51,7 @@ from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.limits import MAX_REQUEST_BODY_BYTES
 from aidememo.http.body import EMPTY, Body, StreamBody, declared_length
 from aidememo.http.types import Request, Response
+from origin.accesslog import AccessLog
 from origin.asgi_common import (
     AsgiApp,
     AsgiMessage,
@@ -67,7 +68,6 @@ from origin.asgi_common import (
 )
 from origin.committer import Committer
 from origin.direct import DirectEntry
-from origin.logsink import access_record, record_template
 
 __all__ = ["AsgiApp", "AsgiBody", "create_asgi_app", "new_request_id"]
 
@@ -203,7 +203,7 @@ def create_asgi_app(
     errors = logging.getLogger(ERROR_LOGGER)
     dispatch = http_app.dispatch
     perf = time.perf_counter
-    access_template = record_template(access, ACCESS_FORMAT, "handle_http")
+    access_log = AccessLog(access, ACCESS_FORMAT, "handle_http")
 
     async def handle_http(scope: AsgiScope, receive: AsgiReceive, send: AsgiSend) -> None:
         started = perf()
@@ -263,19 +263,9 @@ def create_asgi_app(
             await send({"type": "http.response.body", "body": response.body})
         else:
             await send_stream(response.stream, send, pool())
-        if access.isEnabledFor(INFO):
-            access.handle(
-                access_record(
-                    access_template,
-                    (
-                        rid,
-                        log_safe(method),
-                        log_safe(path),
-                        response.status,
-                        (perf() - started) * 1000.0,
-                    ),
-                )
-            )
+        if access_log.enabled():
+            elapsed = (perf() - started) * 1000.0
+            access_log.write((rid, log_safe(method), log_safe(path), response.status, elapsed))
 
     async def handle_lifespan(receive: AsgiReceive, send: AsgiSend) -> None:
         while True:
@@ -320,7 +310,7 @@ def create_asgi_app(
             offload_all=offload_all,
             offload_writes=offload_writes,
             pool=pool,
-            access=(access, access_template),
+            access=access_log,
             errors=errors,
             writes=writes,
         )

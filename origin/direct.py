@@ -34,12 +34,12 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HEADER_RE, HEADER_VALUE_RE, STATUS_LINE
 
 from aidememo.http.body import EMPTY, Body
 from aidememo.http.types import Request, Response
+from origin.accesslog import AccessLog
 from origin.asgi_common import (
     REQUEST_ID_HEADER,
     AsgiSend,
@@ -50,7 +50,6 @@ from origin.asgi_common import (
     send_stream,
 )
 from origin.committer import Committer
-from origin.logsink import access_record
 
 INFO = logging.INFO
 _READS = frozenset({"GET", "HEAD"})
@@ -146,7 +145,7 @@ class DirectEntry:
         offload_all: bool,
         offload_writes: bool,
         pool: Callable[[], ThreadPoolExecutor | None],
-        access: tuple[logging.Logger, dict[str, Any]],
+        access: AccessLog,
         errors: logging.Logger,
         writes: Committer | None = None,
     ) -> None:
@@ -213,11 +212,10 @@ class DirectEntry:
 
     def log(self, rid: str, cycle: DirectCycle, status: int) -> None:
         """The request's `aidememo.access` line, as the adapter logs it."""
-        logger, template = self._access
-        if logger.isEnabledFor(INFO):
+        access = self._access
+        if access.enabled():
             elapsed = (time.perf_counter() - cycle.started) * 1000.0
-            fields = (rid, log_safe(cycle.method), log_safe(cycle.path), status, elapsed)
-            logger.handle(access_record(template, fields))
+            access.write((rid, log_safe(cycle.method), log_safe(cycle.path), status, elapsed))
 
     async def stream(
         self, send: AsgiSend, cycle: DirectCycle, rid: str, response: Response

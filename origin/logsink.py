@@ -31,7 +31,10 @@ import sys
 import threading
 import time
 import weakref
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeAlias
+
+if TYPE_CHECKING:
+    from origin.accesslog import LineFormat
 
 DEFAULT_MAX_PENDING = 20_000
 """Lines that may wait for the writer thread before `emit` writes them itself."""
@@ -51,14 +54,21 @@ class CachedTimeFormatter(logging.Formatter):
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         if datefmt is not None or not self.default_msec_format:
             return super().formatTime(record, datefmt)
-        second = int(record.created)
+        return self.time_text(record.created, record.msecs)
+
+    def time_text(self, created: float, msecs: float) -> str:
+        """The default `asctime` of a record made at `created` (its `msecs` given); only
+        with a `default_msec_format` (`formatTime` checks)."""
+        msec_format = self.default_msec_format
+        assert msec_format is not None
+        second = int(created)
         with self._lock:
             if second != self._second:
-                text = time.strftime(self.default_time_format, self.converter(record.created))
+                text = time.strftime(self.default_time_format, self.converter(created))
                 self._second, self._text = second, text
             else:
                 text = self._text
-        return self.default_msec_format % (text, record.msecs)
+        return msec_format % (text, msecs)
 
 
 _ADDRESS_TEMPLATES = ('%s - "WebSocket ', "%s:%d - ")
@@ -99,10 +109,11 @@ get_ident = threading.get_ident
 _start_time: float = getattr(logging, "_startTime", time.time())
 
 
-def record_template(logger: logging.Logger, msg: str, func: str) -> dict[str, Any]:
+def record_template(logger: logging.Logger, msg: str, func: str, depth: int = 1) -> dict[str, Any]:
     """The attributes every access record of `logger` shares: an ordinary record's, made once
-    (so a newer Python's extra attributes are there too)."""
-    frame = sys._getframe(1)
+    (so a newer Python's extra attributes are there too), located at the caller's line
+    (`depth` frames up)."""
+    frame = sys._getframe(depth)
     record = logger.makeRecord(
         logger.name,
         logging.INFO,
@@ -133,6 +144,21 @@ def access_record(template: dict[str, Any], args: tuple[Any, ...]) -> AccessReco
     return record
 
 
+Pending: TypeAlias = logging.LogRecord | tuple["LineFormat", tuple[Any, ...], float]
+"""What a background handler holds for its writer: a record, or an access line's format,
+arguments and time (`BackgroundStreamHandler.emit_line`)."""
+
+
+def _record_of(item: Pending) -> logging.LogRecord:
+    """The record of a pending item, made for an access line (for `handleError`)."""
+    if isinstance(item, logging.LogRecord):
+        return item
+    line_format, args, created = item
+    record = logging.LogRecord("aidememo.access", logging.INFO, "", 0, line_format.msg, args, None)
+    record.created = created
+    return record
+
+
 class BackgroundStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """A `StreamHandler` whose records are formatted and written by a writer thread."""
 
@@ -146,7 +172,7 @@ class BackgroundStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
         self.max_pending = max_pending
         self.window_s = window_s
         self._cond = threading.Condition(threading.Lock())
-        self._pending: list[logging.LogRecord] = []
+        self._pending: list[Pending] = []
         self._emitted = 0  # records appended so far
         self._written = 0  # records written (or given up on) so far
         self._writing = threading.Lock()  # one batch at a time, in order
@@ -164,9 +190,18 @@ class BackgroundStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
             except Exception:
                 self.handleError(record)
                 return
+        self._enqueue(record)
+
+    def emit_line(self, line_format: LineFormat, args: tuple[Any, ...], created: float) -> None:
+        """Queue an access line without a record (`origin.accesslog`): the writer thread
+        writes `line_format.text(args, created)`. The caller has checked that this handler
+        takes the line as it is (level, filters, formatter)."""
+        self._enqueue((line_format, args, created))
+
+    def _enqueue(self, item: Pending) -> None:
         cond = self._cond
         with cond:
-            self._pending.append(record)
+            self._pending.append(item)
             self._emitted += 1
             if self._idle:
                 self._idle = False
@@ -231,13 +266,16 @@ class BackgroundStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
                 self._written += len(batch)
                 self._cond.notify_all()
 
-    def _write(self, batch: list[logging.LogRecord]) -> None:
+    def _write(self, batch: list[Pending]) -> None:
         lines: list[str] = []
-        for record in batch:
+        for item in batch:
             try:
-                lines.append(self.format(record))
+                if type(item) is tuple:
+                    lines.append(item[0].text(item[1], item[2]))
+                else:
+                    lines.append(self.format(item))  # type: ignore[arg-type]
             except Exception:
-                self.handleError(record)
+                self.handleError(_record_of(item))
         if not lines:
             return
         lines.append("")
@@ -245,7 +283,7 @@ class BackgroundStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
             self.stream.write(self.terminator.join(lines))
             self.stream.flush()
         except Exception:
-            self.handleError(batch[0])
+            self.handleError(_record_of(batch[0]))
 
     def _reset_after_fork(self) -> None:
         """In a forked child the writer thread is gone: start a new one on the next record.
