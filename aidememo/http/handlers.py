@@ -79,7 +79,8 @@ def _caller(caller: Caller | None) -> Caller:
 
 
 def _no_query(request: Request) -> None:
-    Query(request.query).finish(_NONE, forbidden=_IDENTITY_PARAMS)
+    if request.query:  # an empty query string has no parameter to refuse
+        Query(request.query).finish(_NONE, forbidden=_IDENTITY_PARAMS)
 
 
 def command_project_id(request: Request, body: bytes) -> str:

@@ -56,3 +56,27 @@ def test_store2_a_read_callback_returning_an_awaitable_is_storage_failure(
     assert err.value.code is ErrorCode.STORAGE_FAILURE
     assert fx.store.read(lambda tx: tx.tenant_exists(TENANT))
     fx.store.close()
+
+
+def test_store2_results_already_seen_plain_never_let_an_awaitable_through() -> None:
+    """The guard learns which result types are plain; a generator-based coroutine shares its
+    type with plain generators, and an awaitable class is never learned."""
+    import types
+
+    from aidememo.stores.guard import not_awaitable
+
+    def plain() -> Generator[int, None, None]:
+        yield 1
+
+    @types.coroutine
+    def old_style() -> Generator[Any, None, None]:
+        yield None
+
+    for _ in range(2):
+        assert not_awaitable(7) == 7 and not_awaitable(None) is None
+        generator = plain()
+        assert not_awaitable(generator) is generator
+        for awaitable in (old_style(), _Awaitable()):
+            with pytest.raises(AidememoError) as err:
+                not_awaitable(awaitable)
+            assert err.value.code is ErrorCode.STORAGE_FAILURE
