@@ -241,6 +241,7 @@ def _empty_script(name: str) -> list[str]:
         f'DELETE FROM "{name}".aidememo_import_staging',
         f'DELETE FROM "{name}".artifact_gc_intents',
         f'DELETE FROM "{name}".artifact_catalog',
+        f'DELETE FROM "{name}".aidememo_listeners',  # the test's listeners were ended above
         f'DELETE FROM "{name}".aidememo_schema',
         f'INSERT INTO "{name}".aidememo_schema (component, version) '
         f"VALUES ('{schema.COMPONENT}', {schema.SCHEMA_VERSION})",

@@ -33,9 +33,16 @@ NEW_OBJECTS = ("changes_fact_session_idx", "changes_resource_idx", "aidememo_sto
 
 @contextmanager
 def old_code(module: Any, version: int) -> Iterator[None]:
-    """The schema module as the previous version shipped it: migrations up to `version`."""
+    """The schema module as the previous version shipped it: migrations up to `version`.
+
+    The old history is written by this code, whose commits on PostgreSQL read the listener
+    registry of version 10 (LIVE-9): an older PostgreSQL schema gets that table with its
+    last step, as the old code, which never read it, did not need."""
     saved = module.MIGRATIONS, module.SCHEMA_VERSION
     module.MIGRATIONS = [step for step in saved[0] if step[0] <= version]
+    if module is pg_schema and version < 10:
+        last, steps = module.MIGRATIONS[-1]
+        module.MIGRATIONS[-1] = (last, (*steps, *pg_schema.V10))
     module.SCHEMA_VERSION = version
     try:
         yield

@@ -39,6 +39,10 @@ Version 6 is the project-scoped lexical index of `search_schema.py` (SPEC.md SRC
 Version 7 adds the artifact catalog of `artifact_schema.py` (SPEC.md ART-*).
 Version 8 adds `aidememo_search`, a search in one statement (`search_schema.py`, SPEC.md SRCH-6);
 version 9 replaces its two-term join.
+Version 10 adds `aidememo_listeners`, the backends that `LISTEN` for commits (SPEC.md LIVE-9):
+a commit notifies only while it has a row, because a notifying commit holds PostgreSQL's one
+notification lock of the database from its notification until its commit is durable, so
+notifying commits of every project and process commit one at a time.
 
 The version lives in `aidememo_schema(component, version)`. `migrate` runs every pending step
 in one transaction under `pg_advisory_xact_lock`, so concurrent start-ups never race on DDL,
@@ -50,7 +54,7 @@ from __future__ import annotations
 from aidememo.stores.postgres.artifact_schema import V7
 from aidememo.stores.postgres.search_schema import V6, V8, V9
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 COMPONENT = "canonical_store"
 
 # "AideMemo" in ASCII: the advisory lock key that serializes migrations.
@@ -466,6 +470,15 @@ _V5 = (
     "ON CONFLICT (name) DO NOTHING",
 )
 
+# The backends listening for commits (LIVE-9), one row each, kept by `origin.notify`; not tenant
+# data (never exported, counted or deleted with a tenant).
+V10 = (
+    """CREATE TABLE IF NOT EXISTS aidememo_listeners (
+        backend_pid INTEGER PRIMARY KEY,
+        since TIMESTAMPTZ NOT NULL DEFAULT now()
+    )""",
+)
+
 MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
     (1, _V1),
     (2, _V2),
@@ -476,5 +489,6 @@ MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
     (7, V7),
     (8, V8),
     (9, V9),
+    (10, V10),
 ]
 """Ordered (version, statements); applying version N moves the database from N-1 to N."""

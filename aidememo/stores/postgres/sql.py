@@ -53,15 +53,30 @@ BEGIN_COMMAND_TOKEN = (
 )
 # The commit's notification rides in the same statement (no extra round trip); PostgreSQL
 # delivers it to the channel's listeners when, and only if, the transaction commits (LIVE-9).
+# It is sent only while a backend is registered as listening (`aidememo_listeners`): a
+# notifying transaction holds the database's one notification lock until its commit is
+# durable, which would make every notifying commit of the database wait for the one before.
 COMMIT_CHANNEL = "aidememo_commits"
+_LISTENED = "EXISTS (SELECT 1 FROM aidememo_listeners)"
 COMMIT_MUTATION = (
     "SELECT aidememo_commit_mutation("
     "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "  # ledger rows
     "%s, %s, %s, %s, %s, %s, %s, "  # handoff index row (all NULL when absent)
     "%s, %s, %s), "  # search row (all NULL when absent)
-    f"pg_notify('{COMMIT_CHANNEL}', %s)"  # the commit's payload (`commit_payload`)
+    f"CASE WHEN {_LISTENED} THEN pg_notify('{COMMIT_CHANNEL}', %s) END"  # `commit_payload`
 )
 INDEX_FACTS = "SELECT aidememo_index_facts(%s, %s, %s, %s, %s)"
+
+
+# A listener's registration (`origin.notify`), sent before its `LISTEN`: rows of backends that
+# are gone (a process that died listening) are removed on the way.
+REGISTER_LISTENER = (
+    "WITH gone AS (DELETE FROM aidememo_listeners AS l WHERE NOT EXISTS "
+    "(SELECT 1 FROM pg_stat_activity AS a WHERE a.pid = l.backend_pid)) "
+    "INSERT INTO aidememo_listeners (backend_pid) VALUES (pg_backend_pid()) "
+    "ON CONFLICT (backend_pid) DO UPDATE SET since = now()"
+)
+UNREGISTER_LISTENER = "DELETE FROM aidememo_listeners WHERE backend_pid = pg_backend_pid()"
 
 
 def commit_payload(tenant_id: str, project_id: str, seq: int) -> str:
@@ -82,7 +97,7 @@ def parse_commit_payload(payload: str) -> tuple[str, str, int] | None:
 
 # The notification of a committed generic write, after the function's row `r` (LIVE-9).
 _NOTIFY_RAW = (
-    " CROSS JOIN LATERAL (SELECT CASE WHEN r.outcome = 'committed' THEN "
+    f" CROSS JOIN LATERAL (SELECT CASE WHEN r.outcome = 'committed' AND {_LISTENED} THEN "
     f"pg_notify('{COMMIT_CHANNEL}', json_build_array(%s::text, %s::text, r.seq)::text) END"
     " AS notified) AS n"
 )
