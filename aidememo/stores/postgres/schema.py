@@ -42,7 +42,8 @@ version 9 replaces its two-term join.
 Version 10 adds `aidememo_listeners`, the backends that `LISTEN` for commits (SPEC.md LIVE-9):
 a commit notifies only while it has a row, because a notifying commit holds PostgreSQL's one
 notification lock of the database from its notification until its commit is durable, so
-notifying commits of every project and process commit one at a time.
+notifying commits of every project and process commit one at a time; `aidememo_execute_raw`
+sends its commit's notification itself (the statement around it had to plan one).
 
 The version lives in `aidememo_schema(component, version)`. `migrate` runs every pending step
 in one transaction under `pg_advisory_xact_lock`, so concurrent start-ups never race on DDL,
@@ -471,12 +472,23 @@ _V5 = (
 )
 
 # The backends listening for commits (LIVE-9), one row each, kept by `origin.notify`; not tenant
-# data (never exported, counted or deleted with a tenant).
+# data (never exported, counted or deleted with a tenant). `aidememo_execute_raw` then sends its
+# commit's notification itself, only while a backend listens: the statement around it no longer
+# plans a notification of its own (about half of that statement's planning and execution).
+_NOTIFY_IN_EXECUTE_RAW = """    outcome := 'committed';
+    -- LIVE-9: the commit's notification, only while a backend listens for it.
+    IF EXISTS (SELECT 1 FROM aidememo_listeners) THEN
+        PERFORM pg_notify('aidememo_commits', json_build_array(p_tenant, p_project, seq)::text);
+    END IF;
+"""
+_EXECUTE_RAW_V10 = _EXECUTE_RAW.replace("    outcome := 'committed';\n", _NOTIFY_IN_EXECUTE_RAW, 1)
+assert _EXECUTE_RAW_V10 != _EXECUTE_RAW
 V10 = (
     """CREATE TABLE IF NOT EXISTS aidememo_listeners (
         backend_pid INTEGER PRIMARY KEY,
         since TIMESTAMPTZ NOT NULL DEFAULT now()
     )""",
+    _EXECUTE_RAW_V10,
 )
 
 MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [

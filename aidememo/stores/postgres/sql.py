@@ -95,31 +95,25 @@ def parse_commit_payload(payload: str) -> tuple[str, str, int] | None:
     return None
 
 
-# The notification of a committed generic write, after the function's row `r` (LIVE-9).
-_NOTIFY_RAW = (
-    f" CROSS JOIN LATERAL (SELECT CASE WHEN r.outcome = 'committed' AND {_LISTENED} THEN "
-    f"pg_notify('{COMMIT_CHANNEL}', json_build_array(%s::text, %s::text, r.seq)::text) END"
-    " AS notified) AS n"
-)
 _EXECUTE_RAW_CALL = "aidememo_execute_raw(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 
 # -- a generic put or delete in one round trip (CAP_RAW_FAST_PATH) ---------------------------
 
-# Sent alone on an autocommit connection: the statement is the whole transaction. Parameters:
-# the function's, then tenant and project again for the notification.
-EXECUTE_RAW = f"SELECT r.*, n.notified FROM {_EXECUTE_RAW_CALL} AS r{_NOTIFY_RAW}"
+# Sent alone on an autocommit connection: the statement is the whole transaction; the function
+# notifies its commit itself (schema version 10, LIVE-9). Parameters: the function's.
+EXECUTE_RAW = f"SELECT * FROM {_EXECUTE_RAW_CALL}"
 # The same for a caller from the origin's token cache (AUTH-7): the binding is checked first, in
 # the same statement, and the write runs only when it holds. `OFFSET 0` keeps the subquery
 # from being pulled up, so `tok.ok` is a one-time filter above the function's scan: a revoked
 # token answers one row of NULLs and the function never runs. Parameters: digest, tenant and
 # actor of the binding, then those of `EXECUTE_RAW`.
 EXECUTE_RAW_TOKEN = (
-    "SELECT r.*, n.notified FROM (SELECT EXISTS (SELECT 1 FROM token_bindings AS b "
+    "SELECT r.* FROM (SELECT EXISTS (SELECT 1 FROM token_bindings AS b "
     "JOIN tenants AS t ON t.tenant_id = b.tenant_id "
     "JOIN actors AS a ON a.tenant_id = b.tenant_id AND a.actor_id = b.actor_id "
     "WHERE b.token_sha256 = %s AND b.active AND b.tenant_id = %s AND b.actor_id = %s) AS ok) "
     f"AS tok LEFT JOIN LATERAL (SELECT * FROM {_EXECUTE_RAW_CALL} WHERE tok.ok OFFSET 0) AS r "
-    f"ON true{_NOTIFY_RAW}"
+    "ON true"
 )
 # A connection that answers this after a failed statement is alive (the error was the
 # statement's); one that does not is discarded.

@@ -160,13 +160,12 @@ class PostgresStore:
             write.fingerprint, ref.kind, ref.id, write.expected_revision, write.operation,
             write.op.value, write.body, write.now_ms,
         )  # fmt: skip
-        notify = (sc.tenant_id, sc.project_id)  # the payload's ids (LIVE-9)
         started = perf_counter()  # one statement is its own commit (aidememo.metrics)
         if write.token_sha256 is None:
-            row, retried = self._one_statement(q.EXECUTE_RAW, (*params, *notify))
+            row, retried = self._one_statement(q.EXECUTE_RAW, params)
         else:
             token = (write.token_sha256, sc.tenant_id, write.actor_id)
-            row, retried = self._one_statement(q.EXECUTE_RAW_TOKEN, (*token, *params, *notify))
+            row, retried = self._one_statement(q.EXECUTE_RAW_TOKEN, (*token, *params))
             if row[0] is None:  # the binding no longer holds: nothing ran (AUTH-7)
                 raise fail(ErrorCode.AUTHENTICATION_FAILED, "unknown or revoked token")
         metrics.commit(perf_counter() - started)
