@@ -37,6 +37,7 @@ from origin.logsink import (
     CachedTimeFormatter,
     ClientDetailFilter,
     access_record,
+    msecs_of,
     record_template,
 )
 
@@ -67,10 +68,11 @@ class LineFormat:
     """The text a `CachedTimeFormatter` writes for the access records of one template, with
     the time and the message left open: `text(args, created)` fills them in."""
 
-    __slots__ = ("formatter", "msg", "pieces")
+    __slots__ = ("formatter", "msg", "pieces", "template")
 
     def __init__(self, formatter: CachedTimeFormatter, template: dict[str, Any]) -> None:
         self.formatter = formatter
+        self.template = template  # a line's record, when one is needed (`logsink._record_of`)
         self.msg: str = template["msg"]
         values = dict(template)
         values["asctime"], values["message"] = _TIME, _MESSAGE
@@ -108,8 +110,7 @@ class LineFormat:
 
     def text(self, args: tuple[Any, ...], created: float) -> str:
         """The line of a record with `args` made at `created`, as the formatter writes it."""
-        msecs = int((created - int(created)) * 1000) + 0.0
-        asctime = self.formatter.time_text(created, msecs)
+        asctime = self.formatter.time_text(created, msecs_of(created))
         message = self.msg % args
         return "".join(
             asctime if piece == _TIME else message if piece == _MESSAGE else piece
@@ -127,11 +128,6 @@ class AccessLog:
         self._logger = logger
         self._template = record_template(logger, msg, func, depth=2)
         self._format: tuple[logging.Formatter | None, LineFormat | None] = (None, None)
-
-    @property
-    def logger(self) -> logging.Logger:
-        """The logger the lines go to."""
-        return self._logger
 
     def enabled(self) -> bool:
         """True when the logger writes INFO lines."""

@@ -74,7 +74,6 @@ __all__ = ["AsgiApp", "AsgiBody", "create_asgi_app", "new_request_id"]
 ACCESS_LOGGER = "aidememo.access"
 ERROR_LOGGER = "aidememo.error"
 ACCESS_FORMAT = "request_id=%s method=%s path=%s status=%d duration_ms=%.2f"
-INFO = logging.INFO
 
 _BODYLESS = frozenset({"GET", "HEAD", "OPTIONS", "DELETE"})
 _READS = frozenset({"GET", "HEAD"})

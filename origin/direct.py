@@ -51,7 +51,6 @@ from origin.asgi_common import (
 )
 from origin.committer import Committer
 
-INFO = logging.INFO
 _READS = frozenset({"GET", "HEAD"})
 _BODYLESS = frozenset({"GET", "HEAD", "OPTIONS", "DELETE"})
 _NAMES: dict[str, bytes] = {}

@@ -127,15 +127,23 @@ def record_template(logger: logging.Logger, msg: str, func: str, depth: int = 1)
     return dict(record.__dict__)
 
 
-def access_record(template: dict[str, Any], args: tuple[Any, ...]) -> AccessRecord:
-    """A record of `template` with `args`, stamped now, on the current thread."""
+def msecs_of(created: float) -> float:
+    """A record's `msecs` for its `created` time, as `logging.LogRecord` computes it."""
+    return int((created - int(created)) * 1000) + 0.0
+
+
+def access_record(
+    template: dict[str, Any], args: tuple[Any, ...], created: float | None = None
+) -> AccessRecord:
+    """A record of `template` with `args`, stamped `created` (default now), on the current
+    thread."""
     record: AccessRecord = _new_record(AccessRecord)
     attrs = record.__dict__
     attrs.update(template)
-    now = time.time()
+    now = time.time() if created is None else created
     attrs["args"] = args
     attrs["created"] = now
-    attrs["msecs"] = int((now - int(now)) * 1000) + 0.0
+    attrs["msecs"] = msecs_of(now)
     attrs["relativeCreated"] = (now - _start_time) * 1000
     if get_ident() != template["thread"]:  # the template's thread (the event loop) or another
         current = threading.current_thread()
@@ -154,9 +162,7 @@ def _record_of(item: Pending) -> logging.LogRecord:
     if isinstance(item, logging.LogRecord):
         return item
     line_format, args, created = item
-    record = logging.LogRecord("aidememo.access", logging.INFO, "", 0, line_format.msg, args, None)
-    record.created = created
-    return record
+    return access_record(line_format.template, args, created)
 
 
 class BackgroundStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]

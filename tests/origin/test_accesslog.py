@@ -170,3 +170,26 @@ def test_http6_the_server_logging_config_is_fast_path_eligible() -> None:
                 if each not in handlers:
                     each.close()
             lg.handlers, lg.level, lg.propagate = handlers, level, propagate
+
+
+def test_http6_a_fast_line_that_cannot_be_written_is_reported_as_its_record(
+    access_logger: tuple[logging.Logger, BackgroundStreamHandler, io.StringIO],
+) -> None:
+    logger, handler, stream = access_logger
+    only(logger, handler)
+    access = AccessLog(logger, ACCESS_FORMAT, "handle_http")
+    reported: list[logging.LogRecord] = []
+    handler.handleError = reported.append  # type: ignore[method-assign,assignment]
+    access.write(("rid-bad", "GET", "/x", "not a status", 1.0))  # %d of a str fails
+    access.write(ARGS[0])
+    handler.flush()
+    assert len(reported) == 1
+    bad = reported[0]
+    assert bad.name == "test.accesslog.access" and bad.args == (
+        "rid-bad",
+        "GET",
+        "/x",
+        "not a status",
+        1.0,
+    )
+    assert stream.getvalue().count("\n") == 1 and "request_id=0123456789abcdef" in stream.getvalue()
