@@ -97,18 +97,6 @@ STAGE_TTL_MS = 10 * 60 * 1000
 EXPORT_READ_ROWS = 8
 _GONE_EXPORT = "export snapshot is gone; start again"
 _GONE_IMPORT = "staged import is gone; start again"
-# Tables whose rows belong to a project's content (the rest are identity rows).
-CONTENT_TABLES = (
-    "resources",
-    "changes",
-    "receipts",
-    "audit",
-    "handoff_index",
-    "fact_search",
-    "fact_search_postings",
-    "fact_search_terms",
-    "fact_search_stats",
-)
 
 
 def lease_ms(env: Any) -> int:

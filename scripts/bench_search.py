@@ -58,6 +58,7 @@ from aidememo.domain.model import History, Project, Scope, SearchDoc
 from aidememo.domain.ranking import SEARCH_WINDOW
 from aidememo.domain.tokenize import index_terms, query_terms
 from aidememo.ports import Store
+from aidememo.stores.sqlite.search_schema import KEY_SHIFT, tokens_of
 
 TENANT = "tenant_bench"
 NEIGHBOUR_TENANT = "tenant_neighbour"
@@ -169,18 +170,15 @@ _SQLITE_NEIGHBOUR = (
     INSERT INTO fact_search (tenant_id, project_id, fact_id, source_id, doc_seq, n_terms, terms)
     SELECT :t, :p, 'nb_' || n, 'src-nb', n + 1, :len + 1,
            :terms || ' ' || CASE n % 3 WHEN 0 THEN :r0 WHEN 1 THEN :r1 ELSE :r2 END FROM g""",
-    """INSERT INTO fact_search_postings
-    SELECT f.tenant_id, f.project_id, j.value, f.doc_seq, f.fact_id, f.source_id, count(*),
-           f.n_terms
-    FROM fact_search AS f, json_each('["' || replace(f.terms, ' ', '","') || '"]') AS j
-    WHERE f.tenant_id = :t AND f.project_id = :p
-    GROUP BY f.tenant_id, f.project_id, f.doc_seq, j.value""",
-    """INSERT INTO fact_search_terms
-    SELECT tenant_id, project_id, term, count(*) FROM fact_search_postings
-    WHERE tenant_id = :t AND project_id = :p GROUP BY tenant_id, project_id, term""",
     """INSERT INTO fact_search_stats
-    SELECT tenant_id, project_id, count(*), sum(n_terms), max(doc_seq) FROM fact_search
+    SELECT tenant_id, project_id, count(*), sum(n_terms), max(doc_seq),
+           (SELECT coalesce(max(fts_key), 0) + 1 FROM fact_search_stats) FROM fact_search
     WHERE tenant_id = :t AND project_id = :p GROUP BY tenant_id, project_id""",
+    f"""INSERT INTO fact_search_docs (id, fact_id, source_id, n_terms)
+    SELECT (s.fts_key << {KEY_SHIFT}) | d.doc_seq, d.fact_id, d.source_id, d.n_terms
+    FROM fact_search AS d JOIN fact_search_stats AS s USING (tenant_id, project_id)
+    WHERE d.tenant_id = :t AND d.project_id = :p""",
+    "INSERT INTO fact_search_fts (rowid, t) " + tokens_of("d.tenant_id = :t AND d.project_id = :p"),
 )
 _PG_NEIGHBOUR = (
     """INSERT INTO fact_search (tenant_id, project_id, fact_id, source_id, terms, n_terms, doc_seq)

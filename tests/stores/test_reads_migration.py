@@ -23,6 +23,7 @@ from aidememo.stores.postgres import PostgresStore
 from aidememo.stores.postgres import schema as pg_schema
 from aidememo.stores.postgres import sql as pg_sql
 from aidememo.stores.sqlite import schema as sqlite_schema
+from aidememo.stores.sqlite import search_schema as sqlite_search_schema
 from aidememo.stores.sqlite.store import SqliteStore
 from tests import pg
 from tests.contract.support import READER, START_MS, WRITER, Api, InProcessClient, P
@@ -36,13 +37,17 @@ def old_code(module: Any, version: int) -> Iterator[None]:
     """The schema module as the previous version shipped it: migrations up to `version`.
 
     The old history is written by this code, whose commits on PostgreSQL read the listener
-    registry of version 10 (LIVE-9): an older PostgreSQL schema gets that table with its
-    last step, as the old code, which never read it, did not need."""
+    registry of version 10 (LIVE-9) and, on SQLite, write the FTS5 index of version 7: an older
+    schema gets those with its last step (the real migration rebuilds the SQLite index again),
+    as the old code, which never read them, did not need."""
     saved = module.MIGRATIONS, module.SCHEMA_VERSION
     module.MIGRATIONS = [step for step in saved[0] if step[0] <= version]
     if module is pg_schema and version < 10:
         last, steps = module.MIGRATIONS[-1]
         module.MIGRATIONS[-1] = (last, (*steps, *pg_schema.V10))
+    if module is sqlite_schema and version < 7:
+        last, steps = module.MIGRATIONS[-1]
+        module.MIGRATIONS[-1] = (last, (*steps, *sqlite_search_schema.V7))
     module.SCHEMA_VERSION = version
     try:
         yield

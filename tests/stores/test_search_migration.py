@@ -130,7 +130,7 @@ def test_srch4_sqlite_migration_rebuilds_the_index_from_fts5_rows(tmp_path: Path
         _old_sqlite(conn)
     conn.close()
     store = SqliteStore.open_file(path)
-    assert store.schema_version() == sqlite_schema.SCHEMA_VERSION == 6
+    assert store.schema_version() == sqlite_schema.SCHEMA_VERSION == 7
     assert _results(store) == _reference()
     _continues(store)
     store.close()
@@ -154,7 +154,7 @@ def test_srch4_do_sql_migration_rebuilds_the_index_from_fts5_rows(tmp_path: Path
     storage = DoStorage(str(path))
     try:
         store = SqliteStore.on_durable_object(storage)
-        assert store.schema_version() == 6
+        assert store.schema_version() == 7
         assert _results(store) == _reference()
         _continues(store)
     finally:

@@ -20,6 +20,7 @@ Version 5 replaces the FTS5 index (one table for every tenant, whose BM25 statis
 them all) with the project-scoped index of `aidememo.stores.sqlite.search` (SRCH-4, SRCH-5),
 rebuilt from the FTS5 rows inside the migration's transaction.
 Version 6 adds the artifact catalog (`aidememo.stores.sqlite.artifact_schema`, SPEC.md ART-*).
+Version 7 moves the lexical index onto FTS5 (`aidememo.stores.sqlite.search_schema`).
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.ranking import MAX_TERM_BYTES
 from aidememo.stores.sqlite.artifact_schema import V6
 from aidememo.stores.sqlite.executor import SqlExecutor
+from aidememo.stores.sqlite.search_schema import V7
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 COMPONENT = "canonical_store"
 
 CREATE_VERSION_TABLE = (
@@ -288,6 +290,7 @@ MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
     (4, _V4),
     (5, _V5),
     (6, V6),
+    (7, V7),
 ]
 """Ordered (version, statements); applying version N moves the database from N-1 to N."""
 

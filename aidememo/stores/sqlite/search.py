@@ -1,13 +1,13 @@
 """Search on the SQLite store: the project-scoped lexical index (SPEC.md SRCH-1, SRCH-4, SRCH-5).
 
-The index is four plain tables keyed by (tenant, project) first (`schema.py` version 5):
-`fact_search` (one row per fact: its doc_seq, length and terms), `fact_search_postings` (one row
-per fact and distinct term: tf and the fact's length, fact and source ids), `fact_search_terms`
-(the project's document frequency of each term) and `fact_search_stats` (the project's fact
-count, total length and last doc_seq). Every read is a key-prefix range of one project, so a
-search costs what the project's own matches cost, and its statistics are the project's own.
-The plan, weights and window are `aidememo.domain.ranking`'s; the same statements serve the
-embedded file and a Durable Object.
+The index is FTS5 (`aidememo.stores.sqlite.search_schema`, schema version 7): a fact is one
+row of `fact_search_fts` holding one token per distinct indexable term, `k<project key>·<term>·
+<tf>`, beside its `fact_search` row (doc_seq, length, terms), its `fact_search_docs` row (fact
+id, source, length) and the project's statistics in `fact_search_stats` (fact count, total
+length, last doc_seq, key). Every lookup is by the project's own tokens, so a search costs what
+the project's own matches cost and its statistics are the project's own. The plan, weights and
+window are `aidememo.domain.ranking`'s; the same statements serve the embedded file and a
+Durable Object.
 """
 
 from __future__ import annotations
@@ -17,13 +17,31 @@ from collections import Counter
 from typing import Any
 
 from aidememo.domain import ranking
+from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.model import Scope, SearchDoc, SearchPage
 from aidememo.stores.sqlite import sql as q
 from aidememo.stores.sqlite.executor import SqlExecutor, SqlValue
+from aidememo.stores.sqlite.search_schema import KEY_SHIFT, SEP
+
+_SEQ_MASK = (1 << KEY_SHIFT) - 1
+_AFTER_DIGITS = ":"  # the character after "9": a term's tokens end before it
 
 
-def _json(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+def _prefix(key: int, term: str) -> str:
+    return f"k{key}{SEP}{term}{SEP}"
+
+
+def token_text(key: int, words: list[str]) -> str:
+    """A fact's FTS5 text: its distinct indexable terms with their counts, in first-seen order
+    (the migration builds the same set in SQL: `search_schema.tokens_of`)."""
+    counts = Counter(w for w in words if ranking.indexable(w))
+    return " ".join(f"{_prefix(key, w)}{n}" for w, n in counts.items())
+
+
+def _rowid(key: int, seq: int) -> int:
+    if not 0 < seq <= _SEQ_MASK:
+        raise fail(ErrorCode.STORAGE_FAILURE, "the project's search index is full")
+    return (key << KEY_SHIFT) | seq
 
 
 def search(
@@ -31,66 +49,67 @@ def search(
 ) -> SearchPage:
     """Facts matching any term, best first, then by fact id (SRCH-3..5)."""
     t, p = scope.tenant_id, scope.project_id
+    project: list[Any] = x.execute(q.SEARCH_PROJECT, (t, p))
+    if not project:
+        return SearchPage([], True)
+    docs, total, key = (int(v) for v in project[0])
+    found: dict[str, list[tuple[str, int, int]]] = {}
+
+    def tokens(term: str) -> list[tuple[str, int, int]]:
+        """The term's tokens in this project: (token, tf, facts holding it)."""
+        if term not in found:
+            low = _prefix(key, term)
+            rows: list[Any] = x.execute(q.SEARCH_TOKENS, (low, low + _AFTER_DIGITS))
+            found[term] = [(tok, int(tok[len(low) :]), int(n)) for tok, n in rows]
+        return found[term]
 
     def stats(query: list[str]) -> tuple[int, int, dict[str, int]]:
-        rows: list[Any] = x.execute(q.SEARCH_STATS, (t, p, t, p, _json(query)))
-        docs, total, df = 0, 0, {}
-        for term, n, length in rows:
-            if term == "":
-                docs, total = int(n), int(length)
-            else:
-                df[term] = int(n)
-        return docs, total, df
+        df = {term: sum(n for _, _, n in tokens(term)) for term in query}
+        return docs, total, {term: n for term, n in df.items() if n}
 
     def cutoff(term: str, rank: int) -> int:
-        return int(x.execute(q.SEARCH_CUTOFF, (t, p, term, rank - 1))[0][0])  # type: ignore[arg-type]
+        match = " OR ".join(f'"{tok}"' for tok, _, _ in tokens(term))
+        rows: list[Any] = x.execute(q.SEARCH_CUTOFF, (match, rank - 1))
+        return int(rows[0][0]) & _SEQ_MASK
 
     def top(w: ranking.Weights, min_doc: int, source: str | None, n: int) -> list[tuple[str, int]]:
-        params: tuple[SqlValue, ...]
-        if len(w.terms) == 2:
-            statement, params = q.SEARCH_TOP_PAIR[source is not None], _pair(w, min_doc, source, n)
-        else:
-            statement = q.SEARCH_TOP[len(w.terms) > 1, source is not None]
-            head = (_json(w.terms), w.k, w.kb, t, p, min_doc)
-            params = (*head, n) if source is None else (*head, source, n)
+        wanted = [
+            [f'"{tok}"', tf, weight] for term, weight in w.terms for tok, tf, _ in tokens(term)
+        ]
+        statement = q.SEARCH_TOP[len(w.terms) > 1, source is not None]
+        head: tuple[SqlValue, ...] = (_json(wanted), w.k, w.kb, (key << KEY_SHIFT) | min_doc)
+        params = (*head, n) if source is None else (*head, source, n)
         rows: list[Any] = x.execute(statement, params)
         return [(fact_id, int(units)) for fact_id, units in rows]
-
-    def _pair(w: ranking.Weights, min_doc: int, source: str | None, n: int) -> tuple[SqlValue, ...]:
-        (term_a, weight_a), (term_b, weight_b) = w.terms
-        src: tuple[SqlValue, ...] = () if source is None else (source,)
-        return (
-            *(weight_a, w.k, w.kb, t, p, term_a, min_doc, *src, n),
-            *(weight_b, w.k, w.kb, t, p, term_b, min_doc, *src, n),
-            *(t, p, term_a, min_doc, *src, t, p, term_b, min_doc, *src),
-            *(weight_a, w.k, w.kb, weight_b, w.k, w.kb),
-            *(t, p, term_a, t, p, term_b, n, n),
-        )
 
     return ranking.search(stats, cutoff, top, terms, source_id, limit)
 
 
-def _indexed(words: list[str]) -> str:
-    return _json(sorted({w for w in words if ranking.indexable(w)}))
+def _json(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def index_fact(x: SqlExecutor, t: str, p: str, doc: SearchDoc) -> None:
-    """Replace a fact's entry in the project's index (SRCH-1, SRCH-4): the old postings and
-    document frequencies go, the statistics move and give the fact the project's next
-    doc_seq, then the new postings and document frequencies are written."""
+    """Replace a fact's entry in the project's index (SRCH-1, SRCH-4): the old entry goes, the
+    statistics move and give the fact the project's next doc_seq, then the new entry is
+    written."""
     old: list[Any] = x.execute(q.SEARCH_OLD, (t, p, doc.fact_id))
     words = doc.terms.split()
     docs_delta, terms_delta = 1, len(words)
     if old:
-        old_seq, old_terms = old[0]
-        old_words = old_terms.split()
-        gone = _indexed(old_words)
-        x.execute(q.SEARCH_UNPOST, (t, p, old_seq, gone))
-        x.execute(q.SEARCH_UNCOUNT, (t, p, gone))
-        x.execute(q.SEARCH_DROP_TERMS, (t, p, gone))
+        old_words = str(old[0][1]).split()
         docs_delta, terms_delta = 0, len(words) - len(old_words)
-    seq = x.execute(q.SEARCH_BUMP, (t, p, len(words), docs_delta, terms_delta))[0][0]
+    bumped: list[Any] = x.execute(q.SEARCH_BUMP, (t, p, len(words), docs_delta, terms_delta))
+    seq, key = int(bumped[0][0]), int(bumped[0][1])
+    if old:
+        old_id = _rowid(key, int(old[0][0]))
+        old_text = token_text(key, old_words)
+        if old_text:
+            x.execute(q.SEARCH_DROP_TOKENS, (old_id, old_text))
+        x.execute(q.SEARCH_DROP_DOC, (old_id,))
+    rowid = _rowid(key, seq)
     x.execute(q.SEARCH_PUT, (t, p, doc.fact_id, doc.source_id, seq, len(words), doc.terms))
-    tf = _json({w: n for w, n in Counter(words).items() if ranking.indexable(w)})
-    x.execute(q.SEARCH_POST, (t, p, seq, doc.fact_id, doc.source_id, len(words), tf))
-    x.execute(q.SEARCH_COUNT, (t, p, tf))
+    x.execute(q.SEARCH_ADD_DOC, (rowid, doc.fact_id, doc.source_id, len(words)))
+    text = token_text(key, words)
+    if text:
+        x.execute(q.SEARCH_ADD_TOKENS, (rowid, text))

@@ -59,40 +59,39 @@ ADVANCE_HEAD = (
 
 # -- search (SRCH-4, SRCH-5) ------------------------------------------------------------------
 
-# Lists travel as one JSON text read by `json_each` (a Durable Object binds at most 100
-# parameters): the query's terms as an array of strings; a fact's postings as an object of
-# term -> tf; weights as an array of [term, integer weight]. No float is ever parsed from
-# JSON, so every double in the arithmetic is one the caller bound.
-SEARCH_STATS = (
-    "SELECT '', docs, terms FROM fact_search_stats WHERE tenant_id = ? AND project_id = ? "
-    "UNION ALL "
-    "SELECT term, df, 0 FROM fact_search_terms WHERE tenant_id = ? AND project_id = ? "
-    "AND term IN (SELECT value FROM json_each(?))"
+# The index's layout is `aidememo.stores.sqlite.search_schema`'s. Lists travel as one JSON text
+# read by `json_each` (a Durable Object binds at most 100 parameters); no float is ever parsed
+# from JSON, so every double in the arithmetic is one the caller bound.
+SEARCH_PROJECT = (
+    "SELECT docs, terms, fts_key FROM fact_search_stats WHERE tenant_id = ? AND project_id = ?"
 )
+# A term's tokens and their document counts: one key range of the vocabulary, from
+# `k<key>·<term>·` up to the character after the digits.
+SEARCH_TOKENS = "SELECT term, doc FROM fact_search_vocab WHERE term >= ? AND term < ?"
+# The rowid of the rank-th newest fact holding a term (its tokens OR'ed), rank from 1.
 SEARCH_CUTOFF = (
-    "SELECT doc_seq FROM fact_search_postings "
-    "WHERE tenant_id = ? AND project_id = ? AND term = ? ORDER BY doc_seq DESC LIMIT 1 OFFSET ?"
+    "SELECT rowid FROM fact_search_fts WHERE fact_search_fts MATCH ? "
+    "ORDER BY rowid DESC LIMIT 1 OFFSET ?"
 )
 # One term's part is `w * tf / (tf + k + kb * dl)` truncated to an integer, exactly as
-# `aidememo.domain.ranking.part` computes it; the parts sum as integers. The weights are
-# materialized once and drive the join: each term is one primary-key range of the project. A
-# query with one present term needs no grouping (a fact holds a term once), which spares the
-# sort of every candidate that grouping costs. Parameters: weights, k, kb, tenant, project, min
-# doc_seq, [source_id], limit.
-_WEIGHTS = (
-    "WITH w (term, weight) AS MATERIALIZED (SELECT json_extract(value, '$[0]'), "
-    "json_extract(value, '$[1]') FROM json_each(?)) "
+# `aidememo.domain.ranking.part` computes it; the parts sum as integers. `q` holds one
+# [match, tf, weight] per token of a present term; each token is one FTS5 lookup from the
+# window's first rowid. A query with one present term needs no grouping (a fact holds one token
+# of a term). Parameters: the tokens' JSON, k, kb, the first rowid, [source_id], limit.
+_TOKENS = (
+    "WITH q (m, tf, w) AS MATERIALIZED (SELECT value ->> 0, value ->> 1, value ->> 2 "
+    "FROM json_each(?)) "
 )
-_PART = "CAST(w.weight * p.tf / (p.tf + ? + ? * p.n_terms) AS INTEGER)"
+_PART = "CAST(q.w * q.tf / (q.tf + ? + ? * d.n_terms) AS INTEGER)"
 _FROM = (
-    " FROM w CROSS JOIN fact_search_postings AS p "
-    "WHERE p.tenant_id = ? AND p.project_id = ? AND p.term = w.term AND p.doc_seq >= ?"
+    " FROM q CROSS JOIN fact_search_fts AS f JOIN fact_search_docs AS d ON d.id = f.rowid "
+    "WHERE f.fact_search_fts MATCH q.m AND f.rowid >= ?"
 )
-_IN_SOURCE = " AND p.source_id = ?"
-_GROUPED = f"{_WEIGHTS}SELECT p.fact_id, sum({_PART}) AS s{_FROM}"
-_GROUPED_TAIL = " GROUP BY p.fact_id ORDER BY s DESC, p.fact_id LIMIT ?"
-_SINGLE = f"{_WEIGHTS}SELECT p.fact_id, {_PART} AS s{_FROM}"
-_SINGLE_TAIL = " ORDER BY s DESC, p.fact_id LIMIT ?"
+_IN_SOURCE = " AND d.source_id = ?"
+_GROUPED = f"{_TOKENS}SELECT d.fact_id, sum({_PART}) AS s{_FROM}"
+_GROUPED_TAIL = " GROUP BY f.rowid ORDER BY s DESC, d.fact_id LIMIT ?"
+_SINGLE = f"{_TOKENS}SELECT d.fact_id, {_PART} AS s{_FROM}"
+_SINGLE_TAIL = " ORDER BY s DESC, d.fact_id LIMIT ?"
 # (several terms, by source) -> statement
 SEARCH_TOP = {
     (True, False): _GROUPED + _GROUPED_TAIL,
@@ -101,66 +100,18 @@ SEARCH_TOP = {
     (False, True): _SINGLE + _IN_SOURCE + _SINGLE_TAIL,
 }
 
-
-# Two present terms: the best of three short lists (`aidememo.domain.ranking`, two terms), so
-# no candidate is grouped. `a` and `b` are each term's best facts by its part alone, `ab` the
-# best facts holding both: their doc_seqs come from a merge of the two key ranges (the
-# compound's ORDER BY with a LIMIT keeps SQLite's merge INTERSECT instead of a temporary
-# B-tree), then each part is one primary-key lookup. A fact in several lists keeps its
-# largest score, which is its full one. Parameters: (weight, k, kb, tenant, project, term, min
-# doc_seq, [source_id,] limit) for a and for b; (tenant, project, term, min doc_seq,
-# [source_id]) for each side of the intersection; weight, k, kb for each part; (tenant,
-# project, term) for each lookup; limit; limit.
-def _pair(source: bool) -> str:
-    part = "CAST(? * {p}.tf / ({p}.tf + ? + ? * {p}.n_terms) AS INTEGER)"
-    within = (
-        "FROM fact_search_postings AS p WHERE p.tenant_id = ? AND p.project_id = ? "
-        "AND p.term = ? AND p.doc_seq >= ?" + (_IN_SOURCE if source else "")
-    )
-    alone = (
-        f"SELECT p.fact_id, {part.format(p='p')} AS s {within} ORDER BY s DESC, p.fact_id LIMIT ?"
-    )
-    lookup = (
-        "JOIN fact_search_postings AS {p} ON {p}.tenant_id = ? AND {p}.project_id = ? "
-        "AND {p}.term = ? AND {p}.doc_seq = m.doc_seq "
-    )
-    return (
-        f"WITH a AS ({alone}), b AS ({alone}), "
-        f"m (doc_seq) AS (SELECT p.doc_seq {within} INTERSECT SELECT p.doc_seq {within} "
-        "ORDER BY 1 LIMIT -1), "
-        f"ab AS (SELECT x.fact_id, {part.format(p='x')} + {part.format(p='y')} AS s FROM m "
-        f"{lookup.format(p='x')}{lookup.format(p='y')}ORDER BY s DESC, x.fact_id LIMIT ?) "
-        "SELECT fact_id, max(s) AS s FROM "
-        "(SELECT * FROM a UNION ALL SELECT * FROM b UNION ALL SELECT * FROM ab) "
-        "GROUP BY fact_id ORDER BY s DESC, fact_id LIMIT ?"
-    )
-
-
-# (by source) -> statement
-SEARCH_TOP_PAIR = {False: _pair(False), True: _pair(True)}
-
-# Indexing one fact (a command's commit, an import): the old entry's postings and document
-# frequencies go first, then the project's statistics move and hand out the fact's doc_seq.
+# Indexing one fact (a command's commit, an import): the old entry goes first, then the
+# project's statistics move and hand out the fact's doc_seq (and, the first time, the
+# project's key: the next free one).
 SEARCH_OLD = (
     "SELECT doc_seq, terms FROM fact_search WHERE tenant_id = ? AND project_id = ? AND fact_id = ?"
 )
-SEARCH_UNPOST = (
-    "DELETE FROM fact_search_postings WHERE tenant_id = ? AND project_id = ? AND doc_seq = ? "
-    "AND term IN (SELECT value FROM json_each(?))"
-)
-SEARCH_UNCOUNT = (
-    "UPDATE fact_search_terms SET df = df - 1 WHERE tenant_id = ? AND project_id = ? "
-    "AND term IN (SELECT value FROM json_each(?))"
-)
-SEARCH_DROP_TERMS = (
-    "DELETE FROM fact_search_terms WHERE tenant_id = ? AND project_id = ? AND df = 0 "
-    "AND term IN (SELECT value FROM json_each(?))"
-)
 # Parameters: tenant, project, the new length, then the deltas of docs and terms.
 SEARCH_BUMP = (
-    "INSERT INTO fact_search_stats (tenant_id, project_id, docs, terms, last_doc) "
-    "VALUES (?, ?, 1, ?, 1) ON CONFLICT (tenant_id, project_id) DO UPDATE SET "
-    "docs = docs + ?, terms = terms + ?, last_doc = last_doc + 1 RETURNING last_doc"
+    "INSERT INTO fact_search_stats (tenant_id, project_id, docs, terms, last_doc, fts_key) "
+    "VALUES (?, ?, 1, ?, 1, (SELECT coalesce(max(fts_key), 0) + 1 FROM fact_search_stats)) "
+    "ON CONFLICT (tenant_id, project_id) DO UPDATE SET "
+    "docs = docs + ?, terms = terms + ?, last_doc = last_doc + 1 RETURNING last_doc, fts_key"
 )
 SEARCH_PUT = (
     "INSERT INTO fact_search (tenant_id, project_id, fact_id, source_id, doc_seq, n_terms, terms) "
@@ -168,15 +119,14 @@ SEARCH_PUT = (
     "source_id = excluded.source_id, doc_seq = excluded.doc_seq, n_terms = excluded.n_terms, "
     "terms = excluded.terms"
 )
-SEARCH_POST = (
-    "INSERT INTO fact_search_postings "
-    "(tenant_id, project_id, term, doc_seq, fact_id, source_id, tf, n_terms) "
-    "SELECT ?, ?, key, ?, ?, ?, value, ? FROM json_each(?)"
+SEARCH_ADD_DOC = (
+    "INSERT INTO fact_search_docs (id, fact_id, source_id, n_terms) VALUES (?, ?, ?, ?)"
 )
-SEARCH_COUNT = (
-    "INSERT INTO fact_search_terms (tenant_id, project_id, term, df) "
-    "SELECT ?, ?, key, 1 FROM json_each(?) WHERE true "
-    "ON CONFLICT (tenant_id, project_id, term) DO UPDATE SET df = df + 1"
+SEARCH_DROP_DOC = "DELETE FROM fact_search_docs WHERE id = ?"
+SEARCH_ADD_TOKENS = "INSERT INTO fact_search_fts (rowid, t) VALUES (?, ?)"
+# A contentless table forgets a row given the tokens it was indexed with.
+SEARCH_DROP_TOKENS = (
+    "INSERT INTO fact_search_fts (fact_search_fts, rowid, t) VALUES ('delete', ?, ?)"
 )
 # -- session facts (READS-4) ---------------------------------------------------------------
 
