@@ -13,19 +13,21 @@ from aidememo.domain.model import SearchDoc
 from aidememo.stores.sql_common.statements import TENANT_TABLES_BUT_SEARCH
 from aidememo.stores.sqlite.executor import SqlExecutor
 from aidememo.stores.sqlite.search import index_fact
-from aidememo.stores.sqlite.search_schema import KEY_SHIFT, tokens_of
+from aidememo.stores.sqlite.search_schema import KEY_SHIFT
 
 # Child tables first, so foreign keys hold at every step of a deletion. The index's FTS5 rows
 # and fact rows carry no tenant column: `delete_tenant` removes them first, by the tenant's
 # facts (`_UNINDEX`).
 SEARCH_TABLES = ("fact_search", "fact_search_stats")
-_OF_TENANT = "d.tenant_id = ?"
+_TENANT_DOCS = (
+    f"SELECT (s.fts_key << {KEY_SHIFT}) | d.doc_seq FROM fact_search AS d "
+    "JOIN fact_search_stats AS s ON s.tenant_id = d.tenant_id AND s.project_id = d.project_id "
+    "WHERE d.tenant_id = ?"
+)
 _UNINDEX = (
     "INSERT INTO fact_search_fts (fact_search_fts, rowid, t) "
-    f"SELECT 'delete', * FROM ({tokens_of(_OF_TENANT)})",
-    "DELETE FROM fact_search_docs WHERE id IN (SELECT (s.fts_key << "
-    f"{KEY_SHIFT}) | d.doc_seq FROM fact_search AS d JOIN fact_search_stats AS s "
-    f"ON s.tenant_id = d.tenant_id AND s.project_id = d.project_id WHERE {_OF_TENANT})",
+    f"SELECT 'delete', id, t FROM fact_search_docs WHERE id IN ({_TENANT_DOCS})",
+    f"DELETE FROM fact_search_docs WHERE id IN ({_TENANT_DOCS})",
 )
 TENANT_TABLES = (*SEARCH_TABLES, *TENANT_TABLES_BUT_SEARCH)
 COUNT = {table: f"SELECT count(*) FROM {table} WHERE tenant_id = ?" for table in TENANT_TABLES}

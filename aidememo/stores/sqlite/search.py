@@ -1,12 +1,12 @@
 """Search on the SQLite store: the project-scoped lexical index (SPEC.md SRCH-1, SRCH-4, SRCH-5).
 
-The index is FTS5 (`aidememo.stores.sqlite.search_schema`, schema version 7): a fact is one
-row of `fact_search_fts` holding one token per distinct indexable term, `k<project key>·<term>·
+The index is FTS5 (`aidememo.stores.sqlite.search_schema`, schema version 7): a fact is one row
+of `fact_search_fts` holding one token per distinct indexable term, `k<project key>·<term>·
 <tf>`, beside its `fact_search` row (doc_seq, length, terms), its `fact_search_docs` row (fact
-id, source, length) and the project's statistics in `fact_search_stats` (fact count, total
-length, last doc_seq, key). Every lookup is by the project's own tokens, so a search costs what
-the project's own matches cost and its statistics are the project's own. The plan, weights and
-window are `aidememo.domain.ranking`'s; the same statements serve the embedded file and a
+id, source, length, token text) and the project's statistics in `fact_search_stats` (fact count,
+total length, last doc_seq, key). Every lookup is by the project's own tokens, so a search costs
+what the project's own matches cost and its statistics are the project's own. The plan, weights
+and window are `aidememo.domain.ranking`'s; the same statements serve the embedded file and a
 Durable Object.
 """
 
@@ -97,19 +97,14 @@ def index_fact(x: SqlExecutor, t: str, p: str, doc: SearchDoc) -> None:
     words = doc.terms.split()
     docs_delta, terms_delta = 1, len(words)
     if old:
-        old_words = str(old[0][1]).split()
-        docs_delta, terms_delta = 0, len(words) - len(old_words)
+        docs_delta, terms_delta = 0, len(words) - len(str(old[0][1]).split())
     bumped: list[Any] = x.execute(q.SEARCH_BUMP, (t, p, len(words), docs_delta, terms_delta))
     seq, key = int(bumped[0][0]), int(bumped[0][1])
     if old:
         old_id = _rowid(key, int(old[0][0]))
-        old_text = token_text(key, old_words)
-        if old_text:
-            x.execute(q.SEARCH_DROP_TOKENS, (old_id, old_text))
+        x.execute(q.SEARCH_DROP_TOKENS, (old_id,))
         x.execute(q.SEARCH_DROP_DOC, (old_id,))
-    rowid = _rowid(key, seq)
+    rowid, text = _rowid(key, seq), token_text(key, words)
     x.execute(q.SEARCH_PUT, (t, p, doc.fact_id, doc.source_id, seq, len(words), doc.terms))
-    x.execute(q.SEARCH_ADD_DOC, (rowid, doc.fact_id, doc.source_id, len(words)))
-    text = token_text(key, words)
-    if text:
-        x.execute(q.SEARCH_ADD_TOKENS, (rowid, text))
+    x.execute(q.SEARCH_ADD_DOC, (rowid, doc.fact_id, doc.source_id, len(words), text))
+    x.execute(q.SEARCH_ADD_TOKENS, (rowid, text))
