@@ -72,13 +72,30 @@ def search(
         rows: list[Any] = x.execute(q.SEARCH_CUTOFF, (match, rank - 1))
         return int(rows[0][0]) & _SEQ_MASK
 
+    def wanted(term: str, weight: int) -> list[list[object]]:
+        return [[f'"{tok}"', tf, weight] for tok, tf, _ in tokens(term)]
+
     def top(w: ranking.Weights, min_doc: int, source: str | None, n: int) -> list[tuple[str, int]]:
-        wanted = [
-            [f'"{tok}"', tf, weight] for term, weight in w.terms for tok, tf, _ in tokens(term)
-        ]
-        statement = q.SEARCH_TOP[len(w.terms) > 1, source is not None]
-        head: tuple[SqlValue, ...] = (_json(wanted), w.k, w.kb, (key << KEY_SHIFT) | min_doc)
-        params = (*head, n) if source is None else (*head, source, n)
+        first = (key << KEY_SHIFT) | min_doc
+        tail: tuple[SqlValue, ...] = (first, n) if source is None else (first, source, n)
+        params: tuple[SqlValue, ...]
+        if len(w.terms) == 2:
+            (term_a, weight_a), (term_b, weight_b) = w.terms
+            pairs = [
+                [f'"{tok_a}" AND "{tok_b}"', tf_a, weight_a, tf_b, weight_b]
+                for tok_a, tf_a, _ in tokens(term_a)
+                for tok_b, tf_b, _ in tokens(term_b)
+            ]
+            statement = q.SEARCH_TOP_PAIR[source is not None]
+            params = (
+                *(_json(wanted(term_a, weight_a)), _json(wanted(term_b, weight_b)), _json(pairs)),
+                *(w.k, w.kb, *tail, w.k, w.kb, *tail),
+                *(w.k, w.kb, w.k, w.kb, *tail, n),
+            )
+        else:
+            rows_wanted = [row for term, weight in w.terms for row in wanted(term, weight)]
+            statement = q.SEARCH_TOP[len(w.terms) > 1, source is not None]
+            params = (_json(rows_wanted), w.k, w.kb, *tail)
         rows: list[Any] = x.execute(statement, params)
         return [(fact_id, int(units)) for fact_id, units in rows]
 

@@ -100,6 +100,56 @@ SEARCH_TOP = {
     (False, True): _SINGLE + _IN_SOURCE + _SINGLE_TAIL,
 }
 
+
+# Two present terms: the best of three short lists (`aidememo.domain.ranking`, two terms), so
+# no candidate is grouped: `a` and `b` are each term's best facts by its part alone, `ab` the
+# best facts holding both (one FTS5 `AND` per pair of the two terms' tokens). A fact in several
+# lists keeps its largest score, which is its full one. Parameters: the JSON of a's tokens, of
+# b's, of the pairs ([match, tf a, weight a, tf b, weight b]); (k, kb, first rowid, [source_id,]
+# limit) for a and for b; (k, kb, k, kb, first rowid, [source_id,] limit) for ab; limit.
+def _pair(source: bool) -> str:
+    part = "CAST({w} * {tf} / ({tf} + ? + ? * d.n_terms) AS INTEGER)"
+    within = (
+        " FROM {q} CROSS JOIN fact_search_fts AS f JOIN fact_search_docs AS d ON d.id = f.rowid "
+        "WHERE f.fact_search_fts MATCH {q}.m AND f.rowid >= ?" + (_IN_SOURCE if source else "")
+    )
+    alone = (
+        "SELECT d.fact_id, "
+        + part.format(w="{q}.w", tf="{q}.tf")
+        + " AS s"
+        + within
+        + " ORDER BY s DESC, d.fact_id LIMIT ?"
+    )
+    both = (
+        "SELECT d.fact_id, "
+        + part.format(w="qab.wa", tf="qab.tfa")
+        + " + "
+        + part.format(w="qab.wb", tf="qab.tfb")
+        + " AS s"
+        + within.format(q="qab")
+        + " ORDER BY s DESC, d.fact_id LIMIT ?"
+    )
+    lists = (
+        "qa (m, tf, w) AS MATERIALIZED (SELECT value ->> 0, value ->> 1, value ->> 2 "
+        "FROM json_each(?)), "
+        "qb (m, tf, w) AS MATERIALIZED (SELECT value ->> 0, value ->> 1, value ->> 2 "
+        "FROM json_each(?)), "
+        "qab (m, tfa, wa, tfb, wb) AS MATERIALIZED (SELECT value ->> 0, value ->> 1, "
+        "value ->> 2, value ->> 3, value ->> 4 FROM json_each(?)), "
+    )
+    return (
+        f"WITH {lists}a AS ({alone.format(q='qa')}), b AS ({alone.format(q='qb')}), "
+        f"ab AS ({both}) "
+        "SELECT fact_id, max(s) AS s FROM "
+        "(SELECT * FROM a UNION ALL SELECT * FROM b UNION ALL SELECT * FROM ab) "
+        "GROUP BY fact_id ORDER BY s DESC, fact_id LIMIT ?"
+    )
+
+
+# (by source) -> statement
+SEARCH_TOP_PAIR = {False: _pair(False), True: _pair(True)}
+
+
 # Indexing one fact (a command's commit, an import): the old entry goes first, then the
 # project's statistics move and hand out the fact's doc_seq (and, the first time, the
 # project's key: the next free one).
