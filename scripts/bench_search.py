@@ -174,14 +174,13 @@ _SQLITE_NEIGHBOUR = (
     SELECT tenant_id, project_id, count(*), sum(n_terms), max(doc_seq),
            (SELECT coalesce(max(fts_key), 0) + 1 FROM fact_search_stats) FROM fact_search
     WHERE tenant_id = :t AND project_id = :p GROUP BY tenant_id, project_id""",
-    f"""INSERT INTO fact_search_docs (id, fact_id, source_id, n_terms, t)
-    SELECT (s.fts_key << {KEY_SHIFT}) | d.doc_seq, d.fact_id, d.source_id, d.n_terms, k.t
+    f"""INSERT INTO fact_search_docs (id, fact_id, source_id, n_terms)
+    SELECT (s.fts_key << {KEY_SHIFT}) | d.doc_seq, d.fact_id, d.source_id, d.n_terms
     FROM fact_search AS d JOIN fact_search_stats AS s USING (tenant_id, project_id)
-    JOIN ({tokens_of("d.tenant_id = :t AND d.project_id = :p")}) AS k
-      ON k.id = (s.fts_key << {KEY_SHIFT}) | d.doc_seq
     WHERE d.tenant_id = :t AND d.project_id = :p""",
+    "INSERT INTO fact_search_text (id, t) " + tokens_of("d.tenant_id = :t AND d.project_id = :p"),
     f"""INSERT INTO fact_search_fts (rowid, t)
-    SELECT id, t FROM fact_search_docs WHERE id >> {KEY_SHIFT} = (
+    SELECT id, t FROM fact_search_text WHERE id >> {KEY_SHIFT} = (
         SELECT fts_key FROM fact_search_stats WHERE tenant_id = :t AND project_id = :p)""",
 )
 

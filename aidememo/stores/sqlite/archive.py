@@ -26,7 +26,8 @@ _TENANT_DOCS = (
 )
 _UNINDEX = (
     "INSERT INTO fact_search_fts (fact_search_fts, rowid, t) "
-    f"SELECT 'delete', id, t FROM fact_search_docs WHERE id IN ({_TENANT_DOCS})",
+    f"SELECT 'delete', id, t FROM fact_search_text WHERE id IN ({_TENANT_DOCS})",
+    f"DELETE FROM fact_search_text WHERE id IN ({_TENANT_DOCS})",
     f"DELETE FROM fact_search_docs WHERE id IN ({_TENANT_DOCS})",
 )
 TENANT_TABLES = (*SEARCH_TABLES, *TENANT_TABLES_BUT_SEARCH)

@@ -3,7 +3,7 @@
 The index is FTS5 (`aidememo.stores.sqlite.search_schema`, schema version 7): a fact is one row
 of `fact_search_fts` holding one token per distinct indexable term, `k<project key>·<term>·
 <tf>`, beside its `fact_search` row (doc_seq, length, terms), its `fact_search_docs` row (fact
-id, source, length, token text) and the project's statistics in `fact_search_stats` (fact count,
+id, source, length), its token text and the project's statistics in `fact_search_stats` (fact count,
 total length, last doc_seq, key). Every lookup is by the project's own tokens, so a search costs
 what the project's own matches cost and its statistics are the project's own. The plan, weights
 and window are `aidememo.domain.ranking`'s; the same statements serve the embedded file and a
@@ -120,8 +120,10 @@ def index_fact(x: SqlExecutor, t: str, p: str, doc: SearchDoc) -> None:
     if old:
         old_id = _rowid(key, int(old[0][0]))
         x.execute(q.SEARCH_DROP_TOKENS, (old_id,))
+        x.execute(q.SEARCH_DROP_TEXT, (old_id,))
         x.execute(q.SEARCH_DROP_DOC, (old_id,))
     rowid, text = _rowid(key, seq), token_text(key, words)
     x.execute(q.SEARCH_PUT, (t, p, doc.fact_id, doc.source_id, seq, len(words), doc.terms))
-    x.execute(q.SEARCH_ADD_DOC, (rowid, doc.fact_id, doc.source_id, len(words), text))
+    x.execute(q.SEARCH_ADD_DOC, (rowid, doc.fact_id, doc.source_id, len(words)))
+    x.execute(q.SEARCH_ADD_TEXT, (rowid, text))
     x.execute(q.SEARCH_ADD_TOKENS, (rowid, text))

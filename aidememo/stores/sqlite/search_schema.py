@@ -11,8 +11,8 @@ The layout (`aidememo.stores.sqlite.search` reads and writes it):
   unindexing a fact starts from it).
 - `fact_search_stats` gains `fts_key`, a number of the project's own, unique in the database
   (a new project takes the next one).
-- `fact_search_fts`, an FTS5 table without positions whose content is `fact_search_docs`'s
-  `t`: a fact's row (rowid `fts_key << 32 | doc_seq`) holds one token per distinct indexable term,
+- `fact_search_fts`, an FTS5 table without positions whose content is `fact_search_text`: a
+  fact's row (rowid `fts_key << 32 | doc_seq`) holds one token per distinct indexable term,
   `k<fts_key>·<term>·<tf>`. The project prefix keeps every lookup inside the project; the
   count makes the term frequency part of the token, so a term's postings are the union of its
   few tokens and a term's document frequency is the sum of their document counts. Terms are
@@ -20,9 +20,11 @@ The layout (`aidememo.stores.sqlite.search` reads and writes it):
   `ascii` tokenizer keeps every token whole (all non-ASCII characters are token characters,
   ASCII terms are already lower case).
 - `fact_search_vocab`, the `fts5vocab` 'row' view of it: (token, documents, occurrences).
-- `fact_search_docs`: the fact id, source, length and token text of each indexed fact, by the
-  same rowid (the FTS5 table reads its text from there, so the table can be scanned and dumped;
-  a fact's tokens are removed with the text they were indexed with).
+- `fact_search_docs`: the fact id, source and length of each indexed fact, by the same rowid
+  (small rows: a search reads one per candidate).
+- `fact_search_text`: each fact's token text, by the same rowid. The FTS5 table reads its text
+  from there, so it can be scanned and dumped, and a fact's tokens are removed with the text
+  they were indexed with.
 
 The migration rebuilds all of it from `fact_search` inside its transaction.
 """
@@ -73,23 +75,25 @@ V7 = (
     "DROP TABLE IF EXISTS fact_search_vocab",
     "DROP TABLE IF EXISTS fact_search_fts",
     "DROP TABLE IF EXISTS fact_search_docs",
+    "DROP TABLE IF EXISTS fact_search_text",
     """CREATE TABLE fact_search_docs (
         id INTEGER PRIMARY KEY,
         fact_id TEXT NOT NULL,
         source_id TEXT NOT NULL,
-        n_terms INTEGER NOT NULL CHECK (n_terms >= 0),
-        t TEXT NOT NULL
+        n_terms INTEGER NOT NULL CHECK (n_terms >= 0)
     ) STRICT""",
+    "CREATE TABLE fact_search_text (id INTEGER PRIMARY KEY, t TEXT NOT NULL) STRICT",
     """CREATE VIRTUAL TABLE fact_search_fts USING fts5 (
-        t, content = 'fact_search_docs', content_rowid = 'id', columnsize = 0, detail = none,
+        t, content = 'fact_search_text', content_rowid = 'id', columnsize = 0, detail = none,
         tokenize = 'ascii')""",
     "CREATE VIRTUAL TABLE fact_search_vocab USING fts5vocab (fact_search_fts, 'row')",
-    f"""INSERT INTO fact_search_docs (id, fact_id, source_id, n_terms, t)
-        SELECT (s.fts_key << {KEY_SHIFT}) | d.doc_seq, d.fact_id, d.source_id, d.n_terms,
-               coalesce(k.t, '')
+    f"""INSERT INTO fact_search_docs (id, fact_id, source_id, n_terms)
+        SELECT (s.fts_key << {KEY_SHIFT}) | d.doc_seq, d.fact_id, d.source_id, d.n_terms
         FROM fact_search AS d
-        JOIN fact_search_stats AS s ON s.tenant_id = d.tenant_id AND s.project_id = d.project_id
-        LEFT JOIN ({tokens_of("true")}) AS k ON k.id = (s.fts_key << {KEY_SHIFT}) | d.doc_seq""",
+        JOIN fact_search_stats AS s ON s.tenant_id = d.tenant_id AND s.project_id = d.project_id""",
+    f"""INSERT INTO fact_search_text (id, t)
+        SELECT e.id, coalesce(k.t, '') FROM fact_search_docs AS e
+        LEFT JOIN ({tokens_of("true")}) AS k ON k.id = e.id""",
     "INSERT INTO fact_search_fts (fact_search_fts) VALUES ('rebuild')",
     "DROP TABLE IF EXISTS fact_search_postings",
     "DROP TABLE IF EXISTS fact_search_terms",

@@ -170,15 +170,17 @@ SEARCH_PUT = (
     "terms = excluded.terms"
 )
 SEARCH_ADD_DOC = (
-    "INSERT INTO fact_search_docs (id, fact_id, source_id, n_terms, t) VALUES (?, ?, ?, ?, ?)"
+    "INSERT INTO fact_search_docs (id, fact_id, source_id, n_terms) VALUES (?, ?, ?, ?)"
 )
+SEARCH_ADD_TEXT = "INSERT INTO fact_search_text (id, t) VALUES (?, ?)"
 SEARCH_ADD_TOKENS = "INSERT INTO fact_search_fts (rowid, t) VALUES (?, ?)"
 # The FTS5 table forgets a row given the text it was indexed with (its content row's), before
 # that row goes.
 SEARCH_DROP_TOKENS = (
     "INSERT INTO fact_search_fts (fact_search_fts, rowid, t) "
-    "SELECT 'delete', id, t FROM fact_search_docs WHERE id = ?"
+    "SELECT 'delete', id, t FROM fact_search_text WHERE id = ?"
 )
+SEARCH_DROP_TEXT = "DELETE FROM fact_search_text WHERE id = ?"
 SEARCH_DROP_DOC = "DELETE FROM fact_search_docs WHERE id = ?"
 
 # -- session facts (READS-4) ---------------------------------------------------------------
