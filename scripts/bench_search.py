@@ -58,7 +58,7 @@ from aidememo.domain.model import History, Project, Scope, SearchDoc
 from aidememo.domain.ranking import SEARCH_WINDOW
 from aidememo.domain.tokenize import index_terms, query_terms
 from aidememo.ports import Store
-from aidememo.stores.sqlite.search_schema import KEY_SHIFT, tokens_of
+from aidememo.stores.sqlite.search_schema import FACTS, KEY_SHIFT, ROWID, tokens_of
 
 TENANT = "tenant_bench"
 NEIGHBOUR_TENANT = "tenant_neighbour"
@@ -175,8 +175,7 @@ _SQLITE_NEIGHBOUR = (
            (SELECT coalesce(max(fts_key), 0) + 1 FROM fact_search_stats) FROM fact_search
     WHERE tenant_id = :t AND project_id = :p GROUP BY tenant_id, project_id""",
     f"""INSERT INTO fact_search_docs (id, fact_id, source_id, n_terms)
-    SELECT (s.fts_key << {KEY_SHIFT}) | d.doc_seq, d.fact_id, d.source_id, d.n_terms
-    FROM fact_search AS d JOIN fact_search_stats AS s USING (tenant_id, project_id)
+    SELECT {ROWID}, d.fact_id, d.source_id, d.n_terms FROM {FACTS}
     WHERE d.tenant_id = :t AND d.project_id = :p""",
     "INSERT INTO fact_search_text (id, t) " + tokens_of("d.tenant_id = :t AND d.project_id = :p"),
     f"""INSERT INTO fact_search_fts (rowid, t)

@@ -13,17 +13,13 @@ from aidememo.domain.model import SearchDoc
 from aidememo.stores.sql_common.statements import TENANT_TABLES_BUT_SEARCH
 from aidememo.stores.sqlite.executor import SqlExecutor
 from aidememo.stores.sqlite.search import index_fact
-from aidememo.stores.sqlite.search_schema import KEY_SHIFT
+from aidememo.stores.sqlite.search_schema import FACTS, ROWID
 
 # Child tables first, so foreign keys hold at every step of a deletion. The index's FTS5 rows
 # and fact rows carry no tenant column: `delete_tenant` removes them first, by the tenant's
 # facts (`_UNINDEX`).
 SEARCH_TABLES = ("fact_search", "fact_search_stats")
-_TENANT_DOCS = (
-    f"SELECT (s.fts_key << {KEY_SHIFT}) | d.doc_seq FROM fact_search AS d "
-    "JOIN fact_search_stats AS s ON s.tenant_id = d.tenant_id AND s.project_id = d.project_id "
-    "WHERE d.tenant_id = ?"
-)
+_TENANT_DOCS = f"SELECT {ROWID} FROM {FACTS} WHERE d.tenant_id = ?"
 _UNINDEX = (
     "INSERT INTO fact_search_fts (fact_search_fts, rowid, t) "
     f"SELECT 'delete', id, t FROM fact_search_text WHERE id IN ({_TENANT_DOCS})",

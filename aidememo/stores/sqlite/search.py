@@ -3,11 +3,11 @@
 The index is FTS5 (`aidememo.stores.sqlite.search_schema`, schema version 7): a fact is one row
 of `fact_search_fts` holding one token per distinct indexable term, `k<project key>·<term>·
 <tf>`, beside its `fact_search` row (doc_seq, length, terms), its `fact_search_docs` row (fact
-id, source, length), its token text and the project's statistics in `fact_search_stats` (fact count,
-total length, last doc_seq, key). Every lookup is by the project's own tokens, so a search costs
-what the project's own matches cost and its statistics are the project's own. The plan, weights
-and window are `aidememo.domain.ranking`'s; the same statements serve the embedded file and a
-Durable Object.
+id, source, length), its `fact_search_text` row (token text) and the project's statistics in
+`fact_search_stats` (fact count, total length, last doc_seq, key). Every lookup is by the
+project's own tokens, so a search costs what the project's own matches cost and its statistics
+are the project's own. The plan, weights and window are `aidememo.domain.ranking`'s; the same
+statements serve the embedded file and a Durable Object.
 """
 
 from __future__ import annotations
@@ -36,6 +36,11 @@ def token_text(key: int, words: list[str]) -> str:
     (the migration builds the same set in SQL: `search_schema.tokens_of`)."""
     counts = Counter(w for w in words if ranking.indexable(w))
     return " ".join(f"{_prefix(key, w)}{n}" for w, n in counts.items())
+
+
+def _phrase(token: str) -> str:
+    """A token as an FTS5 query: a quoted string (tokens hold letters, digits and `SEP`)."""
+    return f'"{token}"'
 
 
 def _rowid(key: int, seq: int) -> int:
@@ -68,12 +73,12 @@ def search(
         return docs, total, {term: n for term, n in df.items() if n}
 
     def cutoff(term: str, rank: int) -> int:
-        match = " OR ".join(f'"{tok}"' for tok, _, _ in tokens(term))
+        match = " OR ".join(_phrase(tok) for tok, _, _ in tokens(term))
         rows: list[Any] = x.execute(q.SEARCH_CUTOFF, (match, rank - 1))
         return int(rows[0][0]) & _SEQ_MASK
 
     def wanted(term: str, weight: int) -> list[list[object]]:
-        return [[f'"{tok}"', tf, weight] for tok, tf, _ in tokens(term)]
+        return [[_phrase(tok), tf, weight] for tok, tf, _ in tokens(term)]
 
     def top(w: ranking.Weights, min_doc: int, source: str | None, n: int) -> list[tuple[str, int]]:
         first = (key << KEY_SHIFT) | min_doc
@@ -82,7 +87,7 @@ def search(
         if len(w.terms) == 2:
             (term_a, weight_a), (term_b, weight_b) = w.terms
             pairs = [
-                [f'"{tok_a}" AND "{tok_b}"', tf_a, weight_a, tf_b, weight_b]
+                [f"{_phrase(tok_a)} AND {_phrase(tok_b)}", tf_a, weight_a, tf_b, weight_b]
                 for tok_a, tf_a, _ in tokens(term_a)
                 for tok_b, tf_b, _ in tokens(term_b)
             ]

@@ -37,6 +37,13 @@ KEY_SHIFT = 32
 """A fact's FTS rowid is its project's `fts_key` shifted left this far, or'ed with its doc_seq."""
 SEP = "\u00b7"
 """Separates the project key, the term and the term frequency inside a token."""
+FACTS = (
+    "fact_search AS d JOIN fact_search_stats AS s "
+    "ON s.tenant_id = d.tenant_id AND s.project_id = d.project_id"
+)
+"""The facts' search rows `d`, each with its project's statistics `s` (and so its key)."""
+ROWID = f"(s.fts_key << {KEY_SHIFT}) | d.doc_seq"
+"""A fact's FTS5 rowid, over `FACTS`."""
 
 
 def tokens_of(where: str) -> str:
@@ -44,11 +51,9 @@ def tokens_of(where: str) -> str:
     keeps, built exactly as `aidememo.stores.sqlite.search.token_text` builds a fact's text
     (the distinct indexable terms with their counts; a fact without any has no row)."""
     return f"""SELECT id, group_concat(tok, ' ') AS t FROM (
-        SELECT (s.fts_key << {KEY_SHIFT}) | d.doc_seq AS id,
+        SELECT {ROWID} AS id,
                'k' || s.fts_key || '{SEP}' || j.value || '{SEP}' || count(*) AS tok
-        FROM fact_search AS d
-        JOIN fact_search_stats AS s ON s.tenant_id = d.tenant_id AND s.project_id = d.project_id,
-             json_each('["' || replace(d.terms, ' ', '","') || '"]') AS j
+        FROM {FACTS}, json_each('["' || replace(d.terms, ' ', '","') || '"]') AS j
         WHERE d.terms <> '' AND length(CAST(j.value AS BLOB)) <= {MAX_TERM_BYTES} AND {where}
         GROUP BY d.tenant_id, d.project_id, d.doc_seq, j.value)
     GROUP BY id"""
@@ -88,9 +93,7 @@ V7 = (
         tokenize = 'ascii')""",
     "CREATE VIRTUAL TABLE fact_search_vocab USING fts5vocab (fact_search_fts, 'row')",
     f"""INSERT INTO fact_search_docs (id, fact_id, source_id, n_terms)
-        SELECT (s.fts_key << {KEY_SHIFT}) | d.doc_seq, d.fact_id, d.source_id, d.n_terms
-        FROM fact_search AS d
-        JOIN fact_search_stats AS s ON s.tenant_id = d.tenant_id AND s.project_id = d.project_id""",
+        SELECT {ROWID}, d.fact_id, d.source_id, d.n_terms FROM {FACTS}""",
     f"""INSERT INTO fact_search_text (id, t)
         SELECT e.id, coalesce(k.t, '') FROM fact_search_docs AS e
         LEFT JOIN ({tokens_of("true")}) AS k ON k.id = e.id""",
