@@ -42,7 +42,8 @@ writes not paused and a `Content-Length` within the smallest route limit gets a
 `DirectCycle` in place of uvicorn's cycle (`_begin_direct`; uvicorn's scope is filled in as
 uvicorn fills it). When the whole body has arrived in the same read, `on_message_complete`
 hands the request to the entry, which dispatches it on the loop or in the adapter's pool;
-`_respond` writes the answer in one write from the loop, completes the response as uvicorn's
+`_respond` holds the answer, one buffer written at the end of the loop iteration
+(`origin.coalesce`, HTTP-11), completes the response as uvicorn's
 cycle does (`on_response_complete`: the next pipelined request, the keep-alive timer) and logs
 the access line. A body still due at the end of the read hands the request to a uvicorn
 cycle with what has arrived, and the ASGI application runs as it always did (`_to_asgi`). A
@@ -89,6 +90,7 @@ from aidememo.http.body import declared_length
 from aidememo.http.types import Response
 from origin.asgi import ACCESS_FORMAT, ACCESS_LOGGER
 from origin.asgi_common import REQUEST_ID_HEADER, fold_headers, new_request_id
+from origin.coalesce import HeldWrites, loop_flush
 from origin.direct import DirectCycle, DirectEntry, encode
 from origin.limits import TransportLimits
 
@@ -211,19 +213,30 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._direct: DirectEntry | None = entry if usable else None
         self._waiting: DirectCycle | None = None  # a direct request whose body is still due
         self._idle_since = -1.0  # loop time the connection went idle, -1 while it is busy
+        self._held: HeldWrites | None = None  # the transport, direct answers held (HTTP-11)
 
     # -- connection ---------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        if self._direct is not None:  # every write and close of the connection goes through it
+            self._held = HeldWrites(transport, loop_flush(self.loop))
+            self.transport = self._held  # type: ignore[assignment]
         self._arm_head_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_timers()
+        if self._held is not None:
+            self._held.drop()
         super().connection_lost(exc)
 
     def handle_websocket_upgrade(self) -> None:
         self._stop_timers()  # the WebSocket protocol takes the connection over
+        held = self._held
+        if held is not None:  # what was answered before the upgrade goes first
+            held.release()
+            self.transport = held.transport
+            self._held = None
         super().handle_websocket_upgrade()
 
     def data_received(self, data: bytes) -> None:
@@ -411,7 +424,8 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._start_asgi_task(cycle, self.app)
 
     def _respond(self, cycle: DirectCycle, rid: str, response: Response) -> None:
-        """Write a direct request's answer (on the loop), then log its line."""
+        """Hold a direct request's answer for the end of the loop iteration (on the loop),
+        then log its line."""
         entry = self._direct
         assert entry is not None
         if cycle.disconnected or self.transport.is_closing():  # the client went away
@@ -438,12 +452,14 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             return
         cycle.response_started = True
         body = response.body
+        held = self._held
+        assert held is not None  # the direct path's connections hold their answers
         if cycle.method == "HEAD" or not body:
-            self.transport.write(head)
+            held.hold(head)
         elif len(body) <= JOIN_MAX_BYTES:
-            self.transport.write(head + body)
-        else:
-            self.transport.writelines((head, body))
+            held.hold(head + body)
+        else:  # a large body is not copied into a held buffer: it is written now
+            held.writelines((head, body))
         cycle.response_complete = True
         if not keep_alive:
             self.transport.close()
