@@ -68,7 +68,7 @@ class LineFormat:
     """The text a `CachedTimeFormatter` writes for the access records of one template, with
     the time and the message left open: `text(args, created)` fills them in."""
 
-    __slots__ = ("formatter", "msg", "pieces", "template")
+    __slots__ = ("formatter", "line", "msec_format", "msg", "pieces", "template")
 
     def __init__(self, formatter: CachedTimeFormatter, template: dict[str, Any]) -> None:
         self.formatter = formatter
@@ -78,6 +78,18 @@ class LineFormat:
         values["asctime"], values["message"] = _TIME, _MESSAGE
         rendered: str = formatter._fmt % values  # type: ignore[operator]
         self.pieces = [piece for piece in re.split(f"({_TIME}|{_MESSAGE})", rendered) if piece]
+        # The usual shape, the time once and then the message once: the whole line is one
+        # %-format of (the second's text, msecs, *args), the formatter's millisecond format
+        # and the message's own conversions spliced in.
+        self.msec_format = formatter.default_msec_format
+        self.line: str | None = None
+        markers = [piece for piece in self.pieces if piece in (_TIME, _MESSAGE)]
+        msec = self.msec_format or "%("
+        if markers == [_TIME, _MESSAGE] and "%(" not in self.msg and "%(" not in msec:
+            self.line = "".join(
+                msec if p == _TIME else self.msg if p == _MESSAGE else p.replace("%", "%%")
+                for p in self.pieces
+            )
 
     @classmethod
     def of(cls, formatter: logging.Formatter | None, template: dict[str, Any]) -> LineFormat | None:
@@ -110,7 +122,12 @@ class LineFormat:
 
     def text(self, args: tuple[Any, ...], created: float) -> str:
         """The line of a record with `args` made at `created`, as the formatter writes it."""
-        asctime = self.formatter.time_text(created, msecs_of(created))
+        formatter = self.formatter
+        line = self.line
+        if line is not None and formatter.default_msec_format is self.msec_format:
+            text: str = line % (formatter.second_text(created), msecs_of(created), *args)
+            return text
+        asctime = formatter.time_text(created, msecs_of(created))
         message = self.msg % args
         return "".join(
             asctime if piece == _TIME else message if piece == _MESSAGE else piece

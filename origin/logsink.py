@@ -5,7 +5,8 @@ loop (caller lookup, record construction, formatting, one `write` and `flush` pe
 few thousand requests per second that is a large share of one core, spent on the access log
 alone. What this module changes, without changing a single written line:
 
-- `BackgroundStreamHandler`: `emit` only appends the record to a list. A writer thread formats
+- `BackgroundStreamHandler`: `emit` only appends the record to a deque (no lock; the writer
+  is woken only when it is idle). A writer thread formats
   whatever has piled up and writes it with one `write` and one `flush`, so formatting and I/O
   leave the event loop, and under load one syscall carries many lines. It loses nothing:
   `flush()` (also run by `logging.shutdown` at exit and by `origin.server.serve` after the
@@ -31,6 +32,7 @@ import sys
 import threading
 import time
 import weakref
+from collections import deque
 from typing import TYPE_CHECKING, Any, TextIO, TypeAlias
 
 if TYPE_CHECKING:
@@ -47,28 +49,29 @@ class CachedTimeFormatter(logging.Formatter):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._second = -1
-        self._text = ""
-        self._lock = threading.Lock()
+        self._second: tuple[int, str] = (-1, "")  # replaced whole: safe on any thread
 
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         if datefmt is not None or not self.default_msec_format:
             return super().formatTime(record, datefmt)
         return self.time_text(record.created, record.msecs)
 
+    def second_text(self, created: float) -> str:
+        """The default time format's text of the second of `created`."""
+        second = int(created)
+        cached = self._second
+        if cached[0] == second:
+            return cached[1]
+        text = time.strftime(self.default_time_format, self.converter(created))
+        self._second = (second, text)
+        return text
+
     def time_text(self, created: float, msecs: float) -> str:
         """The default `asctime` of a record made at `created` (its `msecs` given); only
         with a `default_msec_format` (`formatTime` checks)."""
         msec_format = self.default_msec_format
         assert msec_format is not None
-        second = int(created)
-        with self._lock:
-            if second != self._second:
-                text = time.strftime(self.default_time_format, self.converter(created))
-                self._second, self._text = second, text
-            else:
-                text = self._text
-        return msec_format % (text, msecs)
+        return msec_format % (self.second_text(created), msecs)
 
 
 _ADDRESS_TEMPLATES = ('%s - "WebSocket ', "%s:%d - ")
@@ -177,13 +180,11 @@ class BackgroundStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
         super().__init__(stream)
         self.max_pending = max_pending
         self.window_s = window_s
-        self._cond = threading.Condition(threading.Lock())
-        self._pending: list[Pending] = []
-        self._emitted = 0  # records appended so far
-        self._written = 0  # records written (or given up on) so far
-        self._writing = threading.Lock()  # one batch at a time, in order
+        self._pending: deque[Pending] = deque()  # appended and taken without a lock
+        self._cond = threading.Condition(threading.Lock())  # wakes an idle writer
+        self._writing = threading.Lock()  # one batch at a time, taken and written in order
         self._writer: threading.Thread | None = None
-        self._idle = False  # the writer waits for records
+        self._idle = False  # the writer is about to wait, or waits, for records
         self._closing = False
         self._stop = threading.Event()  # cuts the window short at close
         ref = weakref.ref(self)
@@ -205,34 +206,35 @@ class BackgroundStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
         self._enqueue((line_format, args, created))
 
     def _enqueue(self, item: Pending) -> None:
-        cond = self._cond
-        with cond:
-            self._pending.append(item)
-            self._emitted += 1
-            if self._idle:
-                self._idle = False
-                cond.notify()
-            too_many = len(self._pending) > self.max_pending
-            start = self._writer is None and not self._closing
-            if start:
-                self._writer = threading.Thread(
-                    target=self._run, name="aidememo-log-writer", daemon=True
-                )
-        if start:
-            assert self._writer is not None
-            self._writer.start()
-        if too_many or self._closing:
+        """Append `item` (a deque's `append` is atomic: no lock on the request path) and
+        wake the writer only when it is idle. The writer sets `_idle` before it looks at the
+        queue a last time and waits, under `_cond`: an item appended after that look finds
+        `_idle` set and notifies under the same lock, so no wake-up is lost."""
+        pending = self._pending
+        pending.append(item)
+        if self._idle:
+            with self._cond:
+                if self._idle:
+                    self._idle = False
+                    self._cond.notify()
+        if self._writer is None and not self._closing:
+            self._start_writer()
+        if len(pending) > self.max_pending or self._closing:
             self._write_pending()
 
-    def flush(self) -> None:
-        """Return once every record emitted before the call is written."""
+    def _start_writer(self) -> None:
         with self._cond:
-            target = self._emitted
-        if self._written < target:
-            self._write_pending()  # this thread writes what the writer has not taken yet
-            with self._cond:
-                while self._written < target:
-                    self._cond.wait(0.1)
+            if self._writer is not None or self._closing:
+                return
+            self._writer = threading.Thread(
+                target=self._run, name="aidememo-log-writer", daemon=True
+            )
+        self._writer.start()
+
+    def flush(self) -> None:
+        """Return once every record emitted before the call is written: what the writer has
+        not taken yet is written by this thread, after the batch the writer is writing."""
+        self._write_pending()
         super().flush()
 
     def close(self) -> None:
@@ -247,14 +249,14 @@ class BackgroundStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
         super().close()
 
     def _run(self) -> None:
-        cond = self._cond
+        cond, pending = self._cond, self._pending
         while True:
             with cond:
-                while not self._pending and not self._closing:
-                    self._idle = True
+                self._idle = True
+                while not pending and not self._closing:
                     cond.wait()
                 self._idle = False
-                if not self._pending:
+                if not pending:
                     return  # closing and nothing left
                 closing = self._closing
             if not closing:  # let lines pile up: one wake-up and one write per window
@@ -264,13 +266,10 @@ class BackgroundStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
     def _write_pending(self) -> None:
         """Take every pending record and write them with one write and one flush."""
         with self._writing:
-            with self._cond:
-                batch, self._pending = self._pending, []
+            pending = self._pending
+            batch = [pending.popleft() for _ in range(len(pending))]
             if batch:
                 self._write(batch)
-            with self._cond:
-                self._written += len(batch)
-                self._cond.notify_all()
 
     def _write(self, batch: list[Pending]) -> None:
         lines: list[str] = []
@@ -299,8 +298,7 @@ class BackgroundStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
         self._stop = threading.Event()
         self._writer = None
         self._idle = False
-        self._pending = []
-        self._written = self._emitted
+        self._pending = deque()
 
 
 def _after_fork(ref: weakref.ref[BackgroundStreamHandler]) -> None:
