@@ -135,7 +135,7 @@ class HttpApp:
         `rate_limit` hook given (none by default; `origin.rate_limit`, RATE-1). Raises the
         `AidememoError` to answer instead."""
         return drive(
-            admit(request, self._admin_digest),
+            admit(request, self._admin_digest, self._rate_limit is not None),
             self.services.identity.authenticate_cached,
             request.body.take,
             self._rate_limit,

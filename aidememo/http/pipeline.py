@@ -121,12 +121,15 @@ def bearer_digest(authorization: str | None) -> bytes:
     return hashlib.sha256(token.encode("utf-8")).digest()
 
 
-def admit(request: Request, admin_digest: bytes | None) -> Generator[Step, Any, Admission]:
+def admit(
+    request: Request, admin_digest: bytes | None, rate_limited: bool = True
+) -> Generator[Step, Any, Admission]:
     """Stage one, then stage two's body step, of one request (see the module docstring).
 
     `admin_digest` is the SHA-256 of the admin token, None when none is configured: then
     administration is off and every admin request, with or without a token, is 403
-    `admin_disabled` (ADM-1). Raises the `AidememoError` to answer instead.
+    `admin_disabled` (ADM-1). `rate_limited` False: the front has no rate limit, so no
+    `RateLimit` step is yielded. Raises the `AidememoError` to answer instead.
     """
     match = resolve(request.method, request.path)
     route = match.route
@@ -154,7 +157,8 @@ def admit(request: Request, admin_digest: bytes | None) -> Generator[Step, Any, 
                 raise fail(ErrorCode.ADMIN_REQUIRED, "this route needs the admin token")
         else:
             caller = yield Authenticate(digest)
-        yield RateLimit(digest)
+        if rate_limited:
+            yield RateLimit(digest)
     body: bytes | None = None
     if not route.streamed and (route.body is not None or size != 0):
         body = yield ReadBody(route.max_body)

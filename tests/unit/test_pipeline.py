@@ -177,6 +177,17 @@ def _outcome(run: Any) -> tuple[Any, ...]:
     return (a.route.name, a.params, a.caller, a.digest, a.body)
 
 
+def test_http1_a_front_without_a_rate_limit_gets_no_rate_limit_step() -> None:
+    digest = hashlib.sha256(TOKEN.encode()).digest()
+    request = Request("POST", f"{P}/facts", "", _bearer(TOKEN), b"{}")
+    steps = admit(request, None, rate_limited=False)
+    assert next(steps) == Authenticate(digest)
+    assert steps.send(Caller("t1", "a1")) == ReadBody(1024 * 1024)
+    with pytest.raises(StopIteration) as done:
+        steps.send(b"{}")
+    assert done.value.value.digest == digest
+
+
 def test_http1_sync_and_async_drivers_give_the_same_answers() -> None:
     app = _app()
     limited = {hashlib.sha256(b"nope").digest()}
