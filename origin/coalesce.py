@@ -1,20 +1,29 @@
-"""Answers made in one event-loop iteration go out together at its end (SPEC.md HTTP-11).
+"""One event-loop turn's answers made together and written together (SPEC.md HTTP-11).
 
-A direct-path answer (`origin.transport.LimitedHttpProtocol._respond`) is not written the
-moment it is made: `HeldWrites.hold` keeps it, and the loop's `LoopFlush` writes every held
-answer in one callback that runs once the iteration's other ready callbacks (the reads of the
-other ready connections, the committer's answers) have run, before the loop polls again.
-Written one by one, each answer woke a client that had gone back to sleep while the server
-made the next one; written back to back, a client thread wakes once for all of its answers
-(Redis writes its replies before it sleeps for the same reason). docs/bench-notes.md has the
-measurement. An answer waits at most for the rest of its iteration's work; with one request
-ready, that is nothing.
+A turn of the loop reads every connection that has bytes ready. A direct-path request it
+completes that is answered on the loop (a read, `origin.direct.DirectEntry.on_loop`) is not
+answered inside its read: `LoopTurn.later` queues it, and one callback, run once the turn's
+other ready callbacks have run and before the loop polls again, answers the queued requests
+in the order they were read and then writes every answer held in the turn. An answer is not
+written the moment it is made either: `HeldWrites.hold` keeps it until that same callback
+(the write committer's answers, handed to the loop, are held the same way). Answered one by
+one inside the reads, each answer woke a client that had gone back to sleep while the server
+made the next one, and the server's work alternated between the socket reads, the core's
+Python and SQLite, and the writes; phase by phase, a client thread wakes once for all of its
+answers and each phase runs warm (Redis answers and writes before it sleeps for the same
+reasons). docs/bench-notes.md has the measurement. A request waits at most for the rest of its
+turn's work; with one request ready, that is nothing.
 
-Order and completeness: `HeldWrites` is the connection's transport as the protocol (and every
-cycle it makes) sees it. Any other write, `writelines`, `write_eof` or `close` on it writes the
-held answer first, so a refusal, a pipelined ASGI answer, a stream or a close after a held
-answer keeps the connection's byte order, and closing never drops what was held. `abort` and
-a lost connection drop it (there is nobody to read it).
+Order and completeness: a request queued for the end of the turn is answered before anything
+else happens on its connection (a pipelined request's head, a malformed request's 400, an
+oversized head's 431, an upgrade: `origin.transport.LimitedHttpProtocol._answer_ready`), so
+answers keep the order of the requests. `HeldWrites` is the connection's transport as the
+protocol (and every cycle it makes) sees it: any other write, `writelines`, `write_eof` or
+`close` on it writes the held answer first, so closing never drops what was held; `abort`
+and a lost connection drop it (there is nobody to read it).
+
+`OneWrite` does the same for one response of the ASGI path: its head waits for the first body
+chunk, so the response is one write.
 """
 
 from __future__ import annotations
@@ -22,46 +31,70 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 _logger = logging.getLogger("aidememo.server")
 
 
-class LoopFlush:
-    """The held answers of one event loop, written by one callback per iteration."""
+class LoopTurn:
+    """The end of one event-loop turn: the requests read in it answered (`later`), then every
+    held answer written (`due`), by one callback that runs once the turn's other ready
+    callbacks have run, before the loop polls again."""
 
-    __slots__ = ("__weakref__", "_due", "_loop")
+    __slots__ = ("__weakref__", "_due", "_loop", "_ready", "_scheduled")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
+        self._ready: list[Callable[[], None]] = []
         self._due: list[HeldWrites] = []
+        self._scheduled = False
+
+    def later(self, answer: Callable[[], None]) -> None:
+        """Run `answer` at the end of this turn, after the turn's reads, in call order."""
+        self._ready.append(answer)
+        self._schedule()
 
     def due(self, held: HeldWrites) -> None:
-        """`held` has an answer to write at the end of this iteration."""
-        if not self._due:
-            self._loop.call_soon(self._release)
+        """`held` has an answer to write at the end of this turn."""
         self._due.append(held)
+        self._schedule()
 
-    def _release(self) -> None:
-        due, self._due = self._due, []
-        for held in due:
-            try:
-                held.release()
-            except Exception as exc:  # one connection's failure is not the others'
-                _logger.error("writing a held answer failed", exc_info=exc)
+    def _schedule(self) -> None:
+        if not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon(self._end)
+
+    def _end(self) -> None:
+        try:
+            while self._ready:  # an answer may make another ready (a pipelined request)
+                ready, self._ready = self._ready, []
+                for answer in ready:
+                    try:
+                        answer()
+                    except Exception as exc:  # one request's failure is not the others'
+                        _logger.error("answering a request failed", exc_info=exc)
+            due, self._due = self._due, []
+            for held in due:
+                try:
+                    held.release()
+                except Exception as exc:  # one connection's failure is not the others'
+                    _logger.error("writing a held answer failed", exc_info=exc)
+        finally:
+            self._scheduled = False
+            if self._ready or self._due:  # added by a failing callback's cleanup
+                self._schedule()
 
 
-_FLUSHES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopFlush] = (
-    weakref.WeakKeyDictionary()
-)
+_TURNS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopTurn] = weakref.WeakKeyDictionary()
 
 
-def loop_flush(loop: asyncio.AbstractEventLoop) -> LoopFlush:
-    """The `LoopFlush` of `loop` (one per loop, made on first use)."""
-    flush = _FLUSHES.get(loop)
-    if flush is None:
-        flush = _FLUSHES[loop] = LoopFlush(loop)
-    return flush
+def loop_turn(loop: asyncio.AbstractEventLoop) -> LoopTurn:
+    """The `LoopTurn` of `loop` (one per loop, made on first use)."""
+    turn = _TURNS.get(loop)
+    if turn is None:
+        turn = _TURNS[loop] = LoopTurn(loop)
+    return turn
 
 
 class HeldWrites:
@@ -69,18 +102,18 @@ class HeldWrites:
     everything else is the transport's, with held bytes written before any other write or
     close."""
 
-    __slots__ = ("_flush", "_held", "transport")
+    __slots__ = ("_held", "transport", "turn")
 
-    def __init__(self, transport: asyncio.Transport, flush: LoopFlush) -> None:
+    def __init__(self, transport: asyncio.Transport, turn: LoopTurn) -> None:
         self.transport = transport
-        self._flush = flush
+        self.turn = turn
         self._held: bytes | None = None
 
     def hold(self, data: bytes) -> None:
         """Write `data` at the end of this loop iteration (or before the next other write)."""
         if self._held is None:
             self._held = data
-            self._flush.due(self)
+            self.turn.due(self)
         else:
             self._held += data
 
@@ -132,3 +165,64 @@ class HeldWrites:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.transport, name)
+
+
+JOIN_MAX_BYTES = 64 * 1024
+"""Bodies up to this size are joined to the held head (uvloop sends a single buffer at once;
+`writelines` of two takes its queued write path)."""
+
+
+class OneWrite:
+    """The transport as one response's `RequestResponseCycle` sees it: the response head is
+    held back and goes out with the first body chunk in one write, instead of a write of its
+    own. Every response is then one segment and one
+    wake-up of the client instead of two (docs/bench-notes.md has the measurement). Writes
+    before the head (`100 Continue`) pass through, and so do the head of a HEAD answer (no
+    body write follows it) and every write after the first body chunk (a streamed body's
+    further chunks, the end of a chunked body); `close` sends what is held first."""
+
+    __slots__ = ("_cycle", "_head", "_joined", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, cycle: Any) -> None:
+        self._transport = transport
+        self._cycle = cycle
+        self._head: bytes | None = None
+        self._joined = False  # the head has gone out with a body chunk
+
+    def write(self, data: bytes) -> None:
+        head = self._head
+        if head is not None:
+            self._head = None
+            self._joined = True
+            if len(data) <= JOIN_MAX_BYTES:
+                self._transport.write(head + data)  # one try-write on uvloop
+            else:  # a large body is not copied for the head's sake
+                self._transport.writelines((head, data))
+        elif (
+            not self._joined
+            and self._cycle.response_started
+            and not self._cycle.response_complete
+            and data
+            and self._cycle.scope["method"] != "HEAD"  # no body follows a HEAD's head
+        ):
+            self._head = data  # the head: it waits for the body
+        else:
+            self._transport.write(data)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def flush(self) -> None:
+        """Send a held head now."""
+        head, self._head = self._head, None
+        if head is not None:
+            self._joined = True
+            self._transport.write(head)
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
+    def __getattr__(self, name: str) -> Any:
+        self.flush()
+        return getattr(self._transport, name)

@@ -156,11 +156,17 @@ class DirectEntry:
         self._access = access
         self._errors = errors
 
+    def on_loop(self, method: str) -> bool:
+        """True when a request of `method` is answered on the event loop (`run` answers it
+        before it returns), not in the pool or the write committer."""
+        return not (self._offload_all or (self._offload_writes and method not in _READS))
+
     def run(self, loop: asyncio.AbstractEventLoop, cycle: DirectCycle, respond: Respond) -> None:
         """Answer `cycle`: `respond(cycle, request_id, response)` is called on the loop, now
         (a read under `writes`, everything under `inline`) or once the pool has dispatched, or
         the write committer has committed the request's batch."""
-        cycle.started = time.perf_counter()
+        if not cycle.started:  # a request answered at the end of its turn was stamped then
+            cycle.started = time.perf_counter()
         method = cycle.method
         if self._offload_all or (self._offload_writes and method not in _READS):
             writes = self._writes

@@ -41,9 +41,9 @@ with no earlier request of the connection unanswered, no `Expect: 100-continue`,
 writes not paused and a `Content-Length` within the smallest route limit gets a
 `DirectCycle` in place of uvicorn's cycle (`_begin_direct`; uvicorn's scope is filled in as
 uvicorn fills it). When the whole body has arrived in the same read, `on_message_complete`
-hands the request to the entry, which dispatches it on the loop or in the adapter's pool;
-`_respond` holds the answer, one buffer written at the end of the loop iteration
-(`origin.coalesce`, HTTP-11), completes the response as uvicorn's
+hands the request to the entry, which dispatches it on the loop (at the end of the loop's
+turn, `origin.coalesce`, HTTP-11) or in the adapter's pool; `_respond` holds the answer, one
+buffer written at the end of the turn, completes the response as uvicorn's
 cycle does (`on_response_complete`: the next pipelined request, the keep-alive timer) and logs
 the access line. A body still due at the end of the read hands the request to a uvicorn
 cycle with what has arrived, and the ASGI application runs as it always did (`_to_asgi`). A
@@ -51,8 +51,9 @@ request parsed while a direct one is still being answered is queued by uvicorn's
 pipelining, so answers keep their order; graceful shutdown sees the `DirectCycle` as a
 response still due and waits for it.
 
-`OneWrite` holds a response's head back until its first body chunk on the ASGI path; the
-head of a HEAD answer (no body follows) and every write after the first chunk pass through.
+`OneWrite` (`origin.coalesce`) holds a response's head back until its first body chunk on
+the ASGI path; the head of a HEAD answer (no body follows) and every write after the first
+chunk pass through.
 
 The common path adds a length test per read and a few attribute reads and writes per request;
 no timer is armed for a head that arrives in one read (docs/bench-notes.md has the
@@ -72,6 +73,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 import urllib.parse
 from typing import Any, ClassVar
 
@@ -90,7 +92,7 @@ from aidememo.http.body import declared_length
 from aidememo.http.types import Response
 from origin.asgi import ACCESS_FORMAT, ACCESS_LOGGER
 from origin.asgi_common import REQUEST_ID_HEADER, fold_headers, new_request_id
-from origin.coalesce import HeldWrites, loop_flush
+from origin.coalesce import JOIN_MAX_BYTES, HeldWrites, OneWrite, loop_turn
 from origin.direct import DirectCycle, DirectEntry, encode
 from origin.limits import TransportLimits
 
@@ -130,67 +132,6 @@ def log_access(request_id: str, method: str, path: str, status: int, seconds: fl
         access.info(ACCESS_FORMAT, request_id, method, _log_path(path), status, seconds * 1000.0)
 
 
-JOIN_MAX_BYTES = 64 * 1024
-"""Bodies up to this size are joined to the held head (uvloop sends a single buffer at once;
-`writelines` of two takes its queued write path)."""
-
-
-class OneWrite:
-    """The transport as one response's `RequestResponseCycle` sees it: the response head is
-    held back and goes out with the first body chunk in one write, instead of a write of its
-    own. Every response is then one segment and one
-    wake-up of the client instead of two (docs/bench-notes.md has the measurement). Writes
-    before the head (`100 Continue`) pass through, and so do the head of a HEAD answer (no
-    body write follows it) and every write after the first body chunk (a streamed body's
-    further chunks, the end of a chunked body); `close` sends what is held first."""
-
-    __slots__ = ("_cycle", "_head", "_joined", "_transport")
-
-    def __init__(self, transport: asyncio.Transport, cycle: Any) -> None:
-        self._transport = transport
-        self._cycle = cycle
-        self._head: bytes | None = None
-        self._joined = False  # the head has gone out with a body chunk
-
-    def write(self, data: bytes) -> None:
-        head = self._head
-        if head is not None:
-            self._head = None
-            self._joined = True
-            if len(data) <= JOIN_MAX_BYTES:
-                self._transport.write(head + data)  # one try-write on uvloop
-            else:  # a large body is not copied for the head's sake
-                self._transport.writelines((head, data))
-        elif (
-            not self._joined
-            and self._cycle.response_started
-            and not self._cycle.response_complete
-            and data
-            and self._cycle.scope["method"] != "HEAD"  # no body follows a HEAD's head
-        ):
-            self._head = data  # the head: it waits for the body
-        else:
-            self._transport.write(data)
-
-    def close(self) -> None:
-        self.flush()
-        self._transport.close()
-
-    def flush(self) -> None:
-        """Send a held head now."""
-        head, self._head = self._head, None
-        if head is not None:
-            self._joined = True
-            self._transport.write(head)
-
-    def is_closing(self) -> bool:
-        return self._transport.is_closing()
-
-    def __getattr__(self, name: str) -> Any:
-        self.flush()
-        return getattr(self._transport, name)
-
-
 class LimitedHttpProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with SPEC.md HTTP-4/HTTP-5 enforced; see the module doc."""
 
@@ -214,13 +155,14 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._waiting: DirectCycle | None = None  # a direct request whose body is still due
         self._idle_since = -1.0  # loop time the connection went idle, -1 while it is busy
         self._held: HeldWrites | None = None  # the transport, direct answers held (HTTP-11)
+        self._ready: DirectCycle | None = None  # read in this turn, answered at its end
 
     # -- connection ---------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         if self._direct is not None:  # every write and close of the connection goes through it
-            self._held = HeldWrites(transport, loop_flush(self.loop))
+            self._held = HeldWrites(transport, loop_turn(self.loop))
             self.transport = self._held  # type: ignore[assignment]
         self._arm_head_timer()
 
@@ -273,12 +215,14 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
+            self._answer_ready()  # what came before the upgrade is answered first
             if self._should_upgrade():
                 self.handle_websocket_upgrade()
             else:
                 self._unsupported_upgrade_warning()
             return False
         except httptools.HttpParserError as exc:
+            self._answer_ready()  # what came before the bad request is answered first
             if isinstance(exc.__context__, _TooManyFields):
                 self._refuse(ErrorCode.HEADERS_TOO_LARGE, "more than 100 header fields")
             else:
@@ -291,6 +235,8 @@ class LimitedHttpProtocol(HttpToolsProtocol):
     # -- parser callbacks ---------------------------------------------------------------------
 
     def on_headers_complete(self) -> None:
+        if self._ready is not None:  # a pipelined request: the one before it is answered first
+            self._answer_ready()
         if len(self.headers) > self._max_fields:
             raise _TooManyFields  # before uvicorn starts the application
         self._in_head = False
@@ -319,12 +265,29 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         waiting = self._waiting
         if waiting is not None:  # the whole request is here: answer it without ASGI
             self._waiting = None
-            try:
-                assert self._direct is not None
-                self._direct.run(self.loop, waiting, self._respond)
-            except Exception as exc:  # `run` never raises; should it, the connection goes
-                self.logger.error("Exception in the direct request path", exc_info=exc)
-                self.transport.close()
+            entry = self._direct
+            assert entry is not None and self._held is not None
+            if entry.on_loop(waiting.method):  # after the turn's other reads (HTTP-11)
+                waiting.started = time.perf_counter()
+                self._ready = waiting
+                self._held.turn.later(self._answer_ready)
+            else:
+                self._run_direct(waiting)
+
+    def _answer_ready(self) -> None:
+        """Answer the request read in this turn that waits for its end, if there is one."""
+        cycle = self._ready
+        if cycle is not None:
+            self._ready = None
+            self._run_direct(cycle)
+
+    def _run_direct(self, cycle: DirectCycle) -> None:
+        try:
+            assert self._direct is not None
+            self._direct.run(self.loop, cycle, self._respond)
+        except Exception as exc:  # `run` never raises; should it, the connection goes
+            self.logger.error("Exception in the direct request path", exc_info=exc)
+            self.transport.close()
 
     # -- idle keep-alive ------------------------------------------------------------------
 
@@ -553,6 +516,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         """Answer `code` with the error shape, log one access line, close the connection.
         While an earlier (pipelined) request's response is still to come, the answer would
         take its place: then the connection is closed without one."""
+        self._answer_ready()
         if self.transport.is_closing():
             return
         request_id = new_request_id()

@@ -11,7 +11,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from origin.coalesce import HeldWrites, loop_flush
+from origin.coalesce import HeldWrites, loop_turn
 from tests.origin.direct_support import Conn, request
 from tests.origin.test_direct_path import Probe, probes, start
 
@@ -32,7 +32,7 @@ def run(connections: int, scenario: Scenario) -> None:
             theirs.setblocking(False)
             transport, _ = await loop.connect_accepted_socket(asyncio.Protocol, ours)
             transports.append(transport)
-            helds.append(HeldWrites(transport, loop_flush(loop)))
+            helds.append(HeldWrites(transport, loop_turn(loop)))
             peers.append(theirs)
         try:
             await scenario(helds, peers)
@@ -79,6 +79,38 @@ def test_http11_answers_of_one_iteration_are_written_together_at_its_end() -> No
         assert [received(peer) for peer in peers] == [b"answer-%d;" % n for n in range(len(helds))]
 
     run(4, scenario)
+
+
+def test_http11_the_turns_requests_are_answered_in_order_before_its_writes() -> None:
+    async def scenario(helds: list[HeldWrites], peers: list[socket.socket]) -> None:
+        turn = loop_turn(asyncio.get_running_loop())
+        events: list[str] = []
+
+        def answer(n: int) -> Callable[[], None]:
+            def run() -> None:
+                events.append(f"answer {n}: peer saw {received(peers[0])!r}")
+                helds[0].hold(b"%d;" % n)
+                if n == 0:  # an answer that makes another request ready (pipelining)
+                    turn.later(answer(2))
+
+            return run
+
+        def read_burst() -> None:  # the turn's reads: each request only queued
+            turn.later(answer(0))
+            turn.later(answer(1))
+            events.append("reads done")
+
+        asyncio.get_running_loop().call_soon(read_burst)
+        await end_of_iteration()
+        assert events == [
+            "reads done",
+            "answer 0: peer saw b''",
+            "answer 1: peer saw b''",  # nothing is written while the turn still answers
+            "answer 2: peer saw b''",
+        ]
+        assert received(peers[0]) == b"0;1;2;"
+
+    run(1, scenario)
 
 
 def test_http11_two_answers_held_on_one_connection_keep_their_order() -> None:
