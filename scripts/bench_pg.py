@@ -13,8 +13,16 @@ Every client connects over TCP to 127.0.0.1 with the origin's connection factory
 connection of this process is closed). Each
 command is a `Ledger.execute_raw` of a `resource.put` creating a new `custom.note` with a
 unique command id and resource id and a payload of exactly 200 canonical bytes, built before
-its timer starts. Clients warm up, meet at a barrier, then run until `--seconds` have passed
-or they have committed `--commands`, whichever comes first. Phases:
+its timer starts. Clients warm up (`--warmup` commands each) and meet at a barrier; the database
+is then `ANALYZE`d, as autovacuum does in service, and they start together at a second
+barrier, then run until `--seconds` have passed or they have committed `--commands`, whichever
+comes first. Until its tables have statistics PostgreSQL plans the replay check of
+`aidememo_execute_raw` (the receipt by command id) through the `(tenant_id, project_id,
+project_seq)` index with the command id as a filter, so a fresh database's cost per command
+grows with every command (one client, 6,000 commands in blocks of 1,500: 721, 904, 1,109 and
+1,297 us a command; flat at 587-615 us once analyzed); analyzed after only a few dozen rows,
+it plans small-table scans that grow the same way, hence a warm-up of 300 (the origin phases
+do the same, `scripts/_bench_pg_origin.py`). Phases:
 
 - `one_client`: one client on its own project;
 - `sixteen_clients_one_project`: 16 clients on one project (its writers are serialized);
@@ -174,7 +182,8 @@ def client_main(
     samples = array.array("q")
     failed = 0
     clock = time.monotonic_ns  # system-wide on Linux: comparable across the processes
-    barrier.wait()
+    barrier.wait()  # warmed up: the parent analyzes the database
+    barrier.wait()  # go
     cpu = time.process_time()
     start = clock()
     deadline = start + int(seconds * 1e9)
@@ -238,7 +247,9 @@ def run_phase(
         p.start()
     states: dict[str, int] = {}
     try:
-        barrier.wait()
+        barrier.wait()  # every client warmed up
+        _analyze(url)
+        barrier.wait()  # go
         got: list[ClientResult] = []
         give_up = time.monotonic() + seconds + 120
         with _Sampler(url) as sampler:
@@ -276,6 +287,14 @@ def run_phase(
         f"{name}_client_peak_rss_mib": max(r.peak_rss_mib for r in got),
         f"{name}_server_states": _shares(states),
     }
+
+
+def _analyze(url: str) -> None:
+    """`ANALYZE` the database, as autovacuum does in service (see the module docstring)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ANALYZE")
 
 
 # -- baseline -------------------------------------------------------------------------------
@@ -407,7 +426,9 @@ def main() -> int:
     parser.add_argument(
         "--commands", type=int, default=10**9, help="at most this many commands per client"
     )
-    parser.add_argument("--warmup", type=int, default=50, help="untimed commands per client")
+    parser.add_argument(
+        "--warmup", type=int, default=300, help="untimed commands per client, before ANALYZE"
+    )
     parser.add_argument(
         "--profile-commands", type=int, default=1_000, help="size of the where-time-goes probe"
     )
