@@ -82,7 +82,7 @@ class LoopTurn:
                     _logger.error("writing a held answer failed", exc_info=exc)
         finally:
             self._scheduled = False
-            if self._ready or self._due:  # added by a failing callback's cleanup
+            if self._ready or self._due:  # left by a BaseException that ended the callback
                 self._schedule()
 
 

@@ -118,7 +118,7 @@ class DirectCycle:
         self.response_complete = False
         self.disconnected = False
         self.message_event = NO_EVENT
-        self.started = 0.0
+        self.started = 0.0  # when the whole request was here (the transport stamps it)
 
 
 Respond = Callable[[DirectCycle, str, Response], None]
@@ -165,10 +165,8 @@ class DirectEntry:
         """Answer `cycle`: `respond(cycle, request_id, response)` is called on the loop, now
         (a read under `writes`, everything under `inline`) or once the pool has dispatched, or
         the write committer has committed the request's batch."""
-        if not cycle.started:  # a request answered at the end of its turn was stamped then
-            cycle.started = time.perf_counter()
         method = cycle.method
-        if self._offload_all or (self._offload_writes and method not in _READS):
+        if not self.on_loop(method):
             writes = self._writes
             if writes is not None and method not in _READS and writes.accepts(method, cycle.path):
                 request = self.request(cycle)

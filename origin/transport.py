@@ -265,10 +265,10 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         waiting = self._waiting
         if waiting is not None:  # the whole request is here: answer it without ASGI
             self._waiting = None
+            waiting.started = time.perf_counter()  # the access line's duration counts from here
             entry = self._direct
             assert entry is not None and self._held is not None
             if entry.on_loop(waiting.method):  # after the turn's other reads (HTTP-11)
-                waiting.started = time.perf_counter()
                 self._ready = waiting
                 self._held.turn.later(self._answer_ready)
             else:
