@@ -33,8 +33,9 @@ in one SQLite group commit). `dispatch` is synchronous and a `synchronous=FULL` 
 for fsync: on the loop, one slow commit would stall every connection, while in a thread the
 fsync releases the GIL and overlaps the next requests' work; reads gain nothing from the
 thread hop. The measurements behind this are in `docs/bench-notes.md`. A command with its
-whole body, given a write committer (`writes`, `origin.committer`, HTTP-10), is not
-dispatched in the pool: the committer answers it with its batch, one commit for many.
+whole body, given a write queue (`writes`), is not dispatched in the pool: the write committer
+(`origin.committer`, HTTP-10) answers it with its batch, one commit for many; the command pool
+(`origin.command_pool`, HTTP-12) on as many threads as the store has connections.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ from origin.asgi_common import (
     request_id,
     send_stream,
 )
-from origin.committer import Committer
+from origin.committer import WriteQueue
 from origin.direct import DirectEntry
 
 __all__ = ["AsgiApp", "AsgiBody", "create_asgi_app", "new_request_id"]
@@ -160,7 +161,7 @@ def create_asgi_app(
     websocket: WebSocketHandler | None = None,
     threads: int | None = None,
     direct: bool = True,
-    writes: Committer | None = None,
+    writes: WriteQueue | None = None,
 ) -> AsgiApp:
     """Wrap `http_app` in an ASGI 3 application.
 
@@ -172,7 +173,7 @@ def create_asgi_app(
     down at the lifespan shutdown, before `on_shutdown`); None uses the loop's default pool.
     `direct` gives the app its `direct` attribute, the `origin.direct.DirectEntry` the
     origin's transport answers ordinary requests through without ASGI; False: none, every
-    request goes through ASGI. `writes` is the write committer the requests it `accepts`
+    request goes through ASGI. `writes` is the write queue the requests it `accepts`
     are handed to, on either path (stopped at the lifespan shutdown, before `on_shutdown`).
     """
     if dispatch_mode not in DISPATCH_MODES:
@@ -316,7 +317,7 @@ def create_asgi_app(
     return app
 
 
-async def _committed(writes: Committer, request: Request) -> Response:
+async def _committed(writes: WriteQueue, request: Request) -> Response:
     """The answer the write committer gives `request`, once its batch committed."""
     answer: asyncio.Future[Response] = get_running_loop().create_future()
 

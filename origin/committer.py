@@ -25,6 +25,7 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from queue import Empty, SimpleQueue
+from typing import Protocol
 
 from aidememo.http.types import Request, Response
 from origin.asgi_common import internal_error
@@ -38,6 +39,22 @@ Deliver = Callable[[Response], None]
 _STOP = None
 
 log = logging.getLogger("aidememo.error")
+
+
+class WriteQueue(Protocol):
+    """Where the adapter hands the requests it `accepts` instead of its dispatch pool: this
+    module's `Committer` (a store with write batches, HTTP-10) or
+    `origin.command_pool.CommandPool` (a store with a bounded connection pool, HTTP-12)."""
+
+    accepts: Callable[[str, str], bool]
+
+    def submit(self, loop: asyncio.AbstractEventLoop, request: Request, deliver: Deliver) -> None:
+        """Queue `request`; `deliver(response)` is called on `loop` with its answer."""
+        ...
+
+    def stop(self) -> None:
+        """Answer everything queued, then end the threads (idempotent)."""
+        ...
 
 
 class Committer:
@@ -123,13 +140,13 @@ class Committer:
             by_loop.setdefault(loop, []).append((deliver, response))
         for loop, answers in by_loop.items():
             try:
-                loop.call_soon_threadsafe(_deliver, answers)
+                loop.call_soon_threadsafe(deliver_answers, answers)
             except RuntimeError:  # the loop is closed: the server is gone, nobody to answer
                 pass
 
 
-def _deliver(answers: list[tuple[Deliver, Response]]) -> None:
-    """On the loop: hand each answer of a batch to its request."""
+def deliver_answers(answers: list[tuple[Deliver, Response]]) -> None:
+    """On the loop: hand each answer to its request."""
     for deliver, response in answers:
         try:
             deliver(response)

@@ -49,7 +49,7 @@ from origin.asgi_common import (
     request_id,
     send_stream,
 )
-from origin.committer import Committer
+from origin.committer import WriteQueue
 
 _READS = frozenset({"GET", "HEAD"})
 _BODYLESS = frozenset({"GET", "HEAD", "OPTIONS", "DELETE"})
@@ -146,7 +146,7 @@ class DirectEntry:
         pool: Callable[[], ThreadPoolExecutor | None],
         access: AccessLog,
         errors: logging.Logger,
-        writes: Committer | None = None,
+        writes: WriteQueue | None = None,
     ) -> None:
         self._dispatch = dispatch
         self._writes = writes

@@ -44,7 +44,8 @@ from typing import Any
 
 from aidememo.domain.limits import LIVE_INBOUND_MAX_BYTES
 from origin.asgi import DISPATCH_WRITES, Dispatcher, create_asgi_app
-from origin.committer import Committer
+from origin.command_pool import CommandPool
+from origin.committer import Committer, WriteQueue
 from origin.limits import TransportLimits
 from origin.logsink import CachedTimeFormatter, ClientDetailFilter
 
@@ -53,13 +54,15 @@ DEFAULT_PORT = 3030
 GRACEFUL_TIMEOUT_S = 30
 DIRECT_ENV = "AIDEMEMO_DIRECT_PATH"
 WRITE_BATCH_ENV = "AIDEMEMO_WRITE_BATCH"
+COMMAND_POOL_ENV = "AIDEMEMO_COMMAND_POOL"
 
 DISPATCH_THREADS = 64
 """Threads of the pool offloaded requests run in. Group commit (`sqlite3_executor`) can only
 batch writers that are waiting at once, and the loop's default pool has `cpu_count + 4` (6 on
 two cores); 64 matches the most callbacks one group commit carries (`MAX_BATCH`). On SQLite the
-commands go to the write committer instead (`origin.committer`, HTTP-10); the pool serves the
-other writes, and every write on PostgreSQL."""
+commands go to the write committer instead (`origin.committer`, HTTP-10), on PostgreSQL to the
+command pool (`origin.command_pool`, HTTP-12); this pool serves every other offloaded request,
+among them those that wait on a client (a body still arriving) or on object storage."""
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 WORKER_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s pid=%(process)d %(message)s"
@@ -138,6 +141,10 @@ class ServerSettings:
     """On a store that runs write batches, answer commands through the write committer
     (`origin.committer`, HTTP-10); False (or `AIDEMEMO_WRITE_BATCH=off`, for tests and
     benchmarks): each in a pool thread, through the store's group commit."""
+    command_pool: bool = field(default_factory=lambda: os.environ.get(COMMAND_POOL_ENV) != "off")
+    """On a store with a bounded connection pool (PostgreSQL), answer commands on as many
+    threads as it has connections (`origin.command_pool`, HTTP-12); False (or
+    `AIDEMEMO_COMMAND_POOL=off`, for tests and benchmarks): each in the dispatch pool."""
 
 
 class _Once:
@@ -175,18 +182,27 @@ def ws_protocol() -> type[asyncio.Protocol] | str:
     return QuietWebSocketProtocol
 
 
-def write_committer(
+def write_queue(
     http_app: Dispatcher, served: Dispatcher, settings: ServerSettings
-) -> Committer | None:
-    """The write committer of `http_app` (`origin.committer`, HTTP-10), each request
-    dispatched through `served` (the metered app, when metered); None when its store runs no
-    write batches or `settings.write_batch` is off."""
+) -> WriteQueue | None:
+    """Where `http_app`'s commands go instead of the dispatch pool, each dispatched through
+    `served` (the metered app, when metered): the write committer on a store that runs write
+    batches (`origin.committer`, HTTP-10), the command pool on a store with a bounded
+    connection pool (`origin.command_pool`, HTTP-12); None for any other store or with the
+    setting off."""
     from aidememo.http.app import HttpApp
 
-    if not (settings.write_batch and isinstance(http_app, HttpApp) and http_app.batches):
+    if not isinstance(http_app, HttpApp):
         return None
-    batch_app, dispatch = http_app, served.dispatch
-    return Committer(lambda requests: batch_app.run_batch(requests, dispatch), batch_app.batched)
+    app, dispatch = http_app, served.dispatch
+    if app.batches:
+        if not settings.write_batch:
+            return None
+        return Committer(lambda requests: app.run_batch(requests, dispatch), app.batched)
+    connections = app.connections
+    if connections is None or not settings.command_pool:
+        return None
+    return CommandPool(dispatch, app.is_command, connections)
 
 
 def serve(
@@ -232,7 +248,7 @@ def serve(
         websocket=live,
         threads=settings.threads,
         direct=settings.direct,
-        writes=write_committer(http_app, served, settings),
+        writes=write_queue(http_app, served, settings),
     )
     config = uvicorn.Config(
         app,

@@ -169,8 +169,20 @@ class HttpApp:
     def batched(self, method: str, path: str) -> bool:
         """True when a request to `method path` may be answered in a write batch: its route
         is a command (`Route.batch`) and the store `batches`."""
+        return self.batches and self.is_command(method, path)
+
+    def is_command(self, method: str, path: str) -> bool:
+        """True when `method path` is a command's route (`Route.batch`): one command, no I/O
+        but the store's."""
         route = resolve(method, path).route
-        return route is not None and route.batch and self.batches
+        return route is not None and route.batch
+
+    @property
+    def connections(self) -> int | None:
+        """How many transactions the store runs at once, when a connection pool bounds them
+        (PostgreSQL: its pool's size); None for any other store."""
+        connections = getattr(self.store, "connections", None)
+        return connections if isinstance(connections, int) else None
 
     def run_batch(
         self,

@@ -331,14 +331,14 @@ def test_http10_served_concurrent_commands_are_answered_and_nothing_acknowledged
 
 
 def test_http10_serve_gives_a_committer_only_to_a_store_that_batches(setup: Setup) -> None:
-    from origin.server import ServerSettings, write_committer
+    from origin.server import ServerSettings, write_queue
 
     on, off = ServerSettings(write_batch=True), ServerSettings(write_batch=False)
-    committer = write_committer(setup.app, setup.app, on)
-    assert committer is not None and committer.accepts("POST", FACTS)
-    assert write_committer(setup.app, setup.app, off) is None  # AIDEMEMO_WRITE_BATCH=off
+    committer = write_queue(setup.app, setup.app, on)
+    assert isinstance(committer, Committer) and committer.accepts("POST", FACTS)
+    assert write_queue(setup.app, setup.app, off) is None  # AIDEMEMO_WRITE_BATCH=off
     memory = HttpApp(MemoryStore())
-    assert write_committer(memory, memory, on) is None  # no CAP_WRITE_BATCH (PostgreSQL too)
+    assert write_queue(memory, memory, on) is None  # no CAP_WRITE_BATCH, no connection pool
 
 
 def test_http10_a_batch_carries_at_most_max_batch_requests() -> None:

@@ -147,6 +147,12 @@ class PostgresStore:
         """Close the pool's connections; the store is unusable afterwards."""
         self.pool.close()
 
+    @property
+    def connections(self) -> int:
+        """The most transactions it runs at once: its pool's size (the origin runs its
+        commands on as many threads, `origin.command_pool`)."""
+        return self.pool.size
+
     # -- RawFastPath ----------------------------------------------------------------------
 
     def execute_raw(self, write: RawWrite) -> RawOutcome | None:

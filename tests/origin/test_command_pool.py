@@ -1,0 +1,260 @@
+"""The origin's command pool (SPEC.md HTTP-12): on a store with a bounded connection pool
+(PostgreSQL), command requests run on as many threads as the store has connections, taken in
+the order they came, each answered on its loop once its dispatch returned; and a real
+`aidememo serve` on PostgreSQL answering concurrent commands through it, nothing acknowledged
+lost."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from aidememo.cli.main import main
+from aidememo.domain.errors import ErrorCode
+from aidememo.http.app import HttpApp
+from aidememo.http.body import EMPTY
+from aidememo.http.types import Request, Response
+from aidememo.stores.memory import MemoryStore
+from origin.command_pool import CommandPool
+from origin.committer import Committer
+from tests import pg
+from tests.origin.test_serve_process import ServeProcess
+
+WAIT_S = 10.0  # a bound on waiting for what must happen, never a measured expectation
+
+
+def _request(n: int) -> Request:
+    return Request("POST", "/v1/commands", "", {}, EMPTY, f"rid{n:013d}")
+
+
+def _ok(request: Request) -> Response:
+    return Response(200, {}, request.request_id.encode())
+
+
+def _run(pool: CommandPool, requests: list[Request]) -> list[tuple[Response, bool]]:
+    """Submit `requests` from a loop; each answer and whether it came on the loop's thread."""
+
+    async def main() -> list[tuple[Response, bool]]:
+        loop = asyncio.get_running_loop()
+        loop_thread = threading.get_ident()
+        futures: list[asyncio.Future[tuple[Response, bool]]] = []
+        for request in requests:
+            answer: asyncio.Future[tuple[Response, bool]] = loop.create_future()
+
+            def deliver(
+                response: Response, answer: asyncio.Future[tuple[Response, bool]] = answer
+            ) -> None:
+                answer.set_result((response, threading.get_ident() == loop_thread))
+
+            pool.submit(loop, request, deliver)
+            futures.append(answer)
+        return list(await asyncio.wait_for(asyncio.gather(*futures), WAIT_S))
+
+    return asyncio.run(main())
+
+
+def _anything(method: str, path: str) -> bool:
+    return True
+
+
+def test_http12_commands_are_answered_in_the_order_they_came_on_their_loop() -> None:
+    order: list[str] = []
+
+    def dispatch(request: Request) -> Response:
+        order.append(request.request_id)
+        return _ok(request)
+
+    pool = CommandPool(dispatch, _anything, threads=1)
+    requests = [_request(n) for n in range(20)]
+    try:
+        answers = _run(pool, requests)
+    finally:
+        pool.stop()
+    assert order == [r.request_id for r in requests]
+    assert [bytes(a.body) for a, _ in answers] == [r.request_id.encode() for r in requests]
+    assert all(on_loop for _, on_loop in answers)
+
+
+def test_http12_never_more_commands_run_at_once_than_threads() -> None:
+    lock, running, most = threading.Lock(), [0], [0]
+    three_in, release = threading.Barrier(3, timeout=WAIT_S), threading.Event()
+
+    def dispatch(request: Request) -> Response:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        if int(request.request_id[3:]) < 3:  # the first three meet: all three threads busy
+            three_in.wait()
+            release.wait(WAIT_S)
+        with lock:
+            running[0] -= 1
+        return _ok(request)
+
+    pool = CommandPool(dispatch, _anything, threads=3)
+    threading.Timer(0.2, release.set).start()  # the rest queue behind the three meanwhile
+    try:
+        answers = _run(pool, [_request(n) for n in range(12)])
+    finally:
+        release.set()
+        pool.stop()
+    assert [a.status for a, _ in answers] == [200] * 12
+    assert most[0] == 3
+
+
+def test_http12_a_dispatch_that_raises_is_answered_with_the_retryable_503() -> None:
+    def dispatch(request: Request) -> Response:
+        raise RuntimeError("a bug")
+
+    pool = CommandPool(dispatch, _anything, threads=2)
+    try:
+        [(answer, _)] = _run(pool, [_request(1)])
+    finally:
+        pool.stop()
+    assert answer.status == 503
+    assert ErrorCode.STORAGE_FAILURE.value in bytes(answer.body).decode()
+
+
+def test_http12_stop_answers_what_is_queued_then_refuses_new_requests() -> None:
+    gate = threading.Event()
+
+    def dispatch(request: Request) -> Response:
+        gate.wait(WAIT_S)
+        return _ok(request)
+
+    pool = CommandPool(dispatch, _anything, threads=1)
+    answers: list[Response] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for n in range(5):
+            pool.submit(loop, _request(n), answers.append)
+        gate.set()
+        await loop.run_in_executor(None, pool.stop)  # the queued five are answered first
+        await asyncio.sleep(0)
+        pool.submit(loop, _request(9), answers.append)  # stopped: the retryable 503 at once
+        await asyncio.sleep(0)
+
+    asyncio.run(asyncio.wait_for(main(), WAIT_S))
+    assert [a.status for a in answers] == [200] * 5 + [503]
+
+
+def test_http12_a_pool_needs_a_thread() -> None:
+    with pytest.raises(ValueError):
+        CommandPool(_ok, _anything, threads=0)
+
+
+# -- which stores get one -------------------------------------------------------------------
+
+
+@pytest.fixture
+def db() -> Iterator[pg.Database]:
+    with pg.fresh_database() as database:
+        yield database
+
+
+@pytest.mark.postgres
+def test_http12_serve_gives_postgres_commands_a_pool_of_its_connections(db: pg.Database) -> None:
+    from origin.server import ServerSettings, write_queue
+
+    store = db.open("psycopg", pool_size=3)
+    app = HttpApp(store)
+    try:
+        pool = write_queue(app, app, ServerSettings(command_pool=True))
+        assert isinstance(pool, CommandPool) and pool.threads == 3
+        assert pool.accepts("POST", "/v1/commands")
+        assert pool.accepts("POST", "/v1/projects/p1/facts")
+        assert not pool.accepts("GET", "/v1/projects/p1/resources/fact/f1")
+        assert not pool.accepts("POST", "/v1/admin/tenants")  # not a command's route
+        off = write_queue(app, app, ServerSettings(command_pool=False))
+        assert off is None  # AIDEMEMO_COMMAND_POOL=off: the dispatch pool
+    finally:
+        store.close()
+    memory = HttpApp(MemoryStore())
+    assert write_queue(memory, memory, ServerSettings(command_pool=True)) is None
+
+
+def test_http12_a_store_that_batches_keeps_its_committer(tmp_path: Path) -> None:
+    from aidememo.stores.sqlite import SqliteStore
+    from origin.server import ServerSettings, write_queue
+
+    store = SqliteStore.open_file(tmp_path / "a.db")
+    app = HttpApp(store)
+    try:
+        assert app.connections is None
+        assert isinstance(write_queue(app, app, ServerSettings()), Committer)
+    finally:
+        store.close()
+
+
+# -- served: a real `aidememo serve` on PostgreSQL ------------------------------------------
+
+TENANT, PROJECT, ACTOR = "t_pool", "p_pool", "a_pool"
+
+
+@pytest.mark.postgres
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("pool", ["on", "off"])
+def test_http12_served_concurrent_commands_on_postgres_lose_nothing_acknowledged(
+    db: pg.Database, tmp_path: Path, pool: str
+) -> None:
+    """More concurrent commands than the store has connections, some refused; after a
+    SIGKILL every acknowledged one is there. `off`: the dispatch pool it replaces."""
+    token_file = tmp_path / "t.token"
+    assert main(["token", "new", "--out", str(token_file)]) == 0
+    boot = ["bootstrap", "--database", db.url, "--tenant-id", TENANT, "--project-id", PROJECT]
+    assert main([*boot, "--actor-id", ACTOR, "--token-file", str(token_file)]) == 0
+    headers = {"authorization": f"Bearer {token_file.read_text().strip()}"}
+    base = f"/v1/projects/{PROJECT}"
+    environ = {"AIDEMEMO_COMMAND_POOL": pool}
+    server = ServeProcess(tmp_path / "home", tmp_path / "serve.log", "--database", db.url,
+                          environ=environ)  # fmt: skip
+    tag = secrets.token_hex(3)
+    try:
+        created = httpx.post(
+            f"{server.url}{base}/sessions",
+            json={"command_id": f"s-{tag}", "payload": {"session_id": "s1", "topic": "pool"}},
+            headers=headers,
+        )
+        assert created.status_code == 200, created.text
+        post = _poster(server.url, base, headers, tag)
+        with ThreadPoolExecutor(24) as threads:
+            answers = list(threads.map(post, range(60)))
+        for n, status, code in answers:
+            if n % 7 == 3:
+                assert (status, code) == (404, ErrorCode.RESOURCE_NOT_FOUND.value), n
+            else:
+                assert status == 200, (n, status, code)
+    finally:
+        server.kill()  # SIGKILL: what was acknowledged must be committed already
+    again = ServeProcess(tmp_path / "home", tmp_path / "again.log", "--database", db.url)
+    try:
+        for n, status, _ in answers:
+            found = httpx.get(f"{again.url}{base}/resources/fact/f{n}", headers=headers)
+            assert found.status_code == (200 if status == 200 else 404), n
+    finally:
+        again.kill()
+
+
+def _poster(
+    url: str, base: str, headers: dict[str, str], tag: str
+) -> Callable[[int], tuple[int, int, str]]:
+    def post(n: int) -> tuple[int, int, str]:
+        session = "no-such-session" if n % 7 == 3 else "s1"
+        payload = {"fact_id": f"f{n}", "session_id": session, "content": f"fact {n}"}
+        with httpx.Client(timeout=30) as client:
+            answer = client.post(
+                f"{url}{base}/facts",
+                json={"command_id": f"c{n}-{tag}", "payload": payload},
+                headers=headers,
+            )
+        failed = answer.status_code != 200
+        return n, answer.status_code, answer.json()["error"]["code"] if failed else ""
+
+    return post
