@@ -9,7 +9,7 @@ is released, and is woken once more: two hand-offs between threads per request, 
 wake-up, a task switch and a turn of the GIL. Here the requests wait in one queue instead, in
 the order they came, and each of the `threads` threads takes the next as soon as it finished
 the one before, so a thread never waits for a connection and never sleeps while requests are
-queued (measured: 9 % less of the origin's CPU per command on one process, docs/bench-notes.md).
+queued (about 10 % less of the origin's CPU per command on one process, docs/bench-notes.md).
 
 Each request runs through the same `dispatch` as any other (the whole request pipeline, its
 transaction and its commit); its answer is handed to its loop with `call_soon_threadsafe`
