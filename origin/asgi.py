@@ -32,10 +32,11 @@ threads of the adapter's own when given; `origin.server` gives 64, so many write
 in one SQLite group commit). `dispatch` is synchronous and a `synchronous=FULL` commit waits
 for fsync: on the loop, one slow commit would stall every connection, while in a thread the
 fsync releases the GIL and overlaps the next requests' work; reads gain nothing from the
-thread hop. The measurements behind this are in `docs/bench-notes.md`. A command with its
-whole body, given a write queue (`writes`), is not dispatched in the pool: the write committer
-(`origin.committer`, HTTP-10) answers it with its batch, one commit for many; the command pool
-(`origin.command_pool`, HTTP-12) on as many threads as the store has connections.
+thread hop. The measurements behind this are in `docs/bench-notes.md`. A request that would
+go to the pool with its whole body, given a write queue (`writes`) that `accepts` it, goes to
+the queue instead: the write committer (`origin.committer`, HTTP-10) answers a command with its
+batch, one commit for many; the store pool (`origin.store_pool`, HTTP-12) answers a request
+whose only I/O is the store's on as many threads as the store has connections.
 """
 
 from __future__ import annotations
@@ -235,15 +236,10 @@ def create_asgi_app(
             request_id=rid,
         )
         try:
-            if (
-                writes is not None
-                and not streamed
-                and method not in _READS
-                and (offload_all or offload_writes)
-                and writes.accepts(method, path)
-            ):
+            offload = offload_all or (offload_writes and method not in _READS)
+            if writes is not None and not streamed and offload and writes.accepts(method, path):
                 response = await _committed(writes, request)
-            elif streamed or offload_all or (offload_writes and method not in _READS):
+            elif streamed or offload:
                 response = await get_running_loop().run_in_executor(pool(), dispatch, request)
             else:
                 response = dispatch(request)
@@ -318,7 +314,8 @@ def create_asgi_app(
 
 
 async def _committed(writes: WriteQueue, request: Request) -> Response:
-    """The answer the write committer gives `request`, once its batch committed."""
+    """The answer the write queue gives `request` (the committer once its batch committed,
+    the store pool once it was dispatched)."""
     answer: asyncio.Future[Response] = get_running_loop().create_future()
 
     def deliver(response: Response) -> None:

@@ -44,7 +44,7 @@ log = logging.getLogger("aidememo.error")
 class WriteQueue(Protocol):
     """Where the adapter hands the requests it `accepts` instead of its dispatch pool: this
     module's `Committer` (a store with write batches, HTTP-10) or
-    `origin.command_pool.CommandPool` (a store with a bounded connection pool, HTTP-12)."""
+    `origin.store_pool.StorePool` (a store with a bounded connection pool, HTTP-12)."""
 
     accepts: Callable[[str, str], bool]
 

@@ -16,10 +16,10 @@ headers are folded as `origin.asgi_common.fold_headers`; the request id is the i
 `x-request-id` or a new one, echoed; the body is the empty body for a bodiless method without
 a declared body, else the bytes received; `dispatch_mode` decides whether `dispatch` runs on
 the event loop or in the adapter's pool (the answer is then written from the loop, through
-`call_soon_threadsafe`), except a command the adapter's write committer takes
-(`origin.committer`, HTTP-10), answered with its batch; one `aidememo.access` line is logged
-after the answer is written,
-from the same record template. `encode` writes the head uvicorn's `RequestResponseCycle`
+`call_soon_threadsafe`), except a request the adapter's write queue takes (a command the
+write committer answers with its batch, `origin.committer`, HTTP-10; a request the store pool
+answers, `origin.store_pool`, HTTP-12); one `aidememo.access` line is logged after the answer
+is written, from the same record template. `encode` writes the head uvicorn's `RequestResponseCycle`
 writes for the adapter's messages: the same status line, `date` header, header validation,
 `content-length`, `x-request-id` and `connection: close` rules. A `Response.stream` (an
 artifact download) is sent by an ASGI cycle of its own (`DirectEntry.stream`), chunk by chunk
@@ -158,17 +158,17 @@ class DirectEntry:
 
     def on_loop(self, method: str) -> bool:
         """True when a request of `method` is answered on the event loop (`run` answers it
-        before it returns), not in the pool or the write committer."""
+        before it returns), not in the pool or the write queue."""
         return not (self._offload_all or (self._offload_writes and method not in _READS))
 
     def run(self, loop: asyncio.AbstractEventLoop, cycle: DirectCycle, respond: Respond) -> None:
         """Answer `cycle`: `respond(cycle, request_id, response)` is called on the loop, now
         (a read under `writes`, everything under `inline`) or once the pool has dispatched, or
-        the write committer has committed the request's batch."""
+        once the write queue it `accepts` (the write committer, the store pool) answered it."""
         method = cycle.method
         if not self.on_loop(method):
             writes = self._writes
-            if writes is not None and method not in _READS and writes.accepts(method, cycle.path):
+            if writes is not None and writes.accepts(method, cycle.path):
                 request = self.request(cycle)
                 writes.submit(loop, request, partial(respond, cycle, request.request_id))
                 return

@@ -44,25 +44,26 @@ from typing import Any
 
 from aidememo.domain.limits import LIVE_INBOUND_MAX_BYTES
 from origin.asgi import DISPATCH_WRITES, Dispatcher, create_asgi_app
-from origin.command_pool import CommandPool
 from origin.committer import Committer, WriteQueue
 from origin.limits import TransportLimits
 from origin.logsink import CachedTimeFormatter, ClientDetailFilter
+from origin.store_pool import StorePool
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 3030
 GRACEFUL_TIMEOUT_S = 30
 DIRECT_ENV = "AIDEMEMO_DIRECT_PATH"
 WRITE_BATCH_ENV = "AIDEMEMO_WRITE_BATCH"
-COMMAND_POOL_ENV = "AIDEMEMO_COMMAND_POOL"
+STORE_POOL_ENV = "AIDEMEMO_STORE_POOL"
 
 DISPATCH_THREADS = 64
 """Threads of the pool offloaded requests run in. Group commit (`sqlite3_executor`) can only
 batch writers that are waiting at once, and the loop's default pool has `cpu_count + 4` (6 on
 two cores); 64 matches the most callbacks one group commit carries (`MAX_BATCH`). On SQLite the
-commands go to the write committer instead (`origin.committer`, HTTP-10), on PostgreSQL to the
-command pool (`origin.command_pool`, HTTP-12); this pool serves every other offloaded request,
-among them those that wait on a client (a body still arriving) or on object storage."""
+commands go to the write committer instead (`origin.committer`, HTTP-10), on PostgreSQL the
+commands and member reads to the store pool (`origin.store_pool`, HTTP-12); this pool serves
+every other offloaded request, among them those that wait on a client (a body still arriving)
+or on object storage."""
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 WORKER_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s pid=%(process)d %(message)s"
@@ -141,10 +142,10 @@ class ServerSettings:
     """On a store that runs write batches, answer commands through the write committer
     (`origin.committer`, HTTP-10); False (or `AIDEMEMO_WRITE_BATCH=off`, for tests and
     benchmarks): each in a pool thread, through the store's group commit."""
-    command_pool: bool = field(default_factory=lambda: os.environ.get(COMMAND_POOL_ENV) != "off")
-    """On a store with a bounded connection pool (PostgreSQL), answer commands on as many
-    threads as it has connections (`origin.command_pool`, HTTP-12); False (or
-    `AIDEMEMO_COMMAND_POOL=off`, for tests and benchmarks): each in the dispatch pool."""
+    store_pool: bool = field(default_factory=lambda: os.environ.get(STORE_POOL_ENV) != "off")
+    """On a store with a bounded connection pool (PostgreSQL), answer commands and member
+    reads on as many threads as it has connections (`origin.store_pool`, HTTP-12); False (or
+    `AIDEMEMO_STORE_POOL=off`, for tests and benchmarks): each in the dispatch pool."""
 
 
 class _Once:
@@ -185,11 +186,11 @@ def ws_protocol() -> type[asyncio.Protocol] | str:
 def write_queue(
     http_app: Dispatcher, served: Dispatcher, settings: ServerSettings
 ) -> WriteQueue | None:
-    """Where `http_app`'s commands go instead of the dispatch pool, each dispatched through
-    `served` (the metered app, when metered): the write committer on a store that runs write
-    batches (`origin.committer`, HTTP-10), the command pool on a store with a bounded
-    connection pool (`origin.command_pool`, HTTP-12); None for any other store or with the
-    setting off."""
+    """Where `http_app`'s requests go instead of the dispatch pool, each dispatched through
+    `served` (the metered app, when metered): its commands to the write committer on a store
+    that runs write batches (`origin.committer`, HTTP-10); its commands and member reads to the
+    store pool on a store with a bounded connection pool (`origin.store_pool`, HTTP-12); None
+    for any other store or with the setting off."""
     from aidememo.http.app import HttpApp
 
     if not isinstance(http_app, HttpApp):
@@ -200,9 +201,9 @@ def write_queue(
             return None
         return Committer(lambda requests: app.run_batch(requests, dispatch), app.batched)
     connections = app.connections
-    if connections is None or not settings.command_pool:
+    if connections is None or not settings.store_pool:
         return None
-    return CommandPool(dispatch, app.is_command, connections)
+    return StorePool(dispatch, app.on_store, connections)
 
 
 def serve(

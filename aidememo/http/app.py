@@ -177,6 +177,12 @@ class HttpApp:
         route = resolve(method, path).route
         return route is not None and route.batch
 
+    def on_store(self, method: str, path: str) -> bool:
+        """True when a request to `method path` does no I/O but the store's: a command
+        (`Route.batch`) or a member read (`Route.store_read`)."""
+        route = resolve(method, path).route
+        return route is not None and (route.batch or route.store_read)
+
     @property
     def connections(self) -> int | None:
         """How many transactions the store runs at once, when a connection pool bounds them

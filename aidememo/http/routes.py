@@ -166,6 +166,7 @@ _MEMBER = (
         handlers.identity,
         "The caller's identity and role in the project",
         answer="Identity",
+        store_read=True,
     ),
     Route(
         "resource",
@@ -175,6 +176,7 @@ _MEMBER = (
         "The exact current body or tombstone of one resource",
         answer="Resource",
         errors=(E.RESOURCE_NOT_FOUND,),
+        store_read=True,
     ),
     Route(
         "changes",
@@ -185,6 +187,7 @@ _MEMBER = (
         answer="ChangeBatch",
         query=_CHANGES_QUERY,
         errors=_CURSOR,
+        store_read=True,
     ),
     Route(
         "changes_materialized",
@@ -195,6 +198,7 @@ _MEMBER = (
         answer="MaterializedBatch",
         query=_CHANGES_QUERY,
         errors=_CURSOR,
+        store_read=True,
     ),
     CHANGES_LIVE,
     Route(
@@ -206,6 +210,7 @@ _MEMBER = (
         answer="Snapshot",
         query=_SNAPSHOT_QUERY,
         errors=(E.SNAPSHOT_EXPIRED,),
+        store_read=True,
     ),
     Route(
         "create_session",
@@ -226,6 +231,7 @@ _MEMBER = (
         "The project's sessions, newest first",
         answer="Sessions",
         query=_SESSIONS_QUERY,
+        store_read=True,
     ),
     Route(
         "session_facts",
@@ -236,6 +242,7 @@ _MEMBER = (
         answer="SessionFacts",
         query=_SESSION_FACTS_QUERY,
         errors=(E.RESOURCE_NOT_FOUND,),
+        store_read=True,
     ),
     Route(
         "create_fact",
@@ -278,6 +285,7 @@ _MEMBER = (
         "The caller's inbox or outbox, newest first",
         answer="Mailbox",
         query=_MAILBOX_QUERY,
+        store_read=True,
     ),
     Route(
         "handoff_status",
@@ -287,6 +295,7 @@ _MEMBER = (
         "{revision, record} of a handoff, for its sender and receiver",
         answer="HandoffStatus",
         errors=(E.HANDOFF_ACTOR_MISMATCH, E.RESOURCE_NOT_FOUND),
+        store_read=True,
     ),
     Route(
         "accept",
@@ -328,6 +337,7 @@ _MEMBER = (
         handlers.members,
         "Every member of the project: actor id, kind, role and status",
         answer="Members",
+        store_read=True,
     ),
     Route(
         "search",
@@ -338,6 +348,7 @@ _MEMBER = (
         answer="Search",
         query=_SEARCH_QUERY,
         errors=(E.CURSOR_OUT_OF_RANGE,),
+        store_read=True,
     ),
     Route(
         "mcp",

@@ -62,6 +62,7 @@ class Route:
     query: tuple[dict[str, Any], ...] = ()  # OpenAPI query parameters
     errors: tuple[ErrorCode, ...] = ()  # domain errors beyond the shared request checks
     batch: bool = False  # one command, no I/O but the store's: may share a write batch (HTTP-10)
+    store_read: bool = False  # a read, no I/O but the store's: the store's pool (HTTP-12)
     pattern: tuple[str, ...] = field(init=False)  # literal segments, or "{name}"
 
     def __post_init__(self) -> None:

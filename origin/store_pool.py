@@ -1,15 +1,15 @@
-"""Command requests on a store with a bounded connection pool (PostgreSQL): as many threads as
-the store has connections (SPEC.md HTTP-12).
+"""Requests whose only I/O is the store's, on a store with a bounded connection pool
+(PostgreSQL): as many threads as the store has connections (SPEC.md HTTP-12).
 
-A command (`Route.batch`: the store's I/O and nothing else) holds one of the store's
-connections for nearly all of its run. In the adapter's dispatch pool (64 threads, sized for
-requests that wait on a client or on object storage) every command beyond the store's
-connections wakes an idle thread that then sleeps again in the store's pool until a connection
-is released, and is woken once more: two hand-offs between threads per request, each a futex
-wake-up, a task switch and a turn of the GIL. Here the requests wait in one queue instead, in
-the order they came, and each of the `threads` threads takes the next as soon as it finished
-the one before, so a thread never waits for a connection and never sleeps while requests are
-queued (about 10 % less of the origin's CPU per command on one process, docs/bench-notes.md).
+A command (`Route.batch`) or a member read (`Route.store_read`) does no I/O but the store's, so
+it holds one of the store's connections for nearly all of its run. In the adapter's dispatch
+pool (64 threads, sized for requests that wait on a client or on object storage) every such
+request beyond the store's connections wakes an idle thread that then sleeps again in the
+store's pool until a connection is released, and is woken once more: two hand-offs between
+threads per request, each a futex wake-up, a task switch and a turn of the GIL. Here the
+requests wait in one queue instead, in the order they came, and each of the `threads` threads
+takes the next as soon as it finished the one before, so a thread never waits for a connection
+and never sleeps while requests are queued (docs/bench-notes.md has the measurements).
 
 Each request runs through the same `dispatch` as any other (the whole request pipeline, its
 transaction and its commit); its answer is handed to its loop with `call_soon_threadsafe`
@@ -36,7 +36,7 @@ log = logging.getLogger("aidememo.error")
 _Item = tuple[asyncio.AbstractEventLoop, Request, Deliver] | None
 
 
-class CommandPool:
+class StorePool:
     """`threads` threads answering the requests `accepts(method, path)` admits, in the order
     `submit` queued them; started on the first request, ended by `stop`."""
 
@@ -82,7 +82,7 @@ class CommandPool:
             if not self._running:
                 for n in range(self.threads):
                     thread = threading.Thread(
-                        target=self._run, name=f"aidememo-command-{n}", daemon=True
+                        target=self._run, name=f"aidememo-store-{n}", daemon=True
                     )
                     thread.start()
                     self._running.append(thread)

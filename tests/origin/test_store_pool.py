@@ -1,8 +1,8 @@
-"""The origin's command pool (SPEC.md HTTP-12): on a store with a bounded connection pool
-(PostgreSQL), command requests run on as many threads as the store has connections, taken in
-the order they came, each answered on its loop once its dispatch returned; and a real
-`aidememo serve` on PostgreSQL answering concurrent commands through it, nothing acknowledged
-lost."""
+"""The origin's store pool (SPEC.md HTTP-12): on a store with a bounded connection pool
+(PostgreSQL), the requests whose only I/O is the store's (commands, member reads) run on as
+many threads as the store has connections, taken in the order they came, each answered on its
+loop once its dispatch returned; and a real `aidememo serve` on PostgreSQL answering
+concurrent commands and reads through it, nothing acknowledged lost."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from aidememo.http.app import HttpApp
 from aidememo.http.body import EMPTY
 from aidememo.http.types import Request, Response
 from aidememo.stores.memory import MemoryStore
-from origin.command_pool import CommandPool
 from origin.committer import Committer
+from origin.store_pool import StorePool
 from tests import pg
 from tests.origin.test_serve_process import ServeProcess
 
@@ -38,7 +38,7 @@ def _ok(request: Request) -> Response:
     return Response(200, {}, request.request_id.encode())
 
 
-def _run(pool: CommandPool, requests: list[Request]) -> list[tuple[Response, bool]]:
+def _run(pool: StorePool, requests: list[Request]) -> list[tuple[Response, bool]]:
     """Submit `requests` from a loop; each answer and whether it came on the loop's thread."""
 
     async def main() -> list[tuple[Response, bool]]:
@@ -64,14 +64,14 @@ def _anything(method: str, path: str) -> bool:
     return True
 
 
-def test_http12_commands_are_answered_in_the_order_they_came_on_their_loop() -> None:
+def test_http12_requests_are_answered_in_the_order_they_came_on_their_loop() -> None:
     order: list[str] = []
 
     def dispatch(request: Request) -> Response:
         order.append(request.request_id)
         return _ok(request)
 
-    pool = CommandPool(dispatch, _anything, threads=1)
+    pool = StorePool(dispatch, _anything, threads=1)
     requests = [_request(n) for n in range(20)]
     try:
         answers = _run(pool, requests)
@@ -82,7 +82,7 @@ def test_http12_commands_are_answered_in_the_order_they_came_on_their_loop() -> 
     assert all(on_loop for _, on_loop in answers)
 
 
-def test_http12_never_more_commands_run_at_once_than_threads() -> None:
+def test_http12_never_more_requests_run_at_once_than_threads() -> None:
     lock, running, most = threading.Lock(), [0], [0]
     three_in, release = threading.Barrier(3, timeout=WAIT_S), threading.Event()
 
@@ -97,7 +97,7 @@ def test_http12_never_more_commands_run_at_once_than_threads() -> None:
             running[0] -= 1
         return _ok(request)
 
-    pool = CommandPool(dispatch, _anything, threads=3)
+    pool = StorePool(dispatch, _anything, threads=3)
     threading.Timer(0.2, release.set).start()  # the rest queue behind the three meanwhile
     try:
         answers = _run(pool, [_request(n) for n in range(12)])
@@ -112,7 +112,7 @@ def test_http12_a_dispatch_that_raises_is_answered_with_the_retryable_503() -> N
     def dispatch(request: Request) -> Response:
         raise RuntimeError("a bug")
 
-    pool = CommandPool(dispatch, _anything, threads=2)
+    pool = StorePool(dispatch, _anything, threads=2)
     try:
         [(answer, _)] = _run(pool, [_request(1)])
     finally:
@@ -128,7 +128,7 @@ def test_http12_stop_answers_what_is_queued_then_refuses_new_requests() -> None:
         gate.wait(WAIT_S)
         return _ok(request)
 
-    pool = CommandPool(dispatch, _anything, threads=1)
+    pool = StorePool(dispatch, _anything, threads=1)
     answers: list[Response] = []
 
     async def main() -> None:
@@ -147,7 +147,7 @@ def test_http12_stop_answers_what_is_queued_then_refuses_new_requests() -> None:
 
 def test_http12_a_pool_needs_a_thread() -> None:
     with pytest.raises(ValueError):
-        CommandPool(_ok, _anything, threads=0)
+        StorePool(_ok, _anything, threads=0)
 
 
 # -- which stores get one -------------------------------------------------------------------
@@ -160,24 +160,29 @@ def db() -> Iterator[pg.Database]:
 
 
 @pytest.mark.postgres
-def test_http12_serve_gives_postgres_commands_a_pool_of_its_connections(db: pg.Database) -> None:
+def test_http12_serve_gives_postgres_a_store_pool_of_its_connections(db: pg.Database) -> None:
     from origin.server import ServerSettings, write_queue
 
     store = db.open("psycopg", pool_size=3)
     app = HttpApp(store)
     try:
-        pool = write_queue(app, app, ServerSettings(command_pool=True))
-        assert isinstance(pool, CommandPool) and pool.threads == 3
+        pool = write_queue(app, app, ServerSettings(store_pool=True))
+        assert isinstance(pool, StorePool) and pool.threads == 3
         assert pool.accepts("POST", "/v1/commands")
         assert pool.accepts("POST", "/v1/projects/p1/facts")
-        assert not pool.accepts("GET", "/v1/projects/p1/resources/fact/f1")
-        assert not pool.accepts("POST", "/v1/admin/tenants")  # not a command's route
-        off = write_queue(app, app, ServerSettings(command_pool=False))
-        assert off is None  # AIDEMEMO_COMMAND_POOL=off: the dispatch pool
+        assert pool.accepts("GET", "/v1/projects/p1/resources/fact/f1")  # a member read
+        assert pool.accepts("GET", "/v1/projects/p1/search")
+        assert not pool.accepts("GET", "/health")  # not the store's alone
+        assert not pool.accepts("POST", "/v1/projects/p1/artifacts/a1/downloads")  # object storage
+        assert not pool.accepts("POST", "/v1/projects/p1/mcp")
+        assert not pool.accepts("POST", "/v1/admin/bootstrap")
+        assert not pool.accepts("GET", "/v1/no/such/route")
+        off = write_queue(app, app, ServerSettings(store_pool=False))
+        assert off is None  # AIDEMEMO_STORE_POOL=off: the dispatch pool
     finally:
         store.close()
     memory = HttpApp(MemoryStore())
-    assert write_queue(memory, memory, ServerSettings(command_pool=True)) is None
+    assert write_queue(memory, memory, ServerSettings(store_pool=True)) is None
 
 
 def test_http12_a_store_that_batches_keeps_its_committer(tmp_path: Path) -> None:
@@ -201,18 +206,18 @@ TENANT, PROJECT, ACTOR = "t_pool", "p_pool", "a_pool"
 @pytest.mark.postgres
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("pool", ["on", "off"])
-def test_http12_served_concurrent_commands_on_postgres_lose_nothing_acknowledged(
+def test_http12_served_concurrent_commands_and_reads_on_postgres_lose_nothing_acknowledged(
     db: pg.Database, tmp_path: Path, pool: str
 ) -> None:
-    """More concurrent commands than the store has connections, some refused; after a
-    SIGKILL every acknowledged one is there. `off`: the dispatch pool it replaces."""
+    """More concurrent commands and reads than the store has connections, some refused;
+    after a SIGKILL every acknowledged one is there. `off`: the dispatch pool it replaces."""
     token_file = tmp_path / "t.token"
     assert main(["token", "new", "--out", str(token_file)]) == 0
     boot = ["bootstrap", "--database", db.url, "--tenant-id", TENANT, "--project-id", PROJECT]
     assert main([*boot, "--actor-id", ACTOR, "--token-file", str(token_file)]) == 0
     headers = {"authorization": f"Bearer {token_file.read_text().strip()}"}
     base = f"/v1/projects/{PROJECT}"
-    environ = {"AIDEMEMO_COMMAND_POOL": pool}
+    environ = {"AIDEMEMO_STORE_POOL": pool}
     server = ServeProcess(tmp_path / "home", tmp_path / "serve.log", "--database", db.url,
                           environ=environ)  # fmt: skip
     tag = secrets.token_hex(3)
@@ -226,16 +231,17 @@ def test_http12_served_concurrent_commands_on_postgres_lose_nothing_acknowledged
         post = _poster(server.url, base, headers, tag)
         with ThreadPoolExecutor(24) as threads:
             answers = list(threads.map(post, range(60)))
-        for n, status, code in answers:
+        for n, status, code, read in answers:
             if n % 7 == 3:
                 assert (status, code) == (404, ErrorCode.RESOURCE_NOT_FOUND.value), n
             else:
                 assert status == 200, (n, status, code)
+            assert read == (200 if status == 200 else 404), n  # its writer reads its write
     finally:
         server.kill()  # SIGKILL: what was acknowledged must be committed already
     again = ServeProcess(tmp_path / "home", tmp_path / "again.log", "--database", db.url)
     try:
-        for n, status, _ in answers:
+        for n, status, _, _ in answers:
             found = httpx.get(f"{again.url}{base}/resources/fact/f{n}", headers=headers)
             assert found.status_code == (200 if status == 200 else 404), n
     finally:
@@ -244,8 +250,11 @@ def test_http12_served_concurrent_commands_on_postgres_lose_nothing_acknowledged
 
 def _poster(
     url: str, base: str, headers: dict[str, str], tag: str
-) -> Callable[[int], tuple[int, int, str]]:
-    def post(n: int) -> tuple[int, int, str]:
+) -> Callable[[int], tuple[int, int, str, int]]:
+    """Post fact `n` (to a session that does not exist when n % 7 == 3), then read it back:
+    (n, the post's status, its error code, the read's status)."""
+
+    def post(n: int) -> tuple[int, int, str, int]:
         session = "no-such-session" if n % 7 == 3 else "s1"
         payload = {"fact_id": f"f{n}", "session_id": session, "content": f"fact {n}"}
         with httpx.Client(timeout=30) as client:
@@ -254,7 +263,9 @@ def _poster(
                 json={"command_id": f"c{n}-{tag}", "payload": payload},
                 headers=headers,
             )
+            read = client.get(f"{url}{base}/resources/fact/f{n}", headers=headers)
         failed = answer.status_code != 200
-        return n, answer.status_code, answer.json()["error"]["code"] if failed else ""
+        code = answer.json()["error"]["code"] if failed else ""
+        return n, answer.status_code, code, read.status_code
 
     return post
