@@ -185,6 +185,23 @@ def test_http12_serve_gives_postgres_a_store_pool_of_its_connections(db: pg.Data
     assert write_queue(memory, memory, ServerSettings(store_pool=True)) is None
 
 
+def test_http12_the_store_pool_takes_only_member_reads_and_commands() -> None:
+    from aidememo.http.routes import ROUTES
+    from aidememo.http.routing import Auth
+
+    reads = {route.name for route in ROUTES if route.store_read}
+    assert reads == {
+        "identity", "resource", "changes", "changes_materialized", "snapshot", "sessions",
+        "session_facts", "mailbox", "handoff_status", "members", "search",
+    }  # fmt: skip
+    for route in ROUTES:
+        if route.store_read:  # a member's plain read: no body, no upgrade, no object storage
+            assert route.method == "GET" and route.auth is Auth.MEMBER, route.name
+            assert route.body is None and not route.upgrade and not route.batch, route.name
+        if route.batch:
+            assert route.method != "GET" and not route.streamed, route.name
+
+
 def test_http12_a_store_that_batches_keeps_its_committer(tmp_path: Path) -> None:
     from aidememo.stores.sqlite import SqliteStore
     from origin.server import ServerSettings, write_queue
