@@ -68,8 +68,8 @@ from origin.asgi_common import (
     request_id,
     send_stream,
 )
-from origin.committer import WriteQueue
 from origin.direct import DirectEntry
+from origin.write_queue import WriteQueue
 
 __all__ = ["AsgiApp", "AsgiBody", "create_asgi_app", "new_request_id"]
 

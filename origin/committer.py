@@ -22,42 +22,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import Callable, Sequence
-from queue import Empty, SimpleQueue
-from typing import Protocol
+from queue import Empty
 
 from aidememo.http.types import Request, Response
 from origin.asgi_common import internal_error
+from origin.write_queue import Deliver, Item, QueueThreads, hand_over
 
 MAX_BATCH = 64
 """Most requests one batch carries (STORE-7's bound on a shared transaction)."""
 
-Deliver = Callable[[Response], None]
-"""Called on the request's loop with its answer."""
-
-_STOP = None
-
 log = logging.getLogger("aidememo.error")
 
 
-class WriteQueue(Protocol):
-    """Where the adapter hands the requests it `accepts` instead of its dispatch pool: this
-    module's `Committer` (a store with write batches, HTTP-10) or
-    `origin.store_pool.StorePool` (a store with a bounded connection pool, HTTP-12)."""
-
-    accepts: Callable[[str, str], bool]
-
-    def submit(self, loop: asyncio.AbstractEventLoop, request: Request, deliver: Deliver) -> None:
-        """Queue `request`; `deliver(response)` is called on `loop` with its answer."""
-        ...
-
-    def stop(self) -> None:
-        """Answer everything queued, then end the threads (idempotent)."""
-        ...
-
-
-class Committer:
+class Committer(QueueThreads):
     """The write committer of one origin process: `accepts` tells which requests it takes,
     `submit` queues one (from the loop), `stop` finishes what is queued and ends the thread."""
 
@@ -70,42 +48,9 @@ class Committer:
     ) -> None:
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
-        self.accepts = accepts
-        """`accepts(method, path)`: True for a request the committer may take."""
+        super().__init__(accepts, 1, "aidememo-committer")
         self._run_batch = run_batch
         self._max_batch = max_batch
-        self._queue: SimpleQueue[tuple[asyncio.AbstractEventLoop, Request, Deliver] | None]
-        self._queue = SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._start_lock = threading.Lock()
-        self._stopped = False
-
-    def submit(self, loop: asyncio.AbstractEventLoop, request: Request, deliver: Deliver) -> None:
-        """Queue `request`; `deliver(response)` is called on `loop` once its batch committed."""
-        if self._thread is None and not self._start():
-            loop.call_soon(deliver, internal_error(request.request_id))  # stopped: retry later
-            return
-        self._queue.put((loop, request, deliver))
-
-    def stop(self) -> None:
-        """Answer everything queued, then end the thread (idempotent)."""
-        with self._start_lock:
-            self._stopped = True
-            thread, self._thread = self._thread, None
-        if thread is not None:
-            self._queue.put(_STOP)
-            thread.join()
-
-    def _start(self) -> bool:
-        """Start the thread unless it runs; False once stopped."""
-        with self._start_lock:
-            if self._stopped:
-                return False
-            if self._thread is None:
-                thread = threading.Thread(target=self._run, name="aidememo-committer", daemon=True)
-                thread.start()
-                self._thread = thread
-            return True
 
     def _run(self) -> None:
         queue, limit = self._queue, self._max_batch
@@ -128,7 +73,7 @@ class Committer:
             if stop:
                 return
 
-    def _answer(self, batch: list[tuple[asyncio.AbstractEventLoop, Request, Deliver]]) -> None:
+    def _answer(self, batch: list[Item]) -> None:
         requests = [request for _, request, _ in batch]
         try:
             responses = self._run_batch(requests)
@@ -139,16 +84,4 @@ class Committer:
         for (loop, _, deliver), response in zip(batch, responses, strict=True):
             by_loop.setdefault(loop, []).append((deliver, response))
         for loop, answers in by_loop.items():
-            try:
-                loop.call_soon_threadsafe(deliver_answers, answers)
-            except RuntimeError:  # the loop is closed: the server is gone, nobody to answer
-                pass
-
-
-def deliver_answers(answers: list[tuple[Deliver, Response]]) -> None:
-    """On the loop: hand each answer to its request."""
-    for deliver, response in answers:
-        try:
-            deliver(response)
-        except Exception:
-            log.exception("delivering an answer failed")
+            hand_over(loop, answers)

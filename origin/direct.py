@@ -49,7 +49,7 @@ from origin.asgi_common import (
     request_id,
     send_stream,
 )
-from origin.committer import WriteQueue
+from origin.write_queue import WriteQueue
 
 _READS = frozenset({"GET", "HEAD"})
 _BODYLESS = frozenset({"GET", "HEAD", "OPTIONS", "DELETE"})

@@ -44,10 +44,11 @@ from typing import Any
 
 from aidememo.domain.limits import LIVE_INBOUND_MAX_BYTES
 from origin.asgi import DISPATCH_WRITES, Dispatcher, create_asgi_app
-from origin.committer import Committer, WriteQueue
+from origin.committer import Committer
 from origin.limits import TransportLimits
 from origin.logsink import CachedTimeFormatter, ClientDetailFilter
 from origin.store_pool import StorePool
+from origin.write_queue import WriteQueue
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 3030
