@@ -1,7 +1,8 @@
-"""Fixtures of the compatibility tier: the reference Nuzo build, isolated homes, sample stores.
+"""Fixtures of the compatibility tier: the recorded Nuzo, isolated homes, sample stores.
 
-Without a Nuzo build (scripts/build_nuzo, run by scripts/test) these tests skip, except under
-`CI=true`, where they fail: CI must never pass without the tier.
+The tier runs from the committed recording alone (golden/); without it every test fails, it
+never skips. Each test gets the recording of its own Nuzo calls (`recorded`), translated onto its
+own tmp_path.
 """
 
 from __future__ import annotations
@@ -13,28 +14,30 @@ from pathlib import Path
 
 import pytest
 
-from tests.compat.nuzo_oracle import (
-    Cli,
-    NuzoBuild,
-    Sample,
-    aidememo_cli,
-    close_batches,
-    find_build,
-    make_store,
-    nuzo_cli,
+from tests.compat.nuzo_oracle import Cli, Sample, aidememo_cli, make_store, nuzo_cli
+from tests.compat.nuzo_replay import (
+    Recording,
+    folders,
+    recorded_test_folder,
+    recording_for_fixture,
+    recording_for_test,
 )
 
 
-@pytest.fixture(scope="session")
-def nuzo_build() -> Iterator[NuzoBuild]:
-    build = find_build()
-    if build is None:
-        reason = "no Nuzo build (scripts/build_nuzo; needs the Nuzo source tarball)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(reason + "; CI must not skip the compatibility tier")
-        pytest.skip(reason)
-    yield build
-    close_batches()
+@pytest.fixture
+def recorded(
+    request: pytest.FixtureRequest, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Recording]:
+    """The running test's recorded Nuzo calls; every one of them must be asked for."""
+    nodeid = request.node.nodeid
+    name = recorded_test_folder(nodeid)
+    mapping = folders(tmp_path_factory.getbasetemp())
+    if name is not None:
+        mapping["{TMP}/" + name] = str(tmp_path)
+    recording = recording_for_test(nodeid, mapping)
+    yield recording
+    if not recording.finished():
+        pytest.fail(f"{nodeid}: the test did not ask every recorded Nuzo call")
 
 
 @pytest.fixture(autouse=True)
@@ -45,13 +48,15 @@ def _no_machine_settings(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="session")
-def sample_template(
-    nuzo_build: NuzoBuild, tmp_path_factory: pytest.TempPathFactory
-) -> tuple[Path, Sample]:
-    """The sample store, made once per session by the real Nuzo."""
+def sample_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Sample]:
+    """The sample store, made once per session by the (recorded) Nuzo."""
     root = tmp_path_factory.mktemp("nuzo-sample")
-    cli = nuzo_cli(nuzo_build, root / "home", root / "store" / "memories.sqlite")
+    recording = recording_for_fixture(
+        "sample_template", folders(tmp_path_factory.getbasetemp(), **{"nuzo-sample0": root})
+    )
+    cli = nuzo_cli(recording, root / "home", root / "store" / "memories.sqlite")
     sample = make_store(cli)
+    assert recording.finished()
     return cli.store, sample
 
 
@@ -76,8 +81,8 @@ def sample(sample_template: tuple[Path, Sample], tmp_path: Path) -> Iterator[tup
 
 
 @pytest.fixture
-def nuzo(nuzo_build: NuzoBuild, home: Path, sample: tuple[Path, Sample]) -> Cli:
-    return nuzo_cli(nuzo_build, home, sample[0])
+def nuzo(recorded: Recording, home: Path, sample: tuple[Path, Sample]) -> Cli:
+    return nuzo_cli(recorded, home, sample[0])
 
 
 @pytest.fixture

@@ -1,13 +1,14 @@
-"""The reference Nuzo 1.2.0 CLI as a test oracle, and aidememo's `memory` CLI beside it.
+"""The reference Nuzo 1.2.0 CLI as a test oracle (replayed from its recorded answers), and
+aidememo's `memory` CLI beside it.
 
-`scripts/build_nuzo` (scripts/_nuzo.sh) builds Nuzo from its source tarball into a cache and
-`scripts/test` exports AIDEMEMO_NUZO_DIR; without that variable `find_build` looks in the same
-cache place itself, so plain `pytest tests/compat` works after one build. Every run gets an
-isolated HOME and working directory, so neither CLI reads or writes a real `~/.nuzo`.
+Nuzo's side of every comparison is `nuzo_replay.Recording`: the answers the real Nuzo 1.2.0 gave
+when the tier last ran against it, with the files it wrote (golden/). Every run gets an isolated
+HOME and working directory, so the aidememo side never reads or writes a real `~/.nuzo`.
 
-`make_store` builds the tier's sample store with the real Nuzo: memories in five scopes and all
-five kinds, tags, provenance and review dates, relations, an update, a challenge with
-supersession, an archived and a hard-deleted memory, CJK and accented text.
+`make_store` builds the tier's sample store (with the recorded Nuzo, so the store is the one
+Nuzo made): memories in five scopes and all five kinds, tags, provenance and review dates,
+relations, an update, a challenge with supersession, an archived and a hard-deleted memory, CJK
+and accented text.
 """
 
 from __future__ import annotations
@@ -19,39 +20,13 @@ import os
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scripts._nuzo_baseline import nuzo_build_dir
-
-LEGACY_SCRIPT = Path(__file__).with_name("nuzo_legacy_store.mjs")
-BATCH_SCRIPT = Path(__file__).with_name("nuzo_batch.mjs")
-
-
-@dataclass(frozen=True)
-class NuzoBuild:
-    """A complete build: the Node 22 binary and the CLI entry point."""
-
-    root: Path
-    node: Path
-    cli: Path
-
-
-def find_build() -> NuzoBuild | None:
-    """The cached build scripts/build_nuzo made, or None when there is none."""
-    root = nuzo_build_dir()
-    if root is None:
-        return None
-    values = dict(
-        line.split("=", 1)
-        for line in (root / "nuzo.env").read_text(encoding="utf-8").splitlines()
-        if "=" in line
-    )
-    return NuzoBuild(root=root, node=Path(values["NUZO_NODE"]), cli=Path(values["NUZO_CLI"]))
+from tests.compat.nuzo_replay import Recording
 
 
 @dataclass
@@ -95,43 +70,6 @@ def subprocess_runner(prefix: list[str]) -> Runner:
         return proc.returncode, proc.stdout, proc.stderr
 
     return run
-
-
-class NuzoBatch:
-    """One long-lived Node process running Nuzo's CLI function per request (nuzo_batch.mjs)."""
-
-    def __init__(self, build: NuzoBuild) -> None:
-        self._proc = subprocess.Popen(
-            [str(build.node), str(BATCH_SCRIPT), str(build.cli)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            encoding="utf-8",
-            env={k: v for k, v in os.environ.items() if not k.startswith("NUZO_")},
-        )
-        self._lock = threading.Lock()
-
-    def __call__(self, argv: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
-        assert self._proc.stdin is not None and self._proc.stdout is not None
-        with self._lock:
-            self._proc.stdin.write(json.dumps({"argv": argv, "env": env, "cwd": str(cwd)}) + "\n")
-            self._proc.stdin.flush()
-            line = self._proc.stdout.readline()
-        if not line:
-            raise CliError(f"the Nuzo batch process ended (exit {self._proc.poll()})")
-        reply = json.loads(line)
-        return int(reply["code"]), reply["stdout"], reply["stderr"]
-
-    def close(self) -> None:
-        if self._proc.stdin is not None:
-            self._proc.stdin.close()
-        try:
-            self._proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
-        if self._proc.stdout is not None:
-            self._proc.stdout.close()
 
 
 def inprocess_aidememo(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
@@ -215,33 +153,13 @@ class Cli:
         return Cli(self.name, self.runner, self.home, store, dict(self.extra_env))
 
 
-_BATCHES: dict[Path, NuzoBatch] = {}
-
-
-def nuzo_cli(build: NuzoBuild, home: Path, store: Path, *, process: bool = False) -> Cli:
-    """Nuzo's CLI: through the session's batch process, or (process=True) a process per command."""
-    if process:
-        return Cli("nuzo", subprocess_runner([str(build.node), str(build.cli)]), home, store)
-    batch = _BATCHES.get(build.root)
-    if batch is None:
-        batch = _BATCHES[build.root] = NuzoBatch(build)
-    return Cli("nuzo", batch, home, store)
-
-
-def close_batches() -> None:
-    while _BATCHES:
-        _BATCHES.popitem()[1].close()
+def nuzo_cli(recording: Recording, home: Path, store: Path) -> Cli:
+    """Nuzo's CLI, answered from the recording of the running test (or shared fixture)."""
+    return Cli("nuzo", recording.cli, home, store)
 
 
 def aidememo_cli(home: Path, store: Path, *, process: bool = False) -> Cli:
-    """aidememo's CLI, in this process (or, process=True, as `python -m aidememo`).
-
-    With AIDEMEMO_COMPAT_SELF_CHECK=1 it is Nuzo's own CLI instead, which checks that the tier's
-    comparisons are deterministic against the oracle itself."""
-    if os.environ.get("AIDEMEMO_COMPAT_SELF_CHECK") == "1":
-        build = find_build()
-        assert build is not None
-        return nuzo_cli(build, home, store, process=process)
+    """aidememo's CLI, in this process (or, process=True, as `python -m aidememo`)."""
     if process:
         return Cli("aidememo", subprocess_runner([sys.executable, "-m", "aidememo"]), home, store)
     return Cli("aidememo", inprocess_aidememo, home, store)
@@ -418,27 +336,41 @@ def rows_of(path: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
 
 
 def make_legacy_store(
-    build: NuzoBuild, path: Path, version: int, rows: list[dict[str, Any]]
+    recording: Recording, path: Path, version: int, rows: list[dict[str, Any]]
 ) -> None:
-    """A store at schema `version` (1..6) made by Nuzo's own migration code stopped there.
-
-    nuzo_legacy_store.mjs runs the build's `migrate` with the steps after `version` disabled and
-    inserts `rows` (memories with the columns that version has, plus their FTS rows)."""
+    """A store at schema `version` (1..6) as Nuzo's own migration code stopped there made it,
+    holding `rows` (memories with the columns that version has, plus their FTS rows): the
+    recorded store, after checking that these are the rows it was made from."""
     spec = path.with_suffix(".rows.json")
     spec.write_text(json.dumps(rows), encoding="utf-8")
-    proc = subprocess.run(
-        [
-            str(build.node),
-            str(LEGACY_SCRIPT),
-            str(build.root / "src"),
-            str(path),
-            str(version),
-            str(spec),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    path.parent.mkdir(parents=True, exist_ok=True)
+    recording.legacy_store(path, version, spec.read_bytes())
+
+
+@dataclass
+class CoreRun:
+    """What Nuzo's core answered for a benchmark spec: per query its recall time (ns), ids and
+    scores."""
+
+    recall_ns: list[int]
+    top_ids: list[list[str]]
+    top_scores: list[list[float]]
+
+
+def nuzo_core_run(
+    recording: Recording,
+    memories: list[dict[str, Any]],
+    queries: list[dict[str, Any]],
+    *,
+    store: Path | None = None,
+) -> CoreRun:
+    """Nuzo's core remembering `memories` into a new store, then recalling `queries`, as
+    recorded for the benchmark baseline; `store` names where the store it made is kept."""
+    spec = json.loads(json.dumps({"memories": memories, "queries": queries, "rounds": 1}))
+    spec["store_kept"] = store
+    out = recording.core_bench(spec)
+    return CoreRun(
+        recall_ns=[int(v) for v in out["recall_ns"]],
+        top_ids=[list(ids) for ids in out["top_ids"]],
+        top_scores=[[float(v) for v in scores] for scores in out["top_scores"]],
     )
-    if proc.returncode != 0:
-        raise CliError(f"legacy store v{version}: {proc.stdout}\n{proc.stderr}")

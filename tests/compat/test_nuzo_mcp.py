@@ -10,8 +10,6 @@ scope.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,31 +18,29 @@ import pytest
 
 from aidememo.memory import MemoryStore
 from aidememo.memory.mcp_tools import MemoryToolProvider
-from tests.compat.nuzo_oracle import NuzoBuild, Sample
+from tests.compat.nuzo_oracle import Sample
+from tests.compat.nuzo_replay import Recording
 
 SCOPE = "project:alpha"
 
 
 class NuzoMcp:
-    def __init__(self, build: NuzoBuild, store: Path, home: Path) -> None:
-        server = build.root / "src" / "packages" / "mcp-server" / "dist" / "index.js"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("NUZO_")}
-        env.update(
-            HOME=str(home),
-            NUZO_MEMORY_STORE=str(store),
-            NUZO_MEMORY_SCOPE=SCOPE,
-            NUZO_AUTHORIZATION_MODE="administrator",
-        )
-        self._proc = subprocess.Popen(
-            [str(build.node), str(server)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            encoding="utf-8",
-            env=env,
-            cwd=home,
-        )
+    """Nuzo's MCP server on one store, as recorded: started with the store and default scope in
+    its environment, then one JSON-RPC message at a time (newline-delimited over stdio when it
+    ran)."""
+
+    def __init__(
+        self, recording: Recording, store: Path, home: Path, extra_env: dict[str, str] | None = None
+    ) -> None:
+        env = {
+            "HOME": str(home),
+            "NUZO_MEMORY_STORE": str(store),
+            "NUZO_MEMORY_SCOPE": SCOPE,
+            "NUZO_AUTHORIZATION_MODE": "administrator",
+            **(extra_env or {}),
+        }
+        recording.mcp_server(env, home)
+        self._recording = recording
         self._next = 0
         self.request(
             "initialize",
@@ -56,48 +52,32 @@ class NuzoMcp:
         )
         self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
-    def _send(self, message: dict[str, Any]) -> None:
-        assert self._proc.stdin is not None
-        self._proc.stdin.write(json.dumps(message) + "\n")
-        self._proc.stdin.flush()
+    def _send(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        return self._recording.mcp(message)
 
     def request(self, method: str, params: dict[str, Any]) -> Any:
-        assert self._proc.stdout is not None
         self._next += 1
-        self._send({"jsonrpc": "2.0", "id": self._next, "method": method, "params": params})
-        while True:
-            reply = json.loads(self._proc.stdout.readline())
-            if reply.get("id") == self._next:
-                assert "error" not in reply, reply
-                return reply["result"]
+        reply = self._send({"jsonrpc": "2.0", "id": self._next, "method": method, "params": params})
+        assert reply is not None and reply.get("id") == self._next, reply
+        assert "error" not in reply, reply
+        return reply["result"]
 
     def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         result: dict[str, Any] = self.request("tools/call", {"name": name, "arguments": arguments})
         return result
 
-    def close(self) -> None:
-        assert self._proc.stdin is not None and self._proc.stdout is not None
-        self._proc.stdin.close()
-        try:
-            self._proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
-        self._proc.stdout.close()
-
 
 @pytest.fixture
 def servers(
-    nuzo_build: NuzoBuild, sample: tuple[Path, Sample], home: Path
+    recorded: Recording, sample: tuple[Path, Sample], home: Path
 ) -> Iterator[tuple[NuzoMcp, MemoryToolProvider]]:
     store, _ = sample
-    nuzo = NuzoMcp(nuzo_build, store, home)
+    nuzo = NuzoMcp(recorded, store, home)
     ours = MemoryStore.open(str(store), scope=SCOPE)
     try:
         yield nuzo, MemoryToolProvider(ours, project_root=str(home))
     finally:
         ours.close()
-        nuzo.close()
 
 
 def test_mem13_mem97_tool_definitions_are_nuzos(

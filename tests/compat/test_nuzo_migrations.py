@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 
 from tests.compat.nuzo_oracle import (
-    NuzoBuild,
     aidememo_cli,
     make_legacy_store,
     nuzo_cli,
     rows_of,
     schema_of,
 )
+from tests.compat.nuzo_replay import Recording
 
 T0 = "2025-03-01T09:00:00.000Z"
 # Raw contents an old store may hold: Nuzo trims on write, but rows written by earlier versions
@@ -68,11 +68,11 @@ def _rows(version: int) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6])
 def test_mem94_each_earlier_nuzo_schema_migrates_as_nuzo_migrates_it(
-    nuzo_build: NuzoBuild, tmp_path: Path, version: int
+    recorded: Recording, tmp_path: Path, version: int
 ) -> None:
     legacy = tmp_path / "legacy" / "memories.sqlite"
     legacy.parent.mkdir(mode=0o700)
-    make_legacy_store(nuzo_build, legacy, version, _rows(version))
+    make_legacy_store(recorded, legacy, version, _rows(version))
     assert schema_of(legacy)["user_version"] == version
     by_nuzo = tmp_path / "n" / "memories.sqlite"
     by_ours = tmp_path / "a" / "memories.sqlite"
@@ -80,7 +80,7 @@ def test_mem94_each_earlier_nuzo_schema_migrates_as_nuzo_migrates_it(
         target.parent.mkdir(mode=0o700)
         shutil.copy2(legacy, target)
         target.chmod(0o600)
-    nuzo = nuzo_cli(nuzo_build, tmp_path / "home", by_nuzo)
+    nuzo = nuzo_cli(recorded, tmp_path / "home", by_nuzo)
     ours = aidememo_cli(tmp_path / "home", by_ours)
     listed_n = nuzo.run("list", "--all-scopes", "--include-archived").stdout
     listed_a = ours.run("list", "--all-scopes", "--include-archived").stdout
@@ -96,9 +96,9 @@ def test_mem94_each_earlier_nuzo_schema_migrates_as_nuzo_migrates_it(
         assert mine.json() == theirs.json(), query
 
 
-def test_mem94_a_newer_schema_is_refused_like_nuzo(nuzo_build: NuzoBuild, tmp_path: Path) -> None:
+def test_mem94_a_newer_schema_is_refused_like_nuzo(recorded: Recording, tmp_path: Path) -> None:
     store = tmp_path / "s" / "memories.sqlite"
-    nuzo = nuzo_cli(nuzo_build, tmp_path / "home", store)
+    nuzo = nuzo_cli(recorded, tmp_path / "home", store)
     nuzo.run("init")
     conn = sqlite3.connect(store)
     conn.execute("PRAGMA user_version = 8")

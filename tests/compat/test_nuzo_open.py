@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.compat.nuzo_oracle import Cli, NuzoBuild, Sample, nuzo_cli, rows_of, schema_of
+from tests.compat.nuzo_oracle import Cli, Sample, aidememo_cli, rows_of, schema_of
+from tests.compat.nuzo_replay import Recording
 
 ALL_ROWS = "SELECT * FROM memories ORDER BY id"
 ALL_EVENTS = "SELECT * FROM memory_events ORDER BY id"
@@ -107,13 +108,14 @@ def test_mem90_reads_leave_the_nuzo_store_unchanged(ours: Cli, sample: tuple[Pat
     assert store.stat().st_mode & 0o777 == 0o600
 
 
-def test_mem90_the_batch_runner_prints_what_the_nuzo_process_prints(
-    nuzo_build: NuzoBuild, nuzo: Cli, sample: tuple[Path, Sample]
+def test_mem90_the_in_process_runner_prints_what_the_aidememo_process_prints(
+    recorded: Recording, nuzo: Cli, ours: Cli, sample: tuple[Path, Sample]
 ) -> None:
-    """The tier runs Nuzo's CLI function in one long-lived process (nuzo_batch.mjs); it answers
-    exactly as the `nuzo` program does, exit codes included."""
+    """The tier runs aidememo's CLI in the test process; it answers exactly as the `aidememo`
+    program does, exit codes and stderr included. The recording holds the same commands asked
+    of Nuzo through its long-lived batch process and as a process each, which answered alike."""
     _, ids = sample
-    process = nuzo_cli(nuzo_build, nuzo.home, nuzo.store, process=True)
+    process = aidememo_cli(ours.home, ours.store, process=True)
     for args, scope in [
         (("list", "--all-scopes", "--include-archived"), None),
         (("show", ids.ids["old_port"], "--json"), None),
@@ -123,6 +125,13 @@ def test_mem90_the_batch_runner_prints_what_the_nuzo_process_prints(
         (("recall",), None),
         (("integrity", "--json"), None),
     ]:
-        a = nuzo.run(*args, scope=scope, check=False)
+        batch = nuzo.run(*args, scope=scope, check=False)
+        alone = nuzo.run(*args, scope=scope, check=False)
+        assert (batch.returncode, batch.stdout, batch.stderr) == (
+            alone.returncode,
+            alone.stdout,
+            alone.stderr,
+        ), args
+        a = ours.run(*args, scope=scope, check=False)
         b = process.run(*args, scope=scope, check=False)
         assert (a.returncode, a.stdout, a.stderr) == (b.returncode, b.stdout, b.stderr), args

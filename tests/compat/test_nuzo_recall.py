@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.compat.nuzo_oracle import NOTES, Cli, NuzoBuild, Sample
+from tests.compat.nuzo_oracle import NOTES, Cli, Sample, nuzo_core_run
+from tests.compat.nuzo_replay import Recording
 
 QUERIES = [
     "cache",
@@ -112,13 +113,10 @@ def test_mem91_recall_limit_and_empty_queries_match_nuzo(nuzo: Cli, ours: Cli) -
         assert mine.stderr.split(":")[0] == theirs.stderr.split(":")[0]
 
 
-def test_mem91_the_benchmark_baseline_recalls_as_nuzos_cli(
-    nuzo_build: NuzoBuild, ours: Cli
-) -> None:
-    """scripts/_nuzo_baseline.py drives Nuzo's core as its CLI does: the same memories give the
-    same results, by score, as aidememo's recall on a store holding them."""
-    from scripts._nuzo_baseline import run_nuzo
-
+def test_mem91_the_benchmark_baseline_recalls_as_nuzos_cli(recorded: Recording, ours: Cli) -> None:
+    """The benchmark's Nuzo baseline (Nuzo's core driven as its CLI drives it, recorded): the
+    same memories give the same results, by score, as aidememo's recall on a store holding
+    them."""
     memories = [
         {"content": content, "kind": kind, "scope": scope, "tags": tags}
         for _, scope, kind, content, tags in NOTES
@@ -126,7 +124,7 @@ def test_mem91_the_benchmark_baseline_recalls_as_nuzos_cli(
     queries = [
         {"query": q, "scope": "project:alpha", "include_global": True, "limit": 8} for q in QUERIES
     ]
-    run = run_nuzo(memories, queries, build=nuzo_build.root)
+    run = nuzo_core_run(recorded, memories, queries)
     assert len(run.recall_ns) == len(QUERIES)
     fresh = ours.at(ours.store.with_name("fresh.sqlite"))
     for m in memories:
@@ -140,7 +138,7 @@ def test_mem91_the_benchmark_baseline_recalls_as_nuzos_cli(
 
 
 def test_mem91_randomized_recall_on_a_nuzo_made_store_matches_nuzos_core(
-    nuzo_build: NuzoBuild, tmp_path: Path
+    recorded: Recording, tmp_path: Path
 ) -> None:
     """The benchmark's corpus (English and CJK notes, tags, rare terms) in two scopes, written
     by Nuzo's core; 240 of the benchmark's queries, half also searching `user:default`: aidememo's
@@ -148,7 +146,6 @@ def test_mem91_randomized_recall_on_a_nuzo_made_store_matches_nuzos_core(
     import random
 
     from aidememo.memory import MemoryStore
-    from scripts._nuzo_baseline import run_nuzo
     from scripts.bench_memory import corpus, queries
 
     memories, rares, vocab = corpus(1200, seed=11)
@@ -161,7 +158,7 @@ def test_mem91_randomized_recall_on_a_nuzo_made_store_matches_nuzos_core(
         q["limit"] = (8, 3, 20)[n % 3]
         del q["kind"]
     store_path = tmp_path / "nuzo.sqlite"
-    run = run_nuzo(memories, qs, build=nuzo_build.root, store=store_path)
+    run = nuzo_core_run(recorded, memories, qs, store=store_path)
     store = MemoryStore.open(str(store_path), scope="project:bench")
     try:
         for q, ids, scores in zip(qs, run.top_ids, run.top_scores, strict=True):

@@ -6,8 +6,6 @@ cross-scope relations left out as Nuzo leaves them out."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,59 +14,36 @@ import pytest
 
 from aidememo.memory import MemoryStore
 from aidememo.memory.mcp_tools import MemoryToolProvider
-from tests.compat.nuzo_oracle import NuzoBuild, Sample
+from tests.compat.nuzo_oracle import Sample
+from tests.compat.nuzo_replay import Recording
 from tests.compat.test_nuzo_mcp import NuzoMcp
 
 SCOPE = "project:alpha"
 
 
 class RestrictedNuzoMcp(NuzoMcp):
-    """Nuzo's MCP server in restricted mode with the allowlist `[SCOPE]`."""
+    """Nuzo's MCP server in restricted mode with the allowlist `[SCOPE]`, as recorded."""
 
-    def __init__(self, build: NuzoBuild, store: Path, home: Path) -> None:
-        server = build.root / "src" / "packages" / "mcp-server" / "dist" / "index.js"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("NUZO_")}
-        env.update(
-            HOME=str(home),
-            NUZO_MEMORY_STORE=str(store),
-            NUZO_MEMORY_SCOPE=SCOPE,
-            NUZO_AUTHORIZATION_MODE="restricted",
-            NUZO_AUTHORIZED_SCOPES=SCOPE,
+    def __init__(self, recording: Recording, store: Path, home: Path) -> None:
+        super().__init__(
+            recording,
+            store,
+            home,
+            {"NUZO_AUTHORIZATION_MODE": "restricted", "NUZO_AUTHORIZED_SCOPES": SCOPE},
         )
-        self._proc = subprocess.Popen(
-            [str(build.node), str(server)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            encoding="utf-8",
-            env=env,
-            cwd=home,
-        )
-        self._next = 0
-        self.request(
-            "initialize",
-            {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "aidememo-compat", "version": "1"},
-            },
-        )
-        self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
 
 @pytest.fixture
 def servers(
-    nuzo_build: NuzoBuild, sample: tuple[Path, Sample], home: Path
+    recorded: Recording, sample: tuple[Path, Sample], home: Path
 ) -> Iterator[tuple[NuzoMcp, MemoryToolProvider]]:
     store, _ = sample
-    nuzo = RestrictedNuzoMcp(nuzo_build, store, home)
+    nuzo = RestrictedNuzoMcp(recorded, store, home)
     ours = MemoryStore.open(str(store), scope=SCOPE)
     try:
         yield nuzo, MemoryToolProvider(ours, project_root=str(home), allowed_scopes=[SCOPE])
     finally:
         ours.close()
-        nuzo.close()
 
 
 def _document(scope: str) -> dict[str, Any]:

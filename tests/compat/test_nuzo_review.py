@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.compat.nuzo_oracle import Cli, NuzoBuild, Sample, aidememo_cli, nuzo_cli
+from tests.compat.nuzo_oracle import Cli, Sample, aidememo_cli, nuzo_cli
+from tests.compat.nuzo_replay import Recording, folders, recording_for_fixture
 
 HINTS = ("nuzo memory", "aidememo memory")
 
@@ -89,11 +90,12 @@ def _remember(cli: Cli, scope: str, content: str, kind: str, tags: list[str], *f
 
 
 @pytest.fixture(scope="module")
-def review_store(
-    nuzo_build: NuzoBuild, tmp_path_factory: pytest.TempPathFactory
-) -> tuple[Path, list[str]]:
+def review_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     root = tmp_path_factory.mktemp("nuzo-review")
-    cli = nuzo_cli(nuzo_build, root / "home", root / "store" / "memories.sqlite")
+    recording = recording_for_fixture(
+        "review_store", folders(tmp_path_factory.getbasetemp(), **{"nuzo-review0": root})
+    )
+    cli = nuzo_cli(recording, root / "home", root / "store" / "memories.sqlite")
     cli.run("init")
     ids = [_remember(cli, s, c, k, t, *f) for s, k, c, t, f in NOTES]
     cli.run("relate", ids[2], "--target", ids[3], "--relation", "conflicts_with")
@@ -101,11 +103,12 @@ def review_store(
     cli.run("forget", ids[9], "--archive", "--reason", "moved")
     archived = _remember(cli, "project:alpha", "Backup exports run nightly.", "note", ["backup"])
     cli.run("forget", archived, "--archive", "--reason", "old")
+    assert recording.finished()
     return cli.store, ids
 
 
-def _pair(nuzo_build: NuzoBuild, home: Path, store: Path) -> tuple[Cli, Cli]:
-    return nuzo_cli(nuzo_build, home, store), aidememo_cli(home, store)
+def _pair(recorded: Recording, home: Path, store: Path) -> tuple[Cli, Cli]:
+    return nuzo_cli(recorded, home, store), aidememo_cli(home, store)
 
 
 def _same(nuzo: Cli, ours: Cli, *args: str, scope: str | None = None) -> str:
@@ -126,14 +129,14 @@ def _same(nuzo: Cli, ours: Cli, *args: str, scope: str | None = None) -> str:
 )
 @pytest.mark.parametrize("json_flag", [(), ("--json",)], ids=["text", "json"])
 def test_mem21_review_relations_prints_as_nuzo(
-    nuzo_build: NuzoBuild,
+    recorded: Recording,
     review_store: tuple[Path, list[str]],
     tmp_path: Path,
     scope: str,
     flags: tuple[str, ...],
     json_flag: tuple[str, ...],
 ) -> None:
-    nuzo, ours = _pair(nuzo_build, tmp_path / "home", review_store[0])
+    nuzo, ours = _pair(recorded, tmp_path / "home", review_store[0])
     out = _same(nuzo, ours, "review-relations", *flags, *json_flag, scope=scope)
     if json_flag and scope == "project:alpha" and not flags:
         report = json.loads(out)
@@ -147,18 +150,18 @@ def test_mem21_review_relations_prints_as_nuzo(
 
 @pytest.mark.parametrize("limit", ["1", "2", "200"])
 def test_mem21_review_relations_limit_truncates_as_nuzo(
-    nuzo_build: NuzoBuild, review_store: tuple[Path, list[str]], tmp_path: Path, limit: str
+    recorded: Recording, review_store: tuple[Path, list[str]], tmp_path: Path, limit: str
 ) -> None:
-    nuzo, ours = _pair(nuzo_build, tmp_path / "home", review_store[0])
+    nuzo, ours = _pair(recorded, tmp_path / "home", review_store[0])
     for json_flag in ((), ("--json",)):
         _same(nuzo, ours, "review-relations", "--limit", limit, *json_flag, scope="project:alpha")
 
 
 @pytest.mark.parametrize("limit", ["201", "1000", "0", "-1", "abc", "1.5"])
 def test_mem21_review_relations_bad_limit_is_refused_as_nuzo(
-    nuzo_build: NuzoBuild, review_store: tuple[Path, list[str]], tmp_path: Path, limit: str
+    recorded: Recording, review_store: tuple[Path, list[str]], tmp_path: Path, limit: str
 ) -> None:
-    nuzo, ours = _pair(nuzo_build, tmp_path / "home", review_store[0])
+    nuzo, ours = _pair(recorded, tmp_path / "home", review_store[0])
     theirs = nuzo.run("review-relations", "--limit", limit, check=False)
     mine = ours.run("review-relations", "--limit", limit, check=False)
     assert (mine.returncode, mine.stdout) == (theirs.returncode, theirs.stdout)
@@ -176,11 +179,11 @@ def test_mem21_review_relations_of_the_sample_store_prints_as_nuzo(
 
 
 def test_mem21_review_relations_of_a_large_scope_prints_as_nuzo(
-    nuzo_build: NuzoBuild, tmp_path: Path
+    recorded: Recording, tmp_path: Path
 ) -> None:
     """More than 100 active memories: candidates come from the FTS prefilter (not exhaustive)."""
     store = tmp_path / "store" / "memories.sqlite"
-    nuzo = nuzo_cli(nuzo_build, tmp_path / "home", store)
+    nuzo = nuzo_cli(recorded, tmp_path / "home", store)
     nuzo.run("init")
     topics = ("cache", "deploy", "storage", "backup", "release", "logging", "api", "docs")
     for i in range(105):
@@ -203,9 +206,9 @@ def test_mem21_review_relations_of_a_large_scope_prints_as_nuzo(
 
 
 def test_mem21_the_review_store_exercises_every_relationship(
-    nuzo_build: NuzoBuild, review_store: tuple[Path, list[str]], tmp_path: Path
+    recorded: Recording, review_store: tuple[Path, list[str]], tmp_path: Path
 ) -> None:
-    nuzo, ours = _pair(nuzo_build, tmp_path / "home", review_store[0])
+    nuzo, ours = _pair(recorded, tmp_path / "home", review_store[0])
     found: set[str] = set()
     for scope in ("project:alpha", "project:beta", "user:default"):
         out = _same(nuzo, ours, "review-relations", "--include-archived", "--json", scope=scope)

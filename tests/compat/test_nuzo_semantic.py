@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.compat.nuzo_oracle import Cli, NuzoBuild, aidememo_cli, nuzo_cli
+from tests.compat.nuzo_oracle import Cli, aidememo_cli, nuzo_cli
+from tests.compat.nuzo_replay import Recording
 
 COMMANDS = [
     ("semantic", "status"),
@@ -48,10 +49,10 @@ def test_mem22_semantic_commands_answer_as_nuzo_on_the_sample_store(
 
 
 def test_mem22_semantic_counts_every_scope_and_skip_archived(
-    nuzo_build: NuzoBuild, tmp_path: Path
+    recorded: Recording, tmp_path: Path
 ) -> None:
     store = tmp_path / "store" / "memories.sqlite"
-    nuzo = nuzo_cli(nuzo_build, tmp_path / "home", store)
+    nuzo = nuzo_cli(recorded, tmp_path / "home", store)
     nuzo.run("init")
     for scope in ("project:x", "project:x", "team:core"):
         nuzo.run("remember", f"note in {scope}", "--kind", "note", scope=scope)
@@ -65,11 +66,11 @@ def test_mem22_semantic_counts_every_scope_and_skip_archived(
 
 
 def test_mem22_semantic_clear_removes_a_sidecar_as_nuzo(
-    nuzo_build: NuzoBuild, tmp_path: Path
+    recorded: Recording, tmp_path: Path
 ) -> None:
     for name in ("nuzo", "ours"):
         store = tmp_path / name / "store" / "memories.sqlite"
-        cli = nuzo_cli(nuzo_build, tmp_path / "home", store)
+        cli = nuzo_cli(recorded, tmp_path / "home", store)
         cli.run("init")
         if name == "ours":
             cli = aidememo_cli(tmp_path / "home", store)
@@ -83,10 +84,10 @@ def test_mem22_semantic_clear_removes_a_sidecar_as_nuzo(
 
 
 def test_mem22_semantic_rebuild_of_an_empty_store_is_refused_where_nuzo_builds(
-    nuzo_build: NuzoBuild, tmp_path: Path
+    recorded: Recording, tmp_path: Path
 ) -> None:
     store = tmp_path / "store" / "memories.sqlite"
-    nuzo = nuzo_cli(nuzo_build, tmp_path / "home", store)
+    nuzo = nuzo_cli(recorded, tmp_path / "home", store)
     nuzo.run("init")
     ours = aidememo_cli(tmp_path / "home", store)
     if ours.name != "aidememo":

@@ -8,7 +8,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from tests.compat.nuzo_oracle import Cli, NuzoBuild, Run, aidememo_cli, nuzo_cli, rows_of
+from tests.compat.nuzo_oracle import Cli, Run, aidememo_cli, nuzo_cli, rows_of
+from tests.compat.nuzo_replay import Recording
 
 HAZARDS = [
     "  Leading and trailing spaces, inner   runs\tof\ttabs  ",
@@ -23,7 +24,7 @@ HAZARDS = [
 ]
 
 
-def _fresh(build: NuzoBuild, tmp: Path) -> tuple[Cli, Cli]:
+def _fresh(build: Recording, tmp: Path) -> tuple[Cli, Cli]:
     theirs = nuzo_cli(build, tmp / "home-n", tmp / "n" / "memories.sqlite")
     ours = aidememo_cli(tmp / "home-a", tmp / "a" / "memories.sqlite")
     theirs.run("init")
@@ -43,9 +44,9 @@ def _ids_out(text: str, ids: list[str]) -> str:
 
 
 def test_mem3_mem11_tricky_contents_are_stored_listed_and_recalled_as_nuzo_does(
-    nuzo_build: NuzoBuild, tmp_path: Path
+    recorded: Recording, tmp_path: Path
 ) -> None:
-    theirs, ours = _fresh(nuzo_build, tmp_path)
+    theirs, ours = _fresh(recorded, tmp_path)
     ids: dict[str, list[str]] = {"n": [], "a": []}
     for content in [*HAZARDS, "\U0001f600" * 4000, "x" * 7999 + "\U0001f600"]:
         a = theirs.run("remember", "--kind", "note", "--tag", "hazard", "--", content, check=False)
@@ -90,12 +91,10 @@ DATES = [
 ]
 
 
-def test_mem3_iso_dates_are_stored_as_nuzo_stores_them(
-    nuzo_build: NuzoBuild, tmp_path: Path
-) -> None:
+def test_mem3_iso_dates_are_stored_as_nuzo_stores_them(recorded: Recording, tmp_path: Path) -> None:
     """With the clock's zone at UTC (as the tier runs both CLIs), the ISO forms are stored alike;
     a date-time without an offset is local time to Nuzo and UTC to aidememo (MEM-14)."""
-    theirs, ours = _fresh(nuzo_build, tmp_path)
+    theirs, ours = _fresh(recorded, tmp_path)
     for date in DATES:
         args = ("remember", f"Review {date}", "--kind", "note", "--review-after", date)
         a = theirs.run(*args, check=False)
@@ -106,11 +105,11 @@ def test_mem3_iso_dates_are_stored_as_nuzo_stores_them(
 
 
 def test_mem92_nuzo_and_aidememo_writing_one_store_at_once_lose_nothing(
-    nuzo_build: NuzoBuild, tmp_path: Path
+    recorded: Recording, tmp_path: Path
 ) -> None:
     store = tmp_path / "s" / "memories.sqlite"
-    theirs = nuzo_cli(nuzo_build, tmp_path / "home", store, process=True)
-    ours = aidememo_cli(tmp_path / "home", store, process=True)
+    theirs = nuzo_cli(recorded, tmp_path / "home", store)
+    ours = aidememo_cli(tmp_path / "home", store)
     theirs.run("init")
     first = theirs.run("remember", "Shared counter note", "--kind", "note").stdout.strip()
     errors: list[str] = []
@@ -151,9 +150,9 @@ def test_mem92_nuzo_and_aidememo_writing_one_store_at_once_lose_nothing(
 
 
 def test_mem14_an_offset_less_date_time_is_utc_where_nuzo_reads_local_time(
-    nuzo_build: NuzoBuild, tmp_path: Path
+    recorded: Recording, tmp_path: Path
 ) -> None:
-    theirs, ours = _fresh(nuzo_build, tmp_path)
+    theirs, ours = _fresh(recorded, tmp_path)
     for cli in (theirs, ours):
         cli.extra_env["TZ"] = "Asia/Tokyo"
         cli.run(

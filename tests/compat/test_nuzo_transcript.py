@@ -10,7 +10,8 @@ import re
 import shutil
 from pathlib import Path
 
-from tests.compat.nuzo_oracle import Cli, NuzoBuild, Sample, aidememo_cli, nuzo_cli
+from tests.compat.nuzo_oracle import Cli, Sample, aidememo_cli, nuzo_cli
+from tests.compat.nuzo_replay import Recording
 
 _NEW_ID = re.compile(
     r"\b(mem|rel|evt)_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"
@@ -170,7 +171,7 @@ def _steps(i: dict[str, str]) -> list[tuple[str | None, list[str]]]:
 
 
 def test_mem90_mem92_a_write_scenario_prints_nuzos_transcript(
-    nuzo_build: NuzoBuild, sample: tuple[Path, Sample], tmp_path: Path
+    recorded: Recording, sample: tuple[Path, Sample], tmp_path: Path
 ) -> None:
     source, ids = sample
     transcripts = []
@@ -179,7 +180,7 @@ def test_mem90_mem92_a_write_scenario_prints_nuzos_transcript(
         store.parent.mkdir(mode=0o700)
         shutil.copy2(source, store)
         home = tmp_path / f"home-{name}"
-        cli: Cli = nuzo_cli(nuzo_build, home, store) if name == "n" else aidememo_cli(home, store)
+        cli: Cli = nuzo_cli(recorded, home, store) if name == "n" else aidememo_cli(home, store)
         norm = Normalizer(ids.ids)
         lines = []
         for scope, args in _steps(ids.ids):

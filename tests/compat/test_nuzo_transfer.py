@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.compat.nuzo_oracle import Cli, NuzoBuild, Sample, aidememo_cli, nuzo_cli
+from tests.compat.nuzo_oracle import Cli, Sample, aidememo_cli, nuzo_cli
+from tests.compat.nuzo_replay import Recording
 
 
 def _doc(cli: Cli, *args: str, scope: str | None = None) -> dict[str, Any]:
@@ -52,11 +53,11 @@ def test_mem93_export_to_a_file_and_markdown_match_nuzo(
 
 
 def test_mem93_each_side_imports_the_others_export(
-    nuzo_build: NuzoBuild, nuzo: Cli, ours: Cli, tmp_path: Path
+    recorded: Recording, nuzo: Cli, ours: Cli, tmp_path: Path
 ) -> None:
     source = tmp_path / "alpha.json"
     source.write_text(ours.run("export", "--include-archived", scope="project:alpha").stdout)
-    into_nuzo = nuzo_cli(nuzo_build, tmp_path / "home-n", tmp_path / "n" / "memories.sqlite")
+    into_nuzo = nuzo_cli(recorded, tmp_path / "home-n", tmp_path / "n" / "memories.sqlite")
     into_ours = aidememo_cli(tmp_path / "home-a", tmp_path / "a" / "memories.sqlite")
     for cli in (into_nuzo, into_ours):
         cli.run("init")

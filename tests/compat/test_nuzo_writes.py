@@ -11,7 +11,6 @@ from typing import Any
 
 from tests.compat.nuzo_oracle import (
     Cli,
-    NuzoBuild,
     Sample,
     aidememo_cli,
     make_store,
@@ -19,6 +18,7 @@ from tests.compat.nuzo_oracle import (
     rows_of,
     schema_of,
 )
+from tests.compat.nuzo_replay import Recording
 
 
 def _unordered(schema: dict[str, Any]) -> dict[str, Any]:
@@ -127,10 +127,10 @@ def test_mem92_nuzo_checks_pass_after_aidememo_changes_a_nuzo_store(
 
 
 def test_mem92_a_store_aidememo_creates_has_nuzo_schema_and_passes_its_checks(
-    nuzo_build: NuzoBuild, tmp_path: Path
+    recorded: Recording, tmp_path: Path
 ) -> None:
     ours = aidememo_cli(tmp_path / "home-a", tmp_path / "a" / "memories.sqlite")
-    theirs = nuzo_cli(nuzo_build, tmp_path / "home-n", tmp_path / "n" / "memories.sqlite")
+    theirs = nuzo_cli(recorded, tmp_path / "home-n", tmp_path / "n" / "memories.sqlite")
     ours_ids = make_store(ours)
     theirs_ids = make_store(theirs)
     # The DDL is Nuzo's, except that a fresh store lists the columns of `memories` in the seed's
@@ -138,7 +138,7 @@ def test_mem92_a_store_aidememo_creates_has_nuzo_schema_and_passes_its_checks(
     assert _unordered(schema_of(ours.store)) == _unordered(schema_of(theirs.store))
     assert ours.store.stat().st_mode & 0o777 == 0o600
     assert ours.store.parent.stat().st_mode & 0o777 == 0o700
-    nuzo_on_ours = nuzo_cli(nuzo_build, tmp_path / "home-n", ours.store)
+    nuzo_on_ours = nuzo_cli(recorded, tmp_path / "home-n", ours.store)
     _assert_healthy(nuzo_on_ours)
     # What aidememo stored, Nuzo reads: the same rows, ids replaced by the memories' roles.
     mine = _by_role(nuzo_on_ours.run("list", "--all-scopes", "--include-archived").stdout, ours_ids)
@@ -167,7 +167,7 @@ def _tree(root: Path) -> list[tuple[str, str]]:
 
 
 def test_mem92_project_init_makes_the_files_nuzo_makes_and_nuzos_doctor_passes(
-    nuzo_build: NuzoBuild, tmp_path: Path
+    recorded: Recording, tmp_path: Path
 ) -> None:
     trees, configs, ignores = [], [], []
     for name in ("n", "a", "n-existing", "a-existing"):
@@ -178,7 +178,7 @@ def test_mem92_project_init_makes_the_files_nuzo_makes_and_nuzos_doctor_passes(
             (project / ".gitignore").write_text("node_modules/\r\n.nuzo/memory/", encoding="utf-8")
             (project / ".gitignore").chmod(0o664)
         nuzos = name.startswith("n")
-        cli = nuzo_cli(nuzo_build, home, Path()) if nuzos else aidememo_cli(home, Path())
+        cli = nuzo_cli(recorded, home, Path()) if nuzos else aidememo_cli(home, Path())
         code, out, err = cli.runner(["memory", "init", "--project"], cli.env(), project)
         assert code == 0, err
         assert out.splitlines()[0] == "Nuzo initialized"
@@ -195,7 +195,7 @@ def test_mem92_project_init_makes_the_files_nuzo_makes_and_nuzos_doctor_passes(
     assert configs[1] == configs[0] == configs[3] == configs[2]
     assert ignores[1] == ignores[0] and ignores[3] == ignores[2]
     # Nuzo's doctor, run in the project aidememo initialised, finds nothing unsafe.
-    nuzo = nuzo_cli(nuzo_build, tmp_path / "home-a", Path())
+    nuzo = nuzo_cli(recorded, tmp_path / "home-a", Path())
     code, out, err = nuzo.runner(["memory", "doctor", "--json"], nuzo.env(), tmp_path / "project-a")
     report = json.loads(out)
     assert (code, report["status"], report["file_safety"]["unsafe"]) == (0, "ok", []), report
