@@ -37,6 +37,15 @@ ID_RE = re.compile(
     r"-[0-9a-f]{12}(?![0-9a-f])"
 )
 SCOPE_RE = re.compile(r"project:[0-9a-f]{16}(?![0-9a-f])")
+TIME_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})")
+TIME_COLUMNS = (
+    "created_at",
+    "updated_at",
+    "last_used_at",
+    "archived_at",
+    "review_after",
+    "expires_at",
+)
 # Session- and module-scoped fixtures whose calls were recorded under the first test using them.
 SHARED_FIXTURES = ("sample_template", "review_store")
 # Tests renamed since the recording: this name -> the node id their calls were recorded under.
@@ -97,6 +106,7 @@ class Translation:
     folders: dict[str, str]  # recorded placeholder prefix -> this run's folder
     ids: dict[str, str] = field(default_factory=dict)  # recorded id -> ours
     scopes: dict[str, str] = field(default_factory=dict)  # recorded path scope -> ours
+    times: dict[str, str] = field(default_factory=dict)  # recorded clock time -> ours
 
     def _ours_ids(self) -> dict[str, str]:
         return {v: k for k, v in self.ids.items()}
@@ -105,6 +115,7 @@ class Translation:
         for placeholder, folder in sorted(self.folders.items(), key=lambda kv: -len(kv[0])):
             text = text.replace(placeholder, folder)
         text = ID_RE.sub(lambda m: self.ids.get(m.group(0), m.group(0)), text)
+        text = TIME_RE.sub(lambda m: self.times.get(m.group(0), m.group(0)), text)
         return SCOPE_RE.sub(lambda m: self.scopes.get(m.group(0), m.group(0)), text)
 
     def to_recorded(self, text: str) -> str:
@@ -112,6 +123,8 @@ class Translation:
             text = text.replace(folder, placeholder)
         back = self._ours_ids()
         text = ID_RE.sub(lambda m: back.get(m.group(0), m.group(0)), text)
+        times = {v: k for k, v in self.times.items()}
+        text = TIME_RE.sub(lambda m: times.get(m.group(0), m.group(0)), text)
         scopes = {v: k for k, v in self.scopes.items()}
         return SCOPE_RE.sub(lambda m: scopes.get(m.group(0), m.group(0)), text)
 
@@ -142,6 +155,68 @@ class Translation:
     def value_to_ours(self, value: Any) -> Any:
         return json.loads(self.to_ours(json.dumps(value)))
 
+    def align(self, answer: Any, store: Path) -> None:
+        """Pairs the ids and clock times of rows this run wrote (whose values differ from the
+        recording's) with the recorded ones, by what the rows hold: a memory by its content and
+        scope, a relation by its ends and kind, an event by its memory and type."""
+        if not store.is_file():
+            return
+        conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+        conn.row_factory = sqlite3.Row
+        try:
+            for item in _dicts(answer):
+                self._align_one(conn, item)
+        except sqlite3.DatabaseError:
+            return
+        finally:
+            conn.close()
+
+    def _align_one(self, conn: sqlite3.Connection, item: dict[str, Any]) -> None:
+        rid = item.get("id")
+        if not isinstance(rid, str) or not ID_RE.fullmatch(rid):
+            return
+        table = {"mem": "memories", "rel": "memory_relations", "evt": "memory_events"}[rid[:3]]
+        shared = conn.execute(f"SELECT * FROM {table} WHERE id = ?", (self.ids.get(rid, rid),))
+        row = shared.fetchone()
+        if row is not None:  # a row both sides hold: Nuzo made it, or it is paired already
+            self._align_times(item, row)
+            return
+        taken = set(self.ids.values())
+        if table == "memories" and {"content", "scope"} <= item.keys():
+            sql = "SELECT * FROM memories WHERE content = ? AND scope = ?"
+            rows = conn.execute(sql, (item["content"], item["scope"])).fetchall()
+        elif table == "memory_relations" and {"source_memory_id", "relation"} <= item.keys():
+            sql = (
+                "SELECT * FROM memory_relations WHERE source_memory_id = ?"
+                " AND target_memory_id = ? AND relation = ?"
+            )
+            ends = (self.ids.get(item["source_memory_id"], item["source_memory_id"]),)
+            ends += (self.ids.get(item["target_memory_id"], item["target_memory_id"]),)
+            rows = conn.execute(sql, (*ends, item["relation"])).fetchall()
+        elif table == "memory_events" and "event_type" in item:
+            memory = item.get("memory_id")
+            sql = (
+                "SELECT * FROM memory_events WHERE memory_id IS ? AND event_type = ?"
+                " ORDER BY created_at, id"
+            )
+            rows = conn.execute(sql, (self.ids.get(memory, memory), item["event_type"])).fetchall()
+        else:
+            return
+        rows = [r for r in rows if r["id"] not in taken]
+        if not rows:
+            return
+        row = rows[0]
+        self.ids[rid] = row["id"]
+        self._align_times(item, row)
+
+    def _align_times(self, item: dict[str, Any], row: sqlite3.Row) -> None:
+        for column in TIME_COLUMNS:
+            camel = re.sub(r"_(\w)", lambda m: m.group(1).upper(), column)
+            recorded = item.get(column, item.get(camel))
+            mine = row[column] if column in row.keys() else None
+            if isinstance(recorded, str) and isinstance(mine, str) and TIME_RE.fullmatch(recorded):
+                self.times.setdefault(recorded, mine)
+
 
 class Recording:
     """One test's (or one shared fixture's) recorded Nuzo calls, served in order."""
@@ -151,6 +226,7 @@ class Recording:
         self._calls: Iterator[dict[str, Any]] = iter(calls)
         self._left = len(calls)
         self.t = Translation(folders)
+        self._mcp_store: Path | None = None
 
     # -- the calls --------------------------------------------------------------------------
 
@@ -183,6 +259,10 @@ class Recording:
         for key in env:
             if key.startswith("NUZO_") and key not in call["env"]:
                 raise ReplayMismatch(f"{where}: {key} set, but not in the recording")
+        if "--store" in argv:
+            answer = _json_or_none(call["stdout"])
+            if answer is not None:
+                self.t.align(answer, Path(argv[argv.index("--store") + 1]))
         self._apply(call)
         return call["code"], self.t.to_ours(call["stdout"]), self.t.to_ours(call["stderr"])
 
@@ -191,8 +271,13 @@ class Recording:
         notification)."""
         call = self._next("mcp", json.dumps(request))
         self.t.unify_json(request, call["request"], f"{self.name} mcp step {call['step']}")
-        self._apply(call)
         response = call["response"]
+        if response is not None and self._mcp_store is not None:
+            for part in response.get("result", {}).get("content", []):
+                answer = _json_or_none(part.get("text", ""))
+                if answer is not None:
+                    self.t.align(answer, self._mcp_store)
+        self._apply(call)
         return None if response is None else dict(self.t.value_to_ours(response))
 
     def mcp_server(self, env: dict[str, str], cwd: Path) -> None:
@@ -204,6 +289,7 @@ class Recording:
         for key, value in server["env"].items():
             self.t.unify(env.get(key, "<unset>"), value, f"{self.name} mcp server env {key}")
         self.t.unify(str(cwd), server["cwd"], f"{self.name} mcp server cwd")
+        self._mcp_store = Path(env["NUZO_MEMORY_STORE"])
         self._calls = _prepend(call, self._calls)
         self._left += 1
 
@@ -285,6 +371,23 @@ class Recording:
                     side = path.with_name(path.name + suffix)
                     if side not in written and side.exists():
                         side.unlink()
+
+
+def _dicts(value: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(value, dict):
+        yield value
+        for item in value.values():
+            yield from _dicts(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _dicts(item)
+
+
+def _json_or_none(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
 
 
 def _prepend(call: dict[str, Any], rest: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
