@@ -12,9 +12,11 @@ tenth in CJK, tags, rare terms) the store is filled through the store's own inse
 * remember: `--remember` calls of `MemoryStore.remember` (one transaction each) beside a raw
   insert loop (the same three INSERTs per memory, one transaction each) at the same size.
 
-`--nuzo` adds the reference Nuzo 1.2.0's figures (its core service from Node, through
-scripts/_nuzo_baseline.py, when the compatibility build is present) for sizes up to
-`--nuzo-max`. Prints one JSON line. Usage: scripts/bench_memory.py [--sizes 1000,10000]
+The same-run baseline is the raw FTS5 query and the raw insert loop. Beside them each size
+that has them carries the reference Nuzo 1.2.0's figures as cited figures (`nuzo_cited`, from
+scripts/data/nuzo_1_2_0_bench.json: one recorded run of this benchmark's Nuzo baseline with the
+same corpus, queries and seed, on another day under other load), never as a same-run baseline.
+Prints one JSON line. Usage: scripts/bench_memory.py [--sizes 1000,10000]
 """
 
 from __future__ import annotations
@@ -288,35 +290,13 @@ def time_remember(store: MemoryStore, memories: list[dict[str, Any]]) -> tuple[f
     return time.perf_counter() - start, time.thread_time() - cpu
 
 
-def nuzo_figures(
-    memories: list[dict[str, Any]], qs: list[dict[str, Any]], rounds: int
-) -> dict[str, Any]:
-    """The reference Nuzo's remember and recall figures on the same memories and queries."""
-    try:
-        from _nuzo_baseline import run_nuzo  # type: ignore[import-not-found]
-    except ImportError:
-        return {"error": "no scripts/_nuzo_baseline.py in this checkout"}
-    try:
-        run = run_nuzo(
-            memories, [{k: v for k, v in q.items() if k != "kind"} for q in qs], rounds=rounds
-        )
-    except RuntimeError as exc:
-        return {"error": str(exc)[:300]}
-    kinds = [q["kind"] for q in qs] * rounds
-    rare = [ns for ns, kind in zip(run.recall_ns, kinds, strict=True) if kind == "rare"]
-    # Node's process CPU time (all its threads, microsecond resolution) around each call.
-    cpu = run.recall_cpu_ns
-    rare_cpu = [ns for ns, kind in zip(cpu, kinds, strict=False) if kind == "rare"]
-    best = [min(run.recall_ns[r * len(qs) + i] for r in range(rounds)) for i in range(len(qs))]
-    rare_best = [ns for ns, q in zip(best, qs, strict=True) if q["kind"] == "rare"]
-    return {
-        "rare_best": summary(rare_best) if rare_best else None,
-        "remember_per_s": round(len(memories) / run.remember_s, 1),
-        "all": summary(run.recall_ns) | ({"cpu": summary(cpu)} if cpu else {}),
-        "rare": (summary(rare) | ({"cpu": summary(rare_cpu)} if rare_cpu else {}))
-        if rare
-        else None,
-    }
+NUZO_CITED = Path(__file__).with_name("data") / "nuzo_1_2_0_bench.json"
+
+
+def nuzo_cited() -> dict[str, Any]:
+    """The reference Nuzo's recorded figures per size, and what they are."""
+    data: dict[str, Any] = json.loads(NUZO_CITED.read_text(encoding="utf-8"))
+    return data
 
 
 def main() -> int:
@@ -326,8 +306,6 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=1, help="times each query runs")
     parser.add_argument("--remember", type=int, default=300, help="timed remember calls a size")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--nuzo", action="store_true", help="add the reference Nuzo's figures")
-    parser.add_argument("--nuzo-max", type=int, default=10000, help="largest size run on Nuzo")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
     result: dict[str, Any] = {
@@ -337,6 +315,8 @@ def main() -> int:
         "rounds": args.rounds,
         "sizes": {},
     }
+    cited = nuzo_cited()
+    result["nuzo_cited"] = {"what": cited["what"], "source": cited["source"]}
     with tempfile.TemporaryDirectory(prefix="aidememo-bench-memory-") as tmp:
         for size in sizes:
             memories, rares, vocab = corpus(size + 2 * args.remember, args.seed)
@@ -361,23 +341,14 @@ def main() -> int:
                 "raw_cpu_us": round(raw_s[1] / args.remember * 1e6, 1),
             }
             store.close()
-            if args.nuzo and size <= args.nuzo_max:
-                nuzo = nuzo_figures(base, qs, args.rounds)
-                row["nuzo"] = nuzo
-                rare_n, rare_o = (nuzo.get("rare") or {}), row["recall"].get("rare") or {}
-                if rare_n and rare_o:
-                    row["vs_nuzo_rare_p95"] = round(
-                        rare_n["p95_ms"] / max(rare_o["p95_ms"], 1e-6), 1
+            nuzo = cited["sizes"].get(str(size), {}).get("nuzo")
+            if nuzo is not None and args.seed == 7 and args.queries == 200:
+                row["nuzo_cited"] = nuzo
+                rare_o = row["recall"].get("rare") or {}
+                if rare_o:
+                    row["vs_nuzo_cited_rare_p95"] = round(
+                        nuzo["rare"]["p95_ms"] / max(rare_o["p95_ms"], 1e-6), 1
                     )
-                    best_n, best_o = nuzo.get("rare_best"), row["recall"].get("rare_best")
-                    if best_n and best_o:
-                        row["vs_nuzo_rare_best_p95"] = round(
-                            best_n["p95_ms"] / max(best_o["p95_ms"], 1e-6), 1
-                        )
-                    if "cpu" in rare_n:
-                        row["vs_nuzo_rare_cpu_p95"] = round(
-                            rare_n["cpu"]["p95_ms"] / max(rare_o["cpu"]["p95_ms"], 1e-6), 1
-                        )
             result["sizes"][str(size)] = row
     sys.stdout.write(json.dumps(result, separators=(",", ":")) + "\n")
     return 0

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.compat import nuzo_replay
 from tests.compat.nuzo_oracle import Cli, Sample, aidememo_cli, rows_of, schema_of
 from tests.compat.nuzo_replay import Recording
 
@@ -135,3 +136,18 @@ def test_mem90_the_in_process_runner_prints_what_the_aidememo_process_prints(
         a = ours.run(*args, scope=scope, check=False)
         b = process.run(*args, scope=scope, check=False)
         assert (a.returncode, a.stdout, a.stderr) == (b.returncode, b.stdout, b.stderr), args
+
+
+def test_mem90_the_tier_fails_without_its_recorded_data(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Without the recording the tier errors in every test; it never skips."""
+    monkeypatch.setattr(nuzo_replay, "GOLDEN", tmp_path / "missing")
+    nuzo_replay.corpus.cache_clear()
+    try:
+        with pytest.raises(FileNotFoundError, match="recorded Nuzo corpus is missing"):
+            nuzo_replay.corpus()
+    finally:
+        monkeypatch.undo()
+        nuzo_replay.corpus.cache_clear()
+    assert nuzo_replay.corpus().calls_by_test
