@@ -188,7 +188,7 @@ def _add_artifact(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     flag(put, "--content-type", default="application/octet-stream", help="media type")
     get = _agent(artifact, "get", "the bytes at a path", "artifact", "cmd_artifact_get")
     _positional(get, "path", "logical path")
-    flag(get, "--out", help="write to this new file (default: stdout)")
+    flag(get, "--out", help="write to this new file (default, or `-`: stdout)")
     flag(get, "--revision", convert=int_in(1, SEQ_MAX), help="an older revision")
     resolve = _agent(artifact, "resolve", "a path's current metadata", "artifact",
                      "cmd_artifact_resolve")  # fmt: skip
