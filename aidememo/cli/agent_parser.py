@@ -170,7 +170,18 @@ def add_agent_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     flag(changes, "--limit", convert=int_in(1, 10_000), help="entries")
     watch = _agent(sub, "watch", "the live change feed: batches as they come (Ctrl-C ends)",
                    "agent", "cmd_watch")  # fmt: skip
-    flag(watch, "--after-seq", default=0, convert=seq, help="exclusive cursor to start from")
+    start = watch.parser.add_mutually_exclusive_group()
+    start.add_argument(
+        "--after-seq",
+        type=seq,
+        default=0,
+        help="exclusive cursor to start from (default 0: the whole history)",
+    )
+    start.add_argument(
+        "--since", type=int_in(1, SEQ_MAX), metavar="SEQ", help="start at this sequence (inclusive)"
+    )
+    start.add_argument("--from-now", action="store_true",
+                       help="only what is committed from now on")  # fmt: skip
 
     _add_handoff(sub)
     add_offline_commands(sub)

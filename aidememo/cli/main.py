@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from typing import cast
 
 from aidememo import __version__
 from aidememo.cli.agent_parser import add_agent_commands
@@ -39,6 +40,7 @@ from aidememo.cli.options import (
     DEFAULT_PORT,
     PROG,
     Command,
+    Parser,
     apply_environment,
     int_in,
 )
@@ -74,11 +76,13 @@ def _target(cmd: Command, db_help: str) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole command tree."""
-    parser = argparse.ArgumentParser(
-        prog=PROG, description="Memory and coordination service for AI agent teams."
-    )
+    parser = Parser(prog=PROG, description="Memory and coordination service for AI agent teams.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    # Every subparser is a `Parser` (its suggestions); the adders take the base class.
+    sub = cast(
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        parser.add_subparsers(dest="command", metavar="COMMAND", required=True),
+    )
     db_help = "SQLite file path or postgresql:// URL; default $AIDEMEMO_HOME/ssot.sqlite"
 
     token = sub.add_parser("token", help="token files").add_subparsers(
