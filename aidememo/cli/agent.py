@@ -260,7 +260,7 @@ def cmd_watch(ns: argparse.Namespace) -> int:
 
 
 def _bearer(path: str) -> str:
-    from aidememo.cli.commands import read_token_file
+    from aidememo.cli.token_files import read_token_file
 
     return read_token_file(path)
 

@@ -16,12 +16,11 @@ from contextlib import contextmanager
 from urllib.parse import urlsplit
 
 from aidememo.cli import profiles
-from aidememo.cli.commands import read_token_file
 from aidememo.cli.errors import EXIT_FAILED, EXIT_UNREACHABLE, EXIT_USAGE, CliError
 from aidememo.cli.hints import with_next_step
 from aidememo.cli.options import PROG
-from aidememo.cli.remote import _no_scheme
-from aidememo.cli.serve import is_loopback
+from aidememo.cli.token_files import read_token_file
+from aidememo.cli.urls import _no_scheme, is_loopback
 from aidememo.client import AidememoClientError, AidememoUnreachable, Client
 
 TIMEOUT_S = 30.0
