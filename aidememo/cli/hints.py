@@ -16,9 +16,13 @@ from aidememo.cli.options import PROG
 def _profile(ns: argparse.Namespace) -> object | None:
     """The command's saved profile, or None (no profile flag, an unknown one)."""
     from aidememo.cli import profiles
+    from aidememo.cli.errors import CliError
 
     name = getattr(ns, "profile", None)
-    return profiles.load().get(name) if name else None
+    try:
+        return profiles.load().get(name) if name else None
+    except CliError:  # an unreadable profiles file: the refusal itself still gets reported
+        return None
 
 
 def next_step(code: str, message: str, ns: argparse.Namespace, *, login_url: str = "") -> str:
