@@ -504,6 +504,7 @@ AWS_SECRET = "aws_secret_access_key = " + "wJalrXUtnFEMI/K7MDENG/bPxRfi" + "CYEX
 SLACK = "xo" + "xb-" + "123456789012-1234567890123-" + "AbCdEfGhIjKlMnOpQrStUvWx"
 GITLAB = "gl" + "pat-" + "Xy7" * 7
 PASSWORD = "pass" + "word=" + "Tr0ub4dor" * 2
+SHORT_PASSWORD = "pass" + "word: Tr0ub4dor&3xyz"  # under 16 characters: SEC-2 `password`
 PEM = "-----BEGIN " + "RSA PRIVATE KEY-----\nMIIEow"
 _ROUTE = {"to_actor": "{receiver}", "session_id": "{session}"}
 for route, payload, kind, pointer, secret in (
@@ -521,6 +522,8 @@ for route, payload, kind, pointer, secret in (
     ("handoffs", {"handoff_id": "h_sec", **_ROUTE, "focus": "rotate keys",
                   "done_when": f"{PASSWORD} works"},
      "generic_api_key", "/payload/done_when", PASSWORD),
+    ("facts", {"fact_id": "f_pw", "session_id": "{session}", "content": f"db {SHORT_PASSWORD}"},
+     "password", "/payload/content", "Tr0ub4dor&3xyz"),
 ):  # fmt: skip
     add(
         "SEC-1 SEC-3",
@@ -538,6 +541,8 @@ for note, kind, pointer, secret in (
     ({"meta": {f"k {SLACK}": 1}}, "slack_token", "/payload/meta", SLACK),
     ({"a/b": {"pass" + "word": "Tr0ub4dor" * 2}},
      "generic_api_key", "/payload/a~1b/password", "Tr0ub4dor" * 2),
+    ({"db": {"db_pass" + "word": "s3cr3tP4ssw0rd!"}},
+     "password", "/payload/db/db_password", "s3cr3tP4ssw0rd!"),
 ):  # fmt: skip
     add(
         "SEC-1 SEC-3",

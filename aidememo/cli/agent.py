@@ -182,14 +182,36 @@ def _print_message(ns: argparse.Namespace, document: dict[str, Any]) -> int | No
     batch = MaterializedBatch.model_validate(document)
     if not ns.json:
         for entry in batch.entries:
-            write_line(_entry_line(entry.change))
+            write_line(_watch_line(entry.change, entry.resource.body))
     return batch.next_cursor.after_seq
+
+
+def _watch_line(entry: ChangeEntry, body: Any) -> str:
+    """A live entry with what it says: a fact's or context's content, a session's topic, a
+    handoff's route, status and focus (each clipped to one short line)."""
+    head = (
+        f"seq {entry.seq}  {entry.operation} {entry.resource.kind}/{entry.resource.id} "
+        f"r{entry.revision} by {entry.actor_id}"
+    )
+    if entry.operation == "delete" or not isinstance(body, dict):
+        return head
+    kind = entry.resource.kind
+    if kind == "handoff":
+        route = f"{body.get('from_actor')} -> {body.get('to_actor')} {body.get('status')}"
+        focus = body.get("focus")
+        return f"{head}: {route}" + (f", focus: {clip(focus)}" if focus else "")
+    text = body.get("topic") if kind == "session" else body.get("content")
+    if text is None and kind.startswith("custom."):
+        text = json.dumps(body, ensure_ascii=False, sort_keys=True)
+    return f"{head}: {clip(text)}" if isinstance(text, str) else head
 
 
 @agent_command
 def cmd_watch(ns: argparse.Namespace) -> int:
     """Subscribe to the live feed and print every batch as it arrives, until interrupted or
-    the server closes; a lost connection is exit 3 naming the cursor to resume from."""
+    the server closes; a lost connection is exit 3 naming the cursor to resume from. It
+    starts after `--after-seq` (default 0), at `--since SEQ` (inclusive) or, with
+    `--from-now`, after the project's current sequence (CLI-6)."""
     try:
         from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI
         from websockets.sync.client import connect
@@ -200,7 +222,12 @@ def cmd_watch(ns: argparse.Namespace) -> int:
     with connected(ns) as (profile, client):
         epoch = client.identity().project_epoch
         token = _bearer(profile.token_file)
-    cursor = int(ns.after_seq)
+        if ns.from_now:
+            cursor = client.snapshot(limit=1).at_seq
+        elif ns.since is not None:
+            cursor = ns.since - 1  # --since is inclusive, the cursor exclusive
+        else:
+            cursor = int(ns.after_seq)
     query = {"project_epoch": epoch, "after_seq": str(cursor)}
     url = _ws_url(profile.url, profile.project_id, query)
     headers = {"authorization": f"Bearer {token}"}
@@ -233,7 +260,7 @@ def cmd_watch(ns: argparse.Namespace) -> int:
 
 
 def _bearer(path: str) -> str:
-    from aidememo.cli.commands import read_token_file
+    from aidememo.cli.token_files import read_token_file
 
     return read_token_file(path)
 

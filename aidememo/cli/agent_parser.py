@@ -170,7 +170,18 @@ def add_agent_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     flag(changes, "--limit", convert=int_in(1, 10_000), help="entries")
     watch = _agent(sub, "watch", "the live change feed: batches as they come (Ctrl-C ends)",
                    "agent", "cmd_watch")  # fmt: skip
-    flag(watch, "--after-seq", default=0, convert=seq, help="exclusive cursor to start from")
+    start = watch.parser.add_mutually_exclusive_group()
+    start.add_argument(
+        "--after-seq",
+        type=seq,
+        default=0,
+        help="exclusive cursor to start from (default 0: the whole history)",
+    )
+    start.add_argument(
+        "--since", type=int_in(1, SEQ_MAX), metavar="SEQ", help="start at this sequence (inclusive)"
+    )
+    start.add_argument("--from-now", action="store_true",
+                       help="only what is committed from now on")  # fmt: skip
 
     _add_handoff(sub)
     add_offline_commands(sub)
@@ -188,7 +199,7 @@ def _add_artifact(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     flag(put, "--content-type", default="application/octet-stream", help="media type")
     get = _agent(artifact, "get", "the bytes at a path", "artifact", "cmd_artifact_get")
     _positional(get, "path", "logical path")
-    flag(get, "--out", help="write to this new file (default: stdout)")
+    flag(get, "--out", help="write to this new file (default, or `-`: stdout)")
     flag(get, "--revision", convert=int_in(1, SEQ_MAX), help="an older revision")
     resolve = _agent(artifact, "resolve", "a path's current metadata", "artifact",
                      "cmd_artifact_resolve")  # fmt: skip

@@ -3,16 +3,17 @@ logical paths, as the profile's member through `aidememo.client` (`Client.artifa
 
 `put PATH FILE` streams the file (`-`: stdin, spooled to a temporary file first, since a body
 is hashed before it is sent and must be resendable); `get PATH` writes the bytes to stdout, or
-to `--out FILE` (created 0600, never overwritten).
+to `--out FILE` (created 0600, never overwritten; `--out -` is stdout too).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import sys
 import tempfile
-from typing import IO
+from typing import IO, Any
 
 from aidememo.cli.connect import agent_command, connected
 from aidememo.cli.errors import EXIT_USAGE, CliError
@@ -63,10 +64,14 @@ def cmd_artifact_resolve(ns: argparse.Namespace) -> int:
 
 @agent_command
 def cmd_artifact_get(ns: argparse.Namespace) -> int:
+    """Write one revision's bytes; the report (and `--json`) describes the bytes written: the
+    size and SHA-256 are measured while writing, so `--revision N` never reports the current
+    revision's figures. `--out -` is stdout, like no `--out`."""
     with connected(ns) as (_, client):
         meta = client.artifacts.resolve(ns.path)
-        chunks = client.artifacts.download(meta["artifact_id"], ns.revision or meta["revision"])
-        if ns.out is None:
+        revision = ns.revision or meta["revision"]
+        chunks = client.artifacts.download(meta["artifact_id"], revision)
+        if ns.out is None or ns.out == "-":
             out = sys.stdout.buffer
             for chunk in chunks:
                 out.write(chunk)
@@ -76,10 +81,25 @@ def cmd_artifact_get(ns: argparse.Namespace) -> int:
             fd = os.open(ns.out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except OSError as exc:
             raise CliError(f"cannot create {ns.out}: {exc.strerror or exc}", EXIT_USAGE) from None
+        digest, size = hashlib.sha256(), 0
         with os.fdopen(fd, "wb") as handle:
             for chunk in chunks:
                 handle.write(chunk)
-    return emit(ns, meta, f"wrote {meta['size_bytes']} bytes to {ns.out}")
+                digest.update(chunk)
+                size += len(chunk)
+    written = _revision_record(meta, revision, size, digest.hexdigest())
+    text = f"wrote {size} bytes of revision {revision} to {ns.out} (sha256 {written['sha256']})"
+    return emit(ns, written, text)
+
+
+def _revision_record(meta: dict[str, Any], revision: int, size: int, sha: str) -> dict[str, Any]:
+    """What `get --out` reports: the path, artifact and revision written, with the measured
+    size and digest; the current publication's other fields only when that is the revision."""
+    if revision == meta["revision"]:
+        return {**meta, "size_bytes": size, "sha256": sha}
+    keep = ("path", "artifact_id")
+    record = {key: meta[key] for key in keep if key in meta}
+    return {**record, "revision": revision, "size_bytes": size, "sha256": sha}
 
 
 @agent_command

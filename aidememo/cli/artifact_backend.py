@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from aidememo.cli.errors import EXIT_USAGE, CliError
 from aidememo.cli.options import Command
-from aidememo.ports import BodyStore
+
+if TYPE_CHECKING:
+    from aidememo.ports import BodyStore
 
 BACKENDS = ("local", "s3")
 

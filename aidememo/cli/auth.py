@@ -14,11 +14,11 @@ import os
 from pathlib import Path
 
 from aidememo.cli import profiles
-from aidememo.cli.commands import read_token_file
 from aidememo.cli.connect import agent_command, client_for, server_url
 from aidememo.cli.errors import CliError
 from aidememo.cli.options import PROG
 from aidememo.cli.render import emit, table
+from aidememo.cli.token_files import read_token_file
 
 
 @agent_command

@@ -21,7 +21,6 @@ from aidememo.cli.archive import (
 )
 from aidememo.cli.errors import EXIT_USAGE, CliError
 from aidememo.cli.options import (
-    PROG,
     TOKEN_BYTES,
     TOKEN_FILE_MODE,
 )
@@ -35,10 +34,10 @@ from aidememo.cli.stores import (
     open_store,
     psycopg_connector,
 )
+from aidememo.cli.token_files import read_token_file
 from aidememo.domain.clock import RandomIds, SystemClock
 from aidememo.domain.errors import AidememoError
 from aidememo.domain.limits import (
-    BEARER_MAX_BYTES,
     MAX_ARCHIVE_BYTES,
 )
 from aidememo.domain.model import ActorKind, MemberStatus, Role
@@ -52,28 +51,6 @@ from aidememo.service.identity import IdentityService, token_digest
 def _print_json(document: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(document, sort_keys=False) + "\n")
     sys.stdout.flush()
-
-
-def read_token_file(path: str) -> str:
-    """The token in `path`, surrounding whitespace stripped; refuses a missing or odd file."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read(BEARER_MAX_BYTES + 2).strip()
-    except FileNotFoundError:
-        raise CliError(
-            f"token file {path} does not exist (create one: {PROG} token new --out {path})"
-        ) from None
-    except UnicodeDecodeError:
-        raise CliError(f"token file {path} is not UTF-8 text") from None
-    except OSError as exc:
-        raise CliError(f"cannot read token file {path}: {exc.strerror or exc}") from None
-    if not text:
-        raise CliError(f"token file {path} is empty")
-    if len(text.encode("utf-8")) > BEARER_MAX_BYTES:
-        raise CliError(f"token in {path} is longer than {BEARER_MAX_BYTES} bytes")
-    if not all("!" <= ch <= "~" for ch in text):
-        raise CliError(f"token in {path} must be printable ASCII without spaces")
-    return text
 
 
 def _database(ns: argparse.Namespace, *, create: bool = True) -> str:

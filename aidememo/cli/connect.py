@@ -16,11 +16,11 @@ from contextlib import contextmanager
 from urllib.parse import urlsplit
 
 from aidememo.cli import profiles
-from aidememo.cli.commands import read_token_file
 from aidememo.cli.errors import EXIT_FAILED, EXIT_UNREACHABLE, EXIT_USAGE, CliError
+from aidememo.cli.hints import with_next_step
 from aidememo.cli.options import PROG
-from aidememo.cli.remote import _no_scheme
-from aidememo.cli.serve import is_loopback
+from aidememo.cli.token_files import read_token_file
+from aidememo.cli.urls import _no_scheme, is_loopback
 from aidememo.client import AidememoClientError, AidememoUnreachable, Client
 
 TIMEOUT_S = 30.0
@@ -73,11 +73,20 @@ def connected(ns: argparse.Namespace) -> Iterator[tuple[profiles.Profile, Client
         client.close()
 
 
-def refusal(error: AidememoClientError) -> CliError:
-    """The client's error as the CLI's: unreachable is exit 3, a refusal exit 1."""
+def refusal(error: AidememoClientError, ns: argparse.Namespace | None = None) -> CliError:
+    """The client's error as the CLI's: unreachable is exit 3, a refusal exit 1; with the
+    command's flags, a clause saying what was involved and what to run next (CLI-7)."""
+    hint = ""
+    if ns is not None:
+        from aidememo.cli.hints import next_step
+
+        hint = next_step(error.code, error.message, ns, login_url=getattr(ns, "url", "") or "")
     if isinstance(error, AidememoUnreachable):
-        return CliError(f"cannot reach the server: {error.message} (unreachable)", EXIT_UNREACHABLE)
-    return CliError(f"{error.message} ({error.code})", EXIT_FAILED)
+        return CliError(
+            with_next_step(f"cannot reach the server: {error.message}", "unreachable", hint),
+            EXIT_UNREACHABLE,
+        )
+    return CliError(with_next_step(error.message, error.code, hint), EXIT_FAILED)
 
 
 def agent_command(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -88,6 +97,6 @@ def agent_command(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse
         try:
             return fn(ns)
         except AidememoClientError as error:
-            raise refusal(error) from None
+            raise refusal(error, ns) from None
 
     return run

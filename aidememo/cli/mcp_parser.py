@@ -25,6 +25,8 @@ def add_mcp_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         actions.add_parser("install", help="print or add an agent host's MCP configuration"),
         lazy("aidememo.cli.mcp_install", "cmd_install"),
     )
-    install.add("--host", required=True, choices=["claude-code", "codex"], help="the host")
+    # Its own variable: AIDEMEMO_HOST is `serve`'s listen address, never an agent host.
+    install.add("--host", env="AIDEMEMO_MCP_HOST", required=True,
+                choices=["claude-code", "codex"], help="the agent host")  # fmt: skip
     install.add("--profile", env="AIDEMEMO_PROFILE", required=True, help="the profile to pin")
     install.add("--write", switch=True, default=False, help="add it to the host's config file")

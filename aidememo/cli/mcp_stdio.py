@@ -124,8 +124,8 @@ def _raw_model() -> Any:
 def team_tools(profile_name: str) -> TeamTools:
     """The team tools of profile `profile_name`, its pinned actor checked (CLI-3)."""
     from aidememo.cli import profiles
-    from aidememo.cli.commands import read_token_file
     from aidememo.cli.connect import client_for
+    from aidememo.cli.token_files import read_token_file
 
     profile = profiles.get(profile_name)
     client = client_for(profile.url, read_token_file(profile.token_file), profile.project_id)

@@ -19,6 +19,29 @@ _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 
 
+class Parser(argparse.ArgumentParser):
+    """An `ArgumentParser` whose unknown-choice error names the closest choices first
+    (`difflib`), so `aidememo fatc` says `did you mean 'fact'?` (CLI-7). Subparsers made by
+    `add_subparsers` are of the same class."""
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        choices = action.choices
+        if choices is not None and value not in choices and isinstance(value, str):
+            import difflib
+
+            names = [str(c) for c in choices]
+            close = difflib.get_close_matches(value, names, n=3, cutoff=0.6)
+            if close:
+                guess = " or ".join(repr(c) for c in close)
+                raise argparse.ArgumentError(
+                    action,
+                    f"invalid choice: {value!r} (did you mean {guess}?; choose from "
+                    + ", ".join(repr(c) for c in names)
+                    + ")",
+                )
+        super()._check_value(action, value)
+
+
 # -- flags with environment fallbacks ---------------------------------------------------------
 
 

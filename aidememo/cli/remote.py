@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 from urllib.parse import quote, urlencode, urlsplit
 
 from aidememo.cli.errors import EXIT_USAGE, CliError
-from aidememo.cli.serve import is_loopback
+from aidememo.cli.urls import _as_http, _no_scheme, is_loopback
 
 TIMEOUT_S = 300.0
 CHUNK_BYTES = 64 * 1024
@@ -33,23 +33,6 @@ def _error_text(status: int, reason: str, raw: bytes) -> str:
         return f"{error['message']} ({error['code']})"
     except (ValueError, KeyError, TypeError):
         return f"HTTP {status} {reason}".strip()
-
-
-def _as_http(url: str) -> str:
-    return "http://" + url.split("://", 1)[-1]
-
-
-def _no_scheme(url: str) -> None:
-    """A `--url` without a scheme is read as https://, except on a loopback host, where the
-    server is most likely a local `aidememo serve` (plain HTTP): there it is refused with the
-    http:// URL to use instead, rather than failing later in a TLS handshake."""
-    host = urlsplit("//" + url).hostname
-    if host is not None and is_loopback(host):
-        raise CliError(
-            f"--url {url} has no scheme: a local `aidememo serve` speaks plain HTTP, so give "
-            f"{_as_http(url)} (or https://{url} for a TLS front)",
-            EXIT_USAGE,
-        )
 
 
 class AdminClient:

@@ -143,7 +143,7 @@ def _watch(ns: argparse.Namespace, profile: profiles.Profile, replica: Replica, 
             "replica pull --watch needs the websockets package: pip install websockets",
             EXIT_USAGE,
         ) from None
-    from aidememo.cli.commands import read_token_file
+    from aidememo.cli.token_files import read_token_file
 
     headers = {"authorization": f"Bearer {read_token_file(profile.token_file)}"}
     pause = RECONNECT_FIRST_S

@@ -10,12 +10,12 @@ runs a GC task (`origin.gc_task`). `--rate-limit` (`origin.rate_limit`) and `--m
 from __future__ import annotations
 
 import importlib.util
-import ipaddress
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from aidememo.cli.errors import EXIT_USAGE, CliError
 from aidememo.cli.stores import default_database, is_postgres, open_store
+from aidememo.cli.urls import is_loopback
 
 if TYPE_CHECKING:
     import socket
@@ -49,17 +49,6 @@ SQLITE_WORKERS = (
     "--workers above 1 needs PostgreSQL: on SQLite one process already batches every "
     "writer into one group commit, which separate processes cannot share"
 )
-
-
-def is_loopback(host: str) -> bool:
-    """True for localhost, 127.0.0.0/8 and ::1 (brackets allowed)."""
-    name = host.strip().strip("[]").lower()
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 def run_serve(

@@ -16,9 +16,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 from aidememo.cli.errors import EXIT_USAGE, CliError
 from aidememo.domain.errors import AidememoError
-from aidememo.ports import Store
 
 if TYPE_CHECKING:
+    from aidememo.ports import Store
     from aidememo.stores.postgres import PostgresStore
 
 HOME_ENV = "AIDEMEMO_HOME"

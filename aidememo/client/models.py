@@ -16,7 +16,9 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 class Model(BaseModel):
     """The base of every answer: frozen, unknown fields ignored."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    # Validators are built when a model is first used, not at import: one command uses a few
+    # of these models, and building all of them cost most of an agent command's start-up.
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
 
 class Health(Model):

@@ -32,6 +32,8 @@ _SCHEMES = ("postgres", "postgresql", "mysql", "mariadb", "mongodb", "mongodb+sr
             "rediss", "amqp", "amqps", "http", "https", "ftp")  # fmt: skip
 # A name may end in `"` or `'` (JSON, YAML) before its `:` or `=`.
 _ASSIGN = r"""['"]?\s*[:=]\s*['"]?"""
+# A character of an assigned password: anything but space, quotes, slashes, brackets, `,`, `;`.
+_PW_CHAR = r"""[^\s'"`/\\<>{}()\[\],;]"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +113,17 @@ KINDS: tuple[SecretKind, ...] = (
         ("key", "token", "secret", "password"),
         r"[aAtTsSpP](?i:(?<=a)pi[_-]?key|(?<=t)oken|(?<=s)ecret|(?<=p)assword)"
         rf"{_ASSIGN}(?!{_PLACEHOLDER})[A-Za-z0-9._~+/=-]{{16}}",
+    ),
+    _kind(
+        "password",
+        ("pass", "pwd"),
+        # A name ending in `password`, `passwd` or `passphrase`, or the word `pwd` (alone or
+        # after `_`/`-`), assigned a value `generic_api_key` does not already find: 6 or more
+        # characters up to a space, quote, slash, bracket, comma or semicolon, holding a letter
+        # and a digit or symbol, not a placeholder and not starting like a path or a variable.
+        r"[pP](?:(?i:ass(?:word|wd|phrase))|(?<![A-Za-z0-9].)(?i:wd))"
+        rf"{_ASSIGN}(?!{_PLACEHOLDER})(?![A-Za-z0-9._~+/=-]{{16}})(?![$%.~-])"
+        rf"(?={_PW_CHAR}*?[0-9!@#%^&*+?])(?={_PW_CHAR}*?[A-Za-z]){_PW_CHAR}{{6,}}+",
     ),
     _kind("slack_token", ("xox",), r"x(?<![A-Za-z0-9_-]x)ox[abposr]-[A-Za-z0-9-]{10,}"),
     _kind("gitlab_token", ("glpat-",), r"g(?<![A-Za-z0-9_-]g)lpat-[A-Za-z0-9_-]{20,}"),

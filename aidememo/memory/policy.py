@@ -52,6 +52,7 @@ SECRET_MESSAGES = {
     "credential_url": "Database URLs containing credentials should not be stored as memory.",
     "session_cookie": "Cookie and session values should not be stored as memory.",
     "generic_api_key": "Credentials should not be stored as memory.",
+    "password": "Passwords should not be stored as memory.",
     "slack_token": "Slack tokens should not be stored as memory.",
     "gitlab_token": "GitLab tokens should not be stored as memory.",
 }

@@ -69,7 +69,10 @@ def _check_receiver(tx: ReadTx, scope: Scope, sender: str, receiver: str) -> Non
         raise fail(ErrorCode.INVALID_COMMAND, "cannot hand off to yourself")
     member = tx.get_membership(scope, receiver)
     if member is None or not member.active or not member.role.can_write:
-        raise fail(ErrorCode.INVALID_COMMAND, "receiver must be an active writer of the project")
+        raise fail(
+            ErrorCode.INVALID_COMMAND,
+            f"receiver {receiver} must be an active writer of the project",
+        )
 
 
 def _index_row(record: HandoffRecord) -> HandoffIndexRow:

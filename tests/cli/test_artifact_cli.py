@@ -85,3 +85,29 @@ def test_ho9_handoff_return_names_the_result_artifact(
     missing = cli.run("handoff", "return", "h1", "--result-fact", "f-done",
                       "--result-artifact", "art_" + "0" * 32, "--profile", "bob")  # fmt: skip
     assert missing.code == 1 and "artifact_not_found" in missing.err
+
+
+def test_art6_get_revision_out_reports_the_bytes_written(cli: Cli, tmp_path: Path) -> None:
+    """`get --revision 1 --out F` reports revision 1's size and digest, not the current one's
+    (text and --json); `--out -` writes to stdout and creates no file named `-`."""
+    import hashlib
+
+    first, second = b"first body, longer than the second\n", b"second\n"
+    (tmp_path / "a").write_bytes(first)
+    (tmp_path / "b").write_bytes(second)
+    cli.as_("alice", "artifact", "put", PATH, str(tmp_path / "a"))
+    cli.as_("alice", "artifact", "put", PATH, str(tmp_path / "b"))
+    older = cli.as_("rita", "artifact", "get", PATH, "--revision", "1",
+                    "--out", str(tmp_path / "v1"))  # fmt: skip
+    assert (older["revision"], older["size_bytes"]) == (1, len(first))
+    assert older["sha256"] == hashlib.sha256(first).hexdigest()
+    assert "content_type" not in older  # the current revision's type is not revision 1's
+    text = cli.run("artifact", "get", PATH, "--revision", "1", "--out", str(tmp_path / "v1b"),
+                   "--profile", "rita")  # fmt: skip
+    assert text.code == 0 and f"wrote {len(first)} bytes of revision 1" in text.out
+    assert hashlib.sha256(first).hexdigest() in text.out
+    current = cli.as_("rita", "artifact", "get", PATH, "--out", str(tmp_path / "v2"))
+    assert (current["revision"], current["size_bytes"]) == (2, len(second))
+    dash = cli.run("artifact", "get", PATH, "--out", "-", "--profile", "rita")
+    assert dash.code == 0 and dash.out == second.decode()
+    assert not (cli.home.parent / "-").exists()

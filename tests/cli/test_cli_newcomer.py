@@ -107,3 +107,30 @@ def test_cli1_non_loopback_url_without_a_scheme_is_still_https(
 
     client = AdminClient("admin.example.test", "t")
     assert client.secure and client.url == "https://admin.example.test"
+
+
+def test_mcp8_mcp_install_host_is_not_serves_listen_host(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    isolated_env: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`AIDEMEMO_HOST=0.0.0.0` (serve's listen address) leaves `mcp install` alone; its agent
+    host comes from `--host` or `AIDEMEMO_MCP_HOST`."""
+    from aidememo.cli import profiles
+
+    token_file = token(capsys, tmp_path / "w.token")
+    digest = profiles.token_sha256(token_file.read_text().strip())
+    profile = profiles.Profile("w", "http://127.0.0.1:9", "t", "p", "a", "writer",
+                               str(token_file), digest)  # fmt: skip
+    profiles.save({"w": profile})
+    monkeypatch.setenv("AIDEMEMO_HOST", "0.0.0.0")
+    code, out, err = run(capsys, "mcp", "install", "--host", "codex", "--profile", "w")
+    assert code == 0 and "[mcp_servers.aidememo]" in out, err
+    monkeypatch.setenv("AIDEMEMO_MCP_HOST", "claude-code")
+    code, out, err = run(capsys, "mcp", "install", "--profile", "w")
+    assert code == 0 and '"mcpServers"' in out, err
+    from aidememo.cli.main import build_parser
+
+    serve = build_parser().parse_args(["serve"])
+    assert any(o.env == "AIDEMEMO_HOST" for o in serve._opts)

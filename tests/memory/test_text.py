@@ -92,3 +92,21 @@ def test_mem11_stored_text_is_rendered_inert() -> None:
     assert inline("a\tb\nc\\d\u202e") == "a\\tb\\nc\\\\d\\u202e"
     assert untrusted_json({"t": "x\u2028y\x85"}, None) == '{"t":"x\\u2028y\\u0085"}'
     assert markdown_block("code ```` fence") == "`````text\ncode ```` fence\n`````"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["password=hunter2", "password: Tr0ub4dor&3xyz", 'db_password = "s3cr3tP4ssw0rd!"',
+     "pwd: abc123x"],
+)  # fmt: skip
+def test_mem14_short_assigned_passwords_are_refused_unlike_nuzo(
+    store: MemoryStore, text: str
+) -> None:
+    """The storage brief refuses passwords: an assigned one with a letter and a digit or symbol
+    is refused below generic_api_key's 16 characters too (SEC-2 `password`); letters only,
+    like Nuzo's 15-character case, are still stored."""
+    with pytest.raises(MemoryStoreError) as caught:
+        store.remember(text, kind="note")
+    assert caught.value.code == MemoryErrorCode.MEMORY_SECRET_DETECTED
+    assert caught.value.details["findings"][0]["kind"] == "password"
+    store.remember("password=abcdefghijklmno", kind="note")

@@ -120,3 +120,29 @@ def test_scripts_serve_first_run_bootstraps_demo_and_second_run_skips_it(
     assert "bootstrapping" not in err2
     assert f"http://127.0.0.1:{port2}" in out2
     assert token_file.read_text().strip() == token
+
+
+def test_scripts_serve_second_run_on_a_taken_port_says_so_before_printing_a_url(
+    tmp_path: Path,
+) -> None:
+    """A second `scripts/serve` on the port of a running one prints no URL: one line naming the
+    port, the aidememo that holds it and the `--port` to use instead, exit 1."""
+    home = tmp_path / "aidememo-home"
+    port = free_port()
+    second: list[subprocess.CompletedProcess[str]] = []
+
+    def again() -> None:
+        env = {
+            k: v for k, v in os.environ.items() if not k.startswith(("AIDEMEMO_", "VIRTUAL_ENV"))
+        }
+        env["AIDEMEMO_HOME"] = str(home)
+        env["HOME"] = str(tmp_path)
+        second.append(subprocess.run([str(SCRIPT), "--port", str(port)], env=env, text=True,
+                                     capture_output=True, timeout=120, check=False))  # fmt: skip
+
+    run_script(tmp_path, home, port, "first", again)
+    done = second[0]
+    assert done.returncode == 1, done
+    assert "aidememo serving" not in done.stdout and "http://" not in done.stdout
+    assert f"port {port} on 127.0.0.1 is already in use by an aidememo server" in done.stderr
+    assert f"scripts/serve --port {port + 1}" in done.stderr

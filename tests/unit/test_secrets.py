@@ -52,6 +52,15 @@ BLOCKED = [
     ("credential_url", "https://deploy:s3cr3t-t0ken@git.example.com/org/repo.git"),
     ("credential_url", "REDIS_URL=rediss://:p4ssw0rdp4ss@cache.internal:6380/0"),
     ("session_cookie", "Cookie: sessionid=k8s2dj3kd9sl2kd8dk3ls9dk2ls8dk3l"),
+    # Assigned passwords shorter than generic_api_key's 16 characters (the storage brief's
+    # "passwords"): a letter and a digit or symbol, 6 or more characters.
+    ("password", "password=hunter2"),
+    ("password", "password: Tr0ub4dor&3xyz"),
+    ("password", 'db_password = "s3cr3tP4ssw0rd!"'),
+    ("password", "pwd: abc123x"),
+    ("password", "export PGPASSWORD=pa55word"),
+    ("password", '{"passwd": "x9y8z7w6"}'),
+    ("password", "passphrase: correct-horse-9"),
 ]  # fmt: skip
 
 ALLOWED = [
@@ -70,6 +79,18 @@ ALLOWED = [
     "-----BEGIN PUBLIC KEY-----",
     "https://api.example.org:8443/v1/projects@latest",
     "redis://:REDACTED@cache:6379",
+    "password=letmein",  # letters only: not an obvious password (SEC-2)
+    "password=abcdefghijklmno",
+    "pwd: /home/user/project",
+    "cwd=abc123",
+    "password: ********",
+    "password=${DB_PASSWORD}",
+    "password: $PGPASS1",
+    "password=<secret1>",
+    "password: see the team vault entry",
+    "password_hint: abc123",
+    "The password is hunter2 in the old joke.",
+    "pwd: ab1",
 ]
 
 
@@ -81,7 +102,7 @@ def test_sec2_pinned_blocked_examples_are_found_as_their_kind(kind: str, text: s
 
 def test_sec2_every_kind_has_a_blocked_example() -> None:
     assert {kind for kind, _ in BLOCKED} == set(KIND_NAMES)
-    assert len(KIND_NAMES) == 13
+    assert len(KIND_NAMES) == 14
 
 
 @pytest.mark.parametrize("text", ALLOWED)
