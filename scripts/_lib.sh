@@ -121,42 +121,34 @@ ensure_node_modules() {
     install_unlock
 }
 
-# -- the Workers SDK for the Pyodide tier -----------------------------------------------------
-# The real `workers-runtime-sdk` wheel (pure Python; in production the Workers runtime supplies
-# it) is fetched from the package registry with `pip download --no-deps` into .cache/wheels/
-# (ignored by git) only when missing, then unpacked into .cache/sdk/<name>-<version>/ once. The
-# Pyodide tier copies its `workers/` package into the Pyodide file system.
+# -- the Workers SDK wheel --------------------------------------------------------------------
+# The Worker ships the real `workers-runtime-sdk` (pure Python) in its python_modules/
+# (scripts/build_edge.py vendors it, at the same pin). Its wheel is fetched from the package
+# registry with `pip download --no-deps` into .cache/wheels/ (ignored by git) only when
+# missing; build_edge.py unpacks it from there into every python_modules/ it builds.
 SDK_WHEEL_NAME="workers-runtime-sdk"
 SDK_WHEEL_VERSION="1.9.5"
 SDK_WHEEL_DIR="$REPO_ROOT/.cache/wheels"
-SDK_DIR="$REPO_ROOT/.cache/sdk/$SDK_WHEEL_NAME-$SDK_WHEEL_VERSION"
 
 ensure_sdk_wheel() {
     install_lock
-    if [ -f "$SDK_DIR/workers/__init__.py" ]; then
-        log "$SDK_WHEEL_NAME $SDK_WHEEL_VERSION is unpacked in .cache/sdk"
-        install_unlock
-        return 0
-    fi
     local wheel
     wheel="$(find "$SDK_WHEEL_DIR" -maxdepth 1 -name "workers_runtime_sdk-$SDK_WHEEL_VERSION-*.whl" \
         -print -quit 2>/dev/null || true)"
-    if [ -z "$wheel" ]; then
-        log "pip download --no-deps $SDK_WHEEL_NAME==$SDK_WHEEL_VERSION"
-        mkdir -p "$SDK_WHEEL_DIR" || return 1
-        "$PY" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
-            --dest "$SDK_WHEEL_DIR" "$SDK_WHEEL_NAME==$SDK_WHEEL_VERSION" || return 1
-        wheel="$(find "$SDK_WHEEL_DIR" -maxdepth 1 \
-            -name "workers_runtime_sdk-$SDK_WHEEL_VERSION-*.whl" -print -quit)"
-        [ -n "$wheel" ] || { log "pip download left no wheel in $SDK_WHEEL_DIR"; return 1; }
+    if [ -n "$wheel" ]; then
+        log "$SDK_WHEEL_NAME $SDK_WHEEL_VERSION is in .cache/wheels"
+        install_unlock
+        return 0
     fi
-    # Unpack next to the target and rename, so an interrupted run never leaves half a package.
+    log "pip download --no-deps $SDK_WHEEL_NAME==$SDK_WHEEL_VERSION"
+    mkdir -p "$SDK_WHEEL_DIR" || return 1
+    # Downloaded beside the cache and moved in, so a concurrent build never reads half a wheel.
     local tmp
-    tmp="$(mktemp -d "$REPO_ROOT/.cache/sdk-unpack.XXXXXX")" || return 1
-    "$PY" -m zipfile -e "$wheel" "$tmp" || { rm -rf "$tmp"; return 1; }
-    mkdir -p "$(dirname "$SDK_DIR")" || return 1
-    rm -rf "$SDK_DIR"
-    mv "$tmp" "$SDK_DIR" || return 1
+    tmp="$(mktemp -d "$SDK_WHEEL_DIR/.download.XXXXXX")" || return 1
+    "$PY" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+        --dest "$tmp" "$SDK_WHEEL_NAME==$SDK_WHEEL_VERSION" || { rm -rf "$tmp"; return 1; }
+    mv "$tmp"/workers_runtime_sdk-"$SDK_WHEEL_VERSION"-*.whl "$SDK_WHEEL_DIR"/ || { rm -rf "$tmp"; return 1; }
+    rm -rf "$tmp"
     install_unlock
 }
 

@@ -22,12 +22,20 @@ const DENIED_PRAGMA_RE = /\bpragma(?:\s+(?:\w+\s*\.\s*)?|_)(user_version|journal
 // An ArrayBuffer of its own (what workerd hands out for a BLOB), from a Node Buffer.
 const toArrayBuffer = (buf) => buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.byteLength);
 
+// A binding as workerd's `sql.exec` converts it (each one a number, a string, null or bytes):
+// an ArrayBuffer or any view of one is bytes; a BigInt (what Pyodide makes of an integer beyond
+// Number.MAX_SAFE_INTEGER) is refused, as workerd refuses it; any other object becomes its
+// string (a Python `bytes` passed without conversion is a proxy whose string is "b'...'").
 function toBinding(value) {
-  if (value instanceof Uint8Array) return Buffer.from(value.buffer, value.byteOffset, value.length);
+  if (value === undefined || value === null) return null;
+  if (typeof value === "bigint") throw new TypeError("Cannot convert a BigInt value to a number");
+  if (ArrayBuffer.isView(value)) {
+    return Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+  }
   if (value instanceof ArrayBuffer) return Buffer.from(value);
   if (typeof value === "boolean") return value ? 1 : 0;
-  if (value === undefined) return null;
-  return value;
+  if (typeof value === "number" || typeof value === "string") return value;
+  return String(value);
 }
 
 // What `cursor.raw()` returns in workerd (a JSG iterator of value arrays); `toArray()` is the

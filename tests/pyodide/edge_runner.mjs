@@ -3,11 +3,13 @@
 // run driver snippets (one after the other, in this one process) that send requests through
 // `Default.fetch`; print one JSON line.
 //
-// Usage: node tests/pyodide/edge_runner.mjs --sdk SDK_DIR --bundle BUNDLE_DIR
+// Usage: node tests/pyodide/edge_runner.mjs --bundle BUNDLE_DIR --vendor PYTHON_MODULES_DIR
 //          --config CONFIG.json --driver DRIVER.py [--driver DRIVER2.py ...]
 //
-// SDK_DIR is the unpacked wheel (its `workers/` package is copied into /sdk); BUNDLE_DIR is what
-// scripts/build_edge.py builds for wrangler (copied into /bundle). CONFIG.json, from wrangler.toml
+// BUNDLE_DIR and PYTHON_MODULES_DIR are what scripts/build_edge.py builds for wrangler (copied
+// into /bundle and /python_modules): the Workers SDK comes from the vendored python_modules/,
+// as in the runtime, never from this host, so a module the build leaves out fails the import.
+// CONFIG.json, from wrangler.toml
 // (without "main", no Worker is imported and the driver uses the runtime objects directly):
 //   {"main": "worker/entry.py", "durable_objects": [{"name": BINDING, "class_name": CLS}],
 //    "ratelimits": [{"name": BINDING, "limit": N, "period": S}], "vars": {...}, "secrets": {...},
@@ -22,7 +24,7 @@
 //   {"ok": false, "error": "...", ...}                       (exit status 1)
 //
 // What is real and what is a stand-in:
-// - real: Pyodide 314.0.7, the SDK's `workers` package (Request/Response wrappers, _EnvWrapper,
+// - real: Pyodide 314.0.7, the vendored SDK's `workers` package (Request/Response wrappers, _EnvWrapper,
 //   _BindingWrapper, DurableObjectContext, python_to_rpc/python_from_rpc), Node 20's fetch API
 //   classes (`Request`, `Response`, `Headers`: what the SDK wraps), SQLite (better-sqlite3 12).
 // - stand-ins, each as small as the SDK and our code need:
@@ -57,28 +59,29 @@ function parseArgs(argv) {
   const opts = { driver: [] };
   for (let i = 0; i < argv.length; i += 2) {
     const key = argv[i].replace(/^--/, "");
-    if (!["sdk", "bundle", "config", "driver"].includes(key) || i + 1 >= argv.length) {
+    if (!["vendor", "bundle", "config", "driver"].includes(key) || i + 1 >= argv.length) {
       throw new Error(`bad argument ${argv[i]}`);
     }
     const value = path.resolve(argv[i + 1]);
     if (key === "driver") opts.driver.push(value);
     else opts[key] = value;
   }
-  for (const key of ["sdk", "bundle", "config"]) {
+  for (const key of ["vendor", "bundle", "config"]) {
     if (!opts[key]) throw new Error(`--${key} is required`);
   }
   if (!opts.driver.length) throw new Error("--driver is required");
   return opts;
 }
 
-// Copy the .py files of a host directory into the Pyodide FS (no __pycache__).
+// Copy the module files of a host directory into the Pyodide FS (no __pycache__): .py, the
+// SDK's .js helper, and a distribution's METADATA (read through importlib.metadata).
 function copyTree(FS, src, dst) {
   FS.mkdirTree(dst);
   for (const entry of readdirSync(src, { withFileTypes: true })) {
     const from = path.join(src, entry.name);
     if (entry.isDirectory() && entry.name !== "__pycache__") {
       copyTree(FS, from, `${dst}/${entry.name}`);
-    } else if (entry.isFile() && entry.name.endsWith(".py")) {
+    } else if (entry.isFile() && /(\.py|\.js|^METADATA)$/.test(entry.name)) {
       FS.writeFile(`${dst}/${entry.name}`, readFileSync(from));
     }
   }
@@ -333,7 +336,7 @@ async function main() {
   const py = await loadPyodide({ indexURL, stdout: toStderr, stderr: toStderr });
   const meta = { pyodide: py.version, load_ms: Math.round(performance.now() - t0) };
 
-  copyTree(py.FS, path.join(opts.sdk, "workers"), "/sdk/workers");
+  copyTree(py.FS, opts.vendor, "/python_modules");
   copyTree(py.FS, opts.bundle, "/bundle");
   const mainPath = config.main ? path.join(opts.bundle, config.main) : null;
   if (mainPath) py.FS.writeFile(`/bundle/${path.basename(mainPath)}`, readFileSync(mainPath));
@@ -376,7 +379,7 @@ async function main() {
   });
 
   py.runPython(
-    "import sys; sys.dont_write_bytecode = True; sys.path[:0] = ['/bundle', '/sdk', '/harness']",
+    "import sys; sys.dont_write_bytecode = True; sys.path[:0] = ['/bundle', '/python_modules', '/harness']",
   );
   const t1 = performance.now();
   try {
