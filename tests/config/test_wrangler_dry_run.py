@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests.node import node_env
+
 REPO = Path(__file__).resolve().parents[2]
 WRANGLER = REPO / "node_modules" / ".bin" / "wrangler"
 
@@ -31,7 +33,7 @@ def dry_run(tmp_path_factory: pytest.TempPathFactory) -> DryRun:
             pytest.fail("node_modules/.bin/wrangler is missing: run scripts/test (npm ci)")
         pytest.skip("node_modules/.bin/wrangler is missing: run scripts/test (npm ci)")
     outdir = tmp_path_factory.mktemp("wrangler-out")
-    env = dict(os.environ, WRANGLER_SEND_METRICS="false", CI="true", NO_COLOR="1")
+    env = node_env(WRANGLER_SEND_METRICS="false", CI="true", NO_COLOR="1")
     proc = subprocess.run(
         [str(WRANGLER), "deploy", "--dry-run", "--outdir", str(outdir)],
         cwd=REPO,

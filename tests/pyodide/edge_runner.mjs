@@ -4,7 +4,12 @@
 // `Default.fetch`; print one JSON line.
 //
 // Usage: node tests/pyodide/edge_runner.mjs --bundle BUNDLE_DIR --vendor PYTHON_MODULES_DIR
-//          --config CONFIG.json --driver DRIVER.py [--driver DRIVER2.py ...]
+//          --config CONFIG.json (--driver DRIVER.py [--driver DRIVER2.py ...] | --serve PORT)
+//
+// With --serve PORT (0: any free port) the runtime serves HTTP on 127.0.0.1 instead of running
+// drivers (for scripts/bench_edge_overhead.py --pyodide): each request goes to `Default.fetch`
+// as `https://edge.bench<path>` (what the Worker sees behind Cloudflare's TLS); stdout carries
+// one line `{"listening": PORT}`, and SIGTERM stops it.
 //
 // BUNDLE_DIR and PYTHON_MODULES_DIR are what scripts/build_edge.py builds for wrangler (copied
 // into /bundle and /python_modules): the Workers SDK comes from the vendored python_modules/,
@@ -44,6 +49,7 @@
 // The stand-ins live by job: Durable Object storage and its SQL in do_storage.mjs, WebSockets
 // in websockets.mjs, R2 buckets in r2_binding.mjs; stubs, namespaces, RPC and main() here.
 import { existsSync, readdirSync, readFileSync } from "node:fs";
+import http from "node:http";
 import { createHash, randomBytes } from "node:crypto";
 import path from "node:path";
 import { attachR2 } from "./r2_binding.mjs";
@@ -59,8 +65,12 @@ function parseArgs(argv) {
   const opts = { driver: [] };
   for (let i = 0; i < argv.length; i += 2) {
     const key = argv[i].replace(/^--/, "");
-    if (!["vendor", "bundle", "config", "driver"].includes(key) || i + 1 >= argv.length) {
+    if (!["vendor", "bundle", "config", "driver", "serve"].includes(key) || i + 1 >= argv.length) {
       throw new Error(`bad argument ${argv[i]}`);
+    }
+    if (key === "serve") {
+      opts.serve = Number(argv[i + 1]);
+      continue;
     }
     const value = path.resolve(argv[i + 1]);
     if (key === "driver") opts.driver.push(value);
@@ -69,7 +79,7 @@ function parseArgs(argv) {
   for (const key of ["vendor", "bundle", "config"]) {
     if (!opts[key]) throw new Error(`--${key} is required`);
   }
-  if (!opts.driver.length) throw new Error("--driver is required");
+  if (!opts.driver.length && opts.serve === undefined) throw new Error("--driver is required");
   return opts;
 }
 
@@ -324,6 +334,36 @@ class Runtime {
   }
 }
 
+// Serve HTTP on 127.0.0.1:port through `runtime.fetch` until SIGTERM (one request at a time
+// or many; keep-alive on).
+async function serve(runtime, port) {
+  const server = http.createServer(async (req, res) => {
+    try {
+      const chunks = [];
+      for await (const chunk of req) chunks.push(chunk);
+      const headers = new Headers();
+      for (const [name, value] of Object.entries(req.headers)) {
+        if (value !== undefined) headers.set(name, Array.isArray(value) ? value.join(", ") : value);
+      }
+      const init = { method: req.method, headers };
+      if (chunks.length) init.body = Buffer.concat(chunks);
+      const response = await runtime.fetch(new Request(`https://edge.bench${req.url}`, init));
+      const body = Buffer.from(await response.arrayBuffer());
+      res.writeHead(response.status, Object.fromEntries(response.headers));
+      res.end(body);
+    } catch (err) {
+      res.writeHead(500, { "content-type": "text/plain" });
+      res.end(String(err?.stack ?? err));
+    }
+  });
+  server.keepAliveTimeout = 120_000;
+  await new Promise((resolve) => server.listen(port, "127.0.0.1", resolve));
+  process.stdout.write(JSON.stringify({ listening: server.address().port }) + "\n");
+  await new Promise((resolve) => process.once("SIGTERM", resolve));
+  server.closeAllConnections();
+  await new Promise((resolve) => server.close(resolve));
+}
+
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
   const config = JSON.parse(readFileSync(opts.config, "utf8"));
@@ -408,6 +448,11 @@ async function main() {
       },
       params: config.driver_params ?? {},
     });
+    if (opts.serve !== undefined) {
+      await serve(runtime, opts.serve);
+      await disposeR2();
+      return;
+    }
     const result = {};
     meta.run_ms = {};
     for (const driver of opts.driver) {

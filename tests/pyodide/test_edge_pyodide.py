@@ -26,7 +26,6 @@ import hashlib
 import json
 import os
 import secrets
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -36,6 +35,7 @@ from typing import Any
 import pytest
 
 from tests.hostile_table import ROWS, as_wire
+from tests.node import node as pinned_node
 
 pytestmark = pytest.mark.pyodide
 
@@ -118,9 +118,9 @@ def _unavailable(reason: str) -> None:
 
 
 def _require_tools() -> str:
-    node = shutil.which("node")
+    node = pinned_node()
     if node is None:
-        _unavailable("node is not on PATH")
+        _unavailable("no node: run scripts/test (installs the pinned Node)")
     for need in (PYODIDE_DIR / "pyodide.asm.wasm", SQLITE_ADDON):
         if not need.exists():
             _unavailable(f"{need} is missing: run scripts/test (npm ci)")
