@@ -8,7 +8,11 @@ For what the Worker does on every request that costs more than the work itself, 
 - the rate limiter's JS binding is called directly with a JS object made once by `to_js`,
   and its answer is read as a JS object (`raw`, `js_object`, `field`);
 - the request's headers are read in one conversion of the JS `Headers` (`request_headers`);
-- a text answer is a JS `Response` made in one call (`text_response`).
+- a text answer is a JS `Response` made in one call (`text_response`);
+- the SDK's `env` wrapper, which looks a binding up and wraps it on first use and remembers
+  it, is made afresh for every request; `shared_env` keeps the isolate's first one (the
+  runtime hands every request of an isolate the same `env`), so each binding is looked up
+  and wrapped once per isolate.
 Outside Pyodide (the CPython runtime double) each falls back to the SDK's own objects.
 """
 
@@ -25,6 +29,21 @@ except ImportError:  # CPython: the runtime double takes and returns Python valu
     JsResponse = None
     JsProxy = None
     to_js = None
+
+
+_SHARED_ENV: list[Any] = []  # [the JS env, the SDK wrapper kept for it]
+
+
+def shared_env(env: Any) -> Any:
+    """The isolate's kept SDK `env` wrapper when `env` wraps the same JS env, else `env`
+    (kept from now on)."""
+    js_env = getattr(env, "_env", None)
+    if JsProxy is None or not isinstance(js_env, JsProxy):
+        return env
+    if _SHARED_ENV and (_SHARED_ENV[0] is js_env or _SHARED_ENV[0] == js_env):
+        return _SHARED_ENV[1]
+    _SHARED_ENV[:] = [js_env, env]
+    return env
 
 
 def raw(binding: Any) -> Any:

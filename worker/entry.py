@@ -136,6 +136,7 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
 
     async def fetch(self, request: Any) -> Any:
         """Answer one HTTP request; never raises."""
+        self.env = bindings.shared_env(self.env)  # type: ignore[has-type]
         try:
             response = await self._serve(request)
             if not isinstance(response, CoreResponse):

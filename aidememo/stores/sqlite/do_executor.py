@@ -48,6 +48,7 @@ except ImportError:  # CPython: the storage is the test double, bindings go as t
 T = TypeVar("T")
 
 _PLAIN = (int, float, str, bytes)
+_AS_IS = frozenset({int, float, str})  # bindings that cross to JavaScript as they are
 
 
 def _storage_failure(what: str, exc: BaseException) -> AidememoError:
@@ -111,7 +112,9 @@ class DoSqlExecutor:
         """Run one statement; the cursor is drained at once so it never outlives the call."""
         try:
             if self._js:
-                found = self._exec(sql, *[_js_binding(v) for v in params])
+                found = self._exec(
+                    sql, *[v if type(v) in _AS_IS else _js_binding(v) for v in params]
+                )
                 rows = found.raw().toArray().to_py()
             else:
                 rows = self._exec(sql, *params).raw().toArray()
