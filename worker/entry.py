@@ -207,7 +207,8 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
                 route, core, params, caller, stub, self.env, request
             )
             return Response(body, status=status, headers=out)
-        answer = await stub.handle(request_text(core, admission, caller))
+        # The JS stub itself: a text argument and a text answer need no SDK conversion.
+        answer = await bindings.raw(stub).handle(request_text(core, admission, caller))
         return bindings.text_response(*response_parts(answer))
 
     async def _authenticate(self, objs: Objects, digest: bytes) -> Caller:

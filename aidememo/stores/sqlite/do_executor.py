@@ -76,7 +76,7 @@ def to_sql_value(value: Any) -> SqlValue:
 
 
 def _row(values: Iterable[Any]) -> Row:
-    return tuple(to_sql_value(v) for v in values)
+    return tuple(v if type(v) in _AS_IS or v is None else to_sql_value(v) for v in values)
 
 
 def _js_binding(value: SqlValue) -> Any:
