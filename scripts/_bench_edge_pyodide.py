@@ -158,9 +158,9 @@ def _fact(n: int, tag: str) -> dict[str, Any]:
     }
 
 
-def _request(shape: str, n: int, epoch: str) -> tuple[str, str, Any]:
+def _request(shape: str, n: int, epoch: str, seeded: int) -> tuple[str, str, Any]:
     if shape == "get_resource":
-        return "GET", f"{P}/resources/fact/f_seed_{n % 10}", None
+        return "GET", f"{P}/resources/fact/f_seed_{n % min(10, seeded)}", None
     if shape == "search":
         return "GET", f"{P}/search?q=cache&limit=20", None
     if shape == "get_changes":
@@ -169,6 +169,7 @@ def _request(shape: str, n: int, epoch: str) -> tuple[str, str, Any]:
 
 
 def run(requests: int, warmup: int, seed_facts: int, tmp_dir: Path | None) -> int:
+    seed_facts = max(1, seed_facts)
     procs: list[subprocess.Popen[bytes]] = []
     with tempfile.TemporaryDirectory(prefix="bench-edge-pyodide-", dir=tmp_dir) as tmp_name:
         tmp = Path(tmp_name)
@@ -186,7 +187,7 @@ def run(requests: int, warmup: int, seed_facts: int, tmp_dir: Path | None) -> in
                 order = sides if n % 2 == 0 else sides[::-1]
                 for shape in SHAPES:
                     for side in order:
-                        method, path, body = _request(shape, n, epochs[side.name])
+                        method, path, body = _request(shape, n, epochs[side.name], seed_facts)
                         status, answer, elapsed = side.send(method, path, body)
                         if status != 200:
                             raise SystemExit(f"{side.name} {shape}: HTTP {status} {answer}")
