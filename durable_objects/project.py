@@ -83,8 +83,10 @@ from durable_objects.rpc import (
     forwarded_token,
     iter_packed,
     plain,
+    request_and_caller,
     request_from,
     response_payload,
+    response_text,
 )
 from durable_objects.staging import EXPORT, IMPORT, StagedPages, Staging
 
@@ -177,9 +179,17 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
     def _on_commit(self, scope: Scope, seq: int) -> None:
         self._committed = True
 
-    async def handle(self, request: Any, caller: Any) -> dict[str, Any]:
+    async def handle(self, request: Any, caller: Any = None) -> Any:
         """One contract request for this project, from an authenticated caller. Calls run one
-        at a time (`_serial`; in PostgreSQL mode a socket wait would let the next one in)."""
+        at a time (`_serial`; in PostgreSQL mode a socket wait would let the next one in).
+        The Worker sends one `request_text` and gets a `response_text` back; the payload and
+        caller as two RPC objects are answered with a `response_payload` dict."""
+        if isinstance(request, str):
+            payload, who = request_and_caller(request)
+            return response_text(await self._handle(payload, who))
+        return await self._handle(request, caller)
+
+    async def _handle(self, request: Any, caller: Any) -> dict[str, Any]:
         async with self._serial:
             try:
                 app = self._http()

@@ -6,6 +6,11 @@ plain JS object and back into a `dict` (a `JsDict`), a `list` into an array, and
 conversion). So every payload here is built from `dict`, `list`, `str`, `int`, `bool` and
 `None`; bodies travel as `str`, never decoded (ID-3: JSON numbers keep 64 bits).
 
+The contract request of a project object (`handle`), the hottest hop, crosses as one JSON
+text each way (`request_text`, `response_text`): a string goes through the SDK's
+`python_to_rpc` and workerd's structured clone as it is, where a nested dict is walked,
+checked and converted key by key on both sides of the hop.
+
 An exception thrown by an RPC method reaches the caller without its stack trace and, through
 Pyodide, as a `JsException` whose type is lost. Domain errors therefore never cross as
 exceptions: methods wrapped in `answer` return `{"ok": value}` or `{"error": {"code",
@@ -16,6 +21,7 @@ that escapes an object is a bug or an outage, which the Worker answers with the 
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -169,6 +175,18 @@ def request_payload(request: Request, admission: Admission) -> dict[str, Any]:
     return payload
 
 
+def request_text(request: Request, admission: Admission, caller: Caller) -> str:
+    """`request_payload` and the caller as one JSON text, for `ProjectCoordinator.handle`."""
+    payload = {"request": request_payload(request, admission), "caller": caller_payload(caller)}
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+
+
+def request_and_caller(text: str) -> tuple[Any, Any]:
+    """The request payload and the caller payload of a `request_text`."""
+    data = json.loads(text)
+    return data["request"], data["caller"]
+
+
 def request_from(payload: Any, caller: Caller) -> tuple[Request, Admission]:
     """The core `Request` back from `request_payload`, and the Worker's admission of it for
     `caller`, the identity it authenticated."""
@@ -209,10 +227,16 @@ def response_payload(response: Response) -> dict[str, Any]:
     }
 
 
+def response_text(payload: dict[str, Any]) -> str:
+    """A `response_payload` as one JSON text (the answer of a `request_text` call)."""
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+
+
 def response_parts(payload: Any) -> tuple[str, int, dict[str, str]]:
-    """`(body text, status, headers)` of a `response_payload`, what the Worker hands straight
-    to the runtime's `Response` (text bodies go out as UTF-8 without a copy through bytes)."""
-    data = _mapping(payload)
+    """`(body text, status, headers)` of a `response_payload` or its `response_text`, what
+    the Worker hands straight to the runtime's `Response` (text bodies go out as UTF-8
+    without a copy through bytes)."""
+    data = json.loads(payload) if isinstance(payload, str) else _mapping(payload)
     raw = data["headers"]
     headers = {_text(k): _text(v) for k, v in (raw if isinstance(raw, list) else plain(raw))}
     return _text(data["body"]), int(data["status"]), headers

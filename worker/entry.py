@@ -22,10 +22,11 @@ edge's own. For every request, in this order:
 5. project routes and `POST /v1/commands` (its project found by a scan of the body's
    top-level `project_id`, `handlers.command_project_id`, not by decoding it) go to the
    project's `ProjectCoordinator`, named from the caller's tenant and the project, by the
-   RPC method `handle(request, caller)`: plain dicts (the route's name and parameters, the
-   content type, the body as text) and the identity the Worker authenticated, never client
-   headers; the object runs the rest (`HttpApp.serve`: the full decode, the parameters, the
-   membership on every request, so suspensions and role changes apply at once).
+   RPC method `handle(text)`: one JSON text of the request (the route's name and parameters,
+   the content type, the body as text) and the identity the Worker authenticated, never
+   client headers (`durable_objects.rpc.request_text`); the object runs the rest
+   (`HttpApp.serve`: the full decode, the parameters, the membership on every request, so
+   suspensions and role changes apply at once).
    The one exception is the live change feed's WebSocket upgrade (`GET .../changes/live` with
    `Upgrade: websocket`), which RPC cannot carry: it is forwarded with `stub.fetch(request)`,
    the client's credentials and any `x-aidememo-*` header it sent deleted and the identity
@@ -89,13 +90,8 @@ from aidememo.stores.postgres import PostgresStore
 from aidememo.stores.sqlite.schema import SCHEMA_VERSION
 from durable_objects import ProjectCoordinator, TenantRegistry, TokenDirectory, pg_connection
 from durable_objects.project import lease_ms
-from durable_objects.rpc import (
-    caller_payload,
-    forwarded_headers,
-    request_payload,
-    response_parts,
-)
-from worker import admin, artifacts, transfer
+from durable_objects.rpc import forwarded_headers, request_text, response_parts
+from worker import admin, artifacts, bindings, transfer
 from worker.auth_cache import TokenCache
 from worker.objects import Objects, call
 from worker.routing import (
@@ -140,6 +136,7 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
 
     async def fetch(self, request: Any) -> Any:
         """Answer one HTTP request; never raises."""
+        self.env = bindings.shared_env(self.env)  # type: ignore[has-type]
         try:
             response = await self._serve(request)
             if not isinstance(response, CoreResponse):
@@ -162,7 +159,7 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         url = urlsplit(str(request.url))
         # Percent-decoded like the ASGI scope's `path` at the origin.
         method, path = _method(request), unquote(url.path) or "/"
-        headers = {str(k).lower(): str(v) for k, v in request.headers.items()}
+        headers = bindings.request_headers(request)
         if insecure(url.scheme, path, var_is_set(self.env, ALLOW_INSECURE_HTTP)):
             raise fail(ErrorCode.INSECURE_TRANSPORT, "use https")
         declared = declared_length(headers) if "content-length" in headers else None
@@ -210,9 +207,9 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
                 route, core, params, caller, stub, self.env, request
             )
             return Response(body, status=status, headers=out)
-        answer = await stub.handle(request_payload(core, admission), caller_payload(caller))
-        text, status, out = response_parts(answer)
-        return Response(text, status=status, headers=out)
+        # The JS stub itself: a text argument and a text answer need no SDK conversion.
+        answer = await bindings.raw(stub).handle(request_text(core, admission, caller))
+        return bindings.text_response(*response_parts(answer))
 
     async def _authenticate(self, objs: Objects, digest: bytes) -> Caller:
         """The token cache, then the token directory (or PostgreSQL): stage one's hook."""
@@ -288,18 +285,15 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
     async def _limit(self, digest: bytes) -> None:
         """The rate-limit binding, keyed by the token digest (never the token itself).
 
-        `await env.RATE_LIMITER.limit({"key": k})` resolves to `{success: bool}`; the SDK
-        passes the dict as a JS object and the answer comes back as a `JsDict` (the runtime
-        double, `tests/edge/runtime/ratelimit.py`, and the Pyodide tier, `tests/pyodide/`,
-        cover both spellings read below).
+        `await env.RATE_LIMITER.limit({"key": k})` resolves to `{success: bool}`. The JS
+        binding is called directly (`worker.bindings`: no SDK conversion on every request);
+        the CPython runtime double (`tests/edge/runtime/ratelimit.py`) answers a mapping.
         """
         limiter = getattr(self.env, RATE_LIMITER, None)
         if limiter is None:  # no binding configured: no limit
             return
-        outcome = await limiter.limit({"key": digest.hex()})
-        # A `JsDict` answers both spellings; a bare JS proxy only the attribute one.
-        success = outcome["success"] if isinstance(outcome, dict) else outcome.success
-        if not success:
+        outcome = await bindings.raw(limiter).limit(bindings.js_object({"key": digest.hex()}))
+        if not bindings.field(outcome, "success"):
             raise fail(
                 ErrorCode.RATE_LIMITED, f"too many requests; retry in {RATE_LIMIT_PERIOD_S} s"
             )

@@ -9,6 +9,12 @@ MAX_ARCHIVE_BYTES = 256 * 1024 * 1024  # export and import bodies (ADM-4)
 MAX_JSON_DEPTH = 64
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
+# The largest integer any store binds into SQL. Pyodide hands an integer whose magnitude is
+# at least JavaScript's Number.MAX_SAFE_INTEGER (2^53 - 1) to JavaScript as a BigInt, and
+# Durable Object SQL (workerd's `sql.exec`) refuses BigInt bindings. A sequence never gets near
+# it (2^53 commits), so a cursor beyond it selects exactly the rows this bound does:
+# `seq_bound` clamps cursors before they are bound, on every store.
+SQL_INT_MAX = 2**53 - 2
 TOPIC_MAX_BYTES = 512
 CONTENT_MAX_BYTES = 65_536
 FOCUS_MAX_BYTES = 4_096
@@ -40,3 +46,8 @@ STORAGE_FULL_FLOOR_BYTES = 1 << 20
 LIVE_PENDING_MAX_BYTES = 8 << 20
 # The largest WebSocket frame a client may send (LIVE-6: clients send nothing needed).
 LIVE_INBOUND_MAX_BYTES = 64 << 10
+
+
+def seq_bound(seq: int) -> int:
+    """A sequence cursor as bound into SQL: clamped to `SQL_INT_MAX` (same rows selected)."""
+    return seq if seq <= SQL_INT_MAX else SQL_INT_MAX

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests.node import node_env
+
 REPO = Path(__file__).resolve().parents[2]
 WRANGLER = REPO / "node_modules" / ".bin" / "wrangler"
 
@@ -31,7 +33,7 @@ def dry_run(tmp_path_factory: pytest.TempPathFactory) -> DryRun:
             pytest.fail("node_modules/.bin/wrangler is missing: run scripts/test (npm ci)")
         pytest.skip("node_modules/.bin/wrangler is missing: run scripts/test (npm ci)")
     outdir = tmp_path_factory.mktemp("wrangler-out")
-    env = dict(os.environ, WRANGLER_SEND_METRICS="false", CI="true", NO_COLOR="1")
+    env = node_env(WRANGLER_SEND_METRICS="false", CI="true", NO_COLOR="1")
     proc = subprocess.run(
         [str(WRANGLER), "deploy", "--dry-run", "--outdir", str(outdir)],
         cwd=REPO,
@@ -90,10 +92,16 @@ def test_bundle_excludes_non_edge_code(bundle: Path) -> None:
 
 def test_bundle_is_python_only(bundle: Path) -> None:
     # Only .py modules (and wrangler's README) go up: no sources of node_modules or the venv;
-    # the vendored distributions add their METADATA (read by importlib.metadata at import).
+    # the vendored distributions add their METADATA (read by importlib.metadata at import),
+    # the Workers SDK its JavaScript helper and its .pth loader.
+    sdk_extras = (
+        "python_modules/workers/workflows.js",
+        "python_modules/_workers_sdk_patch_loader.pth",
+    )
+
     def allowed(name: str) -> bool:
         if name.startswith("python_modules/"):
-            return name.endswith((".py", ".dist-info/METADATA"))
+            return name.endswith((".py", ".dist-info/METADATA")) or name in sdk_extras
         return name.endswith(".py") or name == "README.md"
 
     stray = sorted(f for f in _files(bundle) if not allowed(f))
@@ -109,13 +117,18 @@ def _build_edge() -> Any:
     return build_edge
 
 
-def test_dry_run_uploads_the_vendored_pg8000(dry_run: DryRun) -> None:
-    """pg8000 and every pure-Python dependency its wheel requires go up as vendored modules
-    from python_modules/ next to wrangler.toml, never from inside the module root."""
+def test_deploy9_dry_run_uploads_the_vendored_sdk_and_pg8000(dry_run: DryRun) -> None:
+    """The Workers SDK, pg8000 and every pure-Python dependency its wheel requires go up as
+    vendored modules from python_modules/ next to wrangler.toml, never from inside the module
+    root."""
     assert "Vendored Modules" in dry_run.output, dry_run.output
     files = _files(dry_run.outdir)
     vendored = _build_edge().VENDORED
-    assert set(vendored) == {"pg8000", "scramp", "asn1crypto", "python-dateutil", "six"}
+    assert set(vendored) == {
+        "workers-runtime-sdk", "pg8000", "scramp", "asn1crypto", "python-dateutil", "six"
+    }  # fmt: skip
+    for module in ("__init__.py", "entrypoints.py", "rpc.py", "workflows.js"):
+        assert f"python_modules/workers/{module}" in files
     for name, (version, tops) in vendored.items():
         info = f"{name.replace('-', '_')}-{version}.dist-info"
         assert f"python_modules/{info}/METADATA" in files, name
@@ -133,7 +146,8 @@ def test_vendored_pins_match_what_pg8000_requires() -> None:
     """The pins are the installed versions, and pg8000's own requirements are all vendored."""
     from importlib import metadata
 
-    vendored = _build_edge().VENDORED
+    build_edge = _build_edge()
+    vendored = {k: v for k, v in build_edge.VENDORED.items() if k != build_edge.SDK_DIST}
     for name, (version, _) in vendored.items():
         assert metadata.version(name) == version, name
     pending, seen = ["pg8000"], set()

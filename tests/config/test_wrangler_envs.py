@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from tests.node import node_env
+
 REPO = Path(__file__).resolve().parents[2]
 WRANGLER = REPO / "node_modules" / ".bin" / "wrangler"
 
@@ -28,7 +30,7 @@ def _dry_run(tmp_path: Path, *args: str) -> str:
         if os.environ.get("CI"):
             pytest.fail("node_modules/.bin/wrangler is missing: run scripts/test (npm ci)")
         pytest.skip("node_modules/.bin/wrangler is missing: run scripts/test (npm ci)")
-    env = dict(os.environ, WRANGLER_SEND_METRICS="false", CI="true", NO_COLOR="1")
+    env = node_env(WRANGLER_SEND_METRICS="false", CI="true", NO_COLOR="1")
     proc = subprocess.run(
         [str(WRANGLER), "deploy", "--dry-run", "--outdir", str(tmp_path / "out"), *args],
         cwd=REPO,

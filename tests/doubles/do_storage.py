@@ -9,6 +9,11 @@ binding wrapper; each behaviour below was checked in workerd through Miniflare):
   `rowsWritten`; `storage.sql.databaseSize`.
 - BLOBs come back as a JS `ArrayBuffer`, here `JsBuffer` (`to_bytes()`, `to_py()`); bindings
   reject `tuple` and `bytearray` like the SDK's `python_to_rpc`.
+- Bindings are what workerd's `sql.exec` converts (`null`, a number, a string, an
+  `ArrayBuffer` or typed array): Pyodide hands an integer whose magnitude is at least
+  `Number.MAX_SAFE_INTEGER` (2^53 - 1) over as a BigInt (checked in Pyodide 314), which
+  workerd refuses ("TypeError: Cannot convert a BigInt value to a number"); so does this
+  double.
 - `storage.transactionSync(fn)` commits when `fn` returns, rolls back and re-raises when it
   throws, nests, and (SDK gotcha) fails with `AttributeError` if `fn` returns a cursor.
 - Refused like workerd: `BEGIN`, `COMMIT`, `END`, `ROLLBACK`, `SAVEPOINT`, `RELEASE` ("please
@@ -37,6 +42,8 @@ _TX_MESSAGE = (
 )
 _DENIED_PRAGMAS = frozenset({"user_version", "journal_mode"})
 _RESERVED_PREFIX = "_cf_"
+MAX_SAFE_INTEGER = 2**53 - 1  # JavaScript's Number.MAX_SAFE_INTEGER
+_BIGINT_MESSAGE = "TypeError: Cannot convert a BigInt value to a number"
 MAX_VALUE_BYTES = 2_000_000  # "Maximum string, BLOB or table row size: 2 MB"
 # Authorizer actions whose first argument names a table or an index (the second names the
 # table for index actions).
@@ -136,6 +143,8 @@ class SqlStorage:
         for value in bindings:
             if isinstance(value, (tuple, bytearray)):
                 raise TypeError(f"{type(value)} cannot be sent over RPC.")
+            if isinstance(value, int) and not -MAX_SAFE_INTEGER < value < MAX_SAFE_INTEGER:
+                raise JsException(_BIGINT_MESSAGE)
         return self._run(query, bindings)
 
     def _run(self, query: str, bindings: tuple[Any, ...]) -> SqlCursor:

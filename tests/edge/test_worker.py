@@ -71,6 +71,22 @@ def test_rate_limit_429_with_retry_after_the_period(tmp_path: Path) -> None:
         assert e.get(P + "/identity", a1)[0] == 200
 
 
+def test_rate1_rate2_edge_double_counts_600_per_60_s_like_the_binding(edge: Edge) -> None:
+    """The default runtime's limiter is wrangler.toml's `RATE_LIMITER` (600 per 60 s): the
+    601st request of a token in a window is 429; the next window starts over."""
+    from tests.edge.runtime.ratelimit import configured
+
+    assert configured() == (600, 60)
+    edge.bootstrap("t1", "p1", "a1")
+    token = edge.token("t1", "a1")
+    statuses = [edge.get(P + "/identity", token)[0] for _ in range(600)]
+    assert statuses == [200] * 600
+    status, _, body = edge.get(P + "/identity", token)
+    assert (status, body["error"]["code"]) == (429, "rate_limited")
+    edge.clock.advance(60_000)
+    assert edge.get(P + "/identity", token)[0] == 200
+
+
 def test_rate_limit_comes_after_authentication(tmp_path: Path) -> None:
     for e in make_edge(tmp_path, rate_limit=1):
         for _ in range(3):  # unknown tokens are 401, never 429, and spend no budget

@@ -1,4 +1,4 @@
-"""The live edge: `pywrangler dev` started here, or a deployed Worker at AIDEMEMO_EDGE_URL.
+"""The live edge: `wrangler dev` started here, or a deployed Worker at AIDEMEMO_EDGE_URL.
 
 Nothing in this module runs unless a test marked `edge_live` runs, and those run only with
 AIDEMEMO_EDGE_LIVE=1 (tests/conftest.py); otherwise they are skipped and no connection is made.
@@ -7,11 +7,14 @@ Settings (environment):
 - AIDEMEMO_EDGE_URL: a deployed Worker (https://...). Needs AIDEMEMO_EDGE_ADMIN_TOKEN_FILE, the
   admin token whose SHA-256 is the Worker's ADMIN_TOKEN_SHA256 secret. The suite creates and
   deletes the tenants of the contract fixture (`tenant_http`), so point it at a test deployment.
-- without it: `pywrangler dev` (AIDEMEMO_PYWRANGLER, default `pywrangler` from the workers-py
-  package) in the repository on a free loopback port, with a fresh `--persist-to` folder, a
-  generated admin token passed as `--var ADMIN_TOKEN_SHA256:...` and `ALLOW_INSECURE_HTTP:1`
-  (wrangler dev serves plain HTTP). It needs the network the first time (pywrangler sync and
-  workerd's Pyodide bundle), so it cannot run on the offline CI machines.
+- without it: `wrangler dev` (AIDEMEMO_WRANGLER, default the repository's pinned
+  node_modules/.bin/wrangler run on the pinned Node of tests/node.py) in the repository on a
+  free loopback port, with a fresh `--persist-to` folder, a generated admin token passed as
+  `--var ADMIN_TOKEN_SHA256:...` and `ALLOW_INSECURE_HTTP:1` (wrangler dev serves plain HTTP).
+  wrangler runs the `[build]` command (scripts/build_edge.py: the bundle and python_modules/
+  with the vendored Workers SDK) first. workerd downloads its Python runtime bundle from
+  Cloudflare when it starts (cached afterwards), so this needs the network the first time and
+  cannot run on the offline CI machines; docs/edge.md lists what it needs.
 """
 
 from __future__ import annotations
@@ -40,9 +43,11 @@ from tests.contract.live import SocketClient
 from tests.contract.support import (
     Query,
 )
+from tests.node import node_env
 
 REPO = Path(__file__).resolve().parents[2]
-STARTUP_TIMEOUT_S = 300.0  # the first pywrangler dev downloads the Pyodide bundle
+STARTUP_TIMEOUT_S = 300.0  # the first wrangler dev downloads the Python runtime bundle
+WRANGLER = REPO / "node_modules" / ".bin" / "wrangler"
 
 
 @dataclass
@@ -163,7 +168,7 @@ def _healthy(url: str) -> bool:
 
 @contextmanager
 def live_edge() -> Iterator[LiveEdge]:
-    """The deployed Worker of AIDEMEMO_EDGE_URL, or a `pywrangler dev` started for the session."""
+    """The deployed Worker of AIDEMEMO_EDGE_URL, or a `wrangler dev` started for the session."""
     url = os.environ.get("AIDEMEMO_EDGE_URL")
     if url:
         token_file = os.environ.get("AIDEMEMO_EDGE_ADMIN_TOKEN_FILE")
@@ -171,51 +176,59 @@ def live_edge() -> Iterator[LiveEdge]:
             pytest.fail("AIDEMEMO_EDGE_URL needs AIDEMEMO_EDGE_ADMIN_TOKEN_FILE (the admin token)")
         yield LiveEdge(url.rstrip("/"), Path(token_file).read_text(encoding="utf-8").strip())
         return
-    with _pywrangler_dev() as edge:
+    with _wrangler_dev() as edge:
         yield edge
 
 
+def dev_command(port: int, state: Path, admin: str) -> list[str]:
+    """The `wrangler dev` command line of the live tier (AIDEMEMO_WRANGLER overrides the
+    executable)."""
+    command = shlex.split(os.environ.get("AIDEMEMO_WRANGLER", str(WRANGLER)))
+    return [
+        *command,
+        "dev",
+        "--ip",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--persist-to",
+        str(state),
+        "--var",
+        f"ADMIN_TOKEN_SHA256:{hashlib.sha256(admin.encode()).hexdigest()}",
+        "--var",
+        "ALLOW_INSECURE_HTTP:1",
+    ]
+
+
 @contextmanager
-def _pywrangler_dev() -> Iterator[LiveEdge]:
-    command = shlex.split(os.environ.get("AIDEMEMO_PYWRANGLER", "pywrangler"))
+def _wrangler_dev() -> Iterator[LiveEdge]:
     admin = secrets.token_hex(32)
     port = _free_port()
     with tempfile.TemporaryDirectory(prefix="aidememo-edge-live-") as tmp:
-        log_path = Path(tmp) / "pywrangler.log"
-        args = [
-            *command,
-            "dev",
-            "--ip",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--persist-to",
-            str(Path(tmp) / "state"),
-            "--var",
-            f"ADMIN_TOKEN_SHA256:{hashlib.sha256(admin.encode()).hexdigest()}",
-            "--var",
-            "ALLOW_INSECURE_HTTP:1",
-        ]
+        log_path = Path(tmp) / "wrangler.log"
+        args = dev_command(port, Path(tmp) / "state", admin)
+        env = node_env(WRANGLER_SEND_METRICS="false", NO_COLOR="1")
         with log_path.open("wb") as log:
             try:
                 proc = subprocess.Popen(
                     args,
                     cwd=REPO,
+                    env=env,
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,  # its own process group, stopped as one below
                 )
             except FileNotFoundError:
-                hint = "pip install workers-py, or set AIDEMEMO_PYWRANGLER"
-                pytest.fail(f"{command[0]} not found: {hint}")
+                hint = "run scripts/test once (npm ci), or set AIDEMEMO_WRANGLER"
+                pytest.fail(f"{args[0]} not found: {hint}")
             url = f"http://127.0.0.1:{port}"
             try:
                 deadline = time.monotonic() + STARTUP_TIMEOUT_S
                 while not _healthy(url):
                     if proc.poll() is not None or time.monotonic() > deadline:
                         tail = log_path.read_text(errors="replace")[-4000:]
-                        pytest.fail(f"pywrangler dev did not serve {url}:\n{tail}")
+                        pytest.fail(f"wrangler dev did not serve {url}:\n{tail}")
                     time.sleep(0.5)
                 yield LiveEdge(url, admin)
             finally:

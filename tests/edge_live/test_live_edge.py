@@ -1,4 +1,4 @@
-"""Live edge tier: `pywrangler dev` (or AIDEMEMO_EDGE_URL) and the HTTP contract suite.
+"""Live edge tier: `wrangler dev` (or AIDEMEMO_EDGE_URL) and the HTTP contract suite.
 
 Marked `edge_live`: skipped, with the reason, unless AIDEMEMO_EDGE_LIVE=1; a skipped test makes
 no network call (the fixtures that start or reach the Worker never run).

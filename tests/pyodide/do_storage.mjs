@@ -22,12 +22,20 @@ const DENIED_PRAGMA_RE = /\bpragma(?:\s+(?:\w+\s*\.\s*)?|_)(user_version|journal
 // An ArrayBuffer of its own (what workerd hands out for a BLOB), from a Node Buffer.
 const toArrayBuffer = (buf) => buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.byteLength);
 
+// A binding as workerd's `sql.exec` converts it (each one a number, a string, null or bytes):
+// an ArrayBuffer or any view of one is bytes; a BigInt (what Pyodide makes of an integer beyond
+// Number.MAX_SAFE_INTEGER) is refused, as workerd refuses it; any other object becomes its
+// string (a Python `bytes` passed without conversion is a proxy whose string is "b'...'").
 function toBinding(value) {
-  if (value instanceof Uint8Array) return Buffer.from(value.buffer, value.byteOffset, value.length);
+  if (value === undefined || value === null) return null;
+  if (typeof value === "bigint") throw new TypeError("Cannot convert a BigInt value to a number");
+  if (ArrayBuffer.isView(value)) {
+    return Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+  }
   if (value instanceof ArrayBuffer) return Buffer.from(value);
   if (typeof value === "boolean") return value ? 1 : 0;
-  if (value === undefined) return null;
-  return value;
+  if (typeof value === "number" || typeof value === "string") return value;
+  return String(value);
 }
 
 // What `cursor.raw()` returns in workerd (a JSG iterator of value arrays); `toArray()` is the
@@ -84,9 +92,22 @@ class SqlStorageCursor {
   }
 }
 
+// workerd keeps the statements it prepared per query text (SqlStorage's statement cache); so
+// does this stand-in, so a statement costs what it costs there, not a parse each time.
 class SqlStorage {
   constructor(db) {
     this._db = db;
+    this._statements = new Map();
+    this._changes = db.prepare("SELECT total_changes() AS n").pluck(true);
+  }
+  _prepare(query) {
+    let stmt = this._statements.get(query);
+    if (stmt === undefined) {
+      stmt = this._db.prepare(query);
+      if (stmt.reader) stmt.raw(true);
+      this._statements.set(query, stmt);
+    }
+    return stmt;
   }
   exec(query, ...bindings) {
     if (TX_RE.test(query)) throw new Error(TX_MESSAGE);
@@ -94,23 +115,22 @@ class SqlStorage {
     const params = bindings.map(toBinding);
     let stmt;
     try {
-      stmt = this._db.prepare(query);
+      stmt = this._prepare(query);
     } catch (err) {
       // workerd runs several statements in one exec; better-sqlite3 only through exec().
       if (!/more than one statement/.test(err.message) || params.length) throw err;
-      const before = this._db.prepare("SELECT total_changes() AS n").get().n;
+      const before = this._changes.get();
       this._db.exec(query);
-      const written = this._db.prepare("SELECT total_changes() AS n").get().n - before;
-      return new SqlStorageCursor([], [], written);
+      return new SqlStorageCursor([], [], this._changes.get() - before);
     }
     if (!stmt.reader) {
       const info = stmt.run(...params);
       return new SqlStorageCursor([], [], info.changes);
     }
     const columns = stmt.columns().map((c) => c.name);
-    const before = this._db.prepare("SELECT total_changes() AS n").get().n;
-    const rows = stmt.raw(true).all(...params);
-    const written = this._db.prepare("SELECT total_changes() AS n").get().n - before;
+    const before = this._changes.get();
+    const rows = stmt.all(...params);
+    const written = this._changes.get() - before;
     for (const row of rows) {
       for (let i = 0; i < row.length; i++) {
         if (Buffer.isBuffer(row[i])) row[i] = toArrayBuffer(row[i]);

@@ -283,6 +283,32 @@ async def changes() -> Any:
     return {"keys": sorted(body)}
 
 
+async def cursors() -> Any:
+    """Every route that binds a cursor, with cursors Pyodide hands to `sql.exec` as BigInt
+    (HTTP-13): the same pages as without one, an empty last page, the cursor-ahead 409, and
+    a 400 beyond int64; never a 5xx."""
+    tok = TOKENS[WRITER]
+    answers: dict[str, Any] = {}
+    plain = await call_json("GET", f"{P}/sessions", token=tok)
+    check(len(plain["sessions"]) >= 1, f"no sessions: {plain}")
+    outbox = await call_json("GET", f"{P}/handoffs?box=outbox", token=tok)
+    for big in (2**53 - 1, 2**60, 2**63 - 1):
+        got = await call_json("GET", f"{P}/sessions?before_seq={big}", token=tok)
+        check(got == plain, f"sessions before_seq={big}: {got}")
+        got = await call_json("GET", f"{P}/handoffs?box=outbox&before_seq={big}", token=tok)
+        check(got == outbox, f"handoffs before_seq={big}: {got}")
+        got = await call_json("GET", f"{P}/sessions/session_edge/facts?after_seq={big}", token=tok)
+        check(got == {"facts": [], "next_after_seq": None}, f"facts after_seq={big}: {got}")
+        for route in ("changes", "changes/materialized"):
+            query = f"project_epoch={EPOCH}&after_seq={big}"
+            got = await call_json("GET", f"{P}/{route}?{query}", 409, token=tok)
+            check(got["error"]["code"] == "cursor_out_of_range", f"{route}: {got}")
+    for route in ("sessions?before_seq=", "sessions/session_edge/facts?after_seq="):
+        got = await call_json("GET", f"{P}/{route}{2**63}", 400, token=tok)
+        answers[route] = got["error"]["code"]
+    return answers
+
+
 OTHER_PROJECT = f"{PROJECT}_other"
 
 
@@ -555,6 +581,7 @@ STEPS: list[tuple[str, Step]] = [
     ("search", search),
     ("search_cjk", search_cjk),
     ("changes", changes),
+    ("cursors", cursors),
     ("mcp", mcp),
     ("hostile_table", hostile_table),
     ("live_feed", live_feed),

@@ -3,11 +3,18 @@
 // run driver snippets (one after the other, in this one process) that send requests through
 // `Default.fetch`; print one JSON line.
 //
-// Usage: node tests/pyodide/edge_runner.mjs --sdk SDK_DIR --bundle BUNDLE_DIR
-//          --config CONFIG.json --driver DRIVER.py [--driver DRIVER2.py ...]
+// Usage: node tests/pyodide/edge_runner.mjs --bundle BUNDLE_DIR --vendor PYTHON_MODULES_DIR
+//          --config CONFIG.json (--driver DRIVER.py [--driver DRIVER2.py ...] | --serve PORT)
 //
-// SDK_DIR is the unpacked wheel (its `workers/` package is copied into /sdk); BUNDLE_DIR is what
-// scripts/build_edge.py builds for wrangler (copied into /bundle). CONFIG.json, from wrangler.toml
+// With --serve PORT (0: any free port) the runtime serves HTTP on 127.0.0.1 instead of running
+// drivers (for scripts/bench_edge_overhead.py --pyodide): each request goes to `Default.fetch`
+// as `https://edge.bench<path>` (what the Worker sees behind Cloudflare's TLS); stdout carries
+// one line `{"listening": PORT}`, and SIGTERM stops it.
+//
+// BUNDLE_DIR and PYTHON_MODULES_DIR are what scripts/build_edge.py builds for wrangler (copied
+// into /bundle and /python_modules): the Workers SDK comes from the vendored python_modules/,
+// as in the runtime, never from this host, so a module the build leaves out fails the import.
+// CONFIG.json, from wrangler.toml
 // (without "main", no Worker is imported and the driver uses the runtime objects directly):
 //   {"main": "worker/entry.py", "durable_objects": [{"name": BINDING, "class_name": CLS}],
 //    "ratelimits": [{"name": BINDING, "limit": N, "period": S}], "vars": {...}, "secrets": {...},
@@ -22,7 +29,7 @@
 //   {"ok": false, "error": "...", ...}                       (exit status 1)
 //
 // What is real and what is a stand-in:
-// - real: Pyodide 314.0.7, the SDK's `workers` package (Request/Response wrappers, _EnvWrapper,
+// - real: Pyodide 314.0.7, the vendored SDK's `workers` package (Request/Response wrappers, _EnvWrapper,
 //   _BindingWrapper, DurableObjectContext, python_to_rpc/python_from_rpc), Node 20's fetch API
 //   classes (`Request`, `Response`, `Headers`: what the SDK wraps), SQLite (better-sqlite3 12).
 // - stand-ins, each as small as the SDK and our code need:
@@ -42,6 +49,7 @@
 // The stand-ins live by job: Durable Object storage and its SQL in do_storage.mjs, WebSockets
 // in websockets.mjs, R2 buckets in r2_binding.mjs; stubs, namespaces, RPC and main() here.
 import { existsSync, readdirSync, readFileSync } from "node:fs";
+import http from "node:http";
 import { createHash, randomBytes } from "node:crypto";
 import path from "node:path";
 import { attachR2 } from "./r2_binding.mjs";
@@ -57,28 +65,33 @@ function parseArgs(argv) {
   const opts = { driver: [] };
   for (let i = 0; i < argv.length; i += 2) {
     const key = argv[i].replace(/^--/, "");
-    if (!["sdk", "bundle", "config", "driver"].includes(key) || i + 1 >= argv.length) {
+    if (!["vendor", "bundle", "config", "driver", "serve"].includes(key) || i + 1 >= argv.length) {
       throw new Error(`bad argument ${argv[i]}`);
+    }
+    if (key === "serve") {
+      opts.serve = Number(argv[i + 1]);
+      continue;
     }
     const value = path.resolve(argv[i + 1]);
     if (key === "driver") opts.driver.push(value);
     else opts[key] = value;
   }
-  for (const key of ["sdk", "bundle", "config"]) {
+  for (const key of ["vendor", "bundle", "config"]) {
     if (!opts[key]) throw new Error(`--${key} is required`);
   }
-  if (!opts.driver.length) throw new Error("--driver is required");
+  if (!opts.driver.length && opts.serve === undefined) throw new Error("--driver is required");
   return opts;
 }
 
-// Copy the .py files of a host directory into the Pyodide FS (no __pycache__).
+// Copy the module files of a host directory into the Pyodide FS (no __pycache__): .py, the
+// SDK's .js helper, and a distribution's METADATA (read through importlib.metadata).
 function copyTree(FS, src, dst) {
   FS.mkdirTree(dst);
   for (const entry of readdirSync(src, { withFileTypes: true })) {
     const from = path.join(src, entry.name);
     if (entry.isDirectory() && entry.name !== "__pycache__") {
       copyTree(FS, from, `${dst}/${entry.name}`);
-    } else if (entry.isFile() && entry.name.endsWith(".py")) {
+    } else if (entry.isFile() && /(\.py|\.js|^METADATA)$/.test(entry.name)) {
       FS.writeFile(`${dst}/${entry.name}`, readFileSync(from));
     }
   }
@@ -321,6 +334,36 @@ class Runtime {
   }
 }
 
+// Serve HTTP on 127.0.0.1:port through `runtime.fetch` until SIGTERM (one request at a time
+// or many; keep-alive on).
+async function serve(runtime, port) {
+  const server = http.createServer(async (req, res) => {
+    try {
+      const chunks = [];
+      for await (const chunk of req) chunks.push(chunk);
+      const headers = new Headers();
+      for (const [name, value] of Object.entries(req.headers)) {
+        if (value !== undefined) headers.set(name, Array.isArray(value) ? value.join(", ") : value);
+      }
+      const init = { method: req.method, headers };
+      if (chunks.length) init.body = Buffer.concat(chunks);
+      const response = await runtime.fetch(new Request(`https://edge.bench${req.url}`, init));
+      const body = Buffer.from(await response.arrayBuffer());
+      res.writeHead(response.status, Object.fromEntries(response.headers));
+      res.end(body);
+    } catch (err) {
+      res.writeHead(500, { "content-type": "text/plain" });
+      res.end(String(err?.stack ?? err));
+    }
+  });
+  server.keepAliveTimeout = 120_000;
+  await new Promise((resolve) => server.listen(port, "127.0.0.1", resolve));
+  process.stdout.write(JSON.stringify({ listening: server.address().port }) + "\n");
+  await new Promise((resolve) => process.once("SIGTERM", resolve));
+  server.closeAllConnections();
+  await new Promise((resolve) => server.close(resolve));
+}
+
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
   const config = JSON.parse(readFileSync(opts.config, "utf8"));
@@ -333,7 +376,7 @@ async function main() {
   const py = await loadPyodide({ indexURL, stdout: toStderr, stderr: toStderr });
   const meta = { pyodide: py.version, load_ms: Math.round(performance.now() - t0) };
 
-  copyTree(py.FS, path.join(opts.sdk, "workers"), "/sdk/workers");
+  copyTree(py.FS, opts.vendor, "/python_modules");
   copyTree(py.FS, opts.bundle, "/bundle");
   const mainPath = config.main ? path.join(opts.bundle, config.main) : null;
   if (mainPath) py.FS.writeFile(`/bundle/${path.basename(mainPath)}`, readFileSync(mainPath));
@@ -376,7 +419,7 @@ async function main() {
   });
 
   py.runPython(
-    "import sys; sys.dont_write_bytecode = True; sys.path[:0] = ['/bundle', '/sdk', '/harness']",
+    "import sys; sys.dont_write_bytecode = True; sys.path[:0] = ['/bundle', '/python_modules', '/harness']",
   );
   const t1 = performance.now();
   try {
@@ -405,6 +448,11 @@ async function main() {
       },
       params: config.driver_params ?? {},
     });
+    if (opts.serve !== undefined) {
+      await serve(runtime, opts.serve);
+      await disposeR2();
+      return;
+    }
     const result = {};
     meta.run_ms = {};
     for (const driver of opts.driver) {

@@ -1,5 +1,5 @@
 // The `[[r2_buckets]]` bindings of the Pyodide edge runner: each one is a REAL R2 bucket of
-// Miniflare 4 (workerd's own R2 implementation, in memory, offline), reached from Node with
+// Miniflare 5 (workerd's own R2 implementation, in memory, offline), reached from Node with
 // `mf.getR2Bucket`, behind a class named `R2Bucket` so the Workers SDK wraps it as it wraps
 // the runtime's binding (`_EnvWrapper` picks wrappers by constructor name).
 //
@@ -42,12 +42,26 @@ function plain(options) {
 export async function attachR2(env, config) {
   const buckets = (config.r2_buckets ?? []).map((b) => b.binding);
   if (!buckets.length) return async () => {};
+  // Miniflare 5's configuration: a Worker's manifest of modules and its env bindings.
   const mf = new Miniflare({
-    modules: true,
-    script: "export default { fetch() { return new Response('') } }",
-    r2Buckets: buckets,
-    r2Persist: false,
-    compatibilityDate: "2025-11-01",
+    workers: [
+      {
+        config: {
+          name: "r2",
+          compatibilityDate: "2025-11-01",
+          manifest: {
+            mainModule: "r2.mjs",
+            modules: {
+              "r2.mjs": {
+                type: "esm",
+                contents: "export default { fetch() { return new Response('') } }",
+              },
+            },
+          },
+          env: Object.fromEntries(buckets.map((name) => [name, { type: "r2", name }])),
+        },
+      },
+    ],
   });
   for (const name of buckets) env[name] = new R2Bucket(await mf.getR2Bucket(name));
   return () => mf.dispose();

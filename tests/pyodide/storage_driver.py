@@ -50,13 +50,57 @@ def allowed(*statements: str) -> Callable[[], Any]:
     return probe
 
 
-def blob_round_trip() -> str:
-    executor = DoSqlExecutor(storage())
-    executor.execute("CREATE TABLE b (k TEXT PRIMARY KEY, v BLOB) STRICT")
-    executor.execute("INSERT INTO b VALUES (?, ?)", ("k", b"\x00\xffbody"))
-    rows = executor.execute("SELECT v, length(v) FROM b")
-    assert rows == [(b"\x00\xffbody", 6)], rows
-    return "bytes in, bytes out"
+def blob_round_trip(make: Callable[[], Any]) -> Callable[[], str]:
+    """Bytes bound by the executor are a BLOB, on the storage `make` returns."""
+
+    def probe() -> str:
+        executor = DoSqlExecutor(make())
+        executor.execute("CREATE TABLE b (k TEXT PRIMARY KEY, v BLOB) STRICT")
+        executor.execute("INSERT INTO b VALUES (?, ?)", ("k", b"\x00\xffbody"))
+        rows = executor.execute(
+            "SELECT v, length(v), typeof(v) FROM b WHERE v = ?", (b"\x00\xffbody",)
+        )
+        assert rows == [(b"\x00\xffbody", 6, "blob")], rows
+        return "bytes in, a BLOB stored, bytes out"
+
+    return probe
+
+
+def raw_storage() -> Any:
+    """The JS `DurableObjectStorage` as a runtime whose SDK copy does not wrap it hands it over."""
+    return edge_harness.new_state().storage
+
+
+def unconverted_bytes_are_text() -> str:
+    """What workerd does with a Python `bytes` handed over without conversion (the runtime's
+    own SDK copy did so with the token digest): the proxy's string, refused by a BLOB column."""
+    sql = raw_storage().sql
+    sql.exec("CREATE TABLE b (v BLOB) STRICT")
+    try:
+        sql.exec("INSERT INTO b VALUES (?)", b"\x01\x02")
+    except Exception as exc:
+        assert "SQLITE_CONSTRAINT_DATATYPE" in str(exc) or "cannot store TEXT" in str(exc), exc
+        return f"{type(exc).__name__}: {exc}"
+    raise AssertionError("bytes crossed unconverted and were stored")
+
+
+def bigint_refused(make: Callable[[], Any]) -> Callable[[], str]:
+    """An integer of magnitude 2^53 - 1 or more reaches `sql.exec` as a BigInt (Pyodide's
+    conversion): refused; 2^53 - 2 is a number."""
+
+    def probe() -> str:
+        sql = make().sql
+        assert sql.exec("SELECT ?", 2**53 - 2).raw().toArray()[0][0] == 2**53 - 2
+        for value in (2**53 - 1, -(2**53 - 1), 2**53, 2**63 - 1):
+            try:
+                sql.exec("SELECT ?", value)
+            except Exception as exc:
+                assert "BigInt" in str(exc), exc
+                continue
+            raise AssertionError(f"{value} was bound")
+        return "2^53 - 1 and beyond refused: Cannot convert a BigInt value to a number"
+
+    return probe
 
 
 def rollback_on_raise() -> str:
@@ -126,7 +170,11 @@ PROBES: dict[str, Callable[[], Any]] = {
         "INSERT INTO f (body) VALUES ('edge search works')",
         "INSERT INTO s (t) VALUES ('x') RETURNING id",
     ),
-    "blob_round_trip": blob_round_trip,
+    "blob_round_trip": blob_round_trip(storage),
+    "blob_round_trip_raw_storage": blob_round_trip(raw_storage),
+    "unconverted_bytes_are_text": unconverted_bytes_are_text,
+    "bigint_refused": bigint_refused(storage),
+    "bigint_refused_raw_storage": bigint_refused(raw_storage),
     "rollback_on_raise": rollback_on_raise,
     "cursor_from_transaction_sync": cursor_from_transaction_sync,
     "cursor_api": cursor_api,

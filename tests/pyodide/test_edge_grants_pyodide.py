@@ -17,10 +17,10 @@ import pytest
 from tests.pyodide.test_edge_pyodide import (
     HERE,
     RUNNER,
-    SDK_DIR,
     _edge_config,
     _require_tools,
     bundle,  # the session's build, a fixture
+    bundle_args,
 )
 from tests.s3 import s3_endpoint
 
@@ -57,7 +57,7 @@ def grant_run(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[st
     tmp = tmp_path_factory.mktemp("grant_run")
     (tmp / "config.json").write_text(json.dumps(config))
     driver = HERE / "grant_driver.py"
-    args = [node, str(RUNNER), "--sdk", str(SDK_DIR), "--bundle", str(bundle),
+    args = [node, str(RUNNER), *bundle_args(bundle),
             "--config", str(tmp / "config.json"), "--driver", str(driver)]  # fmt: skip
     proc = subprocess.run(args, capture_output=True, text=True, timeout=280, check=False)
     lines = proc.stdout.strip().splitlines()

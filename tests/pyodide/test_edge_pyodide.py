@@ -15,7 +15,9 @@ drivers; it prints one JSON result that the cases below read:
   upgrade (catch-up, a pushed commit, a refusal), export, the project's alarm, tenant
   deletion, import of the export, rate limiting.
 
-The SDK wheel is fetched by scripts/test (scripts/_lib.sh, `ensure_sdk_wheel`) into .cache/.
+The Workers SDK is the one scripts/build_edge.py vendors into python_modules/ (its wheel is
+fetched by scripts/test, scripts/_lib.sh `ensure_sdk_wheel`, into .cache/wheels/): the runner
+loads the Worker from the bundle and python_modules/ alone, as the runtime does.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ import hashlib
 import json
 import os
 import secrets
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -34,6 +35,7 @@ from typing import Any
 import pytest
 
 from tests.hostile_table import ROWS, as_wire
+from tests.node import node as pinned_node
 
 pytestmark = pytest.mark.pyodide
 
@@ -43,7 +45,6 @@ PYODIDE_DIR = REPO / "node_modules" / "pyodide"
 SQLITE_ADDON = (
     REPO / "node_modules" / "better-sqlite3" / "build" / "Release" / "better_sqlite3.node"
 )
-SDK_DIR = REPO / ".cache" / "sdk" / "workers-runtime-sdk-1.9.5"
 RUNNER = HERE / "edge_runner.mjs"
 WRANGLER_TOML = REPO / "wrangler.toml"
 
@@ -68,6 +69,7 @@ EDGE_STEPS = (
     "search",
     "search_cjk",
     "changes",
+    "cursors",
     "mcp",
     "hostile_table",
     "live_feed",
@@ -91,6 +93,10 @@ STORAGE_PROBES = (
     "table_list_allowed",
     "fts5_strict_returning",
     "blob_round_trip",
+    "blob_round_trip_raw_storage",
+    "unconverted_bytes_are_text",
+    "bigint_refused",
+    "bigint_refused_raw_storage",
     "rollback_on_raise",
     "cursor_from_transaction_sync",
     "cursor_api",
@@ -112,14 +118,12 @@ def _unavailable(reason: str) -> None:
 
 
 def _require_tools() -> str:
-    node = shutil.which("node")
+    node = pinned_node()
     if node is None:
-        _unavailable("node is not on PATH")
+        _unavailable("no node: run scripts/test (installs the pinned Node)")
     for need in (PYODIDE_DIR / "pyodide.asm.wasm", SQLITE_ADDON):
         if not need.exists():
             _unavailable(f"{need} is missing: run scripts/test (npm ci)")
-    if not (SDK_DIR / "workers" / "__init__.py").exists():
-        _unavailable(f"{SDK_DIR} is missing: run scripts/test (fetches the SDK wheel)")
     assert node is not None
     return node
 
@@ -127,9 +131,8 @@ def _require_tools() -> str:
 def _run(node: str, bundle: Path, config: dict[str, Any], tmp: Path) -> Any:
     config_path = tmp / "config.json"
     config_path.write_text(json.dumps(config))
-    args = [node, str(RUNNER), "--sdk", str(SDK_DIR), "--bundle", str(bundle)]
-    args += ["--config", str(config_path)]
-    for driver in ("storage_driver.py", "edge_driver.py", "artifact_driver.py"):
+    args = [node, str(RUNNER), *bundle_args(bundle), "--config", str(config_path)]
+    for driver in ("bundle_driver.py", "storage_driver.py", "edge_driver.py", "artifact_driver.py"):
         args += ["--driver", str(HERE / driver)]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=280, check=False)
     lines = proc.stdout.strip().splitlines()
@@ -139,17 +142,22 @@ def _run(node: str, bundle: Path, config: dict[str, Any], tmp: Path) -> Any:
     return out
 
 
+def bundle_args(bundle: Path) -> list[str]:
+    """The runner's arguments for a build: the bundle and the python_modules/ beside it."""
+    return ["--bundle", str(bundle), "--vendor", str(bundle.parent / "python_modules")]
+
+
 @pytest.fixture(scope="session")
 def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """What wrangler uploads: scripts/build_edge.py into a private folder."""
-    out = tmp_path_factory.mktemp("edge") / "build"
+    """What wrangler uploads: scripts/build_edge.py into a private folder (build/ and the
+    python_modules/ beside it, with the vendored Workers SDK)."""
+    root = tmp_path_factory.mktemp("edge")
     subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "build_edge.py"), "--out", str(out)],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    return out
+        [sys.executable, str(REPO / "scripts" / "build_edge.py"), "--out", str(root / "build"),
+         "--vendor", str(root / "python_modules")],
+        check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    return root / "build"
 
 
 def _wrangler() -> dict[str, Any]:
@@ -216,6 +224,34 @@ def edge_run(edge_session: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+# -- the bundle -------------------------------------------------------------------------------
+
+
+def test_deploy9_worker_imports_from_the_bundle_alone(edge_session: dict[str, Any]) -> None:
+    """worker/entry.py is imported from the build with only the bundle and its python_modules/
+    on the path: the Workers SDK is the vendored one, at the pinned version."""
+    run = edge_session["result"]["bundle_driver"]
+    assert run["entry"] == "/bundle/entry.py", run
+    assert run["workers"] == "/python_modules/workers/__init__.py", run
+    assert run["sdk_version"] == _build_edge_pins()["workers-runtime-sdk"][0], run
+    assert run["outside"] == [], run  # nothing else outside the stdlib was importable
+
+
+def _build_edge_pins() -> dict[str, tuple[str, tuple[str, ...]]]:
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import build_edge
+    finally:
+        sys.path.pop(0)
+    pins: dict[str, tuple[str, tuple[str, ...]]] = build_edge.VENDORED
+    return pins
+
+
+def test_deploy9_sdk_pin_is_the_one_scripts_test_fetches() -> None:
+    lib = (REPO / "scripts" / "_lib.sh").read_text()
+    assert f'SDK_WHEEL_VERSION="{_build_edge_pins()["workers-runtime-sdk"][0]}"' in lib
+
+
 # -- storage ----------------------------------------------------------------------------------
 
 
@@ -243,6 +279,12 @@ def test_conformance_on_do_sql_in_pyodide(
 
 
 # -- the edge, through Default.fetch ------------------------------------------------------------
+
+
+def test_http13_cursor_routes_through_the_stricter_sql_double(edge_run: dict[str, Any]) -> None:
+    """The `cursors` step: every cursor route with cursors Pyodide hands over as BigInt."""
+    (step,) = [s for s in edge_run["steps"] if s["name"] == "cursors"]
+    assert step["ok"], step["detail"]
 
 
 @pytest.mark.parametrize("name", EDGE_STEPS)

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.node import node as pinned_node
 
 pytestmark = pytest.mark.pyodide
 
@@ -43,9 +44,9 @@ def _unavailable(reason: str) -> None:
 
 @pytest.fixture(scope="session")
 def pyodide_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    node = shutil.which("node")
+    node = pinned_node()
     if node is None:
-        _unavailable("node is not on PATH")
+        _unavailable("no node: run scripts/test (installs the pinned Node)")
     if not (PYODIDE_DIR / "pyodide.asm.wasm").exists():
         _unavailable(f"{PYODIDE_DIR} is missing: run scripts/test (npm ci)")
     # The runner copies only .py files into Pyodide: the command id vectors (SPEC.md ID-4)

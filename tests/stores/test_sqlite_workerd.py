@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,6 +36,7 @@ from aidememo.stores.sqlite import SqliteStore
 from aidememo.stores.sqlite.do_executor import DoSqlExecutor
 from aidememo.stores.sqlite.executor import Row, SqlValue
 from tests.doubles.do_storage import DoStorage
+from tests.node import node as pinned_node
 from tests.stores._support import SCOPE, TENANT, commit_all, mutation, provision
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -128,7 +128,7 @@ def _same(ours: list[list[Any]], theirs: list[list[Any]]) -> bool:
 
 
 def test_store_sql_runs_identically_in_workerd(tmp_path: Path) -> None:
-    node = shutil.which("node")
+    node = pinned_node()
     if node is None or not (ROOT / "node_modules" / "miniflare").is_dir():
         reason = "node or npm miniflare missing (scripts/test runs npm ci)"
         if os.environ.get("CI", "").lower() == "true":

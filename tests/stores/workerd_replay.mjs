@@ -31,11 +31,22 @@ export class Replay {
 export default { fetch: (request, env) => env.REPLAY.get(env.REPLAY.idFromName("replay")).fetch(request) };
 `;
 
+// Miniflare 5's configuration: a Worker's manifest of modules, its env bindings and exports.
 const mf = new Miniflare({
-  modules: true,
-  script,
-  compatibilityDate: "2025-01-01",
-  durableObjects: { REPLAY: { className: "Replay", useSQLite: true } },
+  workers: [
+    {
+      config: {
+        name: "replay",
+        compatibilityDate: "2025-01-01",
+        manifest: {
+          mainModule: "replay.mjs",
+          modules: { "replay.mjs": { type: "esm", contents: script } },
+        },
+        env: { REPLAY: { type: "durable-object", worker: "replay", exportName: "Replay" } },
+        exports: { Replay: { type: "durable-object", storage: "sqlite" } },
+      },
+    },
+  ],
 });
 try {
   const body = readFileSync(process.argv[2], "utf8");

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from aidememo.domain.errors import ErrorCode, fail
-from aidememo.domain.limits import INT64_MAX
+from aidememo.domain.limits import SQL_INT_MAX, seq_bound
 from aidememo.domain.model import (
     Actor,
     ActorKind,
@@ -131,7 +131,7 @@ class SqlReadRows(Generic[X]):
         d = self._d
         rows = self._x.execute(
             d.LIST_CHANGES if bodies else d.LIST_CHANGE_HEADS,
-            (scope.tenant_id, scope.project_id, after_seq, limit),
+            (scope.tenant_id, scope.project_id, seq_bound(after_seq), limit),
         )
         blob = d.blob
         return [
@@ -170,7 +170,12 @@ class SqlReadRows(Generic[X]):
         d = self._d
         rows = self._x.execute(
             d.LIST_AUDIT,
-            (scope.tenant_id, scope.project_id, after_seq, d.no_limit if limit is None else limit),
+            (
+                scope.tenant_id,
+                scope.project_id,
+                seq_bound(after_seq),
+                d.no_limit if limit is None else limit,
+            ),
         )
         return [
             AuditRow(seq, cid, operation, ResourceRef(kind, rid), actor, at)
@@ -272,7 +277,7 @@ class SqlReadRows(Generic[X]):
         if query.source_id is not None:
             params.append(query.source_id)
         if query.before_seq is not None:
-            params.append(query.before_seq)
+            params.append(seq_bound(query.before_seq))
         params.append(query.limit)
         key = (
             query.box == "inbox",
@@ -307,7 +312,7 @@ class SqlReadRows(Generic[X]):
         self, scope: Scope, before_seq: int | None, limit: int
     ) -> list[tuple[int, str]]:
         """Sessions newest first by their creation receipt (partial `receipts_session_idx`)."""
-        before = INT64_MAX if before_seq is None else before_seq
+        before = SQL_INT_MAX if before_seq is None else seq_bound(before_seq)
         params = (scope.tenant_id, scope.project_id, before, limit)
         return [(int(seq), str(sid)) for seq, sid in self._x.execute(self._d.LIST_SESSIONS, params)]
 
@@ -333,7 +338,7 @@ class SqlReadRows(Generic[X]):
         """The receipts after `after_seq`, ascending by sequence, at most `limit`."""
         d, t, p = self._d, scope.tenant_id, scope.project_id
         rows = self._x.execute(
-            d.LIST_RECEIPTS, (t, p, after_seq, d.no_limit if limit is None else limit)
+            d.LIST_RECEIPTS, (t, p, seq_bound(after_seq), d.no_limit if limit is None else limit)
         )
         return [
             Receipt(cid, fp, t, p, actor, seq, ResourceRef(kind, rid), rev, at)

@@ -1,17 +1,27 @@
 """`SqlExecutor` over a Durable Object's SQLite storage, as Python Workers see it.
 
-The API used (Cloudflare's `SqlStorage`, reached through the Workers SDK's binding wrapper):
+The API used (Cloudflare's `SqlStorage`):
 - `storage.sql.exec(sql, *bindings)` returns a cursor; `cursor.raw().toArray()` gives every row
   as an array of column values in column order (checked in workerd through Miniflare:
   duplicate column names survive, which `toArray()` of row objects would collapse).
+- workerd converts each binding to a number, a string, `null` or bytes (an `ArrayBuffer` or
+  typed array); any other object is converted to its string. So bytes are handed over as a
+  `Uint8Array` made here (`to_js`): a Python `bytes` crossing as it is arrives as a proxy whose
+  string is `b'...'`, stored as TEXT (a STRICT BLOB column then refuses it with
+  SQLITE_CONSTRAINT_DATATYPE). An integer beyond 2^53 - 1 arrives as a BigInt, which workerd
+  refuses; the stores clamp every cursor they bind (`aidememo.domain.limits.seq_bound`).
 - BLOBs come back as a JS `ArrayBuffer`; under Pyodide that arrives as a `memoryview`, a
   `JsProxy` with `to_bytes()`/`to_py()`, or `bytes`, and is always handed on as `bytes`.
-  Bindings are passed as Python values; the SDK turns `bytes` into a `Uint8Array`.
 - `storage.transactionSync(fn)` runs `fn` atomically and rolls back when it throws. The
-  callback must return a plain value (returning a cursor raises `AttributeError` in the SDK),
-  so ours always returns `None` and keeps the result on the Python side.
+  callback must return a plain value (the SDK's wrapper fails on a returned cursor), so ours
+  always returns `None` and keeps the result on the Python side.
 - `BEGIN`, `COMMIT`, `ROLLBACK`, `SAVEPOINT` and `RELEASE` are refused by workerd, so none is
   ever sent (`tests/pyodide/storage_driver.py` probes that refusal).
+
+Under Pyodide the executor talks to the JS `DurableObjectStorage` itself, unwrapping the Workers
+SDK's binding wrapper when there is one (`DurableObjectContext.storage`): the bindings it
+hands over and the rows it reads back are then the same whichever SDK copy made the context,
+and no statement pays the wrapper's generic deep conversion of arguments and results.
 
 Reads run outside `transactionSync`: a Durable Object is single-threaded and the store's
 reads are synchronous, so no other request can interleave between the statements of one
@@ -26,14 +36,19 @@ from typing import Any, TypeVar
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
 from aidememo.stores.sqlite.executor import Row, SqlValue
 
-try:  # Pyodide only: JS null may arrive as `jsnull` when the SDK wrapper is bypassed.
+try:  # Pyodide only
+    from pyodide.ffi import JsProxy as _JsProxy
     from pyodide.ffi import jsnull as _JSNULL
-except ImportError:  # CPython
+    from pyodide.ffi import to_js as _to_js
+except ImportError:  # CPython: the storage is the test double, bindings go as they are
+    _JsProxy = None
     _JSNULL = None
+    _to_js = None
 
 T = TypeVar("T")
 
 _PLAIN = (int, float, str, bytes)
+_AS_IS = frozenset({int, float, str})  # bindings that cross to JavaScript as they are
 
 
 def _storage_failure(what: str, exc: BaseException) -> AidememoError:
@@ -61,22 +76,48 @@ def to_sql_value(value: Any) -> SqlValue:
 
 
 def _row(values: Iterable[Any]) -> Row:
-    return tuple(to_sql_value(v) for v in values)
+    return tuple(v if type(v) in _AS_IS or v is None else to_sql_value(v) for v in values)
+
+
+def _js_binding(value: SqlValue) -> Any:
+    """A binding as workerd's `sql.exec` takes it: bytes as a `Uint8Array`, None as null."""
+    if isinstance(value, bytes):
+        return _to_js(value)
+    if value is None:
+        return _JSNULL
+    return value
+
+
+def _js_storage(storage: Any) -> Any:
+    """The JS `DurableObjectStorage` under Pyodide (unwrapping the SDK's `_BindingWrapper`),
+    else None (the CPython test double)."""
+    if _JsProxy is None:
+        return None
+    raw = getattr(storage, "_binding", storage)
+    return raw if isinstance(raw, _JsProxy) else None
 
 
 class DoSqlExecutor:
     """Runs the store's SQL on `ctx.storage` of a Durable Object (or the test double)."""
 
     def __init__(self, storage: Any, capabilities: frozenset[str] = frozenset()) -> None:
-        self._storage = storage
-        self._sql = storage.sql
+        js = _js_storage(storage)
+        self._storage = storage if js is None else js
+        self._exec = self._storage.sql.exec
+        self._js = js is not None
         self.capabilities = capabilities
         self._in_tx = False
 
     def execute(self, sql: str, params: Sequence[SqlValue] = ()) -> list[Row]:
         """Run one statement; the cursor is drained at once so it never outlives the call."""
         try:
-            rows = self._sql.exec(sql, *params).raw().toArray()
+            if self._js:
+                found = self._exec(
+                    sql, *[v if type(v) in _AS_IS else _js_binding(v) for v in params]
+                )
+                rows = found.raw().toArray().to_py()
+            else:
+                rows = self._exec(sql, *params).raw().toArray()
         except AidememoError:
             raise
         except Exception as exc:

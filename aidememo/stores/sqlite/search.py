@@ -52,7 +52,8 @@ def _rowid(key: int, seq: int) -> int:
 def search(
     x: SqlExecutor, scope: Scope, terms: list[str], source_id: str | None, limit: int
 ) -> SearchPage:
-    """Facts matching any term, best first, then by fact id (SRCH-3..5)."""
+    """Facts matching any term, best first, then by fact id (SRCH-3..5), with their current
+    bodies read in one statement."""
     t, p = scope.tenant_id, scope.project_id
     project: list[Any] = x.execute(q.SEARCH_PROJECT, (t, p))
     if not project:
@@ -104,7 +105,13 @@ def search(
         rows: list[Any] = x.execute(statement, params)
         return [(fact_id, int(units)) for fact_id, units in rows]
 
-    return ranking.search(stats, cutoff, top, terms, source_id, limit)
+    page = ranking.search(stats, cutoff, top, terms, source_id, limit)
+    if not page.hits:
+        return page
+    ids = _json([hit.fact_id for hit in page.hits])
+    rows: list[Any] = x.execute(q.SEARCH_BODIES, (ids, t, p))
+    bodies = [None if body is None else bytes(body) for (body,) in rows]
+    return SearchPage(page.hits, page.exhaustive, bodies)
 
 
 def _json(value: object) -> str:

@@ -65,6 +65,13 @@ ADVANCE_HEAD = (
 SEARCH_PROJECT = (
     "SELECT docs, terms, fts_key FROM fact_search_stats WHERE tenant_id = ? AND project_id = ?"
 )
+# The hits' fact bodies in hit order (NULL where there is none), in one statement: a search
+# reads no fact on its own (on a Durable Object every statement crosses into JavaScript).
+SEARCH_BODIES = (
+    "SELECT r.body FROM json_each(?) AS h LEFT JOIN resources AS r "
+    "ON r.tenant_id = ? AND r.project_id = ? AND r.kind = 'fact' AND r.resource_id = h.value "
+    "ORDER BY h.key"
+)
 # A term's tokens and their document counts: one key range of the vocabulary, from
 # `k<key>·<term>·` up to the character after the digits.
 SEARCH_TOKENS = "SELECT term, doc FROM fact_search_vocab WHERE term >= ? AND term < ?"

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
 from aidememo.domain.errors import ErrorCode, fail
+from aidememo.domain.limits import seq_bound
 from aidememo.domain.model import (
     CommandStart,
     Mutation,
@@ -72,7 +73,8 @@ class SqliteReadTx(ArtifactRows[SqlExecutor], ArchiveReads, SqlReadRows[SqlExecu
     ) -> list[tuple[int, StoredResource]]:
         """A session's facts in commit order, on the session facts index (READS-4)."""
         rows: list[Any] = self._x.execute(
-            q.SESSION_FACTS, (scope.tenant_id, scope.project_id, session_id, after_seq, limit)
+            q.SESSION_FACTS,
+            (scope.tenant_id, scope.project_id, session_id, seq_bound(after_seq), limit),
         )
         return [
             (seq, StoredResource(ResourceRef("fact", rid), rev, body))

@@ -27,7 +27,7 @@ from aidememo.ports import Clock, Ids
 from tests.edge.runtime import streams, websockets, workers_module
 from tests.edge.runtime.objects import Namespace
 from tests.edge.runtime.r2 import R2Bucket
-from tests.edge.runtime.ratelimit import RateLimiter
+from tests.edge.runtime.ratelimit import RateLimiter, configured
 
 EDGE_PACKAGES = ("worker", "durable_objects")
 BASE_URL = "https://edge.test"
@@ -70,7 +70,7 @@ class Runtime:
         ids: Ids | None = None,
         admin_token: str | None = "admin-token-for-tests",
         vars: Mapping[str, str] | None = None,
-        rate_limit: int = 600,
+        rate_limit: int | None = None,
         hyperdrive: Any = None,
     ) -> None:
         self.clock = clock
@@ -98,7 +98,8 @@ class Runtime:
         self.env = Env(**dict(vars or {}))
         if admin_token is not None:
             self.env.ADMIN_TOKEN_SHA256 = hashlib.sha256(admin_token.encode()).hexdigest()
-        self.env.RATE_LIMITER = RateLimiter(clock, limit=rate_limit, period_s=60)
+        limit, period = configured()  # wrangler.toml's binding, unless a test sets the limit
+        self.env.RATE_LIMITER = RateLimiter(clock, limit=rate_limit or limit, period_s=period)
         self.env.ARTIFACTS = R2Bucket()  # the [[r2_buckets]] binding (tests.edge.runtime.r2)
         if hyperdrive is not None:  # the [[hyperdrive]] binding (tests.edge.runtime.hyperdrive)
             self.env.HYPERDRIVE = hyperdrive
