@@ -41,6 +41,7 @@ _PATH_PARAMS: dict[str, Schema] = {
     "tenant_id": _path("tenant_id", ref("Id")),
     "reservation_id": _path("reservation_id", ref("Id")),
     "artifact_id": _path("artifact_id", ref("Id")),
+    "asset": _path("asset", {"type": "string", "pattern": "^[a-z0-9][a-z0-9.-]*$"}),
 }
 
 # -- operations -----------------------------------------------------------------------------
