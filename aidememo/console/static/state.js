@@ -71,6 +71,8 @@ export class ProjectState {
 export function handoffColumn(body, now, expired) {
   if (body.status === "completed") return "completed";
   if (body.status === "accepted") {
+    // A failed attempt stays accepted with its lease cleared, waiting for a new claim (HO-4).
+    if (body.claim_expires_at_ms === null) return "released";
     if (expired || (body.claim_expires_at_ms !== null && body.claim_expires_at_ms <= now)) {
       return "expired";
     }

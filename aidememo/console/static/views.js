@@ -9,6 +9,7 @@ const COLUMNS = [
   ["sent", "Sent"],
   ["claimed", "Claimed"],
   ["expired", "Lease expired"],
+  ["released", "Failed, awaiting a new claim"],
   ["completed", "Completed"],
 ];
 
@@ -181,6 +182,8 @@ function handoffCard(ctx, record, column, now) {
   if (column === "claimed") {
     lines.push(h("div", { class: "meta" }, "claimed by ", b.to_actor));
     lines.push(h("div", { class: "lease-live", "data-lease": "" }, "lease " + countdown(b.claim_expires_at_ms - now) + " left"));
+  } else if (column === "released") {
+    lines.push(h("div", { class: "meta" }, `released by ${b.to_actor}; a new claim may take it`));
   } else if (column === "expired") {
     lines.push(h("div", { class: "lease-expired", "data-lease-expired": "" }, `lease of ${b.to_actor} expired ${when(b.claim_expires_at_ms)}`));
   }
