@@ -104,7 +104,6 @@ CONSOLE_ASSET = Route(
     Auth.PUBLIC,
     answer="ConsoleFile",
     answer_media="*/*",
-    errors=(ErrorCode.ROUTE_NOT_FOUND,),
 )
 CONSOLE_SIGN_IN = Route(
     "console_sign_in",

@@ -92,6 +92,8 @@ def route_errors(route: Route) -> list[ErrorCode]:
         codes.append(E.STORAGE_FAILURE)
         if route.method != "GET":
             codes.append(E.STORAGE_FULL)  # a write the store had no room for (ERR-4)
+    else:
+        codes += route.errors  # a public route's own refusals (the console's, CONSOLE-4)
     return codes
 
 

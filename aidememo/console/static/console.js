@@ -100,10 +100,23 @@ function schedule() {
   if (!frame) frame = requestAnimationFrame(render);
 }
 
-// One render a frame, whatever the number of commits that arrived in it.
+// One render a frame, whatever the number of commits that arrived in it; a page that redraws
+// whole (all but the board) at most every REDRAW_MS, so a burst of commits stays cheap.
+const REDRAW_MS = 300;
+let lastRedraw = 0;
+let redrawTimer = 0;
+
 function render() {
   frame = 0;
   if (!ctx.view) return;
+  if (!ctx.view.incremental) {
+    const wait = lastRedraw + REDRAW_MS - performance.now();
+    if (wait > 0) {
+      if (!redrawTimer) redrawTimer = setTimeout(() => { redrawTimer = 0; schedule(); }, wait);
+      return;
+    }
+    lastRedraw = performance.now();
+  }
   const changed = fullRender ? null : [...dirty];
   dirty.clear();
   fullRender = false;

@@ -170,7 +170,7 @@ export function board(ctx) {
   }
 
   update(null);
-  return { el, update, tick };
+  return { el, update, tick, incremental: true };
 }
 
 function handoffCard(ctx, record, column, now) {
