@@ -99,74 +99,107 @@ function readiness(answer, ctx) {
 
 // -- handoff board -----------------------------------------------------------------------------
 
+// Each column shows its most recently changed cards first, PAGE at a time ("Show more"), so the
+// page's size (and the browser's layout work per commit) stays bounded however many handoffs
+// the project holds; the counts are always the whole project's.
+const PAGE = 100;
+
 export function board(ctx) {
-  const lists = new Map();
-  const cards = new Map(); // handoff id -> {el, column}
+  const lists = new Map(); // column -> <ol>
+  const members = new Map(); // column -> Set of handoff ids
+  const limits = new Map(); // column -> how many cards it shows
+  const heads = new Map(); // column -> {count, more}
+  const cards = new Map(); // handoff id -> {el (made when first shown), column, record}
+  const dirty = new Set(); // columns to redraw
   const el = h(
     "section",
     { "aria-labelledby": "board-title" },
     h("h1", { id: "board-title" }, "Handoffs"),
     h("div", { class: "board" }, COLUMNS.map(([key, title]) => {
       const list = h("ol", { "aria-label": title });
+      const count = h("span", { class: "meta", "data-count": key });
+      const more = h("button", { type: "button", class: "quiet", hidden: true,
+        onclick: () => { limits.set(key, limits.get(key) + PAGE); dirty.add(key); flush(); } });
       lists.set(key, list);
-      return h("div", { class: "column", "data-column": key }, h("h2", {}, title, " ", h("span", { class: "meta", "data-count": key })), list);
+      members.set(key, new Set());
+      limits.set(key, PAGE);
+      heads.set(key, { count, more });
+      return h("div", { class: "column", "data-column": key }, h("h2", {}, title, " ", count), list, more);
     })),
   );
 
   function place(record) {
-    const body = record.body;
-    const now = ctx.now();
-    const column = handoffColumn(body, now, ctx.state.expired.has(body.handoff_id));
-    const old = cards.get(body.handoff_id);
-    const card = handoffCard(ctx, record, column, now);
-    if (old && old.column === column) {
-      old.el.replaceWith(card);
-    } else {
-      if (old) old.el.remove();
-      lists.get(column).prepend(card);
+    const id = record.body.handoff_id;
+    const column = handoffColumn(record.body, ctx.now(), ctx.state.expired.has(id));
+    const old = cards.get(id);
+    if (old) {
+      members.get(old.column).delete(id);
+      dirty.add(old.column);
     }
-    cards.set(body.handoff_id, { el: card, column, record });
+    cards.set(id, { el: null, column, record });
+    members.get(column).add(id);
+    dirty.add(column);
   }
 
-  function counts() {
-    for (const [key] of COLUMNS) {
-      const n = lists.get(key).childElementCount;
-      el.querySelector(`[data-count="${key}"]`).textContent = `(${n})`;
+  function forget(id) {
+    const old = cards.get(id);
+    if (!old) return;
+    members.get(old.column).delete(id);
+    dirty.add(old.column);
+    cards.delete(id);
+  }
+
+  function flush() {
+    const now = ctx.now();
+    for (const column of dirty) {
+      const all = [...members.get(column)].map((id) => cards.get(id));
+      all.sort((a, b) => b.record.seq - a.record.seq);
+      const shown = all.slice(0, limits.get(column));
+      for (const card of shown) {
+        if (!card.el) card.el = handoffCard(ctx, card.record, column, now);
+      }
+      lists.get(column).replaceChildren(...shown.map((card) => card.el));
+      const { count, more } = heads.get(column);
+      count.textContent = `(${all.length})`;
+      const rest = all.length - shown.length;
+      more.hidden = rest <= 0;
+      more.textContent = `Show ${Math.min(PAGE, rest)} more of ${rest}`;
     }
+    dirty.clear();
+    el.dataset.boardTotal = String(cards.size);
   }
 
   function update(changed) {
     if (!changed) {
-      for (const list of lists.values()) list.replaceChildren();
       cards.clear();
-      const all = ctx.state.ofKind("handoff").sort((a, b) => a.firstSeq - b.firstSeq);
-      for (const record of all) place(record);
+      for (const [key] of COLUMNS) { members.get(key).clear(); dirty.add(key); }
+      for (const record of ctx.state.ofKind("handoff")) place(record);
     } else {
       for (const key of changed) {
         if (!key.startsWith("handoff/")) continue;
         const id = key.slice(8);
         const record = ctx.state.get("handoff", id);
         if (record) place(record);
-        else if (cards.has(id)) { cards.get(id).el.remove(); cards.delete(id); }
+        else forget(id);
       }
     }
-    counts();
+    flush();
   }
 
   // The lease countdowns, once a second; a lease that ran out moves its card.
   function tick() {
     const now = ctx.now();
-    for (const card of cards.values()) {
+    for (const id of [...members.get("claimed")]) {
+      const card = cards.get(id);
       const body = card.record.body;
-      if (card.column !== "claimed") continue;
-      if (handoffColumn(body, now, ctx.state.expired.has(body.handoff_id)) !== "claimed") {
+      if (handoffColumn(body, now, ctx.state.expired.has(id)) !== "claimed") {
         place(card.record);
-        counts();
         continue;
       }
-      const left = card.el.querySelector("[data-lease]");
+      const left = card.el && card.el.querySelector("[data-lease]");
       if (left) left.textContent = "lease " + countdown(body.claim_expires_at_ms - now) + " left";
     }
+    if (dirty.size) flush();
   }
 
   update(null);
