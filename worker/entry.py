@@ -18,7 +18,9 @@ edge's own. For every request, in this order:
    as it arrives and counts it the same way (SPEC.md ARC-7);
 4. public routes are answered by their own handlers, over a store that holds nothing and
    reports `mode: "edge"` and this code's schema version (so `/ready` is always `ok`: the
-   Worker has no store and no disk of its own, SPEC.md READY-3);
+   Worker has no store and no disk of its own, SPEC.md READY-3); the console's files and its
+   sign-out are public routes too, and its sign-in (no project in its path) is answered here
+   with the `CONSOLE_SESSION_KEY` secret (SPEC.md CONSOLE-2);
 5. project routes and `POST /v1/commands` (its project found by a scan of the body's
    top-level `project_id`, `handlers.command_project_id`, not by decoding it) go to the
    project's `ProjectCoordinator`, named from the caller's tenant and the project, by the

@@ -86,7 +86,6 @@ class Services:
         bodies: BodyStore | None = None,
     ) -> None:
         self.store = store
-        self.clock = clock
         self.mcp_allowed_origins = mcp_allowed_origins  # MCP-7
         self.console_key: bytes | None = None  # the console's session cookies (CONSOLE-2)
         self.identity = IdentityService(store, clock, ids)

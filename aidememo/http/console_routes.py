@@ -10,6 +10,7 @@ console's pages read the member routes with that cookie; they never write.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from aidememo import console
@@ -69,7 +70,8 @@ def sign_in(
     from aidememo.http.pipeline import bearer_digest  # the pipeline imports the route table
 
     digest = bearer_digest(request.headers.get("authorization"))
-    value, expires = mint(key, digest, s.clock.now_ms())
+    # The wall clock, as the pipeline reads it when the cookie comes back (CONSOLE-3).
+    value, expires = mint(key, digest, int(time.time() * 1000))
     secure = request.headers.get("origin", "").startswith("https://")
     body = {"tenant_id": caller.tenant_id, "actor_id": caller.actor_id, "expires_at_ms": expires}
     headers = [*_JSON_NO_STORE, ("set-cookie", set_cookie(value, secure))]
