@@ -15,6 +15,9 @@ Measured:
 - long tasks while `--rate` commits a second (default 100; a mix of handoffs and facts) arrive
   for `--seconds` (default 10): the longest main-thread task the browser reports
   (`longtask` entries, which exist only above 50 ms; 0 when there is none) and their count.
+  Beside it, the main thread's busy time over the phase (DevTools `Performance.getMetrics`:
+  tasks, script, layout, style; `ThreadTime` is its CPU time) and the machine's load average,
+  since a long task is wall time and a starved renderer makes one of a short task.
 - the console's files: their bytes, and what they add to a wheel (deflated in a zip).
 
 Baseline, same run: a Python WebSocket subscriber to the same live feed (what `aidememo watch`
@@ -293,8 +296,18 @@ def main(argv: list[str]) -> int:
                     page.goto(f"{origin.url}/console#/{args.load_page}")
                     page.wait_for_timeout(500)
                 page.evaluate("window.__bench.long = []")
+                cdp = context.new_cdp_session(page)
+                cdp.send("Performance.enable")
+                before = _metrics(cdp)
+                figures["load_average_1m"] = round(os.getloadavg()[0], 2)
                 sent = _drive(origin, args.rate, args.seconds)
                 page.wait_for_timeout(1000)
+                after = _metrics(cdp)
+                for name in ("TaskDuration", "ScriptDuration", "LayoutDuration",
+                             "RecalcStyleDuration", "ThreadTime"):  # fmt: skip
+                    if name in before and name in after:
+                        key = f"main_thread_{name.lower()}_ms"
+                        figures[key] = round(1000 * (after[name] - before[name]), 1)
                 long_tasks = [float(x) for x in page.evaluate("window.__bench.long")]
                 figures["driven_commits"] = sent
                 figures["driven_rate_per_s"] = round(sent / args.seconds, 1)
@@ -311,6 +324,12 @@ def main(argv: list[str]) -> int:
     }
     emit("console", figures, baseline, targets)
     return 0
+
+
+def _metrics(cdp: Any) -> dict[str, float]:
+    """The renderer's cumulative main-thread durations (s) from DevTools' Performance domain."""
+    answer = cdp.send("Performance.getMetrics")
+    return {m["name"]: float(m["value"]) for m in answer["metrics"]}
 
 
 def _wait(page: Any, expression: str, timeout_s: float) -> None:

@@ -158,7 +158,7 @@ export function board(ctx) {
       for (const card of shown) {
         if (!card.el) card.el = handoffCard(ctx, card.record, column, now);
       }
-      lists.get(column).replaceChildren(...shown.map((card) => card.el));
+      reorder(lists.get(column), shown.map((card) => card.el));
       const { count, more } = heads.get(column);
       count.textContent = `(${all.length})`;
       const rest = all.length - shown.length;
@@ -204,6 +204,18 @@ export function board(ctx) {
 
   update(null);
   return { el, update, tick, incremental: true };
+}
+
+// Makes `list`'s children exactly `els`, in order, moving only what differs (a new card at the
+// top is one insertion and one removal, not a hundred re-inserted nodes to restyle).
+function reorder(list, els) {
+  const wanted = new Set(els);
+  for (const child of [...list.children]) if (!wanted.has(child)) child.remove();
+  for (let i = 0; i < els.length; i++) {
+    const at = list.children[i];
+    if (at !== els[i]) list.insertBefore(els[i], at || null);
+  }
+  while (list.children.length > els.length) list.lastElementChild.remove();
 }
 
 function handoffCard(ctx, record, column, now) {
