@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -200,3 +201,40 @@ def test_console4_sign_in_and_out_refuse_cross_site_requests(
 def test_console2_team_helper_runs(server: Server, tmp_path: Any) -> None:
     team: Team = make_team(server, tmp_path)
     assert set(team.tokens) == {"alice", "bob"}
+
+
+def test_console2_edge_without_its_key_refuses_sign_in_and_reads_no_cookie(
+    tmp_path: Any,
+) -> None:
+    from tests.edge.loopback import Loopback
+
+    with Loopback(tmp_path / "edge") as edge:  # no CONSOLE_SESSION_KEY secret
+        admin = edge.admin_token
+        token = os.urandom(16).hex()
+        bound = httpx.post(
+            f"{edge.url}/v1/admin/bootstrap",
+            headers={"authorization": f"Bearer {admin}"},
+            json={
+                "tenant_id": "t-key",
+                "project_id": PROJECT,
+                "actor_id": "alice",
+                "role": "writer",
+                "token_sha256": hashlib.sha256(token.encode()).hexdigest(),
+            },
+            timeout=30,
+        )
+        assert bound.status_code == 200, bound.text
+        refused = httpx.post(
+            f"{edge.url}/console/session",
+            headers={**CONSOLE, "origin": edge.url, "authorization": f"Bearer {token}"},
+            timeout=30,
+        )
+        assert refused.status_code == 403 and "set-cookie" not in refused.headers
+        assert refused.json()["error"]["code"] == "origin_not_allowed"
+        cookie = httpx.get(
+            f"{edge.url}/v1/projects/{PROJECT}/identity",
+            headers={"cookie": "aidememo-console=" + "A" * 96},
+            timeout=30,
+        )
+        assert cookie.status_code == 401
+        assert cookie.json()["error"]["message"] == "missing bearer token"
