@@ -322,12 +322,20 @@ const BASIC_RESULT = new Set(["fact_id", "session_id", "source_id", "actor_id", 
 export function search(ctx, initial) {
   const input = h("input", { id: "q", name: "q", type: "search", value: initial || "", required: true });
   const limit = h("input", { id: "limit", name: "limit", type: "number", min: "1", max: "100", value: "20" });
+  const mode = h("select", { id: "mode", name: "mode" });
+  const modeLabel = h("label", { for: "mode", hidden: true }, "Mode", mode);
   const out = h("div", { "aria-live": "polite" });
   const form = h("form", { class: "toolbar", role: "search" },
     h("label", { for: "q" }, "Query", input), h("label", { for: "limit" }, "Results", limit),
-    h("button", { type: "submit" }, "Search"));
+    modeLabel, h("button", { type: "submit" }, "Search"));
+  searchModes().then((modes) => {
+    if (modes.length < 2) return;
+    mode.replaceChildren(...modes.map((m) => h("option", { value: m }, m)));
+    modeLabel.hidden = false;
+  });
   async function run() {
     const params = new URLSearchParams({ q: input.value, limit: limit.value || "20" });
+    if (!modeLabel.hidden && mode.value) params.set("mode", mode.value);
     replace(out, h("p", {}, "Searching…"));
     try {
       const answer = await get(projectPath(ctx.project, "/search?" + params));
@@ -341,6 +349,19 @@ export function search(ctx, initial) {
   const el = h("section", { "aria-labelledby": "search-title" }, h("h1", { id: "search-title" }, "Search"), form, out);
   if (initial) run();
   return { el, update() {} };
+}
+
+// The search modes this server offers, from its own OpenAPI document (one fetch a page load).
+let modesOnce = null;
+function searchModes() {
+  if (!modesOnce) {
+    modesOnce = get("/openapi.json").then((doc) => {
+      const op = doc.paths["/v1/projects/{project_id}/search"].get;
+      const param = (op.parameters || []).find((p) => p.name === "mode");
+      return (param && param.schema && param.schema.enum) || [];
+    }, () => []);
+  }
+  return modesOnce;
 }
 
 function searchResults(answer) {
