@@ -225,6 +225,23 @@ ensure_postgres() {
     [ -x "$PG_BIN/initdb" ]
 }
 
+# Debian's Chromium for the console's browser tier (tests/console, driven by Playwright from
+# PyPI with executable_path=/usr/bin/chromium; never `playwright install`). Installed with
+# apt-get when missing and we are root; under CI=true a missing Chromium fails the tier.
+ensure_chromium() {
+    command -v chromium >/dev/null 2>&1 && return 0
+    if [ "$(id -u)" != "0" ] || ! command -v apt-get >/dev/null 2>&1; then
+        log "chromium is missing; the console tier needs it (apt-get install -y chromium)"
+        return 1
+    fi
+    log "installing chromium with apt-get"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null \
+        || { apt-get update -q >/dev/null && \
+             DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; } \
+        || return 1
+    command -v chromium >/dev/null 2>&1
+}
+
 _free_port() {
     "${PY:-python3}" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }

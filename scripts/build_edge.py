@@ -38,7 +38,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 # The core subpackages and modules of aidememo/ that run at the edge.
-CORE_PACKAGES = ("domain", "service", "stores", "http", "conformance", "mcp", "bodies")
+CORE_PACKAGES = ("domain", "service", "stores", "http", "conformance", "mcp", "bodies", "console")
 CORE_MODULES = ("__init__.py", "ports.py", "metrics.py")
 # Whole top-level packages that run at the edge.
 EDGE_PACKAGES = ("worker", "durable_objects")
@@ -114,7 +114,21 @@ def _fill(out: Path) -> int:
     for name in EDGE_PACKAGES:
         if (REPO / name).is_dir():
             count += _copy_tree(REPO / name, out / name)
-    return count
+    return count + _bundle_console(core_src / "console" / "static", core_dst / "console")
+
+
+def _bundle_console(static: Path, package: Path) -> int:
+    """The console's files as one module, `aidememo/console/bundled.py` (`FILES`: name ->
+    bytes): the Worker bundle holds only .py files (CONSOLE-1)."""
+    if not static.is_dir():
+        return 0
+    lines = ['"""The console\'s files, written by scripts/build_edge.py."""', "", "FILES = {"]
+    for path in sorted(p for p in static.iterdir() if p.is_file()):
+        lines.append(f"    {path.name!r}: {path.read_bytes()!r},")
+    lines.append("}")
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "bundled.py").write_text("\n".join(lines) + "\n")
+    return 1
 
 
 # -- vendored modules -----------------------------------------------------------------------

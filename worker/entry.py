@@ -18,7 +18,9 @@ edge's own. For every request, in this order:
    as it arrives and counts it the same way (SPEC.md ARC-7);
 4. public routes are answered by their own handlers, over a store that holds nothing and
    reports `mode: "edge"` and this code's schema version (so `/ready` is always `ok`: the
-   Worker has no store and no disk of its own, SPEC.md READY-3);
+   Worker has no store and no disk of its own, SPEC.md READY-3); the console's files and its
+   sign-out are public routes too, and its sign-in (no project in its path) is answered here
+   with the `CONSOLE_SESSION_KEY` secret (SPEC.md CONSOLE-2);
 5. project routes and `POST /v1/commands` (its project found by a scan of the body's
    top-level `project_id`, `handlers.command_project_id`, not by decoding it) go to the
    project's `ProjectCoordinator`, named from the caller's tenant and the project, by the
@@ -67,6 +69,7 @@ from aidememo.http import admin as core_admin
 from aidememo.http import handlers
 from aidememo.http.app import Services, error_response
 from aidememo.http.body import EMPTY, Body, declared_length, read_async, too_large
+from aidememo.http.console_routes import CONSOLE_SIGN_IN
 from aidememo.http.pipeline import admit, drive_async
 from aidememo.http.routes import (
     ADMIN_BOOTSTRAP,
@@ -97,6 +100,7 @@ from worker.objects import Objects, call
 from worker.routing import (
     ADMIN_TOKEN_SHA256,
     ALLOW_INSECURE_HTTP,
+    CONSOLE_SESSION_KEY,
     RATE_LIMIT_PERIOD_S,
     RATE_LIMITER,
     insecure,
@@ -160,6 +164,7 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         # Percent-decoded like the ASGI scope's `path` at the origin.
         method, path = _method(request), unquote(url.path) or "/"
         headers = bindings.request_headers(request)
+        headers.setdefault("host", url.netloc)  # the console's same-origin checks read it
         if insecure(url.scheme, path, var_is_set(self.env, ALLOW_INSECURE_HTTP)):
             raise fail(ErrorCode.INSECURE_TRANSPORT, "use https")
         declared = declared_length(headers) if "content-length" in headers else None
@@ -174,7 +179,7 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         objs = Objects(self.env)
 
         admission = await drive_async(
-            admit(core, self._admin_digest()),
+            admit(core, self._admin_digest(), True, self._console_key()),
             partial(self._authenticate, objs),
             partial(_read_body, request, declared),
             self._limit,
@@ -184,6 +189,10 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
             core = replace(core, body=Body.of(admission.body))
         if route.auth is Auth.PUBLIC:
             return route.handler(self._public(self._postgres_mode()), core, params, None)
+        if route is CONSOLE_SIGN_IN:  # no project: the Worker mints the cookie (CONSOLE-2)
+            services = self._public(self._postgres_mode())
+            services.console_key = self._console_key()
+            return route.handler(services, core, params, admission.caller)
         if route.auth is Auth.ADMIN:
             if self._postgres_mode():
                 return await self._admin_postgres(route, core, params, request)
@@ -246,6 +255,17 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
                 log.error("ADMIN_TOKEN_SHA256 is not hex; admin routes are closed")
         cls.admin_digest = (raw, digest or None)
         return digest or None
+
+    def _console_key(self) -> bytes | None:
+        """The `CONSOLE_SESSION_KEY` secret (hex, at least 32 bytes) that signs the console's
+        session cookies; None when unset or unusable: then no cookie is read and sign-in is
+        refused (CONSOLE-2)."""
+        raw = str(getattr(self.env, CONSOLE_SESSION_KEY, None) or "").strip()
+        try:
+            key = bytes.fromhex(raw)
+        except ValueError:
+            return None
+        return key if len(key) >= 32 else None
 
     def _public(self, postgres: bool) -> Services:
         """What the public routes' handlers read at the edge: a store that holds nothing and

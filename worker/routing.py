@@ -14,6 +14,7 @@ TOKENS = "TOKENS"  # TokenDirectory, 256 shards by digest prefix
 RATE_LIMITER = "RATE_LIMITER"  # [[ratelimits]] binding
 ADMIN_TOKEN_SHA256 = "ADMIN_TOKEN_SHA256"  # secret: hex SHA-256 of the admin token
 ALLOW_INSECURE_HTTP = "ALLOW_INSECURE_HTTP"  # var: accept plain HTTP (local development)
+CONSOLE_SESSION_KEY = "CONSOLE_SESSION_KEY"  # secret: hex key (>= 32 bytes) of console cookies
 
 # The [[ratelimits]] period in seconds; a 429 tells the client to wait this long.
 RATE_LIMIT_PERIOD_S = 60

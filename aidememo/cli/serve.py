@@ -10,6 +10,8 @@ runs a GC task (`origin.gc_task`). `--rate-limit` (`origin.rate_limit`) and `--m
 from __future__ import annotations
 
 import importlib.util
+import ipaddress
+import secrets
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -164,6 +166,8 @@ def _serve(
     from origin.gc_task import GC_INTERVAL_S, GcTask
     from origin.server import serve
 
+    console_key = secrets.token_bytes(32)  # made before forking: every worker takes its cookies
+
     def open_app() -> tuple[HttpApp, Callable[[], None]]:
         store = open_store(url, pool_size=worker_pool_size(workers))
         try:
@@ -176,6 +180,7 @@ def _serve(
                 mcp_allowed_origins=origins,
                 bodies=bodies,
                 rate_limit=limiter,
+                console_key=console_key,
             )
         except BaseException:
             store.close()

@@ -17,6 +17,7 @@ durable, a request whose transaction did not commit answered with the storage er
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import cast
@@ -86,6 +87,7 @@ class Services:
     ) -> None:
         self.store = store
         self.mcp_allowed_origins = mcp_allowed_origins  # MCP-7
+        self.console_key: bytes | None = None  # the console's session cookies (CONSOLE-2)
         self.identity = IdentityService(store, clock, ids)
         self.ledger = Ledger(store, clock)
         self.queries = Queries(store, clock)
@@ -112,6 +114,7 @@ class HttpApp:
         mcp_allowed_origins: frozenset[str] = frozenset(),
         bodies: BodyStore | None = None,
         rate_limit: Callable[[bytes], None] | None = None,
+        console_key: bytes | None = None,
     ) -> None:
         self.store = store
         self._rate_limit = rate_limit
@@ -124,6 +127,9 @@ class HttpApp:
             bodies,
         )
         self._admin_digest = admin_token_sha256
+        # The console's cookie key (CONSOLE-2): given by `aidememo serve` (one per server, shared
+        # by its workers), else a fresh one, so a cookie never outlives the process that made it.
+        self.services.console_key = console_key or secrets.token_bytes(32)
 
     def authenticate(self, digest: bytes) -> Caller:
         """The caller a bearer token digest names, or `authentication_failed` (AUTH-2)."""
@@ -135,7 +141,12 @@ class HttpApp:
         `rate_limit` hook given (none by default; `origin.rate_limit`, RATE-1). Raises the
         `AidememoError` to answer instead."""
         return drive(
-            admit(request, self._admin_digest, self._rate_limit is not None),
+            admit(
+                request,
+                self._admin_digest,
+                self._rate_limit is not None,
+                self.services.console_key,
+            ),
             self.services.identity.authenticate_cached,
             request.body.take,
             self._rate_limit,

@@ -43,6 +43,7 @@ DOWNLOAD = Route(
     answer="ArtifactBytes",
     answer_media="application/octet-stream",
     errors=(E.ARTIFACT_NOT_FOUND, E.ARTIFACT_STORE_UNAVAILABLE),
+    console_read=True,  # a read: the console downloads with its session (CONSOLE-3)
 )
 
 PUBLISH = Route(

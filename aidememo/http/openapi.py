@@ -41,6 +41,7 @@ _PATH_PARAMS: dict[str, Schema] = {
     "tenant_id": _path("tenant_id", ref("Id")),
     "reservation_id": _path("reservation_id", ref("Id")),
     "artifact_id": _path("artifact_id", ref("Id")),
+    "asset": _path("asset", {"type": "string", "pattern": "^[a-z0-9][a-z0-9.-]*$"}),
 }
 
 # -- operations -----------------------------------------------------------------------------
@@ -91,6 +92,8 @@ def route_errors(route: Route) -> list[ErrorCode]:
         codes.append(E.STORAGE_FAILURE)
         if route.method != "GET":
             codes.append(E.STORAGE_FULL)  # a write the store had no room for (ERR-4)
+    else:
+        codes += route.errors  # a public route's own refusals (the console's, CONSOLE-4)
     return codes
 
 

@@ -490,6 +490,11 @@ def component_schemas() -> dict[str, Schema]:
     )
     s["AdminRevoke"] = obj({"token_sha256": digest})
     s["AdminRevoked"] = obj({"revoked": {"const": True}})
+    s["ConsoleSession"] = obj(
+        {"tenant_id": ref("Id"), "actor_id": ref("Id"), "expires_at_ms": integer(0)}
+    )
+    s["ConsoleSignedOut"] = obj({"signed_out": {"const": True}})
+    s["ConsoleFile"] = {"type": "string", "description": "A file of the console (CONSOLE-1)."}
     counts = {"type": "object", "additionalProperties": integer(0)}
     s["AdminImported"] = obj(
         {

@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
+import time
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,7 @@ from typing import Any
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.limits import BEARER_MAX_BYTES
 from aidememo.http.body import too_large
+from aidememo.http.console_session import cookie_digest
 from aidememo.http.media import check_media_type
 from aidememo.http.routes import Auth, Route, resolve
 from aidememo.http.types import Request
@@ -86,7 +88,7 @@ class Admission:
     body: bytes | None = None
 
 
-_PUBLIC, _ADMIN = Auth.PUBLIC, Auth.ADMIN
+_PUBLIC, _ADMIN, _MEMBER = Auth.PUBLIC, Auth.ADMIN, Auth.MEMBER
 
 
 # What a bearer token may not contain: control characters, DEL, and any whitespace (str.isspace,
@@ -122,14 +124,20 @@ def bearer_digest(authorization: str | None) -> bytes:
 
 
 def admit(
-    request: Request, admin_digest: bytes | None, rate_limited: bool = True
+    request: Request,
+    admin_digest: bytes | None,
+    rate_limited: bool = True,
+    console_key: bytes | None = None,
 ) -> Generator[Step, Any, Admission]:
     """Stage one, then stage two's body step, of one request (see the module docstring).
 
     `admin_digest` is the SHA-256 of the admin token, None when none is configured: then
     administration is off and every admin request, with or without a token, is 403
     `admin_disabled` (ADM-1). `rate_limited` False: the front has no rate limit, so no
-    `RateLimit` step is yielded. Raises the `AidememoError` to answer instead.
+    `RateLimit` step is yielded. `console_key`: the key of the console's session cookies
+    (`aidememo.http.console_session`), which then stand in for a missing bearer header on a
+    member `GET` (CONSOLE-2, CONSOLE-3); None: no cookie is ever read. Raises the
+    `AidememoError` to answer instead.
     """
     match = resolve(request.method, request.path)
     route = match.route
@@ -150,7 +158,19 @@ def admit(
     if auth is _ADMIN and admin_digest is None:
         raise fail(ErrorCode.ADMIN_DISABLED, ADMIN_DISABLED_MESSAGE)
     if auth is not _PUBLIC:
-        digest = bearer_digest(request.headers.get("authorization"))
+        authorization = request.headers.get("authorization")
+        if (
+            authorization is None
+            and console_key is not None
+            and auth is _MEMBER
+            and (request.method == "GET" or route.console_read)
+        ):
+            now_ms = int(time.time() * 1000)
+            # A read by POST, like an upgrade, needs the console's own origin (CONSOLE-3).
+            checked = request.upgrade or request.method != "GET"
+            digest = cookie_digest(request.headers, checked, console_key, now_ms)
+        if digest is None:
+            digest = bearer_digest(authorization)
         if auth is _ADMIN:
             if admin_digest is None or not hmac.compare_digest(digest, admin_digest):
                 yield Authenticate(digest)  # authentication_failed for an unknown token

@@ -33,6 +33,7 @@ from aidememo.domain.limits import (
 )
 from aidememo.http import admin, handlers
 from aidememo.http.artifact_routes import ARTIFACT_ROUTES
+from aidememo.http.console_routes import CONSOLE_ROUTES
 from aidememo.http.grant_routes import GRANT_ROUTES
 from aidememo.http.openapi_schemas import integer, query_param, ref, text
 from aidememo.http.routing import NDJSON, Auth, Match, Route, Router
@@ -457,6 +458,7 @@ ROUTES: tuple[Route, ...] = (
     ADMIN_EXPORT,
     ADMIN_IMPORT,
     ADMIN_DELETE_TENANT,
+    *CONSOLE_ROUTES,
 )
 
 _ROUTER = Router(ROUTES)

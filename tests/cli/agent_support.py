@@ -153,7 +153,7 @@ class Watch:
 class ServeProcess:
     """`aidememo serve` as a child process with an admin token file."""
 
-    def __init__(self, home: Path, admin_token_file: Path, database: str) -> None:
+    def __init__(self, home: Path, admin_token_file: Path, database: str, *extra: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = home.parent / f"serve-{self.port}.log"
@@ -170,6 +170,7 @@ class ServeProcess:
                     str(admin_token_file),
                     "--artifact-root",  # required with PostgreSQL (ART-8)
                     str(home / "artifacts"),
+                    *extra,
                 ],
                 cwd=REPO,
                 env=clean_env(home),
@@ -217,8 +218,9 @@ def write_secret(path: Path, text: str) -> Path:
 
 
 @contextmanager
-def start_server(kind: str, tmp: Path) -> Iterator[Server]:
-    """A fresh server of `kind` (`sqlite`, `postgres`, `edge`, `edge_postgres`)."""
+def start_server(kind: str, tmp: Path, *serve_args: str) -> Iterator[Server]:
+    """A fresh server of `kind` (`sqlite`, `postgres`, `edge`, `edge_postgres`); `serve_args`
+    are more `aidememo serve` options of the first two."""
     home = tmp / "server-home"
     home.mkdir()
     if kind in ("sqlite", "postgres"):
@@ -232,7 +234,7 @@ def start_server(kind: str, tmp: Path) -> Iterator[Server]:
         else:
             database = str(home / "ssot.sqlite")
         try:
-            served = ServeProcess(home, admin, database)
+            served = ServeProcess(home, admin, database, *serve_args)
             try:
                 yield Server(kind, served.url, admin, served.stop)
             finally:

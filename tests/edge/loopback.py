@@ -45,8 +45,10 @@ from tests.edge.runtime.websockets import ClientSocket
 T = TypeVar("T")
 ALARM_TICK_S = 0.2
 SOCKET_POLL_S = 0.02
+# `host` is kept: the client's own host, as a Worker sees it behind Cloudflare (the console's
+# same-origin checks compare it with `Origin`, CONSOLE-3, CONSOLE-4).
 _HOP_BY_HOP = frozenset(
-    {"connection", "keep-alive", "transfer-encoding", "upgrade", "host", "content-length"}
+    {"connection", "keep-alive", "transfer-encoding", "upgrade", "content-length"}
 )
 _ANSWER_DROPPED = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length"})
 
