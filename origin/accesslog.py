@@ -1,4 +1,4 @@
-"""The origin's `aidememo.access` lines (SPEC.md HTTP-6), written cheaply on the request path.
+"""The origin's `aidememo.access` lines (SPEC.md HTTP-6), all written by `ACCESS`, cheaply.
 
 Every request is one access line. Made as a `logging` record, that line costs the request
 path a record (even one copied from a template, `origin.logsink.access_record`),
@@ -32,6 +32,7 @@ import re
 import time
 from typing import Any
 
+from origin.asgi_common import log_safe
 from origin.logsink import (
     BackgroundStreamHandler,
     CachedTimeFormatter,
@@ -42,6 +43,9 @@ from origin.logsink import (
 )
 
 INFO = logging.INFO
+
+ACCESS_LOGGER = "aidememo.access"
+ACCESS_FORMAT = "request_id=%s method=%s path=%s status=%d duration_ms=%.2f"
 
 SHARED_FIELDS = frozenset(
     {
@@ -136,8 +140,9 @@ class LineFormat:
 
 
 class AccessLog:
-    """The access lines of one entry point (`origin.asgi`, `origin.direct`): `enabled`, then
-    `write(args)`, the arguments of the template's message."""
+    """Access lines of one logger and template: `request(...)` writes an HTTP request's line
+    (`write(args)` any line of the template's arguments). `ACCESS` is the origin's one writer:
+    the ASGI and the direct path and the transport's own refusals all log through it."""
 
     __slots__ = ("_format", "_logger", "_template")
 
@@ -145,6 +150,11 @@ class AccessLog:
         self._logger = logger
         self._template = record_template(logger, msg, func, depth=2)
         self._format: tuple[logging.Formatter | None, LineFormat | None] = (None, None)
+
+    def request(self, rid: str, method: str, path: str, status: int, seconds: float) -> None:
+        """The line of one HTTP request (its path never with the query string)."""
+        if self._logger.isEnabledFor(INFO):
+            self.write((rid, log_safe(method), log_safe(path), status, seconds * 1000.0))
 
     def enabled(self) -> bool:
         """True when the logger writes INFO lines."""
@@ -188,3 +198,7 @@ class AccessLog:
             line_format = LineFormat.of(formatter, self._template)
             self._format = (formatter, line_format)
         return line_format
+
+
+ACCESS = AccessLog(logging.getLogger(ACCESS_LOGGER), ACCESS_FORMAT, "request")
+"""The origin's access lines (SPEC.md HTTP-6): every HTTP request's, whichever path answered."""

@@ -131,7 +131,9 @@ def admit(
     `admin_disabled` (ADM-1). `rate_limited` False: the front has no rate limit, so no
     `RateLimit` step is yielded. Raises the `AidememoError` to answer instead.
     """
-    match = resolve(request.method, request.path)
+    match = request.match
+    if match is None:
+        match = resolve(request.method, request.path)
     route = match.route
     if route is None:
         if match.allowed:

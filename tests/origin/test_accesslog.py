@@ -12,8 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from origin.accesslog import AccessLog, LineFormat
-from origin.asgi import ACCESS_FORMAT
+from origin.accesslog import ACCESS_FORMAT, AccessLog, LineFormat
 from origin.logjson import JsonFormatter
 from origin.logsink import (
     BackgroundStreamHandler,
