@@ -3,8 +3,8 @@
 Every request is one access line. Made as a `logging` record, that line costs the request
 path a record (even one copied from a template, `origin.logsink.access_record`),
 `Logger.handle` with its filter checks and handler lock, and on the writer thread
-`Formatter.format`; served, that was about half of what the HTTP layer costs a request
-(docs/bench-notes.md has the measurement). `AccessLog` writes the same line for less where
+`Formatter.format`, a large share of what the HTTP layer costs a request
+(docs/bench-notes.md). `AccessLog` writes the same line for less where
 the logging configuration allows it:
 
 - the logger is enabled for INFO, has no filter of its own, and all its records reach exactly
@@ -28,7 +28,9 @@ every line, so a change of the logging configuration takes effect with the next 
 from __future__ import annotations
 
 import logging
+import os
 import re
+import sys
 import time
 from typing import Any
 
@@ -151,6 +153,14 @@ class AccessLog:
         self._template = record_template(logger, msg, func, depth=2)
         self._format: tuple[logging.Formatter | None, LineFormat | None] = (None, None)
 
+    def forked(self) -> None:
+        """In a forked child: the lines name this process (the template was made before)."""
+        self._template["process"] = os.getpid()
+        mp = sys.modules.get("multiprocessing")  # as `logging.LogRecord` names it
+        if mp is not None:
+            self._template["processName"] = mp.current_process().name
+        self._format = (None, None)
+
     def request(self, rid: str, method: str, path: str, status: int, seconds: float) -> None:
         """The line of one HTTP request (its path never with the query string)."""
         if self._logger.isEnabledFor(INFO):
@@ -202,3 +212,4 @@ class AccessLog:
 
 ACCESS = AccessLog(logging.getLogger(ACCESS_LOGGER), ACCESS_FORMAT, "request")
 """The origin's access lines (SPEC.md HTTP-6): every HTTP request's, whichever path answered."""
+os.register_at_fork(after_in_child=ACCESS.forked)  # `serve --workers` forks after import

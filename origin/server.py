@@ -220,8 +220,8 @@ def serve(
         proxy_headers=False,
         timeout_graceful_shutdown=settings.graceful_timeout_s,
         # The live feed sends the same small JSON message to many subscribers: per-message
-        # deflate would compress it once per subscriber (measured: a third of the server's
-        # CPU per delivered message with 100 subscribers), for little gain on ~1 KB texts.
+        # deflate would compress it once per subscriber (docs/bench-notes.md), for little
+        # gain on ~1 KB texts.
         ws_per_message_deflate=False,
         # Clients send the live feed nothing it needs: a frame over 64 KiB closes the socket
         # (1009) before its payload is buffered (LIVE-6).

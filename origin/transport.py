@@ -41,8 +41,8 @@ with no earlier request of the connection unanswered, no `Expect: 100-continue`,
 writes not paused and a `Content-Length` within the smallest route limit gets a
 `DirectCycle` in place of uvicorn's cycle (`_begin_direct`; uvicorn's scope is filled in as
 uvicorn fills it). When the whole body has arrived in the same read, `on_message_complete`
-hands the request to the entry, which dispatches it on the loop (at the end of the loop's
-turn, `origin.coalesce`, HTTP-11) or in the adapter's pool; `_respond` holds the answer, one
+hands the request to the entry, which runs it in its lane (`origin.lanes`; the loop lane at
+the end of the loop's turn, `origin.coalesce`, HTTP-11); `_respond` holds the answer, one
 buffer written at the end of the turn, completes the response as uvicorn's
 cycle does (`on_response_complete`: the next pipelined request, the keep-alive timer) and logs
 the access line. A body still due at the end of the read hands the request to a uvicorn
@@ -56,8 +56,7 @@ the ASGI path; the head of a HEAD answer (no body follows) and every write after
 chunk pass through.
 
 The common path adds a length test per read and a few attribute reads and writes per request;
-no timer is armed for a head that arrives in one read (docs/bench-notes.md has the
-measurement: about 0.6 us per request, within the noise of hello-world throughput).
+no timer is armed for a head that arrives in one read.
 
 `QuietWebSocketProtocol` is uvicorn's websockets-sansio protocol without its two leaks: after
 an application's denial response (LIVE-1) it marks the handshake done, so uvicorn does not log
@@ -347,23 +346,29 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         """The ASGI path takes over a direct request whose body is still arriving: a cycle
         holding what has come so far, the application started as uvicorn starts it."""
         self._waiting = None
+        cycle = self._asgi_cycle(self.scope, waiting.keep_alive)
+        cycle.body = waiting.body
+        self.cycle = cycle
+        self._start_asgi_task(cycle, self.app)
+
+    def _asgi_cycle(self, scope: Any, keep_alive: bool) -> RequestResponseCycle:
+        """A uvicorn cycle as uvicorn makes one for a request (uvicorn's own access log off:
+        the origin writes its lines), its writes joined by `OneWrite`."""
         cycle = RequestResponseCycle(
-            scope=self.scope,
+            scope=scope,
             transport=self.transport,
             flow=self.flow,
             logger=self.logger,
             access_logger=self.access_logger,
-            access_log=self.access_log,
+            access_log=False,
             default_headers=self.server_state.default_headers,
             message_event=asyncio.Event(),
             expect_100_continue=False,
-            keep_alive=waiting.keep_alive,
+            keep_alive=keep_alive,
             on_response=self.on_response_complete,
         )
-        cycle.body = waiting.body
         cycle.transport = OneWrite(self.transport, cycle)  # type: ignore[assignment]
-        self.cycle = cycle
-        self._start_asgi_task(cycle, self.app)
+        return cycle
 
     def _respond(self, cycle: DirectCycle, rid: str, response: Response) -> None:
         """Hold a direct request's answer for the end of the loop iteration (on the loop),
@@ -415,21 +420,8 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         entry = self._direct
         assert entry is not None
         scope: Any = {"method": cycle.method}
-        sender = RequestResponseCycle(
-            scope=scope,
-            transport=self.transport,
-            flow=self.flow,
-            logger=self.logger,
-            access_logger=self.access_logger,
-            access_log=False,  # uvicorn's own access log needs the whole scope; the origin's is off
-            default_headers=self.server_state.default_headers,
-            message_event=asyncio.Event(),
-            expect_100_continue=False,
-            keep_alive=cycle.keep_alive,
-            on_response=self.on_response_complete,
-        )
+        sender = self._asgi_cycle(scope, cycle.keep_alive)
         sender.more_body = False
-        sender.transport = OneWrite(self.transport, sender)  # type: ignore[assignment]
         current: Any = self.cycle
         if current is cycle:
             self.cycle = sender
