@@ -32,6 +32,7 @@ import os
 import re
 import sys
 import time
+import weakref
 from typing import Any
 
 from origin.asgi_common import log_safe
@@ -64,6 +65,9 @@ SHARED_FIELDS = frozenset(
     }
 )
 """Record attributes that are the same on every access record of one `AccessLog`."""
+
+_MADE: weakref.WeakSet[AccessLog] = weakref.WeakSet()
+"""Every `AccessLog`, for `forked`."""
 
 _FIELD = re.compile(r"%\((\w+)\)")
 _TIME = "\x00asctime\x00"
@@ -144,14 +148,16 @@ class LineFormat:
 class AccessLog:
     """Access lines of one logger and template: `request(...)` writes an HTTP request's line
     (`write(args)` any line of the template's arguments). `ACCESS` is the origin's one writer:
-    the ASGI and the direct path and the transport's own refusals all log through it."""
+    the ASGI and the direct path and the transport's own refusals all log through it; the live
+    feed's WebSocket lines go through one of their own template (`origin.live`)."""
 
-    __slots__ = ("_format", "_logger", "_template")
+    __slots__ = ("__weakref__", "_format", "_logger", "_template")
 
     def __init__(self, logger: logging.Logger, msg: str, func: str) -> None:
         self._logger = logger
         self._template = record_template(logger, msg, func, depth=2)
         self._format: tuple[logging.Formatter | None, LineFormat | None] = (None, None)
+        _MADE.add(self)
 
     def forked(self) -> None:
         """In a forked child: the lines name this process (the template was made before)."""
@@ -212,4 +218,11 @@ class AccessLog:
 
 ACCESS = AccessLog(logging.getLogger(ACCESS_LOGGER), ACCESS_FORMAT, "request")
 """The origin's access lines (SPEC.md HTTP-6): every HTTP request's, whichever path answered."""
-os.register_at_fork(after_in_child=ACCESS.forked)  # `serve --workers` forks after import
+
+
+def _forked() -> None:
+    for each in list(_MADE):
+        each.forked()
+
+
+os.register_at_fork(after_in_child=_forked)  # `serve --workers` forks after they were made

@@ -143,7 +143,10 @@ class DirectEntry:
     ) -> None:
         """Answer `cycle`'s `request` in lane `where`: `respond(cycle, request_id, response)`
         is called on the loop, now (the loop lane) or once its lane answered it."""
-        self.scheduler.run(loop, request, where, partial(respond, cycle, request.request_id))
+        if where is Lane.LOOP:  # the scheduler's loop lane, without a callback to make
+            respond(cycle, request.request_id, self.scheduler.call(request))
+        else:
+            self.scheduler.run(loop, request, where, partial(respond, cycle, request.request_id))
 
     def log(self, rid: str, cycle: DirectCycle, status: int) -> None:
         """The request's access line."""

@@ -353,6 +353,7 @@ def main() -> int:
         help="A/B instead: this checkout's server against GITREF's (scripts/_bench_compare.py)",
     )
     parser.add_argument("--rounds", type=int, default=3, help="A/B rounds (--compare-ref)")
+    parser.add_argument("--modes", default="resource,facts", help="A/B wrk modes (--compare-ref)")
     # internal modes: this script re-runs itself as the baseline server and the cycle client
     parser.add_argument("--serve-hello", choices=["raw", "adapter"], help=argparse.SUPPRESS)
     parser.add_argument("--serve-app", default=None, help=argparse.SUPPRESS)
