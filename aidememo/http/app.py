@@ -9,10 +9,9 @@ Worker hands its admission to a project object). Neither raises: every failure b
 nothing a client sends yields a 5xx (HTTP-2).
 
 `run_batch` answers several requests of batched routes (`Route.batch`, the commands) with the
-same pipeline: each admitted first, then their handlers one after another in one write batch
-of a store declaring `CAP_WRITE_BATCH` (SPEC.md HTTP-10): one commit for all, every answer made
-once it is durable, a request whose transaction did not commit answered with the storage
-error. The store's batch runs only handlers, never `dispatch`.
+same pipeline, one after another in one write batch of a store declaring `CAP_WRITE_BATCH`
+(SPEC.md HTTP-10): one commit for all, every answer held until it is durable, a request whose
+transaction did not commit answered with the storage error.
 """
 
 from __future__ import annotations
@@ -168,36 +167,26 @@ class HttpApp:
         return connections if isinstance(connections, int) else None
 
     def run_batch(self, requests: Sequence[Request]) -> list[Response]:
-        """Answer `requests` (commands, `Route.batch`) in order, their commands in one write
-        batch of the store (HTTP-10); never raises. Each request is admitted first, outside
-        the batch (stage one, the token, the body); only the admitted requests' handlers run
-        inside it, each command in its own transaction (a savepoint), and every answer is
-        made once the batch committed. A request whose transaction did not commit gets the
-        storage error."""
-        answers: list[Response | None] = [None] * len(requests)
-        admitted: list[tuple[int, Admission, Request]] = []
-        for at, request in enumerate(requests):
-            try:
-                admitted.append((at, self.admit(request), request))
-            except Exception as exc:
-                answers[at] = self._failure(exc, request)
-        runs = [partial(self._run, admission, request) for _, admission, request in admitted]
-        outcomes: list[tuple[Response | None, Exception | None]]
+        """Answer `requests` (commands, `Route.batch`) in order, each through `dispatch`, in
+        one write batch of the store (HTTP-10); never raises. Returns once every answer is
+        durable; a request whose transaction did not commit gets the storage error instead
+        of what its dispatch answered. (Admitting the requests before the batch, so that it
+        runs only their handlers, cost 10-15% more CPU per served command:
+        docs/bench-notes.md, 2026-12-05.)"""
         if not self.batches:
-            outcomes = [_outcome(run) for run in runs]
-        elif runs:
-            try:
-                outcomes = cast(WriteBatches, self.store).batch(runs)
-            except Exception as exc:
-                outcomes = [(None, exc)] * len(runs)
-        else:
-            outcomes = []
-        for (at, admission, request), (answer, error) in zip(admitted, outcomes, strict=True):
-            if error is None and answer is not None:
-                answers[at] = self._observed(request, answer)
-            else:
-                answers[at] = self._refused(error or RuntimeError("no answer"), admission, request)
-        return [answer for answer in answers if answer is not None]
+            return [self.dispatch(request) for request in requests]
+        try:
+            outcomes = cast(WriteBatches, self.store).batch(
+                [partial(self.dispatch, request) for request in requests]
+            )
+        except Exception as exc:
+            return [self._failure(exc, request) for request in requests]
+        return [
+            answer
+            if error is None and answer is not None
+            else self._failure(error or RuntimeError("no answer"), request)
+            for request, (answer, error) in zip(requests, outcomes, strict=True)
+        ]
 
     def serve(self, admission: Admission, request: Request) -> Response:
         """Answer a request another front admitted (the edge Worker, for a project object);
@@ -240,13 +229,6 @@ class HttpApp:
         route = admission.route
         request.body.bound(route.max_body)
         return route.handler(self.services, request, admission.params, admission.caller)
-
-
-def _outcome(run: Callable[[], Response]) -> tuple[Response | None, Exception | None]:
-    try:
-        return run(), None
-    except Exception as exc:
-        return None, exc
 
 
 def read_json_body(request: Request) -> object:
