@@ -5,8 +5,8 @@ Two kinds, by what the store can do (`origin.lanes.StoreTraits`):
 
 - `Committer` (a store that runs write batches, `CAP_WRITE_BATCH`: the SQLite file store;
   SPEC.md HTTP-10): one thread takes every queued command (up to `MAX_BATCH`) and answers them
-  with `HttpApp.run_batch`: each admitted by the request pipeline, then their commands in one
-  write transaction of the store (a savepoint each) and one `COMMIT`. What arrives while a
+  with `HttpApp.run_batch`: each through the whole request pipeline, all in one write
+  transaction of the store (a savepoint per command) and one `COMMIT`. What arrives while a
   batch runs waits for the next, so batches grow with the load by themselves.
 - `StorePool` (a store whose connection pool bounds its transactions: PostgreSQL; HTTP-12):
   as many threads as the store has connections, taking the queued requests in order, so no
