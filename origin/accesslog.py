@@ -1,10 +1,10 @@
-"""The origin's `aidememo.access` lines (SPEC.md HTTP-6), written cheaply on the request path.
+"""The origin's `aidememo.access` lines (SPEC.md HTTP-6), all written by `ACCESS`, cheaply.
 
 Every request is one access line. Made as a `logging` record, that line costs the request
 path a record (even one copied from a template, `origin.logsink.access_record`),
 `Logger.handle` with its filter checks and handler lock, and on the writer thread
-`Formatter.format`; served, that was about half of what the HTTP layer costs a request
-(docs/bench-notes.md has the measurement). `AccessLog` writes the same line for less where
+`Formatter.format`, a large share of what the HTTP layer costs a request
+(docs/bench-notes.md). `AccessLog` writes the same line for less where
 the logging configuration allows it:
 
 - the logger is enabled for INFO, has no filter of its own, and all its records reach exactly
@@ -28,10 +28,14 @@ every line, so a change of the logging configuration takes effect with the next 
 from __future__ import annotations
 
 import logging
+import os
 import re
+import sys
 import time
+import weakref
 from typing import Any
 
+from origin.asgi_common import log_safe
 from origin.logsink import (
     BackgroundStreamHandler,
     CachedTimeFormatter,
@@ -42,6 +46,9 @@ from origin.logsink import (
 )
 
 INFO = logging.INFO
+
+ACCESS_LOGGER = "aidememo.access"
+ACCESS_FORMAT = "request_id=%s method=%s path=%s status=%d duration_ms=%.2f"
 
 SHARED_FIELDS = frozenset(
     {
@@ -58,6 +65,9 @@ SHARED_FIELDS = frozenset(
     }
 )
 """Record attributes that are the same on every access record of one `AccessLog`."""
+
+_MADE: weakref.WeakSet[AccessLog] = weakref.WeakSet()
+"""Every `AccessLog`, for `forked`."""
 
 _FIELD = re.compile(r"%\((\w+)\)")
 _TIME = "\x00asctime\x00"
@@ -136,15 +146,31 @@ class LineFormat:
 
 
 class AccessLog:
-    """The access lines of one entry point (`origin.asgi`, `origin.direct`): `enabled`, then
-    `write(args)`, the arguments of the template's message."""
+    """Access lines of one logger and template: `request(...)` writes an HTTP request's line
+    (`write(args)` any line of the template's arguments). `ACCESS` is the origin's one writer:
+    the ASGI and the direct path and the transport's own refusals all log through it; the live
+    feed's WebSocket lines go through one of their own template (`origin.live`)."""
 
-    __slots__ = ("_format", "_logger", "_template")
+    __slots__ = ("__weakref__", "_format", "_logger", "_template")
 
     def __init__(self, logger: logging.Logger, msg: str, func: str) -> None:
         self._logger = logger
         self._template = record_template(logger, msg, func, depth=2)
         self._format: tuple[logging.Formatter | None, LineFormat | None] = (None, None)
+        _MADE.add(self)
+
+    def forked(self) -> None:
+        """In a forked child: the lines name this process (the template was made before)."""
+        self._template["process"] = os.getpid()
+        mp = sys.modules.get("multiprocessing")  # as `logging.LogRecord` names it
+        if mp is not None:
+            self._template["processName"] = mp.current_process().name
+        self._format = (None, None)
+
+    def request(self, rid: str, method: str, path: str, status: int, seconds: float) -> None:
+        """The line of one HTTP request (its path never with the query string)."""
+        if self._logger.isEnabledFor(INFO):
+            self.write((rid, log_safe(method), log_safe(path), status, seconds * 1000.0))
 
     def enabled(self) -> bool:
         """True when the logger writes INFO lines."""
@@ -188,3 +214,15 @@ class AccessLog:
             line_format = LineFormat.of(formatter, self._template)
             self._format = (formatter, line_format)
         return line_format
+
+
+ACCESS = AccessLog(logging.getLogger(ACCESS_LOGGER), ACCESS_FORMAT, "request")
+"""The origin's access lines (SPEC.md HTTP-6): every HTTP request's, whichever path answered."""
+
+
+def _forked() -> None:
+    for each in list(_MADE):
+        each.forked()
+
+
+os.register_at_fork(after_in_child=_forked)  # `serve --workers` forks after they were made

@@ -1,10 +1,10 @@
 """What the origin's entry points share: `origin.asgi` (HTTP over ASGI), `origin.direct` (HTTP
 without it) and `origin.live` (the live feed's WebSockets).
 
-The ASGI 3 type aliases, header folding, request ids, the log-safe rendering of a request
-line's text, and the parts of an HTTP answer both HTTP paths send alike: the response headers
-the adapter adds, the 503 a dispatch bug turns into, and the chunk-by-chunk sending of a
-streamed body.
+The ASGI 3 type aliases, header folding, request ids, which requests have no body, the
+log-safe rendering of a request line's text, and the parts of an HTTP answer both HTTP paths
+send alike: the response headers the adapter adds, the 503 a dispatch bug turns into, and the
+chunk-by-chunk sending of a streamed body.
 """
 
 from __future__ import annotations
@@ -27,6 +27,19 @@ AsgiSend = Callable[[AsgiMessage], Awaitable[None]]
 AsgiApp = Callable[[AsgiScope, AsgiReceive, AsgiSend], Awaitable[None]]
 
 REQUEST_ID_HEADER = "x-request-id"
+
+_BODYLESS = frozenset({"GET", "HEAD", "OPTIONS", "DELETE"})
+
+
+def bodyless(method: str, headers: dict[str, str]) -> bool:
+    """True when a request has no body at all: a method that has none, announcing none (no
+    `Content-Length`, no `Transfer-Encoding`). Any other request without a declared body
+    gets the (empty) body the client sent."""
+    return (
+        method in _BODYLESS
+        and "content-length" not in headers
+        and "transfer-encoding" not in headers
+    )
 
 
 def fold_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:

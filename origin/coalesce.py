@@ -1,17 +1,15 @@
 """One event-loop turn's answers made together and written together (SPEC.md HTTP-11).
 
 A turn of the loop reads every connection that has bytes ready. A direct-path request it
-completes that is answered on the loop (a read, `origin.direct.DirectEntry.on_loop`) is not
+completes that is answered on the loop (the loop lane, `origin.lanes`) is not
 answered inside its read: `LoopTurn.later` queues it, and one callback, run once the turn's
 other ready callbacks have run and before the loop polls again, answers the queued requests
 in the order they were read and then writes every answer held in the turn. An answer is not
 written the moment it is made either: `HeldWrites.hold` keeps it until that same callback
-(the write committer's answers, handed to the loop, are held the same way). Answered one by
-one inside the reads, each answer woke a client that had gone back to sleep while the server
-made the next one, and the server's work alternated between the socket reads, the core's
-Python and SQLite, and the writes; phase by phase, a client thread wakes once for all of its
-answers and each phase runs warm (Redis answers and writes before it sleeps for the same
-reasons). docs/bench-notes.md has the measurement. A request waits at most for the rest of its
+(the store lane's answers, handed to the loop, are held the same way). Phase by phase, a
+client thread wakes once for all of its answers and the server's socket reads, core work and
+writes each run warm, rather than alternating per request (docs/bench-notes.md). A request
+waits at most for the rest of its
 turn's work; with one request ready, that is nothing.
 
 Order and completeness: a request queued for the end of the turn is answered before anything
@@ -175,8 +173,7 @@ JOIN_MAX_BYTES = 64 * 1024
 class OneWrite:
     """The transport as one response's `RequestResponseCycle` sees it: the response head is
     held back and goes out with the first body chunk in one write, instead of a write of its
-    own. Every response is then one segment and one
-    wake-up of the client instead of two (docs/bench-notes.md has the measurement). Writes
+    own. Every response is then one segment and one wake-up of the client. Writes
     before the head (`100 Continue`) pass through, and so do the head of a HEAD answer (no
     body write follows it) and every write after the first body chunk (a streamed body's
     further chunks, the end of a chunked body); `close` sends what is held first."""

@@ -2,25 +2,18 @@
 
 Under uvicorn every request costs a `RequestResponseCycle`, an asyncio task, the ASGI scope
 and `send`/`receive` messages and the adapter's coroutine, several times what the core's own
-dispatch of a small read costs (docs/bench-notes.md has the measurements). The adapter built
-by `origin.asgi.create_asgi_app` therefore carries a `DirectEntry` (its `direct` attribute),
-and the transport (`origin.transport.LimitedHttpProtocol`) hands it the requests it can answer
-without ASGI: a plain request whose head and whole body arrived in the same read, with no
-earlier request of the connection still unanswered. Everything else (a body still arriving, a
-`Content-Length` above the smallest route limit, `Expect: 100-continue`, an upgrade, a
-connection whose writes are paused, an application without a `DirectEntry`) takes the ASGI
-path unchanged.
+dispatch of a small read costs. The adapter built by `origin.asgi.create_asgi_app` therefore
+carries a `DirectEntry` (its `direct` attribute), and the transport
+(`origin.transport.LimitedHttpProtocol`) hands it the requests it can answer without ASGI: a
+plain request whose head and whole body arrived in the same read, with no earlier request of
+the connection still unanswered (SPEC.md HTTP-9). Everything else takes the ASGI path.
 
 On the direct path the adapter's rules hold unchanged: the core's pipeline decides everything;
-headers are folded as `origin.asgi_common.fold_headers`; the request id is the incoming valid
-`x-request-id` or a new one, echoed; the body is the empty body for a bodiless method without
-a declared body, else the bytes received; `dispatch_mode` decides whether `dispatch` runs on
-the event loop or in the adapter's pool (the answer is then written from the loop, through
-`call_soon_threadsafe`), except a request the adapter's write queue takes (a command the
-write committer answers with its batch, `origin.committer`, HTTP-10; a request the store pool
-answers, `origin.store_pool`, HTTP-12); one `aidememo.access` line is logged after the answer
-is written, from the same record template. `encode` writes the head uvicorn's `RequestResponseCycle`
-writes for the adapter's messages: the same status line, `date` header, header validation,
+headers are folded and the request id chosen as `origin.asgi_common` does; the request runs in
+the lane `origin.lanes` names, through the same scheduler as the adapter's; the access line is
+`origin.accesslog.ACCESS`'s. `encode` is the origin's one writer of a response head (the
+direct answers' and the transport's refusals'): the head uvicorn's `RequestResponseCycle`
+writes for the adapter's messages, the same status line, `date` header, header validation,
 `content-length`, `x-request-id` and `connection: close` rules. A `Response.stream` (an
 artifact download) is sent by an ASGI cycle of its own (`DirectEntry.stream`), chunk by chunk
 with flow control, as the adapter sends it.
@@ -29,30 +22,24 @@ with flow control, as the adapter sends it.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-
-from uvicorn.protocols.http.httptools_impl import HEADER_RE, HEADER_VALUE_RE, STATUS_LINE
 
 from aidememo.http.body import EMPTY, Body
 from aidememo.http.types import Request, Response
-from origin.accesslog import AccessLog
+from origin.accesslog import ACCESS
 from origin.asgi_common import (
     REQUEST_ID_HEADER,
     AsgiSend,
-    internal_error,
-    log_safe,
+    bodyless,
     out_headers,
     request_id,
     send_stream,
 )
-from origin.write_queue import WriteQueue
+from origin.lanes import Lane, Scheduler
+from origin.uvicorn_parts import HEADER_RE, HEADER_VALUE_RE, STATUS_LINE
 
-_READS = frozenset({"GET", "HEAD"})
-_BODYLESS = frozenset({"GET", "HEAD", "OPTIONS", "DELETE"})
 _NAMES: dict[str, bytes] = {}
 """Header names already encoded and checked: a response's names come from a small set."""
 _MAX_NAMES = 256
@@ -106,11 +93,7 @@ class DirectCycle:
         self.path = path
         self.query = query
         self.headers = headers
-        self.bodyless = (
-            method in _BODYLESS
-            and "content-length" not in headers
-            and "transfer-encoding" not in headers
-        )
+        self.bodyless = bodyless(method, headers)
         self.keep_alive = keep_alive
         self.body = bytearray()
         self.more_body = True
@@ -122,73 +105,17 @@ class DirectCycle:
 
 
 Respond = Callable[[DirectCycle, str, Response], None]
+"""Where a direct request's answer goes: the transport's `_respond`."""
 
 
 class DirectEntry:
-    """The adapter's entry for the direct path: `run` answers one complete request."""
+    """The adapter's entry for the direct path: `place` names a complete request's lane, `run`
+    answers it there."""
 
-    __slots__ = (
-        "_access",
-        "_dispatch",
-        "_errors",
-        "_offload_all",
-        "_offload_writes",
-        "_pool",
-        "_writes",
-    )
+    __slots__ = ("scheduler",)
 
-    def __init__(
-        self,
-        dispatch: Callable[[Request], Response],
-        *,
-        offload_all: bool,
-        offload_writes: bool,
-        pool: Callable[[], ThreadPoolExecutor | None],
-        access: AccessLog,
-        errors: logging.Logger,
-        writes: WriteQueue | None = None,
-    ) -> None:
-        self._dispatch = dispatch
-        self._writes = writes
-        self._offload_all = offload_all
-        self._offload_writes = offload_writes
-        self._pool = pool
-        self._access = access
-        self._errors = errors
-
-    def on_loop(self, method: str) -> bool:
-        """True when a request of `method` is answered on the event loop (`run` answers it
-        before it returns), not in the pool or the write queue."""
-        return not (self._offload_all or (self._offload_writes and method not in _READS))
-
-    def run(self, loop: asyncio.AbstractEventLoop, cycle: DirectCycle, respond: Respond) -> None:
-        """Answer `cycle`: `respond(cycle, request_id, response)` is called on the loop, now
-        (a read under `writes`, everything under `inline`) or once the pool has dispatched, or
-        once the write queue it `accepts` (the write committer, the store pool) answered it."""
-        method = cycle.method
-        if not self.on_loop(method):
-            writes = self._writes
-            if writes is not None and writes.accepts(method, cycle.path):
-                request = self.request(cycle)
-                writes.submit(loop, request, partial(respond, cycle, request.request_id))
-                return
-            pool = self._pool()
-            if pool is None:
-                loop.run_in_executor(None, self._in_thread, loop, cycle, respond)
-            else:
-                pool.submit(self._in_thread, loop, cycle, respond)
-        else:
-            rid, response = self.answer(cycle)
-            respond(cycle, rid, response)
-
-    def _in_thread(
-        self, loop: asyncio.AbstractEventLoop, cycle: DirectCycle, respond: Respond
-    ) -> None:
-        rid, response = self.answer(cycle)
-        try:
-            loop.call_soon_threadsafe(respond, cycle, rid, response)
-        except RuntimeError:  # the loop is closed: the server is gone, nobody to answer
-            pass
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
 
     def request(self, cycle: DirectCycle) -> Request:
         """The core's request of `cycle`, with its request id."""
@@ -202,23 +129,28 @@ class DirectEntry:
             request_id(headers),
         )
 
-    def answer(self, cycle: DirectCycle) -> tuple[str, Response]:
-        """The core's response to `cycle` and its request id; a dispatch bug is the
-        adapter's retryable 503."""
-        request = self.request(cycle)
-        rid = request.request_id
-        try:
-            return rid, self._dispatch(request)
-        except Exception:
-            self._errors.exception("dispatch raised; request_id=%s", rid)
-            return rid, internal_error(rid)
+    def place(self, request: Request) -> Lane:
+        """The lane of a complete request (`origin.lanes`)."""
+        return self.scheduler.place(request, True)
+
+    def run(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        cycle: DirectCycle,
+        request: Request,
+        where: Lane,
+        respond: Respond,
+    ) -> None:
+        """Answer `cycle`'s `request` in lane `where`: `respond(cycle, request_id, response)`
+        is called on the loop, now (the loop lane) or once its lane answered it."""
+        if where is Lane.LOOP:  # the scheduler's loop lane, without a callback to make
+            respond(cycle, request.request_id, self.scheduler.call(request))
+        else:
+            self.scheduler.run(loop, request, where, partial(respond, cycle, request.request_id))
 
     def log(self, rid: str, cycle: DirectCycle, status: int) -> None:
-        """The request's `aidememo.access` line, as the adapter logs it."""
-        access = self._access
-        if access.enabled():
-            elapsed = (time.perf_counter() - cycle.started) * 1000.0
-            access.write((rid, log_safe(cycle.method), log_safe(cycle.path), status, elapsed))
+        """The request's access line."""
+        ACCESS.request(rid, cycle.method, cycle.path, status, time.perf_counter() - cycle.started)
 
     async def stream(
         self, send: AsgiSend, cycle: DirectCycle, rid: str, response: Response
@@ -227,7 +159,7 @@ class DirectEntry:
         headers = out_headers(response, rid, True)
         await send({"type": "http.response.start", "status": response.status, "headers": headers})
         assert response.stream is not None
-        await send_stream(response.stream, send, self._pool())
+        await send_stream(response.stream, send, self.scheduler.pool())
         self.log(rid, cycle, response.status)
 
 

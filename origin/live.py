@@ -69,6 +69,7 @@ from aidememo.service.live import (
     reread_leases,
     settle_due,
 )
+from origin.accesslog import ACCESS_LOGGER, AccessLog
 from origin.asgi_common import (
     REQUEST_ID_HEADER,
     AsgiReceive,
@@ -81,7 +82,9 @@ from origin.asgi_common import (
 
 T = TypeVar("T")
 log = logging.getLogger("aidememo.live")
-access = logging.getLogger("aidememo.access")
+LIVE_FORMAT = "request_id=%s method=GET path=%s status=%d websocket_close=%s duration_ms=%.2f"
+access = AccessLog(logging.getLogger(ACCESS_LOGGER), LIVE_FORMAT, "handle")
+"""A live-feed WebSocket's access line, written when it closes (HTTP-6)."""
 
 # How long a closing subscriber may take to accept its error message and close frame (a slow
 # one first has to read what is already buffered for it); then the socket is dropped.
@@ -414,14 +417,10 @@ class LiveFeed:
             )
             code = await self._serve(sub.scope, FeedCursor(sub), receive, send)
         finally:
-            access.info(
-                "request_id=%s method=GET path=%s status=%d websocket_close=%s duration_ms=%.2f",
-                rid,
-                log_safe(request.path),
-                status,
-                "-" if code is None else code,
-                (time.perf_counter() - started) * 1000.0,
-            )
+            if access.enabled():
+                elapsed_ms = (time.perf_counter() - started) * 1000.0
+                close = "-" if code is None else code
+                access.write((rid, log_safe(request.path), status, close, elapsed_ms))
 
     async def _serve(
         self, scope: Scope, cursor: FeedCursor, receive: AsgiReceive, send: AsgiSend

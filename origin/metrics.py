@@ -34,7 +34,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
@@ -44,7 +44,7 @@ from aidememo.http.routes import resolve
 
 if TYPE_CHECKING:
     from aidememo.http.types import Request, Response
-    from origin.asgi import Dispatcher
+    from origin.lanes import Dispatcher
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -155,20 +155,35 @@ class PrometheusSink:
 
 
 class MeteredApp:
-    """An HTTP app whose every answer is counted and timed by route name."""
+    """An HTTP app whose every answer is counted and timed by route name; it declares the
+    store traits of the app it wraps (`origin.lanes.traits_of`), so it is scheduled alike."""
 
     def __init__(self, app: Dispatcher, sink: PrometheusSink) -> None:
         self.app = app
         self.sink = sink
+        self.batches = getattr(app, "batches", False)
+        self.connections = getattr(app, "connections", None)
 
     def dispatch(self, request: Request) -> Response:
         started = perf_counter()
         response = self.app.dispatch(request)
-        elapsed = perf_counter() - started
-        method = request.method if request.method in _METHODS else "other"
-        route = resolve(request.method, request.path).route
-        self.sink.request(route.name if route else UNMATCHED, method, response.status, elapsed)
+        self._count(request, response, perf_counter() - started)
         return response
+
+    def run_batch(self, requests: Sequence[Request]) -> list[Response]:
+        """The wrapped app's `run_batch`; each answer is timed as the whole batch."""
+        started = perf_counter()
+        responses: list[Response] = self.app.run_batch(requests)  # type: ignore[attr-defined]
+        elapsed = perf_counter() - started
+        for request, response in zip(requests, responses, strict=True):
+            self._count(request, response, elapsed)
+        return responses
+
+    def _count(self, request: Request, response: Response, seconds: float) -> None:
+        method = request.method if request.method in _METHODS else "other"
+        match = request.match
+        route = (match if match is not None else resolve(request.method, request.path)).route
+        self.sink.request(route.name if route else UNMATCHED, method, response.status, seconds)
 
 
 @dataclass

@@ -10,9 +10,8 @@ project's feed: the feed still reads the changes from the tables, so a lost noti
 delays). After `UNLISTEN *` (or at stop) it removes its row; a row left by a process that died
 listening is removed by the next registration, whoever makes it. Without a row no commit
 notifies: a notifying commit holds the database's one notification lock until it is durable,
-so notifying commits of every project and process wait for each other (measured with
-`scripts/bench_pg.py`, sixteen clients on sixteen projects: 1,415 commands/s notifying, 2,293
-without, docs/bench-notes.md). A commit that checked the registry just before a registration
+so notifying commits of every project and process wait for each other (the cost is in
+docs/bench-notes.md). A commit that checked the registry just before a registration
 committed is not notified; the feeds' read once `LISTEN` took effect (below) or the 2 s
 re-read covers it.
 
@@ -20,11 +19,11 @@ With `on_demand` (as `aidememo serve` runs it) the connection `LISTEN`s only whi
 has a live subscriber (`want`, which `LiveFeed` calls when its first project hub opens and its
 last one closes) and runs `UNLISTEN *` otherwise. A listening session costs on every commit of
 the database, whoever makes it: PostgreSQL wakes its backend to read the notification queue and
-forward the message, and this thread wakes to parse it (measured: about 60 us of PostgreSQL CPU
-and 100 us of the origin's per commit and listening process), so under `--workers N` a process
-without subscribers would pay N times for nothing. A subscriber's feed may read before `LISTEN`
-takes effect: `on_listening` runs once it has, and `LiveFeed.listening` then has every hub
-read again, so a commit made in between is read at once rather than at the next re-read.
+forward the message, and this thread wakes to parse it (docs/bench-notes.md), so under
+`--workers N` a process without subscribers would pay N times for nothing. A subscriber's feed
+may read before `LISTEN` takes effect: `on_listening` runs once it has, and
+`LiveFeed.listening` then has every hub read again, so a commit made in between is read at
+once rather than at the next re-read.
 
 `LISTEN` is session state, so the connection must reach the server itself, never through a
 transaction pooler (PgBouncer in transaction mode, Hyperdrive), which would hand the session to

@@ -15,6 +15,7 @@ count and time limits of SPEC.md HTTP-4/HTTP-5 (`settings.limits`, `origin.limit
 answers ordinary requests without an ASGI cycle (`origin.direct`, HTTP-9), and uvicorn's
 websockets-sansio protocol without an ERROR line per denied upgrade. Without
 httptools uvicorn falls back to h11, bounded only in head size (`h11_max_incomplete_event_size`).
+Where each request runs is `origin.lanes`' decision, on either path.
 
 Logging goes to stderr: uvicorn's own lines, and one `aidememo.access` line per request with
 request id, method, path without the query string, status and duration. uvicorn's access
@@ -33,7 +34,6 @@ import asyncio
 import importlib.util
 import logging
 import math
-import os
 import signal
 import socket
 import threading
@@ -43,29 +43,14 @@ from types import FrameType
 from typing import Any
 
 from aidememo.domain.limits import LIVE_INBOUND_MAX_BYTES
-from origin.asgi import DISPATCH_WRITES, Dispatcher, create_asgi_app
-from origin.committer import Committer
+from origin.asgi import create_asgi_app
+from origin.lanes import DISPATCH_THREADS, Dispatcher
 from origin.limits import TransportLimits
 from origin.logsink import CachedTimeFormatter, ClientDetailFilter
-from origin.store_pool import StorePool
-from origin.write_queue import WriteQueue
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 3030
 GRACEFUL_TIMEOUT_S = 30
-DIRECT_ENV = "AIDEMEMO_DIRECT_PATH"
-WRITE_BATCH_ENV = "AIDEMEMO_WRITE_BATCH"
-STORE_POOL_ENV = "AIDEMEMO_STORE_POOL"
-
-DISPATCH_THREADS = 64
-"""Threads of the pool offloaded requests run in. Group commit (`sqlite3_executor`) can only
-batch writers that are waiting at once, and the loop's default pool has `cpu_count + 4` (6 on
-two cores); 64 matches the most callbacks one group commit carries (`MAX_BATCH`). On SQLite the
-commands go to the write committer instead (`origin.committer`, HTTP-10), on PostgreSQL the
-commands and member reads to the store pool (`origin.store_pool`, HTTP-12); this pool serves
-every other offloaded request, among them those that wait on a client (a body still arriving)
-or on object storage."""
-
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 WORKER_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s pid=%(process)d %(message)s"
 """With several workers (`origin.workers`) each line names the process that wrote it."""
@@ -124,8 +109,8 @@ class ServerSettings:
 
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
-    dispatch: str = DISPATCH_WRITES
-    threads: int | None = DISPATCH_THREADS
+    threads: int = DISPATCH_THREADS
+    """Threads of the dispatch pool (`origin.lanes`)."""
     log_level: str = "INFO"
     graceful_timeout_s: int = GRACEFUL_TIMEOUT_S
     limits: TransportLimits = field(default_factory=TransportLimits)
@@ -136,17 +121,6 @@ class ServerSettings:
     """`text` or `json` (`origin.logjson`, DEPLOY-4)."""
     metered: Callable[[Dispatcher], Dispatcher] | None = None
     """Wraps the app so its answers are counted (`origin.metrics`, METRICS-1); None: not."""
-    direct: bool = field(default_factory=lambda: os.environ.get(DIRECT_ENV) != "off")
-    """Answer ordinary requests on the transport's direct path (`origin.direct`); False (or
-    `AIDEMEMO_DIRECT_PATH=off`, for tests and benchmarks): every request through ASGI."""
-    write_batch: bool = field(default_factory=lambda: os.environ.get(WRITE_BATCH_ENV) != "off")
-    """On a store that runs write batches, answer commands through the write committer
-    (`origin.committer`, HTTP-10); False (or `AIDEMEMO_WRITE_BATCH=off`, for tests and
-    benchmarks): each in a pool thread, through the store's group commit."""
-    store_pool: bool = field(default_factory=lambda: os.environ.get(STORE_POOL_ENV) != "off")
-    """On a store with a bounded connection pool (PostgreSQL), answer commands and member
-    reads on as many threads as it has connections (`origin.store_pool`, HTTP-12); False (or
-    `AIDEMEMO_STORE_POOL=off`, for tests and benchmarks): each in the dispatch pool."""
 
 
 class _Once:
@@ -182,29 +156,6 @@ def ws_protocol() -> type[asyncio.Protocol] | str:
     from origin.transport import QuietWebSocketProtocol
 
     return QuietWebSocketProtocol
-
-
-def write_queue(
-    http_app: Dispatcher, served: Dispatcher, settings: ServerSettings
-) -> WriteQueue | None:
-    """Where `http_app`'s requests go instead of the dispatch pool, each dispatched through
-    `served` (the metered app, when metered): its commands to the write committer on a store
-    that runs write batches (`origin.committer`, HTTP-10); its commands and member reads to the
-    store pool on a store with a bounded connection pool (`origin.store_pool`, HTTP-12); None
-    for any other store or with the setting off."""
-    from aidememo.http.app import HttpApp
-
-    if not isinstance(http_app, HttpApp):
-        return None
-    app, dispatch = http_app, served.dispatch
-    if app.batches:
-        if not settings.write_batch:
-            return None
-        return Committer(lambda requests: app.run_batch(requests, dispatch), app.batched)
-    connections = app.connections
-    if connections is None or not settings.store_pool:
-        return None
-    return StorePool(dispatch, app.on_store, connections)
 
 
 def serve(
@@ -244,13 +195,10 @@ def serve(
     served = http_app if settings.metered is None else settings.metered(http_app)
     app = create_asgi_app(
         served,
-        dispatch_mode=settings.dispatch,
         on_startup=listener.start if listener is not None else None,
         on_shutdown=close_once,
         websocket=live,
         threads=settings.threads,
-        direct=settings.direct,
-        writes=write_queue(http_app, served, settings),
     )
     config = uvicorn.Config(
         app,
@@ -272,8 +220,8 @@ def serve(
         proxy_headers=False,
         timeout_graceful_shutdown=settings.graceful_timeout_s,
         # The live feed sends the same small JSON message to many subscribers: per-message
-        # deflate would compress it once per subscriber (measured: a third of the server's
-        # CPU per delivered message with 100 subscribers), for little gain on ~1 KB texts.
+        # deflate would compress it once per subscriber (docs/bench-notes.md), for little
+        # gain on ~1 KB texts.
         ws_per_message_deflate=False,
         # Clients send the live feed nothing it needs: a frame over 64 KiB closes the socket
         # (1009) before its payload is buffered (LIVE-6).

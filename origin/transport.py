@@ -41,8 +41,8 @@ with no earlier request of the connection unanswered, no `Expect: 100-continue`,
 writes not paused and a `Content-Length` within the smallest route limit gets a
 `DirectCycle` in place of uvicorn's cycle (`_begin_direct`; uvicorn's scope is filled in as
 uvicorn fills it). When the whole body has arrived in the same read, `on_message_complete`
-hands the request to the entry, which dispatches it on the loop (at the end of the loop's
-turn, `origin.coalesce`, HTTP-11) or in the adapter's pool; `_respond` holds the answer, one
+hands the request to the entry, which runs it in its lane (`origin.lanes`; the loop lane at
+the end of the loop's turn, `origin.coalesce`, HTTP-11); `_respond` holds the answer, one
 buffer written at the end of the turn, completes the response as uvicorn's
 cycle does (`on_response_complete`: the next pipelined request, the keep-alive timer) and logs
 the access line. A body still due at the end of the read hands the request to a uvicorn
@@ -56,8 +56,7 @@ the ASGI path; the head of a HEAD answer (no body follows) and every write after
 chunk pass through.
 
 The common path adds a length test per read and a few attribute reads and writes per request;
-no timer is armed for a head that arrives in one read (docs/bench-notes.md has the
-measurement: about 0.6 us per request, within the noise of hello-world throughput).
+no timer is armed for a head that arrives in one read.
 
 `QuietWebSocketProtocol` is uvicorn's websockets-sansio protocol without its two leaks: after
 an application's denial response (LIVE-1) it marks the handshake done, so uvicorn does not log
@@ -72,31 +71,24 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import time
 import urllib.parse
 from typing import Any, ClassVar
 
 import httptools
-from uvicorn.protocols.http.httptools_impl import (
-    STATUS_LINE,
-    HttpToolsProtocol,
-    RequestResponseCycle,
-)
-from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.http11 import Request as WsRequest
 
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.limits import MAX_REQUEST_BODY_BYTES
 from aidememo.http.body import declared_length
-from aidememo.http.types import Response
-from origin.asgi import ACCESS_FORMAT, ACCESS_LOGGER
-from origin.asgi_common import REQUEST_ID_HEADER, fold_headers, new_request_id
+from aidememo.http.types import Request, Response
+from origin.accesslog import ACCESS
+from origin.asgi_common import fold_headers, new_request_id
 from origin.coalesce import JOIN_MAX_BYTES, HeldWrites, OneWrite, loop_turn
 from origin.direct import DirectCycle, DirectEntry, encode
+from origin.lanes import Lane
 from origin.limits import TransportLimits
-
-access = logging.getLogger(ACCESS_LOGGER)
+from origin.uvicorn_parts import HttpToolsProtocol, RequestResponseCycle, WebSocketsSansIOProtocol
 
 
 class _TooManyFields(Exception):
@@ -106,30 +98,13 @@ class _TooManyFields(Exception):
 def refusal(code: ErrorCode, message: str, request_id: str) -> bytes:
     """A complete HTTP/1.1 response with the error shape, closing the connection."""
     error = fail(code, message)
-    body = json.dumps(error.to_json()).encode()
-    return b"".join(
-        [
-            STATUS_LINE[error.http_status],
-            b"content-type: application/json\r\n",
-            b"content-length: %d\r\n" % len(body),
-            b"%s: %s\r\n" % (REQUEST_ID_HEADER.encode(), request_id.encode()),
-            b"connection: close\r\n\r\n",
-            body,
-        ]
+    answer = Response(
+        error.http_status,
+        [("content-type", "application/json")],
+        json.dumps(error.to_json()).encode(),
     )
-
-
-def _log_path(path: str) -> str:
-    """As the adapter logs a path: plain printable ASCII as is, else JSON-quoted."""
-    if path.isascii() and path.isprintable() and " " not in path:
-        return path
-    return json.dumps(path)
-
-
-def log_access(request_id: str, method: str, path: str, status: int, seconds: float) -> None:
-    """One `aidememo.access` line in the adapter's format (the path never has its query)."""
-    if access.isEnabledFor(logging.INFO):
-        access.info(ACCESS_FORMAT, request_id, method, _log_path(path), status, seconds * 1000.0)
+    head, _ = encode(answer, request_id, [], False, False)
+    return head + answer.body
 
 
 class LimitedHttpProtocol(HttpToolsProtocol):
@@ -155,7 +130,8 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._waiting: DirectCycle | None = None  # a direct request whose body is still due
         self._idle_since = -1.0  # loop time the connection went idle, -1 while it is busy
         self._held: HeldWrites | None = None  # the transport, direct answers held (HTTP-11)
-        self._ready: DirectCycle | None = None  # read in this turn, answered at its end
+        # read in this turn, answered on the loop at its end
+        self._ready: tuple[DirectCycle, Request] | None = None
 
     # -- connection ---------------------------------------------------------------------------
 
@@ -268,23 +244,25 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             waiting.started = time.perf_counter()  # the access line's duration counts from here
             entry = self._direct
             assert entry is not None and self._held is not None
-            if entry.on_loop(waiting.method):  # after the turn's other reads (HTTP-11)
-                self._ready = waiting
+            request = entry.request(waiting)
+            where = entry.place(request)
+            if where is Lane.LOOP:  # after the turn's other reads (HTTP-11)
+                self._ready = (waiting, request)
                 self._held.turn.later(self._answer_ready)
             else:
-                self._run_direct(waiting)
+                self._run_direct(waiting, request, where)
 
     def _answer_ready(self) -> None:
         """Answer the request read in this turn that waits for its end, if there is one."""
-        cycle = self._ready
-        if cycle is not None:
+        ready = self._ready
+        if ready is not None:
             self._ready = None
-            self._run_direct(cycle)
+            self._run_direct(*ready, Lane.LOOP)
 
-    def _run_direct(self, cycle: DirectCycle) -> None:
+    def _run_direct(self, cycle: DirectCycle, request: Request, where: Lane) -> None:
         try:
             assert self._direct is not None
-            self._direct.run(self.loop, cycle, self._respond)
+            self._direct.run(self.loop, cycle, request, where, self._respond)
         except Exception as exc:  # `run` never raises; should it, the connection goes
             self.logger.error("Exception in the direct request path", exc_info=exc)
             self.transport.close()
@@ -368,23 +346,29 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         """The ASGI path takes over a direct request whose body is still arriving: a cycle
         holding what has come so far, the application started as uvicorn starts it."""
         self._waiting = None
+        cycle = self._asgi_cycle(self.scope, waiting.keep_alive)
+        cycle.body = waiting.body
+        self.cycle = cycle
+        self._start_asgi_task(cycle, self.app)
+
+    def _asgi_cycle(self, scope: Any, keep_alive: bool) -> RequestResponseCycle:
+        """A uvicorn cycle as uvicorn makes one for a request (uvicorn's own access log off:
+        the origin writes its lines), its writes joined by `OneWrite`."""
         cycle = RequestResponseCycle(
-            scope=self.scope,
+            scope=scope,
             transport=self.transport,
             flow=self.flow,
             logger=self.logger,
             access_logger=self.access_logger,
-            access_log=self.access_log,
+            access_log=False,
             default_headers=self.server_state.default_headers,
             message_event=asyncio.Event(),
             expect_100_continue=False,
-            keep_alive=waiting.keep_alive,
+            keep_alive=keep_alive,
             on_response=self.on_response_complete,
         )
-        cycle.body = waiting.body
         cycle.transport = OneWrite(self.transport, cycle)  # type: ignore[assignment]
-        self.cycle = cycle
-        self._start_asgi_task(cycle, self.app)
+        return cycle
 
     def _respond(self, cycle: DirectCycle, rid: str, response: Response) -> None:
         """Hold a direct request's answer for the end of the loop iteration (on the loop),
@@ -436,21 +420,8 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         entry = self._direct
         assert entry is not None
         scope: Any = {"method": cycle.method}
-        sender = RequestResponseCycle(
-            scope=scope,
-            transport=self.transport,
-            flow=self.flow,
-            logger=self.logger,
-            access_logger=self.access_logger,
-            access_log=False,  # uvicorn's own access log needs the whole scope; the origin's is off
-            default_headers=self.server_state.default_headers,
-            message_event=asyncio.Event(),
-            expect_100_continue=False,
-            keep_alive=cycle.keep_alive,
-            on_response=self.on_response_complete,
-        )
+        sender = self._asgi_cycle(scope, cycle.keep_alive)
         sender.more_body = False
-        sender.transport = OneWrite(self.transport, sender)  # type: ignore[assignment]
         current: Any = self.cycle
         if current is cycle:
             self.cycle = sender
@@ -533,7 +504,7 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             method, path = self.scope.get("method", "-"), self.scope.get("path", "-")
             started = self._body_seen
         status = 431 if code is ErrorCode.HEADERS_TOO_LARGE else 408
-        log_access(request_id, method, path, status, now - started)
+        ACCESS.request(request_id, method, path, status, now - started)
 
 
 class QuietWebSocketProtocol(WebSocketsSansIOProtocol):
@@ -551,4 +522,4 @@ class QuietWebSocketProtocol(WebSocketsSansIOProtocol):
         status = self.response.status_code
         if status != 101:  # the library refused the handshake; the application never ran
             path = event.path.partition("?")[0]
-            log_access(new_request_id(), "GET", path, status, self.loop.time() - started)
+            ACCESS.request(new_request_id(), "GET", path, status, self.loop.time() - started)

@@ -42,9 +42,12 @@ class Processes:
     def __init__(self) -> None:
         self.children: list[subprocess.Popen[bytes]] = []
 
-    def start(self, argv: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    def start(
+        self, argv: list[str], log: Path, env: dict[str, str], cwd: Path = ROOT
+    ) -> subprocess.Popen[bytes]:
+        """Start `argv` in `cwd` (another checkout's tree for a `--compare-ref` side)."""
         with open(log, "ab") as sink:
-            proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+            proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=cwd)
         self.children.append(proc)
         return proc
 

@@ -36,7 +36,15 @@ from typing import Any
 
 from _bench_common import free_port, note
 from _bench_cpu import CpuSplit, postmaster_pid
-from _bench_http_tools import LuaArgs, Processes, ensure_wrk, run_wrk, wait_ready, wrk_figures
+from _bench_http_tools import (
+    ROOT,
+    LuaArgs,
+    Processes,
+    ensure_wrk,
+    run_wrk,
+    wait_ready,
+    wrk_figures,
+)
 
 TENANT, PROJECT, ACTOR = "bench-origin", "bench-origin-project", "bench-origin-writer"
 
@@ -66,7 +74,14 @@ def _admin(url: str, sql: str) -> None:
 
 
 def _phase(
-    url: str, data_dir: str, n: int, k: int, seconds: int, warmup: int, tmp: Path
+    url: str,
+    data_dir: str,
+    n: int,
+    k: int,
+    seconds: int,
+    warmup: int,
+    tmp: Path,
+    tree: Path = ROOT,
 ) -> dict[str, Any]:
     """One phase on a fresh database `bench_origin_{k}`: wrk's figures and the CPU split."""
     database = f"bench_origin_{k}"
@@ -85,7 +100,7 @@ def _phase(
             argv += ["--workers", str(n)]
         log = tmp / f"serve_{k}_w{n}.log"
         try:
-            server = procs.start(argv, log, env)
+            server = procs.start(argv, log, env, cwd=tree)
             wait_ready(server, port, "/health", log)
             tag = secrets.token_hex(3)
             if warmup > 0:
@@ -139,6 +154,43 @@ def run_origin(
             round(_us(m, "postgres") / _us(o, "postgres"), 3)
             for o, m in zip(runs[1], runs[workers], strict=True)
         ]
+    return figures
+
+
+def run_origin_compare(
+    url: str, data_dir: str, workers: int, seconds: int, warmup: int, rounds: int, ref: str
+) -> dict[str, Any]:
+    """`--compare-ref REF`: `run_origin`'s phases from this checkout and from REF's, the four
+    phases of a round in an order that alternates from round to round; each side's
+    `--workers N` over `--workers 1` CPU ratio, and after over before."""
+    from _bench_compare import order, other_tree
+
+    ensure_wrk()
+    tmp = Path(tempfile.mkdtemp(prefix="bench_pg_origin_compare_"))
+    sides = sorted({1, workers})
+    runs: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    k = 0
+    with other_tree(ref) as before:
+        trees = {"after": ROOT, "before": before}
+        for r in range(rounds):
+            for side in order(r):
+                for n in sides if r % 2 == 0 else sides[::-1]:
+                    result = _phase(url, data_dir, n, k, seconds, warmup, tmp, trees[side])
+                    runs.setdefault((side, n), []).append(result)
+                    k += 1
+    figures: dict[str, Any] = {"origin_load": f"wrk -t2 -c32 -d{seconds}s, POST /v1/commands"}
+    figures["compare_ref"], figures["origin_rounds"] = ref, rounds
+    for (side, n), results in runs.items():
+        figures.update({f"{side}_w{n}_{key}": v for key, v in _summary(results).items()})
+    for side in ("after", "before"):
+        one = figures[f"{side}_w1_origin_cpu_us_per_req"]
+        many = figures[f"{side}_w{workers}_origin_cpu_us_per_req"]
+        figures[f"{side}_origin_cpu_ratio_w{workers}_over_w1"] = round(many / one, 3)
+    for n in sides:
+        for key in ("origin_cpu_us_per_req", "rps_median", "p99_ms"):
+            a, b = figures.get(f"after_w{n}_{key}"), figures.get(f"before_w{n}_{key}")
+            if a and b:
+                figures[f"w{n}_{key}_after_over_before"] = round(float(a) / float(b), 3)
     return figures
 
 

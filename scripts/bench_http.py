@@ -347,6 +347,13 @@ def main() -> int:
         help="serve from a throwaway PostgreSQL cluster instead of SQLite (also one worker)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument(
+        "--compare-ref",
+        metavar="GITREF",
+        help="A/B instead: this checkout's server against GITREF's (scripts/_bench_compare.py)",
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="A/B rounds (--compare-ref)")
+    parser.add_argument("--modes", default="resource,facts", help="A/B wrk modes (--compare-ref)")
     # internal modes: this script re-runs itself as the baseline server and the cycle client
     parser.add_argument("--serve-hello", choices=["raw", "adapter"], help=argparse.SUPPRESS)
     parser.add_argument("--serve-app", default=None, help=argparse.SUPPRESS)
@@ -363,6 +370,10 @@ def main() -> int:
         return handoff_client(args.port, token_a, token_b, int(cycles), tag)
 
     with stop_on_signals():
+        if args.compare_ref:
+            from _bench_compare import compare_http
+
+            return compare_http(args, str(Path(__file__).resolve()))
         return orchestrate(args)
 
 

@@ -455,6 +455,12 @@ def main() -> int:
         help="rounds of the two origin phases, alternating their order (default 3)",
     )
     parser.add_argument(
+        "--compare-ref",
+        metavar="GITREF",
+        help="with --workers: the origin phases of this checkout against GITREF's, A/B "
+        "(scripts/_bench_compare.py); implies --skip-store-phases",
+    )
+    parser.add_argument(
         "--skip-store-phases",
         action="store_true",
         help="with --workers: only the origin phases (no in-process clients, baseline, profile)",
@@ -480,6 +486,13 @@ def main() -> int:
         connect = psycopg_connector(url)
 
         origin: dict[str, Any] = {}
+        if args.workers and args.compare_ref:
+            from _bench_pg_origin import run_origin_compare
+
+            origin = run_origin_compare(url, cluster.data, args.workers, args.origin_seconds, 1,
+                                        args.origin_rounds, args.compare_ref)  # fmt: skip
+            emit("bench_pg_origin_compare", origin, {}, _compare_targets(origin, args.workers))
+            return 0
         if args.workers:
             from _bench_pg_origin import run_origin
 
@@ -556,6 +569,19 @@ def main() -> int:
         targets.update(_origin_targets(figures, args.workers))
     emit("bench_pg", figures, baseline, targets)
     return 0
+
+
+def _compare_targets(figures: dict[str, Any], workers: int) -> dict[str, Any]:
+    """A/B: the `--workers N` CPU ratio, and each side's CPU per request, within 5% of
+    before's."""
+    after = figures[f"after_origin_cpu_ratio_w{workers}_over_w1"]
+    before = figures[f"before_origin_cpu_ratio_w{workers}_over_w1"]
+    out = {"cpu_ratio_after_over_before": target(after / before, "<= 1.05")}
+    for n in sorted({1, workers}):
+        value = figures.get(f"w{n}_origin_cpu_us_per_req_after_over_before")
+        if value is not None:
+            out[f"w{n}_cpu_per_request_after_over_before"] = target(value, "<= 1.05")
+    return out
 
 
 def _origin_targets(figures: dict[str, Any], workers: int) -> dict[str, Any]:

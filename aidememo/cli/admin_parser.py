@@ -186,13 +186,6 @@ def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         help="handoff claim lease",
     )
     serve.add(
-        "--dispatch",
-        choices=["writes", "inline", "thread"],
-        help="where requests run: reads on the event loop and writes in worker threads, "
-        "everything on the loop, or everything in threads (default: writes on SQLite, "
-        "thread on PostgreSQL, where every read is a network round trip)",
-    )
-    serve.add(
         "--workers",
         default=1,
         convert=int_in(1, 64),

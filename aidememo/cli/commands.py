@@ -417,7 +417,6 @@ def cmd_serve(ns: argparse.Namespace) -> int:
         port=ns.port,
         allow_insecure_http=bool(ns.allow_insecure_http),
         handoff_lease_ms=ns.handoff_lease_ms,
-        dispatch=ns.dispatch,
         workers=ns.workers,
         listen_database=ns.listen_database,
         mcp_allowed_origins=ns.mcp_allowed_origins,

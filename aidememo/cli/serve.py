@@ -10,7 +10,6 @@ runs a GC task (`origin.gc_task`). `--rate-limit` (`origin.rate_limit`) and `--m
 from __future__ import annotations
 
 import importlib.util
-import ipaddress
 import secrets
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -60,7 +59,6 @@ def run_serve(
     port: int,
     allow_insecure_http: bool,
     handoff_lease_ms: int,
-    dispatch: str | None = None,
     admin_token_sha256: bytes | None = None,
     workers: int = 1,
     listen_database: str | None = None,
@@ -78,8 +76,8 @@ def run_serve(
     they answer 401 `authentication_failed` to everyone. `workers` above 1 runs that many
     origin processes on the one port (`origin.workers`), on PostgreSQL only. On PostgreSQL
     each process LISTENs for the others' commits on `listen_database` (default the database
-    URL; "off": none, the live feed's 2 s re-read only). `dispatch` None is `writes` on
-    SQLite (its reads are fast local calls) and `thread` on PostgreSQL (docs/bench-notes.md).
+    URL; "off": none, the live feed's 2 s re-read only). Where each request runs is the
+    origin's decision (`origin.lanes`), from its route and the store.
 
     `rate_limit` is `N/SECONDS` per token or `off`; None is 600/60 on a non-loopback host
     and off on loopback (`origin.rate_limit`, RATE-1..3). `metrics_bind` HOST:PORT serves
@@ -110,14 +108,11 @@ def run_serve(
     if workers > 1 and not postgres:
         raise CliError(SQLITE_WORKERS, EXIT_USAGE)
     listen_url = _listen_url(url, listen_database) if postgres else None
-    if dispatch is None:  # a PostgreSQL read waits on the network: never on the event loop
-        dispatch = "thread" if postgres else "writes"
     limiter = _rate_limiter(rate_limit, host)
     metrics = _start_metrics(metrics_bind, multiprocess=workers > 1)
     settings = ServerSettings(
         host=host,
         port=port,
-        dispatch=dispatch,
         limits=limits,
         listen_url=listen_url,
         log_format=log_format,

@@ -8,10 +8,10 @@ Worker hands its admission to a project object). Neither raises: every failure b
 `{"error": {"code", "message"}}` with the status mapped in `aidememo.domain.errors`, and
 nothing a client sends yields a 5xx (HTTP-2).
 
-`run_batch` answers several requests of batched routes (`Route.batch`, the commands) through
-that same `dispatch`, one after another in one write batch of a store declaring
-`CAP_WRITE_BATCH` (SPEC.md HTTP-10): one commit for all, every answer held until it is
-durable, a request whose transaction did not commit answered with the storage error.
+`run_batch` answers several requests of batched routes (`Route.batch`, the commands) with the
+same pipeline, one after another in one write batch of a store declaring `CAP_WRITE_BATCH`
+(SPEC.md HTTP-10): one commit for all, every answer held until it is durable, a request whose
+transaction did not commit answered with the storage error.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from aidememo.domain.errors import STORAGE_RETRY_AFTER_S, AidememoError, ErrorCo
 from aidememo.domain.limits import HANDOFF_LEASE_MS_DEFAULT
 from aidememo.http.pipeline import Admission, admit, drive
 from aidememo.http.render import json_bytes
-from aidememo.http.routes import resolve
 from aidememo.http.types import Request, Response
 from aidememo.ports import CAP_WRITE_BATCH, BodyStore, Clock, Ids, Store, WriteBatches
 from aidememo.service.access import Caller
@@ -162,13 +161,7 @@ class HttpApp:
         try:
             response = self._run(admission, request)
         except Exception as exc:
-            if (
-                isinstance(exc, AidememoError)
-                and exc.code is ErrorCode.AUTHENTICATION_FAILED
-                and admission.digest is not None
-            ):
-                self.services.identity.forget(admission.digest)
-            return self._failure(exc, request)
+            return self._refused(exc, admission, request)
         return self._observed(request, response)
 
     @property
@@ -177,23 +170,6 @@ class HttpApp:
         shares one commit among its requests."""
         return CAP_WRITE_BATCH in self.store.capabilities
 
-    def batched(self, method: str, path: str) -> bool:
-        """True when a request to `method path` may be answered in a write batch: its route
-        is a command (`Route.batch`) and the store `batches`."""
-        return self.batches and self.is_command(method, path)
-
-    def is_command(self, method: str, path: str) -> bool:
-        """True when `method path` is a command's route (`Route.batch`): one command, no I/O
-        but the store's."""
-        route = resolve(method, path).route
-        return route is not None and route.batch
-
-    def on_store(self, method: str, path: str) -> bool:
-        """True when a request to `method path` does no I/O but the store's: a command
-        (`Route.batch`) or a member read (`Route.store_read`)."""
-        route = resolve(method, path).route
-        return route is not None and (route.batch or route.store_read)
-
     @property
     def connections(self) -> int | None:
         """How many transactions the store runs at once, when a connection pool bounds them
@@ -201,21 +177,19 @@ class HttpApp:
         connections = getattr(self.store, "connections", None)
         return connections if isinstance(connections, int) else None
 
-    def run_batch(
-        self,
-        requests: Sequence[Request],
-        dispatch: Callable[[Request], Response] | None = None,
-    ) -> list[Response]:
-        """Answer `requests` in order, each through `dispatch` (this app's by default; the
-        origin passes its metered one), in one write batch of the store (HTTP-10); never
-        raises. Returns once every answer is durable; a request whose transaction did not
-        commit gets the storage error instead of what its dispatch answered."""
-        run = self.dispatch if dispatch is None else dispatch
+    def run_batch(self, requests: Sequence[Request]) -> list[Response]:
+        """Answer `requests` (commands, `Route.batch`) in order, each through `dispatch`, in
+        one write batch of the store (HTTP-10); never raises. Returns once every answer is
+        durable; a request whose transaction did not commit gets the storage error instead
+        of what its dispatch answered. (Admitting the requests before the batch, so that it
+        runs only their handlers, cost 10-15% more CPU per served command:
+        docs/bench-notes.md, 2026-12-05.)"""
         if not self.batches:
-            return [run(request) for request in requests]
-        store = cast(WriteBatches, self.store)
+            return [self.dispatch(request) for request in requests]
         try:
-            outcomes = store.batch([partial(run, request) for request in requests])
+            outcomes = cast(WriteBatches, self.store).batch(
+                [partial(self.dispatch, request) for request in requests]
+            )
         except Exception as exc:
             return [self._failure(exc, request) for request in requests]
         return [
@@ -233,6 +207,17 @@ class HttpApp:
         except Exception as exc:
             return self._failure(exc, request)
         return self._observed(request, response)
+
+    def _refused(self, exc: Exception, admission: Admission, request: Request) -> Response:
+        """The answer to an admitted request whose handler raised; a token found unknown
+        in the request's own transaction leaves the token cache (AUTH-7)."""
+        if (
+            isinstance(exc, AidememoError)
+            and exc.code is ErrorCode.AUTHENTICATION_FAILED
+            and admission.digest is not None
+        ):
+            self.services.identity.forget(admission.digest)
+        return self._failure(exc, request)
 
     def _observed(self, request: Request, response: Response) -> Response:
         if request.method != "GET" and response.status < 300:

@@ -92,9 +92,9 @@ def upload(
             ErrorCode.ARTIFACT_TRANSFER_MODE_MISMATCH,
             "this server's bodies are uploaded through upload grants, not this route",
         )
+    # ART-3 asks for a declared `Content-Length`: the size of a body the front happened to
+    # receive whole (one chunk of a chunked upload) is not a declaration.
     length = declared_length(request.headers)
-    if length is None:
-        length = request.body.length
     answer = services.artifacts.upload(
         _caller(caller), project_id, params["reservation_id"], length, iter(request.body)
     )

@@ -139,7 +139,9 @@ def admit(
     member `GET` (CONSOLE-2, CONSOLE-3); None: no cookie is ever read. Raises the
     `AidememoError` to answer instead.
     """
-    match = resolve(request.method, request.path)
+    match = request.match
+    if match is None:
+        match = resolve(request.method, request.path)
     route = match.route
     if route is None:
         if match.allowed:

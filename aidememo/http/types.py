@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from aidememo.http.body import EMPTY, Body
+
+if TYPE_CHECKING:
+    from aidememo.http.routing import Match
 
 # Request and Response are made for every request on the hot path: plain slotted dataclasses,
 # since a frozen one costs five times as much to build (each field set through
@@ -20,7 +24,9 @@ class Request:
     `headers` keys are lower-case; `query` is the raw query string without `?`; `body` is a
     `Body` (`aidememo.http.body`: whole, or a bounded stream still arriving; `bytes` given
     here are wrapped as a whole body). `upgrade` is True when the front received the request
-    as a WebSocket upgrade (only the live feed accepts one, LIVE-1).
+    as a WebSocket upgrade (only the live feed accepts one, LIVE-1). `match` is the route a
+    front resolved already (the origin resolves each request once, to choose where it runs);
+    None: the pipeline resolves it.
     """
 
     method: str
@@ -30,6 +36,7 @@ class Request:
     body: Body = EMPTY
     request_id: str = ""
     upgrade: bool = False
+    match: Match | None = None
 
     def __post_init__(self) -> None:
         body: object = self.body

@@ -134,6 +134,8 @@ class InProcessClient:
         query: Query = None,
     ) -> tuple[int, dict[str, str], Any]:
         hdrs, raw = request_parts(token, json, body, headers)
+        if raw and "content-length" not in hdrs:  # as an HTTP client declares it
+            hdrs["content-length"] = str(len(raw))
         response = self.app.dispatch(
             Request(method=method, path=path, query=encode_query(query), headers=hdrs, body=raw)
         )

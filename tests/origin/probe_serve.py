@@ -2,11 +2,11 @@
 answered (`python -m tests.origin.probe_serve PORT GATE STARTED`).
 
 Every answer is JSON: the method, path, query, the body's length, the request id the core saw,
-and `path_taken`: `direct` when `dispatch` runs under `origin.direct` (on the event loop or in
-a pool thread it submitted), `asgi` otherwise. A POST to `/slow` touches the file STARTED once
+and `path_taken`: `direct` for a request the transport's direct path made (`origin.direct`),
+`asgi` otherwise. A POST to `/slow` touches the file STARTED once
 it is in `dispatch`, then waits until the file GATE exists, so a test can act (a SIGTERM, more
-pipelined requests) while a write is in flight. The environment chooses the rest
-(`AIDEMEMO_DIRECT_PATH=off`: every request through ASGI).
+pipelined requests) while a write is in flight. Run under `tests.origin.asgi_only`, every
+request goes through ASGI.
 """
 
 from __future__ import annotations
@@ -17,16 +17,23 @@ import time
 from pathlib import Path
 
 from aidememo.http.types import Request, Response
+from origin.direct import DirectCycle, DirectEntry
 from origin.server import ServerSettings, serve
 
+PATH_TAKEN = "x-probe-path-taken"
+"""Set on the requests the direct path makes (`_mark_direct`); absent on the ASGI path's."""
 
-def path_taken() -> str:
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code.co_filename.endswith("origin/direct.py"):
-            return "direct"
-        frame = frame.f_back  # type: ignore[assignment]
-    return "asgi"
+
+def _mark_direct() -> None:
+    """Have `origin.direct.DirectEntry` mark each request it makes as the direct path's."""
+    made = DirectEntry.request
+
+    def request(self: DirectEntry, cycle: DirectCycle) -> Request:
+        made_request = made(self, cycle)
+        made_request.headers[PATH_TAKEN] = "direct"
+        return made_request
+
+    DirectEntry.request = request  # type: ignore[method-assign]
 
 
 class Probe:
@@ -35,7 +42,7 @@ class Probe:
         self.started = started
 
     def dispatch(self, request: Request) -> Response:
-        taken = path_taken()
+        taken = request.headers.get(PATH_TAKEN, "asgi")
         body = request.body.read()
         if request.method == "POST" and request.path == "/slow":
             self.started.touch()
@@ -54,6 +61,7 @@ class Probe:
 
 def main() -> int:
     port, gate, started = int(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+    _mark_direct()
     return serve(Probe(gate, started), ServerSettings(port=port), close=lambda: None)
 
 

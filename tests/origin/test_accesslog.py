@@ -7,13 +7,13 @@ import io
 import json
 import logging
 import logging.config
+import os
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from origin.accesslog import AccessLog, LineFormat
-from origin.asgi import ACCESS_FORMAT
+from origin.accesslog import ACCESS_FORMAT, AccessLog, LineFormat
 from origin.logjson import JsonFormatter
 from origin.logsink import (
     BackgroundStreamHandler,
@@ -193,3 +193,18 @@ def test_http6_a_fast_line_that_cannot_be_written_is_reported_as_its_record(
         1.0,
     )
     assert stream.getvalue().count("\n") == 1 and "request_id=0123456789abcdef" in stream.getvalue()
+
+
+def test_http6_a_forked_worker_names_its_own_process() -> None:
+    """`serve --workers` forks after `ACCESS` was made: each worker's lines carry its pid."""
+    from origin.accesslog import ACCESS
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child reports the pid its access records carry
+        os.write(write, str(ACCESS._template["process"]).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    assert int(os.read(read, 64)) == pid
+    os.close(read)

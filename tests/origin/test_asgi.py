@@ -15,7 +15,8 @@ from aidememo.domain.limits import MAX_REQUEST_BODY_BYTES
 from aidememo.http.app import HttpApp
 from aidememo.http.types import Request, Response
 from aidememo.stores.memory import MemoryStore
-from origin.asgi import ACCESS_LOGGER, create_asgi_app
+from origin.accesslog import ACCESS_LOGGER
+from origin.asgi import create_asgi_app
 
 
 class Recorder:
@@ -219,7 +220,7 @@ def test_dispatch_raising_becomes_retryable_503_without_internals(
     assert response_headers(sent)["retry-after"] == "1"
 
 
-def test_dispatch_modes_choose_inline_or_worker_thread() -> None:
+def test_http14_reads_on_the_loop_writes_in_the_pool_without_a_store_lane() -> None:
     import threading
 
     threads: list[str] = []
@@ -230,19 +231,13 @@ def test_dispatch_modes_choose_inline_or_worker_thread() -> None:
             return super().dispatch(request)
 
     main = threading.main_thread().name
-    call(create_asgi_app(Where(), dispatch_mode="thread"), http_scope(), [])
-    call(create_asgi_app(Where(), dispatch_mode="inline"), http_scope(), [])
-    call(create_asgi_app(Where()), http_scope("GET"), [])
     empty = [{"type": "http.request", "body": b"", "more_body": False}]
+    call(create_asgi_app(Where()), http_scope("GET", "/health"), [])
+    call(create_asgi_app(Where()), http_scope("GET"), [])  # no such route
     call(create_asgi_app(Where()), http_scope("POST"), empty)
-    assert threads[0] != main
-    assert threads[1:3] == [main, main]
-    assert threads[3] != main
-
-
-def test_unknown_dispatch_mode_is_refused() -> None:
-    with pytest.raises(ValueError):
-        create_asgi_app(Recorder(), dispatch_mode="fast")
+    call(create_asgi_app(Where()), http_scope("POST", "/v1/projects/p/facts"), empty)
+    assert threads[:2] == [main, main]
+    assert threads[2] != main and threads[3] != main
 
 
 def test_access_log_has_request_id_never_token_or_query(caplog: pytest.LogCaptureFixture) -> None:

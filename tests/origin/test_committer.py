@@ -28,7 +28,8 @@ from aidememo.stores.memory import MemoryStore
 from aidememo.stores.sqlite import SqliteStore
 from aidememo.stores.sqlite.sqlite3_executor import Sqlite3Executor
 from origin.asgi import create_asgi_app
-from origin.committer import Committer
+from origin.lanes import Lane, Scheduler
+from origin.store_lane import Committer
 from tests.origin.test_asgi import call, http_scope
 from tests.origin.test_serve_process import ServeProcess
 
@@ -153,16 +154,20 @@ def test_http10_live2_commit_hooks_run_after_the_batch_commit(setup: Setup) -> N
 
 
 def test_http10_batches_only_commands_and_only_on_a_store_that_batches(setup: Setup) -> None:
-    app = setup.app
-    assert app.batched("POST", FACTS)
-    assert app.batched("POST", f"/v1/projects/{PROJECT}/handoffs/h1/accept")
-    assert app.batched("POST", "/v1/commands")
-    assert not app.batched("GET", FACTS.replace("facts", "sessions"))
-    assert not app.batched("POST", f"/v1/projects/{PROJECT}/mcp")
-    assert not app.batched("POST", "/v1/admin/bootstrap")
-    assert not app.batched("POST", "/v1/nowhere")
+    scheduler = Scheduler(setup.app)
+
+    def lane(method: str, path: str) -> Lane:
+        return scheduler.place(Request(method, path), True)
+
+    assert lane("POST", FACTS) is Lane.STORE
+    assert lane("POST", f"/v1/projects/{PROJECT}/handoffs/h1/accept") is Lane.STORE
+    assert lane("POST", "/v1/commands") is Lane.STORE
+    assert lane("GET", FACTS.replace("facts", "sessions")) is Lane.LOOP
+    assert lane("POST", f"/v1/projects/{PROJECT}/mcp") is Lane.POOL
+    assert lane("POST", "/v1/admin/bootstrap") is Lane.POOL
+    assert lane("POST", "/v1/nowhere") is Lane.POOL
     memory = HttpApp(MemoryStore())
-    assert not memory.batches and not memory.batched("POST", FACTS)
+    assert not memory.batches and Scheduler(memory).store_lane is None
     assert memory.run_batch([]) == []
 
 
@@ -195,7 +200,7 @@ def test_http10_queued_requests_share_one_batch_and_none_is_answered_before_its_
     setup: Setup,
 ) -> None:
     gate = Gate(setup)
-    committer = Committer(gate, setup.app.batched)
+    committer = Committer(gate)
 
     async def main() -> list[Response]:
         loop = asyncio.get_running_loop()
@@ -238,7 +243,7 @@ def test_http10_queued_requests_share_one_batch_and_none_is_answered_before_its_
 
 
 def test_http10_a_stopped_committer_answers_retry_later(setup: Setup) -> None:
-    committer = Committer(setup.app.run_batch, setup.app.batched)
+    committer = Committer(setup.app.run_batch)
     committer.stop()
 
     async def main() -> Response:
@@ -259,8 +264,13 @@ def test_http10_the_asgi_path_hands_commands_to_the_committer(setup: Setup) -> N
         seen.append(len(requests))
         return setup.app.run_batch(requests)
 
-    committer = Committer(run_batch, setup.app.batched)
-    app = create_asgi_app(setup.app, direct=False, writes=committer)
+    class Counted:
+        batches, connections, dispatch = True, None, setup.app.dispatch
+
+        def run_batch(self, requests: Sequence[Request]) -> list[Response]:
+            return run_batch(requests)
+
+    app = create_asgi_app(Counted())
     request = setup.fact(1)
     headers = [(k.encode(), v.encode()) for k, v in request.headers.items()]
     body = {"type": "http.request", "body": request.body.read(), "more_body": False}
@@ -272,7 +282,7 @@ def test_http10_the_asgi_path_hands_commands_to_the_committer(setup: Setup) -> N
         )
         assert sent[0]["status"] == 200  # a read is not the committer's
     finally:
-        committer.stop()
+        app.direct.scheduler.stop()  # type: ignore[attr-defined]
     assert seen == [1]
     assert setup.on_disk("f1")
 
@@ -282,13 +292,11 @@ def test_http10_the_asgi_path_hands_commands_to_the_committer(setup: Setup) -> N
 SERVED = "/v1/projects/demo"
 
 
-@pytest.mark.parametrize(("direct", "batches"), [("on", "on"), ("off", "on"), ("on", "off")])
 def test_http10_served_concurrent_commands_are_answered_and_nothing_acknowledged_is_lost(
-    tmp_path: Path, home: Path, token: str, direct: str, batches: str
+    tmp_path: Path, home: Path, token: str
 ) -> None:
-    """Both paths through the committer, and the pool's group commit it replaces."""
-    environ = {"AIDEMEMO_DIRECT_PATH": direct, "AIDEMEMO_WRITE_BATCH": batches}
-    server = ServeProcess(home, tmp_path / "serve.log", environ=environ)
+    """Concurrent commands through the committer; a SIGKILL loses nothing acknowledged."""
+    server = ServeProcess(home, tmp_path / "serve.log")
     headers = {"authorization": f"Bearer {token}"}
     try:
         created = httpx.post(
@@ -321,7 +329,7 @@ def test_http10_served_concurrent_commands_are_answered_and_nothing_acknowledged
                 assert status == 200, (n, status, code)
     finally:
         server.kill()  # SIGKILL: what was acknowledged must be on disk already
-    again = ServeProcess(home, tmp_path / "again.log", environ=environ)
+    again = ServeProcess(home, tmp_path / "again.log")
     try:
         for n, status, _ in answers:
             found = httpx.get(f"{again.url}{SERVED}/resources/fact/f{n}", headers=headers)
@@ -331,14 +339,9 @@ def test_http10_served_concurrent_commands_are_answered_and_nothing_acknowledged
 
 
 def test_http10_serve_gives_a_committer_only_to_a_store_that_batches(setup: Setup) -> None:
-    from origin.server import ServerSettings, write_queue
-
-    on, off = ServerSettings(write_batch=True), ServerSettings(write_batch=False)
-    committer = write_queue(setup.app, setup.app, on)
-    assert isinstance(committer, Committer) and committer.accepts("POST", FACTS)
-    assert write_queue(setup.app, setup.app, off) is None  # AIDEMEMO_WRITE_BATCH=off
+    assert isinstance(Scheduler(setup.app).store_lane, Committer)
     memory = HttpApp(MemoryStore())
-    assert write_queue(memory, memory, on) is None  # no CAP_WRITE_BATCH, no connection pool
+    assert Scheduler(memory).store_lane is None  # no CAP_WRITE_BATCH, no connection pool
 
 
 def test_http10_a_batch_carries_at_most_max_batch_requests() -> None:
@@ -352,9 +355,9 @@ def test_http10_a_batch_carries_at_most_max_batch_requests() -> None:
             assert release.wait(timeout=30)
         return [Response(200, [], b"{}") for _ in requests]
 
-    committer = Committer(run_batch, lambda method, path: True, max_batch=4)
+    committer = Committer(run_batch, max_batch=4)
     with pytest.raises(ValueError):
-        Committer(run_batch, lambda method, path: True, max_batch=0)
+        Committer(run_batch, max_batch=0)
 
     async def main() -> int:
         loop = asyncio.get_running_loop()

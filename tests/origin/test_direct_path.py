@@ -35,9 +35,9 @@ class Probe:
         self.log = tmp / f"probe-{self.port}.log"
         env = {k: v for k, v in os.environ.items() if not k.startswith("AIDEMEMO_")}
         env["PYTHONUNBUFFERED"] = "1"
-        if not direct:
-            env["AIDEMEMO_DIRECT_PATH"] = "off"
         argv = [sys.executable, "-m", "tests.origin.probe_serve", str(self.port)]
+        if not direct:  # every request through ASGI
+            argv[2:3] = ["tests.origin.asgi_only", "tests.origin.probe_serve"]
         with open(self.log, "ab") as err:
             self.proc = subprocess.Popen(
                 [*argv, str(self.gate), str(self.started)],

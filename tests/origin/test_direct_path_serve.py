@@ -1,7 +1,7 @@
 """The direct request path (SPEC.md HTTP-9) answers as the ASGI path does, against two real
-`aidememo serve` processes on one SQLite home: one as shipped, one with
-`AIDEMEMO_DIRECT_PATH=off` (every request through ASGI). The same requests get the same
-status line, headers (but `date` and a fresh request id) and body; a streamed artifact
+`aidememo serve` processes on one SQLite home: one as shipped, one with the direct path closed
+by the test harness `tests.origin.asgi_only` (every request through ASGI). The same requests
+get the same status line, headers (but `date` and a fresh request id) and body; a streamed artifact
 download is the same bytes; metrics count the direct path's answers.
 """
 
@@ -28,7 +28,7 @@ PROJECT = "/v1/projects/demo"
 def pair(tmp_path: Path, home: Path, token: str) -> Iterator[tuple[ServeProcess, ServeProcess]]:
     direct = ServeProcess(home, tmp_path / "direct.log")
     try:
-        asgi = ServeProcess(home, tmp_path / "asgi.log", environ={"AIDEMEMO_DIRECT_PATH": "off"})
+        asgi = ServeProcess(home, tmp_path / "asgi.log", asgi_only=True)
     except BaseException:
         direct.kill()
         raise

@@ -39,7 +39,12 @@ class ServeProcess:
     """One `python -m aidememo serve` child with its stderr in a file."""
 
     def __init__(
-        self, home: Path, log: Path, *extra: str, environ: dict[str, str] | None = None
+        self,
+        home: Path,
+        log: Path,
+        *extra: str,
+        environ: dict[str, str] | None = None,
+        asgi_only: bool = False,
     ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -54,9 +59,12 @@ class ServeProcess:
             env["AIDEMEMO_ARTIFACT_ROOT"] = str(log.parent / f"artifacts-{self.port}")
         env["PYTHONUNBUFFERED"] = "1"
         self.log = log
+        command = [sys.executable, "-m", "aidememo"]
+        if asgi_only:  # the transport's direct path closed: every request through ASGI
+            command[2:2] = ["tests.origin.asgi_only"]
         with open(log, "ab") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "aidememo", "serve", "--port", str(self.port), *extra],
+                [*command, "serve", "--port", str(self.port), *extra],
                 cwd=REPO,
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -211,11 +219,11 @@ def test_sigterm_finishes_a_request_in_flight(
     assert again.terminate()[0] == 0
 
 
-@pytest.mark.parametrize("mode", ["inline", "thread"])
-def test_sigint_exits_0_in_every_dispatch_mode(
-    tmp_path: Path, home: Path, token: str, servers: list[ServeProcess], mode: str
+def test_sigint_exits_0_after_a_write(
+    tmp_path: Path, home: Path, token: str, servers: list[ServeProcess]
 ) -> None:
-    server = ServeProcess(home, tmp_path / "serve.log", "--dispatch", mode)
+    mode = "sigint"
+    server = ServeProcess(home, tmp_path / "serve.log")
     servers.append(server)
     created = httpx.post(
         f"{server.url}/v1/projects/demo/sessions",

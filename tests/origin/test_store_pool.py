@@ -22,8 +22,8 @@ from aidememo.http.app import HttpApp
 from aidememo.http.body import EMPTY
 from aidememo.http.types import Request, Response
 from aidememo.stores.memory import MemoryStore
-from origin.committer import Committer
-from origin.store_pool import StorePool
+from origin.lanes import Lane, Scheduler
+from origin.store_lane import Committer, StorePool
 from tests import pg
 from tests.origin.test_serve_process import ServeProcess
 
@@ -60,10 +60,6 @@ def _run(pool: StorePool, requests: list[Request]) -> list[tuple[Response, bool]
     return asyncio.run(main())
 
 
-def _anything(method: str, path: str) -> bool:
-    return True
-
-
 def test_http12_requests_are_answered_in_the_order_they_came_on_their_loop() -> None:
     order: list[str] = []
 
@@ -71,7 +67,7 @@ def test_http12_requests_are_answered_in_the_order_they_came_on_their_loop() -> 
         order.append(request.request_id)
         return _ok(request)
 
-    pool = StorePool(dispatch, _anything, threads=1)
+    pool = StorePool(dispatch, threads=1)
     requests = [_request(n) for n in range(20)]
     try:
         answers = _run(pool, requests)
@@ -97,7 +93,7 @@ def test_http12_never_more_requests_run_at_once_than_threads() -> None:
             running[0] -= 1
         return _ok(request)
 
-    pool = StorePool(dispatch, _anything, threads=3)
+    pool = StorePool(dispatch, threads=3)
     threading.Timer(0.2, release.set).start()  # the rest queue behind the three meanwhile
     try:
         answers = _run(pool, [_request(n) for n in range(12)])
@@ -112,7 +108,7 @@ def test_http12_a_dispatch_that_raises_is_answered_with_the_retryable_503() -> N
     def dispatch(request: Request) -> Response:
         raise RuntimeError("a bug")
 
-    pool = StorePool(dispatch, _anything, threads=2)
+    pool = StorePool(dispatch, threads=2)
     try:
         [(answer, _)] = _run(pool, [_request(1)])
     finally:
@@ -128,7 +124,7 @@ def test_http12_stop_answers_what_is_queued_then_refuses_new_requests() -> None:
         gate.wait(WAIT_S)
         return _ok(request)
 
-    pool = StorePool(dispatch, _anything, threads=1)
+    pool = StorePool(dispatch, threads=1)
     answers: list[Response] = []
 
     async def main() -> None:
@@ -147,7 +143,7 @@ def test_http12_stop_answers_what_is_queued_then_refuses_new_requests() -> None:
 
 def test_http12_a_pool_needs_a_thread() -> None:
     with pytest.raises(ValueError):
-        StorePool(_ok, _anything, threads=0)
+        StorePool(_ok, threads=0)
 
 
 # -- which stores get one -------------------------------------------------------------------
@@ -161,28 +157,28 @@ def db() -> Iterator[pg.Database]:
 
 @pytest.mark.postgres
 def test_http12_serve_gives_postgres_a_store_pool_of_its_connections(db: pg.Database) -> None:
-    from origin.server import ServerSettings, write_queue
-
     store = db.open("psycopg", pool_size=3)
-    app = HttpApp(store)
+    scheduler = Scheduler(HttpApp(store))
+
+    def lane(method: str, path: str) -> Lane:
+        return scheduler.place(Request(method, path), True)
+
     try:
-        pool = write_queue(app, app, ServerSettings(store_pool=True))
+        pool = scheduler.store_lane
         assert isinstance(pool, StorePool) and pool.threads == 3
-        assert pool.accepts("POST", "/v1/commands")
-        assert pool.accepts("POST", "/v1/projects/p1/facts")
-        assert pool.accepts("GET", "/v1/projects/p1/resources/fact/f1")  # a member read
-        assert pool.accepts("GET", "/v1/projects/p1/search")
-        assert not pool.accepts("GET", "/health")  # not the store's alone
-        assert not pool.accepts("POST", "/v1/projects/p1/artifacts/a1/downloads")  # object storage
-        assert not pool.accepts("POST", "/v1/projects/p1/mcp")
-        assert not pool.accepts("POST", "/v1/admin/bootstrap")
-        assert not pool.accepts("GET", "/v1/no/such/route")
-        off = write_queue(app, app, ServerSettings(store_pool=False))
-        assert off is None  # AIDEMEMO_STORE_POOL=off: the dispatch pool
+        assert lane("POST", "/v1/commands") is Lane.STORE
+        assert lane("POST", "/v1/projects/p1/facts") is Lane.STORE
+        assert lane("GET", "/v1/projects/p1/resources/fact/f1") is Lane.STORE  # a member read
+        assert lane("GET", "/v1/projects/p1/search") is Lane.STORE
+        assert lane("GET", "/health") is Lane.POOL  # not the store's alone
+        assert lane("POST", "/v1/projects/p1/artifacts/a1/downloads") is Lane.POOL  # objects
+        assert lane("POST", "/v1/projects/p1/mcp") is Lane.POOL
+        assert lane("POST", "/v1/admin/bootstrap") is Lane.POOL
+        assert lane("GET", "/v1/no/such/route") is Lane.POOL
     finally:
+        scheduler.stop()
         store.close()
-    memory = HttpApp(MemoryStore())
-    assert write_queue(memory, memory, ServerSettings(store_pool=True)) is None
+    assert Scheduler(HttpApp(MemoryStore())).store_lane is None
 
 
 def test_http12_the_store_pool_takes_only_member_reads_and_commands() -> None:
@@ -204,13 +200,12 @@ def test_http12_the_store_pool_takes_only_member_reads_and_commands() -> None:
 
 def test_http12_a_store_that_batches_keeps_its_committer(tmp_path: Path) -> None:
     from aidememo.stores.sqlite import SqliteStore
-    from origin.server import ServerSettings, write_queue
 
     store = SqliteStore.open_file(tmp_path / "a.db")
     app = HttpApp(store)
     try:
         assert app.connections is None
-        assert isinstance(write_queue(app, app, ServerSettings()), Committer)
+        assert isinstance(Scheduler(app).store_lane, Committer)
     finally:
         store.close()
 
@@ -222,21 +217,18 @@ TENANT, PROJECT, ACTOR = "t_pool", "p_pool", "a_pool"
 
 @pytest.mark.postgres
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("pool", ["on", "off"])
 def test_http12_served_concurrent_commands_and_reads_on_postgres_lose_nothing_acknowledged(
-    db: pg.Database, tmp_path: Path, pool: str
+    db: pg.Database, tmp_path: Path
 ) -> None:
     """More concurrent commands and reads than the store has connections, some refused;
-    after a SIGKILL every acknowledged one is there. `off`: the dispatch pool it replaces."""
+    after a SIGKILL every acknowledged one is there."""
     token_file = tmp_path / "t.token"
     assert main(["token", "new", "--out", str(token_file)]) == 0
     boot = ["bootstrap", "--database", db.url, "--tenant-id", TENANT, "--project-id", PROJECT]
     assert main([*boot, "--actor-id", ACTOR, "--token-file", str(token_file)]) == 0
     headers = {"authorization": f"Bearer {token_file.read_text().strip()}"}
     base = f"/v1/projects/{PROJECT}"
-    environ = {"AIDEMEMO_STORE_POOL": pool}
-    server = ServeProcess(tmp_path / "home", tmp_path / "serve.log", "--database", db.url,
-                          environ=environ)  # fmt: skip
+    server = ServeProcess(tmp_path / "home", tmp_path / "serve.log", "--database", db.url)
     tag = secrets.token_hex(3)
     try:
         created = httpx.post(

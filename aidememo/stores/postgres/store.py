@@ -150,7 +150,7 @@ class PostgresStore:
     @property
     def connections(self) -> int:
         """The most transactions it runs at once: its pool's size (the origin runs its
-        requests that need only the store on as many threads, `origin.store_pool`)."""
+        requests that need only the store on as many threads, `origin.store_lane.StorePool`)."""
         return self.pool.size
 
     # -- RawFastPath ----------------------------------------------------------------------

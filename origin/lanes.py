@@ -1,0 +1,185 @@
+"""Where an origin request runs: one decision, one scheduler, for both of the origin's entries
+(the transport's direct path, `origin.direct`, and ASGI, `origin.asgi`).
+
+`lane(method, route, whole, store)` is the decision: a pure function of the method and the
+route's properties, whether the body is whole, and what the store can do. It names one of
+three lanes:
+
+- `LOOP`: on the event loop, in the loop turn that read the request (on the direct path at the
+  end of that turn, HTTP-11). For what costs less than a thread hop: a read (GET, HEAD) of a
+  local store (SQLite, the memory store).
+- `POOL`: in the dispatch pool (`threads` threads). For what may wait on something the loop
+  must not wait for: a body still arriving, a write's fsync outside a batch, object storage,
+  the admin routes, and every request of a network store that is not the store lane's.
+- `STORE`: the store lane (`origin.store_lane`). For a request whose only I/O is the store's,
+  on a store that has such a lane: its commands (`Route.batch`) on a store that runs write
+  batches (the committer, HTTP-10), its commands and member reads (`Route.store_read`) on a
+  store whose connection pool bounds its transactions (the store pool, HTTP-12).
+
+`Scheduler` resolves the route once (`Request.match`, which the pipeline then uses), takes the
+decision, and runs the request there; every lane answers through the same `dispatch` (the
+store lane's committer through `run_batch`), and a dispatch that raises is the adapter's
+retryable 503.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from aidememo.http.routes import Route, resolve
+from aidememo.http.types import Request, Response
+from origin.asgi_common import internal_error
+from origin.store_lane import Committer, Deliver, StoreLane, StorePool, hand_over
+
+DISPATCH_THREADS = 64
+"""Threads of the dispatch pool: enough for many requests waiting on a client, on object
+storage or in the store's group commit at once (`MAX_BATCH` writers share one fsync)."""
+
+_READS = frozenset({"GET", "HEAD"})
+
+errors = logging.getLogger("aidememo.error")
+
+
+class Lane(StrEnum):
+    """Where a request runs (see the module doc)."""
+
+    LOOP = "loop"
+    POOL = "pool"
+    STORE = "store"
+
+
+@dataclass(frozen=True, slots=True)
+class StoreTraits:
+    """What the store behind the app can do, as far as the lanes care."""
+
+    batches: bool = False
+    """It runs write batches (`CAP_WRITE_BATCH`): commands go to the committer."""
+    connections: int | None = None
+    """A connection pool of this size bounds its transactions (a network store): its
+    commands and member reads go to the store pool, and nothing that reads it runs on the
+    loop."""
+
+
+def lane(method: str, route: Route | None, whole: bool, store: StoreTraits) -> Lane:
+    """The lane of a `method` request to `route` (None: no route takes it) whose body is
+    `whole` (or still arriving), on a store with `store`'s traits."""
+    if not whole:
+        return Lane.POOL  # its body is read from a thread while the loop receives it
+    if route is not None:
+        if route.batch and (store.batches or store.connections is not None):
+            return Lane.STORE
+        if route.store_read and store.connections is not None:
+            return Lane.STORE
+    if method in _READS and store.connections is None:
+        return Lane.LOOP
+    return Lane.POOL
+
+
+class Dispatcher(Protocol):
+    """What the scheduler needs from the core: `aidememo.http.app.HttpApp` fits (and so does
+    `origin.metrics.MeteredApp`); `run_batch`, `batches` and `connections` are optional."""
+
+    def dispatch(self, request: Request) -> Response:
+        """Answer one request; never raises."""
+        ...
+
+
+def traits_of(app: Dispatcher) -> StoreTraits:
+    """The store traits `app` declares (none, for a dispatcher without a store)."""
+    connections = getattr(app, "connections", None)
+    return StoreTraits(
+        batches=getattr(app, "batches", False) is True and hasattr(app, "run_batch"),
+        connections=connections if isinstance(connections, int) else None,
+    )
+
+
+class Scheduler:
+    """Runs each request of one app in its lane; `stop` ends the pool and the store lane."""
+
+    __slots__ = ("_dispatch", "_own_pool", "_store", "_threads", "traits")
+
+    def __init__(self, app: Dispatcher, threads: int = DISPATCH_THREADS) -> None:
+        if threads < 1:
+            raise ValueError("threads must be at least 1")
+        self._dispatch = app.dispatch
+        self._threads = threads
+        self._own_pool: ThreadPoolExecutor | None = None
+        self.traits = traits_of(app)
+        self._store: StoreLane | None = None
+        if self.traits.batches:
+            run_batch: Callable[[Sequence[Request]], list[Response]] = app.run_batch  # type: ignore[attr-defined]
+            self._store = Committer(run_batch)
+        elif self.traits.connections is not None:
+            self._store = StorePool(app.dispatch, self.traits.connections)
+
+    @property
+    def store_lane(self) -> StoreLane | None:
+        """The store lane, when the store has one (`origin.store_lane`)."""
+        return self._store
+
+    def place(self, request: Request, whole: bool) -> Lane:
+        """Resolve `request`'s route (kept on it for the pipeline) and name its lane."""
+        match = resolve(request.method, request.path)
+        request.match = match
+        return lane(request.method, match.route, whole, self.traits)
+
+    def call(self, request: Request) -> Response:
+        """`dispatch` on this thread; a dispatch bug is the retryable 503."""
+        try:
+            return self._dispatch(request)
+        except Exception:
+            errors.exception("dispatch raised; request_id=%s", request.request_id)
+            return internal_error(request.request_id)
+
+    def run(
+        self, loop: asyncio.AbstractEventLoop, request: Request, where: Lane, deliver: Deliver
+    ) -> None:
+        """Answer `request` in lane `where`; `deliver(response)` is called on `loop`: now for
+        the loop lane, else once the pool or the store lane answered it."""
+        if where is Lane.LOOP:
+            deliver(self.call(request))
+        elif where is Lane.STORE and self._store is not None:
+            self._store.submit(loop, request, deliver)
+        else:
+            self.pool().submit(self._in_pool, loop, request, deliver)
+
+    async def answer(self, request: Request, where: Lane) -> Response:
+        """`run`, awaited (the ASGI entry)."""
+        if where is Lane.LOOP:
+            return self.call(request)
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[Response] = loop.create_future()
+
+        def deliver(response: Response) -> None:
+            if not answer.done():
+                answer.set_result(response)
+
+        self.run(loop, request, where, deliver)
+        return await answer
+
+    def _in_pool(self, loop: asyncio.AbstractEventLoop, request: Request, deliver: Deliver) -> None:
+        hand_over(loop, [(deliver, self.call(request))])
+
+    def pool(self) -> ThreadPoolExecutor:
+        """The dispatch pool (made on first use); streamed downloads read their chunks here
+        too."""
+        pool = self._own_pool
+        if pool is None:
+            pool = self._own_pool = ThreadPoolExecutor(
+                self._threads, thread_name_prefix="aidememo-dispatch"
+            )
+        return pool
+
+    def stop(self) -> None:
+        """Answer what the store lane holds, then end its threads and the pool's."""
+        if self._store is not None:
+            self._store.stop()
+        pool, self._own_pool = self._own_pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)

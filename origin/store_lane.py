@@ -1,0 +1,182 @@
+"""The store lane (`origin.lanes.Lane.STORE`): requests whose only I/O is the store's, queued by
+the event loop and answered by threads of the lane's own.
+
+Two kinds, by what the store can do (`origin.lanes.StoreTraits`):
+
+- `Committer` (a store that runs write batches, `CAP_WRITE_BATCH`: the SQLite file store;
+  SPEC.md HTTP-10): one thread takes every queued command (up to `MAX_BATCH`) and answers them
+  with `HttpApp.run_batch`: each through the whole request pipeline, all in one write
+  transaction of the store (a savepoint per command) and one `COMMIT`. What arrives while a
+  batch runs waits for the next, so batches grow with the load by themselves.
+- `StorePool` (a store whose connection pool bounds its transactions: PostgreSQL; HTTP-12):
+  as many threads as the store has connections, taking the queued requests in order, so no
+  thread waits for a connection and none sleeps while requests are queued.
+
+Either way the loop only appends to a queue (`submit`), a request is answered only once its
+dispatch (and so its commit) returned, the answers of one run are handed to their loop with
+one `call_soon_threadsafe`, a bug is the adapter's retryable 503, and `stop` answers what is
+queued before the threads end; a request submitted after `stop` is answered 503 (retry).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from queue import Empty, SimpleQueue
+
+from aidememo.http.types import Request, Response
+from origin.asgi_common import internal_error
+
+MAX_BATCH = 64
+"""Most requests one write batch carries (STORE-7's bound on a shared transaction)."""
+
+Deliver = Callable[[Response], None]
+"""Called on the request's loop with its answer."""
+
+Item = tuple[asyncio.AbstractEventLoop, Request, Deliver]
+"""A queued request: its loop, the request and where its answer goes."""
+
+log = logging.getLogger("aidememo.error")
+
+
+class StoreLane:
+    """`threads` threads named `name` taking the queued requests (`_run`, which a kind
+    defines: it returns when it takes `None`); started on the first request, ended by
+    `stop`."""
+
+    def __init__(self, threads: int, name: str) -> None:
+        if threads < 1:
+            raise ValueError("threads must be at least 1")
+        self.threads = threads
+        self._name = name
+        self._queue: SimpleQueue[Item | None] = SimpleQueue()
+        self._running: list[threading.Thread] = []
+        self._start_lock = threading.Lock()
+        self._stopped = False
+
+    def submit(self, loop: asyncio.AbstractEventLoop, request: Request, deliver: Deliver) -> None:
+        """Queue `request`; `deliver(response)` is called on `loop` once it was answered."""
+        if not self._running and not self._start():
+            loop.call_soon(deliver, internal_error(request.request_id))  # stopped: retry later
+            return
+        self._queue.put((loop, request, deliver))
+
+    def stop(self) -> None:
+        """Answer everything queued, then end the threads (idempotent)."""
+        with self._start_lock:
+            self._stopped = True
+            running, self._running = self._running, []
+        for _ in running:
+            self._queue.put(None)
+        for thread in running:
+            thread.join()
+
+    def _start(self) -> bool:
+        """Start the threads unless they run; False once stopped."""
+        with self._start_lock:
+            if self._stopped:
+                return False
+            if not self._running:
+                for n in range(self.threads):
+                    name = self._name if self.threads == 1 else f"{self._name}-{n}"
+                    thread = threading.Thread(target=self._run, name=name, daemon=True)
+                    thread.start()
+                    self._running.append(thread)
+            return True
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+
+class Committer(StoreLane):
+    """The write committer of one origin process (HTTP-10): one thread answering commands in
+    batches of at most `max_batch` through `run_batch`."""
+
+    def __init__(
+        self,
+        run_batch: Callable[[Sequence[Request]], list[Response]],
+        *,
+        max_batch: int = MAX_BATCH,
+    ) -> None:
+        if max_batch < 1:
+            raise ValueError("max_batch must be at least 1")
+        super().__init__(1, "aidememo-committer")
+        self._run_batch = run_batch
+        self._max_batch = max_batch
+
+    def _run(self) -> None:
+        queue, limit = self._queue, self._max_batch
+        while True:
+            item = queue.get()
+            if item is None:
+                return
+            batch = [item]
+            stop = False
+            while len(batch) < limit:
+                try:
+                    item = queue.get_nowait()
+                except Empty:
+                    break
+                if item is None:
+                    stop = True
+                    break
+                batch.append(item)
+            self._answer(batch)
+            if stop:
+                return
+
+    def _answer(self, batch: list[Item]) -> None:
+        requests = [request for _, request, _ in batch]
+        try:
+            responses = self._run_batch(requests)
+        except Exception:  # `run_batch` never raises; a bug here must not strand the callers
+            log.exception("write batch raised")
+            responses = [internal_error(request.request_id) for request in requests]
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Deliver, Response]]] = {}
+        for (loop, _, deliver), response in zip(batch, responses, strict=True):
+            by_loop.setdefault(loop, []).append((deliver, response))
+        for loop, answers in by_loop.items():
+            hand_over(loop, answers)
+
+
+class StorePool(StoreLane):
+    """`threads` threads (the store's connections) answering the queued requests through
+    `dispatch`, in the order they came (HTTP-12)."""
+
+    def __init__(self, dispatch: Callable[[Request], Response], threads: int) -> None:
+        super().__init__(threads, "aidememo-store")
+        self._dispatch = dispatch
+
+    def _run(self) -> None:
+        queue, dispatch = self._queue, self._dispatch
+        while True:
+            item = queue.get()
+            if item is None:
+                return
+            loop, request, deliver = item
+            try:
+                response = dispatch(request)
+            except Exception:  # `dispatch` never raises; a bug here must not strand the caller
+                log.exception("dispatch raised; request_id=%s", request.request_id)
+                response = internal_error(request.request_id)
+            hand_over(loop, [(deliver, response)])
+
+
+def hand_over(loop: asyncio.AbstractEventLoop, answers: list[tuple[Deliver, Response]]) -> None:
+    """From a thread: have `loop` deliver `answers` (nothing when it is closed: the server is
+    gone, nobody to answer)."""
+    try:
+        loop.call_soon_threadsafe(deliver_answers, answers)
+    except RuntimeError:
+        pass
+
+
+def deliver_answers(answers: list[tuple[Deliver, Response]]) -> None:
+    """On the loop: hand each answer to its request."""
+    for deliver, response in answers:
+        try:
+            deliver(response)
+        except Exception:
+            log.exception("delivering an answer failed")

@@ -1,0 +1,20 @@
+"""A test harness: run a command (`aidememo serve`, or `tests.origin.probe_serve`) with the
+transport's direct path closed, so every request takes the ASGI path (SPEC.md HTTP-9 compares
+the two). `python -m tests.origin.asgi_only MODULE ARGS...`; the product has no such switch."""
+
+from __future__ import annotations
+
+import runpy
+import sys
+
+from origin.transport import LimitedHttpProtocol
+
+
+def main() -> None:
+    LimitedHttpProtocol._begin_direct = lambda self: False  # type: ignore[method-assign]
+    module, sys.argv = sys.argv[1], sys.argv[1:]
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    main()
