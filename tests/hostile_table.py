@@ -263,6 +263,10 @@ for path, body, says in (
      "string at /payload/topic"),
     (f"{P}/handoffs", b'{"command_id":"c","payload":{"handoff_id":"h","session_id":"s",'
      b'"to_actor":"{receiver}","focus":"\\ud800\\u0041"}}', "string at /payload/focus"),
+    # longer than CPython's int_max_str_digits: still the range's own message
+    ("/v1/commands", raw_command(b'{"n":' + b"9" * 5000 + b"}"), "signed 64-bit range"),
+    (f"{P}/facts", b'{"command_id":"c","payload":' + b"-" + b"1" * 4301 + b"}",
+     "signed 64-bit range"),
 ):  # fmt: skip
     add("CJ-3 CJ-4", "POST", path, 400, BAD, body=body, says=(says,))
 # The admin routes go through the same decoder.
@@ -576,6 +580,28 @@ for actor in ("reader", "outsider"):
         hides=GITHUB,
     )
 add("SEC-3", "POST", f"{P}/facts", 401, "authentication_failed", actor=None, body=_j(_LEAK))
+
+# -- ART-13: a path the writer may not write; a missing handoff answers as another's -----------
+for path in ("handoffs/h_none/result.json", "branches/{receiver}/seg.jsonl"):
+    add(
+        "ART-13",
+        "POST",
+        f"{P}/artifact-reservations",
+        400,
+        "invalid_artifact_path",
+        body=_j({"command_id": "cmd_res", "payload": {"path": path, "size_bytes": 1}}),
+        says=("no handoff or branch the caller may write",),
+    )
+for method, tail in (("PUT", "/body"), ("POST", "/publish"), ("DELETE", "")):
+    add(
+        "ART-13",
+        method,
+        f"{P}/artifact-reservations/res_unknown{tail}",
+        404,
+        "artifact_not_found",
+        body=None if method != "POST" else _j({"command_id": "cmd_pub"}),
+        headers=(("content-type", "application/octet-stream"),) if method == "PUT" else (),
+    )
 
 
 def groups() -> list[str]:
