@@ -581,6 +581,18 @@ for actor in ("reader", "outsider"):
     )
 add("SEC-3", "POST", f"{P}/facts", 401, "authentication_failed", actor=None, body=_j(_LEAK))
 
+# -- ID-5: a topic's U+0000 is refused alike on every store, before anything is written -------
+for topic in (b'"a\\u0000b"', b'"\\u0000"'):
+    add(
+        "ID-5",
+        "POST",
+        f"{P}/sessions",
+        400,
+        BAD,
+        body=b'{"command_id":"c_nul","payload":{"session_id":"s_nul","topic":' + topic + b"}}",
+        says=("control characters",),
+    )
+
 # -- ART-13: a path the writer may not write; a missing handoff answers as another's -----------
 for path in ("handoffs/h_none/result.json", "branches/{receiver}/seg.jsonl"):
     add(

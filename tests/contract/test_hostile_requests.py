@@ -153,3 +153,7 @@ def test_every_group_of_the_table_is_run_here(rules: str) -> None:
 
 def test_art13_unwritable_paths_and_unknown_reservations(api: Api) -> None:
     run_rows(api, "ART-13")
+
+
+def test_id5_a_topics_nul_is_refused_before_anything_is_written(api: Api) -> None:
+    run_rows(api, "ID-5")
