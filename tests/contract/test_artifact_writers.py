@@ -10,9 +10,18 @@ from pathlib import Path
 
 import pytest
 
+from aidememo.domain.artifacts import artifact_id_of
 from tests.contract.conftest import open_api
 from tests.contract.support import HERMES, RECEIVER, WRITER, Api, P
-from tests.contract.test_artifacts import ALL_BACKENDS, DATA, publish, reserve, upload
+from tests.contract.test_artifacts import (
+    ALL_BACKENDS,
+    DATA,
+    download,
+    publish,
+    put,
+    reserve,
+    upload,
+)
 from tests.contract.test_mcp import call
 
 RESULT = "handoffs/h1/result.json"
@@ -98,3 +107,17 @@ def test_art13_mcp_artifact_write_follows_the_path_rules(api: Api) -> None:
     assert answers == ["invalid_artifact_path"] * 3
     own = call(api, "artifact_write", {"path": RESULT, "content_base64": content}, as_=RECEIVER)
     assert own["isError"] is False, own
+
+
+def test_vis2_older_revisions_of_a_handoff_artifact_stay_the_parties(api: Api) -> None:
+    """The artifact id is the path's hash, so anyone can name it: every revision of a handoff
+    path, not only the current one, answers a non-party as missing."""
+    _sent(api)
+    path = "handoffs/h1/request.json"
+    v1 = put(api, "v1", b"first", path=path)
+    v2 = put(api, "v2", b"second", path=path, mutation_token=v1["mutation_token"])
+    assert (v1["artifact_id"], v2["revision"]) == (artifact_id_of(path), 2)
+    for revision in (1, 2):
+        ref = {"artifact_id": artifact_id_of(path), "revision": revision}
+        download(api, ref, HERMES).expect(404, "artifact_not_found")
+        assert download(api, ref, RECEIVER).expect(200) == (b"first", b"second")[revision - 1]

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from aidememo.domain import command_ids
-from aidememo.mcp.tools import READ_TOOLS, TOOLS
+from aidememo.mcp.tools import TOOLS
 from tests.contract.support import (
     MCP_ORIGIN,
     OUTSIDER,
@@ -108,10 +108,40 @@ def test_mcp1_writer_lists_every_tool_with_closed_schemas(api: Api) -> None:
         assert tool["outputSchema"]["type"] == "object"
 
 
+# Written out by hand, not derived from the registry: a write tool marked read-only there
+# would otherwise be listed to readers and this list with it.
+READER_TOOLS = [
+    "identity",
+    "members",
+    "search",
+    "resource_get",
+    "session_list",
+    "fact_list",
+    "handoff_list",
+    "handoff_status",
+    "changes",
+    "artifact_resolve",
+    "artifact_read",
+]
+WRITE_TOOLS = {
+    "session_create",
+    "fact_create",
+    "handoff_context_create",
+    "handoff_send",
+    "handoff_accept",
+    "handoff_heartbeat",
+    "handoff_return",
+    "artifact_write",
+}
+
+
 def test_mcp1_reader_lists_only_read_tools(api: Api) -> None:
     tools = result(rpc(api, "tools/list", as_=READER))["tools"]
-    assert [t["name"] for t in tools] == [t.name for t in READ_TOOLS]
+    assert [t["name"] for t in tools] == READER_TOOLS
     assert all(t["annotations"]["readOnlyHint"] for t in tools)
+    writer = {t["name"]: t for t in result(rpc(api, "tools/list"))["tools"]}
+    assert set(writer) == set(READER_TOOLS) | WRITE_TOOLS
+    assert not any(writer[name]["annotations"]["readOnlyHint"] for name in WRITE_TOOLS)
 
 
 def test_mcp1_wrong_project_is_project_unauthorized(api: Api) -> None:
