@@ -308,3 +308,20 @@ def test_mem20_core_session_show_history_audit_hide_other_scopes_relations(
         assert ids["rel_ab"] in dumped  # the relation inside the allowlist stays
     admin = store.show(ids["a"])
     assert {r.id for r in admin["relations"]} == {ids["rel_ab"], ids["rel_ag"]}
+
+
+def test_mem20_relation_events_are_filtered_by_the_scopes_they_recorded(
+    tools: MemoryToolProvider, seeded: tuple[MemoryStore, dict[str, str]]
+) -> None:
+    """A relation event names its ends' scopes as they were: once `g` moved into the allowlist,
+    the event recording it in `user:default` still stays hidden from a restricted session."""
+    store, ids = seeded
+    store.update(ids["g"], scope="project:nuzo")
+    session = RestrictedSession(store, ALLOWED)
+    for events in (
+        call(tools, "memory.history", id=ids["a"])[1]["events"],
+        [e.to_json() for e in session.history(ids["a"])],
+    ):
+        dumped = json.dumps(events)
+        assert "user:default" not in dumped and ids["rel_ag"] not in dumped
+        assert ids["rel_ab"] in dumped
