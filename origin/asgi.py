@@ -64,6 +64,7 @@ from origin.asgi_common import (
     internal_error,
     log_safe,
     new_request_id,
+    off_loop_read,
     out_headers,
     request_id,
     send_stream,
@@ -236,7 +237,11 @@ def create_asgi_app(
             request_id=rid,
         )
         try:
-            offload = offload_all or (offload_writes and method not in _READS)
+            offload = (
+                offload_all
+                or (offload_writes and method not in _READS)
+                or off_loop_read(method, path)
+            )
             if writes is not None and not streamed and offload and writes.accepts(method, path):
                 response = await _committed(writes, request)
             elif streamed or offload:

@@ -41,6 +41,12 @@ def fold_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
     return headers
 
 
+def off_loop_read(method: str, path: str) -> bool:
+    """A read whose own work can take long, a search (SRCH-7): answered from a worker thread
+    even where other reads are answered on the event loop, so `/health` never waits for it."""
+    return method == "GET" and path.endswith("/search")
+
+
 def new_request_id() -> str:
     """16 random hex characters: an identifier, not a secret, so from the process's
     pseudo-random generator (reseeded in every forked worker) rather than a system call."""

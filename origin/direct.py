@@ -45,6 +45,7 @@ from origin.asgi_common import (
     AsgiSend,
     internal_error,
     log_safe,
+    off_loop_read,
     out_headers,
     request_id,
     send_stream,
@@ -156,17 +157,21 @@ class DirectEntry:
         self._access = access
         self._errors = errors
 
-    def on_loop(self, method: str) -> bool:
-        """True when a request of `method` is answered on the event loop (`run` answers it
-        before it returns), not in the pool or the write queue."""
-        return not (self._offload_all or (self._offload_writes and method not in _READS))
+    def on_loop(self, method: str, path: str) -> bool:
+        """True when a request of `method` to `path` is answered on the event loop (`run`
+        answers it before it returns), not in the pool or the write queue."""
+        return not (
+            self._offload_all
+            or (self._offload_writes and method not in _READS)
+            or off_loop_read(method, path)
+        )
 
     def run(self, loop: asyncio.AbstractEventLoop, cycle: DirectCycle, respond: Respond) -> None:
         """Answer `cycle`: `respond(cycle, request_id, response)` is called on the loop, now
         (a read under `writes`, everything under `inline`) or once the pool has dispatched, or
         once the write queue it `accepts` (the write committer, the store pool) answered it."""
         method = cycle.method
-        if not self.on_loop(method):
+        if not self.on_loop(method, cycle.path):
             writes = self._writes
             if writes is not None and writes.accepts(method, cycle.path):
                 request = self.request(cycle)

@@ -268,7 +268,9 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             waiting.started = time.perf_counter()  # the access line's duration counts from here
             entry = self._direct
             assert entry is not None and self._held is not None
-            if entry.on_loop(waiting.method):  # after the turn's other reads (HTTP-11)
+            if entry.on_loop(
+                waiting.method, waiting.path
+            ):  # after the turn's other reads (HTTP-11)
                 self._ready = waiting
                 self._held.turn.later(self._answer_ready)
             else:

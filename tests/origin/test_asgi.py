@@ -300,3 +300,31 @@ def test_websocket_is_refused() -> None:
         [{"type": "websocket.connect"}],
     )
     assert sent == [{"type": "websocket.close", "code": 1008}]
+
+
+def test_srch7_a_search_is_answered_off_the_event_loop_in_every_dispatch_mode() -> None:
+    """Other reads run on the loop under `writes` and `inline`; a search never does, on the
+    ASGI path and on the direct path alike, so `/health` is not queued behind one."""
+    import threading
+
+    from origin.direct import DirectEntry
+
+    threads: list[str] = []
+
+    class Where(Recorder):
+        def dispatch(self, request: Request) -> Response:
+            threads.append(threading.current_thread().name)
+            return super().dispatch(request)
+
+    main = threading.main_thread().name
+    search = "/v1/projects/p1/search"
+    for mode in ("writes", "inline"):
+        call(create_asgi_app(Where(), dispatch_mode=mode), http_scope("GET", search), [])
+        call(create_asgi_app(Where(), dispatch_mode=mode), http_scope("GET", "/health"), [])
+    assert threads[0] != main and threads[2] != main  # the searches
+    assert threads[1] == threads[3] == main  # the health checks
+    app = create_asgi_app(Where(), dispatch_mode="inline")
+    entry = app.direct  # type: ignore[attr-defined]
+    assert isinstance(entry, DirectEntry)
+    assert not entry.on_loop("GET", search) and entry.on_loop("GET", "/health")
+    assert entry.on_loop("GET", "/v1/projects/p1/facts/search-notes")
