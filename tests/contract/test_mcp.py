@@ -345,6 +345,27 @@ def test_mcp6_batches_under_the_versions_that_had_them(api: Api) -> None:
     assert answers[1]["result"]["structuredContent"]["actor_id"] == WRITER
 
 
+def test_mcp9_a_batch_is_bounded_in_messages_and_tool_calls(api: Api) -> None:
+    """At most 8 messages and 4 tool calls: a larger batch is refused whole, nothing run."""
+    old = {"mcp-protocol-version": "2025-03-26"}
+    api.session("s1")
+    head = api.head()
+
+    def write(n: int) -> dict[str, Any]:
+        arguments = {"session_id": "s1", "fact_id": f"f_b{n}", "content": f"fact {n}"}
+        params = {"name": "fact_create", "arguments": arguments}
+        return {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params}
+
+    ping = [{"jsonrpc": "2.0", "id": f"p{n}", "method": "ping"} for n in range(9)]
+    for batch in ([write(n) for n in range(5)], ping, [write(0), *ping[:8]]):
+        reply = raw(api, json.dumps(batch).encode(), headers=old)
+        assert rpc_error(reply) == -32600
+        assert "at most 8 messages and 4 tools/call" in reply.body["error"]["message"]
+        assert api.head() == head
+    answers = raw(api, json.dumps([write(n) for n in range(4)] + ping[:4]).encode(), headers=old)
+    assert len(answers.expect(200)) == 8 and api.head() == head + 4
+
+
 # -- MCP-7: Origin ------------------------------------------------------------------------------
 
 
