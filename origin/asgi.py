@@ -55,6 +55,7 @@ from aidememo.http.body import EMPTY, Body, StreamBody, declared_length
 from aidememo.http.types import Request, Response
 from origin.accesslog import AccessLog
 from origin.asgi_common import (
+    OFF_LOOP_READ_THREADS,
     AsgiApp,
     AsgiMessage,
     AsgiReceive,
@@ -195,11 +196,24 @@ def create_asgi_app(
             own_pool.append(ThreadPoolExecutor(threads, thread_name_prefix="aidememo-dispatch"))
         return own_pool[0]
 
+    read_pool: list[ThreadPoolExecutor] = []
+
+    def slow_reads() -> ThreadPoolExecutor:
+        """The few threads searches run in (SRCH-7): made on first use, so at most
+        `OFF_LOOP_READ_THREADS` searches hold the interpreter at once, never the loop."""
+        if not read_pool:
+            read_pool.append(
+                ThreadPoolExecutor(OFF_LOOP_READ_THREADS, thread_name_prefix="aidememo-search")
+            )
+        return read_pool[0]
+
     def stop_pool() -> None:
         if writes is not None:
             writes.stop()
         while own_pool:
             own_pool.pop().shutdown(wait=True)
+        while read_pool:
+            read_pool.pop().shutdown(wait=True)
 
     access = access_logger if access_logger is not None else logging.getLogger(ACCESS_LOGGER)
     errors = logging.getLogger(ERROR_LOGGER)
@@ -237,12 +251,10 @@ def create_asgi_app(
             request_id=rid,
         )
         try:
-            offload = (
-                offload_all
-                or (offload_writes and method not in _READS)
-                or off_loop_read(method, path)
-            )
-            if writes is not None and not streamed and offload and writes.accepts(method, path):
+            offload = offload_all or (offload_writes and method not in _READS)
+            if off_loop_read(method, path):
+                response = await get_running_loop().run_in_executor(slow_reads(), dispatch, request)
+            elif writes is not None and not streamed and offload and writes.accepts(method, path):
                 response = await _committed(writes, request)
             elif streamed or offload:
                 response = await get_running_loop().run_in_executor(pool(), dispatch, request)
@@ -311,6 +323,7 @@ def create_asgi_app(
             offload_all=offload_all,
             offload_writes=offload_writes,
             pool=pool,
+            slow_reads=slow_reads,
             access=access_log,
             errors=errors,
             writes=writes,

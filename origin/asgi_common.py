@@ -41,6 +41,12 @@ def fold_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
     return headers
 
 
+OFF_LOOP_READ_THREADS = 1
+"""Threads of the pool `off_loop_read` requests run in: searches queue there rather than many
+of them taking turns with the event loop for the interpreter (docs/bench-notes.md: with two
+threads `/health`'s p99 under eight hostile clients was 58 ms, with one 29 ms)."""
+
+
 def off_loop_read(method: str, path: str) -> bool:
     """A read whose own work can take long, a search (SRCH-7): answered from a worker thread
     even where other reads are answered on the event loop, so `/health` never waits for it."""

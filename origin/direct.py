@@ -135,6 +135,7 @@ class DirectEntry:
         "_offload_all",
         "_offload_writes",
         "_pool",
+        "_slow_reads",
         "_writes",
     )
 
@@ -146,6 +147,7 @@ class DirectEntry:
         offload_writes: bool,
         pool: Callable[[], ThreadPoolExecutor | None],
         access: AccessLog,
+        slow_reads: Callable[[], ThreadPoolExecutor] | None = None,
         errors: logging.Logger,
         writes: WriteQueue | None = None,
     ) -> None:
@@ -154,6 +156,7 @@ class DirectEntry:
         self._offload_all = offload_all
         self._offload_writes = offload_writes
         self._pool = pool
+        self._slow_reads = slow_reads
         self._access = access
         self._errors = errors
 
@@ -171,6 +174,9 @@ class DirectEntry:
         (a read under `writes`, everything under `inline`) or once the pool has dispatched, or
         once the write queue it `accepts` (the write committer, the store pool) answered it."""
         method = cycle.method
+        if self._slow_reads is not None and off_loop_read(method, cycle.path):
+            self._slow_reads().submit(self._in_thread, loop, cycle, respond)
+            return
         if not self.on_loop(method, cycle.path):
             writes = self._writes
             if writes is not None and writes.accepts(method, cycle.path):
