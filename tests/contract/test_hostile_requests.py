@@ -159,5 +159,5 @@ def test_id5_a_topics_nul_is_refused_before_anything_is_written(api: Api) -> Non
     run_rows(api, "ID-5")
 
 
-def test_srch7_mcp9_wide_searches_and_oversized_batches_cost_little(api: Api) -> None:
+def test_srch7_a_wide_search_is_answered(api: Api) -> None:
     run_rows(api, "SRCH-7")
