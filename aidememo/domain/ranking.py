@@ -15,9 +15,11 @@ PostgreSQL, Python), truncated to an integer count of 2**-32 units, and the part
 as integers, so a score is identical bit for bit whatever store or query plan summed it.
 
 Cost stays inside the project: statistics, cutoffs and postings are all read by key prefix
-(tenant, project, term). A term matching more than `SEARCH_WINDOW` of the project's facts
-makes the search evaluate only the newest facts, from the point where the `SEARCH_WINDOW`
-newest matches of such a term begin, and the answer says it is not exhaustive.
+(tenant, project, term). A term matching more than its window of the project's facts makes
+the search evaluate only the newest facts, from the point where the window's newest matches of
+such a term begin, and the answer says it is not exhaustive. The window is `SEARCH_WINDOW` for
+up to eight terms and `POSTINGS_BUDGET` shared by the terms beyond that (`window_for`), so no
+search evaluates more postings than the budget, whatever its terms.
 
 Two terms. Summing every candidate's parts means grouping all of them, which costs far more
 than scanning them; so a store may answer a query with two present terms, A and B, from three
