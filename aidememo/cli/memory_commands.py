@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sqlite3
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -19,7 +18,7 @@ from aidememo.memory.errors import MemoryErrorCode as C
 from aidememo.memory.errors import MemoryStoreError
 from aidememo.memory.jstext import js_json, to_precision
 from aidememo.memory.model import UNSET, Event, Memory, Relation
-from aidememo.memory.open_checks import damaged
+from aidememo.memory.open_checks import StoreDamage, damaged
 from aidememo.memory.relations import relations_batch
 from aidememo.memory.render import escape_controls, inline, untrusted_json
 from aidememo.memory.store import MemoryStore
@@ -63,7 +62,7 @@ def dispatch(ns: argparse.Namespace) -> int:
     except MemoryStoreError as error:
         sys.stderr.write(f"{error.code.value}: {error.message}\n")
         return EXIT_FAILED
-    except sqlite3.DatabaseError as error:  # the file itself is damaged (MEM-1)
+    except StoreDamage as error:  # the file itself is damaged (MEM-1)
         found = damaged(error, getattr(ns, "store", None) or "the memory store")
         sys.stderr.write(f"{found.code.value}: {found.message}\n")
         return EXIT_FAILED

@@ -12,7 +12,6 @@ refusal carrying `{code, message, details?}`). Arguments that fail the input sch
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Callable
 from typing import Any
 
@@ -22,7 +21,7 @@ from aidememo.memory.errors import MemoryStoreError
 from aidememo.memory.jstext import collapse_spaces
 from aidememo.memory.mcp_schemas import ToolInputError, tool_definitions, validate
 from aidememo.memory.model import UNSET, Memory, RecallResult, Relation
-from aidememo.memory.open_checks import damaged
+from aidememo.memory.open_checks import StoreDamage, damaged
 from aidememo.memory.reads import encode_cursor
 from aidememo.memory.relations import relations_batch
 from aidememo.memory.render import untrusted_json
@@ -98,7 +97,7 @@ class MemoryToolProvider:
             result, failed = self.call(name, arguments), False
         except MemoryStoreError as error:
             result, failed = self.refusal(name, error), True
-        except sqlite3.DatabaseError as error:  # the file itself is damaged (MEM-1)
+        except StoreDamage as error:  # the file itself is damaged (MEM-1)
             result, failed = self.refusal(name, damaged(error, self.store.db.path)), True
         return {"content": [{"type": "text", "text": untrusted_json(result)}], "isError": failed}
 

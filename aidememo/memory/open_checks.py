@@ -21,6 +21,9 @@ from aidememo.memory.errors import MemoryStoreError
 from aidememo.memory.integrity import write_safety_errors
 
 SIDECARS = ("-wal", "-shm", "-journal")
+StoreDamage = sqlite3.DatabaseError
+"""What SQLite raises for a damaged file: callers outside the store's SQLite modules catch it
+by this name (they import no `sqlite3`)."""
 
 
 def check_files(path: str) -> None:
