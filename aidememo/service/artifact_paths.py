@@ -32,6 +32,10 @@ class PathRights:
     receiver: bool = False  # the caller is the receiver of the path's handoff
     lease_end_ms: int | None = None  # the end of the receiver's live claim, when it holds one
 
+    def bounded(self, expires_at_ms: int) -> int:
+        """A reservation's expiry cut to the holder's lease, when it holds one (ART-14)."""
+        return expires_at_ms if self.lease_end_ms is None else min(expires_at_ms, self.lease_end_ms)
+
 
 def not_yours() -> AidememoError:
     """The one answer for a path the caller may not write, whether or not its handoff exists."""

@@ -148,9 +148,7 @@ class Artifacts:
                 base_revision=base,
                 state=State.RESERVED,
                 created_at_ms=now,
-                expires_at_ms=min(
-                    now + request.ttl_ms, rights.lease_end_ms or now + request.ttl_ms
-                ),
+                expires_at_ms=rights.bounded(now + request.ttl_ms),
             )
             tx.put_artifact_reservation(reservation)
             return reservation, False, None
