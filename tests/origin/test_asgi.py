@@ -328,3 +328,33 @@ def test_srch7_a_search_is_answered_off_the_event_loop_in_every_dispatch_mode() 
     assert isinstance(entry, DirectEntry)
     assert not entry.on_loop("GET", search) and entry.on_loop("GET", "/health")
     assert entry.on_loop("GET", "/v1/projects/p1/facts/search-notes")
+
+
+def test_srch7_the_direct_path_answers_a_search_from_the_search_pool() -> None:
+    import asyncio
+    import threading
+
+    from origin.direct import DirectCycle, DirectEntry
+
+    threads: list[str] = []
+
+    class Where(Recorder):
+        def dispatch(self, request: Request) -> Response:
+            threads.append(threading.current_thread().name)
+            return super().dispatch(request)
+
+    entry = create_asgi_app(Where()).direct  # type: ignore[attr-defined]
+    assert isinstance(entry, DirectEntry)
+
+    async def answer(path: str) -> int:
+        done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        cycle = DirectCycle("GET", path, b"", {}, True)
+        entry.run(asyncio.get_running_loop(), cycle, lambda _c, _rid, r: done.set_result(r.status))
+        return await asyncio.wait_for(done, 10)
+
+    async def both() -> list[int]:
+        return [await answer("/v1/projects/p1/search"), await answer("/health")]
+
+    assert asyncio.run(both()) == [200, 200]
+    assert threads[0].startswith("aidememo-search")
+    assert threads[1] == threading.main_thread().name
