@@ -10,7 +10,10 @@ three lanes:
   local store (SQLite, the memory store).
 - `POOL`: in the dispatch pool (`threads` threads). For what may wait on something the loop
   must not wait for: a body still arriving, a write's fsync outside a batch, object storage,
-  the admin routes, and every request of a network store that is not the store lane's.
+  the admin routes, and every request of a network store that is not the store lane's. A
+  costly read (`Route.costly`: a search, SRCH-7) is in this lane on a local store too, and
+  queues on the pool's one search thread rather than taking turns with the loop and the
+  other threads for the interpreter.
 - `STORE`: the store lane (`origin.store_lane`). For a request whose only I/O is the store's,
   on a store that has such a lane: its commands (`Route.batch`) on a store that runs write
   batches (the committer, HTTP-10), its commands and member reads (`Route.store_read`) on a
@@ -36,6 +39,10 @@ from aidememo.http.routes import Route, resolve
 from aidememo.http.types import Request, Response
 from origin.asgi_common import internal_error
 from origin.store_lane import Committer, Deliver, StoreLane, StorePool, hand_over
+
+SEARCH_THREADS = 1
+"""Threads costly reads run on in the pool lane: searches queue there rather than many of them
+taking turns with the event loop for the interpreter (docs/bench-notes.md, SRCH-7)."""
 
 DISPATCH_THREADS = 64
 """Threads of the dispatch pool: enough for many requests waiting on a client, on object
@@ -76,7 +83,7 @@ def lane(method: str, route: Route | None, whole: bool, store: StoreTraits) -> L
             return Lane.STORE
         if route.store_read and store.connections is not None:
             return Lane.STORE
-    if method in _READS and store.connections is None:
+    if method in _READS and store.connections is None and not (route and route.costly):
         return Lane.LOOP
     return Lane.POOL
 
@@ -102,7 +109,7 @@ def traits_of(app: Dispatcher) -> StoreTraits:
 class Scheduler:
     """Runs each request of one app in its lane; `stop` ends the pool and the store lane."""
 
-    __slots__ = ("_dispatch", "_own_pool", "_store", "_threads", "traits")
+    __slots__ = ("_dispatch", "_own_pool", "_search_pool", "_store", "_threads", "traits")
 
     def __init__(self, app: Dispatcher, threads: int = DISPATCH_THREADS) -> None:
         if threads < 1:
@@ -110,6 +117,7 @@ class Scheduler:
         self._dispatch = app.dispatch
         self._threads = threads
         self._own_pool: ThreadPoolExecutor | None = None
+        self._search_pool: ThreadPoolExecutor | None = None
         self.traits = traits_of(app)
         self._store: StoreLane | None = None
         if self.traits.batches:
@@ -146,6 +154,12 @@ class Scheduler:
             deliver(self.call(request))
         elif where is Lane.STORE and self._store is not None:
             self._store.submit(loop, request, deliver)
+        elif (
+            request.match is not None
+            and request.match.route is not None
+            and (request.match.route.costly)
+        ):
+            self.search_pool().submit(self._in_pool, loop, request, deliver)
         else:
             self.pool().submit(self._in_pool, loop, request, deliver)
 
@@ -176,10 +190,21 @@ class Scheduler:
             )
         return pool
 
+    def search_pool(self) -> ThreadPoolExecutor:
+        """The pool lane's search threads (made on first use)."""
+        pool = self._search_pool
+        if pool is None:
+            pool = self._search_pool = ThreadPoolExecutor(
+                SEARCH_THREADS, thread_name_prefix="aidememo-search"
+            )
+        return pool
+
     def stop(self) -> None:
         """Answer what the store lane holds, then end its threads and the pool's."""
         if self._store is not None:
             self._store.stop()
-        pool, self._own_pool = self._own_pool, None
-        if pool is not None:
-            pool.shutdown(wait=True)
+        for name in ("_own_pool", "_search_pool"):
+            pool = getattr(self, name)
+            setattr(self, name, None)
+            if pool is not None:
+                pool.shutdown(wait=True)

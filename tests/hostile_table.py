@@ -263,6 +263,10 @@ for path, body, says in (
      "string at /payload/topic"),
     (f"{P}/handoffs", b'{"command_id":"c","payload":{"handoff_id":"h","session_id":"s",'
      b'"to_actor":"{receiver}","focus":"\\ud800\\u0041"}}', "string at /payload/focus"),
+    # longer than CPython's int_max_str_digits: still the range's own message
+    ("/v1/commands", raw_command(b'{"n":' + b"9" * 5000 + b"}"), "signed 64-bit range"),
+    (f"{P}/facts", b'{"command_id":"c","payload":' + b"-" + b"1" * 4301 + b"}",
+     "signed 64-bit range"),
 ):  # fmt: skip
     add("CJ-3 CJ-4", "POST", path, 400, BAD, body=body, says=(says,))
 # The admin routes go through the same decoder.
@@ -581,6 +585,28 @@ for actor in ("reader", "outsider"):
         hides=GITHUB,
     )
 add("SEC-3", "POST", f"{P}/facts", 401, "authentication_failed", actor=None, body=_j(_LEAK))
+
+# -- ID-5: a topic's U+0000 is refused alike on every store, before anything is written -------
+for topic in (b'"a\\u0000b"', b'"\\u0000"'):
+    _nul = b'{"command_id":"c_nul","payload":{"session_id":"s_nul","topic":' + topic + b"}}"
+    add("ID-5", "POST", f"{P}/sessions", 400, BAD, body=_nul, says=("control characters",))
+
+# -- SRCH-7: a search of 400 distinct terms is answered, capped at 32 (MCP-9's batch bounds are
+# tests/contract/test_mcp.py's: the runners read a JSON-RPC error's code differently) ----------
+add("SRCH-7", "GET", f"{P}/search", 200, "", query=_q({"q": " ".join(f"z{n}" for n in range(400))}))
+
+# -- ART-13: a path the writer may not write; a missing handoff answers as another's -----------
+_NOT_YOURS = ("no handoff or branch the caller may write",)
+for path in ("handoffs/h_none/result.json", "branches/{receiver}/seg.jsonl"):
+    _res = _j({"command_id": "cmd_res", "payload": {"path": path, "size_bytes": 1}})
+    add("ART-13", "POST", f"{P}/artifact-reservations", 400, "invalid_artifact_path",
+        body=_res, says=_NOT_YOURS)  # fmt: skip
+_OCTET = (("content-type", "application/octet-stream"),)
+add("ART-13", "PUT", f"{P}/artifact-reservations/res_unknown/body", 404, "artifact_not_found",
+    headers=_OCTET)  # fmt: skip
+add("ART-13", "POST", f"{P}/artifact-reservations/res_unknown/publish", 404,
+    "artifact_not_found", body=_j({"command_id": "cmd_pub"}))  # fmt: skip
+add("ART-13", "DELETE", f"{P}/artifact-reservations/res_unknown", 404, "artifact_not_found")
 
 
 def groups() -> list[str]:

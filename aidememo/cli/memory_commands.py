@@ -18,6 +18,7 @@ from aidememo.memory.errors import MemoryErrorCode as C
 from aidememo.memory.errors import MemoryStoreError
 from aidememo.memory.jstext import js_json, to_precision
 from aidememo.memory.model import UNSET, Event, Memory, Relation
+from aidememo.memory.open_checks import StoreDamage, damaged
 from aidememo.memory.relations import relations_batch
 from aidememo.memory.render import escape_controls, inline, untrusted_json
 from aidememo.memory.store import MemoryStore
@@ -60,6 +61,10 @@ def dispatch(ns: argparse.Namespace) -> int:
             store.close()
     except MemoryStoreError as error:
         sys.stderr.write(f"{error.code.value}: {error.message}\n")
+        return EXIT_FAILED
+    except StoreDamage as error:  # the file itself is damaged (MEM-1)
+        found = damaged(error, getattr(ns, "store", None) or "the memory store")
+        sys.stderr.write(f"{found.code.value}: {found.message}\n")
         return EXIT_FAILED
     except CliError:
         raise  # the agent client's refusals (publish): main prints them, exit 1, 2 or 3

@@ -10,7 +10,7 @@ deletion leaving intents but no tenant rows (ARC-4).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from aidememo.bodies.memory import MemoryBodies
@@ -170,6 +170,21 @@ def digest_and_size_mismatch(a: ArtifactFixture) -> None:
     expect_error(ErrorCode.ARTIFACT_BODY_MISMATCH, lambda: a.publish(r2, "s.p"))
 
 
+def publish_rehashes_the_stored_body(a: ArtifactFixture) -> None:
+    """Publication trusts only the stored bytes, re-hashed: a body changed in the body store
+    after its verified upload fails the reservation (ART-4)."""
+    data = b"declared"
+    r = a.reserve("h.r", data, sha256=hashlib.sha256(data).hexdigest())
+    a.upload(r, data)
+    a.bodies.objects[r.generation] = b"tampered"  # the same size, other bytes
+    expect_error(ErrorCode.ARTIFACT_BODY_MISMATCH, lambda: a.publish(r, "h.p"))
+    failed = a.fx.store.read(
+        lambda tx: tx.get_artifact_reservation(Scope(TENANT, PROJECT), r.reservation_id)
+    )
+    expect(failed is not None and failed.state == State.FAILED, f"failed: {failed}")
+    expect_error(ErrorCode.ARTIFACT_NOT_FOUND, lambda: a.art.resolve(a.fx.actor, PROJECT, PATH))
+
+
 def abort_preserves_previous(a: ArtifactFixture) -> None:
     v1 = a.put("one", b"one")
     r = a.reserve("two.r", b"two", token=str(v1["mutation_token"]), ttl_ms=60_000)
@@ -206,6 +221,26 @@ def expiry_reaped_before_gc(a: ArtifactFixture) -> None:
     expect(a.bodies.head(r.generation) is None, "a late upload is refused before any byte")
 
 
+def expiry_during_publication_keeps_the_grace(a: ArtifactFixture) -> None:
+    """A reservation that expires while its body is re-observed is settled by the publication's
+    transaction, its intent waiting for the expiry plus the grace (ART-7)."""
+    r = a.reserve("g.r", b"slow", ttl_ms=100)
+    a.upload(r, b"slow")
+    plain_read = a.bodies.read
+
+    def slow_read(key: str, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+        a.fx.clock.advance(100)  # the observation outlives the reservation
+        return plain_read(key, start, end)
+
+    a.bodies.read = slow_read  # type: ignore[method-assign]
+    expect_error(ErrorCode.ARTIFACT_RESERVATION_EXPIRED, lambda: a.publish(r, "g.p"))
+    intent = a.intent(r.generation)
+    expect(
+        intent is not None and intent.not_before_ms == r.expires_at_ms + SETTLEMENT_GRACE_MS,
+        f"the publication that settled it keeps the grace: {intent}",
+    )
+
+
 def expired_reservation_reaped_by_next_reserve(a: ArtifactFixture) -> None:
     r = a.reserve("x.r", b"x", ttl_ms=10)
     a.fx.clock.advance(11)
@@ -213,6 +248,10 @@ def expired_reservation_reaped_by_next_reserve(a: ArtifactFixture) -> None:
     expect(r2.generation != r.generation, "a new generation after the old one expired")
     intent = a.intent(r.generation)
     expect(intent is not None and intent.reason == "expired", f"expired intent {intent}")
+    expect(
+        intent is not None and intent.not_before_ms == r.expires_at_ms + SETTLEMENT_GRACE_MS,
+        f"the reserve that settled it keeps the grace: {intent}",
+    )
 
 
 def failing_delete_backs_off(a: ArtifactFixture) -> None:
@@ -306,9 +345,11 @@ ARTIFACT_CHECKS: tuple[tuple[str, ArtifactCheck], ...] = (
     ("ART-2", reserve_replay_and_exclusive),
     ("ART-4", publish_replace_and_replay),
     ("ART-3", digest_and_size_mismatch),
+    ("ART-4", publish_rehashes_the_stored_body),
     ("ART-5", abort_preserves_previous),
     ("ART-7", expiry_reaped_before_gc),
     ("ART-7", expired_reservation_reaped_by_next_reserve),
+    ("ART-7", expiry_during_publication_keeps_the_grace),
     ("ART-7", failing_delete_backs_off),
     ("ART-6", tenant_scope_isolation),
     ("ARC-4", tenant_deletion_queues_generations),

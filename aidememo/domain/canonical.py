@@ -104,6 +104,10 @@ def _reject_constant(name: str) -> float:
 
 
 def _parse_int(text: str) -> int:
+    # JSON has no leading zeros, so more than 19 digits is out of range: decided before
+    # int() would meet CPython's own digit limit (int_max_str_digits) and its message.
+    if len(text.lstrip("-")) > 19:
+        raise ValueError("integer outside the signed 64-bit range")
     value = int(text)
     if not INT64_MIN <= value <= INT64_MAX:
         raise ValueError("integer outside the signed 64-bit range")

@@ -7,11 +7,17 @@ it is bound to: tenant, project, project epoch and actor. The key is the store's
 serves the next page (the origin, any process on the same PostgreSQL, a project's Durable
 Object in either storage mode) verifies it without any state of its own.
 
-Text form: `base64url(payload) "." base64url(mac)`, without padding. The payload and the MAC
-input are length-framed like stable ids (ID-4): each part is its UTF-8 length as 8 bytes,
-big-endian, then its bytes, so no two inputs frame alike. Anything that does not verify (bad
-form, another key, another binding, an edited payload, an expired one) is one error,
-`snapshot_expired`: the client starts the snapshot again.
+Text form: `base64url(nonce || sealed) "." base64url(mac)`, without padding. The payload and
+the MAC input are length-framed like stable ids (ID-4): each part is its UTF-8 length as 8
+bytes, big-endian, then its bytes, so no two inputs frame alike. The payload is padded to one
+length and sealed, so a token says nothing a caller could read (not the id of the resource a
+page ended on, which may be one it cannot see, nor its length): it is XORed with a keystream
+of HMAC-SHA256 blocks (counter mode, keyed by a key derived from the store's), under a
+16-byte synthetic nonce, an HMAC of the binding and the payload (deterministic, so no random
+source is needed on any runtime). The MAC covers the binding, the nonce and the sealed bytes
+(encrypt-then-MAC). Anything that does not verify (bad form, another key, another binding,
+an edited payload, an expired one) is one error, `snapshot_expired`: the client starts the
+snapshot again.
 """
 
 from __future__ import annotations
@@ -25,8 +31,14 @@ from aidememo.domain.errors import AidememoError, ErrorCode, fail
 from aidememo.domain.model import ResourceRef
 
 _DOMAIN = b"aidememo.snapshot_page.v1"
+_SEAL = b"aidememo.snapshot_page.seal.v1"
+_NONCE = b"aidememo.snapshot_page.nonce.v1"
 _LENGTH_BYTES = 8
 _MAC_BYTES = 32
+_NONCE_BYTES = 16
+# Every payload is padded to this length: 5 frames, two 19-digit integers, kind and id
+# at their longest (96 and 128 bytes), rounded up.
+_PADDED_BYTES = 320
 # Far above any real token (kind 96 and id 128 bytes, two integers): decoding stops here.
 TOKEN_MAX_CHARS = 1_024
 
@@ -65,6 +77,21 @@ def _mac(key: bytes, binding: tuple[str, ...], payload: bytes) -> bytes:
     return hmac.new(key, bound + payload, hashlib.sha256).digest()
 
 
+def _derived(key: bytes, purpose: bytes) -> bytes:
+    return hmac.new(key, purpose, hashlib.sha256).digest()
+
+
+def _keystream_xor(key: bytes, nonce: bytes, data: bytes) -> bytes:
+    """`data` XOR the HMAC-SHA256 counter-mode keystream of (`key`, `nonce`): seals and
+    opens alike."""
+    seal_key = _derived(key, _SEAL)
+    stream = b"".join(
+        hmac.new(seal_key, nonce + block.to_bytes(8, "big"), hashlib.sha256).digest()
+        for block in range((len(data) + 31) // 32)
+    )
+    return bytes(a ^ b for a, b in zip(data, stream, strict=False))
+
+
 def _decimal(data: bytes) -> int:
     if not data or not data.isdigit() or len(data) > 19:
         raise ValueError("not a decimal")
@@ -76,13 +103,18 @@ def sign(
 ) -> str:
     """The token of the page after `after` of the snapshot at `at_seq`, for `binding`
     (tenant, project, epoch, actor), valid until `expires_at_ms`."""
-    payload = _frame(
+    parts = (
         str(at_seq).encode(),
         str(expires_at_ms).encode(),
         after.kind.encode("utf-8"),
         after.id.encode("utf-8"),
     )
-    return _b64(payload) + "." + _b64(_mac(key, binding, payload))
+    used = sum(len(p) for p in parts) + 5 * _LENGTH_BYTES
+    payload = _frame(*parts, bytes(max(0, _PADDED_BYTES - used)))
+    nonce_input = _frame(_NONCE, *(part.encode("utf-8") for part in binding)) + payload
+    nonce = _derived(key, nonce_input)[:_NONCE_BYTES]
+    sealed = nonce + _keystream_xor(key, nonce, payload)
+    return _b64(sealed) + "." + _b64(_mac(key, binding, sealed))
 
 
 def verify(
@@ -94,10 +126,12 @@ def verify(
         if len(token) > TOKEN_MAX_CHARS or token.count(".") != 1:
             raise ValueError("not a token")
         text, mac_text = token.split(".")
-        payload, mac = _unb64(text), _unb64(mac_text)
-        if len(mac) != _MAC_BYTES or not hmac.compare_digest(mac, _mac(key, binding, payload)):
+        sealed, mac = _unb64(text), _unb64(mac_text)
+        if len(mac) != _MAC_BYTES or not hmac.compare_digest(mac, _mac(key, binding, sealed)):
             raise ValueError("not ours")
-        seq, expires, kind, rid = _unframe(payload, 4)
+        nonce = sealed[:_NONCE_BYTES]
+        payload = _keystream_xor(key, nonce, sealed[_NONCE_BYTES:])
+        seq, expires, kind, rid, _pad = _unframe(payload, 5)
         at_seq, expires_at_ms = _decimal(seq), _decimal(expires)
         after = ResourceRef(kind.decode("utf-8"), rid.decode("utf-8"))
     except (ValueError, binascii.Error, UnicodeDecodeError):

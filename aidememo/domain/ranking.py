@@ -15,9 +15,11 @@ PostgreSQL, Python), truncated to an integer count of 2**-32 units, and the part
 as integers, so a score is identical bit for bit whatever store or query plan summed it.
 
 Cost stays inside the project: statistics, cutoffs and postings are all read by key prefix
-(tenant, project, term). A term matching more than `SEARCH_WINDOW` of the project's facts
-makes the search evaluate only the newest facts, from the point where the `SEARCH_WINDOW`
-newest matches of such a term begin, and the answer says it is not exhaustive.
+(tenant, project, term). A term matching more than its window of the project's facts makes
+the search evaluate only the newest facts, from the point where the window's newest matches of
+such a term begin, and the answer says it is not exhaustive. The window is `SEARCH_WINDOW` for
+up to eight terms and `POSTINGS_BUDGET` shared by the terms beyond that (`window_for`), so no
+search evaluates more postings than the budget, whatever its terms.
 
 Two terms. Summing every candidate's parts means grouping all of them, which costs far more
 than scanning them; so a store may answer a query with two present terms, A and B, from three
@@ -42,6 +44,18 @@ K1 = 1.2
 B = 0.75
 SEARCH_WINDOW = 10_000
 """A term matching more facts of the project than this is evaluated over its newest ones."""
+POSTINGS_BUDGET = 80_000
+"""The postings one search may evaluate, all its terms together (SRCH-7): each term's window
+is this budget shared by the query's terms, never more than `SEARCH_WINDOW`."""
+
+
+def window_for(term_count: int) -> int:
+    """The window of each term of a query of `term_count` distinct terms (SRCH-5, SRCH-7):
+    `SEARCH_WINDOW` up to 8 terms, then `POSTINGS_BUDGET` shared, so a search evaluates at
+    most the budget's postings (each term at most its window past the common cutoff)."""
+    return min(SEARCH_WINDOW, POSTINGS_BUDGET // max(1, term_count))
+
+
 SCORE_UNIT = 2.0**-32
 """A term's part of a score is a whole number of these; scores are sums of such parts."""
 MAX_TERM_BYTES = 1024
@@ -109,7 +123,8 @@ def search(
     if docs <= 0 or total <= 0 or not any(df.get(t) for t in terms):
         return SearchPage([], True)
     w = weights(docs, total, df, terms)
-    over = [t for t, _ in w.terms if df[t] > SEARCH_WINDOW]
-    min_doc = max((cutoff(t, SEARCH_WINDOW) for t in over), default=0)
+    window = window_for(len(terms))
+    over = [t for t, _ in w.terms if df[t] > window]
+    min_doc = max((cutoff(t, window) for t in over), default=0)
     rows = top(w, min_doc, source_id, limit)
     return SearchPage([SearchHit(f, units * SCORE_UNIT) for f, units in rows], not over)

@@ -24,7 +24,9 @@ _CJK = (
 _RUN_RE = re.compile(rf"[{_CJK}]+|(?:(?![{_CJK}])[^\W_])+")
 _CJK_RE = re.compile(rf"[{_CJK}]")
 
-MAX_TERMS = 256  # bounds query cost: a 4 KiB query cannot expand into an unbounded OR
+MAX_QUERY_TERMS = 32
+"""A query's distinct terms beyond this many are dropped (SRCH-7): the first 32 in the order
+they appear are searched, and the answer's `terms_dropped` counts the rest."""
 
 
 def tokenize(text: str) -> list[str]:
@@ -47,10 +49,12 @@ def index_terms(text: str) -> str:
 
 
 def query_terms(text: str) -> list[str]:
-    """Distinct query terms in first-seen order, at most `MAX_TERMS`."""
-    seen: dict[str, None] = {}
-    for term in tokenize(text):
-        seen.setdefault(term, None)
-        if len(seen) >= MAX_TERMS:
-            break
-    return list(seen)
+    """Distinct query terms in first-seen order, at most `MAX_QUERY_TERMS`."""
+    return split_query(text)[0]
+
+
+def split_query(text: str) -> tuple[list[str], int]:
+    """`(terms, dropped)`: the first `MAX_QUERY_TERMS` distinct terms in first-seen order, and
+    how many distinct terms came after them (SRCH-7)."""
+    seen = list(dict.fromkeys(tokenize(text)))
+    return seen[:MAX_QUERY_TERMS], max(0, len(seen) - MAX_QUERY_TERMS)

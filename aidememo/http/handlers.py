@@ -509,6 +509,7 @@ def search(
         "mode": found.mode,
         "semantic_model": None,
         "exhaustive": found.exhaustive,
+        "terms_dropped": found.terms_dropped,
         "results": found.results,
     }
     return _ok(json_bytes(body))

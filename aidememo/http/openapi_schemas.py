@@ -357,7 +357,11 @@ def component_schemas() -> dict[str, Schema]:
             "exhaustive": {
                 "type": "boolean",
                 "description": "false when a term matched more than 10,000 of the project's "
-                "facts and only the newest were evaluated (SRCH-5).",
+                "facts and only the newest were evaluated (SRCH-5, SRCH-7).",
+            },
+            "terms_dropped": {
+                **integer(0),
+                "description": "Distinct query terms past the first 32, not searched (SRCH-7).",
             },
             "results": {
                 "type": "array",

@@ -350,6 +350,7 @@ _MEMBER = (
         query=_SEARCH_QUERY,
         errors=(E.CURSOR_OUT_OF_RANGE,),
         store_read=True,
+        costly=True,
     ),
     Route(
         "mcp",

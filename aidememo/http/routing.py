@@ -63,6 +63,7 @@ class Route:
     errors: tuple[ErrorCode, ...] = ()  # domain errors beyond the shared request checks
     batch: bool = False  # one command, no I/O but the store's: may share a write batch (HTTP-10)
     store_read: bool = False  # a read, no I/O but the store's: the store's pool (HTTP-12)
+    costly: bool = False  # a read whose own work can take long: never on the event loop (SRCH-7)
     console_read: bool = False  # a read by POST a console session may make too (CONSOLE-3)
     pattern: tuple[str, ...] = field(init=False)  # literal segments, or "{name}"
 

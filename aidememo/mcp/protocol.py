@@ -107,6 +107,11 @@ def _ok(id_: Any, result: bytes) -> bytes:
     )
 
 
+# What one batch may hold (MCP-9): each tool call is bounded on its own (a search by SRCH-7).
+BATCH_MAX_MESSAGES = 8
+BATCH_MAX_CALLS = 4
+
+
 def _valid_id(value: Any) -> bool:
     return (type(value) is int) or isinstance(value, str)
 
@@ -132,6 +137,18 @@ def _batch(messages: list[Any], headers: dict[str, str], host: Host) -> Answer:
         )
     if not messages:
         return Answer(200, _error(None, INVALID_REQUEST, "an empty batch"))
+    calls = sum(1 for m in messages if isinstance(m, dict) and m.get("method") == "tools/call")
+    if len(messages) > BATCH_MAX_MESSAGES or calls > BATCH_MAX_CALLS:
+        # Refused whole, before any message runs: a batch costs at most a few requests (MCP-9).
+        return Answer(
+            200,
+            _error(
+                None,
+                INVALID_REQUEST,
+                f"a batch holds at most {BATCH_MAX_MESSAGES} messages and "
+                f"{BATCH_MAX_CALLS} tools/call requests",
+            ),
+        )
     answers = [_message(m, headers, host, batched=True) for m in messages]
     parts = [a for a in answers if a is not None]
     return Answer(200, b"[" + b",".join(parts) + b"]") if parts else ACCEPTED

@@ -25,7 +25,8 @@ from aidememo.memory import paths
 from aidememo.memory.errors import MemoryErrorCode as C
 from aidememo.memory.errors import MemoryStoreError
 from aidememo.memory.integrity import IntegrityReport, inspect_store, open_readonly
-from aidememo.memory.schema import BUSY_TIMEOUT_MS
+from aidememo.memory.open_checks import check_files
+from aidememo.memory.schema import BUSY_TIMEOUT_MS, check_version, user_version
 
 SIDECARS = ("", "-wal", "-shm")
 
@@ -184,6 +185,23 @@ def backup_store(source: str, backup: str, *, overwrite: bool = False) -> dict[s
     }
 
 
+def _check_target(target: str) -> None:
+    """The checks every other command makes of a store, made of the one a restore replaces:
+    no link or special file at it or its sidecars, and no store of a newer schema, whose data
+    this version cannot carry over (MEM-1, MEM-18)."""
+    check_files(target)
+    if not entry_exists(target):
+        return
+    reader = open_readonly(target)
+    try:
+        version = user_version(reader)
+    except sqlite3.DatabaseError:
+        return  # a damaged store: replacing it is what a restore is for
+    finally:
+        reader.close()
+    check_version(version)
+
+
 def restore_store(backup: str, target: str, *, overwrite: bool = False) -> dict[str, Any]:
     """Restore the store at `target` from the backup at `backup` (`overwrite`: replace an
     existing target); the result as `restore --json` prints it."""
@@ -205,6 +223,7 @@ def restore_store(backup: str, target: str, *, overwrite: bool = False) -> dict[
             "Restore would replace an existing store. Re-run with --yes to confirm.",
             {"path": target_path},
         )
+    _check_target(target_path)
     source_report = inspect_store(backup_path)
     if not source_report.ok:
         raise _invalid(

@@ -23,6 +23,7 @@ from aidememo.memory.errors import MemoryErrorCode as C
 from aidememo.memory.errors import MemoryStoreError
 from aidememo.memory.jstext import js_json
 from aidememo.memory.model import Event, Memory, Relation
+from aidememo.memory.open_checks import check_files, check_writable, damaged
 from aidememo.memory.schema import (
     BUSY_TIMEOUT_MS,
     capture_key,
@@ -134,6 +135,8 @@ class MemoryDatabase:
         self.path = path if path == ":memory:" else os.path.abspath(path)
         self.readonly = readonly
         self._lock = threading.RLock() if path == ":memory:" else _lock_for(self.path)
+        if path != ":memory:":
+            check_files(self.path)  # before any open: no link followed, no FIFO waited on
         if readonly:
             # Without a -wal file no writer is mid-transaction: read the file as immutable so no
             # -wal/-shm sidecar is created next to a store this process only inspects.
@@ -161,6 +164,10 @@ class MemoryDatabase:
         try:
             with self._lock:
                 self.previous_version = migrate(self.conn)
+            check_writable(self.conn, self.path)
+        except sqlite3.DatabaseError as error:
+            self.conn.close()
+            raise damaged(error, self.path) from None
         except BaseException:
             self.conn.close()
             paths.protect(self.path)

@@ -229,6 +229,33 @@ def fts_drift(conn: sqlite3.Connection, compare_values: bool = True) -> dict[str
     }
 
 
+def unknown_triggers(conn: sqlite3.Connection) -> list[str]:
+    """The store's triggers: its schema defines none, so every one was planted (MEM-1)."""
+    rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name")
+    return [str(row[0]) for row in rows]
+
+
+def write_safety_errors(conn: sqlite3.Connection) -> list[str]:
+    """What makes a store unsafe to write, from its schema alone (cheap enough for every
+    open, MEM-1): the canonical tables' shapes, the exact FTS declaration and any trigger."""
+    errors: list[str] = []
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if not _has(conn, "memories", _memory_columns(version), "id"):
+        errors.append("memories table schema is invalid")
+    events = ["id", "memory_id", "event_type", "actor", "payload", "created_at"]
+    if not _has(conn, "memory_events", events, "id"):
+        errors.append("memory_events table schema is invalid")
+    if version >= 6 and not _relations_ok(conn):
+        errors.append("memory_relations table schema is invalid")
+    fts_usable = _has(conn, "memories_fts", ["id", "scope", "content", "tags"])
+    if not (fts_usable and _fts_declared(conn)):
+        errors.append("memories_fts schema is invalid")
+    triggers = unknown_triggers(conn)
+    if triggers:
+        errors.append(f"unknown trigger(s) found: {', '.join(triggers)}")
+    return errors
+
+
 def _inspect_open(conn: sqlite3.Connection, report: IntegrityReport) -> None:
     canonical: list[str] = []
     fts: list[str] = []
@@ -280,6 +307,9 @@ def _inspect_open(conn: sqlite3.Connection, report: IntegrityReport) -> None:
         canonical.append("memory_relations table schema is invalid")
     if invalid_rows > 0:
         canonical.append(f"{invalid_rows} canonical memory row(s) are invalid")
+    triggers = unknown_triggers(conn)
+    if triggers:
+        canonical.append(f"unknown trigger(s) found: {', '.join(triggers)}")
     if not has_fts:
         fts.append("memories_fts table is missing")
     elif not (fts_usable and fts_virtual):

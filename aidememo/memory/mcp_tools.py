@@ -21,6 +21,7 @@ from aidememo.memory.errors import MemoryStoreError
 from aidememo.memory.jstext import collapse_spaces
 from aidememo.memory.mcp_schemas import ToolInputError, tool_definitions, validate
 from aidememo.memory.model import UNSET, Memory, RecallResult, Relation
+from aidememo.memory.open_checks import StoreDamage, damaged
 from aidememo.memory.reads import encode_cursor
 from aidememo.memory.relations import relations_batch
 from aidememo.memory.render import untrusted_json
@@ -96,6 +97,8 @@ class MemoryToolProvider:
             result, failed = self.call(name, arguments), False
         except MemoryStoreError as error:
             result, failed = self.refusal(name, error), True
+        except StoreDamage as error:  # the file itself is damaged (MEM-1)
+            result, failed = self.refusal(name, damaged(error, self.store.db.path)), True
         return {"content": [{"type": "text", "text": untrusted_json(result)}], "isError": failed}
 
     # -- helpers ---------------------------------------------------------------------------

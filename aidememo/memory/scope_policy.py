@@ -346,7 +346,19 @@ class RestrictedSession:
 
     def show(self, memory_id: str, **kw: Any) -> Any:
         self._check("show", id=memory_id)
-        return self.store.show(memory_id, **kw)
+        shown = self.store.show(memory_id, **kw)
+        return {
+            **shown,
+            "relations": [r for r in shown["relations"] if self._relation_kept(r)],
+            "events": self._events_kept(shown["events"]),
+        }
+
+    def _relation_kept(self, relation: Any) -> bool:
+        return self.guard.relation_visible(relation.to_json())
+
+    def _events_kept(self, events: Any) -> Any:
+        """The events MCP would show: none naming a memory outside the allowlist (MEM-20)."""
+        return [e for e in events if self.guard.event_visible(e.to_json())]
 
     def update(self, memory_id: str, **kw: Any) -> Any:
         self._check("update", id=memory_id, **({"scope": kw["scope"]} if "scope" in kw else {}))
@@ -366,11 +378,11 @@ class RestrictedSession:
 
     def history(self, memory_id: str, **kw: Any) -> Any:
         self._check("history", id=memory_id)
-        return self.store.history(memory_id, **kw)
+        return self._events_kept(self.store.history(memory_id, **kw))
 
     def audit(self, **kw: Any) -> Any:
         self._check("audit", scope=kw.get("scope"), memory_id=kw.get("memory_id"))
-        return self.store.audit(**kw)
+        return self._events_kept(self.store.audit(**kw))
 
     def export(self, **kw: Any) -> Any:
         self._check("export", scope=kw.get("scope"))

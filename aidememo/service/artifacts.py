@@ -38,6 +38,7 @@ from aidememo.domain.model import ChangeOp, Mutation, Receipt, ResourceRef, Scop
 from aidememo.domain.visibility import participants
 from aidememo.ports import BodyStore, Clock, Ids, ReadTx, Store, WriteTx
 from aidememo.service.access import Caller, authorize, check_access
+from aidememo.service.artifact_paths import path_rights
 from aidememo.service.artifact_rules import (
     crash_point,
     current_publication,
@@ -111,10 +112,14 @@ class Artifacts:
             if start.receipt is not None:
                 raise fail(ErrorCode.COMMAND_CONFLICT, "command_id was used for another command")
             now = self.clock.now_ms()
+            rights = path_rights(tx, scope, caller.actor_id, request.path, now)
             for other in tx.live_artifact_reservations(scope, artifact_id):
-                if other.expires_at_ms > now:
+                if other.expires_at_ms <= now:
+                    self._expire(tx, other)
+                elif rights.receiver and other.actor_id != caller.actor_id:
+                    self._take_over(tx, other, now)  # the receiver's path (ART-14)
+                else:
                     raise fail(ErrorCode.ARTIFACT_CONFLICT, "the path has a live reservation")
-                self._expire(tx, other)
             current = start.current
             publication = None if current is None or current.body is None else current.body
             base = 0 if current is None else current.revision
@@ -143,7 +148,7 @@ class Artifacts:
                 base_revision=base,
                 state=State.RESERVED,
                 created_at_ms=now,
-                expires_at_ms=now + request.ttl_ms,
+                expires_at_ms=rights.bounded(now + request.ttl_ms),
             )
             tx.put_artifact_reservation(reservation)
             return reservation, False, None
@@ -159,6 +164,12 @@ class Artifacts:
         tx.put_gc_intent(
             intent_for(r, "expired", r.expires_at_ms + SETTLEMENT_GRACE_MS, self.clock.now_ms())
         )
+
+    def _take_over(self, tx: WriteTx, r: Reservation, now: int) -> None:
+        """Settle another party's live reservation as aborted, as an abort would (ART-5)."""
+        tx.put_artifact_reservation(r.settled(State.ABORTED, now))
+        not_before = max(now, r.expires_at_ms) + SETTLEMENT_GRACE_MS
+        tx.put_gc_intent(intent_for(r, "taken_over", not_before, now))
 
     def _fail(self, scope: Scope, reservation_id: str, reason: str) -> None:
         """Settle a live reservation as failed and queue its generation, in one transaction."""
@@ -180,10 +191,7 @@ class Artifacts:
 
         def run(tx: ReadTx) -> Reservation:
             authorize(tx, caller, project_id, write=True)
-            r = tx.get_artifact_reservation(scope, reservation_id)
-            if r is None:
-                raise fail(ErrorCode.ARTIFACT_NOT_FOUND, "no such reservation")
-            return r
+            return _owned(tx.get_artifact_reservation(scope, reservation_id), caller)
 
         found: Reservation = self.store.read(run)
         return found
@@ -242,6 +250,8 @@ class Artifacts:
 
         def run(tx: WriteTx) -> AidememoError | None:
             current = tx.get_artifact_reservation(scope, reservation_id)
+            if current is not None:
+                _owned(current, caller)
             if current is None:
                 late = r
             else:
@@ -313,8 +323,7 @@ class Artifacts:
         r, receipt = self.store.read(look)
         if receipt is not None:
             return self._replay(caller, scope, receipt, reservation_id), True
-        if r is None:
-            raise fail(ErrorCode.ARTIFACT_NOT_FOUND, "no such reservation")
+        r = _owned(r, caller)
         problem = not_live(r, self.clock.now_ms())
         if problem is not None:
             raise problem
@@ -352,9 +361,7 @@ class Artifacts:
                     )
                 return self._reference(tx, scope, stored), True
             now = self.clock.now_ms()
-            current = tx.get_artifact_reservation(scope, r.reservation_id)
-            if current is None:
-                raise fail(ErrorCode.ARTIFACT_NOT_FOUND, "no such reservation")
+            current = _owned(tx.get_artifact_reservation(scope, r.reservation_id), caller)
             why = not_live(current, now)
             if why is not None:
                 if current.live:  # expired: settle it now, with its intent (ART-7)
@@ -464,9 +471,7 @@ class Artifacts:
 
         def run(tx: WriteTx) -> Reservation:
             authorize(tx, caller, project_id, write=True)
-            r = tx.get_artifact_reservation(scope, reservation_id)
-            if r is None:
-                raise fail(ErrorCode.ARTIFACT_NOT_FOUND, "no such reservation")
+            r = _owned(tx.get_artifact_reservation(scope, reservation_id), caller)
             if r.state == State.PUBLISHED:
                 raise fail(ErrorCode.ARTIFACT_CONFLICT, "the reservation is published already")
             if not r.live:
@@ -554,3 +559,11 @@ class Artifacts:
 
         found: Publication = self.store.read(run)
         return found
+
+
+def _owned(r: Reservation | None, caller: Caller) -> Reservation:
+    """The reservation when the caller made it; another actor's answers as a missing one,
+    so a reservation id is no bearer key (ART-13)."""
+    if r is None or r.actor_id != caller.actor_id:
+        raise fail(ErrorCode.ARTIFACT_NOT_FOUND, "no such reservation")
+    return r

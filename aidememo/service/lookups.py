@@ -16,7 +16,7 @@ from aidememo.domain.limits import (
     SESSIONS_LIMIT_MAX,
 )
 from aidememo.domain.model import MailboxQuery, Member, Project, ResourceRef, SearchPage
-from aidememo.domain.tokenize import query_terms
+from aidememo.domain.tokenize import split_query
 from aidememo.domain.visibility import participants
 from aidememo.ports import Clock, ReadTx, Store
 from aidememo.service.access import Caller, authorize
@@ -93,6 +93,7 @@ class SearchResult:
     mode: str
     results: list[dict[str, object]]
     exhaustive: bool
+    terms_dropped: int = 0  # distinct query terms past the cap (SRCH-7)
 
 
 class Lookups:
@@ -262,7 +263,7 @@ class Lookups:
             raise fail(ErrorCode.INVALID_COMMAND, f"limit must be an integer 1-{SEARCH_LIMIT_MAX}")
         if at_least_seq is not None and at_least_seq < 0:
             raise fail(ErrorCode.INVALID_COMMAND, "at_least_seq must not be negative")
-        terms = query_terms(q)
+        terms, dropped = split_query(q)
         scope = caller.scope(project_id)
 
         def run(tx: ReadTx) -> SearchResult:
@@ -292,7 +293,12 @@ class Lookups:
                     }
                 )
             return SearchResult(
-                project.project_epoch, project.head_seq, "lexical", results, page.exhaustive
+                project.project_epoch,
+                project.head_seq,
+                "lexical",
+                results,
+                page.exhaustive,
+                dropped,
             )
 
         return self.store.read(run)

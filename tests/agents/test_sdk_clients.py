@@ -19,8 +19,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from aidememo.mcp.tools import READ_TOOLS, TOOLS
+from aidememo.mcp.tools import TOOLS
 from tests.agents.targets import OTHER, PROJECT, READER, RECEIVER, WRITER, Target, target
+from tests.contract.test_mcp import READER_TOOLS
 
 __all__ = ["target"]
 
@@ -64,7 +65,7 @@ async def _flow(served: Target, mode: str) -> None:
         # `execution` is 2025-11-25's (MCP-6); 2026-07-28's Tool has none (MCP-5).
         tasks = {t.execution.task_support if t.execution else None for t in listed.tools}
         assert tasks == ({"forbidden"} if mode == "legacy" else {None})
-        assert [t.name for t in (await reader.list_tools()).tools] == [t.name for t in READ_TOOLS]
+        assert [t.name for t in (await reader.list_tools()).tools] == READER_TOOLS
         me = await ok(writer, "identity")
         assert (me["actor_id"], me["role"]) == (WRITER, "writer")
         await ok(writer, "session_create", session_id="s1", topic="the MCP flow")

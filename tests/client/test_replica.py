@@ -153,3 +153,28 @@ def test_replica3_legacy_replica_without_actor_requires_reset(
         assert (refused.value.what, refused.value.cached) == ("actor", None)
         replica.reset()
         assert pull(writer, replica).bootstrapped
+
+
+@pytest.mark.parametrize("field", ["project_epoch", "scope"])
+def test_replica1_replica3_a_bootstrap_page_of_another_epoch_or_scope_writes_nothing(
+    api: Api, connect: Connect, tmp_path: Path, field: str
+) -> None:
+    """Every page of the bootstrap must be of the pinned scope and epoch: a later page from
+    another epoch (the project was reset mid-walk) refuses the whole bootstrap."""
+    writer, _ = connect(WRITER)
+    sid = writer.create_session("replica").id
+    for n in range(3):
+        writer.create_fact(sid, f"fact {n}", fact_id=f"f{n}")
+    who = writer.identity()
+    first, *rest = list(writer.snapshot_pages(limit=2))
+    assert rest, "the walk needs a second page"
+    if field == "project_epoch":
+        other = rest[0].model_copy(update={"project_epoch": "epoch_other"})
+    else:
+        scope = rest[0].scope.model_copy(update={"project_id": "project_other"})
+        other = rest[0].model_copy(update={"scope": scope})
+    with Replica(tmp_path / "r.sqlite") as replica:
+        with pytest.raises(ReplicaInvalid, match="another scope or epoch"):
+            replica.bootstrap(who, [first, other, *rest[1:]])
+        assert not replica.bootstrapped and _cached(replica) == []
+        assert replica.bootstrap(who, [first, *rest]) == 4

@@ -14,6 +14,10 @@ def test_art4_publish_replace_and_replay(backend: Backend) -> None:
     run_artifact_check("publish_replace_and_replay", backend.open)
 
 
+def test_art4_publish_rehashes_the_stored_body(backend: Backend) -> None:
+    run_artifact_check("publish_rehashes_the_stored_body", backend.open)
+
+
 def test_art3_digest_and_size_mismatch(backend: Backend) -> None:
     run_artifact_check("digest_and_size_mismatch", backend.open)
 
@@ -28,6 +32,10 @@ def test_art7_expiry_reaped_before_gc(backend: Backend) -> None:
 
 def test_art7_expired_reservation_reaped_by_next_reserve(backend: Backend) -> None:
     run_artifact_check("expired_reservation_reaped_by_next_reserve", backend.open)
+
+
+def test_art7_expiry_during_publication_keeps_the_grace(backend: Backend) -> None:
+    run_artifact_check("expiry_during_publication_keeps_the_grace", backend.open)
 
 
 def test_art7_failing_delete_backs_off(backend: Backend) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from aidememo.domain.model import History, Project, Scope, SearchDoc, SearchPage
-from aidememo.domain.ranking import SEARCH_WINDOW
+from aidememo.domain.ranking import SEARCH_WINDOW, window_for
 from aidememo.domain.tokenize import index_terms, query_terms
 from aidememo.ports import Store
 from aidememo.stores.memory import MemoryStore
@@ -211,3 +211,25 @@ def test_srch5_without_a_big_term_every_match_is_evaluated(backend: Backend) -> 
     assert page.exhaustive and len(page.hits) == 1
     nothing = _search(store, "zebra", None)
     assert (nothing.hits, nothing.exhaustive) == ([], True)
+
+
+def test_srch7_many_terms_share_the_postings_budget_on_every_store(backend: Backend) -> None:
+    """32 terms share `POSTINGS_BUDGET`: each term's window shrinks to 2,500, so a term that
+    one- to eight-term queries evaluate whole is windowed beside 31 others, alike everywhere."""
+    store = backend.open()
+    _project(store, OWN)
+    _bulk(store, OWN, 3_000, "shared")
+    assert _search(store, "shared", None, 5).exhaustive  # 3,000 within SEARCH_WINDOW
+    many = "shared " + " ".join(f"own{n}" for n in range(31))  # own0..own30: the oldest facts
+    page = _search(store, many, None, 50)
+    assert len(query_terms(many)) == 32 and window_for(32) == 2_500
+    assert not page.exhaustive
+    # the window starts at the 2,500th newest `shared` fact: bulk_000500 onwards
+    assert page.hits and all(h.fact_id >= "bulk_000500" for h in page.hits)
+    reference = MemoryStore()
+    _project(reference, OWN)
+    _bulk(reference, OWN, 3_000, "shared")
+    expected = _search(reference, many, None, 50)
+    assert [(h.fact_id, h.score) for h in page.hits] == [
+        (h.fact_id, h.score) for h in expected.hits
+    ]

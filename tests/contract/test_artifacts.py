@@ -92,10 +92,10 @@ def download(api: Api, ref: dict[str, Any], as_: str = WRITER) -> Reply:
     )
 
 
-def put(api: Api, tag: str, data: bytes = DATA, **extra: Any) -> dict[str, Any]:
-    r = reserve(api, f"{tag}.r", data, **extra).expect(200)
-    upload(api, r["reservation_id"], data).expect(200)
-    ref: dict[str, Any] = publish(api, r["reservation_id"], f"{tag}.p").expect(200)
+def put(api: Api, tag: str, data: bytes = DATA, as_: str = WRITER, **extra: Any) -> dict[str, Any]:
+    r = reserve(api, f"{tag}.r", data, as_=as_, **extra).expect(200)
+    upload(api, r["reservation_id"], data, as_=as_).expect(200)
+    ref: dict[str, Any] = publish(api, r["reservation_id"], f"{tag}.p", as_=as_).expect(200)
     return ref
 
 
@@ -175,7 +175,8 @@ def test_art6_roles_and_scope(api: Api) -> None:
     upload(api, r["reservation_id"], as_=OUTSIDER).expect(403, "project_unauthorized")
     upload(api, r["reservation_id"]).expect(200)
     publish(api, r["reservation_id"], "w1.p", as_=READER).expect(403, "project_unauthorized")
-    ref = publish(api, r["reservation_id"], "w1.p", as_=HERMES).expect(200)
+    publish(api, r["reservation_id"], "w1.p", as_=HERMES).expect(404, "artifact_not_found")
+    ref = publish(api, r["reservation_id"], "w1.p").expect(200)
     download(api, ref, OUTSIDER).expect(403, "project_unauthorized")
     api.get(f"{P}/artifacts/resolve", OUTSIDER, query={"path": PATH}).expect(
         403, "project_unauthorized"
@@ -226,9 +227,7 @@ def test_vis2_handoff_artifacts_are_the_participants_only(api: Api) -> None:
     query = {"path": "handoffs/h1/request.json"}
     api.get(f"{P}/artifacts/resolve", HERMES, query=query).expect(404, "artifact_not_found")
     api.get(f"{P}/artifacts/resolve", RECEIVER, query=query).expect(200)
-    r = reserve(api, "h9", path="handoffs/h_missing/result.json").expect(200)
-    upload(api, r["reservation_id"]).expect(200)
-    publish(api, r["reservation_id"], "h9.p").expect(400, "invalid_artifact_path")
+    reserve(api, "h9", path="handoffs/h_missing/result.json").expect(400, "invalid_artifact_path")
 
 
 def _kind(entry: dict[str, Any]) -> str:

@@ -149,3 +149,15 @@ def _run_rows_calls() -> set[str]:
 @pytest.mark.parametrize("rules", groups())
 def test_every_group_of_the_table_is_run_here(rules: str) -> None:
     assert rules in _run_rows_calls(), f"no test runs the hostile rows of {rules}"
+
+
+def test_art13_unwritable_paths_and_unknown_reservations(api: Api) -> None:
+    run_rows(api, "ART-13")
+
+
+def test_id5_a_topics_nul_is_refused_before_anything_is_written(api: Api) -> None:
+    run_rows(api, "ID-5")
+
+
+def test_srch7_a_wide_search_is_answered(api: Api) -> None:
+    run_rows(api, "SRCH-7")

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from aidememo.domain import command_ids
-from aidememo.mcp.tools import READ_TOOLS, TOOLS
+from aidememo.mcp.tools import TOOLS
 from tests.contract.support import (
     MCP_ORIGIN,
     OUTSIDER,
@@ -108,10 +108,40 @@ def test_mcp1_writer_lists_every_tool_with_closed_schemas(api: Api) -> None:
         assert tool["outputSchema"]["type"] == "object"
 
 
+# Written out by hand, not derived from the registry: a write tool marked read-only there
+# would otherwise be listed to readers and this list with it.
+READER_TOOLS = [
+    "identity",
+    "members",
+    "search",
+    "resource_get",
+    "session_list",
+    "fact_list",
+    "handoff_list",
+    "handoff_status",
+    "changes",
+    "artifact_resolve",
+    "artifact_read",
+]
+WRITE_TOOLS = {
+    "session_create",
+    "fact_create",
+    "handoff_context_create",
+    "handoff_send",
+    "handoff_accept",
+    "handoff_heartbeat",
+    "handoff_return",
+    "artifact_write",
+}
+
+
 def test_mcp1_reader_lists_only_read_tools(api: Api) -> None:
     tools = result(rpc(api, "tools/list", as_=READER))["tools"]
-    assert [t["name"] for t in tools] == [t.name for t in READ_TOOLS]
+    assert [t["name"] for t in tools] == READER_TOOLS
     assert all(t["annotations"]["readOnlyHint"] for t in tools)
+    writer = {t["name"]: t for t in result(rpc(api, "tools/list"))["tools"]}
+    assert set(writer) == set(READER_TOOLS) | WRITE_TOOLS
+    assert not any(writer[name]["annotations"]["readOnlyHint"] for name in WRITE_TOOLS)
 
 
 def test_mcp1_wrong_project_is_project_unauthorized(api: Api) -> None:
@@ -313,6 +343,27 @@ def test_mcp6_batches_under_the_versions_that_had_them(api: Api) -> None:
     answers = reply.expect(200)
     assert [a["id"] for a in answers] == [1, "b"]
     assert answers[1]["result"]["structuredContent"]["actor_id"] == WRITER
+
+
+def test_mcp9_a_batch_is_bounded_in_messages_and_tool_calls(api: Api) -> None:
+    """At most 8 messages and 4 tool calls: a larger batch is refused whole, nothing run."""
+    old = {"mcp-protocol-version": "2025-03-26"}
+    api.session("s1")
+    head = api.head()
+
+    def write(n: int) -> dict[str, Any]:
+        arguments = {"session_id": "s1", "fact_id": f"f_b{n}", "content": f"fact {n}"}
+        params = {"name": "fact_create", "arguments": arguments}
+        return {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params}
+
+    ping = [{"jsonrpc": "2.0", "id": f"p{n}", "method": "ping"} for n in range(9)]
+    for batch in ([write(n) for n in range(5)], ping, [write(0), *ping[:8]]):
+        reply = raw(api, json.dumps(batch).encode(), headers=old)
+        assert rpc_error(reply) == -32600
+        assert "at most 8 messages and 4 tools/call" in reply.body["error"]["message"]
+        assert api.head() == head
+    answers = raw(api, json.dumps([write(n) for n in range(4)] + ping[:4]).encode(), headers=old)
+    assert len(answers.expect(200)) == 8 and api.head() == head + 4
 
 
 # -- MCP-7: Origin ------------------------------------------------------------------------------

@@ -157,3 +157,15 @@ def test_srch1_index_is_the_head_after_every_write(api: Api) -> None:
     head = api.head()
     assert api.get(f"{P}/search", query={"q": "shared"}).expect(200)["index_seq"] == head
     assert len(api.get(f"{P}/search", query={"q": "shared"}).expect(200)["results"]) == 3
+
+
+def test_srch7_distinct_terms_past_32_are_dropped_and_counted(api: Api) -> None:
+    api.session("s1")
+    api.fact("f_first", "s1", "t0 alpha")
+    api.fact("f_late", "s1", "t35 omega")
+    words = " ".join(f"t{n}" for n in range(40))
+    found = api.get(f"{P}/search", READER, query={"q": f"{words} t0 t1"}).expect(200)
+    assert found["terms_dropped"] == 8  # t32..t39; repeats count once
+    assert [r["fact_id"] for r in found["results"]] == ["f_first"]  # t35 was not searched
+    plain = api.get(f"{P}/search", READER, query={"q": "omega t35"}).expect(200)
+    assert plain["terms_dropped"] == 0 and [r["fact_id"] for r in plain["results"]] == ["f_late"]

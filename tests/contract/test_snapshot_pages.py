@@ -298,3 +298,31 @@ def test_snap1_snap2_snap4_25000_resources_bootstrap_page_by_page(api: Api) -> N
     assert pages == 11 and len(paged) == 25_000 + 8  # 6 notes, session, fact; no handoff
     assert paged == replay(api, READER, at_seq)
     assert at_seq == 25_000 + 11
+
+
+def test_snap3_page_tokens_name_no_hidden_resource(api: Api) -> None:
+    """A non-party paging one resource at a time: no token, decoded, names the hidden
+    handoffs, contexts or handoff artifacts the pages skipped."""
+    import base64
+
+    api.session("s1")
+    for n in range(3):
+        api.send(f"h_hidden_{n}", "s1", RECEIVER).expect(200)
+        api.put_note(f"n{n}", {"v": n}).expect(200)
+    token: str | None = None
+    seen: list[bytes] = []
+    while True:
+        query: dict[str, Any] = {"limit": 1}
+        if token is not None:
+            query["page_token"] = token
+        page = api.get(f"{P}/snapshot", READER, query=query).expect(200)
+        assert all(r["resource"]["kind"] != "handoff" for r in page["resources"])
+        token = page["next_page_token"]
+        if token is None:
+            break
+        text = token.split(".")[0]
+        seen.append(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+    assert len(seen) >= 3
+    for raw in seen:
+        assert b"h_hidden" not in raw and b"handoff" not in raw and b"note" not in raw
+    assert len({len(raw) for raw in seen}) == 1

@@ -291,3 +291,37 @@ def test_mem20_relation_events_naming_other_scopes_are_hidden(
     assert relation_events(tools) == [ids["rel_ab"]]
     audit = json.dumps(call(tools, "memory.audit", scope="project:nuzo")[1])
     assert ids["g"] not in audit and "user:default" not in audit
+
+
+def test_mem20_core_session_show_history_audit_hide_other_scopes_relations(
+    seeded: tuple[MemoryStore, dict[str, str]],
+) -> None:
+    """The Python API filters as MCP does: no relation or relation event whose other end lies
+    outside the allowlist, in show, history or audit."""
+    store, ids = seeded
+    session = RestrictedSession(store, ALLOWED)
+    shown = session.show(ids["a"])
+    assert [r.id for r in shown["relations"]] == [ids["rel_ab"]]
+    for events in (shown["events"], session.history(ids["a"]), session.audit(scope="project:nuzo")):
+        dumped = json.dumps([e.to_json() for e in events])
+        assert ids["g"] not in dumped and "user:default" not in dumped
+        assert ids["rel_ab"] in dumped  # the relation inside the allowlist stays
+    admin = store.show(ids["a"])
+    assert {r.id for r in admin["relations"]} == {ids["rel_ab"], ids["rel_ag"]}
+
+
+def test_mem20_relation_events_are_filtered_by_the_scopes_they_recorded(
+    tools: MemoryToolProvider, seeded: tuple[MemoryStore, dict[str, str]]
+) -> None:
+    """A relation event names its ends' scopes as they were: once `g` moved into the allowlist,
+    the event recording it in `user:default` still stays hidden from a restricted session."""
+    store, ids = seeded
+    store.update(ids["g"], scope="project:nuzo")
+    session = RestrictedSession(store, ALLOWED)
+    for events in (
+        call(tools, "memory.history", id=ids["a"])[1]["events"],
+        [e.to_json() for e in session.history(ids["a"])],
+    ):
+        dumped = json.dumps(events)
+        assert "user:default" not in dumped and ids["rel_ag"] not in dumped
+        assert ids["rel_ab"] in dumped

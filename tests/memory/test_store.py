@@ -69,6 +69,23 @@ def test_mem4_secret_findings_report_kind_and_message_never_the_value(store: Mem
     assert "abcdefghij" not in str(caught.value.to_dict())
 
 
+def test_mem4_a_secret_in_a_relations_reason_is_refused_and_nothing_written(
+    store: MemoryStore, store_path: Path
+) -> None:
+    a = store.remember("Deploys go through staging.", kind="fact")
+    b = store.remember("Staging runs the smoke suite.", kind="fact")
+    events = _count(store_path, "memory_events")
+    token = "ghp_123456789012345678901234567890123456"
+    with pytest.raises(MemoryStoreError) as caught:
+        store.relate(a.id, b.id, relation="related_to", reason=f"see {token}")
+    assert caught.value.code == MemoryErrorCode.MEMORY_SECRET_DETECTED
+    assert [f["kind"] for f in caught.value.details["findings"]] == ["github_token"]
+    assert token not in str(caught.value.to_dict())
+    assert _count(store_path, "memory_relations") == 0
+    assert _count(store_path, "memory_events") == events
+    assert store.relate(a.id, b.id, relation="related_to", reason="see the runbook").id
+
+
 def test_mem5_stale_expected_revision_conflicts_and_changes_nothing(
     store: MemoryStore, store_path: Path
 ) -> None:

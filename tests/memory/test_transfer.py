@@ -200,16 +200,23 @@ def _canonical(path: str) -> list[list[Any]]:
 
 
 def test_mem8_rehome_failure_rolls_back_and_keeps_the_validated_backup(
-    store: MemoryStore, tmp_path: Path
+    store: MemoryStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import sqlite3
+
+    from aidememo.memory import rehome
+
     first = store.remember("First rollback fixture.", kind="note")
     second = store.remember("Second rollback fixture.", kind="note")
     before = _canonical(store.db.path)
-    store.db.conn.execute(
-        "CREATE TRIGGER fail_scope_rehome BEFORE UPDATE OF scope ON memories"
-        f" WHEN OLD.id = '{second.id}'"
-        " BEGIN SELECT RAISE(ABORT, 'simulated scope rehome failure'); END"
-    )
+    moved = rehome._move
+
+    def failing_move(*args: object, **kwargs: object) -> object:
+        moved(*args, **kwargs)  # every row moved, then the failure: all of it rolls back
+        raise sqlite3.OperationalError("simulated scope rehome failure")
+
+    # (a trigger planted in the store would make every write refuse it: MEM-1)
+    monkeypatch.setattr(rehome, "_move", failing_move)
     backup = tmp_path / "rollback-backup.sqlite"
     with pytest.raises(MemoryStoreError) as caught:
         rehome_scope(

@@ -295,3 +295,64 @@ def test_websocket_is_refused() -> None:
         [{"type": "websocket.connect"}],
     )
     assert sent == [{"type": "websocket.close", "code": 1008}]
+
+
+def test_srch7_a_search_is_answered_off_the_event_loop_on_both_entries() -> None:
+    """Other reads of a local store run on the loop; a search never does (SRCH-7), on the ASGI
+    path and on the direct path alike, so `/health` is not queued behind one: it runs on the
+    pool lane's search thread."""
+    import threading
+
+    from aidememo.http.routes import resolve
+    from origin.lanes import Lane, StoreTraits, lane
+
+    threads: list[str] = []
+
+    class Where(Recorder):
+        def dispatch(self, request: Request) -> Response:
+            threads.append(threading.current_thread().name)
+            return super().dispatch(request)
+
+    main = threading.main_thread().name
+    search = "/v1/projects/p1/search"
+    call(create_asgi_app(Where()), http_scope("GET", search), [])
+    call(create_asgi_app(Where()), http_scope("GET", "/health"), [])
+    assert threads[0].startswith("aidememo-search") and threads[1] == main
+    local = StoreTraits()
+    assert lane("GET", resolve("GET", search).route, True, local) is Lane.POOL
+    assert lane("GET", resolve("GET", "/health").route, True, local) is Lane.LOOP
+    pooled = StoreTraits(connections=4)
+    assert lane("GET", resolve("GET", search).route, True, pooled) is Lane.STORE
+
+
+def test_srch7_the_direct_path_answers_a_search_from_the_search_thread() -> None:
+    import asyncio
+    import threading
+
+    from origin.direct import DirectCycle, DirectEntry
+
+    threads: list[str] = []
+
+    class Where(Recorder):
+        def dispatch(self, request: Request) -> Response:
+            threads.append(threading.current_thread().name)
+            return super().dispatch(request)
+
+    entry = create_asgi_app(Where()).direct  # type: ignore[attr-defined]
+    assert isinstance(entry, DirectEntry)
+
+    async def answer(path: str) -> int:
+        done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        cycle = DirectCycle("GET", path, b"", {}, True)
+        request = entry.request(cycle)
+        where = entry.place(request)
+        respond = lambda _c, _rid, r: done.set_result(r.status)  # noqa: E731
+        entry.run(asyncio.get_running_loop(), cycle, request, where, respond)
+        return await asyncio.wait_for(done, 10)
+
+    async def both() -> list[int]:
+        return [await answer("/v1/projects/p1/search"), await answer("/health")]
+
+    assert asyncio.run(both()) == [200, 200]
+    assert threads[0].startswith("aidememo-search")
+    assert threads[1] == threading.main_thread().name

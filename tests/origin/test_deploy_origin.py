@@ -62,6 +62,19 @@ def test_rate1_many_tokens_fill_the_table_and_an_idle_one_is_never_refused() -> 
     limiter.close()
 
 
+def test_rate1_slots_of_past_windows_are_reused_for_new_tokens() -> None:
+    """A full table of tokens from a past window: a new token takes a stale slot and is
+    limited like any other (were stale slots never reused, it would never be)."""
+    clock = Clock()
+    limiter = RateLimiter(RateSetting(2, 60), slots=8, clock=clock)
+    for n in range(8):  # every slot held in this window
+        assert limiter.hit(bytes([n]) * 32) is None
+    clock.now += 60  # the next window: all eight are stale now
+    fresh = b"\xaa" * 32
+    assert [limiter.hit(fresh) for _ in range(3)] == [None, None, 20]
+    limiter.close()
+
+
 def test_rate1_serve_answers_429_rate_limited_with_retry_after(
     tmp_path: Path, home: Path, token: str
 ) -> None:

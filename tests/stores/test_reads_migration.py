@@ -214,3 +214,34 @@ def test_store6_reads4_snap3_postgres_schema_4_migrates_to_5_keeping_its_rows(
 
         assert "changes_fact_session_idx" in store.read(plan)
         store.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("driver", pg.DRIVERS)
+def test_id5_reads4_postgres_schema_10_migrates_to_a_fact_session_without_jsonb(
+    driver: str,
+) -> None:
+    """Version 11: the session facts index no longer casts a body to jsonb, which cannot hold
+    U+0000; the rows of version 10 are found as before and a fact holding U+0000 commits."""
+    with pg.fresh_database(migrated=False) as db:
+        connect: Callable[[], Any] = db.connect(driver)
+        with old_code(pg_schema, 10):
+            old = PostgresStore.open(connect, migrate=True)
+            assert old.schema_version() == 10
+            tokens = write_old_history(old)
+            old.close()
+        store = PostgresStore.open(connect, migrate=True)
+        assert store.schema_version() == pg_schema.SCHEMA_VERSION == 11
+        check_new_reads(store, tokens)
+        api = _api(store, tokens)
+        api.fact("f_nul", "s1", "before\x00after")
+        facts = api.get(f"{P}/sessions/s1/facts", READER).expect(200)["facts"]
+        assert facts[-1]["record"]["content"] == "before\x00after"
+
+        def plan(tx: Any) -> str:
+            tx._x.execute("SET LOCAL enable_seqscan = off")
+            sql = "EXPLAIN " + pg_sql.SESSION_FACTS
+            return " | ".join(row[0] for row in tx._x.execute(sql, ("t", "p", "s", 0, 10)))
+
+        assert "changes_fact_session_idx" in store.read(plan)
+        store.close()

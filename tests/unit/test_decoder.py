@@ -325,3 +325,10 @@ def test_http7_other_charsets_are_415(content_type: str) -> None:
     with pytest.raises(AidememoError) as err:
         check_media_type(content_type, "application/json")
     assert err.value.code is ErrorCode.UNSUPPORTED_MEDIA_TYPE
+
+
+@pytest.mark.parametrize("digits", [20, 4300, 4301, 100_000])
+def test_cj3_long_integers_get_the_signed_64_bit_message(digits: int) -> None:
+    for body in (b"9" * digits, b"-" + b"9" * digits, b'{"n":[' + b"1" * digits + b"]}"):
+        message = _refusal(body)
+        assert message.endswith("integer outside the signed 64-bit range"), message

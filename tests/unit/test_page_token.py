@@ -64,3 +64,18 @@ def test_snap3_an_edited_or_malformed_token_is_refused() -> None:
     ]
     for bad in forged:
         _expired(KEY, BINDING, bad)
+
+
+def test_snap3_a_token_reveals_nothing_of_the_resource_it_names() -> None:
+    """The page's last resource may be hidden from its reader: the token is sealed and of one
+    length, so neither the id nor its length can be read from it."""
+    hidden = ResourceRef("handoff", "h_secret_plan")
+    token = sign(KEY, BINDING, 7, hidden, 10)
+    payload, _mac = token.split(".")
+    raw = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
+    for needle in (b"h_secret_plan", b"handoff", b"secret", b"\x00\x00\x00\x00\x00\x00\x00\x07"):
+        assert needle not in raw
+    short = sign(KEY, BINDING, 7, ResourceRef("fact", "f"), 10)
+    longest = sign(KEY, BINDING, 2**63 - 1, ResourceRef("k" * 96, "i" * 128), 2**62)
+    assert len(short) == len(token) == len(longest)
+    assert verify(KEY, BINDING, token, 9) == (7, hidden)

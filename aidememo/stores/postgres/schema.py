@@ -44,6 +44,7 @@ a commit notifies only while it has a row, because a notifying commit holds Post
 notification lock of the database from its notification until its commit is durable, so
 notifying commits of every project and process commit one at a time; `aidememo_execute_raw`
 sends its commit's notification itself (the statement around it had to plan one).
+Version 11 derives `aidememo_fact_session` without a jsonb cast, which failed on U+0000 (ID-5).
 
 The version lives in `aidememo_schema(component, version)`. `migrate` runs every pending step
 in one transaction under `pg_advisory_xact_lock`, so concurrent start-ups never race on DDL,
@@ -55,7 +56,7 @@ from __future__ import annotations
 from aidememo.stores.postgres.artifact_schema import V7
 from aidememo.stores.postgres.search_schema import V6, V8, V9
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 COMPONENT = "canonical_store"
 
 # "AideMemo" in ASCII: the advisory lock key that serializes migrations.
@@ -491,6 +492,19 @@ V10 = (
     _EXECUTE_RAW_V10,
 )
 
+# The session of a fact without a jsonb cast: jsonb cannot hold U+0000, so the cast failed on
+# a fact whose text held one (ID-5). A fact body is canonical JSON (CJ-1) of flat fields: a
+# string's own quotes are escaped, so `"session_id":"` occurs only as that key, and an id
+# (ID-1) needs no escape. Same results as version 5's for every row it could store, so the
+# index is rebuilt only to keep it exact by construction.
+V11 = (
+    """CREATE OR REPLACE FUNCTION aidememo_fact_session(p_body BYTEA) RETURNS TEXT
+        LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+        AS $fn$ SELECT substring(convert_from(p_body, 'UTF8')
+                                 FROM '"session_id":"([^"\\\\]*)"') $fn$""",
+    "REINDEX INDEX changes_fact_session_idx",
+)
+
 MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
     (1, _V1),
     (2, _V2),
@@ -502,5 +516,6 @@ MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
     (8, V8),
     (9, V9),
     (10, V10),
+    (11, V11),
 ]
 """Ordered (version, statements); applying version N moves the database from N-1 to N."""

@@ -217,7 +217,7 @@ class PgReadTx(ArtifactRows[Session], ArchiveReads, SqlReadRows[Session]):
             return SearchPage([], True)
         params = (
             scope.tenant_id, scope.project_id, " ".join(terms), source_id, limit,
-            ranking.SEARCH_WINDOW, *ranking.SQL_CONSTANTS,
+            ranking.window_for(len(terms)), *ranking.SQL_CONSTANTS,
         )  # fmt: skip
         fact_ids, units, exhaustive, bodies = self._x.execute_alone(q.SEARCH, params)[0]
         unit = ranking.SCORE_UNIT
