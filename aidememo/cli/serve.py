@@ -206,7 +206,8 @@ def _serve(
         if embedder is not None:
             from aidememo.embedding.matrix import MatrixSearch
 
-            app.services.searches.engine = MatrixSearch(embedder)
+            # the searches' own session: a query never waits behind an indexer's batch
+            app.services.searches.engine = MatrixSearch(load_provider(embedding) or embedder)
             if indexer:
                 task = IndexerTask(store, embedder)
                 app.services.semantic_status = task.indexer.status
