@@ -35,6 +35,7 @@ ADMIN_COMMANDS = {
     "admin": "administration",
     "health": "open the store and report it",
     "serve": "serve the HTTP API",
+    "indexer": "follow every project's feed into the semantic index",
 }
 AGENT_COMMANDS = {
     "auth": "named profiles: who the agent commands act as",

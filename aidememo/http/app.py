@@ -29,7 +29,7 @@ from aidememo.domain.limits import HANDOFF_LEASE_MS_DEFAULT
 from aidememo.http.pipeline import Admission, admit, drive
 from aidememo.http.render import json_bytes
 from aidememo.http.types import Request, Response
-from aidememo.ports import CAP_WRITE_BATCH, BodyStore, Clock, Ids, Store, WriteBatches
+from aidememo.ports import CAP_WRITE_BATCH, BodyStore, Clock, Ids, Store, VectorSearch, WriteBatches
 from aidememo.service.access import Caller
 from aidememo.service.archive import Archive
 from aidememo.service.artifacts import Artifacts
@@ -39,6 +39,7 @@ from aidememo.service.lookups import Lookups
 from aidememo.service.product import Product
 from aidememo.service.queries import Queries
 from aidememo.service.readiness import Readiness
+from aidememo.service.search_modes import Searches
 
 log = logging.getLogger("aidememo.http")
 
@@ -83,6 +84,7 @@ class Services:
         lease_ms: int,
         mcp_allowed_origins: frozenset[str] = frozenset(),
         bodies: BodyStore | None = None,
+        semantic: VectorSearch | None = None,
     ) -> None:
         self.store = store
         self.mcp_allowed_origins = mcp_allowed_origins  # MCP-7
@@ -91,6 +93,9 @@ class Services:
         self.ledger = Ledger(store, clock)
         self.queries = Queries(store, clock)
         self.lookups = Lookups(store, clock)
+        self.searches = Searches(store, self.lookups, semantic)  # SEM-3
+        # What `/ready` says of a semantic indexer running in this process (SEM-7).
+        self.semantic_status: Callable[[], dict[str, object]] | None = None
         self.product = Product(self.ledger, lease_ms)
         self.archive = Archive(store, clock, ids)
         self.archive.grant_window_ms = int(getattr(bodies, "grant_window_ms", 0))  # GRANT-7
@@ -114,6 +119,7 @@ class HttpApp:
         bodies: BodyStore | None = None,
         rate_limit: Callable[[bytes], None] | None = None,
         console_key: bytes | None = None,
+        semantic: VectorSearch | None = None,
     ) -> None:
         self.store = store
         self._rate_limit = rate_limit
@@ -124,6 +130,7 @@ class HttpApp:
             handoff_lease_ms,
             mcp_allowed_origins,
             bodies,
+            semantic,
         )
         self._admin_digest = admin_token_sha256
         # The console's cookie key (CONSOLE-2): given by `aidememo serve` (one per server, shared

@@ -125,12 +125,16 @@ def ready(s: Services, request: Request, params: dict[str, str], caller: Caller 
     """Readiness: 200 `{ready: true, ...}` while the store takes writes, else 503 with the
     state that stops it (READY-1); never Retry-After, this is a status, not an error."""
     _no_query(request)
-    return ready_response(s.store.mode, s.readiness.state())
+    status = s.semantic_status
+    return ready_response(s.store.mode, s.readiness.state(), None if status is None else status())
 
 
-def ready_response(mode: str, state: str) -> Response:
-    """The `/ready` answer for a store `state` (the edge Worker answers with it too)."""
-    body = {"ready": state == STORE_OK, "mode": mode, "state": state}
+def ready_response(mode: str, state: str, semantic: dict[str, object] | None = None) -> Response:
+    """The `/ready` answer for a store `state` (the edge Worker answers with it too); with an
+    indexer in the process, its model and lag under `semantic` (SEM-7)."""
+    body: dict[str, object] = {"ready": state == STORE_OK, "mode": mode, "state": state}
+    if semantic is not None:
+        body["semantic"] = semantic
     return Response(200 if state == STORE_OK else 503, list(_JSON), json_bytes(body))
 
 
@@ -478,7 +482,7 @@ def members(
 def search(
     s: Services, request: Request, params: dict[str, str], caller: Caller | None
 ) -> Response:
-    """Lexical search over facts (SRCH-1)."""
+    """Search over facts in the mode asked for (SRCH-1, SEM-3)."""
     project_id = _project(params)
     query = Query(request.query)
     q = query.text("q")
@@ -491,28 +495,18 @@ def search(
     )
     if q is None:
         raise fail(ErrorCode.INVALID_COMMAND, "q is required")
-    if mode not in (None, "lexical"):
-        raise fail(ErrorCode.INVALID_COMMAND, "mode must be lexical")
     if source_id is not None:
         validate_id(source_id, "source_id")
-    found = s.lookups.search(
+    found = s.searches.search(
         _caller(caller),
         project_id,
         q=q,
         source_id=source_id,
         limit=SEARCH_LIMIT_DEFAULT if limit is None else limit,
         at_least_seq=at_least_seq,
+        mode=mode,
     )
-    body = {
-        "project_epoch": found.project_epoch,
-        "index_seq": found.index_seq,
-        "mode": found.mode,
-        "semantic_model": None,
-        "exhaustive": found.exhaustive,
-        "terms_dropped": found.terms_dropped,
-        "results": found.results,
-    }
-    return _ok(json_bytes(body))
+    return _ok(json_bytes(found.as_json()))
 
 
 # -- MCP ------------------------------------------------------------------------------------

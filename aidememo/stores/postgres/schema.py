@@ -45,6 +45,7 @@ notification lock of the database from its notification until its commit is dura
 notifying commits of every project and process commit one at a time; `aidememo_execute_raw`
 sends its commit's notification itself (the statement around it had to plan one).
 Version 11 derives `aidememo_fact_session` without a jsonb cast, which failed on U+0000 (ID-5).
+Version 12 adds the derived semantic index's tables (`semantic_schema.py`, SPEC.md SEM-6).
 
 The version lives in `aidememo_schema(component, version)`. `migrate` runs every pending step
 in one transaction under `pg_advisory_xact_lock`, so concurrent start-ups never race on DDL,
@@ -55,8 +56,9 @@ from __future__ import annotations
 
 from aidememo.stores.postgres.artifact_schema import V7
 from aidememo.stores.postgres.search_schema import V6, V8, V9
+from aidememo.stores.postgres.semantic_schema import V12
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 COMPONENT = "canonical_store"
 
 # "AideMemo" in ASCII: the advisory lock key that serializes migrations.
@@ -517,5 +519,6 @@ MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
     (9, V9),
     (10, V10),
     (11, V11),
+    (12, V12),
 ]
 """Ordered (version, statements); applying version N moves the database from N-1 to N."""
