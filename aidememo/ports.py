@@ -34,6 +34,8 @@ from aidememo.domain.model import (
     StoredResource,
     TokenBinding,
 )
+from aidememo.domain.semantic import Fingerprint
+from aidememo.domain.semantic_index import IndexState, PendingProject, VectorRow
 
 T = TypeVar("T")
 
@@ -258,6 +260,26 @@ class ReadTx(ArtifactReads, Protocol):
         windowed by `aidememo.domain.ranking` over the project's own index (SRCH-4, SRCH-5)."""
         ...
 
+    # -- the derived semantic index (SEM-6) -------------------------------------------------
+
+    def semantic_state(self, scope: Scope) -> IndexState | None:
+        """The project's semantic index state, or None before its first build."""
+        ...
+
+    def semantic_head(self, scope: Scope) -> tuple[int, IndexState | None] | None:
+        """The project's head and its index state (None when not built, or built for another
+        project epoch) in one read; None when there is no such project."""
+        ...
+
+    def semantic_pending(self, fingerprint: str, limit: int) -> list[PendingProject]:
+        """Up to `limit` projects of any tenant whose index is missing, pinned to another
+        fingerprint or epoch, or behind the head; by tenant and project id."""
+        ...
+
+    def semantic_vectors(self, scope: Scope, after_seq: int) -> list[VectorRow]:
+        """The project's vectors made by changes after `after_seq`, by sequence."""
+        ...
+
     # -- whole-tenant reads, for export and deletion (ARC-*) ------------------------------
 
     def list_projects(self, tenant_id: str) -> list[Project]:
@@ -316,6 +338,25 @@ class WriteTx(ArtifactWrites, ReadTx, Protocol):
 
         Raises `storage_failure` if the head is not `receipt.project_seq - 1`.
         """
+        ...
+
+    def semantic_reset(self, scope: Scope, fingerprint: str, project_epoch: str) -> None:
+        """Drop the project's vectors and pin its index to `fingerprint` at sequence 0
+        (SEM-2: a model change rebuilds, never mixes)."""
+        ...
+
+    def semantic_apply(
+        self,
+        scope: Scope,
+        fingerprint: str,
+        from_seq: int,
+        to_seq: int,
+        upserts: Sequence[VectorRow],
+        deletes: Sequence[str],
+    ) -> bool:
+        """Move the index from `from_seq` to `to_seq` writing these vectors and removing
+        these facts' vectors; False, writing nothing, when the index is no longer at
+        `from_seq` under `fingerprint` (another indexer moved it)."""
         ...
 
     def insert_tenant(self, tenant_id: str, created_at_ms: int) -> None:
@@ -445,6 +486,45 @@ class BodyStore(Protocol):
 
     def delete(self, key: str) -> None:
         """Remove the body; nothing when it is gone already (idempotent)."""
+        ...
+
+
+class Embedder(Protocol):
+    """Turns texts into vectors (SPEC.md SEM-2). Providers live outside the core
+    (`aidememo.embedding`, CPython only); the core only calls this."""
+
+    fingerprint: Fingerprint  # provider, model, revision, dimensions
+
+    def embed(self, texts: Sequence[str]) -> list[bytes]:
+        """One vector per text, in order: `fingerprint.dimensions` float32 values,
+        little-endian, L2-normalised (`aidememo.domain.semantic.pack`). Blocking; may raise
+        `AidememoError` (`semantic_unavailable`) when the provider fails."""
+        ...
+
+
+class VectorSearch(Protocol):
+    """Query-time semantic search over a project's derived index (SPEC.md SEM-4): the
+    embedder that made the index, and the nearest vectors. The CPython implementation keeps
+    each project's vectors in memory (`aidememo.embedding.matrix`), refreshed from the
+    index tables inside the caller's read view."""
+
+    fingerprint: Fingerprint
+
+    def embed_query(self, text: str) -> bytes:
+        """The query's packed vector; blocking, called outside any transaction."""
+        ...
+
+    def nearest(
+        self,
+        tx: ReadTx,
+        scope: Scope,
+        state: IndexState,
+        query: bytes,
+        k: int,
+        source_id: str | None,
+    ) -> list[tuple[str, float]]:
+        """Up to `k` `(fact_id, cosine)` of the project's index at `state`, best first, ties
+        by fact id; only facts of `source_id` when given."""
         ...
 
 

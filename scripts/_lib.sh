@@ -52,7 +52,7 @@ install_unlock() {
     flock -u 9
 }
 
-# Create .venv if missing; reinstall -e '.[origin,test,client,mcp]' only when pyproject.toml changed.
+# Create .venv if missing; reinstall -e '.[origin,test,client,mcp,semantic]' only when pyproject.toml changed.
 # Every step checks its own status: callers run this under `||`, where `set -e` does not apply.
 ensure_venv() {
     install_lock
@@ -66,10 +66,10 @@ ensure_venv() {
     want="$(sha_of pyproject.toml)"
     have="$(cat "$stamp" 2>/dev/null || true)"
     if [ "$want" != "$have" ] || ! "$PY" -I -c 'import aidememo' >/dev/null 2>&1; then
-        log "installing -e '.[origin,test,client,mcp]' into .venv"
+        log "installing -e '.[origin,test,client,mcp,semantic]' into .venv"
         rm -f "$stamp"
         "$PY" -m pip install --quiet --disable-pip-version-check --upgrade pip || return 1
-        "$PY" -m pip install --quiet --disable-pip-version-check -e '.[origin,test,client,mcp]' || return 1
+        "$PY" -m pip install --quiet --disable-pip-version-check -e '.[origin,test,client,mcp,semantic]' || return 1
         printf '%s\n' "$want" >"$stamp"
     else
         log ".venv is up to date with pyproject.toml"

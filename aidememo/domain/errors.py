@@ -64,6 +64,9 @@ class ErrorCode(StrEnum):
     SECRET_REJECTED = "secret_rejected"
     # An `Origin` header outside the MCP endpoint's allowlist (SPEC.md MCP-7).
     ORIGIN_NOT_ALLOWED = "origin_not_allowed"
+    # Semantic search (SPEC.md SEM-*): no provider here; the index behind `at_least_seq`.
+    SEMANTIC_UNAVAILABLE = "semantic_unavailable"
+    INDEX_NOT_READY = "index_not_ready"
 
 
 HTTP_STATUS: dict[ErrorCode, int] = {
@@ -115,6 +118,8 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.REQUEST_TIMEOUT: 408,
     ErrorCode.SECRET_REJECTED: 422,
     ErrorCode.ORIGIN_NOT_ALLOWED: 403,
+    ErrorCode.SEMANTIC_UNAVAILABLE: 422,
+    ErrorCode.INDEX_NOT_READY: 409,
 }
 
 # Seconds a client should wait before retrying a 503 (ERR-2).
@@ -144,11 +149,18 @@ _FIXED_MESSAGES = {
 class AidememoError(Exception):
     """A failure with a stable code; the only exception type the service raises on purpose."""
 
-    def __init__(self, code: ErrorCode, message: str, store_state: str | None = None) -> None:
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        store_state: str | None = None,
+        index_seq: int | None = None,
+    ) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
         self._store_state = store_state
+        self.index_seq = index_seq  # `index_not_ready`: the sequence the index has (SEM-5)
 
     @property
     def store_state(self) -> str | None:
@@ -166,10 +178,14 @@ class AidememoError(Exception):
         """The HTTP status of this error's code (mapped in `HTTP_STATUS`)."""
         return HTTP_STATUS[self.code]
 
-    def to_json(self) -> dict[str, dict[str, str]]:
-        """The wire shape `{"error": {"code", "message"}}`."""
+    def to_json(self) -> dict[str, dict[str, object]]:
+        """The wire shape `{"error": {"code", "message"}}`, plus `index_seq` when the error
+        carries one (SEM-5)."""
         message = _FIXED_MESSAGES.get(self.code, self.message)
-        return {"error": {"code": self.code.value, "message": message}}
+        error: dict[str, object] = {"code": self.code.value, "message": message}
+        if self.index_seq is not None:
+            error["index_seq"] = self.index_seq
+        return {"error": error}
 
 
 def fail(code: ErrorCode, message: str, store_state: str | None = None) -> AidememoError:

@@ -29,7 +29,7 @@ from aidememo.http.pipeline import Admission, admit, drive
 from aidememo.http.render import json_bytes
 from aidememo.http.routes import resolve
 from aidememo.http.types import Request, Response
-from aidememo.ports import CAP_WRITE_BATCH, BodyStore, Clock, Ids, Store, WriteBatches
+from aidememo.ports import CAP_WRITE_BATCH, BodyStore, Clock, Ids, Store, VectorSearch, WriteBatches
 from aidememo.service.access import Caller
 from aidememo.service.archive import Archive
 from aidememo.service.artifacts import Artifacts
@@ -39,6 +39,7 @@ from aidememo.service.lookups import Lookups
 from aidememo.service.product import Product
 from aidememo.service.queries import Queries
 from aidememo.service.readiness import Readiness
+from aidememo.service.search_modes import Searches
 
 log = logging.getLogger("aidememo.http")
 
@@ -83,6 +84,7 @@ class Services:
         lease_ms: int,
         mcp_allowed_origins: frozenset[str] = frozenset(),
         bodies: BodyStore | None = None,
+        semantic: VectorSearch | None = None,
     ) -> None:
         self.store = store
         self.mcp_allowed_origins = mcp_allowed_origins  # MCP-7
@@ -90,6 +92,7 @@ class Services:
         self.ledger = Ledger(store, clock)
         self.queries = Queries(store, clock)
         self.lookups = Lookups(store, clock)
+        self.searches = Searches(store, self.lookups, semantic)  # SEM-3
         self.product = Product(self.ledger, lease_ms)
         self.archive = Archive(store, clock, ids)
         self.archive.grant_window_ms = int(getattr(bodies, "grant_window_ms", 0))  # GRANT-7
@@ -112,6 +115,7 @@ class HttpApp:
         mcp_allowed_origins: frozenset[str] = frozenset(),
         bodies: BodyStore | None = None,
         rate_limit: Callable[[bytes], None] | None = None,
+        semantic: VectorSearch | None = None,
     ) -> None:
         self.store = store
         self._rate_limit = rate_limit
@@ -122,6 +126,7 @@ class HttpApp:
             handoff_lease_ms,
             mcp_allowed_origins,
             bodies,
+            semantic,
         )
         self._admin_digest = admin_token_sha256
 

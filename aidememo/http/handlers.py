@@ -478,7 +478,7 @@ def members(
 def search(
     s: Services, request: Request, params: dict[str, str], caller: Caller | None
 ) -> Response:
-    """Lexical search over facts (SRCH-1)."""
+    """Search over facts in the mode asked for (SRCH-1, SEM-3)."""
     project_id = _project(params)
     query = Query(request.query)
     q = query.text("q")
@@ -491,27 +491,18 @@ def search(
     )
     if q is None:
         raise fail(ErrorCode.INVALID_COMMAND, "q is required")
-    if mode not in (None, "lexical"):
-        raise fail(ErrorCode.INVALID_COMMAND, "mode must be lexical")
     if source_id is not None:
         validate_id(source_id, "source_id")
-    found = s.lookups.search(
+    found = s.searches.search(
         _caller(caller),
         project_id,
         q=q,
         source_id=source_id,
         limit=SEARCH_LIMIT_DEFAULT if limit is None else limit,
         at_least_seq=at_least_seq,
+        mode=mode,
     )
-    body = {
-        "project_epoch": found.project_epoch,
-        "index_seq": found.index_seq,
-        "mode": found.mode,
-        "semantic_model": None,
-        "exhaustive": found.exhaustive,
-        "results": found.results,
-    }
-    return _ok(json_bytes(body))
+    return _ok(json_bytes(found.as_json()))
 
 
 # -- MCP ------------------------------------------------------------------------------------

@@ -93,6 +93,7 @@ def component_schemas() -> dict[str, Schema]:
         {
             "error": obj(
                 {"code": ref("ErrorCode"), "message": {"type": "string"}},
+                {"index_seq": integer(0)},  # index_not_ready: the index's sequence (SEM-5)
             )
         }
     )
@@ -335,6 +336,7 @@ def component_schemas() -> dict[str, Schema]:
             }
         }
     )
+    rank = nullable(integer(1))
     s["SearchResult"] = obj(
         {
             "fact_id": ref("Id"),
@@ -344,16 +346,44 @@ def component_schemas() -> dict[str, Schema]:
             "content": {"type": "string"},
             "score": {
                 "type": "number",
-                "description": "BM25 over the project's own facts (SRCH-4); higher is better.",
+                "description": "lexical: BM25 over the project's own facts (SRCH-4); semantic: "
+                "the cosine; hybrid: the fused score (SEM-4). Higher is better.",
             },
+            "lexical_score": nullable({"type": "number"}),
+            "lexical_rank": rank,
+            "semantic_score": nullable({"type": "number"}),
+            "semantic_rank": rank,
+        }
+    )
+    s["SemanticModel"] = obj(
+        {
+            "provider": {"type": "string"},
+            "model": {"type": "string"},
+            "revision": {"type": "string"},
+            "dimensions": integer(1),
         }
     )
     s["Search"] = obj(
         {
             "project_epoch": ref("Id"),
             "index_seq": integer(0),
-            "mode": {"const": "lexical"},
-            "semantic_model": {"type": "null"},
+            "mode": {
+                "type": "string",
+                "enum": ["lexical", "semantic", "hybrid"],
+                "description": "the mode that ran (SEM-3)",
+            },
+            "semantic_model": nullable(ref("SemanticModel")),
+            "semantic_lag": nullable(integer(0)),
+            "fallback_reason": nullable(
+                {
+                    "type": "string",
+                    "enum": [
+                        "semantic_unavailable",
+                        "semantic_index_not_built",
+                        "semantic_index_behind",
+                    ],
+                }
+            ),
             "exhaustive": {
                 "type": "boolean",
                 "description": "false when a term matched more than 10,000 of the project's "

@@ -103,9 +103,15 @@ _SEARCH_QUERY = (
     query_param(
         "at_least_seq",
         integer(0),
-        doc="Beyond the head: 409 cursor_out_of_range (the lexical index is the head).",
+        doc="Beyond the head: 409 cursor_out_of_range (the lexical index is the head). Beyond "
+        "the semantic index: waits a bounded time, then semantic answers 409 index_not_ready "
+        "and hybrid/auto answer lexically with a fallback_reason (SEM-5).",
     ),
-    query_param("mode", {"type": "string", "enum": ["lexical"], "default": "lexical"}),
+    query_param(
+        "mode",
+        {"type": "string", "enum": ["lexical", "semantic", "hybrid", "auto"], "default": "auto"},
+        doc="auto: hybrid where the project's semantic index is built, else lexical (SEM-3).",
+    ),
 )
 
 # -- public -----------------------------------------------------------------------------------
@@ -344,10 +350,10 @@ _MEMBER = (
         "GET",
         f"{P}/search",
         handlers.search,
-        "Lexical search over facts",
+        "Search over facts by words, meaning or both (SRCH-*, SEM-*)",
         answer="Search",
         query=_SEARCH_QUERY,
-        errors=(E.CURSOR_OUT_OF_RANGE,),
+        errors=(E.CURSOR_OUT_OF_RANGE, E.INDEX_NOT_READY, E.SEMANTIC_UNAVAILABLE),
         store_read=True,
     ),
     Route(

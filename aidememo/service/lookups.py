@@ -245,6 +245,16 @@ class Lookups:
 
         return self.store.read(run)
 
+    @staticmethod
+    def check_search(q: str, limit: int, at_least_seq: int | None) -> None:
+        """The checks of a search's arguments every mode shares (SRCH-1, SEM-3)."""
+        if not 1 <= len(q.encode("utf-8")) <= SEARCH_QUERY_MAX_BYTES:
+            raise fail(ErrorCode.INVALID_COMMAND, f"q must be 1-{SEARCH_QUERY_MAX_BYTES} bytes")
+        if not 1 <= limit <= SEARCH_LIMIT_MAX:
+            raise fail(ErrorCode.INVALID_COMMAND, f"limit must be an integer 1-{SEARCH_LIMIT_MAX}")
+        if at_least_seq is not None and at_least_seq < 0:
+            raise fail(ErrorCode.INVALID_COMMAND, "at_least_seq must not be negative")
+
     def search(
         self,
         caller: Caller,
@@ -256,12 +266,7 @@ class Lookups:
         at_least_seq: int | None,
     ) -> SearchResult:
         """Lexical search over facts; the index is the head, so no waiting (SRCH-3)."""
-        if not 1 <= len(q.encode("utf-8")) <= SEARCH_QUERY_MAX_BYTES:
-            raise fail(ErrorCode.INVALID_COMMAND, f"q must be 1-{SEARCH_QUERY_MAX_BYTES} bytes")
-        if not 1 <= limit <= SEARCH_LIMIT_MAX:
-            raise fail(ErrorCode.INVALID_COMMAND, f"limit must be an integer 1-{SEARCH_LIMIT_MAX}")
-        if at_least_seq is not None and at_least_seq < 0:
-            raise fail(ErrorCode.INVALID_COMMAND, "at_least_seq must not be negative")
+        self.check_search(q, limit, at_least_seq)
         terms = query_terms(q)
         scope = caller.scope(project_id)
 

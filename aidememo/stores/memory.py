@@ -42,6 +42,7 @@ from aidememo.domain.model import (
 from aidememo.ports import ReadTx, WriteTx
 from aidememo.stores.guard import not_awaitable
 from aidememo.stores.memory_artifacts import ArtifactMemoryTx, ArtifactTables
+from aidememo.stores.memory_semantic import SemanticMemoryTx, SemanticTables
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -75,9 +76,10 @@ class _Tables:
         # The key of snapshot page tokens (SNAP-3), made with the store.
         self.page_token_key = secrets.token_bytes(32)
         self.artifacts = ArtifactTables()  # the artifact catalog (ART-*)
+        self.semantic = SemanticTables()  # the derived semantic index (SEM-6)
 
 
-class _MemoryTx(ArtifactMemoryTx):
+class _MemoryTx(SemanticMemoryTx, ArtifactMemoryTx):
     """Read and write access to the tables; writes are journaled for rollback."""
 
     def __init__(self, tables: _Tables, writable: bool) -> None:
@@ -357,6 +359,7 @@ class _MemoryTx(ArtifactMemoryTx):
             "handoff_index": scoped(t.handoffs),
             "fact_search": scoped(t.search),
             "artifact_reservations": self._artifact_tenant_count(tenant_id),
+            **self._semantic_tenant_counts(tenant_id),
         }
 
     def staged_import_page(self, import_id: str, project_id: str, seq: int) -> bytes | None:
@@ -505,6 +508,7 @@ class _MemoryTx(ArtifactMemoryTx):
         for digest in [d for d, b in t.tokens.items() if b.tenant_id == tenant_id]:
             self._pop(t.tokens, digest)
         self._artifact_tenant_delete(tenant_id)
+        self._semantic_tenant_delete(tenant_id)
         if tenant_id in t.tenants:
             self._pop(t.tenants, tenant_id)
 

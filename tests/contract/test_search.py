@@ -57,7 +57,10 @@ def test_srch1_srch3_lexical_search_source_scoped_and_sequence_explicit(api: Api
     assert (alpha["mode"], alpha["semantic_model"], alpha["exhaustive"]) == ("lexical", None, True)
     assert [r["fact_id"] for r in alpha["results"]] == ["fact-alpha"]
     hit = alpha["results"][0]
-    assert set(hit) == {"fact_id", "session_id", "source_id", "actor_id", "content", "score"}
+    assert set(hit) == {
+        *("fact_id", "session_id", "source_id", "actor_id", "content", "score"),
+        *("lexical_score", "lexical_rank", "semantic_score", "semantic_rank"),
+    }
     assert (hit["session_id"], hit["source_id"], hit["actor_id"], hit["content"]) == (
         "session_alpha",
         "alpha",

@@ -65,11 +65,11 @@ def test_art1_store6_sqlite_schema_5_migrates_to_6_keeping_its_rows(tmp_path: Pa
         tokens = write_old_history(old)
         old.close()
     store = SqliteStore.open_file(path)
-    assert store.schema_version() == sqlite_schema.SCHEMA_VERSION == 7
+    assert store.schema_version() == sqlite_schema.SCHEMA_VERSION == 8
     check_artifacts(store, tokens)
     store.close()
     again = SqliteStore.open_file(path)  # reopening migrates nothing
-    assert again.schema_version() == 7
+    assert again.schema_version() == 8
     again.close()
 
 
@@ -80,7 +80,7 @@ def test_art1_store6_durable_object_schema_5_migrates_to_6() -> None:
     _sqlite_back_to_5(old)
     assert old.schema_version() == 5
     store = SqliteStore.on_durable_object(storage)
-    assert store.schema_version() == 7
+    assert store.schema_version() == 8
     check_artifacts(store, tokens)
     storage.close()
 
@@ -98,7 +98,7 @@ def test_art1_store6_postgres_schema_6_migrates_to_7_keeping_its_rows(driver: st
         with pytest.raises(Exception, match="aidememo admin migrate"):
             PostgresStore.open(connect)
         store = PostgresStore.open(connect, migrate=True)
-        assert store.schema_version() == pg_schema.SCHEMA_VERSION == 10
+        assert store.schema_version() == pg_schema.SCHEMA_VERSION == 11
         check_artifacts(store, tokens)
-        assert store.migrate() == 10  # idempotent
+        assert store.migrate() == 11  # idempotent
         store.close()

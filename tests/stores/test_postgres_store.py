@@ -128,7 +128,7 @@ def test_arc9_a_version_1_database_migrates_to_the_fast_path_and_the_staging(
         PostgresStore.open(empty_db.connect(driver))
     assert "aidememo admin migrate" in err.value.message
     store = PostgresStore.open(empty_db.connect(driver), migrate=True)
-    assert store.schema_version() == SCHEMA_VERSION == 10
+    assert store.schema_version() == SCHEMA_VERSION == 11
     assert store.migrate() == SCHEMA_VERSION  # idempotent
     # version 3: the import staging table (ARC-9)
     store.transaction(lambda tx: tx.stage_import_page("import_1", "p", 0, b"{}\n", 1))

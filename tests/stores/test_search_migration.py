@@ -130,7 +130,7 @@ def test_srch4_sqlite_migration_rebuilds_the_index_from_fts5_rows(tmp_path: Path
         _old_sqlite(conn)
     conn.close()
     store = SqliteStore.open_file(path)
-    assert store.schema_version() == sqlite_schema.SCHEMA_VERSION == 7
+    assert store.schema_version() == sqlite_schema.SCHEMA_VERSION == 8
     assert _results(store) == _reference()
     _continues(store)
     store.close()
@@ -154,7 +154,7 @@ def test_srch4_do_sql_migration_rebuilds_the_index_from_fts5_rows(tmp_path: Path
     storage = DoStorage(str(path))
     try:
         store = SqliteStore.on_durable_object(storage)
-        assert store.schema_version() == 7
+        assert store.schema_version() == 8
         assert _results(store) == _reference()
         _continues(store)
     finally:
@@ -206,7 +206,7 @@ def test_srch4_postgres_migration_rebuilds_the_index_from_term_arrays(
 ) -> None:
     store = PostgresStore.open(old_pg.connect(driver), migrate=True)
     try:
-        assert store.schema_version() == pg_schema.SCHEMA_VERSION == 10
+        assert store.schema_version() == pg_schema.SCHEMA_VERSION == 11
         assert _results(store) == _reference()
         _continues(store)
     finally:

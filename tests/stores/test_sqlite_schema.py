@@ -129,7 +129,7 @@ def test_store6_arc9_a_version_1_database_gains_the_import_staging_table(tmp_pat
     store.transaction(provision)
     store.close()
     store = SqliteStore.open_file(path)  # and again: the migration ran once
-    assert store.schema_version() == SCHEMA_VERSION == 7
+    assert store.schema_version() == SCHEMA_VERSION == 8
     store.transaction(lambda tx: tx.stage_import_page("import_1", "p", 0, b"{}\n", 1))
     assert store.read(lambda tx: tx.staged_import_page("import_1", "p", 0)) == b"{}\n"
     assert store.read(lambda tx: tx.get_project(SCOPE)) is not None

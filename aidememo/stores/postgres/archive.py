@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from aidememo.domain.model import SearchDoc
 from aidememo.stores.postgres import sql as q
+from aidememo.stores.sql_common.semantic_rows import SEMANTIC_TABLES
 from aidememo.stores.sql_common.statements import TENANT_TABLES_BUT_SEARCH
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ TENANT_TABLES = (
     "fact_search_postings",
     "fact_search_terms",
     "fact_search_stats",
+    *SEMANTIC_TABLES,
     *TENANT_TABLES_BUT_SEARCH,
 )
 # One statement, one round trip: a count per table.

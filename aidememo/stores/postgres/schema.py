@@ -54,8 +54,9 @@ from __future__ import annotations
 
 from aidememo.stores.postgres.artifact_schema import V7
 from aidememo.stores.postgres.search_schema import V6, V8, V9
+from aidememo.stores.postgres.semantic_schema import V11
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 COMPONENT = "canonical_store"
 
 # "AideMemo" in ASCII: the advisory lock key that serializes migrations.
@@ -502,5 +503,6 @@ MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
     (8, V8),
     (9, V9),
     (10, V10),
+    (11, V11),
 ]
 """Ordered (version, statements); applying version N moves the database from N-1 to N."""

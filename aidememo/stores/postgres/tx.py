@@ -32,6 +32,7 @@ from aidememo.stores.postgres.literals import inline
 from aidememo.stores.postgres.pool import answers, close_quietly, one_line
 from aidememo.stores.sql_common.artifact_rows import ArtifactRows
 from aidememo.stores.sql_common.rows import SqlReadRows, SqlWriteRows, command_start
+from aidememo.stores.sql_common.semantic_rows import SemanticRows
 
 log = logging.getLogger("aidememo.stores.postgres")
 T = TypeVar("T")
@@ -190,7 +191,7 @@ class Session:
             raise driver_failure(sql.split(maxsplit=1)[0].lower(), exc) from exc
 
 
-class PgReadTx(ArtifactRows[Session], ArchiveReads, SqlReadRows[Session]):
+class PgReadTx(SemanticRows, ArtifactRows[Session], ArchiveReads, SqlReadRows[Session]):
     """`ReadTx` over one session: the shared row mapping plus search and the schema."""
 
     __slots__ = ()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from aidememo.domain.model import SearchDoc
+from aidememo.stores.sql_common.semantic_rows import SEMANTIC_TABLES
 from aidememo.stores.sql_common.statements import TENANT_TABLES_BUT_SEARCH
 from aidememo.stores.sqlite.executor import SqlExecutor
 from aidememo.stores.sqlite.search import index_fact
@@ -18,7 +19,7 @@ from aidememo.stores.sqlite.search_schema import FACTS, ROWID
 # Child tables first, so foreign keys hold at every step of a deletion. The index's FTS5 rows
 # and fact rows carry no tenant column: `delete_tenant` removes them first, by the tenant's
 # facts (`_UNINDEX`).
-SEARCH_TABLES = ("fact_search", "fact_search_stats")
+SEARCH_TABLES = ("fact_search", "fact_search_stats", *SEMANTIC_TABLES)
 _TENANT_DOCS = f"SELECT {ROWID} FROM {FACTS} WHERE d.tenant_id = ?"
 _UNINDEX = (
     "INSERT INTO fact_search_fts (fact_search_fts, rowid, t) "

@@ -21,6 +21,7 @@ them all) with the project-scoped index of `aidememo.stores.sqlite.search` (SRCH
 rebuilt from the FTS5 rows inside the migration's transaction.
 Version 6 adds the artifact catalog (`aidememo.stores.sqlite.artifact_schema`, SPEC.md ART-*).
 Version 7 moves the lexical index onto FTS5 (`aidememo.stores.sqlite.search_schema`).
+Version 8 adds the derived semantic index (`aidememo.stores.sqlite.semantic_schema`, SEM-6).
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from aidememo.domain.ranking import MAX_TERM_BYTES
 from aidememo.stores.sqlite.artifact_schema import V6
 from aidememo.stores.sqlite.executor import SqlExecutor
 from aidememo.stores.sqlite.search_schema import V7
+from aidememo.stores.sqlite.semantic_schema import V8
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 COMPONENT = "canonical_store"
 
 CREATE_VERSION_TABLE = (
@@ -291,6 +293,7 @@ MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
     (5, _V5),
     (6, V6),
     (7, V7),
+    (8, V8),
 ]
 """Ordered (version, statements); applying version N moves the database from N-1 to N."""
 

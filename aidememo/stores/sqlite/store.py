@@ -33,6 +33,7 @@ from aidememo.ports import CAP_WRITE_BATCH, ReadTx, WriteBatches, WriteTx
 from aidememo.stores.guard import not_awaitable
 from aidememo.stores.sql_common.artifact_rows import ArtifactRows
 from aidememo.stores.sql_common.rows import SqlReadRows, SqlWriteRows, command_start
+from aidememo.stores.sql_common.semantic_rows import SemanticRows
 from aidememo.stores.sqlite import sql as q
 from aidememo.stores.sqlite.archive import ArchiveReads, ArchiveWrites
 from aidememo.stores.sqlite.executor import Outcome, SqlExecutor
@@ -42,7 +43,7 @@ from aidememo.stores.sqlite.search import index_fact, search
 T = TypeVar("T")
 
 
-class SqliteReadTx(ArtifactRows[SqlExecutor], ArchiveReads, SqlReadRows[SqlExecutor]):
+class SqliteReadTx(SemanticRows, ArtifactRows[SqlExecutor], ArchiveReads, SqlReadRows[SqlExecutor]):
     """`ReadTx` over an executor: the shared row mapping plus search."""
 
     __slots__ = ()

@@ -1,0 +1,125 @@
+"""Semantic search's pure parts (SPEC.md SEM-*): the embedding fingerprint, the stored vector
+format, the search modes and the fusion of a lexical and a semantic result list.
+
+Stdlib only: the core, the edge and Pyodide import it. Vectors travel as bytes (float32,
+little-endian, L2-normalised), the format the derived tables store and the CPython matrix
+reads without copying; `pack`/`unpack` convert from and to floats where Python needs them.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from array import array
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+MODE_LEXICAL = "lexical"
+MODE_SEMANTIC = "semantic"
+MODE_HYBRID = "hybrid"
+MODE_AUTO = "auto"
+MODES = (MODE_LEXICAL, MODE_SEMANTIC, MODE_HYBRID, MODE_AUTO)
+# SEM-3: what `mode` means when a request leaves it out (chosen by scripts/bench_retrieval.py).
+DEFAULT_MODE = MODE_AUTO
+
+# Why a hybrid or auto search answered from the lexical index alone (SEM-5).
+FALLBACK_UNAVAILABLE = "semantic_unavailable"  # no provider here (the edge, no extra installed)
+FALLBACK_NOT_BUILT = "semantic_index_not_built"  # the project has no index for this model yet
+FALLBACK_BEHIND = "semantic_index_behind"  # at_least_seq beyond the index after the deadline
+
+# SEM-4: how many candidates each list contributes to a hybrid fusion.
+CANDIDATES = 100
+# SEM-4: the lexical share of a fused score (tuned on the dev split of bench_retrieval).
+LEXICAL_WEIGHT = 0.3
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    """What a vector was made by (SEM-2): vectors of two fingerprints are never compared."""
+
+    provider: str
+    model: str
+    revision: str
+    dimensions: int
+
+    def text(self) -> str:
+        """`provider/model@revision:dimensions`, the form the index tables store."""
+        return f"{self.provider}/{self.model}@{self.revision}:{self.dimensions}"
+
+    def as_json(self) -> dict[str, object]:
+        """The wire shape of `semantic_model`."""
+        return {
+            "provider": self.provider,
+            "model": self.model,
+            "revision": self.revision,
+            "dimensions": self.dimensions,
+        }
+
+    @staticmethod
+    def parse(text: str) -> Fingerprint:
+        """The inverse of `text`."""
+        head, _, dims = text.rpartition(":")
+        provider_model, _, revision = head.rpartition("@")
+        provider, _, model = provider_model.partition("/")
+        return Fingerprint(provider, model, revision, int(dims))
+
+
+def pack(values: Iterable[float]) -> bytes:
+    """Float32 little-endian bytes of a vector, scaled to unit length."""
+    floats = [float(v) for v in values]
+    norm = math.sqrt(sum(v * v for v in floats)) or 1.0
+    out = array("f", (v / norm for v in floats))
+    if sys.byteorder == "big":  # pragma: no cover - no big-endian CPU runs this
+        out.byteswap()
+    return out.tobytes()
+
+
+def unpack(blob: bytes) -> list[float]:
+    """The floats of a packed vector."""
+    out = array("f")
+    out.frombytes(blob)
+    if sys.byteorder == "big":  # pragma: no cover
+        out.byteswap()
+    return out.tolist()
+
+
+@dataclass(frozen=True, slots=True)
+class Fused:
+    """One fused result: its fact, the fused score and what each list said of it."""
+
+    fact_id: str
+    score: float
+    lexical_score: float | None
+    lexical_rank: int | None
+    semantic_score: float | None
+    semantic_rank: int | None
+
+
+def fuse(
+    lexical: Sequence[tuple[str, float]],
+    semantic: Sequence[tuple[str, float]],
+    limit: int,
+    lexical_weight: float = LEXICAL_WEIGHT,
+) -> list[Fused]:
+    """Weighted score fusion (SEM-4) of two best-first lists `(fact_id, score)`.
+
+    Each list's scores are divided by its best one (BM25 has no fixed scale; cosine has one,
+    but a query's best cosine says how well the model understood it, so both lists are put
+    on the same footing), a fact missing from a list counts 0 there, and the fused score is
+    `w * lexical + (1 - w) * semantic`. Ties go to the fact id, as in SRCH-3.
+    """
+    lex_rank = {fid: i + 1 for i, (fid, _) in enumerate(lexical)}
+    sem_rank = {fid: i + 1 for i, (fid, _) in enumerate(semantic)}
+    lex_score = dict(lexical)
+    sem_score = dict(semantic)
+    lex_top = max((s for _, s in lexical), default=0.0)
+    sem_top = max((s for _, s in semantic), default=0.0)
+    fused: list[Fused] = []
+    for fid in {*lex_score, *sem_score}:
+        ls, ss = lex_score.get(fid), sem_score.get(fid)
+        ln = ls / lex_top if ls is not None and lex_top > 0 else 0.0
+        sn = max(ss, 0.0) / sem_top if ss is not None and sem_top > 0 else 0.0
+        score = lexical_weight * ln + (1.0 - lexical_weight) * sn
+        fused.append(Fused(fid, score, ls, lex_rank.get(fid), ss, sem_rank.get(fid)))
+    fused.sort(key=lambda f: (-f.score, f.fact_id))
+    return fused[:limit]

@@ -1,0 +1,42 @@
+"""The derived semantic index's records (SPEC.md SEM-6), shared by every store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aidememo.domain.model import Scope
+
+
+@dataclass(frozen=True, slots=True)
+class IndexState:
+    """A project's index: the fingerprint it is pinned to, the project epoch and sequence it
+    has applied, and its generation (moves when a vector is replaced, removed or reset, so a
+    reader's cache knows an append-only refresh is not enough)."""
+
+    fingerprint: str
+    project_epoch: str
+    applied_seq: int
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class PendingProject:
+    """A project whose index needs work: its epoch, head and current index state."""
+
+    scope: Scope
+    project_epoch: str
+    head_seq: int
+    state: IndexState | None
+
+
+@dataclass(frozen=True, slots=True)
+class VectorRow:
+    """One fact's vector (packed, `aidememo.domain.semantic.pack`), the sequence of the change
+    that made it and the fact's source id (search filters on it). `replaces` is set by the
+    indexer when the fact had a vector already."""
+
+    fact_id: str
+    seq: int
+    source_id: str | None
+    vector: bytes
+    replaces: bool = False

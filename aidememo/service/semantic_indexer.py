@@ -1,0 +1,200 @@
+"""The semantic indexer (SPEC.md SEM-6, SEM-7): it follows each project's change feed and
+writes the derived index, outside every command's transaction, so a write never waits for
+the embedding provider nor fails because of it.
+
+One `step()` takes up to `projects` projects whose index is missing, pinned to another
+fingerprint or project epoch (then it is reset: a model change rebuilds, never mixes), or
+behind the head; for each it reads up to `batch` changes after the applied sequence in one
+read view, embeds the facts among them with no transaction open, then applies the vectors and
+the new sequence in one write transaction by compare-and-swap on the applied sequence. Two
+indexers on one database therefore never apply a change twice; the loser of a race retries
+from the state it reads next. Idempotent: rerunning after a crash redoes at most one batch.
+
+CPU is bounded by a duty cycle: after embedding for `t` seconds the loop sleeps
+`t * (1 - duty) / duty`, so the indexer uses at most `duty` of one core (the provider runs
+with one thread). Stdlib only; the origin runs it on a thread, `aidememo indexer` in its
+own process.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from aidememo.domain.canonical import decode_stored
+from aidememo.domain.errors import AidememoError
+from aidememo.domain.model import ChangeOp, ChangeRecord, Scope
+from aidememo.domain.semantic_index import PendingProject, VectorRow
+from aidememo.ports import Embedder, ReadTx, Store, WriteTx
+
+BATCH = 64
+PROJECTS = 16
+DUTY = 0.5
+IDLE_S = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class IndexerSettings:
+    """How much one step does and how much CPU the loop may take."""
+
+    batch: int = BATCH
+    projects: int = PROJECTS
+    duty: float = DUTY
+    idle_s: float = IDLE_S
+
+
+@dataclass
+class IndexerStats:
+    """What the indexer has done since it started (metrics and `/ready` details)."""
+
+    changes: int = 0
+    facts: int = 0
+    embed_s: float = 0.0
+    lag: int = 0  # sequences behind, summed over the projects of the last step
+    errors: int = 0
+    last_error: str | None = None
+
+
+class SemanticIndexer:
+    """Follows every project's feed into the semantic index of one embedder."""
+
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder,
+        settings: IndexerSettings | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.fingerprint = embedder.fingerprint.text()
+        self.settings = settings or IndexerSettings()
+        self.stats = IndexerStats()
+        self._sleep = sleep
+        self._stop = threading.Event()
+
+    def step(self) -> int:
+        """One pass over the projects that need work; the changes applied."""
+        pending = self.store.read(
+            lambda tx: tx.semantic_pending(self.fingerprint, self.settings.projects)
+        )
+        applied = 0
+        lag = 0
+        for project in pending:
+            applied += self._advance(project)
+            lag += project.head_seq - (project.state.applied_seq if project.state else 0)
+        self.stats.lag = max(0, lag - applied)
+        return applied
+
+    def run_until_idle(self) -> int:
+        """Steps until nothing is pending; the changes applied."""
+        total = 0
+        while True:
+            n = self.step()
+            total += n
+            if n == 0:
+                return total
+
+    def run(self) -> None:
+        """Step until `stop()`, idling `idle_s` when there is nothing to do; a failure
+        (store or provider) is counted and retried after the idle time."""
+        while not self._stop.is_set():
+            try:
+                n = self.step()
+            except AidememoError as exc:
+                self.stats.errors += 1
+                self.stats.last_error = f"{exc.code}: {exc.message}"
+                n = 0
+            if n == 0:
+                self._stop.wait(self.settings.idle_s)
+
+    def stop(self) -> None:
+        """Make `run` return after its current step."""
+        self._stop.set()
+
+    def _advance(self, project: PendingProject) -> int:
+        scope, state = project.scope, project.state
+        if (
+            state is None
+            or state.fingerprint != self.fingerprint
+            or state.project_epoch != project.project_epoch
+        ):
+            self.store.transaction(
+                lambda tx: tx.semantic_reset(scope, self.fingerprint, project.project_epoch)
+            )
+            from_seq = 0
+        else:
+            from_seq = state.applied_seq
+        changes = self.store.read(
+            lambda tx: _changes(tx, scope, project.project_epoch, from_seq, self.settings.batch)
+        )
+        if not changes:
+            return 0
+        upserts, deletes, texts = _plan(changes)
+        vectors = self._embed(texts)
+        rows = [
+            VectorRow(fid, seq, src, vec, replaces)
+            for (fid, seq, src, replaces), vec in zip(upserts, vectors, strict=True)
+        ]
+        to_seq = changes[-1].seq
+
+        def apply(tx: WriteTx) -> bool:
+            return tx.semantic_apply(scope, self.fingerprint, from_seq, to_seq, rows, deletes)
+
+        if not self.store.transaction(apply):
+            return 0
+        self.stats.changes += len(changes)
+        self.stats.facts += len(rows)
+        return len(changes)
+
+    def _embed(self, texts: list[str]) -> list[bytes]:
+        if not texts:
+            return []
+        started = time.perf_counter()
+        vectors = self.embedder.embed(texts)
+        spent = time.perf_counter() - started
+        self.stats.embed_s += spent
+        duty = self.settings.duty
+        if 0 < duty < 1:
+            self._sleep(spent * (1 - duty) / duty)
+        return vectors
+
+
+def _changes(
+    tx: ReadTx, scope: Scope, epoch: str, after_seq: int, limit: int
+) -> list[ChangeRecord]:
+    project = tx.get_project(scope)
+    if project is None or project.project_epoch != epoch:
+        return []
+    return tx.list_changes(scope, after_seq, limit)
+
+
+def _plan(
+    changes: list[ChangeRecord],
+) -> tuple[list[tuple[str, int, str | None, bool]], list[str], list[str]]:
+    """The facts to embed `(fact_id, seq, source_id, replaces)` with their texts, and the
+    facts whose vectors go; the last change of a fact in the batch wins."""
+    last: dict[str, ChangeRecord] = {}
+    for change in changes:
+        if change.ref.kind == "fact":
+            last.pop(change.ref.id, None)
+            last[change.ref.id] = change
+    upserts: list[tuple[str, int, str | None, bool]] = []
+    texts: list[str] = []
+    deletes: list[str] = []
+    for fact_id, change in last.items():
+        if change.op == ChangeOp.DELETE or change.body is None:
+            deletes.append(fact_id)
+            continue
+        record = decode_stored(change.body)
+        content = record.get("content")
+        if not isinstance(content, str):
+            continue
+        source = record.get("source_id")
+        upserts.append(
+            (fact_id, change.seq, source if isinstance(source, str) else None, change.revision > 1)
+        )
+        texts.append(content)
+    return upserts, deletes, texts
