@@ -200,6 +200,11 @@ def cmd_confirm_capture(ns: argparse.Namespace, store: MemoryStore) -> int:
 
 def cmd_recall(ns: argparse.Namespace, store: MemoryStore) -> int:
     runtime = _runtime(ns)
+    if ns.mode != "fts":
+        from aidememo.cli.memory_vectors import OnnxRuntime
+        from aidememo.memory.semantic import SemanticRecall
+
+        store.semantic = SemanticRecall(OnnxRuntime(), ns.model_path)
     response = store.recall_detailed(
         ns.query,
         limit=ns.limit,

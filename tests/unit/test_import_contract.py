@@ -62,7 +62,15 @@ SQLITE3 = frozenset({"sqlite3", "_sqlite3"})
 SQLITE3_MODULE = REPO / "aidememo/stores/sqlite/sqlite3_executor.py"
 MEMORY_SQLITE_MODULES = frozenset(
     REPO / "aidememo/memory" / name
-    for name in ("db.py", "schema.py", "rehome.py", "integrity.py", "repair_fts.py", "backup.py")
+    for name in (
+        "db.py",
+        "schema.py",
+        "rehome.py",
+        "integrity.py",
+        "repair_fts.py",
+        "backup.py",
+        "sidecar.py",
+    )
 )
 PG_CONNECTION_MODULE = REPO / "durable_objects/pg_connection.py"
 STDLIB = frozenset(sys.stdlib_module_names)
