@@ -49,6 +49,12 @@ def provider(path: str) -> MemoryTools:
     from aidememo.cli.errors import CliError
 
     try:
-        return MemoryTools(open_provider(path, restricted_by_env=True))
+        tools = MemoryTools(open_provider(path, restricted_by_env=True))
     except MemoryStoreError as error:
         raise CliError(f"{error.code.value}: {error.message}") from None
+    # `memory.recall` takes `retrieval_mode` (MEM-23): the default local model directory.
+    from aidememo.cli.memory_vectors import OnnxRuntime
+    from aidememo.memory.semantic import SemanticRecall
+
+    tools.provider.store.semantic = SemanticRecall(OnnxRuntime())
+    return tools

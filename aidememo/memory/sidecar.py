@@ -332,3 +332,37 @@ def clear(path: str) -> bool:
         except FileNotFoundError:
             pass
     return existed
+
+
+def summary(path: str, store_path: str) -> dict[str, Any] | None:
+    """What `integrity` and `doctor` report of a store's sidecar, `None` when it has none:
+    its state against the store's active memories by the fingerprint it records (no model is
+    inspected or loaded), with that fingerprint and the provider and model it names."""
+    if not os.path.lexists(path):
+        return None
+    recorded: tuple[Any, ...] | None = None
+    try:
+        conn = _open_ro(path)
+        try:
+            recorded = conn.execute(
+                "SELECT provider_fingerprint, provider_id, model FROM semantic_metadata"
+                " WHERE singleton = 1"
+            ).fetchone()
+        finally:
+            conn.close()
+    except (MemoryStoreError, sqlite3.Error):
+        pass
+    try:
+        store = sqlite3.connect(f"file:{store_path}?mode=ro", uri=True)
+        try:
+            active = store.execute(
+                "SELECT id, revision, scope FROM memories WHERE archived_at IS NULL"
+            ).fetchall()
+        finally:
+            store.close()
+    except sqlite3.Error:
+        active = []
+    status = inspect(path, recorded[0] if recorded else "", active)
+    status["provider"] = recorded[1] if recorded else None
+    status["model"] = recorded[2] if recorded else None
+    return status
