@@ -109,8 +109,9 @@ def recall_detailed(
         results = ranking.search(store.db, query, scopes, count)
         if retrieval_mode == "hybrid":
             try:
-                found = _semantic(store, query, scopes, min(count, sem.FUSION_LIMIT))
-                results = sem.fuse(results, found, count)
+                settings = store.semantic.settings if store.semantic else sem.Settings()
+                found = _semantic(store, query, scopes, min(count, settings.fusion_limit))
+                results = sem.fuse(results, found, count, settings)
             except MemoryStoreError as exc:
                 fallback, effective = exc.code.value, "fts"
                 results = sem.fallen_back(results, fallback)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from aidememo.memory import semantic_model as models
@@ -31,9 +32,6 @@ from aidememo.memory.model import RecallResult
 if TYPE_CHECKING:
     from aidememo.memory.store import MemoryStore
 
-FLOOR = 0.34  # the similarity floor Nuzo's CLI and MCP server pass
-CANDIDATES = 100
-FUSION_LIMIT = 1
 RRF_K = 60
 _STATE_CODES = {
     "missing": C.SEMANTIC_INDEX_MISSING,
@@ -41,6 +39,17 @@ _STATE_CODES = {
     "incompatible": C.SEMANTIC_INDEX_INCOMPATIBLE,
     "error": C.SEMANTIC_INDEX_FAILED,
 }
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """How semantic and hybrid recall choose (MEM-23); one setting in the product, other
+    values only in scripts/bench_memory.py's comparison."""
+
+    floor: float = 0.25  # the cosine a semantic result needs (Nuzo: 0.34)
+    candidates: int = 100  # vectors scored above the floor that are looked at
+    fusion_limit: int = 3  # semantic results a hybrid recall fuses (Nuzo: 1)
+    ties_to_semantic: bool = True  # equal fused scores: the semantic list's first (Nuzo: id)
 
 
 class ModelRuntime(Protocol):
@@ -80,8 +89,11 @@ def _active(store: MemoryStore, scopes: Sequence[str] | None) -> list[tuple[str,
 class SemanticRecall:
     """Semantic recall of one store with one model directory (`store.semantic`)."""
 
-    def __init__(self, runtime: ModelRuntime, model_dir: str | None = None) -> None:
+    def __init__(
+        self, runtime: ModelRuntime, model_dir: str | None = None, settings: Settings | None = None
+    ) -> None:
         self.runtime = runtime
+        self.settings = settings or Settings()
         self.model_dir = models.model_path(model_dir)
         self._embed: Callable[[list[str]], list[bytes]] | None = None
         self._cache: dict[tuple[Any, ...], sidecar.Loaded] = {}
@@ -121,7 +133,7 @@ class SemanticRecall:
         embedded = self.embedder()([query])
         if not vectors.ids:
             return []
-        hits = self.runtime.top(vectors, embedded[0], CANDIDATES, FLOOR)
+        hits = self.runtime.top(vectors, embedded[0], self.settings.candidates, self.settings.floor)
         wanted = set(scopes)
         results: list[RecallResult] = []
         for row, score in hits:
@@ -141,9 +153,16 @@ class SemanticRecall:
 
 
 def fuse(
-    fts: Sequence[RecallResult], semantic: Sequence[RecallResult], limit: int
+    fts: Sequence[RecallResult],
+    semantic: Sequence[RecallResult],
+    limit: int,
+    settings: Settings | None = None,
 ) -> list[RecallResult]:
-    """Reciprocal-rank fusion of the two lists (MEM-23)."""
+    """Reciprocal-rank fusion of the FTS list and the semantic list's best
+    `settings.fusion_limit` (MEM-23)."""
+    chosen = settings or Settings()
+    semantic = semantic[: chosen.fusion_limit]
+    semantic_rank = {r.memory.id: rank for rank, r in enumerate(semantic)}
     fused: dict[str, tuple[RecallResult, float, list[str]]] = {}
     for source, results in (("fts", fts), ("semantic", semantic)):
         for rank, result in enumerate(results):
@@ -153,7 +172,12 @@ def fuse(
                 current[1] + 1 / (RRF_K + rank + 1),
                 [*current[2], source],
             )
-    ordered = sorted(fused.values(), key=lambda item: (-item[1], item[0].memory.id))
+
+    def order(item: tuple[RecallResult, float, list[str]]) -> tuple[float, int, str]:
+        tie = semantic_rank.get(item[0].memory.id, limit) if chosen.ties_to_semantic else 0
+        return (-item[1], tie, item[0].memory.id)
+
+    ordered = sorted(fused.values(), key=order)
     return [
         RecallResult(
             result.memory,

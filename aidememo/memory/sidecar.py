@@ -250,7 +250,8 @@ def rebuild(
     embed: Callable[[list[str]], list[bytes]],
     completed_at: str,
 ) -> dict[str, Any]:
-    """Embed `memories` `(id, revision, scope, document)` in batches of `BATCH` into a new
+    """Embed `memories` `(id, revision, scope, document)` in batches of `BATCH` (shortest
+    texts first) into a new
     sidecar and put it in place of the old one once checked: `{path, providerFingerprint,
     indexedMemories}`. `embed` failures leave the old sidecar untouched."""
     fingerprint = descriptor.fingerprint()
@@ -267,8 +268,10 @@ def rebuild(
         conn.executescript(_DDL)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         width = descriptor.dimensions * 4
-        for start in range(0, len(memories), BATCH):
-            batch = memories[start : start + BATCH]
+        # Similar lengths batch together: a batch is padded to its longest text.
+        ordered = sorted(memories, key=lambda m: len(m[3]))
+        for start in range(0, len(ordered), BATCH):
+            batch = ordered[start : start + BATCH]
             vectors = embed([m[3] for m in batch])
             if len(vectors) != len(batch) or any(len(v) != width for v in vectors):
                 raise MemoryStoreError(

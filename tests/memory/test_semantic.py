@@ -121,6 +121,11 @@ def test_mem23_hybrid_fusion_is_reciprocal_rank(store: MemoryStore) -> None:
     assert fused[0].score == pytest.approx(1 / 62 + 1 / 61)
     assert fused[0].reason == "Hybrid reciprocal-rank fusion: fts+semantic."
     assert semantic.fuse(fts, [], 1)[0].reason == "Hybrid reciprocal-rank fusion: fts."
+    # Equal fused scores: the semantic list's first wins; Nuzo's settings order them by id.
+    tied = [RecallResult(c, 0.9, "s")]
+    assert semantic.fuse(fts[:1], tied, 2)[0].memory.id == c.id
+    nuzo = semantic.Settings(floor=0.34, fusion_limit=1, ties_to_semantic=False)
+    assert [r.memory.id for r in semantic.fuse(fts[:1], tied, 2, nuzo)] == sorted([a.id, c.id])
 
 
 def test_mem22_canonical_writes_never_embed_and_leave_the_sidecar_stale(
