@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from aidememo.memory import MemoryStore, paths
+from aidememo.memory.model import RecallResult
 from aidememo.memory.scope_policy import ScopePolicy
 from aidememo.memory.tiers import TeamFact, share, tiered_recall
 from tests.cli.agent_support import AIDEMEMO, Cli, login, provision, start_server
@@ -52,14 +53,16 @@ def test_mem24_a_restricted_session_reads_no_tier_outside_its_allowlist(
             include_global=True,
             policy=ScopePolicy(["project:a"]),
         )
-        assert [(r.tier, r.memory.scope) for r in answer.results] == [("project", "project:a")]
+        rows = [r for r in answer.results if isinstance(r, RecallResult)]
+        assert len(rows) == len(answer.results)
+        assert [(r.tier, r.memory.scope) for r in rows] == [("project", "project:a")]
         assert [(t.tier, t.status) for t in answer.tiers] == [
             ("project", "searched"),
             ("user", "skipped"),
             ("team", "skipped"),
         ]
         both = tiered_recall("deploys", project=project, user=user, team=None, include_global=True)
-        assert [r.tier for r in both.results] == ["project", "user"]
+        assert [r.tier for r in both.results if isinstance(r, RecallResult)] == ["project", "user"]
     finally:
         project.close()
         user.close()
