@@ -16,6 +16,8 @@ What is reported:
 - `artifact_gc(pending, failed)`: one artifact GC pass of the origin's GC task ended with
   `pending` GC intents left in the catalog (a bounded count; None when counting failed) and
   `failed` failures (body deletes that failed, or 1 for a pass that raised) (METRICS-4).
+- `semantic_lag(sequences)`: after a semantic indexer step, how many sequences its projects'
+  indexes are behind their heads in total (SEM-7).
 """
 
 from __future__ import annotations
@@ -46,6 +48,10 @@ class MetricsSink(Protocol):
     def artifact_gc(self, pending: int | None, failed: int) -> None:
         """A GC pass ended with `pending` intents queued (None: not counted) and `failed`
         failures."""
+        ...
+
+    def semantic_lag(self, sequences: int) -> None:
+        """The semantic index is `sequences` behind the heads of its projects."""
         ...
 
 
@@ -103,3 +109,11 @@ def artifact_gc(pending: int | None, failed: int) -> None:
     if sink is not None:
         with contextlib.suppress(Exception):
             sink.artifact_gc(pending, failed)
+
+
+def semantic_lag(sequences: int) -> None:
+    """Report the semantic indexer's lag (see the module docstring)."""
+    sink = _sink
+    if sink is not None:
+        with contextlib.suppress(Exception):
+            sink.semantic_lag(sequences)

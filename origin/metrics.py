@@ -121,6 +121,12 @@ class PrometheusSink:
             registry=registry,
             multiprocess_mode="livemax",
         )
+        self.semantic_lag_gauge = Gauge(
+            "aidememo_semantic_index_lag",
+            "Sequences the semantic index is behind the project heads (SEM-7)",
+            registry=registry,
+            multiprocess_mode="livemax",
+        )
         self.gc_failures = Counter(
             "aidememo_artifact_gc_failures",
             "Artifact garbage-collection deletions that failed",
@@ -146,6 +152,9 @@ class PrometheusSink:
             self.gc_pending.set(pending)
         if failed:
             self.gc_failures.inc(failed)
+
+    def semantic_lag(self, sequences: int) -> None:
+        self.semantic_lag_gauge.set(sequences)
 
     # -- requests ---------------------------------------------------------------------------
 

@@ -102,15 +102,45 @@ def cmd_fact_list(ns: argparse.Namespace) -> int:
 def cmd_search(ns: argparse.Namespace) -> int:
     with connected(ns) as (_, client):
         found = client.search(
-            ns.query, source_id=ns.source, limit=ns.limit, at_least_seq=ns.at_least_seq
+            ns.query,
+            source_id=ns.source,
+            limit=ns.limit,
+            at_least_seq=ns.at_least_seq,
+            mode=ns.mode,
         )
-    rows = [
-        [f"{r.score:.3g}", r.fact_id, r.session_id, r.actor_id, clip(r.content)]
-        for r in found.results
-    ]
-    lines = table(["SCORE", "FACT", "SESSION", "BY", "CONTENT"], rows, "no matching facts")
-    lines.append(f"index at seq {found.index_seq}")
+    if ns.explain:  # SEM-1: why each fact was returned
+        rows = [
+            [f"{r.score:.3g}", _part(r.lexical_score, r.lexical_rank),
+             _part(r.semantic_score, r.semantic_rank), r.fact_id, clip(r.content)]
+            for r in found.results
+        ]  # fmt: skip
+        header = ["SCORE", "LEXICAL", "SEMANTIC", "FACT", "CONTENT"]
+        lines = table(header, rows, "no matching facts")
+    else:
+        rows = [
+            [f"{r.score:.3g}", r.fact_id, r.session_id, r.actor_id, clip(r.content)]
+            for r in found.results
+        ]
+        lines = table(["SCORE", "FACT", "SESSION", "BY", "CONTENT"], rows, "no matching facts")
+    lines.append(_search_footer(found))
     return emit(ns, found, lines)
+
+
+def _part(score: float | None, rank: int | None) -> str:
+    return "-" if score is None or rank is None else f"{score:.3g} #{rank}"
+
+
+def _search_footer(found: Any) -> str:
+    """What ran and how current it is (SEM-1, SEM-5)."""
+    line = f"{found.mode} search, index at seq {found.index_seq}"
+    if found.semantic_model is not None:
+        m = found.semantic_model
+        line += f", model {m.provider}/{m.model}@{m.revision}"
+    if found.semantic_lag:
+        line += f", {found.semantic_lag} behind the head"
+    if found.fallback_reason:
+        line += f" ({found.fallback_reason})"
+    return line
 
 
 @agent_command

@@ -158,6 +158,13 @@ def add_agent_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     flag(search, "--at-least-seq", convert=seq, help="refuse an index older than this sequence")
     flag(search, "--source", help="only this source's facts")
     flag(search, "--limit", convert=int_in(1, 100), help="results")
+    flag(
+        search,
+        "--mode",
+        choices=["lexical", "semantic", "hybrid", "auto"],
+        help="by words, by meaning, both, or hybrid where the index is built (default auto)",
+    )
+    flag(search, "--explain", switch=True, default=False, help="print each list's score and rank")
 
     get = _agent(sub, "get", "one resource's current body", "agent", "cmd_get")
     _positional(get, "kind", "session, fact, handoff, handoff_context or custom.*")

@@ -449,4 +449,6 @@ def cmd_serve(ns: argparse.Namespace) -> int:
         metrics_bind=ns.metrics_bind,
         rate_limit=ns.rate_limit,
         s3=s3_settings(ns),
+        embedding=ns.embedding,
+        indexer=ns.indexer == "on",
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from aidememo import __version__
 from aidememo.cli.agent_parser import add_agent_commands
@@ -263,10 +264,39 @@ def build_parser() -> argparse.ArgumentParser:
         help="browser origins (comma-separated) allowed to call the MCP endpoint; a request "
         "with any other Origin header is 403 (default: none)",
     )
+    serve.add(
+        "--embedding",
+        env="AIDEMEMO_EMBEDDING",
+        default="bundled",
+        help="semantic search provider: bundled (the local model of the semantic extra), "
+        "onnx:DIR (model.onnx + tokenizer.json), openai:URL#MODEL (key from "
+        "AIDEMEMO_EMBEDDING_API_KEY), or off",
+    )
+    serve.add(
+        "--indexer",
+        env="AIDEMEMO_INDEXER",
+        default="on",
+        choices=["on", "off"],
+        help="run the semantic indexer in this process (off: a separate `aidememo indexer`)",
+    )
+    add_indexer_command(sub, db_help)
     add_agent_commands(sub)
     add_mcp_commands(sub)
     add_memory_commands(sub)
     return parser
+
+
+def add_indexer_command(sub: Any, db_help: str) -> None:
+    """`aidememo indexer`: the semantic indexer as its own process (SEM-7)."""
+    from aidememo.cli.indexer import cmd_indexer
+
+    indexer = Command(
+        sub.add_parser("indexer", help="follow every project's feed into the semantic index"),
+        cmd_indexer,
+    )
+    indexer.add("--database", env="AIDEMEMO_DATABASE_URL", help=db_help)
+    indexer.add("--embedding", env="AIDEMEMO_EMBEDDING", default="bundled", help="provider")
+    indexer.add("--once", switch=True, default=False, help="index until caught up, then exit")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

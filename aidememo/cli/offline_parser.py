@@ -29,10 +29,15 @@ def add_offline_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     get = _agent(replica, "get", "one cached resource (no network)", "replica_cmd", "cmd_get")
     _positional(get, "kind", "session, fact, handoff, handoff_context or custom.*")
     _positional(get, "resource_id", "its id")
+    search = _agent(replica, "search", "search the cached facts by words (no network)",
+                    "replica_cmd", "cmd_search")  # fmt: skip
+    _positional(search, "query", "plain text")
+    flag(search, "--source", help="only this source's facts")
+    flag(search, "--limit", convert=int_in(1, 100), help="results")
     reset = _agent(replica, "reset", "forget the replica and its pin", "replica_cmd",
                    "cmd_reset")  # fmt: skip
     flag(reset, "--force", switch=True, default=False, help="really forget it")
-    for cmd in (pull, status, get, reset):
+    for cmd in (pull, status, get, search, reset):
         flag(
             cmd, "--path", help="the replica file (default $AIDEMEMO_HOME/replicas/PROFILE.sqlite)"
         )

@@ -111,6 +111,23 @@ def cmd_get(ns: argparse.Namespace) -> int:
     return emit(ns, found.document(), [head, json.dumps(found.body, ensure_ascii=False, indent=2)])
 
 
+def cmd_search(ns: argparse.Namespace) -> int:
+    """Lexical search over the replica at its cursor (REPLICA-7), with no network."""
+    profile, replica = _open(ns)
+    with replica:
+        try:
+            replica.check(profile.tenant_id, profile.project_id, profile.actor_id)
+            replica.cursor()
+        except ReplicaError as error:
+            raise _failed(error) from None
+        found = replica.search(ns.query, ns.source, ns.limit or 20)
+    lines = [
+        f"{r['score']:.3g}  {r['fact_id']}  {r['content'][:80]}" for r in found["results"]
+    ] or ["no matching facts"]
+    lines.append(f"lexical search of the replica at seq {found['index_seq']}")
+    return emit(ns, found, lines)
+
+
 def cmd_reset(ns: argparse.Namespace) -> int:
     if not ns.force:
         raise CliError(

@@ -80,8 +80,14 @@ def run_serve(
     metrics_bind: str | None = None,
     rate_limit: str | None = None,
     s3: S3Settings | None = None,
+    embedding: str = "bundled",
+    indexer: bool = True,
 ) -> int:
     """Serve until SIGTERM/SIGINT; returns the exit status.
+
+    `embedding` names the semantic search provider (`aidememo.embedding`; "off": lexical
+    only) and `indexer` runs the semantic indexer in each process (SEM-7; off when a separate
+    `aidememo indexer` follows the database).
 
     `admin_token_sha256` opens the admin routes to the token with that digest; without it
     they answer 401 `authentication_failed` to everyone. `workers` above 1 runs that many
@@ -147,7 +153,8 @@ def run_serve(
         bodies = None if root is None else open_bodies(root)
     try:
         return _serve(url, workers, settings, limiter, metrics, origins, host, port,
-                      handoff_lease_ms, admin_token_sha256, bodies, gc_interval_s)  # fmt: skip
+                      handoff_lease_ms, admin_token_sha256, bodies, gc_interval_s,
+                      embedding, indexer)  # fmt: skip
     finally:
         if metrics is not None:
             metrics.stop()
@@ -168,11 +175,14 @@ def _serve(
     admin_token_sha256: bytes | None,
     bodies: BodyStore | None,
     gc_interval_s: float | None,
+    embedding: str = "bundled",
+    indexer: bool = True,
 ) -> int:
     from aidememo.cli.artifact_root import pin_identity
     from aidememo.http.app import HttpApp
     from aidememo.service.artifact_gc import ArtifactGc
     from origin.gc_task import GC_INTERVAL_S, GcTask
+    from origin.semantic_task import IndexerTask, load_provider
     from origin.server import serve
 
     def open_app() -> tuple[HttpApp, Callable[[], None]]:
@@ -191,6 +201,17 @@ def _serve(
         except BaseException:
             store.close()
             raise
+        task = None
+        embedder = load_provider(embedding)
+        if embedder is not None:
+            from aidememo.embedding.matrix import MatrixSearch
+
+            # the searches' own session: a query never waits behind an indexer's batch
+            app.services.searches.engine = MatrixSearch(load_provider(embedding) or embedder)
+            if indexer:
+                task = IndexerTask(store, embedder)
+                app.services.semantic_status = task.indexer.status
+                task.start()
         gc = None
         if bodies is not None:
             gc = GcTask(ArtifactGc(store, bodies, app.services.artifacts.clock),
@@ -200,6 +221,8 @@ def _serve(
         def close() -> None:
             if gc is not None:
                 gc.stop()
+            if task is not None:
+                task.stop()
             store.close()
 
         return app, close

@@ -222,8 +222,9 @@ class AsyncClient:
         source_id: str | None = None,
         limit: int | None = None,
         at_least_seq: int | None = None,
+        mode: Literal["lexical", "semantic", "hybrid", "auto"] | None = None,
     ) -> m.Search:
-        """`GET .../search` (lexical, SRCH-1..SRCH-4)."""
+        """`GET .../search` in `mode` (SRCH-*, SEM-1..5; None: the server's default, auto)."""
         call = p.get(
             f"{self._ctx.base}/search",
             m.Search,
@@ -231,6 +232,7 @@ class AsyncClient:
             source_id=source_id,
             limit=limit,
             at_least_seq=at_least_seq,
+            mode=mode,
         )
         result: m.Search = await self._read(call)
         return result

@@ -215,14 +215,28 @@ class SearchResult(Model):
     actor_id: str
     content: str
     score: float
+    # SEM-1: what each list said of the fact (None where it was not in that list).
+    lexical_score: float | None = None
+    lexical_rank: int | None = None
+    semantic_score: float | None = None
+    semantic_rank: int | None = None
+
+
+class SemanticModel(Model):
+    provider: str
+    model: str
+    revision: str
+    dimensions: int
 
 
 class Search(Model):
     project_epoch: str
     index_seq: int
-    mode: str
-    semantic_model: str | None
+    mode: Literal["lexical", "semantic", "hybrid"]
+    semantic_model: SemanticModel | None
     results: list[SearchResult]
+    semantic_lag: int | None = None
+    fallback_reason: str | None = None
 
 
 class Cursor(Model):

@@ -285,6 +285,43 @@ class Replica:
             meta["project_epoch"],
         )  # fmt: skip
 
+    def search(self, q: str, source_id: str | None = None, limit: int = 20) -> dict[str, Any]:
+        """Lexical search over the cached facts at the cursor (REPLICA-7): the answer of
+        `GET .../search?mode=lexical` at `index_seq`, the replica's cursor."""
+        from aidememo.client.replica_search import search_facts
+
+        rows = self._conn.execute(
+            "SELECT seq, id, body FROM resources WHERE kind = 'fact' AND body IS NOT NULL"
+        ).fetchall()
+        facts: dict[str, dict[str, Any]] = {}
+        entries: list[tuple[int, str, str, str]] = []
+        for seq, fact_id, body in rows:
+            record = json.loads(body)
+            facts[fact_id] = record
+            entries.append((seq, fact_id, record["source_id"], record["content"]))
+        hits, exhaustive = search_facts(entries, q, source_id, limit)
+        results = [
+            {
+                **{k: facts[f][k] for k in ("fact_id", "session_id", "source_id", "actor_id")},
+                "content": facts[f]["content"],
+                "score": score,
+                "lexical_score": score,
+                "lexical_rank": i + 1,
+                "semantic_score": None,
+                "semantic_rank": None,
+            }
+            for i, (f, score) in enumerate(hits)
+        ]
+        meta = self.meta()
+        return {
+            "project_epoch": meta.get("project_epoch"),
+            "index_seq": self.cursor(),
+            "mode": "lexical",
+            "semantic_model": None,
+            "exhaustive": exhaustive,
+            "results": results,
+        }
+
     def status(self) -> dict[str, Any]:
         meta = self.meta()
         document: dict[str, Any] = {"path": str(self.path)}

@@ -30,7 +30,7 @@ FALLBACK_BEHIND = "semantic_index_behind"  # at_least_seq beyond the index after
 # SEM-4: how many candidates each list contributes to a hybrid fusion.
 CANDIDATES = 100
 # SEM-4: the lexical share of a fused score (tuned on the dev split of bench_retrieval).
-LEXICAL_WEIGHT = 0.3
+LEXICAL_WEIGHT = 0.3  # dev split: 0.3 best of 0.05..0.95 (docs/bench-notes.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +95,16 @@ class Fused:
     semantic_rank: int | None
 
 
+def _standardised(pairs: Sequence[tuple[str, float]]) -> dict[str, float]:
+    """Each score as its distance from the list's mean in standard deviations."""
+    if not pairs:
+        return {}
+    values = [score for _, score in pairs]
+    mean = sum(values) / len(values)
+    spread = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)) or 1.0
+    return {fid: (score - mean) / spread for fid, score in pairs}
+
+
 def fuse(
     lexical: Sequence[tuple[str, float]],
     semantic: Sequence[tuple[str, float]],
@@ -103,23 +113,30 @@ def fuse(
 ) -> list[Fused]:
     """Weighted score fusion (SEM-4) of two best-first lists `(fact_id, score)`.
 
-    Each list's scores are divided by its best one (BM25 has no fixed scale; cosine has one,
-    but a query's best cosine says how well the model understood it, so both lists are put
-    on the same footing), a fact missing from a list counts 0 there, and the fused score is
-    `w * lexical + (1 - w) * semantic`. Ties go to the fact id, as in SRCH-3.
+    Each list's scores are standardised (minus the list's mean, over its standard deviation):
+    BM25 has no fixed scale and a query's cosines bunch differently from one query to the
+    next, so only how far a fact stands out of its own list is compared. A fact missing from
+    the lexical list counts 0 there (it holds no query term, or too few to make the list); one
+    missing from the semantic list counts that list's lowest. The fused score is
+    `w * lexical + (1 - w) * semantic`; ties go to the fact id, as in SRCH-3.
     """
+    lex = _standardised(lexical)
+    sem = _standardised(semantic)
+    sem_floor = min(sem.values(), default=0.0)
     lex_rank = {fid: i + 1 for i, (fid, _) in enumerate(lexical)}
     sem_rank = {fid: i + 1 for i, (fid, _) in enumerate(semantic)}
     lex_score = dict(lexical)
     sem_score = dict(semantic)
-    lex_top = max((s for _, s in lexical), default=0.0)
-    sem_top = max((s for _, s in semantic), default=0.0)
-    fused: list[Fused] = []
-    for fid in {*lex_score, *sem_score}:
-        ls, ss = lex_score.get(fid), sem_score.get(fid)
-        ln = ls / lex_top if ls is not None and lex_top > 0 else 0.0
-        sn = max(ss, 0.0) / sem_top if ss is not None and sem_top > 0 else 0.0
-        score = lexical_weight * ln + (1.0 - lexical_weight) * sn
-        fused.append(Fused(fid, score, ls, lex_rank.get(fid), ss, sem_rank.get(fid)))
+    fused = [
+        Fused(
+            fid,
+            lexical_weight * lex.get(fid, 0.0) + (1.0 - lexical_weight) * sem.get(fid, sem_floor),
+            lex_score.get(fid),
+            lex_rank.get(fid),
+            sem_score.get(fid),
+            sem_rank.get(fid),
+        )
+        for fid in {*lex, *sem}
+    ]
     fused.sort(key=lambda f: (-f.score, f.fact_id))
     return fused[:limit]

@@ -10,6 +10,7 @@ vector replaced or removed, a rebuild). 384 float32 values are 1.5 KiB per fact.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,8 @@ import numpy as np
 from aidememo.domain.model import Scope
 from aidememo.domain.semantic_index import IndexState, VectorRow
 from aidememo.ports import Embedder, ReadTx
+
+QUERY_CACHE = 1024  # query vectors kept (agents repeat their questions)
 
 
 @dataclass
@@ -33,14 +36,28 @@ class _Project:
 class MatrixSearch:
     """`VectorSearch` over an embedder; thread-safe."""
 
-    def __init__(self, embedder: Embedder) -> None:
+    def __init__(self, embedder: Embedder, cached_queries: int = QUERY_CACHE) -> None:
+        """`embedder` should be the searches' own (an indexer's batch on a shared one would
+        make a query wait for it); the last `cached_queries` query vectors are kept."""
         self.embedder = embedder
         self.fingerprint = embedder.fingerprint
         self._projects: dict[tuple[str, str], _Project] = {}
         self._lock = threading.Lock()
+        self._queries: OrderedDict[str, bytes] = OrderedDict()
+        self._cached_queries = cached_queries
 
     def embed_query(self, text: str) -> bytes:
-        return self.embedder.embed([text])[0]
+        with self._lock:
+            found = self._queries.get(text)
+            if found is not None:
+                self._queries.move_to_end(text)
+                return found
+        vector = self.embedder.embed([text])[0]
+        with self._lock:
+            self._queries[text] = vector
+            if len(self._queries) > self._cached_queries:
+                self._queries.popitem(last=False)
+        return vector
 
     def nearest(
         self,

@@ -93,6 +93,8 @@ class Services:
         self.queries = Queries(store, clock)
         self.lookups = Lookups(store, clock)
         self.searches = Searches(store, self.lookups, semantic)  # SEM-3
+        # What `/ready` says of a semantic indexer running in this process (SEM-7).
+        self.semantic_status: Callable[[], dict[str, object]] | None = None
         self.product = Product(self.ledger, lease_ms)
         self.archive = Archive(store, clock, ids)
         self.archive.grant_window_ms = int(getattr(bodies, "grant_window_ms", 0))  # GRANT-7

@@ -125,12 +125,16 @@ def ready(s: Services, request: Request, params: dict[str, str], caller: Caller 
     """Readiness: 200 `{ready: true, ...}` while the store takes writes, else 503 with the
     state that stops it (READY-1); never Retry-After, this is a status, not an error."""
     _no_query(request)
-    return ready_response(s.store.mode, s.readiness.state())
+    status = s.semantic_status
+    return ready_response(s.store.mode, s.readiness.state(), None if status is None else status())
 
 
-def ready_response(mode: str, state: str) -> Response:
-    """The `/ready` answer for a store `state` (the edge Worker answers with it too)."""
-    body = {"ready": state == STORE_OK, "mode": mode, "state": state}
+def ready_response(mode: str, state: str, semantic: dict[str, object] | None = None) -> Response:
+    """The `/ready` answer for a store `state` (the edge Worker answers with it too); with an
+    indexer in the process, its model and lag under `semantic` (SEM-7)."""
+    body: dict[str, object] = {"ready": state == STORE_OK, "mode": mode, "state": state}
+    if semantic is not None:
+        body["semantic"] = semantic
     return Response(200 if state == STORE_OK else 503, list(_JSON), json_bytes(body))
 
 

@@ -155,7 +155,20 @@ def component_schemas() -> dict[str, Schema]:
             "state": state,
         }
     )
-    s["Ready"] = obj({"ready": {"type": "boolean"}, "mode": mode, "state": state})
+    s["Ready"] = obj(
+        {"ready": {"type": "boolean"}, "mode": mode, "state": state},
+        {
+            "semantic": obj(
+                {
+                    "semantic_model": ref("SemanticModel"),
+                    "index_lag": integer(0),
+                    "facts_indexed": integer(0),
+                    "errors": integer(0),
+                    "last_error": nullable({"type": "string"}),
+                }
+            )
+        },
+    )
     s["Identity"] = obj(
         {
             "tenant_id": ref("Id"),

@@ -309,19 +309,25 @@ TOOLS: tuple[Tool, ...] = (
     ),
     Tool(
         "search",
-        "Lexical search over the project's facts (any word matches, best first). Pass"
-        " at_least_seq (a receipt's project_seq) to be sure a write you just made is included.",
+        "Search the project's facts by words and by meaning, best first (mode auto: hybrid"
+        " where the semantic index is built, else lexical). Pass at_least_seq (a receipt's"
+        " project_seq) to be sure a write you just made is included.",
         "search",
         {
-            "q": _text(SEARCH_QUERY_MAX_BYTES, "Plain words to look for; no query syntax"),
+            "q": _text(SEARCH_QUERY_MAX_BYTES, "Plain words or a question; no query syntax"),
             "source_id": _SOURCE,
             "limit": _int(1, "Most results to return (default 20).", SEARCH_LIMIT_MAX),
-            "at_least_seq": _int(0, "Fail unless the index has reached this sequence."),
+            "at_least_seq": _int(0, "Wait for the index to reach this sequence."),
+            "mode": {
+                "type": "string",
+                "enum": ["lexical", "semantic", "hybrid", "auto"],
+                "description": "lexical (words), semantic (meaning), hybrid (both) or auto.",
+            },
         },
         ("q",),
         write=False,
         output=_answer("Search"),
-        build=_query("q", "source_id", "limit", "at_least_seq"),
+        build=_query("q", "source_id", "limit", "at_least_seq", "mode"),
     ),
     Tool(
         "resource_get",

@@ -21,6 +21,7 @@ from aidememo.domain.semantic import (
     FALLBACK_BEHIND,
     FALLBACK_NOT_BUILT,
     FALLBACK_UNAVAILABLE,
+    LEXICAL_WEIGHT,
     MODE_AUTO,
     MODE_HYBRID,
     MODE_LEXICAL,
@@ -78,11 +79,13 @@ class Searches:
         engine: VectorSearch | None = None,
         wait_s: float = WAIT_S,
         sleep: Callable[[float], None] = time.sleep,
+        lexical_weight: float = LEXICAL_WEIGHT,
     ) -> None:
         self.store = store
         self.lookups = lookups
         self.engine = engine
         self.wait_s = wait_s
+        self.lexical_weight = lexical_weight  # SEM-4; the benchmark tunes it
         self._sleep = sleep
 
     def search(
@@ -185,7 +188,7 @@ class Searches:
             lexical = [(h.fact_id, h.score) for h in page.hits]
             if page.bodies is not None:
                 bodies = {h.fact_id: b for h, b in zip(page.hits, page.bodies, strict=True)}
-            fused = fuse(lexical, semantic, limit)
+            fused = fuse(lexical, semantic, limit, self.lexical_weight)
             effective = MODE_HYBRID
         results = [r for r in (_result(tx, scope, f, bodies) for f in fused) if r is not None]
         return SearchAnswer(

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from aidememo import metrics
 from aidememo.domain.canonical import decode_stored
 from aidememo.domain.errors import AidememoError
 from aidememo.domain.model import ChangeOp, ChangeRecord, Scope
@@ -86,6 +87,7 @@ class SemanticIndexer:
             applied += self._advance(project)
             lag += project.head_seq - (project.state.applied_seq if project.state else 0)
         self.stats.lag = max(0, lag - applied)
+        metrics.semantic_lag(self.stats.lag)
         return applied
 
     def run_until_idle(self) -> int:
@@ -113,6 +115,17 @@ class SemanticIndexer:
     def stop(self) -> None:
         """Make `run` return after its current step."""
         self._stop.set()
+
+    def status(self) -> dict[str, object]:
+        """What `/ready` reports of the indexer (SEM-7): its model, its lag in sequences at
+        the last step, what it embedded and its last failure."""
+        return {
+            "semantic_model": self.embedder.fingerprint.as_json(),
+            "index_lag": self.stats.lag,
+            "facts_indexed": self.stats.facts,
+            "errors": self.stats.errors,
+            "last_error": self.stats.last_error,
+        }
 
     def _advance(self, project: PendingProject) -> int:
         scope, state = project.scope, project.state

@@ -110,7 +110,7 @@ def test_cli2_cli3_readme_quickstart_runs_as_written(tmp_path: Path) -> None:
         assert ran.returncode == 0, ran.stderr
         assert ran.stdout.splitlines() == [
             "completed",
-            "['step 3 races the cache warm-up']",
+            "step 3 races the cache warm-up",
             "404 resource_not_found",
         ]
         # the artifacts step, in a directory of its own (it writes two files)

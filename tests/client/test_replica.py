@@ -153,3 +153,22 @@ def test_replica3_legacy_replica_without_actor_requires_reset(
         assert (refused.value.what, refused.value.cached) == ("actor", None)
         replica.reset()
         assert pull(writer, replica).bootstrapped
+
+
+def test_replica7_offline_search_ranks_as_the_server_at_the_cursor(
+    api: Api, connect: Connect, tmp_path: Path
+) -> None:
+    writer, _ = connect(WRITER)
+    sid = writer.create_session("replica search").id
+    writer.create_fact(sid, "redis cluster timeout decision", fact_id="f_a")
+    writer.create_fact(sid, "redis redis cache fallback", fact_id="f_b")
+    writer.create_fact(sid, "nothing to see", fact_id="f_c")
+    with Replica(tmp_path / "r.sqlite") as replica:
+        pull(writer, replica)
+        offline = replica.search("redis timeout")
+        server = writer.search("redis timeout", mode="lexical")
+        assert offline["index_seq"] == replica.cursor() == server.index_seq
+        assert [(r["fact_id"], r["score"]) for r in offline["results"]] == [
+            (r.fact_id, r.score) for r in server.results
+        ]
+        assert replica.search("redis", source_id="elsewhere")["results"] == []

@@ -172,6 +172,9 @@ class Recorder:
     def live_dropped(self) -> None:
         raise RuntimeError("a sink's failure never reaches the caller")
 
+    def semantic_lag(self, sequences: int) -> None:
+        pass
+
     def artifact_gc(self, pending: int | None, failed: int) -> None:
         raise RuntimeError("a sink's failure never reaches the caller")
 

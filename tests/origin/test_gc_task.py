@@ -65,6 +65,9 @@ class _Recorder:
 
     def live_dropped(self) -> None: ...
 
+    def semantic_lag(self, sequences: int) -> None:
+        pass
+
     def artifact_gc(self, pending: int | None, failed: int) -> None:
         self.passes.append((pending, failed))
 

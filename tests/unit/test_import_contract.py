@@ -217,6 +217,26 @@ def test_client4_origin_never_imports_the_client() -> None:
     assert not violations, "\n".join(violations)
 
 
+EMBEDDING_PATHS = (REPO / "aidememo/embedding",)
+EMBEDDING_ALLOWED = ("numpy", "onnxruntime", "tokenizers", "aidememo.embedding")
+
+
+def _embedding_violation(path: Path, imp: Import) -> str | None:
+    top = imp.name.partition(".")[0]
+    if top in STDLIB or imp.name == "aidememo":
+        return None
+    if _within(imp.name, EMBEDDING_ALLOWED + CORE_PACKAGES):
+        return None
+    return "not stdlib, numpy, onnxruntime, tokenizers or the core"
+
+
+def test_sem2_embedding_providers_import_only_their_runtime_and_the_core() -> None:
+    """The providers (SEM-2) are a module of their own, reusable beside the core: the core
+    never imports them (the core rule above), and they need nothing but their runtime."""
+    violations = _violations(EMBEDDING_PATHS, _embedding_violation)
+    assert not violations, "\n".join(violations)
+
+
 def _imp(name: str, guarded: bool = False) -> Import:
     return Import(1, name, guarded)
 

@@ -23,5 +23,6 @@ V11 = (
         vector BYTEA NOT NULL,
         PRIMARY KEY (tenant_id, project_id, fact_id)
     )""",
-    "CREATE INDEX IF NOT EXISTS semantic_vectors_by_seq ON semantic_vectors (tenant_id, project_id, seq)",
+    "CREATE INDEX IF NOT EXISTS semantic_vectors_by_seq "
+    "ON semantic_vectors (tenant_id, project_id, seq)",
 )

@@ -23,5 +23,6 @@ V8 = (
         vector BLOB NOT NULL,
         PRIMARY KEY (tenant_id, project_id, fact_id)
     ) STRICT""",
-    "CREATE INDEX IF NOT EXISTS semantic_vectors_by_seq ON semantic_vectors (tenant_id, project_id, seq)",
+    "CREATE INDEX IF NOT EXISTS semantic_vectors_by_seq "
+    "ON semantic_vectors (tenant_id, project_id, seq)",
 )

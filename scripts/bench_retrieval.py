@@ -1,0 +1,331 @@
+#!/usr/bin/env python3
+"""Retrieval quality and speed of search's modes (SPEC.md SEM-3, SEM-4, SEM-7).
+
+The labelled set is built here from the hand-written templates and vocabularies of
+`scripts/data/retrieval_set.json`: four agent-team projects, each with eight components; for
+every (concept, component) one fact stating it (decisions, errors, conventions), in English,
+or in Japanese or Chinese for a share of them, each with a keyword token of its own
+(`ERR-4821`, `ADR-311`, `CONV-207`), among generated noise notes of the same team. Queries are
+labelled by construction (the facts the query was made from): `paraphrase` (an agent's
+question that shares little more than the component's name with the fact), `keyword` (the
+fact's token and component), `multi` (two concepts of one component in one question: both
+facts relevant) and `cjk` (a Japanese or Chinese question for a CJK fact).
+
+Every fact is written through the product's own `fact.create` on a SQLite file store; the
+semantic indexer then follows the feed with the bundled model (one thread, no duty-cycle
+sleep, so its figure is facts per second of one core). One third of the queries (every third)
+is the dev split, on which hybrid's lexical weight is tuned over a grid; the rest (held out) is
+what the figures report, for lexical alone, dense (semantic) alone and hybrid, all through
+`Searches.search` in the same run. Latency: hybrid and lexical searches (query embedding
+included) on one project of `--large` facts (default 10,000).
+
+The machine is shared with other engineers: latency and throughput figures are noisy.
+Last line: one JSON object (`_bench_common.emit`).
+Run: `.venv/bin/python scripts/bench_retrieval.py`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from _bench_common import emit, latency_summary, note, peak_rss_mib, target
+
+from aidememo.domain.clock import RandomIds, SystemClock
+from aidememo.domain.records import CreateRequest
+from aidememo.domain.semantic import LEXICAL_WEIGHT, fuse
+from aidememo.domain.tokenize import query_terms
+from aidememo.embedding import load_embedder
+from aidememo.embedding.matrix import MatrixSearch
+from aidememo.http.app import Services
+from aidememo.service.access import Caller
+from aidememo.service.search_modes import Searches
+from aidememo.service.semantic_indexer import IndexerSettings, SemanticIndexer
+from aidememo.stores.sqlite.store import SqliteStore
+
+DATA = Path(__file__).resolve().parent / "data" / "retrieval_set.json"
+TENANT, ACTOR = "bench", "bench-agent"
+KEY_PREFIX = {"error": "ERR", "decision": "ADR", "convention": "CONV"}
+WEIGHTS = [round(0.05 * i, 2) for i in range(21)]
+
+
+@dataclass
+class Query:
+    project: str
+    text: str
+    kind: str
+    relevant: set[str]
+    dev: bool = False
+
+
+@dataclass
+class LabelledSet:
+    facts: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # project -> (id, text)
+    queries: list[Query] = field(default_factory=list)
+
+
+def build_set(seed: int, noise_per_project: int, cjk_share: float) -> LabelledSet:
+    """Facts and labelled queries from the templates, deterministic for a seed."""
+    spec = json.loads(DATA.read_text(encoding="utf-8"))
+    rng = random.Random(seed)
+    out = LabelledSet()
+    people = spec["people"]
+    used_keys: set[str] = set()
+    for project, components in spec["projects"].items():
+        facts: list[tuple[str, str]] = []
+        by_pair: dict[tuple[str, str], str] = {}
+        for ci, concept in enumerate(spec["concepts"]):
+            for comp in components:
+                while True:
+                    key = f"{KEY_PREFIX[concept['kind']]}-{rng.randint(100, 9999)}"
+                    if key not in used_keys:
+                        used_keys.add(key)
+                        break
+                slots = {
+                    "c": comp,
+                    "n": str(rng.randint(2, 90)),
+                    "m": str(rng.randint(20, 400)),
+                    "p": rng.choice(people),
+                    "k": key,
+                }
+                lang = "en"
+                if rng.random() < cjk_share:
+                    lang = rng.choice(["ja", "zh"])
+                template = concept[lang] if lang != "en" else rng.choice(concept["facts"])
+                fact_id = f"f-{project}-{ci:02d}-{comp}"
+                facts.append((fact_id, template.format(**slots)))
+                by_pair[(concept["id"], comp)] = fact_id
+                q_comp = {"c": comp}
+                if lang == "en":
+                    out.queries.append(
+                        Query(
+                            project,
+                            rng.choice(concept["ask"]).format(**q_comp),
+                            "paraphrase",
+                            {fact_id},
+                        )
+                    )
+                else:
+                    out.queries.append(
+                        Query(project, concept[f"{lang}_ask"].format(**q_comp), "cjk", {fact_id})
+                    )
+                out.queries.append(Query(project, f"{key} {comp}", "keyword", {fact_id}))
+        for i in range(noise_per_project):
+            slots = {
+                "c": rng.choice(components),
+                "p": rng.choice(people),
+                "q": rng.choice(people),
+                "n": str(rng.randint(2, 60)),
+            }
+            facts.append((f"n-{project}-{i:04d}", rng.choice(spec["noise"]).format(**slots)))
+        concepts = spec["concepts"]
+        for _ in range(40):
+            a, b = rng.sample(concepts, 2)
+            comp = rng.choice(components)
+            text = rng.choice(spec["multi"]).format(c=comp, a=a["short"], b=b["short"])
+            out.queries.append(
+                Query(project, text, "multi", {by_pair[(a["id"], comp)], by_pair[(b["id"], comp)]})
+            )
+        rng.shuffle(facts)
+        out.facts[project] = facts
+    # Keep every CJK and multi query, and a sample of the rest, so each kind weighs in.
+    keep: list[Query] = []
+    for kind, share in (("paraphrase", 0.35), ("keyword", 0.12), ("multi", 1.0), ("cjk", 1.0)):
+        chosen = [q for q in out.queries if q.kind == kind]
+        keep.extend(rng.sample(chosen, int(len(chosen) * share)))
+    for i, q in enumerate(keep):
+        q.dev = i % 3 == 0
+    out.queries = keep
+    return out
+
+
+def _write_project(services: Services, project: str, facts: list[tuple[str, str]]) -> None:
+    services.identity.bootstrap(tenant_id=TENANT, project_id=project, actor_id=ACTOR)
+    caller = Caller(TENANT, ACTOR)
+    services.product.create_session(
+        caller,
+        project,
+        CreateRequest(f"cmd-s-{project}", {"session_id": "s1", "source_id": "team", "topic": "t"}),
+    )
+    for fact_id, text in facts:
+        services.product.create_fact(
+            caller,
+            project,
+            CreateRequest(
+                f"cmd-{fact_id}", {"fact_id": fact_id, "session_id": "s1", "content": text}
+            ),
+        )
+
+
+def _metrics(ranked: list[str], relevant: set[str]) -> dict[str, float]:
+    def recall(k: int) -> float:
+        return len(relevant & set(ranked[:k])) / len(relevant)
+
+    rr = next((1.0 / (i + 1) for i, f in enumerate(ranked) if f in relevant), 0.0)
+    dcg = sum(1.0 / math.log2(i + 2) for i, f in enumerate(ranked[:10]) if f in relevant)
+    ideal = sum(1.0 / math.log2(i + 2) for i in range(min(10, len(relevant))))
+    return {"recall@5": recall(5), "recall@10": recall(10), "mrr": rr, "ndcg@10": dcg / ideal}
+
+
+def _mean(rows: list[dict[str, float]]) -> dict[str, float]:
+    keys = rows[0].keys() if rows else []
+    return {k: round(sum(r[k] for r in rows) / len(rows), 4) for k in keys}
+
+
+def _run_mode(searches: Searches, queries: list[Query], mode: str) -> dict[str, Any]:
+    caller = Caller(TENANT, ACTOR)
+    rows: list[dict[str, float]] = []
+    by_kind: dict[str, list[dict[str, float]]] = {}
+    for q in queries:
+        found = searches.search(
+            caller, q.project, q=q.text, source_id=None, limit=10, at_least_seq=None, mode=mode
+        )
+        ranked = [str(r["fact_id"]) for r in found.results]
+        m = _metrics(ranked, q.relevant)
+        rows.append(m)
+        by_kind.setdefault(q.kind, []).append(m)
+    out: dict[str, Any] = _mean(rows)
+    out["recall@10_by_kind"] = {k: _mean(v)["recall@10"] for k, v in sorted(by_kind.items())}
+    return out
+
+
+def _tune(
+    store: SqliteStore, engine: MatrixSearch, queries: list[Query]
+) -> tuple[float, dict[str, float]]:
+    """The lexical weight with the best dev recall@10 (then MRR), from each query's two
+    candidate lists fused offline."""
+    lists = []
+    for q in queries:
+        scope = Caller(TENANT, ACTOR).scope(q.project)
+        vec = engine.embed_query(q.text)
+
+        def read(tx: Any, scope: Any = scope, vec: bytes = vec, text: str = q.text) -> Any:
+            state = tx.semantic_state(scope)
+            terms = query_terms(text)
+            lex = tx.search(scope, terms, None, 100).hits if terms else []
+            sem = engine.nearest(tx, scope, state, vec, 100, None)
+            return [(h.fact_id, h.score) for h in lex], sem
+
+        lists.append(store.read(read))
+    scores: dict[float, tuple[float, float]] = {}
+    for w in WEIGHTS:
+        rows = [
+            _metrics([f.fact_id for f in fuse(lex, sem, 10, w)], q.relevant)
+            for (lex, sem), q in zip(lists, queries, strict=True)
+        ]
+        mean = _mean(rows)
+        scores[w] = (mean["recall@10"], mean["mrr"])
+    best = max(WEIGHTS, key=lambda w: (scores[w], -abs(w - LEXICAL_WEIGHT)))
+    return best, {str(w): scores[w][0] for w in WEIGHTS}
+
+
+def _latency(searches: Searches, project: str, texts: list[str], mode: str) -> list[int]:
+    caller = Caller(TENANT, ACTOR)
+    samples: list[int] = []
+    for text in texts:
+        started = time.perf_counter_ns()
+        searches.search(
+            caller, project, q=text, source_id=None, limit=10, at_least_seq=None, mode=mode
+        )
+        samples.append(time.perf_counter_ns() - started)
+    return samples
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=34)
+    parser.add_argument("--noise", type=int, default=620, help="noise notes per project")
+    parser.add_argument("--cjk-share", type=float, default=0.15)
+    parser.add_argument("--large", type=int, default=10_000, help="facts of the latency project")
+    parser.add_argument("--latency-queries", type=int, default=200)
+    args = parser.parse_args()
+
+    labelled = build_set(args.seed, args.noise, args.cjk_share)
+    n_facts = sum(len(f) for f in labelled.facts.values())
+    note(f"{n_facts} facts, {len(labelled.queries)} queries")
+    embedder = load_embedder(threads=1)
+    engine = MatrixSearch(embedder, cached_queries=0)  # every query embedded: no cache hits
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SqliteStore.open_file(Path(tmp) / "bench.sqlite")
+        services = Services(store, SystemClock(), RandomIds(), 60_000, semantic=engine)
+        started = time.perf_counter()
+        for project, facts in labelled.facts.items():
+            _write_project(services, project, facts)
+        write_s = time.perf_counter() - started
+        note(f"wrote {n_facts} facts in {write_s:.1f}s")
+        indexer = SemanticIndexer(store, embedder, IndexerSettings(duty=1.0))
+        started = time.perf_counter()
+        indexer.run_until_idle()
+        index_s = time.perf_counter() - started
+        throughput = indexer.stats.facts / index_s
+        note(f"indexed {indexer.stats.facts} facts in {index_s:.1f}s ({throughput:.0f}/s)")
+
+        dev = [q for q in labelled.queries if q.dev]
+        held_out = [q for q in labelled.queries if not q.dev]
+        weight, grid = _tune(store, engine, dev)
+        note(f"dev-tuned lexical weight {weight}")
+        services.searches.lexical_weight = weight
+        lexical = _run_mode(services.searches, held_out, "lexical")
+        dense = _run_mode(services.searches, held_out, "semantic")
+        hybrid = _run_mode(services.searches, held_out, "hybrid")
+
+        # Latency on one project of `--large` facts.
+        rng = random.Random(args.seed + 1)
+        pool = [text for facts in labelled.facts.values() for _, text in facts]
+        large = [(f"l-{i:06d}", f"{rng.choice(pool)} #{i}") for i in range(args.large)]
+        _write_project(services, "large", large)
+        started = time.perf_counter()
+        indexer.run_until_idle()
+        note(f"indexed the large project in {time.perf_counter() - started:.1f}s")
+        texts = [q.text for q in rng.sample(labelled.queries, args.latency_queries + 5)]
+        _latency(services.searches, "large", texts[-5:], "hybrid")  # load the project's matrix
+        texts = texts[: args.latency_queries]
+        hybrid_ms = latency_summary(_latency(services.searches, "large", texts, "hybrid"), "hybrid")
+        lexical_ms = latency_summary(
+            _latency(services.searches, "large", texts, "lexical"), "lexical"
+        )
+        index_bytes = engine.memory_bytes()
+        store.close()
+
+    figures = {
+        "facts": n_facts,
+        "queries": len(labelled.queries),
+        "held_out_queries": len(held_out),
+        "dev_queries": len(dev),
+        "hybrid": hybrid,
+        "lexical_weight": weight,
+        "dev_recall@10_by_weight": grid,
+        **hybrid_ms,
+        "indexer_facts_per_s_one_core": round(throughput, 1),
+        "large_project_facts": args.large,
+        "index_memory_bytes_per_fact": round(index_bytes / (n_facts + args.large), 1),
+        "peak_rss_mib": peak_rss_mib(),
+        "noisy_machine": "2 shared cores; latency and throughput are noisy",
+    }
+    baseline = {"lexical": lexical, "dense": dense, **lexical_ms}
+    targets = {
+        "hybrid_recall10_minus_lexical": target(
+            hybrid["recall@10"] - lexical["recall@10"], ">= 0.10"
+        ),
+        "hybrid_recall10_minus_dense": target(hybrid["recall@10"] - dense["recall@10"], ">= 0.05"),
+        "hybrid_p95_ms_at_10k": target(hybrid_ms["hybrid_p95_ms"], "<= 40"),
+        "indexer_facts_per_s_per_core": target(throughput, ">= 50"),
+        "index_bytes_per_fact": target(index_bytes / (n_facts + args.large), "<= 2048"),
+    }
+    emit("bench_retrieval", figures, baseline, targets)
+
+
+if __name__ == "__main__":
+    main()
