@@ -167,3 +167,34 @@ def test_mem24_one_store_when_asked(tmp_path: Path, flag: str) -> None:
     assert [line.split("\t")[2] for line in done.stdout.splitlines()] == [
         "Project caching uses redis."
     ]
+
+
+def test_mem24_mcp_recall_names_tiers_and_keeps_the_allowlist(tmp_path: Path) -> None:
+    from aidememo.memory.mcp_tools import MemoryToolProvider
+
+    (tmp_path / "p").mkdir()
+    (tmp_path / "u").mkdir()
+    project = MemoryStore.open(str(tmp_path / "p" / "memories.sqlite"), scope="project:a")
+    user = MemoryStore.open(str(tmp_path / "u" / "memories.sqlite"))
+    try:
+        project.remember("Deploys use the blue-green switch.", kind="note")
+        user.remember("Deploys are announced in the ops channel.", kind="note")
+        provider = MemoryToolProvider(project, allowed_scopes=["project:a", "user:default"])
+        provider.user_store, provider.team = user, NeverRead()
+        out = provider.call("memory.recall", {"query": "deploys", "include_global": True})
+        assert [(r["tier"], r["scope"]) for r in out["results"]] == [
+            ("project", "project:a"),
+            ("user", "user:default"),
+        ]
+        assert [(t["tier"], t["status"]) for t in out["tiers"]] == [
+            ("project", "searched"),
+            ("user", "searched"),
+            ("team", "skipped"),
+        ]
+        alone = MemoryToolProvider(project, allowed_scopes=["project:a"])
+        alone.user_store, alone.team = user, NeverRead()
+        out = alone.call("memory.recall", {"query": "deploys", "include_global": False})
+        assert [r["tier"] for r in out["results"]] == ["project"]
+    finally:
+        project.close()
+        user.close()
