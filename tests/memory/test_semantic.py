@@ -338,3 +338,21 @@ def test_mem23_mcp_recall_takes_the_retrieval_mode(store_path: Path, model_dir: 
         assert answer["results"][0]["scope"] == scope
     finally:
         tools.close()
+
+
+def test_mem22_export_and_backup_leave_the_sidecar_out(
+    filled: tuple[MemoryStore, dict[str, Memory]], model_dir: str, tmp_path: Path
+) -> None:
+    from aidememo.memory.backup import backup_store
+
+    store, _ = filled
+    semantic.rebuild(store, OnnxRuntime(), model_dir)
+    document = store.export()
+    assert "vector" not in json.dumps(document) and "semantic" not in json.dumps(document)
+    copy = tmp_path / "backup" / "memories.sqlite"
+    copy.parent.mkdir()
+    backup_store(store.db.path, str(copy))
+    assert sorted(p.name for p in copy.parent.iterdir()) == ["memories.sqlite"]
+    with MemoryStore.open(str(copy)) as restored:
+        status = semantic.status(restored, OnnxRuntime(), model_dir)
+    assert status["index"]["state"] == "missing"
