@@ -306,6 +306,10 @@ def test_mem22_cli_provision_rebuild_and_recall_by_meaning(
     assert answer["results"][0]["retrievalMode"] == "semantic"
     assert main([*base, "integrity", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["semantic_index"]["state"] == "ready"
+    main([*base, "doctor", "--json"])
+    assert json.loads(capsys.readouterr().out)["semantic_index"]["indexedMemories"] == 1
+    main([*base, "doctor"])
+    assert "Semantic index: ready (1/1 indexed, 0 stale, 0 missing)" in capsys.readouterr().out
     assert main([*base, "semantic", "status", "--model-path", model_dir]) == 0
     assert capsys.readouterr().out.splitlines()[1:] == [
         f"Index: ready ({store_path.with_name('memories.semantic.sqlite')})",
