@@ -97,24 +97,28 @@ class SemanticRecall:
         self.model_dir = models.model_path(model_dir)
         self._embed: Callable[[list[str]], list[bytes]] | None = None
         self._cache: dict[tuple[Any, ...], sidecar.Loaded] = {}
+        self._verdict: tuple[Any, ...] | None = None
 
     def descriptor(self) -> sidecar.Descriptor:
         """The provisioned model's descriptor (from its manifest), else the bundled model's."""
         _, found = models.inspect(self.model_dir)
         return found or self.runtime.default
 
-    def _read(self, path: str, fingerprint: str, scopes: Sequence[str]) -> sidecar.Loaded:
-        """`sidecar.read`, kept while the file is the same file (inode, size, mtime)."""
+    def _read(
+        self, path: str, fingerprint: str, scopes: Sequence[str]
+    ) -> tuple[tuple[Any, ...] | None, sidecar.Loaded]:
+        """`sidecar.read` with its key, kept while the file is the same file (inode, size,
+        mtime); no key for a file that cannot be stat'ed."""
         try:
             info = os.stat(path)
         except OSError:
-            return sidecar.read(path, fingerprint, scopes)
+            return None, sidecar.read(path, fingerprint, scopes)
         key = (path, fingerprint, tuple(scopes), info.st_ino, info.st_size, info.st_mtime_ns)
         loaded = self._cache.get(key)
         if loaded is None:
             loaded = sidecar.read(path, fingerprint, scopes)
             self._cache = {key: loaded}
-        return loaded
+        return key, loaded
 
     def embedder(self) -> Callable[[list[str]], list[bytes]]:
         if self._embed is None:
@@ -125,11 +129,22 @@ class SemanticRecall:
         self, store: MemoryStore, query: str, scopes: Sequence[str], limit: int
     ) -> list[RecallResult]:
         path = sidecar.sidecar_path(store.db.path)
-        loaded = self._read(path, self.descriptor().fingerprint(), scopes)
-        status = sidecar.judge(path, loaded, _active(store, scopes))
-        if status["state"] != "ready" or loaded.vectors is None:
-            raise MemoryStoreError(_STATE_CODES[status["state"]], status["reason"], {"path": path})
+        key, loaded = self._read(path, self.descriptor().fingerprint(), scopes)
+        # The canonical rows as this connection sees them: another connection's commit moves
+        # `data_version`, this one's `total_changes`; unchanged since a `ready` verdict on the
+        # same loaded file, the verdict stands.
+        conn = store.db.conn
+        seen = (key, conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes)
+        if key is None or seen != self._verdict:
+            status = sidecar.judge(path, loaded, _active(store, scopes))
+            if status["state"] != "ready" or loaded.vectors is None:
+                raise MemoryStoreError(
+                    _STATE_CODES[status["state"]], status["reason"], {"path": path}
+                )
+            self._verdict = seen
         vectors = loaded.vectors
+        if vectors is None:  # pragma: no cover - a ready verdict has vectors
+            raise MemoryStoreError(C.SEMANTIC_INDEX_FAILED, "Semantic index has no vectors.")
         embedded = self.embedder()([query])
         if not vectors.ids:
             return []
