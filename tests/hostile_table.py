@@ -428,8 +428,8 @@ for path, query in (
     (f"{P}/search", ""),
     (f"{P}/search", "q="),
     (f"{P}/search", "q=" + "x" * 4097),
-    (f"{P}/search", "q=a&mode=semantic"),
-    (f"{P}/search", "q=a&mode=hybrid"),
+    (f"{P}/search", "q=a&mode=vector"),  # semantic and hybrid are modes (SEM-1)
+    (f"{P}/search", "q=a&mode=LEXICAL"),
     (f"{P}/search", "q=a&limit=x"),
     (f"{P}/handoffs", "box=inbox&limit=x"),
     (f"{P}/handoffs", "box=inbox&before_seq=0"),

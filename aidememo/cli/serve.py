@@ -206,8 +206,10 @@ def _serve(
         if embedder is not None:
             from aidememo.embedding.matrix import MatrixSearch
 
-            # the searches' own session: a query never waits behind an indexer's batch
-            app.services.searches.engine = MatrixSearch(load_provider(embedding) or embedder)
+            # with an indexer here, the searches get a session of their own: a query never
+            # waits behind an indexer's batch
+            queries = (load_provider(embedding) if indexer else None) or embedder
+            app.services.searches.engine = MatrixSearch(queries)
             if indexer:
                 task = IndexerTask(store, embedder)
                 app.services.semantic_status = task.indexer.status

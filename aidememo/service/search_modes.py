@@ -126,10 +126,13 @@ class Searches:
             if at_least_seq is not None and at_least_seq > project.head_seq:
                 raise fail(ErrorCode.CURSOR_OUT_OF_RANGE, "at_least_seq is beyond the head")
             state = tx.semantic_state(scope)
+            # An index still at 0 under a head beyond it (its first build running) has
+            # nothing to answer with: not built yet (SEM-3).
             usable = (
                 state is not None
                 and state.fingerprint == fingerprint
                 and state.project_epoch == project.project_epoch
+                and (state.applied_seq > 0 or project.head_seq == 0)
             )
             applied = state.applied_seq if state is not None and usable else 0
             if not usable or (at_least_seq is not None and at_least_seq > applied):

@@ -407,3 +407,24 @@ def test_cli5_cli2_accept_and_return_rerun_after_lost_answers_recover_the_same_i
         assert done["record"]["status"] == "completed" and done["revision"] == 3
     finally:
         proxy.stop()
+
+
+def test_sem1_search_mode_and_explain_show_why_each_fact_came_back(
+    cli: Cli, team: dict[str, Path]
+) -> None:
+    cli.as_("alice", "session", "new", "db", "--id", "s1")
+    cli.as_("alice", "fact", "add", "--session", "s1", "--id", "f_pool",
+            "the pool has 2 connections; raise it to 20")  # fmt: skip
+    last = cli.as_("alice", "fact", "add", "--session", "s1", "--id", "f_tabs",
+                   "indent with four spaces")  # fmt: skip
+    seq = str(seq_of(last))
+    found = cli.as_("bob", "search", "requests waiting for the database", "--mode", "semantic",
+                    "--at-least-seq", seq)  # fmt: skip
+    assert found["mode"] == "semantic" and found["results"][0]["fact_id"] == "f_pool"
+    assert found["semantic_model"]["provider"] == "bundled"
+    text = cli.ok("search", "pool database", "--mode", "hybrid", "--explain",
+                  "--at-least-seq", seq, "--profile", "bob").out  # fmt: skip
+    assert "LEXICAL" in text and "SEMANTIC" in text and "f_pool" in text
+    assert "hybrid search, index at seq" in text and "bundled/all-MiniLM-L6-v2-int8" in text
+    lexical = cli.as_("bob", "search", "pool", "--mode", "lexical")
+    assert [r["fact_id"] for r in lexical["results"]] == ["f_pool"]

@@ -35,3 +35,16 @@ def test_sem3_semantic_and_hybrid_without_a_provider_are_refused(api: Api) -> No
             422, "semantic_unavailable"
         )
     api.get(f"{P}/search", query={"q": "redis", "mode": "vector"}).expect(400, "invalid_command")
+
+
+def test_sem1_mcp_search_takes_a_mode_and_answers_what_ran(api: Api) -> None:
+    from tests.contract.test_mcp import call, ok
+
+    _fact(api)
+    found = ok(api, "search", {"q": "redis", "mode": "lexical"})
+    assert (found["mode"], found["results"][0]["lexical_rank"]) == ("lexical", 1)
+    auto = ok(api, "search", {"q": "redis"})
+    assert auto["fallback_reason"] == "semantic_unavailable"
+    refused = call(api, "search", {"q": "redis", "mode": "semantic"})
+    assert refused["isError"] is True
+    assert refused["structuredContent"]["error"]["code"] == "semantic_unavailable"

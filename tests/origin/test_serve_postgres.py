@@ -90,7 +90,8 @@ def test_serve_on_postgres_migrates_at_start_and_reports_postgres(
         }
         reply = httpx.post(f"{base}/facts", json=fact, headers=auth, timeout=5)
         assert reply.status_code == 200 and reply.json()["project_seq"] == 2
-        found = httpx.get(f"{base}/search", params={"q": "서버"}, headers=auth, timeout=5)
+        query = {"q": "서버", "mode": "lexical"}  # the lexical index is the head (SRCH-1)
+        found = httpx.get(f"{base}/search", params=query, headers=auth, timeout=5)
         assert [r["fact_id"] for r in found.json()["results"]] == ["f1"]
         assert found.json()["index_seq"] == 2
         code, _ = server.terminate()
