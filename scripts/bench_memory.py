@@ -12,6 +12,10 @@ tenth in CJK, tags, rare terms) the store is filled through the store's own inse
 * remember: `--remember` calls of `MemoryStore.remember` (one transaction each) beside a raw
   insert loop (the same three INSERTs per memory, one transaction each) at the same size.
 
+* semantic (`--semantic-sizes`, default 1,000 and 10,000): FTS, semantic and hybrid recall
+  of a labelled paraphrase set among the synthetic notes, and the sidecar's rebuild rate
+  (scripts/_bench_memory_semantic.py; FTS is that part's same-run baseline).
+
 The same-run baseline is the raw FTS5 query and the raw insert loop. Beside them each size
 that has them carries the reference Nuzo 1.2.0's figures as cited figures (`nuzo_cited`, from
 scripts/data/nuzo_1_2_0_bench.json: one recorded run of this benchmark's Nuzo baseline with the
@@ -306,6 +310,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=1, help="times each query runs")
     parser.add_argument("--remember", type=int, default=300, help="timed remember calls a size")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--semantic-sizes", default="1000,10000", help="sizes of the semantic part ('' skips it)"
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
     result: dict[str, Any] = {
@@ -350,6 +357,13 @@ def main() -> int:
                         nuzo["rare"]["p95_ms"] / max(rare_o["p95_ms"], 1e-6), 1
                     )
             result["sizes"][str(size)] = row
+    semantic_sizes = [int(s) for s in args.semantic_sizes.split(",") if s]
+    if semantic_sizes:
+        from _bench_memory_semantic import run as run_semantic
+
+        result["semantic"] = run_semantic(
+            semantic_sizes, lambda n: corpus(n, args.seed)[0], fill, SCOPE
+        )
     sys.stdout.write(json.dumps(result, separators=(",", ":")) + "\n")
     return 0
 

@@ -40,6 +40,8 @@ class MemoryTools:
 
     def close(self) -> None:
         self.provider.store.close()
+        if self.provider.user_store is not None:
+            self.provider.user_store.close()
 
 
 def provider(path: str) -> MemoryTools:
@@ -49,6 +51,36 @@ def provider(path: str) -> MemoryTools:
     from aidememo.cli.errors import CliError
 
     try:
-        return MemoryTools(open_provider(path, restricted_by_env=True))
+        tools = MemoryTools(open_provider(path, restricted_by_env=True))
     except MemoryStoreError as error:
         raise CliError(f"{error.code.value}: {error.message}") from None
+    # `memory.recall` takes `retrieval_mode` (MEM-23): the default local model directory.
+    from aidememo.cli.memory_vectors import OnnxRuntime
+    from aidememo.memory.semantic import SemanticRecall
+
+    tools.provider.store.semantic = SemanticRecall(OnnxRuntime())
+    _add_tiers(tools.provider)
+    return tools
+
+
+def _add_tiers(provider: MemoryToolProvider) -> None:
+    """Recall's user and team tiers (MEM-24): the user store when the served store is the
+    project's and the user store is another existing file; the team tier of
+    `AIDEMEMO_MEMORY_TEAM_PROFILE`."""
+    import os
+
+    from aidememo.cli.memory_team import PROFILE_ENV, ProfileTeam
+    from aidememo.cli.memory_vectors import OnnxRuntime
+    from aidememo.memory import paths
+    from aidememo.memory.semantic import SemanticRecall
+    from aidememo.memory.store import MemoryStore
+
+    served = os.path.realpath(provider.store.db.path)
+    user_path = paths.user_store_path()
+    project = os.path.realpath(paths.project_store_path(provider.project_root))
+    if served == project and os.path.realpath(user_path) != served and os.path.isfile(user_path):
+        provider.user_store = MemoryStore.open(user_path)
+        provider.user_store.semantic = SemanticRecall(OnnxRuntime())
+    team = os.environ.get(PROFILE_ENV)
+    if team:
+        provider.team = ProfileTeam(team)

@@ -150,6 +150,16 @@ def add_memory_commands(sub: Any) -> None:
     p.add_argument("--semantic-fallback", type=_choice(("error", "fts"), "semantic fallback"))
     p.add_argument("--model-path")
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--single-store",
+        action="store_true",
+        help="search only the resolved store (no user or team tier)",
+    )
+    p.add_argument(
+        "--team-profile",
+        help="also search the team project of this saved profile"
+        " (default: AIDEMEMO_MEMORY_TEAM_PROFILE)",
+    )
 
     p = command("list", "list memories")
     p.add_argument("--tag", nargs="+", action="extend")

@@ -12,11 +12,12 @@ from aidememo.cli.errors import CliError
 from aidememo.cli.memory_init import cmd_init
 from aidememo.cli.memory_maint import MAINTENANCE_HANDLERS
 from aidememo.cli.memory_publish import cmd_publish
+from aidememo.cli.memory_recall import cmd_recall
 from aidememo.cli.memory_semantic import cmd_semantic
 from aidememo.memory import governance, paths
 from aidememo.memory.errors import MemoryErrorCode as C
 from aidememo.memory.errors import MemoryStoreError
-from aidememo.memory.jstext import js_json, to_precision
+from aidememo.memory.jstext import js_json
 from aidememo.memory.model import UNSET, Event, Memory, Relation
 from aidememo.memory.open_checks import StoreDamage, damaged
 from aidememo.memory.relations import relations_batch
@@ -200,36 +201,6 @@ def cmd_confirm_capture(ns: argparse.Namespace, store: MemoryStore) -> int:
     if result["memory"] is not None:
         lines.append(f"Memory: {inline(result['memory']['id'])}")
     _out("\n".join(lines))
-    return 0
-
-
-def cmd_recall(ns: argparse.Namespace, store: MemoryStore) -> int:
-    runtime = _runtime(ns)
-    response = store.recall_detailed(
-        ns.query,
-        limit=ns.limit,
-        include_global=ns.include_global,
-        record_usage=runtime.record_recall_events,
-        retrieval_mode=ns.mode,
-        semantic_fallback=ns.semantic_fallback,
-    )
-    results = response["results"]
-    if ns.json:
-        _out(
-            untrusted_json(
-                {"results": [r.to_camel() for r in results], "diagnostics": response["diagnostics"]}
-            )
-        )
-        return 0
-    batch = relations_batch(store, [r.memory.id for r in results])
-    for result in results:
-        marker = relation_markers(batch.get(result.memory.id, []), result.memory.id)
-        _out(
-            f"{inline(result.memory.id)}\t{to_precision(result.score, 4)}{marker}\t"
-            f"{inline(result.memory.content)}"
-        )
-    if response["diagnostics"]["semanticFallbackCode"] is not None:
-        sys.stderr.write(f"Semantic fallback: {response['diagnostics']['semanticFallbackCode']}\n")
     return 0
 
 

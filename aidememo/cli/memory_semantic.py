@@ -1,8 +1,10 @@
 """`aidememo memory semantic status|provision|rebuild|clear` (SPEC.md MEM-22).
 
-Nuzo's commands, flags and output lines, answered without a model or an index
-(`aidememo.memory.semantic`): `status` reports both missing, `clear` removes a sidecar,
-`provision` and `rebuild` refuse with Nuzo's codes (exit 1).
+Nuzo's commands, flags and output lines over aidememo's sidecar and model directory
+(`aidememo.memory.semantic`): `status` inspects without loading the model, `provision` checks
+and records the installed bundled model (or an operator's ONNX model in `--model-path`),
+`rebuild` embeds the active memories into a new sidecar, `clear` deletes the sidecar.
+`--allow-network` is accepted for Nuzo's scripts and changes nothing: nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -11,23 +13,26 @@ import argparse
 import sys
 from typing import Any
 
+from aidememo.cli.memory_vectors import OnnxRuntime
 from aidememo.memory import paths, semantic
 from aidememo.memory.render import untrusted_json
 
 
 def add_semantic_commands(command: Any) -> None:
     """Register `semantic` and its subcommands with `command(name, help)` of the memory group."""
-    p = command("semantic", "the optional semantic index and local model (not built here)")
+    p = command("semantic", "the derived semantic sidecar and the local model")
     sub = p.add_subparsers(dest="semantic_command", metavar="COMMAND", required=True)
     s = sub.add_parser("status", help="inspect model and index state without loading the model")
     s.add_argument("--model-path")
     s.add_argument("--json", action="store_true")
-    s = sub.add_parser("provision", help="download the pinned local model (refused)")
+    s = sub.add_parser(
+        "provision", help="verify and record the installed local model (nothing is downloaded)"
+    )
     s.add_argument("--model-path")
-    s.add_argument("--allow-network", action="store_true")
+    s.add_argument("--allow-network", action="store_true", help="accepted; nothing is downloaded")
     s.add_argument("--yes", action="store_true")
     s.add_argument("--json", action="store_true")
-    s = sub.add_parser("rebuild", help="rebuild the semantic sidecar (refused: no model)")
+    s = sub.add_parser("rebuild", help="rebuild the semantic sidecar from active memories")
     s.add_argument("--model-path")
     s.add_argument("--json", action="store_true")
     s = sub.add_parser("clear", help="delete only the derived semantic sidecar")
@@ -46,20 +51,35 @@ def cmd_semantic(ns: argparse.Namespace, _store: None) -> int:
         removed = semantic.clear(runtime.store_path, yes=ns.yes)
         _out("Semantic index cleared" if removed else "Semantic index already absent")
         return 0
+    models = OnnxRuntime()
     if ns.semantic_command == "provision":
-        semantic.provision(ns.model_path, yes=ns.yes, allow_network=ns.allow_network)
-        return 0  # never reached: provisioning always refuses
+        done = semantic.provision(ns.model_path, models, yes=ns.yes)
+        if ns.json:
+            _out(untrusted_json(done))
+        else:
+            _out(
+                "Semantic model provisioned"
+                if done["provisioned"]
+                else "Semantic model already ready"
+            )
+            _out(f"Path: {done['path']}")
+            _out(f"Files: {done['files']}")
+            _out(f"Bytes: {done['bytes']}")
+        return 0
     store = _open(runtime)
     try:
-        active = store.db.conn.execute(
-            "SELECT COUNT(*) FROM memories WHERE archived_at IS NULL"
-        ).fetchone()[0]
+        if ns.semantic_command == "rebuild":
+            built = semantic.rebuild(store, models, ns.model_path)
+            if ns.json:
+                _out(untrusted_json(built))
+            else:
+                _out("Semantic index rebuilt")
+                _out(f"Path: {built['path']}")
+                _out(f"Indexed memories: {built['indexedMemories']}")
+            return 0
+        report = semantic.status(store, models, ns.model_path)
     finally:
         store.close()
-    if ns.semantic_command == "rebuild":
-        semantic.rebuild(active, ns.model_path)
-        return 0  # never reached: rebuilding always refuses
-    report = semantic.status(active, runtime.store_path, ns.model_path)
     if ns.json:
         _out(untrusted_json(report))
     else:

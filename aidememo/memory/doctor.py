@@ -18,7 +18,7 @@ import subprocess
 from collections.abc import Mapping
 from typing import Any
 
-from aidememo.memory.integrity import inspect_store, open_readonly
+from aidememo.memory.integrity import inspect_store, open_readonly, semantic_line
 from aidememo.memory.policy import secret_findings
 from aidememo.memory.privacy import semantic_index_path
 
@@ -328,7 +328,7 @@ def doctor_report(
         "git_tracking": git,
         "warnings": warnings,
         "status": "ok" if not warnings else "warning",
-    }
+    } | ({} if integrity.semantic_index is None else {"semantic_index": integrity.semantic_index})
 
 
 def doctor_text(report: dict[str, Any]) -> list[str]:
@@ -376,6 +376,8 @@ def doctor_text(report: dict[str, Any]) -> list[str]:
         lines.append(f"Unsafe runtime path: {finding['path']} ({finding['reason']}; mode {mode})")
     lines += [f"Stale runtime artifact: {path}" for path in safety["stale_artifacts"]]
     lines += [f"Unexpected runtime file: {path}" for path in safety["unexpected_files"]]
+    if "semantic_index" in report:
+        lines.append(semantic_line(report["semantic_index"]))
     lines += [f"Warning: {warning}" for warning in report["warnings"]]
     lines.append(f"Status: {report['status']}")
     return lines

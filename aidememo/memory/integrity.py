@@ -19,6 +19,7 @@ import stat
 from dataclasses import dataclass, field
 from typing import Any
 
+from aidememo.memory import sidecar
 from aidememo.memory.schema import BUSY_TIMEOUT_MS, SCHEMA_VERSION
 
 # The only FTS declaration the store accepts: Nuzo's, with the default tokenizer.
@@ -62,6 +63,9 @@ class IntegrityReport:
     duplicate_fts_rows: int = 0
     mismatched_fts_rows: int = 0
     errors: list[str] = field(default_factory=list)
+    # The semantic sidecar beside the store, when there is one (MEM-22): reported, never
+    # part of `ok` (it is derived and disposable).
+    semantic_index: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The report as `integrity --json` prints it (Nuzo's keys and order)."""
@@ -83,7 +87,7 @@ class IntegrityReport:
             "duplicate_fts_rows": self.duplicate_fts_rows,
             "mismatched_fts_rows": self.mismatched_fts_rows,
             "errors": list(self.errors),
-        }
+        } | ({} if self.semantic_index is None else {"semantic_index": self.semantic_index})
 
     def text(self) -> str:
         """The report as `integrity` prints it."""
@@ -106,7 +110,17 @@ class IntegrityReport:
             f"Mismatched FTS rows: {self.mismatched_fts_rows}",
         ]
         lines += [f"Error: {error}" for error in self.errors]
+        if self.semantic_index is not None:
+            lines.append(semantic_line(self.semantic_index))
         return "\n".join(lines)
+
+
+def semantic_line(index: dict[str, Any]) -> str:
+    """`Semantic index: STATE (indexed/active, N stale, N missing)`."""
+    return (
+        f"Semantic index: {index['state']} ({index['indexedMemories']}/{index['activeMemories']}"
+        f" indexed, {index['staleMemories']} stale, {index['missingMemories']} missing)"
+    )
 
 
 def open_readonly(path: str) -> sqlite3.Connection:
@@ -362,4 +376,5 @@ def inspect_store(path: str) -> IntegrityReport:
         return fresh
     finally:
         conn.close()
+    report.semantic_index = sidecar.summary(sidecar.sidecar_path(store_path), store_path)
     return report

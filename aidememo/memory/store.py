@@ -16,7 +16,7 @@ and changes nothing; conflicts are never retried silently.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aidememo.memory import capture, policy, reads, transfer
 from aidememo.memory import relations as rel_ops
@@ -33,6 +33,9 @@ from aidememo.memory.model import (
     Relation,
     new_id,
 )
+
+if TYPE_CHECKING:
+    from aidememo.memory.semantic import SemanticRecall
 
 ACTOR_CORE = "core"
 _UPDATE_FIELDS = (
@@ -77,6 +80,8 @@ class MemoryStore:
         self.include_global = include_global
         self.recall_limit = recall_limit
         self.now = clock
+        # Semantic and hybrid recall (MEM-23): set by a caller that has a model runtime.
+        self.semantic: SemanticRecall | None = None
 
     @classmethod
     def open(cls, path: str, **options: Any) -> MemoryStore:

@@ -31,7 +31,7 @@ from aidememo.domain.semantic import (
     fuse,
 )
 from aidememo.domain.semantic_index import IndexState
-from aidememo.domain.tokenize import query_terms, split_query
+from aidememo.domain.tokenize import split_query
 from aidememo.ports import ReadTx, Store, VectorSearch
 from aidememo.service.access import Caller, authorize
 from aidememo.service.lookups import Lookups

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from aidememo.cli.main import main
-from aidememo.memory import MemoryStore, semantic
+from aidememo.memory import MemoryStore
 from aidememo.memory.errors import MemoryErrorCode as C
 from aidememo.memory.errors import MemoryStoreError
 from aidememo.memory.governance import lifecycle, review_relations
@@ -140,66 +140,6 @@ def test_mem21_cli_review_relations_text_and_json(
     assert lines[-2].startswith("No changes were made.")
     assert main([*base, "--limit", "201"]) == 1
     assert capsys.readouterr().err.startswith("MEMORY_RELATION_REVIEW_LIMIT_INVALID: ")
-
-
-def test_mem22_semantic_answers_without_a_model(store: MemoryStore, store_path: Path) -> None:
-    store.remember("a", kind="note")
-    archived = store.remember("b", kind="note", scope="project:x")
-    store.forget(archived.id)
-    report = semantic.status(1, str(store_path), None)
-    assert report["model"]["state"] == "missing"
-    assert report["model"]["path"].endswith("/.nuzo/models/" + semantic.MODEL_DIR)
-    assert report["index"]["path"] == str(store_path.with_name("memories.semantic.sqlite"))
-    assert (report["index"]["activeMemories"], report["index"]["missingMemories"]) == (1, 1)
-    for call, code in (
-        (
-            lambda: semantic.provision(None, yes=False, allow_network=True),
-            C.SEMANTIC_PROVISION_CONFIRMATION_REQUIRED,
-        ),
-        (
-            lambda: semantic.provision(None, yes=True, allow_network=False),
-            C.SEMANTIC_NETWORK_OPT_IN_REQUIRED,
-        ),
-        (
-            lambda: semantic.provision(None, yes=True, allow_network=True),
-            C.SEMANTIC_PROVIDER_MISSING,
-        ),
-        (lambda: semantic.rebuild(1, None), C.SEMANTIC_MODEL_MISSING),
-        (lambda: semantic.rebuild(0, None), C.SEMANTIC_PROVIDER_MISSING),
-        (
-            lambda: semantic.clear(str(store_path), yes=False),
-            C.SEMANTIC_CLEAR_CONFIRMATION_REQUIRED,
-        ),
-    ):
-        with pytest.raises(MemoryStoreError) as refused:
-            call()
-        assert refused.value.code == code
-    assert semantic.clear(str(store_path), yes=True) is False
-
-
-def test_mem22_semantic_refuses_where_nuzo_would_need_its_model(
-    store: MemoryStore, store_path: Path, tmp_path: Path
-) -> None:
-    model = tmp_path / "model"
-    model.mkdir()
-    (model / semantic.MANIFEST).write_text("{}")
-    for call in (
-        lambda: semantic.status(1, str(store_path), str(model)),
-        lambda: semantic.provision(str(model), yes=True, allow_network=False),
-        lambda: semantic.rebuild(3, str(model)),
-    ):
-        with pytest.raises(MemoryStoreError) as refused:
-            call()
-        assert refused.value.code == C.SEMANTIC_PROVIDER_MISSING
-    sidecar = store_path.with_name("memories.semantic.sqlite")
-    sidecar.write_bytes(b"")
-    with pytest.raises(MemoryStoreError) as refused:
-        semantic.status(1, str(store_path), None)
-    assert refused.value.code == C.SEMANTIC_PROVIDER_MISSING
-    store_path.with_name("memories.semantic.sqlite-wal").write_bytes(b"")
-    assert semantic.clear(str(store_path), yes=True) is True
-    assert not sidecar.exists()
-    assert not store_path.with_name("memories.semantic.sqlite-wal").exists()
 
 
 def test_mem22_cli_semantic_status_counts_active_memories_of_every_scope(

@@ -70,6 +70,7 @@ MEMORY_SQLITE_MODULES = frozenset(
         "repair_fts.py",
         "backup.py",
         "open_checks.py",
+        "sidecar.py",
     )
 )
 PG_CONNECTION_MODULE = REPO / "durable_objects/pg_connection.py"
