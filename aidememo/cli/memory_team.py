@@ -30,7 +30,7 @@ class ProfileTeam:
 
     def search(self, query: str, limit: int) -> list[TeamFact]:
         from aidememo.cli import profiles
-        from aidememo.cli.commands import read_token_file
+        from aidememo.cli.token_files import read_token_file
         from aidememo.client import AidememoClientError, Client
 
         if self.profile is None:
