@@ -176,7 +176,10 @@ def publish_rehashes_the_stored_body(a: ArtifactFixture) -> None:
     data = b"declared"
     r = a.reserve("h.r", data, sha256=hashlib.sha256(data).hexdigest())
     a.upload(r, data)
-    a.bodies.objects[r.generation] = b"tampered"  # the same size, other bytes
+    # Other bytes of the same size in place of the verified ones (delete, then create anew:
+    # a body store's create never overwrites).
+    a.bodies.delete(r.generation)
+    a.bodies.create(r.generation, iter([b"tampered"]), len(data))
     expect_error(ErrorCode.ARTIFACT_BODY_MISMATCH, lambda: a.publish(r, "h.p"))
     failed = a.fx.store.read(
         lambda tx: tx.get_artifact_reservation(Scope(TENANT, PROJECT), r.reservation_id)
