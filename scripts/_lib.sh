@@ -210,18 +210,24 @@ _pg_as_owner() {
     fi
 }
 
+# Install Debian packages with apt-get (as root), updating the package lists once when the
+# first try fails: `apt_install [apt-get options] PACKAGE...`. Fails, saying what is missing,
+# where apt-get cannot run.
+apt_install() {
+    if [ "$(id -u)" != "0" ] || ! command -v apt-get >/dev/null 2>&1; then
+        log "missing: $*; install them (Debian packages) and run again"
+        return 1
+    fi
+    log "installing $* with apt-get"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >/dev/null \
+        || { apt-get update -q >/dev/null \
+             && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >/dev/null; }
+}
+
 # Install PostgreSQL 15 on a fresh (Debian/Ubuntu) CI machine when its binaries are missing.
 ensure_postgres() {
     [ -x "$PG_BIN/initdb" ] && return 0
-    if [ "$(id -u)" != "0" ] || ! command -v apt-get >/dev/null 2>&1; then
-        log "PostgreSQL 15 is missing ($PG_BIN/initdb); install postgresql-15"
-        return 1
-    fi
-    log "installing postgresql-15 with apt-get"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql-15 >/dev/null \
-        || { apt-get update -q >/dev/null && \
-             DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql-15 >/dev/null; } \
-        || return 1
+    apt_install postgresql-15 || return 1
     [ -x "$PG_BIN/initdb" ]
 }
 
@@ -230,15 +236,7 @@ ensure_postgres() {
 # apt-get when missing and we are root; under CI=true a missing Chromium fails the tier.
 ensure_chromium() {
     command -v chromium >/dev/null 2>&1 && return 0
-    if [ "$(id -u)" != "0" ] || ! command -v apt-get >/dev/null 2>&1; then
-        log "chromium is missing; the console tier needs it (apt-get install -y chromium)"
-        return 1
-    fi
-    log "installing chromium with apt-get"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null \
-        || { apt-get update -q >/dev/null && \
-             DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; } \
-        || return 1
+    apt_install chromium || return 1
     command -v chromium >/dev/null 2>&1
 }
 
@@ -302,15 +300,7 @@ PGB_DIR=""
 ensure_pgbouncer() {
     command -v pgbouncer >/dev/null 2>&1 && return 0
     [ -x /usr/sbin/pgbouncer ] && return 0
-    if [ "$(id -u)" != "0" ] || ! command -v apt-get >/dev/null 2>&1; then
-        log "pgbouncer is missing; install the pgbouncer package"
-        return 1
-    fi
-    log "installing pgbouncer with apt-get"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q pgbouncer >/dev/null \
-        || { apt-get update -q >/dev/null && \
-             DEBIAN_FRONTEND=noninteractive apt-get install -y -q pgbouncer >/dev/null; } \
-        || return 1
+    apt_install pgbouncer
 }
 
 pgbouncer_start() {
