@@ -57,18 +57,9 @@ sys.path.insert(0, str(REPO / "scripts"))
 from _bench_common import emit, free_port, latency_summary, note, target  # noqa: E402
 
 from aidememo.console import STATIC  # noqa: E402
+from tests.console.support import CHROMIUM, CHROMIUM_FLAGS  # noqa: E402
 
 TENANT, PROJECT = "t-bench", "p-bench"
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 # Installed before the page's own scripts (through DevTools, so the page's CSP does not apply):
 # notes when the board first holds `want` cards, every card's insertion time by handoff id,
 # and the long tasks.
@@ -253,7 +244,7 @@ def main(argv: list[str]) -> int:
             with sync_playwright() as pw:
                 context = pw.chromium.launch_persistent_context(
                     str(folder / "profile"),
-                    executable_path="/usr/bin/chromium",
+                    executable_path=CHROMIUM,
                     headless=True,
                     args=CHROMIUM_FLAGS,
                     viewport={"width": 1280, "height": 860},
