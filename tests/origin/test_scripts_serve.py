@@ -122,7 +122,7 @@ def test_scripts_serve_first_run_bootstraps_demo_and_second_run_skips_it(
     assert token_file.read_text().strip() == token
 
 
-def test_scripts_serve_second_run_on_a_taken_port_says_so_before_printing_a_url(
+def test_cli7_a_second_scripts_serve_on_a_taken_port_names_it_before_printing_a_url(
     tmp_path: Path,
 ) -> None:
     """A second `scripts/serve` on the port of a running one prints no URL: one line naming the
