@@ -259,35 +259,39 @@ class Recording:
 
     def __init__(self, name: str, calls: list[dict[str, Any]], folders: dict[str, str]) -> None:
         self.name = name
-        self._calls: Iterator[dict[str, Any]] = iter(calls)
-        self._left = len(calls)
+        self._calls = calls
+        self._at = 0  # the next call to serve
         self.t = Translation(folders)
         self._mcp_store: Path | None = None
 
     # -- the calls --------------------------------------------------------------------------
 
-    def _next(self, kind: str, what: str) -> dict[str, Any]:
-        call = next(self._calls, None)
-        if call is None:
+    def _peek(self, kind: str, what: str) -> dict[str, Any]:
+        """The next recorded call, which must be of `kind`; not yet served."""
+        if self._at == len(self._calls):
             raise ReplayMismatch(f"{self.name}: no recorded Nuzo call left for {what}")
-        self._left -= 1
+        call = self._calls[self._at]
         if call["kind"] != kind:
             raise ReplayMismatch(
                 f"{self.name}: {what}, but the recording has a {call['kind']} call"
             )
+        return call
+
+    def _next(self, kind: str, what: str) -> dict[str, Any]:
+        call = self._peek(kind, what)
+        self._at += 1
         self.t.learn_scopes(call)
         self.t.recorded_ids.update(ID_RE.findall(json.dumps(call)))
         return call
 
     def finished(self) -> bool:
-        return self._left == 0
+        return self._at == len(self._calls)
 
     def set_aside(self, reason: str) -> None:
         """The rest of the recording cannot be replayed (`reason`); the test covers its intent
         another way and says so."""
         assert reason
-        self._calls = iter(())
-        self._left = 0
+        self._at = len(self._calls)
 
     def cli(self, argv: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
         """`nuzo ARGV` as recorded: checks the question, applies the file effects, answers."""
@@ -329,7 +333,7 @@ class Recording:
 
     def mcp_server(self, env: dict[str, str], cwd: Path) -> None:
         """The start of a recorded MCP server session: the environment the tier gave it."""
-        call = self._next("mcp", "an MCP server start")
+        call = self._peek("mcp", "an MCP server start")  # its step 0 is the initialize
         server = call.get("server")
         if server is None or call["step"] != 0:
             raise ReplayMismatch(f"{self.name}: an MCP server start, recorded step {call['step']}")
@@ -337,8 +341,6 @@ class Recording:
             self.t.unify(env.get(key, "<unset>"), value, f"{self.name} mcp server env {key}")
         self.t.unify(str(cwd), server["cwd"], f"{self.name} mcp server cwd")
         self._mcp_store = Path(env["NUZO_MEMORY_STORE"])
-        self._calls = _prepend(call, self._calls)
-        self._left += 1
 
     def legacy_store(self, store: Path, version: int, rows_json: bytes) -> None:
         """A store at schema `version` made by Nuzo's own migration code, as recorded."""
@@ -439,11 +441,6 @@ def _json_or_none(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         return None
-
-
-def _prepend(call: dict[str, Any], rest: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    yield call
-    yield from rest
 
 
 def _is_sqlite(path: Path) -> bool:
