@@ -17,7 +17,7 @@ What is measured, in one process, on a fresh SQLite file in a temporary director
   commit). Reported: commands/s over the whole run and p50/p99 latency of each call.
 - Snapshot: `Queries.snapshot` of the project (10,000 resources at the default size, read as
   one page of the largest `limit`), and
-  rendering it to JSON bytes exactly as `aidememo.http.handlers.snapshot` does; the median of
+  rendering it to JSON bytes exactly as `aidememo.http.member_handlers.snapshot` does; the median of
   `--snapshot-runs` runs of each, and of their sum, which is what the target is checked on.
 - Materialized change feed: the whole log read in pages of 1,000 through `Queries.changes`,
   each page rendered with `materialized_entries` and `batch_json` as the HTTP handler does;

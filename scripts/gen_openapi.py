@@ -14,12 +14,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from aidememo.http.openapi import document_text  # noqa: E402
+from aidememo.http.routes import ROUTES  # noqa: E402
 
 TARGET = ROOT / "openapi.json"
 
 
 def main(argv: list[str]) -> int:
-    text = document_text()
+    text = document_text(ROUTES)
     if "--check" in argv:
         current = TARGET.read_text(encoding="utf-8") if TARGET.exists() else ""
         if current != text:

@@ -1,6 +1,6 @@
 """Administration at the edge: the origin's admin routes, orchestrated across objects.
 
-The request checks and answers are the core's (`aidememo.http.admin`); what differs is that
+The request checks and answers are the core's (`aidememo.http.admin_handlers`); what differs is that
 a tenant lives in several objects. The order of writes makes every operation safe to retry:
 
 - bootstrap: token directory check -> `TenantRegistry.bootstrap` (the CLI's rules, one
@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from aidememo.domain.model import Membership, MemberStatus, Project, Role
-from aidememo.http import admin as core
+from aidememo.http import admin_handlers as core
 from aidememo.http.app import json_response
 from aidememo.http.render import json_bytes
 from aidememo.http.types import Request, Response

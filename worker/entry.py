@@ -65,8 +65,8 @@ from aidememo.domain.clock import RandomIds, SystemClock
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
 from aidememo.domain.ids import validate_id
 from aidememo.domain.limits import HANDOFF_LEASE_MS_DEFAULT
-from aidememo.http import admin as core_admin
-from aidememo.http import handlers
+from aidememo.http import admin_handlers as core_admin
+from aidememo.http import member_handlers as handlers
 from aidememo.http.app import Services, error_response
 from aidememo.http.body import EMPTY, Body, declared_length, read_async, too_large
 from aidememo.http.console_routes import CONSOLE_SIGN_IN

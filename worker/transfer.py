@@ -35,7 +35,7 @@ from typing import Any
 from aidememo.domain.artifacts import MAX_DIRECT_BODY_BYTES, RECEIPT_RETENTION_MS, Publication
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.ids import validate_id, validate_name
-from aidememo.http import admin as core
+from aidememo.http import admin_handlers as core
 from aidememo.http.app import json_response
 from aidememo.http.query import Query
 from aidememo.http.render import json_bytes

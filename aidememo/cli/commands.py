@@ -41,7 +41,7 @@ from aidememo.domain.limits import (
     MAX_ARCHIVE_BYTES,
 )
 from aidememo.domain.model import ActorKind, MemberStatus, Role
-from aidememo.http import admin as admin_answers
+from aidememo.http import admin_handlers as admin_answers
 from aidememo.ports import BodyStore, Store
 from aidememo.service.archive import Archive
 from aidememo.service.archive_verify import MAX_LINE_BYTES

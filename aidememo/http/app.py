@@ -28,18 +28,12 @@ from aidememo.domain.errors import STORAGE_RETRY_AFTER_S, AidememoError, ErrorCo
 from aidememo.domain.limits import HANDOFF_LEASE_MS_DEFAULT
 from aidememo.http.pipeline import Admission, admit, drive
 from aidememo.http.render import json_bytes
+from aidememo.http.services import Services
 from aidememo.http.types import Request, Response
 from aidememo.ports import CAP_WRITE_BATCH, BodyStore, Clock, Ids, Store, VectorSearch, WriteBatches
 from aidememo.service.access import Caller
-from aidememo.service.archive import Archive
-from aidememo.service.artifacts import Artifacts
-from aidememo.service.identity import IdentityService
-from aidememo.service.ledger import Ledger
-from aidememo.service.lookups import Lookups
-from aidememo.service.product import Product
-from aidememo.service.queries import Queries
-from aidememo.service.readiness import Readiness
-from aidememo.service.search_modes import Searches
+
+__all__ = ["HttpApp", "RetryLater", "Services", "error_response", "json_response"]
 
 log = logging.getLogger("aidememo.http")
 
@@ -71,37 +65,6 @@ def error_response(error: AidememoError) -> Response:
     if error.http_status == 503:
         headers.append(("retry-after", str(STORAGE_RETRY_AFTER_S)))
     return Response(error.http_status, headers, json_bytes(error.to_json()))
-
-
-class Services:
-    """The use cases one app serves, built once over one store."""
-
-    def __init__(
-        self,
-        store: Store,
-        clock: Clock,
-        ids: Ids,
-        lease_ms: int,
-        mcp_allowed_origins: frozenset[str] = frozenset(),
-        bodies: BodyStore | None = None,
-        semantic: VectorSearch | None = None,
-    ) -> None:
-        self.store = store
-        self.mcp_allowed_origins = mcp_allowed_origins  # MCP-7
-        self.console_key: bytes | None = None  # the console's session cookies (CONSOLE-2)
-        self.identity = IdentityService(store, clock, ids)
-        self.ledger = Ledger(store, clock)
-        self.queries = Queries(store, clock)
-        self.lookups = Lookups(store, clock)
-        self.searches = Searches(store, self.lookups, semantic)  # SEM-3
-        # What `/ready` says of a semantic indexer running in this process (SEM-7).
-        self.semantic_status: Callable[[], dict[str, object]] | None = None
-        self.product = Product(self.ledger, lease_ms)
-        self.archive = Archive(store, clock, ids)
-        self.archive.grant_window_ms = int(getattr(bodies, "grant_window_ms", 0))  # GRANT-7
-        self.readiness = Readiness(store)
-        self.artifacts = Artifacts(store, clock, ids, self.ledger, bodies)  # ART-*
-        self.archive.bodies = bodies  # exports and imports with their bodies (ART-12)
 
 
 class HttpApp:

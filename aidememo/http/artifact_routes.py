@@ -1,12 +1,12 @@
-"""The artifact routes' entries of the route table (SPEC.md ART-*), in `routes.ROUTES`."""
+"""The artifact routes' entries of the route table (SPEC.md ART-*, GRANT-3, GRANT-4), in
+`routes.ROUTES`."""
 
 from __future__ import annotations
 
 from aidememo.domain.artifacts import MAX_DIRECT_BODY_BYTES
 from aidememo.domain.errors import ErrorCode
 from aidememo.http import artifact_handlers as h
-from aidememo.http.openapi_schemas import query_param, ref
-from aidememo.http.routing import Route
+from aidememo.http.types import Route
 
 E = ErrorCode
 P = "/v1/projects/{project_id}"
@@ -97,8 +97,38 @@ ARTIFACT_ROUTES: tuple[Route, ...] = (
         h.resolve,
         "The current publication of a logical path",
         answer="ArtifactMetadata",
-        query=(query_param("path", ref("ArtifactPath"), required=True),),
+        query=h.RESOLVE_QUERY,
         errors=(E.INVALID_ARTIFACT_PATH, E.ARTIFACT_NOT_FOUND),
     ),
     DOWNLOAD,
+    Route(
+        "artifact_upload_grant",
+        "POST",
+        f"{R}/upload-grants",
+        h.upload_grants,
+        "A presigned single PUT of the reservation's exact bytes straight into the object store",
+        answer="ArtifactUploadGrant",
+        errors=(
+            E.ARTIFACT_NOT_FOUND,
+            E.ARTIFACT_CONFLICT,
+            E.ARTIFACT_RESERVATION_EXPIRED,
+            E.ARTIFACT_UPLOAD_TOO_LARGE,
+            E.ARTIFACT_TRANSFER_MODE_MISMATCH,
+            E.ARTIFACT_STORE_UNAVAILABLE,
+        ),
+    ),
+    Route(
+        "artifact_download_grant",
+        "POST",
+        f"{P}/artifacts/{{artifact_id}}/download-grants",
+        h.download_grants,
+        "A presigned GET of one revision's exact body straight from the object store",
+        body="ArtifactDownload",
+        answer="ArtifactDownloadGrant",
+        errors=(
+            E.ARTIFACT_NOT_FOUND,
+            E.ARTIFACT_TRANSFER_MODE_MISMATCH,
+            E.ARTIFACT_STORE_UNAVAILABLE,
+        ),
+    ),
 )

@@ -1,5 +1,5 @@
-"""The artifact routes' component schemas (SPEC.md ART-*), added to the OpenAPI document by
-`aidememo.http.openapi_schemas.component_schemas`."""
+"""The artifact routes' component schemas (SPEC.md ART-*, GRANT-3, GRANT-4), gathered by
+`aidememo.http.components`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from aidememo.domain.artifacts import (
     RESERVATION_TTL_MS_DEFAULT,
     RESERVATION_TTL_MS_MAX,
 )
-from aidememo.http.openapi_schemas import Schema, integer, nullable, obj, ref
+from aidememo.http.schemas import Schema, integer, nullable, obj, ref
 from aidememo.service.artifact_grants import GRANT_MAX_BODY_BYTES
 
 _SHA = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
@@ -112,3 +112,27 @@ def artifact_schemas(s: dict[str, Schema]) -> None:
         "description": "The revision's exact bytes, in its content type; the SHA-256 in "
         "x-aidememo-artifact-sha256.",
     }
+    s["ArtifactUploadGrant"] = _grant("PUT", "they are signed", {})
+    s["ArtifactDownloadGrant"] = _grant(
+        "GET",
+        "If-Match binds the generation",
+        {"size_bytes": integer(0), "sha256": _SHA, "content_type": {"type": "string"}},
+    )
+
+
+def _grant(method: str, signed: str, more: dict[str, Schema]) -> Schema:
+    """A presigned request's answer: what to send, until when, and `more` of the body."""
+    headers = {
+        "type": "object",
+        "additionalProperties": {"type": "string"},
+        "description": f"send exactly these headers ({signed})",
+    }
+    return obj(
+        {
+            "url": {"type": "string", "description": "presigned; a bearer capability"},
+            "method": {"const": method},
+            "headers": headers,
+            "expires_at_ms": integer(0),
+            **more,
+        }
+    )

@@ -18,53 +18,17 @@ move these bytes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
-from aidememo.domain.ids import validate_id
-from aidememo.domain.limits import CHANGES_LIMIT_DEFAULT, CHANGES_LIMIT_MAX
 from aidememo.domain.model import ChangeRecord
-from aidememo.http.query import Query
+from aidememo.http.app import HttpApp
+from aidememo.http.handling import member
+from aidememo.http.member_handlers import parse_subscription
 from aidememo.http.render import batch_json, json_bytes, materialized_entries
 from aidememo.http.routes import CHANGES_LIVE, resolve
 from aidememo.http.types import Request
 from aidememo.service.access import Caller
-from aidememo.service.live import CommitBatch, Lease, LiveSubscription, check_subscription
+from aidememo.service.live import CommitBatch, Lease, LiveSubscription
 from aidememo.service.queries import ChangePage
-
-if TYPE_CHECKING:
-    from aidememo.http.app import HttpApp, Services
-
-_PARAMS = frozenset({"project_epoch", "after_seq", "limit"})
-_IDENTITY_PARAMS = frozenset({"actor_id", "tenant_id"})
-
-
-def parse_subscription(
-    s: Services, request: Request, params: dict[str, str], caller: Caller, digest: bytes | None
-) -> LiveSubscription:
-    """The parameters (checked as `/changes` checks them), then membership and the cursor in
-    one read (LIVE-1)."""
-    project_id = validate_id(params["project_id"], "project_id")
-    query = Query(request.query)
-    epoch = query.text("project_epoch")
-    after_seq = query.integer("after_seq")
-    limit = query.integer(
-        "limit", minimum=1, maximum=CHANGES_LIMIT_MAX, code=ErrorCode.INVALID_CHANGE_BATCH
-    )
-    query.finish(_PARAMS, forbidden=_IDENTITY_PARAMS)
-    if epoch is None or after_seq is None:
-        raise fail(ErrorCode.INVALID_COMMAND, "project_epoch and after_seq are required")
-    validate_id(epoch, "project_epoch")
-    sub = LiveSubscription(
-        caller=caller,
-        project_id=project_id,
-        project_epoch=epoch,
-        after_seq=after_seq,
-        page_limit=CHANGES_LIMIT_DEFAULT if limit is None else limit,
-        token_sha256=digest,
-    )
-    check_subscription(s.store, sub)
-    return sub
 
 
 def open_subscription(app: HttpApp, request: Request) -> LiveSubscription:
@@ -74,7 +38,7 @@ def open_subscription(app: HttpApp, request: Request) -> LiveSubscription:
     answer as an HTTP response instead of upgrading."""
     admission = app.admit(request)
     return parse_subscription(
-        app.services, request, admission.params, _member(admission.caller), admission.digest
+        app.services, request, admission.params, member(admission.caller), admission.digest
     )
 
 
@@ -88,12 +52,6 @@ def open_forwarded(
     if match.route is not CHANGES_LIVE:
         raise fail(ErrorCode.ROUTE_NOT_FOUND, "no WebSocket route here")
     return parse_subscription(app.services, request, match.params, caller, digest)
-
-
-def _member(caller: Caller | None) -> Caller:
-    if caller is None:  # the live route is a member route: stage one authenticated it
-        raise fail(ErrorCode.AUTHENTICATION_FAILED, "missing bearer token")
-    return caller
 
 
 def page_message(page: ChangePage) -> str:

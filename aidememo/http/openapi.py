@@ -5,8 +5,8 @@ serves the same document as the origin. `openapi.json` at the repository root is
 in sync by a test (`scripts/gen_openapi.py` writes it).
 
 Everything route-specific (summary, parameters, body and answer schemas, limits, who may
-call it, its domain errors) is read from the route table, `routes.ROUTES`; this module only
-assembles it. The document is exact: every route, every path and query parameter with
+call it, its domain errors) is read from the route table it is given (`routes.ROUTES`); this
+module only assembles it. The document is exact: every route, every path and query parameter with
 its grammar and range, every request body with `additionalProperties: false`, the 200 shape
 of every answer, and each error status a route can answer with the error codes it can carry.
 Byte limits (content, topic, focus, `q`) are given as `maxLength` in characters with the byte
@@ -15,14 +15,15 @@ limit in the description: JSON Schema cannot count UTF-8 bytes, so the server is
 
 from __future__ import annotations
 
-import functools
+import json
+from collections.abc import Sequence
 from typing import Any
 
 from aidememo import __version__
 from aidememo.domain.errors import HTTP_STATUS, STORAGE_RETRY_AFTER_S, ErrorCode
-from aidememo.http.openapi_schemas import JSON, Schema, component_schemas, ref
-from aidememo.http.render import json_bytes
-from aidememo.http.routes import ROUTES, Route
+from aidememo.http.components import component_schemas
+from aidememo.http.schemas import JSON, Schema, ref
+from aidememo.http.types import Route
 
 # -- parameters -----------------------------------------------------------------------------
 
@@ -139,7 +140,7 @@ _LIVE_UPGRADE: Schema = {
 def _operation(route: Route) -> Schema:
     op: Schema = {"operationId": route.name, "summary": route.summary}
     params = [_PATH_PARAMS[seg[1:-1]] for seg in route.pattern if seg.startswith("{")]
-    params += route.query
+    params += [param.openapi() for param in route.query]
     if params:
         op["parameters"] = params
     if route.body is not None:
@@ -178,10 +179,10 @@ def _operation(route: Route) -> Schema:
     return op
 
 
-def document() -> dict[str, Any]:
-    """The OpenAPI document as a dict."""
+def document(routes: Sequence[Route]) -> dict[str, Any]:
+    """The OpenAPI document of a route table, as a dict."""
     paths: dict[str, dict[str, Any]] = {}
-    for route in ROUTES:
+    for route in routes:
         path = "/" + "/".join(route.pattern)
         paths.setdefault(path, {})[route.method.lower()] = _operation(route)
     return {
@@ -214,14 +215,6 @@ def document() -> dict[str, Any]:
     }
 
 
-@functools.cache
-def document_bytes() -> bytes:
-    """The document as compact JSON, built once."""
-    return json_bytes(document())
-
-
-def document_text() -> str:
+def document_text(routes: Sequence[Route]) -> str:
     """The document as indented JSON with a final newline: the committed `openapi.json`."""
-    import json
-
-    return json.dumps(document(), indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(document(routes), indent=2, ensure_ascii=False) + "\n"

@@ -30,16 +30,14 @@ chunk), so an unauthenticated request never has its body read.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
-import re
 import time
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
 from aidememo.domain.errors import ErrorCode, fail
-from aidememo.domain.limits import BEARER_MAX_BYTES
+from aidememo.http.bearer import bearer_digest
 from aidememo.http.body import too_large
 from aidememo.http.console_session import cookie_digest
 from aidememo.http.media import check_media_type
@@ -91,36 +89,10 @@ class Admission:
 _PUBLIC, _ADMIN, _MEMBER = Auth.PUBLIC, Auth.ADMIN, Auth.MEMBER
 
 
-# What a bearer token may not contain: control characters, DEL, and any whitespace (str.isspace,
-# which `\s` matches in a str pattern).
-_NOT_TOKEN_TEXT = re.compile(r"[\s\x00-\x20\x7f]")
-
-
 ADMIN_DISABLED_MESSAGE = (
     "administration is off on this server: start `aidememo serve` with --admin-token-file"
     " (origin), or set the ADMIN_TOKEN_SHA256 secret to the hex SHA-256 of an admin token (edge)"
 )
-
-
-def bearer_digest(authorization: str | None) -> bytes:
-    """SHA-256 of the bearer token text, or `authentication_failed` (AUTH-2)."""
-    if authorization is None:
-        raise fail(ErrorCode.AUTHENTICATION_FAILED, "missing bearer token")
-    scheme, _, token = authorization.partition(" ")
-    if scheme.lower() != "bearer" or not token:
-        raise fail(ErrorCode.AUTHENTICATION_FAILED, "malformed bearer token")
-    if token.isascii():
-        # The common case, without the pattern: in ASCII, the control characters and DEL are
-        # exactly what `isprintable` refuses, and the only other whitespace is the space.
-        if len(token) > BEARER_MAX_BYTES or not token.isprintable() or " " in token:
-            raise fail(ErrorCode.AUTHENTICATION_FAILED, "malformed bearer token")
-        return hashlib.sha256(token.encode("ascii")).digest()
-    if (
-        len(token.encode("utf-8", "replace")) > BEARER_MAX_BYTES
-        or _NOT_TOKEN_TEXT.search(token) is not None
-    ):
-        raise fail(ErrorCode.AUTHENTICATION_FAILED, "malformed bearer token")
-    return hashlib.sha256(token.encode("utf-8")).digest()
 
 
 def admit(

@@ -1,13 +1,19 @@
 """Strict query-string reading: unknown or repeated parameters are refused (HTTP-3), and
 every name and value is percent-decoded to bytes and then read as UTF-8 by the decoder's own
-rules (CJ-4): the offset of an invalid byte, and no lone surrogates."""
+rules (CJ-4): the offset of an invalid byte, and no lone surrogates.
+
+A route declares its parameters once, as `Param`s (`Route.query`): its handler reads them with
+`read_params` and the OpenAPI document shows them (`Param.openapi`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
 from urllib.parse import unquote_to_bytes
 
 from aidememo.domain.canonical import decode_utf8
 from aidememo.domain.errors import ErrorCode, fail
+from aidememo.domain.ids import validate_id
 from aidememo.domain.limits import INT64_MAX
 
 
@@ -84,3 +90,78 @@ class Query:
         if value not in ("true", "false"):
             raise fail(ErrorCode.INVALID_COMMAND, f"{key} must be true or false")
         return value == "true"
+
+
+IDENTITY_PARAMS = frozenset({"actor_id", "tenant_id"})
+"""Who the caller is comes from the token: these are refused in a member route's query."""
+
+_ID_SCHEMA = {"$ref": "#/components/schemas/Id"}
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """One query parameter of a route: its JSON Schema (type, range, default), whether it is
+    required, its description, and the code of an integer out of its range."""
+
+    name: str
+    schema: dict[str, Any]
+    required: bool = False
+    doc: str = ""
+    code: ErrorCode = ErrorCode.INVALID_COMMAND
+
+    def openapi(self) -> dict[str, Any]:
+        """The OpenAPI parameter object."""
+        param: dict[str, Any] = {
+            "name": self.name,
+            "in": "query",
+            "required": self.required,
+            "schema": self.schema,
+        }
+        if self.doc:
+            param["description"] = self.doc
+        return param
+
+    def read(self, query: Query) -> Any:
+        """The parameter's value as its type says (integers within their range, `true` or
+        `false`, else the text), None when absent."""
+        kind = self.schema.get("type")
+        if kind == "integer":
+            return query.integer(
+                self.name,
+                minimum=self.schema.get("minimum", 0),
+                maximum=self.schema.get("maximum", INT64_MAX),
+                code=self.code,
+            )
+        if kind == "boolean":
+            return query.boolean(self.name)
+        return query.text(self.name)
+
+
+def read_params(
+    raw: str, params: tuple[Param, ...], *, forbidden: frozenset[str] = IDENTITY_PARAMS
+) -> dict[str, Any]:
+    """Every parameter of `params` by name: each value read and checked, then unknown and
+    `forbidden` names refused, then required ones insisted on, then ids checked; an absent
+    parameter is its schema's default, or None."""
+    query = Query(raw)
+    values = {p.name: p.read(query) for p in params}
+    query.finish(frozenset(values), forbidden=forbidden)
+    missing = [p.name for p in params if p.required and values[p.name] is None]
+    if missing:
+        raise fail(
+            ErrorCode.INVALID_COMMAND,
+            f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} required",
+        )
+    for p in params:
+        value = values[p.name]
+        if value is None:
+            values[p.name] = p.schema.get("default")
+        elif p.schema == _ID_SCHEMA:
+            validate_id(value, p.name)
+    return values
+
+
+def no_params(raw: str, *, forbidden: frozenset[str] = IDENTITY_PARAMS) -> None:
+    """Refuse any query parameter (an empty query string has none to refuse)."""
+    if raw:
+        Query(raw).finish(frozenset(), forbidden=forbidden)

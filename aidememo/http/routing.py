@@ -1,98 +1,14 @@
-"""What a route is, and the matcher that tells "no such route" from "wrong method" (HTTP-1).
+"""The matcher of a route table: it tells "no such route" from "wrong method" (HTTP-1).
 
-A `Route` is plain data plus its handler: method, path pattern, the callable that answers,
-who may call it (`Auth`), its request body (schema name, media type, byte limit, whether it
-is read as a stream) and what the OpenAPI document says of it (summary, answer schema, query
-parameters, domain errors). The table itself is `aidememo.http.routes.ROUTES`.
-
-Path parameters match any non-empty segment here; their grammar is checked later, in the
-400 stage, so the order of request checks stays the one SPEC.md HTTP-1 gives. Routes compare
-by identity (`eq=False`); `name` is their stable id (the OpenAPI `operationId`, and what the
-edge Worker tells a project object it resolved).
+The values it matches (`Route`, `Match`, `Auth`) are `aidememo.http.types`'; they are named here
+too for the fronts that route.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from aidememo.http.types import JSON, NDJSON, Auth, Match, Route
 
-from aidememo.domain.errors import ErrorCode
-from aidememo.domain.limits import MAX_REQUEST_BODY_BYTES
-
-if TYPE_CHECKING:
-    from aidememo.http.app import Services
-    from aidememo.http.types import Request, Response
-    from aidememo.service.access import Caller
-
-JSON = "application/json"
-NDJSON = "application/x-ndjson"
-
-Handler = Callable[["Services", "Request", dict[str, str], "Caller | None"], "Response"]
-
-
-class Auth(StrEnum):
-    """Who may call a route."""
-
-    PUBLIC = "public"  # no token at all
-    MEMBER = "member"  # a member's bearer token (AUTH-2); membership checked by the service
-    ADMIN = "admin"  # the admin token (ADM-1); a member's token is `admin_required`
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class Route:
-    """One endpoint and everything the pipeline and the OpenAPI document need of it."""
-
-    name: str
-    method: str
-    path: str
-    handler: Handler
-    summary: str
-    auth: Auth = Auth.MEMBER
-    body: str | None = None  # the request body's component schema; None: no body
-    media_type: str = JSON  # the body's media type (HTTP-1, 415)
-    max_body: int = MAX_REQUEST_BODY_BYTES
-    streamed: bool = False  # the handler iterates the body instead of reading it whole
-    answer: str | None = None  # the 200 answer's component schema; None: any object
-    answer_media: str = JSON
-    unready: str | None = None  # a status route's 503 answer schema (READY-1); None: no such
-    upgrade: bool = False  # a WebSocket route: succeeds with 101 (LIVE-1)
-    accepted: str | None = None  # what a 202 without a body means; None: no such answer
-    query: tuple[dict[str, Any], ...] = ()  # OpenAPI query parameters
-    errors: tuple[ErrorCode, ...] = ()  # domain errors beyond the shared request checks
-    batch: bool = False  # one command, no I/O but the store's: may share a write batch (HTTP-10)
-    store_read: bool = False  # a read, no I/O but the store's: the store's pool (HTTP-12)
-    costly: bool = False  # a read whose own work can take long: never on the event loop (SRCH-7)
-    console_read: bool = False  # a read by POST a console session may make too (CONSOLE-3)
-    pattern: tuple[str, ...] = field(init=False)  # literal segments, or "{name}"
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "pattern", tuple(self.path.strip("/").split("/")))
-
-    @property
-    def has_body(self) -> bool:
-        """True when the route takes a request body."""
-        return self.body is not None
-
-    @property
-    def authenticated(self) -> bool:
-        """True when a bearer token is required (member or admin)."""
-        return self.auth is not Auth.PUBLIC
-
-    @property
-    def admin(self) -> bool:
-        """True when only the admin token passes (ADM-1)."""
-        return self.auth is Auth.ADMIN
-
-
-@dataclass(slots=True)  # made per request: not frozen, which costs five times as much
-class Match:
-    """The outcome of routing: a route with its parameters, or the allowed methods."""
-
-    route: Route | None
-    params: dict[str, str]
-    allowed: tuple[str, ...]
+__all__ = ["JSON", "NDJSON", "Auth", "Match", "Route", "Router"]
 
 
 _Compiled = tuple[Route, tuple[tuple[int, str], ...], tuple[tuple[int, str], ...]]

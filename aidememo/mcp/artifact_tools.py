@@ -16,22 +16,14 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from aidememo.domain.command_ids import stable_id
 from aidememo.domain.errors import ErrorCode, fail
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from aidememo.http.app import Services
-    from aidememo.mcp.tools import Tool, Twin
-    from aidememo.service.access import Caller
-
-# `aidememo.mcp.tools` builds these tools with its own classes (`artifact_tools`), so this
-# module never imports it at run time and the two import in either order.
-Schema = dict[str, Any]
-Args = dict[str, Any]
+from aidememo.http.services import Services
+from aidememo.mcp.tool import Args, Schema, Tool, Twin
+from aidememo.service.access import Caller
 
 INLINE_BASE64_MAX = 1 << 20
 INLINE_BYTES_MAX = INLINE_BASE64_MAX // 4 * 3
@@ -93,18 +85,16 @@ def _write(services: Services, caller: Caller, ctx: Any, args: Args) -> dict[str
 
 
 def artifact_tools(
-    tool: type[Tool],
-    twin: type[Twin],
     answer_schema: Callable[[str], Schema],
     id_schema: Callable[[str], Schema],
 ) -> tuple[Tool, ...]:
-    """The three tools, made with the registry's `Tool` and `Twin` and its schema helpers."""
+    """The three tools, with the registry's schema helpers."""
 
     def resolve(ctx: Any, args: Args) -> Twin:
-        return twin(query={"path": args["path"]})
+        return Twin(query={"path": args["path"]})
 
     return (
-        tool(
+        Tool(
             "artifact_resolve",
             "The current metadata of the artifact (file body) published at a logical path:"
             " artifact_id, revision, size, content type, sha256 and mutation_token.",
@@ -115,7 +105,7 @@ def artifact_tools(
             output=answer_schema("ArtifactMetadata"),
             build=resolve,
         ),
-        tool(
+        Tool(
             "artifact_read",
             "The bytes published at a logical path (base64, at most 768 KiB), with its"
             " metadata; pass revision for an older revision.",
@@ -127,7 +117,7 @@ def artifact_tools(
             build=resolve,
             run=_read,
         ),
-        tool(
+        Tool(
             "artifact_write",
             "Publish a file body (base64, at most 1 MiB of it) at a logical path, replacing"
             " what is there; answers the publication (artifact_id, revision, sha256).",

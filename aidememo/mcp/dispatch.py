@@ -15,17 +15,20 @@ the whole request answers 503 or 507 as any route does and readiness sees it (RE
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote, urlencode
 
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
+from aidememo.http.artifact_routes import ARTIFACT_ROUTES
 from aidememo.http.body import Body
-from aidememo.http.types import Request
-from aidememo.mcp.tools import Args, Context, Tool
+from aidememo.http.member_routes import MEMBER_ROUTES
+from aidememo.http.services import Services
+from aidememo.http.types import Request, Route
+from aidememo.mcp.tool import Args, Context, Tool
 from aidememo.service.access import Caller
 
-if TYPE_CHECKING:
-    from aidememo.http.app import Services
+_TWINS: dict[str, Route] = {route.name: route for route in (*MEMBER_ROUTES, *ARTIFACT_ROUTES)}
+"""The routes a tool may be the twin of, by name: the member and artifact routes."""
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
@@ -73,9 +76,7 @@ def _query_value(value: Any) -> str:
 
 def twin_request(tool: Tool, ctx: Context, args: Args) -> tuple[Request, dict[str, str]]:
     """The REST request of a call: the core `Request` and the route's path parameters."""
-    from aidememo.http.routes import route_named
-
-    route = route_named(tool.route)
+    route = _TWINS[tool.route]
     twin = tool.build(ctx, args)
     params = {"project_id": ctx.project_id, **twin.params}
     path = route.path
@@ -119,8 +120,6 @@ def call_tool(
     services: Services, caller: Caller, project_id: str, tool: Tool, arguments: Any
 ) -> bytes:
     """The `CallToolResult` JSON of one call of `tool` (see the module docstring)."""
-    from aidememo.http.routes import route_named
-
     try:
         args = check_arguments(tool, arguments)
         ctx = Context(project_id, caller.actor_id)
@@ -128,7 +127,7 @@ def call_tool(
             answer = json.dumps(tool.run(services, caller, ctx, args), ensure_ascii=False)
             return result_bytes(answer.encode("utf-8"), error=False)
         request, params = twin_request(tool, ctx, args)
-        route = route_named(tool.route)
+        route = _TWINS[tool.route]
         response = route.handler(services, request, params, caller)
     except AidememoError as error:
         if error.store_state is not None:

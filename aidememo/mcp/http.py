@@ -1,4 +1,5 @@
-"""`POST /v1/projects/{project_id}/mcp`: the stateless streamable-HTTP MCP endpoint (MCP-4).
+"""`POST /v1/projects/{project_id}/mcp`: the stateless streamable-HTTP MCP endpoint (MCP-4):
+its route entry (`MCP`, in `aidememo.http.routes.ROUTES`) and its handler.
 
 The request pipeline has already admitted it like any member route (route, method 405 for
 GET, size 413, media type 415, bearer 401 with `WWW-Authenticate: Bearer`, rate limit at the
@@ -11,22 +12,17 @@ non-browser clients send none), then the JSON-RPC message (`aidememo.mcp.protoco
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aidememo.domain.errors import ErrorCode, fail
-from aidememo.domain.ids import validate_id
-from aidememo.http.query import Query
-from aidememo.http.types import Request, Response
+from aidememo.http.handling import JSON_HEADERS, member, project_of
+from aidememo.http.query import no_params
+from aidememo.http.services import Services
+from aidememo.http.types import Request, Response, Route
 from aidememo.mcp import protocol
 from aidememo.mcp.dispatch import call_tool
 from aidememo.mcp.tools import Tool
 from aidememo.service.access import Caller
-
-if TYPE_CHECKING:
-    from aidememo.http.app import Services
-
-_JSON = [("content-type", "application/json")]
-_IDENTITY_PARAMS = frozenset({"actor_id", "tenant_id"})
 
 
 def parse_origins(raw: str | Iterable[str] | None) -> frozenset[str]:
@@ -51,12 +47,10 @@ def check_origin(origin: str | None, allowed: frozenset[str]) -> None:
 
 def mcp(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:
     """The MCP endpoint's handler (see the module docstring)."""
-    project_id = validate_id(params["project_id"], "project_id")
-    Query(request.query).finish(frozenset(), forbidden=_IDENTITY_PARAMS)
+    project_id = project_of(params)
+    no_params(request.query)
     check_origin(request.headers.get("origin"), s.mcp_allowed_origins)
-    if caller is None:  # the route is a member route: the pipeline authenticated it
-        raise fail(ErrorCode.AUTHENTICATION_FAILED, "missing bearer token")
-    who = caller
+    who = member(caller)  # the route is a member route: the pipeline authenticated it
 
     def tools() -> tuple[Tool, ...]:
         return protocol.visible_tools(s.queries.identity(who, project_id).role)
@@ -65,5 +59,18 @@ def mcp(s: Services, request: Request, params: dict[str, str], caller: Caller | 
         return call_tool(s, who, project_id, tool, arguments)
 
     answer = protocol.handle(request.body.read(), request.headers, protocol.Host(tools, call))
-    headers = list(_JSON) if answer.body else []
+    headers = list(JSON_HEADERS) if answer.body else []
     return Response(answer.status, headers, answer.body)
+
+
+MCP = Route(
+    "mcp",
+    "POST",
+    "/v1/projects/{project_id}/mcp",
+    mcp,
+    "MCP over stateless streamable HTTP: one JSON-RPC message per POST (SPEC.md MCP-*)",
+    body="JsonRpcMessage",
+    answer="JsonRpcAnswer",
+    accepted="A JSON-RPC notification or a client's response: accepted, no body",
+    errors=(ErrorCode.ORIGIN_NOT_ALLOWED,),
+)

@@ -15,7 +15,6 @@ that repeats a tool call replays the first answer instead of applying it twice (
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from aidememo.domain import command_ids
@@ -31,79 +30,11 @@ from aidememo.domain.limits import (
     SESSIONS_LIMIT_MAX,
     TOPIC_MAX_BYTES,
 )
-from aidememo.http.openapi_schemas import component_schemas
+from aidememo.http.components import component_schemas
 from aidememo.mcp.artifact_tools import artifact_tools
+from aidememo.mcp.tool import Args, Build, Context, Schema, Tool, Twin
 
-Schema = dict[str, Any]
-Args = dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Context:
-    """Who calls and where: the project of the MCP endpoint and the token's actor."""
-
-    project_id: str
-    actor_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class Twin:
-    """The REST request a tool call becomes: path parameters (beside `project_id`), query
-    parameters and the JSON body (None: no body)."""
-
-    params: dict[str, str] = field(default_factory=dict)
-    query: dict[str, Any] = field(default_factory=dict)
-    body: dict[str, Any] | None = None
-
-
-Build = Callable[[Context, Args], Twin]
-Run = Callable[[Any, Any, Context, Args], dict[str, Any]]
-"""`run(services, caller, ctx, args)`: a tool answered by the service instead of its twin's
-handler (the artifact tools that carry bodies inline, `aidememo.mcp.artifact_tools`)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Tool:
-    """One tool: what `tools/list` shows of it and how a call reaches its REST twin."""
-
-    name: str
-    description: str
-    route: str  # the twin's `Route.name`
-    properties: dict[str, Schema]
-    required: tuple[str, ...]
-    write: bool
-    output: Schema
-    build: Build
-    run: Run | None = None
-
-    @property
-    def input_schema(self) -> Schema:
-        """The closed JSON Schema of the arguments."""
-        return {
-            "type": "object",
-            "properties": self.properties,
-            "required": list(self.required),
-            "additionalProperties": False,
-        }
-
-    def listing(self) -> dict[str, Any]:
-        """The tool as `tools/list` shows it."""
-        return {
-            "name": self.name,
-            "title": self.name.replace("_", " "),
-            "description": self.description,
-            "inputSchema": self.input_schema,
-            "outputSchema": self.output,
-            "annotations": {
-                "readOnlyHint": not self.write,
-                "destructiveHint": False,
-                "idempotentHint": True,
-                "openWorldHint": False,
-            },
-            # No tool runs as a task (2025-11-25 `execution`; the modern listing drops it).
-            "execution": {"taskSupport": "forbidden"},
-        }
-
+__all__ = ["BY_NAME", "READ_TOOLS", "TOOLS", "Args", "Context", "Tool", "Twin"]
 
 # -- argument schemas -------------------------------------------------------------------------
 
@@ -542,6 +473,6 @@ TOOLS: tuple[Tool, ...] = (
     ),
 )
 
-TOOLS = (*TOOLS, *artifact_tools(Tool, Twin, _answer, _id))
+TOOLS = (*TOOLS, *artifact_tools(_answer, _id))
 BY_NAME: dict[str, Tool] = {tool.name: tool for tool in TOOLS}
 READ_TOOLS: tuple[Tool, ...] = tuple(tool for tool in TOOLS if not tool.write)

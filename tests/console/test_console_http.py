@@ -17,7 +17,7 @@ import httpx
 import pytest
 import websockets
 
-from aidememo.http.console_routes import CONTENT_SECURITY_POLICY
+from aidememo.http.console_handlers import CONTENT_SECURITY_POLICY
 from tests.cli.agent_support import PROJECT, Server, provision
 from tests.console.support import Team, make_team
 

@@ -12,7 +12,7 @@ import functools
 from typing import Any
 
 from aidememo.http.openapi import document
-from aidememo.http.routes import resolve
+from aidememo.http.routes import ROUTES, resolve
 
 try:
     import jsonschema_rs
@@ -22,7 +22,7 @@ except ImportError:  # pragma: no cover - comes with schemathesis in the test ex
 
 @functools.cache
 def _document() -> dict[str, Any]:
-    return document()
+    return document(ROUTES)
 
 
 @functools.cache

@@ -33,6 +33,7 @@ from aidememo.domain.ids import is_valid_id  # noqa: E402
 from aidememo.domain.model import Role  # noqa: E402
 from aidememo.http.app import HttpApp  # noqa: E402
 from aidememo.http.openapi import document  # noqa: E402
+from aidememo.http.routes import ROUTES  # noqa: E402
 from aidememo.stores.sqlite.store import SqliteStore  # noqa: E402
 from tests.contract.live import LiveServer  # noqa: E402
 from tests.contract.support import EPOCH, PROJECT, RECEIVER, TENANT, WRITER  # noqa: E402
@@ -72,7 +73,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, A
 
 # Admin imports are JSON Lines: sent as the text they are.
 schemathesis.serializer.alias("application/x-ndjson", "text/plain")
-schema = schemathesis.openapi.from_dict(document())
+schema = schemathesis.openapi.from_dict(document(ROUTES))
 
 
 @schema.parametrize()  # type: ignore[untyped-decorator]

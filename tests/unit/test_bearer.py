@@ -7,7 +7,7 @@ import hashlib
 import pytest
 
 from aidememo.domain.errors import AidememoError, ErrorCode
-from aidememo.http.pipeline import bearer_digest
+from aidememo.http.bearer import bearer_digest
 
 
 def test_auth2_every_whitespace_and_control_character_is_refused() -> None:

@@ -14,7 +14,7 @@ from aidememo.domain.clock import FixedClock, RandomIds
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
 from aidememo.http.app import HttpApp
 from aidememo.http.body import Body, StreamBody, read_async
-from aidememo.http.handlers import command_project_id
+from aidememo.http.member_handlers import command_project_id
 from aidememo.http.pipeline import (
     Admission,
     Authenticate,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from itertools import chain
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aidememo.domain.canonical import decode_json
 from aidememo.domain.envelope import check_fields, require_object
@@ -18,23 +18,17 @@ from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.ids import validate_id
 from aidememo.domain.limits import MAX_ARCHIVE_BYTES, TOKEN_DIGEST_BYTES
 from aidememo.domain.model import ActorKind, Membership, MemberStatus, Role
-from aidememo.http.query import Query
-from aidememo.http.render import json_bytes
+from aidememo.http.handling import ok_json
+from aidememo.http.query import Param, no_params, read_params
+from aidememo.http.schemas import ref
+from aidememo.http.services import Services
 from aidememo.http.types import Request, Response
 from aidememo.service.access import Caller
 from aidememo.service.archive import ImportSummary
 from aidememo.service.archive_verify import LineSplitter
 from aidememo.service.identity import BootstrapResult
 
-if TYPE_CHECKING:
-    from aidememo.http.app import Services
-
-_JSON = [("content-type", "application/json")]
 NDJSON_HEADERS = [("content-type", "application/x-ndjson")]
-
-
-def _ok(value: Any) -> Response:
-    return Response(200, list(_JSON), json_bytes(value))
 
 
 def _choice(obj: dict[str, Any], key: str, allowed: type[Any], default: Any = None) -> Any:
@@ -59,6 +53,17 @@ def parse_digest(value: object) -> bytes:
     raise fail(ErrorCode.INVALID_COMMAND, "token_sha256 must be 64 lowercase hex characters")
 
 
+EXPORT_QUERY = (
+    Param("project_id", ref("Id"), doc="Export one project instead of the whole tenant."),
+    Param("include_token_digests", {"type": "boolean", "default": False}),
+    Param(
+        "include_bodies",
+        {"type": "boolean", "default": False},
+        doc="Carry the current publications' artifact bodies as chunked lines (ART-12).",
+    ),
+)
+DELETE_QUERY = (Param("confirm", {"type": "string"}, doc="Must repeat the tenant id."),)
+
 _BOOTSTRAP_REQUIRED = frozenset({"tenant_id", "project_id", "actor_id", "token_sha256"})
 _BOOTSTRAP_OPTIONAL = frozenset({"actor_kind", "role", "project_epoch"})
 
@@ -81,7 +86,7 @@ def parse_bootstrap(body: bytes) -> dict[str, Any]:
 
 def bootstrap_request(request: Request) -> dict[str, Any]:
     """The query and body checks of `POST /v1/admin/bootstrap`, in the handler's order."""
-    Query(request.query).finish(frozenset())
+    no_params(request.query, forbidden=frozenset())
     return parse_bootstrap(request.body.read())
 
 
@@ -99,7 +104,7 @@ def bootstrap_json(result: BootstrapResult) -> dict[str, Any]:
 
 def members_request(request: Request) -> dict[str, Any]:
     """`{tenant_id, project_id, actor_id, role?, status?}`; one of role and status is needed."""
-    Query(request.query).finish(frozenset())
+    no_params(request.query, forbidden=frozenset())
     obj = require_object(decode_json(request.body.read()), "request")
     required = frozenset({"tenant_id", "project_id", "actor_id"})
     check_fields(obj, required, frozenset({"role", "status"}), "request")
@@ -129,7 +134,7 @@ def membership_json(m: Membership) -> dict[str, Any]:
 
 def revoke_request(request: Request) -> bytes:
     """The digest of `POST /v1/admin/tokens/revoke` `{token_sha256}`."""
-    Query(request.query).finish(frozenset())
+    no_params(request.query, forbidden=frozenset())
     obj = require_object(decode_json(request.body.read()), "request")
     check_fields(obj, frozenset({"token_sha256"}), frozenset(), "request")
     return parse_digest(obj["token_sha256"])
@@ -139,22 +144,14 @@ def export_request(request: Request, params: dict[str, str]) -> tuple[str, str |
     """`(tenant_id, project_id or None, include_token_digests, include_bodies)` of an
     export."""
     tenant_id = validate_id(params["tenant_id"], "tenant_id")
-    query = Query(request.query)
-    project_id = query.text("project_id")
-    include_tokens = query.boolean("include_token_digests") or False
-    include_bodies = query.boolean("include_bodies") or False
-    query.finish(frozenset({"project_id", "include_token_digests", "include_bodies"}))
-    if project_id is not None:
-        validate_id(project_id, "project_id")
-    return tenant_id, project_id, include_tokens, include_bodies
+    q = read_params(request.query, EXPORT_QUERY, forbidden=frozenset())
+    return tenant_id, q["project_id"], q["include_token_digests"], q["include_bodies"]
 
 
 def delete_request(request: Request, params: dict[str, str]) -> tuple[str, str]:
     """`(tenant_id, confirm)` of a tenant deletion."""
     tenant_id = validate_id(params["tenant_id"], "tenant_id")
-    query = Query(request.query)
-    confirm = query.text("confirm")
-    query.finish(frozenset({"confirm"}))
+    confirm = read_params(request.query, DELETE_QUERY, forbidden=frozenset())["confirm"]
     return tenant_id, confirm or ""
 
 
@@ -162,7 +159,7 @@ def admin_bootstrap(
     s: Services, request: Request, params: dict[str, str], caller: Caller | None
 ) -> Response:
     """Idempotent bootstrap of tenant, project, actor, membership and token (ADM-2)."""
-    return _ok(bootstrap_json(s.identity.bootstrap(**bootstrap_request(request))))
+    return ok_json(bootstrap_json(s.identity.bootstrap(**bootstrap_request(request))))
 
 
 def admin_members(
@@ -177,7 +174,7 @@ def admin_members(
         role=spec["role"],
         status=spec["status"],
     )
-    return _ok(membership_json(m))
+    return ok_json(membership_json(m))
 
 
 def admin_revoke_token(
@@ -186,7 +183,7 @@ def admin_revoke_token(
     """Revoke a token by digest (ADM-2); unknown digests are `resource_not_found`."""
     if not s.identity.revoke_token(revoke_request(request)):
         raise fail(ErrorCode.RESOURCE_NOT_FOUND, "no such token")
-    return _ok({"revoked": True})
+    return ok_json({"revoked": True})
 
 
 def admin_export(
@@ -215,7 +212,7 @@ def import_json(summary: ImportSummary) -> dict[str, Any]:
 
 def import_lines(request: Request, max_bytes: int = MAX_ARCHIVE_BYTES) -> Iterator[bytes]:
     """The lines of an import body as its chunks arrive, after the query check."""
-    Query(request.query).finish(frozenset())
+    no_params(request.query, forbidden=frozenset())
     splitter = LineSplitter(max_bytes)
     for chunk in request.body:
         yield from splitter.feed(chunk)
@@ -226,7 +223,7 @@ def admin_import(
     s: Services, request: Request, params: dict[str, str], caller: Caller | None
 ) -> Response:
     """Import an export into scopes that do not exist yet (ADM-3, ARC-2)."""
-    return _ok(import_json(s.archive.import_lines(import_lines(request))))
+    return ok_json(import_json(s.archive.import_lines(import_lines(request))))
 
 
 def admin_delete_tenant(
@@ -235,4 +232,4 @@ def admin_delete_tenant(
     """Remove every row of a tenant, verified by counts (ADM-3, ARC-4)."""
     tenant_id, confirm = delete_request(request, params)
     removed = s.archive.delete_tenant(tenant_id, confirm)
-    return _ok({"tenant_id": tenant_id, "removed": removed})
+    return ok_json({"tenant_id": tenant_id, "removed": removed})

@@ -1,5 +1,6 @@
-"""One function per member or public route: read parameters strictly, call the service,
-render the answer. Each is named by its entry in `aidememo.http.routes`.
+"""The member routes' handlers and query parameters: one function per route of
+`aidememo.http.member_routes` (by the same name), reading its parameters strictly, calling the
+service and rendering the answer.
 
 Handlers run once the request pipeline admitted the request (`aidememo.http.pipeline`), and
 receive the services, the request (its body a bounded `Body`), the path parameters and the
@@ -9,11 +10,10 @@ authenticated caller (None only on the public routes).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from aidememo.domain.canonical import decode_json
 from aidememo.domain.envelope import parse_raw_command
-from aidememo.domain.errors import STORE_OK, ErrorCode, fail
+from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.ids import is_valid_id, validate_id, validate_name
 from aidememo.domain.limits import (
     CHANGES_LIMIT_DEFAULT,
@@ -22,6 +22,7 @@ from aidememo.domain.limits import (
     MAILBOX_LIMIT_MAX,
     SEARCH_LIMIT_DEFAULT,
     SEARCH_LIMIT_MAX,
+    SEARCH_QUERY_MAX_BYTES,
     SESSION_FACTS_LIMIT_DEFAULT,
     SESSION_FACTS_LIMIT_MAX,
     SESSIONS_LIMIT_DEFAULT,
@@ -31,7 +32,8 @@ from aidememo.domain.limits import (
 )
 from aidememo.domain.model import Receipt, ResourceRef
 from aidememo.domain.records import CreateRequest, parse_create, parse_transition
-from aidememo.http.query import Query
+from aidememo.http.handling import member, ok_bytes, project_of
+from aidememo.http.query import Param, no_params, read_params
 from aidememo.http.render import (
     batch_json,
     change_entries,
@@ -44,43 +46,82 @@ from aidememo.http.render import (
     typed_record_json,
 )
 from aidememo.http.scan import top_level_string
+from aidememo.http.schemas import integer, ref, text
+from aidememo.http.services import Services
 from aidememo.http.types import Request, Response
 from aidememo.service.access import Caller
+from aidememo.service.live import LiveSubscription, check_subscription
 from aidememo.service.product import Product
 
-if TYPE_CHECKING:
-    from aidememo.http.app import Services
+CHANGES_QUERY = (
+    Param("project_epoch", ref("Id"), required=True),
+    Param("after_seq", integer(0), required=True, doc="Exclusive; at most the project head."),
+    Param(
+        "limit",
+        integer(1, CHANGES_LIMIT_MAX, default=CHANGES_LIMIT_DEFAULT),
+        doc="Entries scanned (out of range: 400 invalid_change_batch).",
+        code=ErrorCode.INVALID_CHANGE_BATCH,
+    ),
+)
+MAILBOX_QUERY = (
+    Param("box", {"type": "string", "enum": ["inbox", "outbox"]}, required=True),
+    Param("source_id", ref("Id")),
+    Param(
+        "include_completed",
+        {"type": "boolean"},
+        doc="`true` or `false`; defaults to false for the inbox and true for the outbox.",
+    ),
+    Param("before_seq", integer(1), doc="Exclusive; `next_before_seq` of the last page."),
+    Param("limit", integer(1, MAILBOX_LIMIT_MAX, default=MAILBOX_LIMIT_DEFAULT)),
+)
+SESSIONS_QUERY = (
+    Param("source_id", ref("Id")),
+    Param("before_seq", integer(1), doc="Exclusive; `next_before_seq` of the last page."),
+    Param("limit", integer(1, SESSIONS_LIMIT_MAX, default=SESSIONS_LIMIT_DEFAULT)),
+)
+SESSION_FACTS_QUERY = (
+    Param("after_seq", integer(0), doc="Exclusive; `next_after_seq` of the last page."),
+    Param("limit", integer(1, SESSION_FACTS_LIMIT_MAX, default=SESSION_FACTS_LIMIT_DEFAULT)),
+)
+SNAPSHOT_QUERY = (
+    Param(
+        "limit",
+        integer(1, SNAPSHOT_LIMIT_MAX, default=SNAPSHOT_LIMIT_DEFAULT),
+        doc="Resources scanned (hidden ones count); a page also ends once its bodies reach 4 MiB.",
+    ),
+    Param(
+        "page_token",
+        {"type": "string"},
+        doc="The previous page's `next_page_token` (opaque; bound to the caller and project, "
+        "valid 10 minutes): the next page of the same `at_seq`.",
+    ),
+)
+SEARCH_QUERY = (
+    Param(
+        "q",
+        text(SEARCH_QUERY_MAX_BYTES, SEARCH_QUERY_MAX_BYTES, what="Plain text, no syntax"),
+        required=True,
+    ),
+    Param("source_id", ref("Id")),
+    Param("limit", integer(1, SEARCH_LIMIT_MAX, default=SEARCH_LIMIT_DEFAULT)),
+    Param(
+        "at_least_seq",
+        integer(0),
+        doc="Beyond the head: 409 cursor_out_of_range (the lexical index is the head). Beyond "
+        "the semantic index: waits a bounded time, then semantic answers 409 index_not_ready "
+        "and hybrid/auto answer lexically with a fallback_reason (SEM-5).",
+    ),
+    Param(
+        "mode",
+        {"type": "string", "enum": ["lexical", "semantic", "hybrid", "auto"], "default": "auto"},
+        doc="auto: hybrid where the project's semantic index is built, else lexical (SEM-3).",
+    ),
+)
 
-_JSON = [("content-type", "application/json")]
-_NONE = frozenset[str]()
-_IDENTITY_PARAMS = frozenset({"actor_id", "tenant_id"})
 
-
-def _ok(body: bytes) -> Response:
-    return Response(200, list(_JSON), body)
-
-
-REPLAYED_HEADER = "aidememo-replayed"
-
-
-def _receipt(receipt: Receipt) -> Response:
-    """A command's answer: its receipt, and `aidememo-replayed: true` when the command had
-    already been applied and this is its stored receipt (CMD-7)."""
-    headers = list(_JSON)
-    if receipt.replayed:
-        headers.append((REPLAYED_HEADER, "true"))
-    return Response(200, headers, receipt_json(receipt))
-
-
-def _caller(caller: Caller | None) -> Caller:
-    if caller is None:  # public routes never reach a handler that needs a caller
-        raise fail(ErrorCode.AUTHENTICATION_FAILED, "missing bearer token")
-    return caller
-
-
-def _no_query(request: Request) -> None:
-    if request.query:  # an empty query string has no parameter to refuse
-        Query(request.query).finish(_NONE, forbidden=_IDENTITY_PARAMS)
+def receipt_answer(receipt: Receipt) -> Response:
+    """A command's answer: its receipt, marked when it is a replay (CMD-7)."""
+    return ok_bytes(receipt_json(receipt), replayed=receipt.replayed)
 
 
 def command_project_id(request: Request, body: bytes) -> str:
@@ -94,59 +135,8 @@ def command_project_id(request: Request, body: bytes) -> str:
     found = top_level_string(body, "project_id")
     if found is not None and is_valid_id(found):
         return found
-    _no_query(request)
+    no_params(request.query)
     return parse_raw_command(decode_json(body)).project_id
-
-
-def _project(params: dict[str, str]) -> str:
-    return validate_id(params["project_id"], "project_id")
-
-
-# -- public ---------------------------------------------------------------------------------
-
-
-def health(
-    s: Services, request: Request, params: dict[str, str], caller: Caller | None
-) -> Response:
-    """Liveness: 200 while the process serves, `{status, mode, schema_version, state}` with
-    the store's state (READY-2); `schema_version` is null while the store cannot be read."""
-    _no_query(request)
-    state = s.readiness.state()
-    body = {
-        "status": "ok",
-        "mode": s.store.mode,
-        "schema_version": s.readiness.schema_version,
-        "state": state,
-    }
-    return _ok(json_bytes(body))
-
-
-def ready(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:
-    """Readiness: 200 `{ready: true, ...}` while the store takes writes, else 503 with the
-    state that stops it (READY-1); never Retry-After, this is a status, not an error."""
-    _no_query(request)
-    status = s.semantic_status
-    return ready_response(s.store.mode, s.readiness.state(), None if status is None else status())
-
-
-def ready_response(mode: str, state: str, semantic: dict[str, object] | None = None) -> Response:
-    """The `/ready` answer for a store `state` (the edge Worker answers with it too); with an
-    indexer in the process, its model and lag under `semantic` (SEM-7)."""
-    body: dict[str, object] = {"ready": state == STORE_OK, "mode": mode, "state": state}
-    if semantic is not None:
-        body["semantic"] = semantic
-    return Response(200 if state == STORE_OK else 503, list(_JSON), json_bytes(body))
-
-
-def openapi(
-    s: Services, request: Request, params: dict[str, str], caller: Caller | None
-) -> Response:
-    """The OpenAPI 3.1 document of this contract."""
-    # Imported here: the document reads the route table, which imports this module.
-    from aidememo.http.openapi import document_bytes
-
-    _no_query(request)
-    return _ok(document_bytes())
 
 
 # -- ledger ---------------------------------------------------------------------------------
@@ -156,32 +146,32 @@ def command(
     s: Services, request: Request, params: dict[str, str], caller: Caller | None
 ) -> Response:
     """`POST /v1/commands`: a raw `custom.*` put or delete (CMD-4)."""
-    _no_query(request)
+    no_params(request.query)
     cmd = parse_raw_command(decode_json(request.body.read()))
-    return _receipt(s.ledger.execute_raw(_caller(caller), cmd))
+    return receipt_answer(s.ledger.execute_raw(member(caller), cmd))
 
 
 def identity(
     s: Services, request: Request, params: dict[str, str], caller: Caller | None
 ) -> Response:
     """The caller's identity in the project."""
-    project_id = _project(params)
-    _no_query(request)
-    return _ok(json_bytes(s.queries.identity(_caller(caller), project_id).to_json()))
+    project_id = project_of(params)
+    no_params(request.query)
+    return ok_bytes(json_bytes(s.queries.identity(member(caller), project_id).to_json()))
 
 
 def resource(
     s: Services, request: Request, params: dict[str, str], caller: Caller | None
 ) -> Response:
     """The exact current body or tombstone (VIS-1 hides participant records)."""
-    project_id = _project(params)
+    project_id = project_of(params)
     ref = ResourceRef(
         validate_name(params["kind"], "kind"), validate_id(params["resource_id"], "resource_id")
     )
-    _no_query(request)
-    who = _caller(caller)
+    no_params(request.query)
+    who = member(caller)
     row = s.queries.resource(who, project_id, ref)
-    return _ok(resource_json(scope_json(who.scope(project_id)), row))
+    return ok_bytes(resource_json(scope_json(who.scope(project_id)), row))
 
 
 def _changes(
@@ -192,23 +182,14 @@ def _changes(
     *,
     materialized: bool,
 ) -> Response:
-    project_id = _project(params)
-    query = Query(request.query)
-    epoch = query.text("project_epoch")
-    after_seq = query.integer("after_seq")
-    limit = query.integer(
-        "limit", minimum=1, maximum=CHANGES_LIMIT_MAX, code=ErrorCode.INVALID_CHANGE_BATCH
-    )
-    query.finish(frozenset({"project_epoch", "after_seq", "limit"}), forbidden=_IDENTITY_PARAMS)
-    if epoch is None or after_seq is None:
-        raise fail(ErrorCode.INVALID_COMMAND, "project_epoch and after_seq are required")
-    validate_id(epoch, "project_epoch")
+    project_id = project_of(params)
+    q = read_params(request.query, CHANGES_QUERY)
     page = s.queries.changes(
-        _caller(caller),
+        member(caller),
         project_id,
-        epoch,
-        after_seq,
-        CHANGES_LIMIT_DEFAULT if limit is None else limit,
+        q["project_epoch"],
+        q["after_seq"],
+        q["limit"],
         bodies=materialized,
     )
     scope = page.scope
@@ -216,7 +197,7 @@ def _changes(
         entries = materialized_entries(scope, page.records)
     else:
         entries = change_entries(scope, page.records)
-    return _ok(
+    return ok_bytes(
         batch_json(
             scope, page.project_epoch, page.after_seq, entries, page.next_after_seq, page.has_more
         )
@@ -242,28 +223,37 @@ def changes_live(
 ) -> Response:
     """The live feed without a WebSocket upgrade: every check of the upgrade, then 426
     `upgrade_required` (LIVE-1)."""
-    from aidememo.http.live import parse_subscription
-
-    parse_subscription(s, request, params, _caller(caller), None)
+    parse_subscription(s, request, params, member(caller), None)
     raise fail(ErrorCode.UPGRADE_REQUIRED, "connect with a WebSocket upgrade")
+
+
+def parse_subscription(
+    s: Services, request: Request, params: dict[str, str], caller: Caller, digest: bytes | None
+) -> LiveSubscription:
+    """The live feed's parameters (checked as `/changes` checks them), then membership and
+    the cursor in one read (LIVE-1)."""
+    project_id = project_of(params)
+    q = read_params(request.query, CHANGES_QUERY)
+    sub = LiveSubscription(
+        caller=caller,
+        project_id=project_id,
+        project_epoch=q["project_epoch"],
+        after_seq=q["after_seq"],
+        page_limit=q["limit"],
+        token_sha256=digest,
+    )
+    check_subscription(s.store, sub)
+    return sub
 
 
 def snapshot(
     s: Services, request: Request, params: dict[str, str], caller: Caller | None
 ) -> Response:
     """A page of the state at one sequence, `next_page_token` to the next (SNAP-1, SNAP-2)."""
-    project_id = _project(params)
-    query = Query(request.query)
-    limit = query.integer("limit", minimum=1, maximum=SNAPSHOT_LIMIT_MAX)
-    page_token = query.text("page_token")
-    query.finish(frozenset({"limit", "page_token"}), forbidden=_IDENTITY_PARAMS)
-    snap = s.queries.snapshot(
-        _caller(caller),
-        project_id,
-        SNAPSHOT_LIMIT_DEFAULT if limit is None else limit,
-        page_token,
-    )
-    return _ok(
+    project_id = project_of(params)
+    q = read_params(request.query, SNAPSHOT_QUERY)
+    snap = s.queries.snapshot(member(caller), project_id, q["limit"], q["page_token"])
+    return ok_bytes(
         snapshot_json(
             snap.scope, snap.project_epoch, snap.at_seq, snap.resources, snap.next_page_token
         )
@@ -283,10 +273,10 @@ def _create(
     params: dict[str, str],
     caller: Caller | None,
 ) -> Response:
-    project_id = _project(params)
-    _no_query(request)
+    project_id = project_of(params)
+    no_params(request.query)
     req = parse_create(decode_json(request.body.read()))
-    return _receipt(operation(s.product, _caller(caller), project_id, req))
+    return receipt_answer(operation(s.product, member(caller), project_id, req))
 
 
 def create_session(
@@ -320,12 +310,12 @@ def send_handoff(
 def _transition(
     s: Services, request: Request, params: dict[str, str], caller: Caller | None, kind: str
 ) -> Response:
-    project_id = _project(params)
+    project_id = project_of(params)
     handoff_id = validate_id(params["handoff_id"], "handoff_id")
-    _no_query(request)
+    no_params(request.query)
     req = parse_transition(decode_json(request.body.read()))
-    receipt = s.product.transition(_caller(caller), project_id, handoff_id, kind, req)
-    return _receipt(receipt)
+    receipt = s.product.transition(member(caller), project_id, handoff_id, kind, req)
+    return receipt_answer(receipt)
 
 
 def accept(
@@ -356,11 +346,11 @@ def handoff_status(
     s: Services, request: Request, params: dict[str, str], caller: Caller | None
 ) -> Response:
     """`{revision, record}` for sender and receiver (HO-8)."""
-    project_id = _project(params)
+    project_id = project_of(params)
     handoff_id = validate_id(params["handoff_id"], "handoff_id")
-    _no_query(request)
-    found = s.lookups.handoff(_caller(caller), project_id, handoff_id)
-    return _ok(_with_lease(typed_record_json(found.revision, found.body), found.lease_state))
+    no_params(request.query)
+    found = s.lookups.handoff(member(caller), project_id, handoff_id)
+    return ok_bytes(_with_lease(typed_record_json(found.revision, found.body), found.lease_state))
 
 
 def _with_lease(item: bytes, state: str | None) -> bytes:
@@ -372,27 +362,9 @@ def mailbox(
     s: Services, request: Request, params: dict[str, str], caller: Caller | None
 ) -> Response:
     """The caller's inbox or outbox, newest first (MBX-1)."""
-    project_id = _project(params)
-    query = Query(request.query)
-    box = query.text("box")
-    source_id = query.text("source_id")
-    include_completed = query.boolean("include_completed")
-    before_seq = query.integer("before_seq", minimum=1)
-    limit = query.integer("limit", minimum=1, maximum=MAILBOX_LIMIT_MAX)
-    allowed = frozenset({"box", "source_id", "include_completed", "before_seq", "limit"})
-    query.finish(allowed, forbidden=_IDENTITY_PARAMS)
-    if box is None:
-        raise fail(ErrorCode.INVALID_COMMAND, "box is required: inbox or outbox")
-    if source_id is not None:
-        validate_id(source_id, "source_id")
+    project_id = project_of(params)
     page = s.lookups.mailbox(
-        _caller(caller),
-        project_id,
-        box=box,
-        source_id=source_id,
-        include_completed=include_completed,
-        before_seq=before_seq,
-        limit=MAILBOX_LIMIT_DEFAULT if limit is None else limit,
+        member(caller), project_id, **read_params(request.query, MAILBOX_QUERY)
     )
     items = b",".join(
         _with_lease(
@@ -404,27 +376,16 @@ def mailbox(
         for a in page.assignments
     )
     tail = "null" if page.next_before_seq is None else str(page.next_before_seq)
-    return _ok(b'{"assignments":[' + items + f'],"next_before_seq":{tail}}}'.encode())
+    return ok_bytes(b'{"assignments":[' + items + f'],"next_before_seq":{tail}}}'.encode())
 
 
 def sessions(
     s: Services, request: Request, params: dict[str, str], caller: Caller | None
 ) -> Response:
     """The project's sessions, newest first, paged by `before_seq` (READS-3)."""
-    project_id = _project(params)
-    query = Query(request.query)
-    source_id = query.text("source_id")
-    before_seq = query.integer("before_seq", minimum=1)
-    limit = query.integer("limit", minimum=1, maximum=SESSIONS_LIMIT_MAX)
-    query.finish(frozenset({"source_id", "before_seq", "limit"}), forbidden=_IDENTITY_PARAMS)
-    if source_id is not None:
-        validate_id(source_id, "source_id")
+    project_id = project_of(params)
     page = s.lookups.sessions(
-        _caller(caller),
-        project_id,
-        source_id=source_id,
-        before_seq=before_seq,
-        limit=SESSIONS_LIMIT_DEFAULT if limit is None else limit,
+        member(caller), project_id, **read_params(request.query, SESSIONS_QUERY)
     )
     items = b",".join(
         f'{{"project_seq":{e.project_seq},"revision":{e.revision},"record":'.encode()
@@ -433,26 +394,17 @@ def sessions(
         for e in page.sessions
     )
     tail = "null" if page.next_before_seq is None else str(page.next_before_seq)
-    return _ok(b'{"sessions":[' + items + f'],"next_before_seq":{tail}}}'.encode())
+    return ok_bytes(b'{"sessions":[' + items + f'],"next_before_seq":{tail}}}'.encode())
 
 
 def session_facts(
     s: Services, request: Request, params: dict[str, str], caller: Caller | None
 ) -> Response:
     """A session's facts in commit order, paged by `after_seq` (READS-4)."""
-    project_id = _project(params)
+    project_id = project_of(params)
     session_id = validate_id(params["session_id"], "session_id")
-    query = Query(request.query)
-    after_seq = query.integer("after_seq")
-    limit = query.integer("limit", minimum=1, maximum=SESSION_FACTS_LIMIT_MAX)
-    query.finish(frozenset({"after_seq", "limit"}), forbidden=_IDENTITY_PARAMS)
-    page = s.lookups.session_facts(
-        _caller(caller),
-        project_id,
-        session_id,
-        after_seq=after_seq,
-        limit=SESSION_FACTS_LIMIT_DEFAULT if limit is None else limit,
-    )
+    q = read_params(request.query, SESSION_FACTS_QUERY)
+    page = s.lookups.session_facts(member(caller), project_id, session_id, **q)
     items = b",".join(
         f'{{"project_seq":{e.project_seq},"revision":{e.revision},"record":'.encode()
         + e.body
@@ -460,61 +412,31 @@ def session_facts(
         for e in page.facts
     )
     tail = "null" if page.next_after_seq is None else str(page.next_after_seq)
-    return _ok(b'{"facts":[' + items + f'],"next_after_seq":{tail}}}'.encode())
+    return ok_bytes(b'{"facts":[' + items + f'],"next_after_seq":{tail}}}'.encode())
 
 
 def members(
     s: Services, request: Request, params: dict[str, str], caller: Caller | None
 ) -> Response:
     """Every member of the project with kind, role and status, for any member (READS-1)."""
-    project_id = _project(params)
-    _no_query(request)
-    rows = s.lookups.members(_caller(caller), project_id)
+    project_id = project_of(params)
+    no_params(request.query)
+    rows = s.lookups.members(member(caller), project_id)
     body = {
         "members": [
             {"actor_id": m.actor_id, "kind": m.kind, "role": m.role, "status": m.status}
             for m in rows
         ]
     }
-    return _ok(json_bytes(body))
+    return ok_bytes(json_bytes(body))
 
 
 def search(
     s: Services, request: Request, params: dict[str, str], caller: Caller | None
 ) -> Response:
     """Search over facts in the mode asked for (SRCH-1, SEM-3)."""
-    project_id = _project(params)
-    query = Query(request.query)
-    q = query.text("q")
-    source_id = query.text("source_id")
-    limit = query.integer("limit", minimum=1, maximum=SEARCH_LIMIT_MAX)
-    at_least_seq = query.integer("at_least_seq")
-    mode = query.text("mode")
-    query.finish(
-        frozenset({"q", "source_id", "limit", "at_least_seq", "mode"}), forbidden=_IDENTITY_PARAMS
-    )
-    if q is None:
-        raise fail(ErrorCode.INVALID_COMMAND, "q is required")
-    if source_id is not None:
-        validate_id(source_id, "source_id")
+    project_id = project_of(params)
     found = s.searches.search(
-        _caller(caller),
-        project_id,
-        q=q,
-        source_id=source_id,
-        limit=SEARCH_LIMIT_DEFAULT if limit is None else limit,
-        at_least_seq=at_least_seq,
-        mode=mode,
+        member(caller), project_id, **read_params(request.query, SEARCH_QUERY)
     )
-    return _ok(json_bytes(found.as_json()))
-
-
-# -- MCP ------------------------------------------------------------------------------------
-
-
-def mcp(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:
-    """`POST .../mcp`: the MCP endpoint (MCP-4). `aidememo.mcp` builds on this layer (its tool
-    calls run the handlers above), so it is imported when the route first runs."""
-    from aidememo.mcp.http import mcp as serve
-
-    return serve(s, request, params, caller)
+    return ok_bytes(json_bytes(found.as_json()))

@@ -1,21 +1,12 @@
-"""Building blocks and component schemas of the OpenAPI document (`openapi.py`).
-
-The wire shapes of every record, batch and answer, with the grammar and limits of
-`aidememo.domain`; `openapi.py` assembles them into paths and operations.
-"""
+"""The member routes' components: records, batches, pages and answers (`member_routes`)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from aidememo.domain.errors import STORE_STATES, ErrorCode
+from aidememo.domain.errors import STORE_STATES
 from aidememo.domain.limits import (
     CONTENT_MAX_BYTES,
     FOCUS_MAX_BYTES,
-    ID_MAX_BYTES,
-    INT64_MAX,
     MAILBOX_LIMIT_MAX,
-    NAME_MAX_BYTES,
     SEARCH_LIMIT_MAX,
     SESSION_FACTS_LIMIT_MAX,
     SESSIONS_LIMIT_MAX,
@@ -23,122 +14,11 @@ from aidememo.domain.limits import (
     TOPIC_MAX_BYTES,
 )
 from aidememo.domain.model import ActorKind, MemberStatus, Role
-
-Schema = dict[str, Any]
-
-JSON = "application/json"
-_REF = "#/components/schemas/"
+from aidememo.http.schemas import NO_CONTROL, Schema, integer, nullable, obj, ref, text
 
 
-def ref(name: str) -> Schema:
-    """A reference to a component schema."""
-    return {"$ref": _REF + name}
-
-
-def nullable(schema: Schema) -> Schema:
-    """`schema` or null."""
-    return {"anyOf": [schema, {"type": "null"}]}
-
-
-def obj(required: dict[str, Schema], optional: dict[str, Schema] | None = None) -> Schema:
-    """A closed object: exactly these properties, the first group required."""
-    properties = {**required, **(optional or {})}
-    schema: Schema = {
-        "type": "object",
-        "properties": properties,
-        "required": list(required),
-        "additionalProperties": False,
-    }
-    return schema
-
-
-def integer(minimum: int = 0, maximum: int = INT64_MAX, **extra: Any) -> Schema:
-    """A signed 64-bit integer in `[minimum, maximum]`."""
-    return {"type": "integer", "minimum": minimum, "maximum": maximum, **extra}
-
-
-def text(max_chars: int, max_bytes: int, *, min_length: int = 1, what: str = "") -> Schema:
-    """A string limited in UTF-8 bytes (given in characters as the nearest JSON Schema can)."""
-    note = f"{min_length}-{max_bytes} bytes of UTF-8"
-    return {
-        "type": "string",
-        "minLength": min_length,
-        "maxLength": max_chars,
-        "description": f"{what} ({note})." if what else f"{note}.",
-    }
-
-
-# -- component schemas ----------------------------------------------------------------------
-
-
-def query_param(name: str, schema: Schema, *, required: bool = False, doc: str = "") -> Schema:
-    """An OpenAPI query parameter (the route table declares each route's own)."""
-    param: Schema = {"name": name, "in": "query", "required": required, "schema": schema}
-    if doc:
-        param["description"] = doc
-    return param
-
-
-_NO_CONTROL = "^[^\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f]*$"
-
-
-def component_schemas() -> dict[str, Schema]:
-    s: dict[str, Schema] = {}
-    s["ErrorCode"] = {
-        "type": "string",
-        "enum": [code.value for code in ErrorCode],
-        "description": "Stable snake_case error code; clients switch on it, never on message.",
-    }
-    s["Error"] = obj(
-        {
-            "error": obj(
-                {"code": ref("ErrorCode"), "message": {"type": "string"}},
-                {"index_seq": integer(0)},  # index_not_ready: the index's sequence (SEM-5)
-            )
-        }
-    )
-    s["Id"] = {
-        "type": "string",
-        "pattern": f"^[A-Za-z0-9\\-_.:@]{{1,{ID_MAX_BYTES}}}$",
-        "minLength": 1,
-        "maxLength": ID_MAX_BYTES,
-        "description": f"Identifier: 1-{ID_MAX_BYTES} bytes of [A-Za-z0-9-_.:@].",
-    }
-    s["Name"] = {
-        "type": "string",
-        "pattern": f"^[a-z0-9._\\-]{{1,{NAME_MAX_BYTES}}}$",
-        "minLength": 1,
-        "maxLength": NAME_MAX_BYTES,
-        "description": f"Kind or operation name: 1-{NAME_MAX_BYTES} bytes of [a-z0-9._-].",
-    }
-    s["CustomKind"] = {
-        "type": "string",
-        "pattern": f"^custom\\.[a-z0-9._\\-]{{0,{NAME_MAX_BYTES - 7}}}$",
-        "maxLength": NAME_MAX_BYTES,
-        "description": "A resource kind writable through POST /v1/commands: custom.*.",
-    }
-    s["Seq"] = integer(1, description="A project sequence number (1 is the first change).")
-    s["Revision"] = integer(1, description="A resource revision (1 is the first write).")
-    s["TimestampMs"] = integer(0, description="Milliseconds since the Unix epoch.")
-    s["Scope"] = obj({"tenant_id": ref("Id"), "project_id": ref("Id")})
-    s["ResourceRef"] = obj({"kind": ref("Name"), "id": ref("Id")})
-    s["Receipt"] = obj(
-        {
-            "command_id": ref("Id"),
-            "fingerprint": {
-                "type": "string",
-                "pattern": "^[0-9a-f]{64}$",
-                "description": "SHA-256 hex of the canonical command material.",
-            },
-            "tenant_id": ref("Id"),
-            "project_id": ref("Id"),
-            "actor_id": ref("Id"),
-            "project_seq": ref("Seq"),
-            "resource": ref("ResourceRef"),
-            "revision": ref("Revision"),
-            "committed_at_ms": ref("TimestampMs"),
-        }
-    )
+def member_schemas(s: dict[str, Schema]) -> None:
+    """The member routes' bodies and answers, and the live feed's messages."""
     mode = {"type": "string", "enum": ["single_node", "postgres", "edge"]}
     state = {
         "type": "string",
@@ -449,7 +329,7 @@ def component_schemas() -> dict[str, Schema]:
     }
     topic = {
         **text(TOPIC_MAX_BYTES, TOPIC_MAX_BYTES, what="Not blank, no control characters"),
-        "allOf": [{"pattern": _NO_CONTROL}, {"pattern": "[^\\s\\u0085]"}],
+        "allOf": [{"pattern": NO_CONTROL}, {"pattern": "[^\\s\\u0085]"}],
     }
     content = text(CONTENT_MAX_BYTES, CONTENT_MAX_BYTES)
     focus = nullable(text(FOCUS_MAX_BYTES, FOCUS_MAX_BYTES, min_length=0))
@@ -501,60 +381,6 @@ def component_schemas() -> dict[str, Schema]:
                 "payload": ref(payload),
             }
         )
-    # -- administration (admin token) --
-    digest = {
-        "type": "string",
-        "pattern": "^[0-9a-f]{64}$",
-        "description": "SHA-256 of the token text, 64 lowercase hex characters.",
-    }
-    role = {"type": "string", "enum": ["owner", "admin", "writer", "reader"]}
-    status = {"type": "string", "enum": ["active", "suspended"]}
-    s["AdminBootstrap"] = obj(
-        {
-            "tenant_id": ref("Id"),
-            "project_id": ref("Id"),
-            "actor_id": ref("Id"),
-            "token_sha256": digest,
-        },
-        {
-            "actor_kind": nullable({"type": "string", "enum": ["agent", "human", "service"]}),
-            "role": nullable(role),
-            "project_epoch": nullable(ref("Id")),
-        },
-    )
-    s["AdminMember"] = obj(
-        {"tenant_id": ref("Id"), "project_id": ref("Id"), "actor_id": ref("Id")},
-        {"role": nullable(role), "status": nullable(status)},
-    )
-    s["AdminMembership"] = obj(
-        {
-            "tenant_id": ref("Id"),
-            "project_id": ref("Id"),
-            "actor_id": ref("Id"),
-            "role": role,
-            "status": status,
-        }
-    )
-    s["AdminRevoke"] = obj({"token_sha256": digest})
-    s["AdminRevoked"] = obj({"revoked": {"const": True}})
-    s["ConsoleSession"] = obj(
-        {"tenant_id": ref("Id"), "actor_id": ref("Id"), "expires_at_ms": integer(0)}
-    )
-    s["ConsoleSignedOut"] = obj({"signed_out": {"const": True}})
-    s["ConsoleFile"] = {"type": "string", "description": "A file of the console (CONSOLE-1)."}
-    counts = {"type": "object", "additionalProperties": integer(0)}
-    s["AdminImported"] = obj(
-        {
-            "tenant_id": ref("Id"),
-            "project_epochs": {"type": "object", "additionalProperties": ref("Id")},
-            "counts": counts,
-        }
-    )
-    s["AdminDeleted"] = obj({"tenant_id": ref("Id"), "removed": counts})
-    s["Archive"] = {
-        "type": "string",
-        "description": "JSON Lines: one record per line, the manifest last.",
-    }
     s["LeaseExpired"] = obj(
         {"type": {"const": "lease_expired"}, "handoff_id": ref("Id"), "claim_id": ref("Id")}
     )
@@ -563,44 +389,4 @@ def component_schemas() -> dict[str, Schema]:
         "batch in the shape of /changes/materialized, a lease notice, or an error just before "
         "the close.",
         "oneOf": [ref("MaterializedBatch"), ref("LeaseExpired"), ref("Error")],
-    }
-    _mcp_schemas(s)
-    from aidememo.http.artifact_schemas import artifact_schemas
-
-    artifact_schemas(s)
-    from aidememo.http.grant_routes import grant_schemas
-
-    grant_schemas(s)
-    return s
-
-
-def _mcp_schemas(s: dict[str, Schema]) -> None:
-    """The MCP endpoint's JSON-RPC messages (SPEC.md MCP-4..6)."""
-    s["JsonRpcMessage"] = {
-        "description": "One JSON-RPC 2.0 message of MCP (request, notification or response),"
-        " or a batch under protocol 2024-11-05 and 2025-03-26. Protocol 2026-07-28 requests"
-        " carry params._meta['io.modelcontextprotocol/protocolVersion'] and the headers"
-        " MCP-Protocol-Version, Mcp-Method and (tools/call) Mcp-Name matching the body.",
-        "type": ["object", "array"],
-    }
-    response = {
-        "type": "object",
-        "properties": {
-            "jsonrpc": {"const": "2.0"},
-            "id": {"type": ["string", "integer", "null"]},
-            "result": {"type": "object"},
-            "error": obj(
-                {"code": {"type": "integer"}, "message": {"type": "string"}}, {"data": {}}
-            ),
-        },
-        "required": ["jsonrpc", "id"],
-        "oneOf": [{"required": ["result"]}, {"required": ["error"]}],
-        "additionalProperties": False,
-    }
-    s["JsonRpcAnswer"] = {
-        "description": "The JSON-RPC response (a batch's responses under the versions that"
-        " have batches). Tool refusals are results with isError true; JSON-RPC errors are"
-        " protocol faults only: -32700, -32600, -32601, -32602, and under 2026-07-28 -32020"
-        " (headers do not match the body) and -32022 (unsupported version).",
-        "anyOf": [response, {"type": "array", "items": response, "minItems": 1}],
     }
