@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import bisect
 import heapq
-import secrets
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -41,8 +40,9 @@ from aidememo.domain.model import (
 )
 from aidememo.ports import ReadTx, WriteTx
 from aidememo.stores.guard import not_awaitable
-from aidememo.stores.memory_artifacts import ArtifactMemoryTx, ArtifactTables
-from aidememo.stores.memory_semantic import SemanticMemoryTx, SemanticTables
+from aidememo.stores.memory_artifacts import ArtifactMemoryTx
+from aidememo.stores.memory_semantic import SemanticMemoryTx
+from aidememo.stores.memory_tables import Tables
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -50,39 +50,12 @@ _MISSING = object()
 SCHEMA_VERSION = 1
 
 # A posting: (fact_id, source_id, tf, dl), keyed by the fact's doc_seq under (t, p, term).
-_Posting = tuple[str, str, int, int]
-
-
-class _Tables:
-    def __init__(self) -> None:
-        self.tenants: dict[str, int] = {}
-        self.projects: dict[tuple[str, str], Project] = {}
-        self.actors: dict[tuple[str, str], Actor] = {}
-        self.memberships: dict[tuple[str, str, str], Membership] = {}
-        self.tokens: dict[bytes, TokenBinding] = {}
-        self.resources: dict[tuple[str, str], dict[tuple[str, str], StoredResource]] = {}
-        self.receipts: dict[tuple[str, str, str], Receipt] = {}
-        self.changes: dict[tuple[str, str], list[ChangeRecord]] = {}
-        self.audit: dict[tuple[str, str], list[AuditRow]] = {}
-        self.handoffs: dict[tuple[str, str], dict[str, HandoffIndexRow]] = {}
-        # The lexical index (SRCH-4), as the SQL stores keep it: per project, each fact's
-        # (doc_seq, entry); per (tenant, project, term), the postings by doc_seq; per
-        # project, (fact count, total length, last doc_seq).
-        self.search: dict[tuple[str, str], dict[str, tuple[int, SearchDoc]]] = {}
-        self.postings: dict[tuple[str, str, str], dict[int, _Posting]] = {}
-        self.search_stats: dict[tuple[str, str], tuple[int, int, int]] = {}
-        # (import id, project id, page seq) -> (created_at_ms, page): staged imports (ARC-9)
-        self.import_staging: dict[tuple[str, str, int], tuple[int, bytes]] = {}
-        # The key of snapshot page tokens (SNAP-3), made with the store.
-        self.page_token_key = secrets.token_bytes(32)
-        self.artifacts = ArtifactTables()  # the artifact catalog (ART-*)
-        self.semantic = SemanticTables()  # the derived semantic index (SEM-6)
 
 
 class _MemoryTx(SemanticMemoryTx, ArtifactMemoryTx):
     """Read and write access to the tables; writes are journaled for rollback."""
 
-    def __init__(self, tables: _Tables, writable: bool) -> None:
+    def __init__(self, tables: Tables, writable: bool) -> None:
         self._t = tables
         self._writable = writable
         self.undo: list[Callable[[], None]] = []
@@ -520,7 +493,7 @@ class MemoryStore:
     mode = "single_node"
 
     def __init__(self) -> None:
-        self._tables = _Tables()
+        self._tables = Tables()
         self._lock = threading.RLock()
 
     def transaction(self, fn: Callable[[WriteTx], T]) -> T:
@@ -548,7 +521,7 @@ class MemoryStore:
         """Nothing to release."""
 
 
-def _conforms(tables: _Tables) -> tuple[ReadTx, WriteTx]:
+def _conforms(tables: Tables) -> tuple[ReadTx, WriteTx]:
     """Never called: lets mypy check that the transaction view implements both ports."""
     return _MemoryTx(tables, writable=False), _MemoryTx(tables, writable=True)
 

@@ -9,30 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aidememo.domain.artifacts import ARTIFACT_KIND, GcIntent, Publication, Reservation
 from aidememo.domain.model import ChangeRecord, Scope, StoredResource
-
-if TYPE_CHECKING:
-    from aidememo.stores.memory import _Tables
-
-
-class ArtifactTables:
-    """Reservations by (tenant, project, reservation id); intents by body key (no tenant
-    scope, ARC-4); the pinned body-store identity."""
-
-    def __init__(self) -> None:
-        self.reservations: dict[tuple[str, str, str], Reservation] = {}
-        self.intents: dict[str, GcIntent] = {}
-        self.identity: dict[str, str] = {}
+from aidememo.stores.memory_tables import ArtifactTables, Tables
 
 
 class ArtifactMemoryTx:
     """`ArtifactReads` and `ArtifactWrites` over the reference store's tables."""
 
     __slots__ = ()
-    _t: _Tables
+    _t: Tables
     _set: Callable[[dict[Any, Any], Any, Any], None]
     _pop: Callable[[dict[Any, Any], Any], None]
 

@@ -6,28 +6,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aidememo.domain.model import Project, Scope
 from aidememo.domain.semantic_index import IndexState, PendingProject, VectorRow
-
-if TYPE_CHECKING:
-    from aidememo.stores.memory import _Tables
-
-
-class SemanticTables:
-    """Per project its index state; per (tenant, project, fact) its vector."""
-
-    def __init__(self) -> None:
-        self.state: dict[tuple[str, str], IndexState] = {}
-        self.vectors: dict[tuple[str, str, str], VectorRow] = {}
+from aidememo.stores.memory_tables import SemanticTables, Tables
 
 
 class SemanticMemoryTx:
     """The semantic index methods of `ReadTx`/`WriteTx` on the reference store."""
 
     __slots__ = ()
-    _t: _Tables
+    _t: Tables
     _set: Callable[[dict[Any, Any], Any, Any], None]
     _pop: Callable[[dict[Any, Any], Any], None]
 

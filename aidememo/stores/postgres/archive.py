@@ -12,15 +12,13 @@ stay exact.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Generic, TypeVar
 
 from aidememo.domain.model import SearchDoc
 from aidememo.stores.postgres import sql as q
+from aidememo.stores.sql_common.rows import RowExecutor
 from aidememo.stores.sql_common.semantic_rows import SEMANTIC_TABLES
 from aidememo.stores.sql_common.statements import TENANT_TABLES_BUT_SEARCH
-
-if TYPE_CHECKING:
-    from aidememo.stores.postgres.tx import Session
 
 # One `aidememo_index_facts` call indexes at most this many facts or bytes of terms, so each
 # statement stays well inside the statement timeout.
@@ -46,12 +44,15 @@ DELETE_UNLINKED = (
 DELETE_TENANT = "DELETE FROM tenants WHERE tenant_id = %s"
 
 
-class ArchiveReads:
+X = TypeVar("X", bound=RowExecutor)
+
+
+class ArchiveReads(Generic[X]):
     """The ReadTx method of ARC-4 PostgreSQL writes its own way; expects `self._x` to be the
     transaction's session."""
 
     __slots__ = ()
-    _x: Session
+    _x: X
 
     def count_tenant_rows(self, tenant_id: str) -> dict[str, int]:
         """Row counts of every table the tenant owns."""
@@ -59,11 +60,11 @@ class ArchiveReads:
         return {table: int(n) for table, n in zip(TENANT_TABLES, row, strict=True)}
 
 
-class ArchiveWrites:
+class ArchiveWrites(Generic[X]):
     """The WriteTx methods of ARC-* PostgreSQL writes its own way."""
 
     __slots__ = ()
-    _x: Session
+    _x: X
 
     def _index_restored(self, tenant_id: str, project_id: str, docs: list[SearchDoc]) -> None:
         """Imported search rows, set-wise through `aidememo_index_facts` in batches of at most

@@ -191,7 +191,7 @@ class Session:
             raise driver_failure(sql.split(maxsplit=1)[0].lower(), exc) from exc
 
 
-class PgReadTx(SemanticRows, ArtifactRows[Session], ArchiveReads, SqlReadRows[Session]):
+class PgReadTx(SemanticRows, ArtifactRows[Session], ArchiveReads[Session], SqlReadRows[Session]):
     """`ReadTx` over one session: the shared row mapping plus search and the schema."""
 
     __slots__ = ()
@@ -257,7 +257,7 @@ class PgReadTx(SemanticRows, ArtifactRows[Session], ArchiveReads, SqlReadRows[Se
         ]
 
 
-class PgWriteTx(ArchiveWrites, SqlWriteRows[Session], PgReadTx):
+class PgWriteTx(ArchiveWrites[Session], SqlWriteRows[Session], PgReadTx):
     """`WriteTx`: the reads plus the writes of one command or one provisioning step."""
 
     __slots__ = ()
