@@ -26,7 +26,7 @@ from aidememo.memory.recall import fts_query
 from aidememo.memory.schema import capture_key
 
 if TYPE_CHECKING:
-    from aidememo.memory.store import MemoryStore
+    from aidememo.memory.core import MemoryCore
 
 EXHAUSTIVE_SCAN_LIMIT = 100
 CANDIDATE_LIMIT = 20
@@ -36,7 +36,7 @@ REASON_LIMIT = 1000
 
 
 def find_candidates(
-    store: MemoryStore,
+    store: MemoryCore,
     scope: str,
     key: str,
     query: str,
@@ -360,7 +360,7 @@ def bounded(
 
 
 def suggest_capture(
-    store: MemoryStore,
+    store: MemoryCore,
     content: str,
     *,
     kind: str,
@@ -430,7 +430,7 @@ def suggest_capture(
 
 
 def confirm_capture(
-    store: MemoryStore,
+    store: MemoryCore,
     content: str,
     *,
     decision: str,

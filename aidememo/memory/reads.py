@@ -1,6 +1,6 @@
 """The memory store's read operations: recall, list, history, audit, show (SPEC.md MEM-6).
 
-Each takes the `MemoryStore` as its first argument and is also one of its methods.
+Each takes the `MemoryCore` as its first argument and is also one of its methods.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from aidememo.memory.model import Event, Memory, RecallResult
 from aidememo.memory.sidecar import MISSING, sidecar_path
 
 if TYPE_CHECKING:
-    from aidememo.memory.store import MemoryStore
+    from aidememo.memory.core import MemoryCore
 
 ACTOR_CORE = "core"
 
@@ -51,13 +51,13 @@ def decode_cursor(cursor: str, names: Sequence[str]) -> tuple[str, ...]:
     return tuple(fields[n] for n in names)
 
 
-def recall(store: MemoryStore, query: str, **options: Any) -> list[RecallResult]:
+def recall(store: MemoryCore, query: str, **options: Any) -> list[RecallResult]:
     """Ranked recall (see `recall_detailed`); the results only."""
     return list(recall_detailed(store, query, **options)["results"])
 
 
 def recall_detailed(
-    store: MemoryStore,
+    store: MemoryCore,
     query: str,
     *,
     scope: str | None = None,
@@ -127,7 +127,7 @@ def recall_detailed(
     }
 
 
-def _semantic(store: MemoryStore, query: str, scopes: list[str], limit: int) -> list[RecallResult]:
+def _semantic(store: MemoryCore, query: str, scopes: list[str], limit: int) -> list[RecallResult]:
     if store.semantic is not None:
         return store.semantic.search(store, query, scopes, limit)
     path = sidecar_path(store.db.path)
@@ -141,7 +141,7 @@ def _semantic(store: MemoryStore, query: str, scopes: list[str], limit: int) -> 
 semantic_index_path = sidecar_path  # where a `SEMANTIC_INDEX_MISSING` refusal points
 
 
-def record_recall_usage(store: MemoryStore, query: str, results: Sequence[RecallResult]) -> None:
+def record_recall_usage(store: MemoryCore, query: str, results: Sequence[RecallResult]) -> None:
     now = store.now()
     digest = ranking.query_hash(query)
     with store.db.write():
@@ -170,7 +170,7 @@ def record_recall_usage(store: MemoryStore, query: str, results: Sequence[Recall
 
 
 def list_memories(
-    store: MemoryStore,
+    store: MemoryCore,
     *,
     scope: str | None = None,
     all_scopes: bool = False,
@@ -201,7 +201,7 @@ def list_memories(
 
 
 def history(
-    store: MemoryStore, memory_id: str, *, limit: int | None = None, cursor: str | None = None
+    store: MemoryCore, memory_id: str, *, limit: int | None = None, cursor: str | None = None
 ) -> list[Event]:
     """A memory's events oldest first; a missing (or hard-deleted) id still has its events."""
     policy.check_id(memory_id)
@@ -214,7 +214,7 @@ def history(
 
 
 def audit(
-    store: MemoryStore,
+    store: MemoryCore,
     *,
     memory_id: str | None = None,
     event_types: Sequence[str] = (),
@@ -252,7 +252,7 @@ def audit(
     )
 
 
-def show(store: MemoryStore, memory_id: str, *, history_limit: int = 50) -> dict[str, Any]:
+def show(store: MemoryCore, memory_id: str, *, history_limit: int = 50) -> dict[str, Any]:
     """`{memory, relations (up to 50), events (up to history_limit)}`."""
     policy.check_id(memory_id)
     policy.check_limit(

@@ -16,7 +16,7 @@ from aidememo.memory.jstext import js_trim
 from aidememo.memory.model import Memory, Relation, new_id
 
 if TYPE_CHECKING:
-    from aidememo.memory.store import MemoryStore
+    from aidememo.memory.core import MemoryCore
 
 
 def _payload(
@@ -34,7 +34,7 @@ def _payload(
 
 
 def insert_or_fail(
-    store: MemoryStore, relation: Relation, source: Memory, target: Memory, actor: str
+    store: MemoryCore, relation: Relation, source: Memory, target: Memory, actor: str
 ) -> None:
     """Insert `relation` and its event inside the caller's transaction; a duplicate fails it."""
     if not store.db.insert_relation(relation):
@@ -58,7 +58,7 @@ def insert_or_fail(
     )
 
 
-def _endpoint(store: MemoryStore, memory_id: str, code: C, what: str) -> Memory:
+def _endpoint(store: MemoryCore, memory_id: str, code: C, what: str) -> Memory:
     memory = store.db.find(memory_id)
     if memory is None:
         raise MemoryStoreError(code, f"{what} memory was not found.", {"id": memory_id})
@@ -66,7 +66,7 @@ def _endpoint(store: MemoryStore, memory_id: str, code: C, what: str) -> Memory:
 
 
 def relate(
-    store: MemoryStore,
+    store: MemoryCore,
     source_id: str,
     target_id: str,
     *,
@@ -96,7 +96,7 @@ def relate(
 
 
 def list_relations(
-    store: MemoryStore, memory_id: str, *, include_reverse: bool = True, limit: int = 50
+    store: MemoryCore, memory_id: str, *, include_reverse: bool = True, limit: int = 50
 ) -> list[Relation]:
     """A memory's relations, newest first (`include_reverse`: also those pointing at it)."""
     store.get(memory_id)
@@ -105,7 +105,7 @@ def list_relations(
 
 
 def relations_batch(
-    store: MemoryStore,
+    store: MemoryCore,
     memory_ids: list[str],
     *,
     limit_per_memory: int = 10,
@@ -132,7 +132,7 @@ def relations_batch(
 
 
 def unrelate(
-    store: MemoryStore, relation_id: str, *, reason: str | None = None, actor: str = "core"
+    store: MemoryCore, relation_id: str, *, reason: str | None = None, actor: str = "core"
 ) -> None:
     """Remove a relation (both memories stay)."""
     policy.check_id(relation_id)

@@ -20,17 +20,15 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from aidememo.memory import semantic_model as models
 from aidememo.memory import sidecar
+from aidememo.memory.db import MemoryDatabase
 from aidememo.memory.errors import MemoryErrorCode as C
 from aidememo.memory.errors import MemoryStoreError
 from aidememo.memory.jstext import now_iso
 from aidememo.memory.model import RecallResult
-
-if TYPE_CHECKING:
-    from aidememo.memory.store import MemoryStore
 
 RRF_K = 60
 _STATE_CODES = {
@@ -39,6 +37,13 @@ _STATE_CODES = {
     "incompatible": C.SEMANTIC_INDEX_INCOMPATIBLE,
     "error": C.SEMANTIC_INDEX_FAILED,
 }
+
+
+class Stored(Protocol):
+    """What the semantic side reads of a memory store: its database."""
+
+    @property
+    def db(self) -> MemoryDatabase: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +83,7 @@ class ModelRuntime(Protocol):
         ...
 
 
-def _active(store: MemoryStore, scopes: Sequence[str] | None) -> list[tuple[str, int, str]]:
+def _active(store: Stored, scopes: Sequence[str] | None) -> list[tuple[str, int, str]]:
     sql = "SELECT id, revision, scope FROM memories WHERE archived_at IS NULL"
     if scopes is None:
         return store.db.conn.execute(sql).fetchall()
@@ -126,7 +131,7 @@ class SemanticRecall:
         return self._embed
 
     def search(
-        self, store: MemoryStore, query: str, scopes: Sequence[str], limit: int
+        self, store: Stored, query: str, scopes: Sequence[str], limit: int
     ) -> list[RecallResult]:
         path = sidecar.sidecar_path(store.db.path)
         key, loaded = self._read(path, self.descriptor().fingerprint(), scopes)
@@ -221,7 +226,7 @@ def fallen_back(results: Sequence[RecallResult], code: str) -> list[RecallResult
 # -- commands -------------------------------------------------------------------------------
 
 
-def status(store: MemoryStore, runtime: ModelRuntime, model_dir: str | None) -> dict[str, Any]:
+def status(store: Stored, runtime: ModelRuntime, model_dir: str | None) -> dict[str, Any]:
     """`{model, index}` without loading or hashing the model: the model directory's state and
     the sidecar's against every active memory."""
     path = models.model_path(model_dir)
@@ -270,7 +275,7 @@ def provision(model_dir: str | None, runtime: ModelRuntime, *, yes: bool) -> dic
     }
 
 
-def rebuild(store: MemoryStore, runtime: ModelRuntime, model_dir: str | None) -> dict[str, Any]:
+def rebuild(store: Stored, runtime: ModelRuntime, model_dir: str | None) -> dict[str, Any]:
     """Embed every active memory into a new sidecar (`sidecar.rebuild`)."""
     recall = SemanticRecall(runtime, model_dir)
     files = models.verified(recall.model_dir)

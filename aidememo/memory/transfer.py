@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from aidememo.memory import policy
+from aidememo.memory import policy, reads
 from aidememo.memory.errors import MemoryErrorCode as C
 from aidememo.memory.errors import MemoryStoreError
 from aidememo.memory.jstext import collapse_spaces, js_json, js_number, js_trim, normalize_date
@@ -29,7 +29,7 @@ from aidememo.memory.model import (
 from aidememo.memory.render import markdown_block, yaml_string
 
 if TYPE_CHECKING:
-    from aidememo.memory.store import MemoryStore
+    from aidememo.memory.core import MemoryCore
 
 FORMAT = "nuzo-memory-export"
 VERSION = 1
@@ -55,7 +55,7 @@ def export_item(memory: Memory) -> dict[str, Any]:
 
 
 def export_document(
-    store: MemoryStore,
+    store: MemoryCore,
     *,
     scope: str | None = None,
     all_scopes: bool = False,
@@ -68,7 +68,8 @@ def export_document(
     """The export document of the scope's memories (newest first); logs `memory.exported`."""
     policy.check_actor(actor)
     target = None if all_scopes else (scope or store.scope)
-    memories = store.list(
+    memories = reads.list_memories(
+        store,
         scope=target,
         all_scopes=all_scopes,
         tags=tags,
@@ -339,7 +340,7 @@ def duplicate_key(scope: str, kind: str, content: str, tags: Sequence[str]) -> s
 
 
 def import_document(
-    store: MemoryStore,
+    store: MemoryCore,
     document: Any,
     *,
     scope: str | None = None,

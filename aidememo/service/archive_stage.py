@@ -38,8 +38,8 @@ from typing import Any
 
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
 from aidememo.ports import ReadTx, WriteTx
-from aidememo.service.archive import Archive, ImportSummary, Plan, malformed
 from aidememo.service.archive_bodies import BODY_TYPE, BodyImport
+from aidememo.service.archive_plan import ImportSummary, Plan, PlanWriter, malformed
 from aidememo.service.archive_verify import ROW_TYPES, ExportReader
 from aidememo.service.project_import import ProjectRows
 
@@ -73,7 +73,7 @@ class StagedPages:
 class StagedImport:
     """One import in flight: identity records kept, rows staged page by page."""
 
-    def __init__(self, archive: Archive) -> None:
+    def __init__(self, archive: PlanWriter) -> None:
         self.archive = archive
         self.store = archive.store
         self.import_id = archive.ids.new_id("import")

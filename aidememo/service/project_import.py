@@ -49,7 +49,7 @@ from aidememo.domain.model import (
     StoredResource,
 )
 from aidememo.ports import WriteTx
-from aidememo.service.archive import Archive, Plan
+from aidememo.service.archive_plan import Plan, PlanWriter
 from aidememo.service.archive_rows import (
     audit_row,
     change_row,
@@ -119,7 +119,7 @@ class ProjectImport:
 
     def __init__(
         self,
-        archive: Archive,
+        archive: PlanWriter,
         tenant_id: str,
         project_id: str,
         epoch: str,
