@@ -248,9 +248,9 @@ class Publication:
     from_actor: str | None = None  # a handoff path's participants (VIS-2)
     to_actor: str | None = None
 
-    def body(self) -> bytes:
-        """The canonical JSON bytes stored as the resource body."""
-        record: dict[str, Any] = {
+    def _reference(self) -> dict[str, Any]:
+        """What names the published body: id, path, size, type, hash, generation, tokens."""
+        return {
             "artifact_id": self.artifact_id,
             "path": self.path,
             "size_bytes": self.size_bytes,
@@ -260,6 +260,10 @@ class Publication:
             "mutation_token": self.mutation_token,
             "reservation_id": self.reservation_id,
         }
+
+    def body(self) -> bytes:
+        """The canonical JSON bytes stored as the resource body."""
+        record = self._reference()
         if self.from_actor is not None and self.to_actor is not None:
             record["from_actor"] = self.from_actor
             record["to_actor"] = self.to_actor
@@ -292,17 +296,8 @@ class Publication:
 
     def to_json(self, revision: int, project_seq: int | None = None) -> dict[str, Any]:
         """The answer to a publication or a resolve."""
-        out: dict[str, Any] = {
-            "artifact_id": self.artifact_id,
-            "revision": revision,
-            "path": self.path,
-            "size_bytes": self.size_bytes,
-            "content_type": self.content_type,
-            "sha256": self.sha256,
-            "generation": self.generation,
-            "mutation_token": self.mutation_token,
-            "reservation_id": self.reservation_id,
-        }
+        out: dict[str, Any] = {"artifact_id": self.artifact_id, "revision": revision}
+        out |= self._reference()
         if project_seq is not None:
             out["project_seq"] = project_seq
         return out

@@ -48,7 +48,7 @@ from aidememo.http.render import (
 from aidememo.http.scan import top_level_string
 from aidememo.http.schemas import integer, ref, text
 from aidememo.http.services import Services
-from aidememo.http.types import Request, Response
+from aidememo.http.types import Handler, Request, Response
 from aidememo.service.access import Caller
 from aidememo.service.live import LiveSubscription, check_subscription
 from aidememo.service.product import Product
@@ -266,77 +266,47 @@ def snapshot(
 CreateOperation = Callable[[Product, Caller, str, CreateRequest], Receipt]
 
 
-def _create(
-    operation: CreateOperation,
-    s: Services,
-    request: Request,
-    params: dict[str, str],
-    caller: Caller | None,
-) -> Response:
-    project_id = project_of(params)
-    no_params(request.query)
-    req = parse_create(decode_json(request.body.read()))
-    return receipt_answer(operation(s.product, member(caller), project_id, req))
+def _creates(operation: CreateOperation, what: str) -> Handler:
+    """The handler of a typed create: `operation` of the `Product` on the checked body."""
+
+    def create(
+        s: Services, request: Request, params: dict[str, str], caller: Caller | None
+    ) -> Response:
+        project_id = project_of(params)
+        no_params(request.query)
+        req = parse_create(decode_json(request.body.read()))
+        return receipt_answer(operation(s.product, member(caller), project_id, req))
+
+    create.__doc__ = f"`{what}`."
+    return create
 
 
-def create_session(
-    s: Services, request: Request, params: dict[str, str], caller: Caller | None
-) -> Response:
-    """`session.create`."""
-    return _create(Product.create_session, s, request, params, caller)
+create_session = _creates(Product.create_session, "session.create")
+create_fact = _creates(Product.create_fact, "fact.create")
+create_context = _creates(Product.create_context, "handoff_context.create")
+send_handoff = _creates(Product.send_handoff, "handoff.send")
 
 
-def create_fact(
-    s: Services, request: Request, params: dict[str, str], caller: Caller | None
-) -> Response:
-    """`fact.create`."""
-    return _create(Product.create_fact, s, request, params, caller)
+def _transitions(kind: str) -> Handler:
+    """The handler of a handoff transition: `handoff.<kind>` on the checked body."""
+
+    def transition(
+        s: Services, request: Request, params: dict[str, str], caller: Caller | None
+    ) -> Response:
+        project_id = project_of(params)
+        handoff_id = validate_id(params["handoff_id"], "handoff_id")
+        no_params(request.query)
+        req = parse_transition(decode_json(request.body.read()))
+        receipt = s.product.transition(member(caller), project_id, handoff_id, kind, req)
+        return receipt_answer(receipt)
+
+    transition.__doc__ = f"`handoff.{kind}`."
+    return transition
 
 
-def create_context(
-    s: Services, request: Request, params: dict[str, str], caller: Caller | None
-) -> Response:
-    """`handoff_context.create`."""
-    return _create(Product.create_context, s, request, params, caller)
-
-
-def send_handoff(
-    s: Services, request: Request, params: dict[str, str], caller: Caller | None
-) -> Response:
-    """`handoff.send`."""
-    return _create(Product.send_handoff, s, request, params, caller)
-
-
-def _transition(
-    s: Services, request: Request, params: dict[str, str], caller: Caller | None, kind: str
-) -> Response:
-    project_id = project_of(params)
-    handoff_id = validate_id(params["handoff_id"], "handoff_id")
-    no_params(request.query)
-    req = parse_transition(decode_json(request.body.read()))
-    receipt = s.product.transition(member(caller), project_id, handoff_id, kind, req)
-    return receipt_answer(receipt)
-
-
-def accept(
-    s: Services, request: Request, params: dict[str, str], caller: Caller | None
-) -> Response:
-    """`handoff.accept`."""
-    return _transition(s, request, params, caller, "accept")
-
-
-def heartbeat(
-    s: Services, request: Request, params: dict[str, str], caller: Caller | None
-) -> Response:
-    """`handoff.heartbeat`."""
-    return _transition(s, request, params, caller, "heartbeat")
-
-
-def return_(
-    s: Services, request: Request, params: dict[str, str], caller: Caller | None
-) -> Response:
-    """`handoff.return`."""
-    return _transition(s, request, params, caller, "return")
+accept = _transitions("accept")
+heartbeat = _transitions("heartbeat")
+return_ = _transitions("return")
 
 
 # -- typed reads ----------------------------------------------------------------------------
@@ -353,6 +323,17 @@ def handoff_status(
     return ok_bytes(_with_lease(typed_record_json(found.revision, found.body), found.lease_state))
 
 
+def _entry(project_seq: int, revision: int, body: bytes) -> bytes:
+    """`{project_seq, revision, record}` of one page entry, its stored body spliced in."""
+    return f'{{"project_seq":{project_seq},"revision":{revision},"record":'.encode() + body + b"}"
+
+
+def _page(name: str, items: bytes, cursor: str, next_seq: int | None) -> Response:
+    """A page answer: `{<name>: [items], <cursor>: next_seq or null}`."""
+    tail = "null" if next_seq is None else str(next_seq)
+    return ok_bytes(f'{{"{name}":['.encode() + items + f'],"{cursor}":{tail}}}'.encode())
+
+
 def _with_lease(item: bytes, state: str | None) -> bytes:
     """`item` (a JSON object's bytes) with `lease_state` added when there is one (READS-2)."""
     return item if state is None else item[:-1] + f',"lease_state":"{state}"}}'.encode()
@@ -367,16 +348,10 @@ def mailbox(
         member(caller), project_id, **read_params(request.query, MAILBOX_QUERY)
     )
     items = b",".join(
-        _with_lease(
-            f'{{"project_seq":{a.project_seq},"revision":{a.revision},"record":'.encode()
-            + a.body
-            + b"}",
-            a.lease_state,
-        )
+        _with_lease(_entry(a.project_seq, a.revision, a.body), a.lease_state)
         for a in page.assignments
     )
-    tail = "null" if page.next_before_seq is None else str(page.next_before_seq)
-    return ok_bytes(b'{"assignments":[' + items + f'],"next_before_seq":{tail}}}'.encode())
+    return _page("assignments", items, "next_before_seq", page.next_before_seq)
 
 
 def sessions(
@@ -387,14 +362,8 @@ def sessions(
     page = s.lookups.sessions(
         member(caller), project_id, **read_params(request.query, SESSIONS_QUERY)
     )
-    items = b",".join(
-        f'{{"project_seq":{e.project_seq},"revision":{e.revision},"record":'.encode()
-        + e.body
-        + b"}"
-        for e in page.sessions
-    )
-    tail = "null" if page.next_before_seq is None else str(page.next_before_seq)
-    return ok_bytes(b'{"sessions":[' + items + f'],"next_before_seq":{tail}}}'.encode())
+    items = b",".join(_entry(e.project_seq, e.revision, e.body) for e in page.sessions)
+    return _page("sessions", items, "next_before_seq", page.next_before_seq)
 
 
 def session_facts(
@@ -405,14 +374,8 @@ def session_facts(
     session_id = validate_id(params["session_id"], "session_id")
     q = read_params(request.query, SESSION_FACTS_QUERY)
     page = s.lookups.session_facts(member(caller), project_id, session_id, **q)
-    items = b",".join(
-        f'{{"project_seq":{e.project_seq},"revision":{e.revision},"record":'.encode()
-        + e.body
-        + b"}"
-        for e in page.facts
-    )
-    tail = "null" if page.next_after_seq is None else str(page.next_after_seq)
-    return ok_bytes(b'{"facts":[' + items + f'],"next_after_seq":{tail}}}'.encode())
+    items = b",".join(_entry(e.project_seq, e.revision, e.body) for e in page.facts)
+    return _page("facts", items, "next_after_seq", page.next_after_seq)
 
 
 def members(

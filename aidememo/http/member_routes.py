@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aidememo.domain.errors import ErrorCode
 from aidememo.http import member_handlers as h
-from aidememo.http.types import Route
+from aidememo.http.types import Handler, Route
 
 E = ErrorCode
 P = "/v1/projects/{project_id}"
@@ -18,6 +20,21 @@ _TRANSITION = (
     E.STALE_REVISION,
     E.HANDOFF_CONFLICT,
 )
+
+
+def _command(
+    name: str, path: str, handler: Handler, summary: str, body: str, errors: tuple[E, ...]
+) -> Route:
+    """A command route: a POST of one command answered by its receipt, batched (HTTP-10)."""
+    return Route(
+        name, "POST", path, handler, summary, body=body, answer="Receipt", errors=errors, batch=True
+    )
+
+
+def _read(name: str, path: str, handler: Handler, summary: str, answer: str, **more: Any) -> Route:
+    """A member read of the store alone, on the store's pool (HTTP-12)."""
+    return Route(name, "GET", path, handler, summary, answer=answer, store_read=True, **more)
+
 
 COMMAND = Route(
     "command",
@@ -43,196 +60,153 @@ CHANGES_LIVE = Route(
 
 MEMBER_ROUTES: tuple[Route, ...] = (
     COMMAND,
-    Route(
+    _read(
         "identity",
-        "GET",
         f"{P}/identity",
         h.identity,
         "The caller's identity and role in the project",
-        answer="Identity",
-        store_read=True,
+        "Identity",
     ),
-    Route(
+    _read(
         "resource",
-        "GET",
         f"{P}/resources/{{kind}}/{{resource_id}}",
         h.resource,
         "The exact current body or tombstone of one resource",
-        answer="Resource",
+        "Resource",
         errors=(E.RESOURCE_NOT_FOUND,),
-        store_read=True,
     ),
-    Route(
+    _read(
         "changes",
-        "GET",
         f"{P}/changes",
         h.changes,
         "Metadata-only change entries after a cursor",
-        answer="ChangeBatch",
+        "ChangeBatch",
         query=h.CHANGES_QUERY,
         errors=_CURSOR,
-        store_read=True,
     ),
-    Route(
+    _read(
         "changes_materialized",
-        "GET",
         f"{P}/changes/materialized",
         h.changes_materialized,
         "Change entries with the exact body at each revision",
-        answer="MaterializedBatch",
+        "MaterializedBatch",
         query=h.CHANGES_QUERY,
         errors=_CURSOR,
-        store_read=True,
     ),
     CHANGES_LIVE,
-    Route(
+    _read(
         "snapshot",
-        "GET",
         f"{P}/snapshot",
         h.snapshot,
         "A page of the state at one sequence; `next_page_token` pages on at that sequence",
-        answer="Snapshot",
+        "Snapshot",
         query=h.SNAPSHOT_QUERY,
         errors=(E.SNAPSHOT_EXPIRED,),
-        store_read=True,
     ),
-    Route(
+    _command(
         "create_session",
-        "POST",
         f"{P}/sessions",
         h.create_session,
         "session.create",
-        body="SessionCreate",
-        answer="Receipt",
-        errors=(*_CREATE, E.SECRET_REJECTED),
-        batch=True,
+        "SessionCreate",
+        (*_CREATE, E.SECRET_REJECTED),
     ),
-    Route(
+    _read(
         "sessions",
-        "GET",
         f"{P}/sessions",
         h.sessions,
         "The project's sessions, newest first",
-        answer="Sessions",
+        "Sessions",
         query=h.SESSIONS_QUERY,
-        store_read=True,
     ),
-    Route(
+    _read(
         "session_facts",
-        "GET",
         f"{P}/sessions/{{session_id}}/facts",
         h.session_facts,
         "A session's facts in commit order",
-        answer="SessionFacts",
+        "SessionFacts",
         query=h.SESSION_FACTS_QUERY,
         errors=(E.RESOURCE_NOT_FOUND,),
-        store_read=True,
     ),
-    Route(
+    _command(
         "create_fact",
-        "POST",
         f"{P}/facts",
         h.create_fact,
         "fact.create (source and actor inherited server-side)",
-        body="FactCreate",
-        answer="Receipt",
-        errors=(E.RESOURCE_NOT_FOUND, *_CREATE, E.SECRET_REJECTED),
-        batch=True,
+        "FactCreate",
+        (E.RESOURCE_NOT_FOUND, *_CREATE, E.SECRET_REJECTED),
     ),
-    Route(
+    _command(
         "create_context",
-        "POST",
         f"{P}/handoff-contexts",
         h.create_context,
         "handoff_context.create: an immutable packet for one handoff route",
-        body="HandoffContextCreate",
-        answer="Receipt",
-        errors=(E.RESOURCE_NOT_FOUND, *_CREATE, E.SECRET_REJECTED),
-        batch=True,
+        "HandoffContextCreate",
+        (E.RESOURCE_NOT_FOUND, *_CREATE, E.SECRET_REJECTED),
     ),
-    Route(
+    _command(
         "send_handoff",
-        "POST",
         f"{P}/handoffs",
         h.send_handoff,
         "handoff.send to another active writer",
-        body="HandoffSend",
-        answer="Receipt",
-        errors=(E.RESOURCE_NOT_FOUND, *_CREATE, E.HANDOFF_CONFLICT, E.SECRET_REJECTED),
-        batch=True,
+        "HandoffSend",
+        (E.RESOURCE_NOT_FOUND, *_CREATE, E.HANDOFF_CONFLICT, E.SECRET_REJECTED),
     ),
-    Route(
+    _read(
         "mailbox",
-        "GET",
         f"{P}/handoffs",
         h.mailbox,
         "The caller's inbox or outbox, newest first",
-        answer="Mailbox",
+        "Mailbox",
         query=h.MAILBOX_QUERY,
-        store_read=True,
     ),
-    Route(
+    _read(
         "handoff_status",
-        "GET",
         f"{P}/handoffs/{{handoff_id}}",
         h.handoff_status,
         "{revision, record} of a handoff, for its sender and receiver",
-        answer="HandoffStatus",
+        "HandoffStatus",
         errors=(E.HANDOFF_ACTOR_MISMATCH, E.RESOURCE_NOT_FOUND),
-        store_read=True,
     ),
-    Route(
+    _command(
         "accept",
-        "POST",
         f"{P}/handoffs/{{handoff_id}}/accept",
         h.accept,
         "handoff.accept: claim the handoff with a lease",
-        body="ClaimTransition",
-        answer="Receipt",
-        errors=_TRANSITION,
-        batch=True,
+        "ClaimTransition",
+        _TRANSITION,
     ),
-    Route(
+    _command(
         "heartbeat",
-        "POST",
         f"{P}/handoffs/{{handoff_id}}/heartbeat",
         h.heartbeat,
         "handoff.heartbeat: renew the live claim's lease",
-        body="ClaimTransition",
-        answer="Receipt",
-        errors=_TRANSITION,
-        batch=True,
+        "ClaimTransition",
+        _TRANSITION,
     ),
-    Route(
+    _command(
         "return",
-        "POST",
         f"{P}/handoffs/{{handoff_id}}/return",
         h.return_,
         "handoff.return: complete (succeeded) or release (failed) the claim",
-        body="ReturnTransition",
-        answer="Receipt",
-        errors=(*_TRANSITION, E.ARTIFACT_NOT_FOUND),
-        batch=True,
+        "ReturnTransition",
+        (*_TRANSITION, E.ARTIFACT_NOT_FOUND),
     ),
-    Route(
+    _read(
         "members",
-        "GET",
         f"{P}/members",
         h.members,
         "Every member of the project: actor id, kind, role and status",
-        answer="Members",
-        store_read=True,
+        "Members",
     ),
-    Route(
+    _read(
         "search",
-        "GET",
         f"{P}/search",
         h.search,
         "Search over facts by words, meaning or both (SRCH-*, SEM-*)",
-        answer="Search",
+        "Search",
         query=h.SEARCH_QUERY,
         errors=(E.CURSOR_OUT_OF_RANGE, E.INDEX_NOT_READY, E.SEMANTIC_UNAVAILABLE),
-        store_read=True,
         costly=True,
     ),
 )

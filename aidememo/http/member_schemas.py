@@ -150,70 +150,28 @@ def member_schemas(s: dict[str, Schema]) -> None:
         {"revision": ref("Revision"), "record": ref("HandoffRecord")},
         {"lease_state": ref("LeaseState")},
     )
-    s["Mailbox"] = obj(
-        {
-            "assignments": {
-                "type": "array",
-                "maxItems": MAILBOX_LIMIT_MAX,
-                "items": obj(
-                    {
-                        "project_seq": ref("Seq"),
-                        "revision": ref("Revision"),
-                        "record": ref("HandoffRecord"),
-                    },
-                    {"lease_state": ref("LeaseState")},
-                ),
-            },
-            "next_before_seq": nullable(ref("Seq")),
-        }
+    s["Mailbox"] = _page(
+        "assignments",
+        MAILBOX_LIMIT_MAX,
+        ref("HandoffRecord"),
+        "next_before_seq",
+        {"lease_state": ref("LeaseState")},
     )
-    s["Sessions"] = obj(
-        {
-            "sessions": {
-                "type": "array",
-                "maxItems": SESSIONS_LIMIT_MAX,
-                "items": obj(
-                    {
-                        "project_seq": ref("Seq"),
-                        "revision": ref("Revision"),
-                        "record": obj(
-                            {
-                                "session_id": ref("Id"),
-                                "source_id": ref("Id"),
-                                "topic": {"type": "string", "maxLength": TOPIC_MAX_BYTES},
-                                "created_by": ref("Id"),
-                            }
-                        ),
-                    }
-                ),
-            },
-            "next_before_seq": nullable(ref("Seq")),
-        }
-    )
-    s["SessionFacts"] = obj(
-        {
-            "facts": {
-                "type": "array",
-                "maxItems": SESSION_FACTS_LIMIT_MAX,
-                "items": obj(
-                    {
-                        "project_seq": ref("Seq"),
-                        "revision": ref("Revision"),
-                        "record": obj(
-                            {
-                                "fact_id": ref("Id"),
-                                "session_id": ref("Id"),
-                                "source_id": ref("Id"),
-                                "actor_id": ref("Id"),
-                                "content": {"type": "string", "maxLength": CONTENT_MAX_BYTES},
-                            }
-                        ),
-                    }
-                ),
-            },
-            "next_after_seq": nullable(ref("Seq")),
-        }
-    )
+    session = {
+        "session_id": ref("Id"),
+        "source_id": ref("Id"),
+        "topic": {"type": "string", "maxLength": TOPIC_MAX_BYTES},
+        "created_by": ref("Id"),
+    }
+    s["Sessions"] = _page("sessions", SESSIONS_LIMIT_MAX, obj(session), "next_before_seq")
+    fact = {
+        "fact_id": ref("Id"),
+        "session_id": ref("Id"),
+        "source_id": ref("Id"),
+        "actor_id": ref("Id"),
+        "content": {"type": "string", "maxLength": CONTENT_MAX_BYTES},
+    }
+    s["SessionFacts"] = _page("facts", SESSION_FACTS_LIMIT_MAX, obj(fact), "next_after_seq")
     s["Members"] = obj(
         {
             "members": {
@@ -390,3 +348,18 @@ def member_schemas(s: dict[str, Schema]) -> None:
         "the close.",
         "oneOf": [ref("MaterializedBatch"), ref("LeaseExpired"), ref("Error")],
     }
+
+
+def _page(
+    name: str, most: int, record: Schema, cursor: str, optional: dict[str, Schema] | None = None
+) -> Schema:
+    """A page of records: `{<name>: [{project_seq, revision, record}], <cursor>: seq or null}`."""
+    entry = obj(
+        {"project_seq": ref("Seq"), "revision": ref("Revision"), "record": record}, optional
+    )
+    return obj(
+        {
+            name: {"type": "array", "maxItems": most, "items": entry},
+            cursor: nullable(ref("Seq")),
+        }
+    )

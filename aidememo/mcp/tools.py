@@ -81,6 +81,9 @@ _REVISION = _int(1, "The handoff's current revision (from handoff_status or hand
 _CLAIM = _id("Your claim on the handoff: choose it at accept, reuse it for heartbeat and return.")
 _HANDOFF = _id("The handoff's id.")
 _SESSION = _id("The session it belongs to.")
+# A transition's arguments: the handoff, its revision and the claim.
+_CLAIM_ARGS = {"handoff_id": _HANDOFF, "expected_revision": _REVISION, "claim_id": _CLAIM}
+_CLAIM_REQUIRED = ("handoff_id", "expected_revision", "claim_id")
 
 
 # -- output schemas ---------------------------------------------------------------------------
@@ -407,13 +410,8 @@ TOOLS: tuple[Tool, ...] = (
         "Claim a handoff sent to you, with a lease: you own it until the lease runs out."
         " Renew with handoff_heartbeat, finish with handoff_return.",
         "accept",
-        {
-            "handoff_id": _HANDOFF,
-            "expected_revision": _REVISION,
-            "claim_id": _CLAIM,
-            "operation_id": _OPERATION,
-        },
-        ("handoff_id", "expected_revision", "claim_id"),
+        {**_CLAIM_ARGS, "operation_id": _OPERATION},
+        _CLAIM_REQUIRED,
         write=True,
         output=_answer("Receipt"),
         build=_transition(_accept_id, "claim_id"),
@@ -423,13 +421,8 @@ TOOLS: tuple[Tool, ...] = (
         "Renew the lease of your live claim on a handoff (each renewal needs the current"
         " revision).",
         "heartbeat",
-        {
-            "handoff_id": _HANDOFF,
-            "expected_revision": _REVISION,
-            "claim_id": _CLAIM,
-            "operation_id": _OPERATION,
-        },
-        ("handoff_id", "expected_revision", "claim_id"),
+        {**_CLAIM_ARGS, "operation_id": _OPERATION},
+        _CLAIM_REQUIRED,
         write=True,
         output=_answer("Receipt"),
         build=_transition(_heartbeat_id, "claim_id"),
@@ -441,15 +434,13 @@ TOOLS: tuple[Tool, ...] = (
         " result_artifact_id (optional) names a published artifact holding the result.",
         "return",
         {
-            "handoff_id": _HANDOFF,
-            "expected_revision": _REVISION,
-            "claim_id": _CLAIM,
+            **_CLAIM_ARGS,
             "result_fact_id": _id("The fact holding the result."),
             "outcome": _enum(command_ids.OUTCOMES, "succeeded or failed."),
             "result_artifact_id": _id("A published artifact holding the result (optional)."),
             "operation_id": _OPERATION,
         },
-        ("handoff_id", "expected_revision", "claim_id", "result_fact_id", "outcome"),
+        (*_CLAIM_REQUIRED, "result_fact_id", "outcome"),
         write=True,
         output=_answer("Receipt"),
         build=_transition(

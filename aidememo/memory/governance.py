@@ -59,20 +59,13 @@ def reason_codes(relationship: str, terms: int, tags: int, truncated: bool) -> l
     return codes
 
 
+_DRAFT_FIELDS = (
+    "content kind scope tags source confidence confidence_state provenance review_after expires_at"
+).split()
+
+
 def _draft(memory: Memory) -> dict[str, Any]:
-    return {
-        "content": memory.content,
-        "kind": memory.kind,
-        "scope": memory.scope,
-        "tags": list(memory.tags),
-        "source": memory.source,
-        "confidence": memory.confidence,
-        "confidence_state": memory.confidence_state,
-        "provenance": memory.provenance,
-        "review_after": memory.review_after,
-        "expires_at": memory.expires_at,
-        "reason": "Read-only relation governance review.",
-    }
+    return memory.fields(*_DRAFT_FIELDS) | {"reason": "Read-only relation governance review."}
 
 
 def check_limit(limit: int | None) -> int:

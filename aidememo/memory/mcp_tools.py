@@ -237,15 +237,22 @@ class MemoryToolProvider:
             "results": self._recall_rows(results),
         }
 
+    def _draft(self, a: dict[str, Any]) -> dict[str, Any]:
+        """A capture's draft fields from the arguments: kind, reason, scope, tags, source,
+        confidence."""
+        return {
+            "kind": a["kind"],
+            "reason": a["reason"],
+            "scope": self._scope(a["scope"]),
+            "tags": a["tags"],
+            "source": a["source"],
+            "confidence": a.get("confidence"),
+        }
+
     def _suggest_capture(self, a: dict[str, Any]) -> dict[str, Any]:
         result = self.store.suggest_capture(
             a["content"],
-            kind=a["kind"],
-            reason=a["reason"],
-            scope=self._scope(a["scope"]),
-            tags=a["tags"],
-            source=a["source"],
-            confidence=a.get("confidence"),
+            **self._draft(a),
             relationship_mode=a.get("relationship_mode", "exact"),
             **({"confidence_state": "inferred"} | self._governance(a)),
         )
@@ -256,12 +263,7 @@ class MemoryToolProvider:
         result = self.store.confirm_capture(
             a["content"],
             decision=a["decision"],
-            kind=a["kind"],
-            reason=a["reason"],
-            scope=self._scope(a["scope"]),
-            tags=a["tags"],
-            source=a["source"],
-            confidence=a.get("confidence"),
+            **self._draft(a),
             confirm=a["confirm"],
             target_memory_id=a.get("target_memory_id"),
             expected_revision=a.get("expected_revision"),
@@ -272,25 +274,31 @@ class MemoryToolProvider:
         return out
 
     def _list(self, a: dict[str, Any]) -> dict[str, Any]:
+        page, tail = self._page(a, needs_review=a["needs_review"])
+        relations = self._with_relations(page)
+        memories = [_record(m) | {"relations": relations.get(m.id, [])} for m in page]
+        return {"memories": memories} | tail
+
+    def _page(self, a: dict[str, Any], **more: Any) -> tuple[list[Memory], dict[str, Any]]:
+        """One page of the memories `a` selects (scope, tags, archived, limit, cursor), and
+        the answer's paging fields: `next_cursor`, `limit`, `truncated`."""
         scope = self._scope(a.get("scope"))
         rows = self.store.list(
             scope=scope,
             all_scopes=scope is None,
             tags=a["tags"],
             include_archived=a["include_archived"],
-            needs_review=a["needs_review"],
             limit=a["limit"] + 1,
             cursor=a.get("cursor"),
+            **more,
         )
-        page = rows[: a["limit"]]
-        relations = self._with_relations(page)
-        more = len(rows) > a["limit"]
-        return {
-            "memories": [_record(m) | {"relations": relations.get(m.id, [])} for m in page],
-            "next_cursor": _list_cursor(page[-1]) if more and page else None,
+        page, truncated = rows[: a["limit"]], len(rows) > a["limit"]
+        tail = {
+            "next_cursor": _list_cursor(page[-1]) if truncated and page else None,
             "limit": a["limit"],
-            "truncated": more,
+            "truncated": truncated,
         }
+        return page, tail
 
     def _show(self, a: dict[str, Any]) -> dict[str, Any]:
         shown = self.store.show(a["id"], history_limit=a["history_limit"])
@@ -408,15 +416,8 @@ class MemoryToolProvider:
         }
 
     def _export(self, a: dict[str, Any]) -> dict[str, Any]:
+        _, tail = self._page(a)
         scope = self._scope(a.get("scope"))
-        rows = self.store.list(
-            scope=scope,
-            all_scopes=scope is None,
-            tags=a["tags"],
-            include_archived=a["include_archived"],
-            limit=a["limit"] + 1,
-            cursor=a.get("cursor"),
-        )
         document = self.store.export(
             scope=scope,
             all_scopes=scope is None,
@@ -426,13 +427,7 @@ class MemoryToolProvider:
             cursor=a.get("cursor"),
             actor=ACTOR,
         )
-        page, more = rows[: a["limit"]], len(rows) > a["limit"]
-        return {
-            "document": document,
-            "next_cursor": _list_cursor(page[-1]) if more and page else None,
-            "limit": a["limit"],
-            "truncated": more,
-        }
+        return {"document": document} | tail
 
     def _import(self, a: dict[str, Any]) -> dict[str, Any]:
         result = self.store.import_document(

@@ -86,6 +86,11 @@ class Memory:
             "archived_at": self.archived_at,
         }
 
+    def fields(self, *names: str) -> dict[str, Any]:
+        """These fields of the snake_case record, in this order."""
+        out = self.to_json()
+        return {name: out[name] for name in names}
+
     def to_capture_json(self) -> dict[str, Any]:
         """The snake_case record in the key order capture output uses (content before kind)."""
         out = self.to_json()
@@ -96,25 +101,13 @@ class Memory:
         }
 
     def to_camel(self) -> dict[str, Any]:
-        """The camelCase record (CLI `recall --json`)."""
-        return {
-            "id": self.id,
-            "revision": self.revision,
-            "scope": self.scope,
-            "kind": self.kind,
-            "content": self.content,
-            "tags": list(self.tags),
-            "source": self.source,
-            "confidence": self.confidence,
-            "confidenceState": self.confidence_state,
-            "provenance": self.provenance,
-            "reviewAfter": self.review_after,
-            "expiresAt": self.expires_at,
-            "createdAt": self.created_at,
-            "updatedAt": self.updated_at,
-            "lastUsedAt": self.last_used_at,
-            "archivedAt": self.archived_at,
-        }
+        """The camelCase record (CLI `recall --json`): `to_json` with camelCase keys."""
+        return {_camel(key): value for key, value in self.to_json().items()}
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
 
 
 @dataclass(frozen=True, slots=True)

@@ -105,6 +105,16 @@ def check_date(value: str | None, name: str) -> None:
         )
 
 
+def _check_name(value: str, what: str, longest: int, empty: C, too_long: C) -> None:
+    """A non-blank string of at most `longest` UTF-16 units."""
+    invariant(
+        isinstance(value, str) and not is_blank(value), empty, f"Memory {what} cannot be empty."
+    )
+    invariant(
+        utf16_len(value) <= longest, too_long, f"Memory {what} is too long.", {"maxLength": longest}
+    )
+
+
 def check_memory(
     *,
     content: str,
@@ -119,24 +129,12 @@ def check_memory(
     expires_at: str | None,
 ) -> None:
     """Nuzo's `assertCanRemember`, in its order."""
-    invariant(not is_blank(content), C.MEMORY_CONTENT_EMPTY, "Memory content cannot be empty.")
-    invariant(
-        utf16_len(content) <= CONTENT_MAX,
-        C.MEMORY_CONTENT_TOO_LONG,
-        "Memory content is too long.",
-        {"maxLength": CONTENT_MAX},
-    )
+    _check_name(content, "content", CONTENT_MAX, C.MEMORY_CONTENT_EMPTY, C.MEMORY_CONTENT_TOO_LONG)
     invariant(
         kind in KINDS, C.MEMORY_KIND_UNSUPPORTED, "Memory kind is not supported.", {"kind": kind}
     )
     check_scope(scope)
-    invariant(not is_blank(source), C.MEMORY_SOURCE_EMPTY, "Memory source cannot be empty.")
-    invariant(
-        utf16_len(source) <= SOURCE_MAX,
-        C.MEMORY_SOURCE_TOO_LONG,
-        "Memory source is too long.",
-        {"maxLength": SOURCE_MAX},
-    )
+    _check_name(source, "source", SOURCE_MAX, C.MEMORY_SOURCE_EMPTY, C.MEMORY_SOURCE_TOO_LONG)
     invariant(
         isinstance(confidence, int | float) and 0 <= confidence <= 1,
         C.MEMORY_CONFIDENCE_INVALID,
@@ -241,31 +239,11 @@ def check_provenance(provenance: dict[str, Any] | None) -> None:
 
 
 def check_actor(actor: str) -> None:
-    invariant(
-        isinstance(actor, str) and not is_blank(actor),
-        C.MEMORY_ACTOR_EMPTY,
-        "Memory actor cannot be empty.",
-    )
-    invariant(
-        utf16_len(actor) <= ACTOR_MAX,
-        C.MEMORY_ACTOR_INVALID,
-        "Memory actor is too long.",
-        {"maxLength": ACTOR_MAX},
-    )
+    _check_name(actor, "actor", ACTOR_MAX, C.MEMORY_ACTOR_EMPTY, C.MEMORY_ACTOR_INVALID)
 
 
 def check_id(memory_id: str) -> None:
-    invariant(
-        isinstance(memory_id, str) and not is_blank(memory_id),
-        C.MEMORY_ID_EMPTY,
-        "Memory ID cannot be empty.",
-    )
-    invariant(
-        utf16_len(memory_id) <= ID_MAX,
-        C.MEMORY_ID_INVALID,
-        "Memory ID is too long.",
-        {"maxLength": ID_MAX},
-    )
+    _check_name(memory_id, "ID", ID_MAX, C.MEMORY_ID_EMPTY, C.MEMORY_ID_INVALID)
 
 
 def check_reason(reason: str | None) -> None:

@@ -181,6 +181,14 @@ def _rebuild_file(path: str) -> None:
     files.chmod_fileset(path)
 
 
+def _inspected(path: str, code: C, message: str, details: dict[str, Any]) -> IntegrityReport:
+    """The integrity report of `path`, or `code` with `details` and the report's errors."""
+    report = inspect_store(path)
+    if not report.ok:
+        raise MemoryStoreError(code, message, details | {"errors": report.errors})
+    return report
+
+
 def _result(
     source: str, backup: str | None, before: IntegrityReport, **more: Any
 ) -> dict[str, Any]:
@@ -240,13 +248,12 @@ def repair(source: str, backup: str | None = None, *, confirm: bool = False) -> 
         _same_source(source_path, identity)
         reached("snapshot")
         _rebuild_file(temporary)
-        report = inspect_store(temporary)
-        if not report.ok:
-            raise MemoryStoreError(
-                C.MEMORY_FTS_REPAIR_BACKUP_INVALID,
-                "FTS repair backup failed validation.",
-                {"path": temporary, "errors": report.errors},
-            )
+        _inspected(
+            temporary,
+            C.MEMORY_FTS_REPAIR_BACKUP_INVALID,
+            "FTS repair backup failed validation.",
+            {"path": temporary},
+        )
         reached("backup_rebuilt")
         if files.fileset_exists(backup_path):
             raise _backup_exists(
@@ -317,13 +324,12 @@ def repair(source: str, backup: str | None = None, *, confirm: bool = False) -> 
     finally:
         writer.close()
         paths.protect(source_path)
-    after = inspect_store(source_path)
-    if not after.ok:
-        raise MemoryStoreError(
-            C.MEMORY_FTS_REPAIR_FAILED,
-            "FTS repair completed but the source store failed validation.",
-            {"backupPath": backup_path, "errors": after.errors},
-        )
+    after = _inspected(
+        source_path,
+        C.MEMORY_FTS_REPAIR_FAILED,
+        "FTS repair completed but the source store failed validation.",
+        {"backupPath": backup_path},
+    )
     return _result(source_path, backup_path, plan["report"], after=after, **stats)
 
 

@@ -10,7 +10,7 @@ whitespace-collapsed content and sorted tags, archived rows included) are skippe
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from aidememo.memory import policy, reads
@@ -35,23 +35,14 @@ FORMAT = "nuzo-memory-export"
 VERSION = 1
 
 
+_EXPORT_FIELDS = (
+    "scope kind content tags source confidence confidence_state provenance review_after"
+    " expires_at created_at updated_at last_used_at archived_at"
+).split()
+
+
 def export_item(memory: Memory) -> dict[str, Any]:
-    return {
-        "scope": memory.scope,
-        "kind": memory.kind,
-        "content": memory.content,
-        "tags": list(memory.tags),
-        "source": memory.source,
-        "confidence": memory.confidence,
-        "confidence_state": memory.confidence_state,
-        "provenance": memory.provenance,
-        "review_after": memory.review_after,
-        "expires_at": memory.expires_at,
-        "created_at": memory.created_at,
-        "updated_at": memory.updated_at,
-        "last_used_at": memory.last_used_at,
-        "archived_at": memory.archived_at,
-    }
+    return memory.fields(*_EXPORT_FIELDS)
 
 
 def export_document(
@@ -183,6 +174,22 @@ def export_markdown(document: dict[str, Any]) -> str:
 # -- validation ------------------------------------------------------------------------------
 
 
+def _objects(items: list[Any], name: str, what: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """`(path, item)` of every item of an import list, once the list is within the import
+    limit; an item that is not an object is refused."""
+    if len(items) > policy.IMPORT_ITEMS_MAX:
+        raise MemoryStoreError(
+            C.MEMORY_IMPORT_LIMIT_EXCEEDED,
+            f"Memory import contains too many {what}.",
+            {"maxItems": policy.IMPORT_ITEMS_MAX},
+        )
+    for i, item in enumerate(items):
+        path = f"{name}[{i}]"
+        if not isinstance(item, dict):
+            raise _invalid(path, "item must be an object")
+        yield path, item
+
+
 def _invalid(path: str, reason: str, **details: Any) -> MemoryStoreError:
     return MemoryStoreError(
         C.MEMORY_EXPORT_INVALID,
@@ -244,16 +251,7 @@ def check_document(document: Any) -> None:
     memories = document.get("memories")
     if not isinstance(memories, list):
         raise MemoryStoreError(C.MEMORY_EXPORT_INVALID, "Memory export document is invalid.")
-    if len(memories) > policy.IMPORT_ITEMS_MAX:
-        raise MemoryStoreError(
-            C.MEMORY_IMPORT_LIMIT_EXCEEDED,
-            "Memory import contains too many items.",
-            {"maxItems": policy.IMPORT_ITEMS_MAX},
-        )
-    for i, item in enumerate(memories):
-        path = f"memories[{i}]"
-        if not isinstance(item, dict):
-            raise _invalid(path, "item must be an object")
+    for path, item in _objects(memories, "memories", "items"):
         _string(item, "scope", path)
         if _string(item, "kind", path) not in KINDS:
             raise _invalid(path, "kind is not supported", kind=item["kind"])
@@ -288,16 +286,7 @@ def check_document(document: Any) -> None:
         return
     if not isinstance(relations, list):
         raise _invalid("document.relations", "must be an array", value=relations)
-    if len(relations) > policy.IMPORT_ITEMS_MAX:
-        raise MemoryStoreError(
-            C.MEMORY_IMPORT_LIMIT_EXCEEDED,
-            "Memory import contains too many relation items.",
-            {"maxItems": policy.IMPORT_ITEMS_MAX},
-        )
-    for i, rel in enumerate(relations):
-        path = f"relations[{i}]"
-        if not isinstance(rel, dict):
-            raise _invalid(path, "item must be an object")
+    for path, rel in _objects(relations, "relations", "relation items"):
         ends = []
         for name in ("source_index", "target_index"):
             value: Any = rel.get(name)

@@ -52,19 +52,23 @@ class GrantSigner(Protocol):
         ...
 
 
+def _signer(artifacts: Artifacts, instead: str) -> GrantSigner:
+    """The body store, when it signs grants; else why not (no body store, or bodies move
+    `instead`, through a route of this server)."""
+    bodies = artifacts.bodies
+    if bodies is None:
+        raise fail(ErrorCode.ARTIFACT_STORE_UNAVAILABLE, "no body store is configured here")
+    if not isinstance(bodies, GrantSigner):
+        raise fail(ErrorCode.ARTIFACT_TRANSFER_MODE_MISMATCH, f"this server {instead}, not grants")
+    return bodies
+
+
 def upload_grant(
     artifacts: Artifacts, caller: Caller, project_id: str, reservation_id: str
 ) -> dict[str, Any]:
     """`{url, method, headers, expires_at_ms}` for the reservation's one upload (GRANT-3)."""
     validate_id(reservation_id, "reservation_id")
-    bodies = artifacts.bodies
-    if bodies is None:
-        raise fail(ErrorCode.ARTIFACT_STORE_UNAVAILABLE, "no body store is configured here")
-    if not isinstance(bodies, GrantSigner):
-        raise fail(
-            ErrorCode.ARTIFACT_TRANSFER_MODE_MISMATCH,
-            "this server takes bodies through the direct upload route, not grants",
-        )
+    bodies = _signer(artifacts, "takes bodies through the direct upload route")
     r = artifacts._writable(caller, project_id, reservation_id)
     now = artifacts.clock.now_ms()
     problem = not_live(r, now)
@@ -98,14 +102,7 @@ def download_grant(
     is due (or is refused as gone), so GC never deletes a body while a grant of it could
     still start or finish a download.
     """
-    bodies = artifacts.bodies
-    if bodies is None:
-        raise fail(ErrorCode.ARTIFACT_STORE_UNAVAILABLE, "no body store is configured here")
-    if not isinstance(bodies, GrantSigner):
-        raise fail(
-            ErrorCode.ARTIFACT_TRANSFER_MODE_MISMATCH,
-            "this server serves bodies through the download route, not grants",
-        )
+    bodies = _signer(artifacts, "serves bodies through the download route")
     pub, expires_s = download_window(artifacts, caller, project_id, artifact_id, revision)
     info = bodies.stat(pub.generation)
     return download_answer(bodies, pub, info, expires_s, artifacts.clock.now_ms())

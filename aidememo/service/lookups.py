@@ -51,8 +51,9 @@ class MailboxPage:
 
 
 @dataclass(frozen=True, slots=True)
-class SessionEntry:
-    """One session of the list: the seq that created it, its revision and record body."""
+class PageEntry:
+    """One record of a page: the seq that committed it (a session's creation, a fact), its
+    revision and record body."""
 
     project_seq: int
     revision: int
@@ -63,24 +64,15 @@ class SessionEntry:
 class SessionPage:
     """Newest first; `next_before_seq` is None on the last page (READS-3)."""
 
-    sessions: list[SessionEntry]
+    sessions: list[PageEntry]
     next_before_seq: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class FactEntry:
-    """One fact of a session: the seq that committed it, its revision and record body."""
-
-    project_seq: int
-    revision: int
-    body: bytes
 
 
 @dataclass(frozen=True, slots=True)
 class FactPage:
     """Commit order; `next_after_seq` is None on the last page (READS-4)."""
 
-    facts: list[FactEntry]
+    facts: list[PageEntry]
     next_after_seq: int | None
 
 
@@ -143,7 +135,7 @@ class Lookups:
 
         def run(tx: ReadTx) -> SessionPage:
             authorize(tx, caller, project_id, write=False)
-            found: list[SessionEntry] = []
+            found: list[PageEntry] = []
             cursor = before_seq
             while len(found) <= limit:
                 rows = tx.list_sessions(scope, cursor, limit + 1)
@@ -152,7 +144,7 @@ class Lookups:
                     if row is None or row.body is None:
                         raise fail(ErrorCode.STORAGE_FAILURE, "session receipt points at nothing")
                     if source_id is None or decode_stored(row.body)["source_id"] == source_id:
-                        found.append(SessionEntry(seq, row.revision, row.body))
+                        found.append(PageEntry(seq, row.revision, row.body))
                         if len(found) > limit:
                             break
                 if len(rows) <= limit:
@@ -189,11 +181,11 @@ class Lookups:
             if session is None or session.body is None:
                 raise fail(ErrorCode.RESOURCE_NOT_FOUND, f"session {session_id} not found")
             rows = tx.list_session_facts(scope, session_id, after_seq or 0, limit + 1)
-            page: list[FactEntry] = []
+            page: list[PageEntry] = []
             for seq, row in rows[:limit]:
                 if row.body is None:
                     raise fail(ErrorCode.STORAGE_FAILURE, "a fact's change has no body")
-                page.append(FactEntry(seq, row.revision, row.body))
+                page.append(PageEntry(seq, row.revision, row.body))
             more = len(rows) > limit
             return FactPage(page, page[-1].project_seq if more else None)
 

@@ -37,7 +37,7 @@ from aidememo.domain.tokenize import index_terms
 from aidememo.domain.visibility import visible_to
 from aidememo.ports import ReadTx, WriteTx
 from aidememo.service.access import Caller
-from aidememo.service.ledger import Decision, Ledger, check_expected_revision
+from aidememo.service.ledger import Decide, Decision, Ledger, check_expected_revision
 
 SESSION, FACT, CONTEXT, HANDOFF = "session", "fact", "handoff_context", "handoff"
 
@@ -106,6 +106,20 @@ class Product:
     ) -> Command:
         return Command(command_id, project_id, expected, operation, ref, ChangeOp.UPSERT, payload)
 
+    def _create(
+        self,
+        caller: Caller,
+        project_id: str,
+        req: CreateRequest,
+        operation: str,
+        ref: ResourceRef,
+        decide: Decide,
+        texts: list[tuple[str, str | None]],
+    ) -> Receipt:
+        """Run a typed create: its command, `decide`, and the secret check of its texts."""
+        cmd = self._command(project_id, req.command_id, operation, ref, req.payload)
+        return self.ledger.execute(caller, cmd, decide, secret=find_in_texts(texts))
+
     def create_session(self, caller: Caller, project_id: str, req: CreateRequest) -> Receipt:
         """`session.create`: source is fixed at creation."""
         data = SessionInput.parse(req.payload)
@@ -123,9 +137,9 @@ class Product:
             _absent(current)
             return Decision(ChangeOp.UPSERT, body)
 
-        cmd = self._command(project_id, req.command_id, "session.create", ref, req.payload)
-        secret = find_in_texts([("/payload/topic", data.topic)])
-        return self.ledger.execute(caller, cmd, decide, secret=secret)
+        return self._create(
+            caller, project_id, req, "session.create", ref, decide, [("/payload/topic", data.topic)]
+        )
 
     def create_fact(self, caller: Caller, project_id: str, req: CreateRequest) -> Receipt:
         """`fact.create`: source and actor are inherited server-side; indexed in the same
@@ -149,9 +163,15 @@ class Product:
             )
             return Decision(ChangeOp.UPSERT, body, search=SearchDoc(data.fact_id, source_id, terms))
 
-        cmd = self._command(project_id, req.command_id, "fact.create", ref, req.payload)
-        secret = find_in_texts([("/payload/content", data.content)])
-        return self.ledger.execute(caller, cmd, decide, secret=secret)
+        return self._create(
+            caller,
+            project_id,
+            req,
+            "fact.create",
+            ref,
+            decide,
+            [("/payload/content", data.content)],
+        )
 
     def create_context(self, caller: Caller, project_id: str, req: CreateRequest) -> Receipt:
         """`handoff_context.create`: an immutable packet for one exact handoff route."""
@@ -175,9 +195,15 @@ class Product:
             )
             return Decision(ChangeOp.UPSERT, body)
 
-        cmd = self._command(project_id, req.command_id, "handoff_context.create", ref, req.payload)
-        secret = find_in_texts([("/payload/content", data.content)])
-        return self.ledger.execute(caller, cmd, decide, secret=secret)
+        return self._create(
+            caller,
+            project_id,
+            req,
+            "handoff_context.create",
+            ref,
+            decide,
+            [("/payload/content", data.content)],
+        )
 
     def send_handoff(self, caller: Caller, project_id: str, req: CreateRequest) -> Receipt:
         """`handoff.send`: a pending handoff to another active writer (HO-1)."""
@@ -216,9 +242,8 @@ class Product:
             )
             return Decision(ChangeOp.UPSERT, canonical_bytes(record.to_json()), _index_row(record))
 
-        cmd = self._command(project_id, req.command_id, "handoff.send", ref, req.payload)
         fields = [("/payload/focus", data.focus), ("/payload/done_when", data.done_when)]
-        return self.ledger.execute(caller, cmd, decide, secret=find_in_texts(fields))
+        return self._create(caller, project_id, req, "handoff.send", ref, decide, fields)
 
     def transition(
         self, caller: Caller, project_id: str, handoff_id: str, kind: str, req: TransitionRequest

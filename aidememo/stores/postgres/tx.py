@@ -22,7 +22,6 @@ from aidememo.domain.model import (
     Scope,
     SearchHit,
     SearchPage,
-    StoredResource,
 )
 from aidememo.ports import ReadTx, WriteTx
 from aidememo.stores.postgres import schema
@@ -196,6 +195,8 @@ class PgReadTx(SemanticRows, ArtifactRows[Session], ArchiveReads[Session], SqlRe
 
     __slots__ = ()
     _d = q.DIALECT
+    _resources_at = (q.RESOURCES_AT, q.RESOURCES_AT_AFTER)
+    _session_facts = q.SESSION_FACTS
 
     # -- schema ---------------------------------------------------------------------------
 
@@ -225,36 +226,6 @@ class PgReadTx(SemanticRows, ArtifactRows[Session], ArchiveReads[Session], SqlRe
         hits = [SearchHit(f, int(n) * unit) for f, n in zip(fact_ids, units, strict=True)]
         blob = self._d.blob
         return SearchPage(hits, bool(exhaustive), [blob(b) for b in bodies])
-
-    # -- session facts --------------------------------------------------------------------
-
-    def list_resources_at(
-        self, scope: Scope, at_seq: int, limit: int, after: ResourceRef | None = None
-    ) -> list[StoredResource]:
-        """The resources as of `at_seq`, from the change log (SNAP-4), ordered by (kind, id),
-        at most `limit`, after `after` when given."""
-        t, p = scope.tenant_id, scope.project_id
-        rows: list[Any] = (
-            self._x.execute(q.RESOURCES_AT, (at_seq, t, p, limit))
-            if after is None
-            else self._x.execute(q.RESOURCES_AT_AFTER, (at_seq, t, p, after.kind, after.id, limit))
-        )
-        return [
-            StoredResource(ResourceRef(kind, rid), rev, q.blob(body))
-            for kind, rid, rev, body in rows
-        ]
-
-    def list_session_facts(
-        self, scope: Scope, session_id: str, after_seq: int, limit: int
-    ) -> list[tuple[int, StoredResource]]:
-        """A session's facts in commit order, on the session facts index (READS-4)."""
-        rows = self._x.execute(
-            q.SESSION_FACTS, (scope.tenant_id, scope.project_id, session_id, after_seq, limit)
-        )
-        return [
-            (int(seq), StoredResource(ResourceRef("fact", rid), rev, q.blob(body)))
-            for seq, rid, rev, body in rows
-        ]
 
 
 class PgWriteTx(ArchiveWrites[Session], SqlWriteRows[Session], PgReadTx):

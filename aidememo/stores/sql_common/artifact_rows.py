@@ -11,6 +11,7 @@ them (SQLite schema 6, PostgreSQL schema 7).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import astuple, replace
 from typing import Any, ClassVar, Generic, TypeVar
 
 from aidememo.domain.artifacts import ARTIFACT_KIND, GcIntent, Publication, Reservation
@@ -213,22 +214,8 @@ class ArtifactRows(Generic[X]):
         )
 
     def put_gc_intent(self, intent: GcIntent) -> None:
-        i = intent
-        self._x.execute(
-            self._as.PUT_INTENT,
-            (
-                i.body_key,
-                i.tenant_id,
-                i.project_id,
-                i.artifact_id,
-                i.reason,
-                i.not_before_ms,
-                i.attempts,
-                i.last_error,
-                i.leased_until_ms,
-                i.created_at_ms,
-            ),
-        )
+        # The statement's columns are the intent's fields, in their order.
+        self._x.execute(self._as.PUT_INTENT, astuple(intent))
 
     def lease_gc_intents(self, now_ms: int, lease_until_ms: int, limit: int) -> list[GcIntent]:
         due = [_intent(row) for row in self._x.execute(self._as.DUE, (now_ms, now_ms, limit))]
@@ -238,20 +225,7 @@ class ArtifactRows(Generic[X]):
                 self._as.UPDATE_INTENT,
                 (i.attempts, i.last_error, i.not_before_ms, lease_until_ms, i.body_key),
             )
-            leased.append(
-                GcIntent(
-                    i.body_key,
-                    i.tenant_id,
-                    i.project_id,
-                    i.artifact_id,
-                    i.reason,
-                    i.not_before_ms,
-                    i.attempts,
-                    i.last_error,
-                    lease_until_ms,
-                    i.created_at_ms,
-                )
-            )
+            leased.append(replace(i, leased_until_ms=lease_until_ms))
         return leased
 
     def update_gc_intent(self, intent: GcIntent) -> None:

@@ -91,9 +91,43 @@ class SqlReadRows(Generic[X]):
 
     __slots__ = ("_x",)
     _d: ClassVar[Dialect]
+    # The dialect's snapshot statements (first page, next page) and session facts statement.
+    _resources_at: ClassVar[tuple[str, str]]
+    _session_facts: ClassVar[str]
 
     def __init__(self, executor: X) -> None:
         self._x = executor
+
+    def list_resources_at(
+        self, scope: Scope, at_seq: int, limit: int, after: ResourceRef | None = None
+    ) -> list[StoredResource]:
+        """The resources as of `at_seq`, from the change log (SNAP-4), ordered by (kind, id),
+        at most `limit`, after `after` when given."""
+        t, p = scope.tenant_id, scope.project_id
+        first, next_page = self._resources_at
+        rows: list[Any] = (
+            self._x.execute(first, (at_seq, t, p, limit))
+            if after is None
+            else self._x.execute(next_page, (at_seq, t, p, after.kind, after.id, limit))
+        )
+        blob = self._d.blob
+        return [
+            StoredResource(ResourceRef(kind, rid), rev, blob(body)) for kind, rid, rev, body in rows
+        ]
+
+    def list_session_facts(
+        self, scope: Scope, session_id: str, after_seq: int, limit: int
+    ) -> list[tuple[int, StoredResource]]:
+        """A session's facts in commit order, on the session facts index (READS-4)."""
+        rows: list[Any] = self._x.execute(
+            self._session_facts,
+            (scope.tenant_id, scope.project_id, session_id, seq_bound(after_seq), limit),
+        )
+        blob = self._d.blob
+        return [
+            (int(seq), StoredResource(ResourceRef("fact", rid), rev, blob(body)))
+            for seq, rid, rev, body in rows
+        ]
 
     def get_project(self, scope: Scope) -> Project | None:
         """The project row, or None."""

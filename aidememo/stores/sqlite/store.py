@@ -21,14 +21,12 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
 from aidememo.domain.errors import ErrorCode, fail
-from aidememo.domain.limits import seq_bound
 from aidememo.domain.model import (
     CommandStart,
     Mutation,
     ResourceRef,
     Scope,
     SearchPage,
-    StoredResource,
 )
 from aidememo.ports import CAP_WRITE_BATCH, ReadTx, WriteBatches, WriteTx
 from aidememo.stores.guard import not_awaitable
@@ -49,38 +47,14 @@ class SqliteReadTx(SemanticRows, ArtifactRows[SqlExecutor], ArchiveReads, SqlRea
 
     __slots__ = ()
     _d = q.DIALECT
+    _resources_at = (q.RESOURCES_AT, q.RESOURCES_AT_AFTER)
+    _session_facts = q.SESSION_FACTS
 
     def search(
         self, scope: Scope, terms: list[str], source_id: str | None, limit: int
     ) -> SearchPage:
         """Facts matching any term, best first, then by fact id (SRCH-3..5)."""
         return search(self._x, scope, terms, source_id, limit)
-
-    def list_resources_at(
-        self, scope: Scope, at_seq: int, limit: int, after: ResourceRef | None = None
-    ) -> list[StoredResource]:
-        """The resources as of `at_seq`, from the change log (SNAP-4), ordered by (kind, id),
-        at most `limit`, after `after` when given."""
-        t, p = scope.tenant_id, scope.project_id
-        rows: list[Any] = (
-            self._x.execute(q.RESOURCES_AT, (at_seq, t, p, limit))
-            if after is None
-            else self._x.execute(q.RESOURCES_AT_AFTER, (at_seq, t, p, after.kind, after.id, limit))
-        )
-        return [StoredResource(ResourceRef(kind, rid), rev, body) for kind, rid, rev, body in rows]
-
-    def list_session_facts(
-        self, scope: Scope, session_id: str, after_seq: int, limit: int
-    ) -> list[tuple[int, StoredResource]]:
-        """A session's facts in commit order, on the session facts index (READS-4)."""
-        rows: list[Any] = self._x.execute(
-            q.SESSION_FACTS,
-            (scope.tenant_id, scope.project_id, session_id, seq_bound(after_seq), limit),
-        )
-        return [
-            (seq, StoredResource(ResourceRef("fact", rid), rev, body))
-            for seq, rid, rev, body in rows
-        ]
 
 
 class SqliteWriteTx(ArchiveWrites, SqlWriteRows[SqlExecutor], SqliteReadTx):
