@@ -208,5 +208,6 @@ MEMBER_ROUTES: tuple[Route, ...] = (
         query=h.SEARCH_QUERY,
         errors=(E.CURSOR_OUT_OF_RANGE, E.INDEX_NOT_READY, E.SEMANTIC_UNAVAILABLE),
         costly=True,
+        semantic=True,
     ),
 )

@@ -73,4 +73,6 @@ MCP = Route(
     answer="JsonRpcAnswer",
     accepted="A JSON-RPC notification or a client's response: accepted, no body",
     errors=(ErrorCode.ORIGIN_NOT_ALLOWED,),
+    inline_bodies=True,
+    forwarded_headers=frozenset({"origin", "mcp-protocol-version", "mcp-method", "mcp-name"}),
 )
