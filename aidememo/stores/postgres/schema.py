@@ -6,8 +6,8 @@ down, so a tenant's deletion is one `DELETE FROM tenants` (ARC-4). Identifier co
 `COLLATE "C"`: ids are ASCII, and byte order makes `ORDER BY` agree with SQLite and Python
 whatever the database's default collation is.
 
-Two plpgsql functions make a command cost one round trip to read and one to write, the same
-SQL text for psycopg 3 and pg8000:
+Version 1 also creates two plpgsql functions, so a command costs one round trip to read
+and one to write, the same SQL text for psycopg 3 and pg8000:
 - `aidememo_begin_command` sets the transaction's timeouts, locks the project row
   (`FOR NO KEY UPDATE`: writers of one project queue behind each other; writers of other
   projects never wait; foreign-key checks of inserts, which take `KEY SHARE`, are not blocked)
@@ -26,22 +26,26 @@ pipeline (`aidememo.service.ledger`). `statement_timeout` set inside a statement
 that statement (the server arms the timer when the statement starts); `lock_timeout` does
 bound every lock wait inside it, and lock waits are the only unbounded waits it has.
 
-Beside the ledger's tables it holds: `aidememo_import_staging`, where an import's verified
-rows wait, page by page, until the whole archive verified (SPEC.md ARC-9); the session list's
-partial receipts index (READS-3); the session facts index (READS-4) on the IMMUTABLE
-`aidememo_fact_session` (an index expression must be IMMUTABLE, and `convert_from` is only
-STABLE), derived without a jsonb cast, which fails on U+0000 (ID-5); the change log's index by
-resource (the paged snapshot's reconstruction, SNAP-4); `aidememo_store_keys` with the page
-token key (SNAP-3, 32 bytes from two `gen_random_uuid()`, 244 random bits, no extension
-needed); the project-scoped lexical index and `aidememo_search`, a search in one statement
-(`search_schema.py`, SRCH-4..6); the artifact catalog (`artifact_schema.py`, ART-*);
-`aidememo_listeners`, the backends that `LISTEN` for commits (LIVE-9): a commit notifies only
-while it has a row, because a notifying commit holds PostgreSQL's one notification lock of the
-database from its notification until its commit is durable, so notifying commits of every
-project and process commit one at a time (`aidememo_execute_raw` sends its commit's
-notification itself); and the derived semantic index's tables (`semantic_schema.py`, SEM-6).
-`MIGRATIONS` adds them as numbered versions (docs/bench-notes.md, 2026-12-05 "PostgreSQL
-schema versions", says which version added what).
+Version 3 adds `aidememo_import_staging`, where an import's verified rows wait, page by page,
+until the whole archive verified (SPEC.md ARC-9).
+
+Version 4 adds the session list's partial receipts index (READS-3). Version 5 adds the
+session facts index (READS-4, on the IMMUTABLE `aidememo_fact_session`: an index expression
+must be, and `convert_from` is only STABLE), the change log's index by resource (the paged
+snapshot's reconstruction, SNAP-4) and `aidememo_store_keys` with the page token key
+(SNAP-3, 32 bytes from two `gen_random_uuid()`, 244 random bits, with no extension needed);
+the indexes are built from the rows already there, in the migration's transaction.
+Version 6 is the project-scoped lexical index of `search_schema.py` (SPEC.md SRCH-4, SRCH-5).
+Version 7 adds the artifact catalog of `artifact_schema.py` (SPEC.md ART-*).
+Version 8 adds `aidememo_search`, a search in one statement (`search_schema.py`, SPEC.md SRCH-6);
+version 9 replaces its two-term join.
+Version 10 adds `aidememo_listeners`, the backends that `LISTEN` for commits (SPEC.md LIVE-9):
+a commit notifies only while it has a row, because a notifying commit holds PostgreSQL's one
+notification lock of the database from its notification until its commit is durable, so
+notifying commits of every project and process commit one at a time; `aidememo_execute_raw`
+sends its commit's notification itself (the statement around it had to plan one).
+Version 11 derives `aidememo_fact_session` without a jsonb cast, which failed on U+0000 (ID-5).
+Version 12 adds the derived semantic index's tables (`semantic_schema.py`, SPEC.md SEM-6).
 
 The version lives in `aidememo_schema(component, version)`. `migrate` runs every pending step
 in one transaction under `pg_advisory_xact_lock`, so concurrent start-ups never race on DDL,
