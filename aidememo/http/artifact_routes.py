@@ -66,6 +66,40 @@ PUBLISH = Route(
     catalog=True,  # ART-7
 )
 
+UPLOAD_GRANT = Route(
+    "artifact_upload_grant",
+    "POST",
+    f"{R}/upload-grants",
+    h.upload_grants,
+    "A presigned single PUT of the reservation's exact bytes straight into the object store",
+    answer="ArtifactUploadGrant",
+    errors=(
+        E.ARTIFACT_NOT_FOUND,
+        E.ARTIFACT_CONFLICT,
+        E.ARTIFACT_RESERVATION_EXPIRED,
+        E.ARTIFACT_UPLOAD_TOO_LARGE,
+        E.ARTIFACT_TRANSFER_MODE_MISMATCH,
+        E.ARTIFACT_STORE_UNAVAILABLE,
+    ),
+    catalog=True,  # ART-7
+)
+DOWNLOAD_GRANT = Route(
+    "artifact_download_grant",
+    "POST",
+    f"{P}/artifacts/{{artifact_id}}/download-grants",
+    h.download_grants,
+    "A presigned GET of one revision's exact body straight from the object store",
+    body="ArtifactDownload",
+    answer="ArtifactDownloadGrant",
+    errors=(
+        E.ARTIFACT_NOT_FOUND,
+        E.ARTIFACT_TRANSFER_MODE_MISMATCH,
+        E.ARTIFACT_STORE_UNAVAILABLE,
+    ),
+    catalog=True,  # ART-7
+)
+GRANT_ROUTES: tuple[Route, ...] = (UPLOAD_GRANT, DOWNLOAD_GRANT)
+
 ARTIFACT_ROUTES: tuple[Route, ...] = (
     Route(
         "artifact_reserve",
@@ -107,36 +141,5 @@ ARTIFACT_ROUTES: tuple[Route, ...] = (
         catalog=True,  # ART-7
     ),
     DOWNLOAD,
-    Route(
-        "artifact_upload_grant",
-        "POST",
-        f"{R}/upload-grants",
-        h.upload_grants,
-        "A presigned single PUT of the reservation's exact bytes straight into the object store",
-        answer="ArtifactUploadGrant",
-        errors=(
-            E.ARTIFACT_NOT_FOUND,
-            E.ARTIFACT_CONFLICT,
-            E.ARTIFACT_RESERVATION_EXPIRED,
-            E.ARTIFACT_UPLOAD_TOO_LARGE,
-            E.ARTIFACT_TRANSFER_MODE_MISMATCH,
-            E.ARTIFACT_STORE_UNAVAILABLE,
-        ),
-        catalog=True,  # ART-7
-    ),
-    Route(
-        "artifact_download_grant",
-        "POST",
-        f"{P}/artifacts/{{artifact_id}}/download-grants",
-        h.download_grants,
-        "A presigned GET of one revision's exact body straight from the object store",
-        body="ArtifactDownload",
-        answer="ArtifactDownloadGrant",
-        errors=(
-            E.ARTIFACT_NOT_FOUND,
-            E.ARTIFACT_TRANSFER_MODE_MISMATCH,
-            E.ARTIFACT_STORE_UNAVAILABLE,
-        ),
-        catalog=True,  # ART-7
-    ),
+    *GRANT_ROUTES,
 )
