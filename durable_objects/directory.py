@@ -20,8 +20,7 @@ from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.model import ActorKind
 from aidememo.service.archive import Archive, Plan
 from aidememo.service.identity import IdentityService
-from durable_objects.base import StoredObject
-from durable_objects.project import delete_rows
+from durable_objects.base import StoredObject, delete_rows
 from durable_objects.rpc import answer, plain
 
 

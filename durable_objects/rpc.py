@@ -32,10 +32,6 @@ from aidememo.http.routes import route_named
 from aidememo.http.types import Request, Response
 from aidememo.service.access import Caller
 
-# The headers the MCP endpoint reads (MCP-4, MCP-7), the only client headers besides the
-# content type that reach a project object; never a credential.
-MCP_HEADERS = frozenset({"origin", "mcp-protocol-version", "mcp-method", "mcp-name"})
-
 # Pages between Worker and objects (export and import) hold at most this many bytes of lines,
 # or a single line when one line is longer.
 PAGE_BYTES = 1024 * 1024
@@ -164,8 +160,9 @@ def request_payload(request: Request, admission: Admission) -> dict[str, Any]:
     content_type = request.headers.get("content-type")
     if content_type is not None:
         payload["content_type"] = content_type
-    if admission.route.name == "mcp":
-        payload["headers"] = {k: v for k, v in request.headers.items() if k in MCP_HEADERS}
+    wanted = admission.route.forwarded_headers  # the MCP endpoint's (MCP-4, MCP-7); never a
+    if wanted:  # credential: the only client headers besides the content type that go on
+        payload["headers"] = {k: v for k, v in request.headers.items() if k in wanted}
     body = admission.body if admission.route.body is not None else None
     if body:
         try:

@@ -32,6 +32,7 @@ UPLOAD = Route(
         E.ARTIFACT_STORE_UNAVAILABLE,
         E.ARTIFACT_TRANSFER_MODE_MISMATCH,
     ),
+    catalog=True,  # ART-7
 )
 DOWNLOAD = Route(
     "artifact_download",
@@ -44,6 +45,7 @@ DOWNLOAD = Route(
     answer_media="application/octet-stream",
     errors=(E.ARTIFACT_NOT_FOUND, E.ARTIFACT_STORE_UNAVAILABLE),
     console_read=True,  # a read: the console downloads with its session (CONSOLE-3)
+    catalog=True,  # ART-7
 )
 
 PUBLISH = Route(
@@ -61,6 +63,7 @@ PUBLISH = Route(
         E.INVALID_ARTIFACT_PATH,
         E.ARTIFACT_STORE_UNAVAILABLE,
     ),
+    catalog=True,  # ART-7
 )
 
 ARTIFACT_ROUTES: tuple[Route, ...] = (
@@ -78,6 +81,7 @@ ARTIFACT_ROUTES: tuple[Route, ...] = (
             E.ARTIFACT_CONFLICT,
             E.ARTIFACT_UPLOAD_TOO_LARGE,
         ),
+        catalog=True,  # ART-7
     ),
     UPLOAD,
     PUBLISH,
@@ -89,6 +93,7 @@ ARTIFACT_ROUTES: tuple[Route, ...] = (
         "Abort a reservation; the published path is unchanged",
         answer="ArtifactAborted",
         errors=(E.ARTIFACT_NOT_FOUND, E.ARTIFACT_CONFLICT),
+        catalog=True,  # ART-7
     ),
     Route(
         "artifact_resolve",
@@ -99,6 +104,7 @@ ARTIFACT_ROUTES: tuple[Route, ...] = (
         answer="ArtifactMetadata",
         query=(query_param("path", ref("ArtifactPath"), required=True),),
         errors=(E.INVALID_ARTIFACT_PATH, E.ARTIFACT_NOT_FOUND),
+        catalog=True,  # ART-7
     ),
     DOWNLOAD,
 )

@@ -93,6 +93,7 @@ GRANT_ROUTES: tuple[Route, ...] = (
             E.ARTIFACT_TRANSFER_MODE_MISMATCH,
             E.ARTIFACT_STORE_UNAVAILABLE,
         ),
+        catalog=True,  # ART-7
     ),
     Route(
         "artifact_download_grant",
@@ -107,5 +108,6 @@ GRANT_ROUTES: tuple[Route, ...] = (
             E.ARTIFACT_TRANSFER_MODE_MISMATCH,
             E.ARTIFACT_STORE_UNAVAILABLE,
         ),
+        catalog=True,  # ART-7
     ),
 )

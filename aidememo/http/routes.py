@@ -357,6 +357,7 @@ _MEMBER = (
         errors=(E.CURSOR_OUT_OF_RANGE, E.INDEX_NOT_READY, E.SEMANTIC_UNAVAILABLE),
         store_read=True,
         costly=True,
+        semantic=True,
     ),
     Route(
         "mcp",
@@ -368,6 +369,8 @@ _MEMBER = (
         answer="JsonRpcAnswer",
         accepted="A JSON-RPC notification or a client's response: accepted, no body",
         errors=(E.ORIGIN_NOT_ALLOWED,),
+        inline_bodies=True,
+        forwarded_headers=frozenset({"origin", "mcp-protocol-version", "mcp-method", "mcp-name"}),
     ),
 )
 

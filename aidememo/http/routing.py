@@ -65,6 +65,11 @@ class Route:
     store_read: bool = False  # a read, no I/O but the store's: the store's pool (HTTP-12)
     costly: bool = False  # a read whose own work can take long: never on the event loop (SRCH-7)
     console_read: bool = False  # a read by POST a console session may make too (CONSOLE-3)
+    # What a front that serves the route in several steps (the edge) needs to know of it:
+    catalog: bool = False  # changes the artifact catalog, so a GC deadline may move (ART-7)
+    inline_bodies: bool = False  # its handler reads and writes artifact bodies inline (ART-11)
+    forwarded_headers: frozenset[str] = frozenset()  # headers its handler reads (MCP-4, MCP-7)
+    semantic: bool = False  # may read the semantic index; takes `at_least_seq` (SEM-3, SEM-5)
     pattern: tuple[str, ...] = field(init=False)  # literal segments, or "{name}"
 
     def __post_init__(self) -> None:
