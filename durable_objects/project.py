@@ -497,6 +497,19 @@ class ProjectCoordinator(DurableObject, StoredObject, ProjectIndex):  # type: ig
         await self._schedule(True)  # its artifact bodies are now GC intents (ART-7)
         return result
 
+    # -- the semantic index (SEM-9) --------------------------------------------------------
+
+    async def clear_index(self) -> dict[str, Any]:
+        """The Worker deleted the tenant on PostgreSQL: the project's vectors leave Vectorize."""
+        await self._clear_index()
+        return answer(lambda: None)
+
+    async def reindex(self, tenant_id: Any, project_id: Any) -> dict[str, Any]:
+        """The Worker imported the project on PostgreSQL: index it anew from the alarm."""
+        self._learn(Scope(str(tenant_id), str(project_id)))
+        await self._schedule()
+        return answer(lambda: None)
+
     # -- alarm ----------------------------------------------------------------------------
 
     def _rechecks(self) -> bool:

@@ -35,6 +35,14 @@ from aidememo.domain.semantic import Fingerprint, pack
 from aidememo.stores.sqlite.do_executor import DoSqlExecutor
 from durable_objects.rpc import plain
 
+try:  # Pyodide only
+    from js import Object
+    from pyodide.ffi import JsProxy, to_js
+except ImportError:  # CPython: the runtime doubles take and return Python values
+    Object = None
+    JsProxy = None
+    to_js = None
+
 MODEL = "@cf/baai/bge-small-en-v1.5"
 DIMENSIONS = 384
 FINGERPRINT = Fingerprint("workers-ai", MODEL, "1", DIMENSIONS)
@@ -58,10 +66,25 @@ _CREATE = (
 
 
 def bindings(env: Any) -> tuple[Any, Any] | None:
-    """`(env.AI, env.VECTORIZE)`, or None when either is not bound (no semantic search)."""
+    """`(env.AI, env.VECTORIZE)` as the JS bindings under the SDK's wrappers, or None when
+    either is not bound (no semantic search). Arguments go over as JS values made by one
+    `to_js` (`js`), answers come back through `plain`: the SDK's generic conversion is not
+    needed for plain data."""
     ai = getattr(env, AI_BINDING, None)
     index = getattr(env, VECTORIZE_BINDING, None)
-    return None if ai is None or index is None else (ai, index)
+    return None if ai is None or index is None else (_raw(ai), _raw(index))
+
+
+def _raw(binding: Any) -> Any:
+    inner = getattr(binding, "_binding", None)
+    return inner if JsProxy is not None and isinstance(inner, JsProxy) else binding
+
+
+def js(value: Any) -> Any:
+    """`value` (lists, str-keyed dicts, scalars) as a JS value under Pyodide, else itself."""
+    if to_js is None:
+        return value
+    return to_js(value, dict_converter=Object.fromEntries)
 
 
 def namespace(scope: Scope) -> str:
@@ -87,7 +110,7 @@ async def embed(ai: Any, texts: Sequence[str]) -> list[list[float]]:
     for start in range(0, len(texts), AI_BATCH):
         chunk = list(texts[start : start + AI_BATCH])
         try:
-            answer = plain(await ai.run(MODEL, {"text": chunk}))
+            answer = plain(await ai.run(MODEL, js({"text": chunk})))
         except Exception as exc:
             raise _failed("Workers AI", exc) from exc
         data = answer.get("data") if isinstance(answer, dict) else None
@@ -107,7 +130,7 @@ def unit(values: list[float]) -> list[float]:
 async def call(what: str, fn: Any, *args: Any) -> Any:
     """One Vectorize call, its failure as `semantic_unavailable`; the answer as plain data."""
     try:
-        return plain(await fn(*args))
+        return plain(await fn(*[js(a) for a in args]))
     except Exception as exc:
         raise _failed(f"Vectorize {what}", exc) from exc
 

@@ -178,13 +178,23 @@ class Runtime:
         """Run a coroutine on this runtime's event loop."""
         return self.loop.run_until_complete(coro)
 
-    def catch_up_index(self, rounds: int = 20) -> None:
-        """Run the project objects' semantic indexers until idle: alarms fired, the clock
-        moved past the Vectorize double's visibility delay, round after round."""
+    def catch_up_index(self, rounds: int = 40, horizon_ms: int = 60_000) -> None:
+        """Run the project objects' semantic indexers until idle: the clock moved past the
+        Vectorize double's visibility delay (or to a project object's alarm, a backoff,
+        within `horizon_ms`), due alarms fired, round after round."""
+        projects = self.namespaces["PROJECTS"]
         for _ in range(rounds):
-            self.clock.advance(self.vectorize.delay_ms)  # type: ignore[attr-defined]
-            if not self.fire_alarms():
+            now = self.clock.now_ms()
+            due = [
+                s.alarm_ms
+                for s in (projects.storages[n] for n in projects.names())
+                if s.alarm_ms is not None and s.alarm_ms <= now + horizon_ms
+            ]
+            if not due:
                 return
+            step = max(min(due) - now, self.vectorize.delay_ms)
+            self.clock.advance(step)  # type: ignore[attr-defined]
+            self.fire_alarms()
 
     def fire_alarms(self) -> int:
         """Run `alarm()` on every live or stored object whose alarm time has come."""
