@@ -76,6 +76,35 @@ class StoredObject:
                 self._store = SqliteStore(executor, mode="edge")  # migrates, idempotently
         return self._store
 
+    def _import_identity(self, spec: Any, *, epochs: bool) -> dict[str, Any]:
+        """Write an import's identity records (`{tenant_id, records[, epochs]}`) into this
+        object's store, without history; `answer`'s `{"ok"}` or `{"error"}`."""
+        from aidememo.service.archive import Archive, Plan
+        from durable_objects.rpc import answer, plain
+
+        s = plain(spec)
+
+        def run() -> None:
+            plan = Plan.build(s["tenant_id"], list(s["records"]), history=False)
+            given = dict(s["epochs"]) if epochs else {}
+            Archive(self._writable(), self.clock, self.ids).import_plan(plan, given, history=False)
+
+        return answer(run)
+
+    def _check_in_store(self, spec: Any, check: Any) -> dict[str, Any]:
+        """`check(spec, tx)` in one read of this object's store (nothing to check in an object
+        that was never provisioned); `answer`'s `{"ok"}` or `{"error"}`."""
+        from durable_objects.rpc import answer, plain
+
+        s = plain(spec)
+
+        def run() -> None:
+            store = self._open(create=False)
+            if store is not None:
+                store.read(lambda tx: check(s, tx))
+
+        return answer(run)
+
     def _writable(self) -> Store:
         store = self._open(create=True)
         assert store is not None  # create=True always opens

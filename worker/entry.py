@@ -203,21 +203,22 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
             project_id = handlers.command_project_id(core, admission.body or b"")
         else:
             project_id = validate_id(params["project_id"], "project_id")
-        stub = objs.project(caller.tenant_id, project_id)
         if upgrade:  # the live feed: forwarded, since RPC cannot carry a WebSocket
             forwarded = SdkRequest(
                 str(request.url),
                 method="GET",
                 headers=forwarded_headers(headers, caller, admission.digest),
             )
-            return await stub.fetch(forwarded)
-        if route.name in artifacts.BODY_ROUTES:  # bodies stream to and from R2 here (ART-10)
+            return await objs.project(caller.tenant_id, project_id).fetch(forwarded)
+        if route in artifacts.BODY_ROUTES:  # bodies stream to and from R2 here (ART-10)
+            stub = objs.project(caller.tenant_id, project_id)
             body, status, out = await artifacts.serve(
                 route, core, params, caller, stub, self.env, request
             )
             return Response(body, status=status, headers=out)
         # The JS stub itself: a text argument and a text answer need no SDK conversion.
-        answer = await bindings.raw(stub).handle(request_text(core, admission, caller))
+        stub = objs.project_js(caller.tenant_id, project_id)
+        answer = await stub.handle(request_text(core, admission, caller))
         return bindings.text_response(*response_parts(answer))
 
     async def _authenticate(self, objs: Objects, digest: bytes) -> Caller:
