@@ -93,7 +93,7 @@ from aidememo.stores.postgres import PostgresStore
 from aidememo.stores.sqlite.schema import SCHEMA_VERSION
 from durable_objects import ProjectCoordinator, TenantRegistry, TokenDirectory, pg_connection
 from durable_objects.project import lease_ms
-from durable_objects.rpc import forwarded_headers, request_text, response_parts
+from durable_objects.rpc import forwarded_headers, request_text
 from worker import admin, artifacts, bindings, transfer
 from worker.auth_cache import TokenCache
 from worker.objects import Objects, call
@@ -219,7 +219,7 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         # The JS stub itself: a text argument and a text answer need no SDK conversion.
         stub = objs.project_js(caller.tenant_id, project_id)
         answer = await stub.handle(request_text(core, admission, caller))
-        return bindings.text_response(*response_parts(answer))
+        return bindings.framed_response(answer)
 
     async def _authenticate(self, objs: Objects, digest: bytes) -> Caller:
         """The token cache, then the token directory (or PostgreSQL): stage one's hook."""
@@ -314,10 +314,10 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         binding is called directly (`worker.bindings`: no SDK conversion on every request);
         the CPython runtime double (`tests/edge/runtime/ratelimit.py`) answers a mapping.
         """
-        limiter = getattr(self.env, RATE_LIMITER, None)
-        if limiter is None:  # no binding configured: no limit
+        if getattr(self.env, RATE_LIMITER, None) is None:  # no binding configured: no limit
             return
-        outcome = await bindings.raw(limiter).limit(bindings.js_object({"key": digest.hex()}))
+        limiter = bindings.raw_binding(self.env, RATE_LIMITER)
+        outcome = await limiter.limit(bindings.limit_key(digest.hex()))
         if not bindings.field(outcome, "success"):
             raise fail(
                 ErrorCode.RATE_LIMITED, f"too many requests; retry in {RATE_LIMIT_PERIOD_S} s"

@@ -37,8 +37,9 @@ class Objects:
         """The runtime's own stub of a project's object, from the namespace under the SDK's
         wrapper (which would wrap every stub it hands out): for `handle`, whose text
         argument and answer need no conversion (`worker.bindings`)."""
-        ns = bindings.raw(getattr(self.env, PROJECTS))
-        return ns.getByName(project_object_name(tenant_id, project_id))
+        return bindings.raw_binding(self.env, PROJECTS).getByName(
+            project_object_name(tenant_id, project_id)
+        )
 
     def registry(self, tenant_id: str) -> Any:
         """The stub of one tenant's `TenantRegistry`."""
