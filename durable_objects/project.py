@@ -168,7 +168,6 @@ class ProjectCoordinator(DurableObject, StoredObject, ProjectIndex):  # type: ig
         `durable_objects.edge_search`) or, for a route that reaches artifact bodies inline
         (the MCP tools, ART-11), a body fetched from or written into R2 over the app whose
         body store is the object's one `InlineBodies` (`durable_objects.mcp_bodies`)."""
-        bucket = getattr(self.env, "ARTIFACTS", None)
         inline_app = self._inline_app if admission.route.inline_bodies else None
         inline = inline_app is not None
         if inline_app is not None:
@@ -185,7 +184,7 @@ class ProjectCoordinator(DurableObject, StoredObject, ProjectIndex):  # type: ig
                     if self._inline.to_put is not None and not self._pinned:
                         pin_identity(app.services.artifacts.store)  # the catalog names R2 (ART-8)
                         self._pinned = True
-                    if not await self._inline.fetch(bucket):
+                    if not await self._inline.fetch(getattr(self.env, "ARTIFACTS", None)):
                         break
                 core, admission = request_from(request, caller_from(caller))
                 response = app.serve(admission, core)
@@ -208,9 +207,9 @@ class ProjectCoordinator(DurableObject, StoredObject, ProjectIndex):  # type: ig
         if isinstance(request, str):
             payload, who = request_and_caller(request)
             return response_text(await self._handle(payload, who))
-        return await self._handle(request, caller)
+        return response_payload(await self._handle(request, caller))
 
-    async def _handle(self, request: Any, caller: Any) -> dict[str, Any]:
+    async def _handle(self, request: Any, caller: Any) -> Any:
         who = caller_from(caller)
         core, admission = request_from(request, who)
         if admission.route.semantic and self._indexer is not None:
@@ -222,7 +221,7 @@ class ProjectCoordinator(DurableObject, StoredObject, ProjectIndex):  # type: ig
                 app = self._http()
             except AidememoError as error:  # PostgreSQL unreachable, or its schema not migrated
                 log.warning("project store unavailable: %s", error.message)
-                return response_payload(error_response(error))
+                return error_response(error)
             self._committed = False
             response = await self._serve(app, request, caller, admission, core)
             committed, self._committed = self._committed, False
@@ -231,7 +230,7 @@ class ProjectCoordinator(DurableObject, StoredObject, ProjectIndex):  # type: ig
         artifact = admission.route.catalog  # a GC deadline may move (ART-7)
         if artifact or (committed and (self._feed.subscribers() or self._indexer is not None)):
             await self._schedule(artifact)  # a new claim may expire, an index step is due
-        return response_payload(response)
+        return response
 
     async def artifact_phase(self, phase: Any, args: Any, caller: Any) -> dict[str, Any]:
         """One catalog step of an artifact body route the Worker drives around its R2

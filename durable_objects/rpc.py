@@ -232,13 +232,15 @@ def response_payload(response: Response) -> dict[str, Any]:
     }
 
 
-def response_text(payload: dict[str, Any]) -> str:
-    """A `response_payload` as the answer of a `request_text` call: the status and the
-    headers as JSON on one line, then the body."""
+def response_text(response: Response) -> str:
+    """A core `Response` as the answer of a `request_text` call: the status and the headers
+    as JSON on one line, then the body (JSON or JSON Lines, so UTF-8 text)."""
     head = json.dumps(
-        [payload["status"], payload["headers"]], ensure_ascii=False, separators=(",", ":")
+        [response.status, [[k, v] for k, v in response.headers]],
+        ensure_ascii=False,
+        separators=(",", ":"),
     )
-    return head + "\n" + str(payload["body"])
+    return head + "\n" + response.body.decode("utf-8")
 
 
 def response_parts(payload: Any) -> tuple[str, int, dict[str, str]]:

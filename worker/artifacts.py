@@ -41,6 +41,14 @@ from worker.grants import (
 from worker.objects import call
 
 BODY_ROUTES = (UPLOAD, PUBLISH, DOWNLOAD, GRANT_UPLOAD, GRANT_DOWNLOAD)
+
+
+def body_route(route: Route) -> bool:
+    """Whether the Worker moves this route's body itself (by identity: a route's `==` would
+    compare every field)."""
+    return any(route is r for r in BODY_ROUTES)
+
+
 BINDING = "ARTIFACTS"
 
 

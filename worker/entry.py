@@ -135,6 +135,8 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
     public_services: ClassVar[dict[bool, Services]] = {}
     # The configured admin token digest, parsed once per isolate: (the secret, its digest).
     admin_digest: tuple[Any, bytes | None] | None = None
+    # The console's cookie key, read once per isolate: (the env it was read from, its key).
+    console_key: tuple[Any, bytes | None] | None = None
     # PostgreSQL mode: this request's store (one connection), opened on first use.
     _pg: PostgresStore | None = None
 
@@ -165,7 +167,8 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         method, path = _method(request), unquote(url.path) or "/"
         headers = bindings.request_headers(request)
         headers.setdefault("host", url.netloc)  # the console's same-origin checks read it
-        if insecure(url.scheme, path, var_is_set(self.env, ALLOW_INSECURE_HTTP)):
+        # The var is read only for plain HTTP: an unset one costs a failed lookup each time.
+        if insecure(url.scheme, path, False) and not var_is_set(self.env, ALLOW_INSECURE_HTTP):
             raise fail(ErrorCode.INSECURE_TRANSPORT, "use https")
         declared = declared_length(headers) if "content-length" in headers else None
         if declared:
@@ -210,7 +213,7 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
                 headers=forwarded_headers(headers, caller, admission.digest),
             )
             return await objs.project(caller.tenant_id, project_id).fetch(forwarded)
-        if route in artifacts.BODY_ROUTES:  # bodies stream to and from R2 here (ART-10)
+        if route.catalog and artifacts.body_route(route):  # bodies go to and from R2 (ART-10)
             stub = objs.project(caller.tenant_id, project_id)
             body, status, out = await artifacts.serve(
                 route, core, params, caller, stub, self.env, request
@@ -260,13 +263,20 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
     def _console_key(self) -> bytes | None:
         """The `CONSOLE_SESSION_KEY` secret (hex, at least 32 bytes) that signs the console's
         session cookies; None when unset or unusable: then no cookie is read and sign-in is
-        refused (CONSOLE-2)."""
+        refused (CONSOLE-2). Read once per isolate's `env` (an unset secret is a failed
+        lookup, not worth repeating on every request)."""
+        cls = type(self)
+        cached = cls.console_key
+        if cached is not None and cached[0] is self.env:
+            return cached[1]
         raw = str(getattr(self.env, CONSOLE_SESSION_KEY, None) or "").strip()
         try:
-            key = bytes.fromhex(raw)
+            key: bytes | None = bytes.fromhex(raw)
         except ValueError:
-            return None
-        return key if len(key) >= 32 else None
+            key = None
+        key = key if key is not None and len(key) >= 32 else None
+        cls.console_key = (self.env, key)
+        return key
 
     def _public(self, postgres: bool) -> Services:
         """What the public routes' handlers read at the edge: a store that holds nothing and

@@ -57,7 +57,7 @@ class Ai {
   }
 }
 
-class VectorizeIndex {
+class VectorizeIndexImpl {
   constructor(delayMs, indexed) {
     this.delayMs = delayMs;
     this.indexed = new Set(indexed);
@@ -159,7 +159,7 @@ export function attachAiVectorize(env, config, delayMs = 50) {
   const made = { ai: null, vectorize: null };
   if (config.ai?.binding) env[config.ai.binding] = made.ai = new Ai();
   for (const { binding } of config.vectorize ?? []) {
-    env[binding] = made.vectorize = new VectorizeIndex(delayMs, ["source_id"]);
+    env[binding] = made.vectorize = new VectorizeIndexImpl(delayMs, ["source_id"]);
   }
   return made;
 }
