@@ -43,9 +43,10 @@ error of `/changes`), accepts a hibernatable WebSocket and answers 101. Every re
 committed is followed by one shared read pushed to the subscribers; `sync_member`,
 `delete_tenant` and `import_commit` re-check them at once (in SQLite mode every identity change
 of the project reaches the object that way). The object's one alarm is set to the earliest of:
-a staged export or import's expiry, the earliest live claim expiry (lease notices) and, in
-PostgreSQL mode, where the Worker changes memberships on the database directly, the membership
-re-check every 2 s while subscribers exist.
+a staged export or import's expiry, the earliest live claim expiry (lease notices), the
+semantic indexer's next step (`durable_objects.project_index`, SEM-9) and, in PostgreSQL
+mode, where the Worker changes memberships on the database directly, the membership re-check
+every 2 s while subscribers exist.
 """
 
 from __future__ import annotations
