@@ -65,10 +65,15 @@ class ProjectIndex:
         """A commit of `scope`: index it soon."""
         if self._indexer is None:
             return
+        self._know(scope)
+        self._index_due = self.clock.now_ms()
+
+    def _know(self, scope: Scope) -> None:
+        """Remember the project this object indexes (in the ledger too: a batch is recorded
+        on its row)."""
         if self._scope is None:
             self._ledger.learn(scope)
             self._scope = scope
-        self._index_due = self.clock.now_ms()
 
     async def _store_run(self, fn: Callable[[Any], Any]) -> Any:
         async with self._serial:
@@ -135,7 +140,7 @@ class ProjectIndex:
                     return
             if time.monotonic() >= deadline:
                 return
-            self._scope = self._scope or scope
+            self._know(scope)
             if await self._index_step() != PROGRESS:
                 await asyncio.sleep(POLL_S)
 

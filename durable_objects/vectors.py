@@ -195,7 +195,8 @@ class Ledger:
         )
 
         def run() -> None:
-            self.x.execute(f"UPDATE {INDEX} SET batch = ?", (text,))
+            if not self.x.execute_count(f"UPDATE {INDEX} SET batch = ?", (text,)):
+                raise fail(ErrorCode.STORAGE_FAILURE, "the index ledger names no project")
             for vid, fid, seq in upserts:
                 self.x.execute(
                     f"INSERT INTO {VECTORS} (vector_id, fact_id, seq, pending) VALUES (?, ?, ?, ?) "

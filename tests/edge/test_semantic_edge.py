@@ -64,6 +64,20 @@ def test_sem9_applied_sequence_waits_until_vectorize_shows_the_batch(sem_edge: E
     assert len(rt.vectorize.vector_ids()) == 2
 
 
+def test_sem9_an_evicted_object_indexes_from_its_ledger(sem_edge: Edge) -> None:
+    seq = _setup(sem_edge, {"f1": "redis cluster timeout", "f2": "lunch on thursday"})
+    rt = sem_edge.runtime
+    rt.clock.advance(1)
+    rt.fire_alarms()  # the batch is sent, not yet visible
+    rt.namespaces["PROJECTS"].evict(f"{T}/{PROJ}")  # the runtime drops the idle object
+    rt.catch_up_index()  # a new instance wakes on the alarm and settles the batch
+    assert _state(sem_edge).applied_seq == seq
+    status, _, found = sem_edge.get(
+        f"{P}/search", sem_edge.token(T, ACTOR), query={"q": "redis", "mode": "hybrid"}
+    )
+    assert status == 200 and found["results"][0]["fact_id"] == "f1", found
+
+
 def test_sem9_a_failing_workers_ai_is_retried_with_backoff(sem_edge: Edge) -> None:
     seq = _setup(sem_edge, {"f1": "redis cluster timeout"})
     rt = sem_edge.runtime
