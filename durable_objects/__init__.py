@@ -1,7 +1,9 @@
 """The edge's Durable Objects: thin translations from Workers RPC to the shared core.
 
 - `ProjectCoordinator` (binding `PROJECTS`, one per project): the project's records and its
-  single writer; runs `HttpApp.dispatch` with the caller the Worker authenticated.
+  single writer; runs `HttpApp.dispatch` with the caller the Worker authenticated; with the
+  `AI` and `VECTORIZE` bindings also its semantic index in Vectorize (`project_index`,
+  `edge_indexer`, `edge_search`, `vectors`).
 - `TenantRegistry` (binding `TENANTS`, one per tenant): projects, actors, memberships, tokens.
 - `TokenDirectory` (binding `TOKENS`, 256 shards by digest prefix): digest -> tenant, actor.
 

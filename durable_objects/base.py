@@ -29,7 +29,9 @@ import asyncio
 from typing import Any
 
 from aidememo.domain.clock import RandomIds, SystemClock
-from aidememo.ports import Clock, Ids
+from aidememo.domain.errors import ErrorCode, fail
+from aidememo.ports import Clock, Ids, WriteTx
+from aidememo.service.artifact_gc import tenant_intents
 from aidememo.stores.postgres import PostgresStore
 from aidememo.stores.sqlite.do_executor import DoSqlExecutor
 from aidememo.stores.sqlite.schema import read_version
@@ -74,7 +76,62 @@ class StoredObject:
                 self._store = SqliteStore(executor, mode="edge")  # migrates, idempotently
         return self._store
 
+    def _import_identity(self, spec: Any, *, epochs: bool) -> dict[str, Any]:
+        """Write an import's identity records (`{tenant_id, records[, epochs]}`) into this
+        object's store, without history; `answer`'s `{"ok"}` or `{"error"}`."""
+        from aidememo.service.archive import Archive, Plan
+        from durable_objects.rpc import answer, plain
+
+        s = plain(spec)
+
+        def run() -> None:
+            plan = Plan.build(s["tenant_id"], list(s["records"]), history=False)
+            given = dict(s["epochs"]) if epochs else {}
+            Archive(self._writable(), self.clock, self.ids).import_plan(plan, given, history=False)
+
+        return answer(run)
+
+    def _check_in_store(self, spec: Any, check: Any) -> dict[str, Any]:
+        """`check(spec, tx)` in one read of this object's store (nothing to check in an object
+        that was never provisioned); `answer`'s `{"ok"}` or `{"error"}`."""
+        from durable_objects.rpc import answer, plain
+
+        s = plain(spec)
+
+        def run() -> None:
+            store = self._open(create=False)
+            if store is not None:
+                store.read(lambda tx: check(s, tx))
+
+        return answer(run)
+
     def _writable(self) -> Store:
         store = self._open(create=True)
         assert store is not None  # create=True always opens
         return store
+
+
+def delete_rows(
+    store: Any, tenant_id: str, now_ms: int | None = None, grant_window_ms: int = 0
+) -> dict[str, dict[str, int]]:
+    """Delete the tenant's rows from one object's store and count what is left (ARC-4).
+
+    An object that never held the tenant removes nothing; if any row survived, the deletion is
+    rolled back and reported as `storage_failure`.
+    """
+    if store is None:
+        return {"removed": {}, "left": {}}
+
+    def run(tx: WriteTx) -> dict[str, dict[str, int]]:
+        before = {k: v for k, v in tx.count_tenant_rows(tenant_id).items() if v}
+        if before:
+            when = SystemClock().now_ms() if now_ms is None else now_ms
+            tenant_intents(tx, tenant_id, when, grant_window_ms)  # its bodies: GC intents (ART-7)
+            tx.delete_tenant(tenant_id)
+        left = {k: v for k, v in tx.count_tenant_rows(tenant_id).items() if v}
+        if left:  # roll back: a deletion is whole or not at all
+            raise fail(ErrorCode.STORAGE_FAILURE, f"tenant rows survived deletion: {left}")
+        return {"removed": before, "left": left}
+
+    result: dict[str, dict[str, int]] = store.transaction(run)
+    return result

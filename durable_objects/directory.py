@@ -18,10 +18,8 @@ from workers import DurableObject
 
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.model import ActorKind
-from aidememo.service.archive import Archive, Plan
 from aidememo.service.identity import IdentityService
-from durable_objects.base import StoredObject
-from durable_objects.project import delete_rows
+from durable_objects.base import StoredObject, delete_rows
 from durable_objects.rpc import answer, plain
 
 
@@ -87,43 +85,25 @@ class TokenDirectory(DurableObject, StoredObject):  # type: ignore[misc]
     async def import_tokens(self, spec: Any) -> dict[str, Any]:
         """Imported bindings (active or revoked): `{tenant_id, records}` with the actor and
         token records of this shard's digests; another owner is `identity_mismatch`."""
-        s = plain(spec)
-
-        def run() -> None:
-            plan = Plan.build(s["tenant_id"], list(s["records"]), history=False)
-            Archive(self._writable(), self.clock, self.ids).import_plan(plan, {}, history=False)
-
-        return answer(run)
+        return self._import_identity(spec, epochs=False)
 
     async def check_import(self, spec: Any) -> dict[str, Any]:
         """Refuse imported digests that another tenant or actor owns."""
-        s = plain(spec)
-
-        def run() -> None:
-            store = self._open(create=False)
-            if store is None:
-                return
-            owners = {
-                bytes.fromhex(r["token_sha256"]): r["actor_id"]
-                for r in s["records"]
-                if r["type"] == "token"
-            }
-
-            def check(tx: Any) -> None:
-                for digest, actor_id in owners.items():
-                    owner = tx.get_token(digest)
-                    if owner is not None and (owner.tenant_id, owner.actor_id) != (
-                        s["tenant_id"],
-                        actor_id,
-                    ):
-                        raise fail(
-                            ErrorCode.IDENTITY_MISMATCH, "a token digest belongs to another actor"
-                        )
-
-            store.read(check)
-
-        return answer(run)
+        return self._check_in_store(spec, _owned_elsewhere)
 
     async def delete_tenant(self, tenant_id: Any) -> dict[str, Any]:
         """Remove the tenant's bindings (and its tenant and actor rows) from this shard."""
         return answer(lambda: delete_rows(self._open(create=False), str(tenant_id)))
+
+
+def _owned_elsewhere(s: dict[str, Any], tx: Any) -> None:
+    """`identity_mismatch` when an imported digest is bound to another tenant or actor."""
+    owners = {
+        bytes.fromhex(r["token_sha256"]): r["actor_id"]
+        for r in s["records"]
+        if r["type"] == "token"
+    }
+    for digest, actor_id in owners.items():
+        owner = tx.get_token(digest)
+        if owner is not None and (owner.tenant_id, owner.actor_id) != (s["tenant_id"], actor_id):
+            raise fail(ErrorCode.IDENTITY_MISMATCH, "a token digest belongs to another actor")

@@ -38,6 +38,14 @@ class InlineBodies:
         self.wanted: str | None = None  # a generation to fetch, then serve again
         self.to_put: tuple[str, bytes] | None = None  # bytes to write, then serve again
 
+    def reset(self) -> None:
+        """Forget the last request's bodies: the object binds one `InlineBodies` to its MCP
+        app and starts every request from nothing held."""
+        self.sizes.clear()
+        self.data.clear()
+        self.wanted = None
+        self.to_put = None
+
     def create(self, key: str, chunks: Iterator[bytes], size: int) -> tuple[int, str]:
         data = b"".join(chunks)
         held = self.data.get(key)

@@ -43,9 +43,10 @@ error of `/changes`), accepts a hibernatable WebSocket and answers 101. Every re
 committed is followed by one shared read pushed to the subscribers; `sync_member`,
 `delete_tenant` and `import_commit` re-check them at once (in SQLite mode every identity change
 of the project reaches the object that way). The object's one alarm is set to the earliest of:
-a staged export or import's expiry, the earliest live claim expiry (lease notices) and, in
-PostgreSQL mode, where the Worker changes memberships on the database directly, the membership
-re-check every 2 s while subscribers exist.
+a staged export or import's expiry, the earliest live claim expiry (lease notices), the
+semantic indexer's next step (`durable_objects.project_index`, SEM-9) and, in PostgreSQL
+mode, where the Worker changes memberships on the database directly, the membership re-check
+every 2 s while subscribers exist.
 """
 
 from __future__ import annotations
@@ -57,7 +58,6 @@ from urllib.parse import unquote, urlsplit
 from workers import DurableObject
 
 from aidememo.bodies import r2_grants
-from aidememo.domain.clock import SystemClock
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
 from aidememo.domain.ids import validate_id
 from aidememo.domain.limits import HANDOFF_LEASE_MS_DEFAULT, HANDOFF_LEASE_MS_MAX
@@ -69,13 +69,13 @@ from aidememo.mcp.http import parse_origins
 from aidememo.ports import ReadTx, WriteTx
 from aidememo.service.archive import Archive
 from aidememo.service.archive_rows import project_lines
-from aidememo.service.artifact_gc import tenant_intents
 from aidememo.service.project_import import ProjectImport
 from aidememo.stores.memory import MemoryStore
 from durable_objects.artifacts import artifact_due, gc_pass, pin_identity, run_phase
-from durable_objects.base import StoredObject
+from durable_objects.base import StoredObject, delete_rows
 from durable_objects.live import EdgeFeed, answer_close
 from durable_objects.mcp_bodies import InlineBodies
+from durable_objects.project_index import ProjectIndex
 from durable_objects.rpc import (
     answer,
     caller_from,
@@ -112,7 +112,7 @@ def lease_ms(env: Any) -> int:
     return value
 
 
-class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
+class ProjectCoordinator(DurableObject, StoredObject, ProjectIndex):  # type: ignore[misc]
     """One project's canonical store and its single writer."""
 
     # Re-check the live subscribers' memberships from the alarm even in SQLite mode (where
@@ -122,8 +122,11 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)
         self._app: HttpApp | None = None
+        self._inline_app: HttpApp | None = None  # MCP's app: bodies through R2 (ART-11)
+        self._inline = InlineBodies()
         self._staging = Staging(ctx.storage)
         self._init_store()
+        self._init_index()
         self._feed = EdgeFeed(ctx, self.clock, lambda: self.ids.new_id("sub"))
         self._committed = False
         self._alarm_at: int | None = None
@@ -139,45 +142,63 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
             # answers for a project that does not exist, and write nothing.
             return HttpApp(MemoryStore(), clock=self.clock, ids=self.ids)
         if self._app is None or self._app.store is not store:
-            self._app = HttpApp(
-                store,
-                clock=self.clock,
-                ids=self.ids,
-                handoff_lease_ms=lease_ms(self.env),
-                mcp_allowed_origins=parse_origins(getattr(self.env, "MCP_ALLOWED_ORIGINS", "")),
-                bodies=_grants(self.env),  # grants through R2's S3 API (GRANT-5)
-            )
-            self._app.services.ledger.on_commit.append(self._on_commit)
+            self._app = self._build(store, _grants(self.env))  # GRANT-5: grants via R2's S3 API
+            if getattr(self.env, "ARTIFACTS", None) is not None:
+                self._inline_app = self._build(store, self._inline)
         return self._app
 
-    async def _serve_mcp(
+    def _build(self, store: Any, bodies: Any) -> HttpApp:
+        app = HttpApp(
+            store,
+            clock=self.clock,
+            ids=self.ids,
+            handoff_lease_ms=lease_ms(self.env),
+            mcp_allowed_origins=parse_origins(getattr(self.env, "MCP_ALLOWED_ORIGINS", "")),
+            bodies=bodies,
+            semantic=self._vectors,  # Workers AI and Vectorize, when bound (SEM-8)
+        )
+        app.services.searches.wait_s = 0  # the object has waited already (_await_index)
+        app.services.ledger.on_commit.append(self._on_commit)
+        return app
+
+    async def _serve(
         self, app: HttpApp, request: Any, caller: Any, admission: Any, core: Any
     ) -> Any:
-        """An MCP request over `InlineBodies`, served again (at most twice more) after each
-        body it needed was fetched from, or written into, R2 (`durable_objects.mcp_bodies`)."""
-        bucket = getattr(self.env, "ARTIFACTS", None)
-        if bucket is None:
-            return app.serve(admission, core)
-        bodies = InlineBodies()
-        app.services.artifacts.bodies = bodies
+        """Serve a request, and serve it again (at most twice more) after a pass that wanted
+        what only an await gives: the query's embedding and nearest vectors (SEM-8,
+        `durable_objects.edge_search`) or, for a route that reaches artifact bodies inline
+        (the MCP tools, ART-11), a body fetched from or written into R2 over the app whose
+        body store is the object's one `InlineBodies` (`durable_objects.mcp_bodies`)."""
+        inline_app = self._inline_app if admission.route.inline_bodies else None
+        inline = inline_app is not None
+        if inline_app is not None:
+            app = inline_app
+            self._inline.reset()
         try:
             response = app.serve(admission, core)
             for _ in range(2):
-                if bodies.to_put is not None and not self._pinned:
-                    pin_identity(app.services.artifacts.store)  # the catalog names R2 (ART-8)
-                    self._pinned = True
-                if not await bodies.fetch(bucket):
+                if self._vectors is not None and await self._vectors.fetch():
+                    pass
+                elif not inline:
                     break
+                else:
+                    if self._inline.to_put is not None and not self._pinned:
+                        pin_identity(app.services.artifacts.store)  # the catalog names R2 (ART-8)
+                        self._pinned = True
+                    if not await self._inline.fetch(getattr(self.env, "ARTIFACTS", None)):
+                        break
                 core, admission = request_from(request, caller_from(caller))
                 response = app.serve(admission, core)
         except AidememoError as error:
             return error_response(error)
         finally:
-            app.services.artifacts.bodies = None
+            if self._vectors is not None:
+                self._vectors.reset()
         return response
 
     def _on_commit(self, scope: Scope, seq: int) -> None:
         self._committed = True
+        self._learn(scope)
 
     async def handle(self, request: Any, caller: Any = None) -> Any:
         """One contract request for this project, from an authenticated caller. Calls run one
@@ -187,28 +208,30 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
         if isinstance(request, str):
             payload, who = request_and_caller(request)
             return response_text(await self._handle(payload, who))
-        return await self._handle(request, caller)
+        return response_payload(await self._handle(request, caller))
 
-    async def _handle(self, request: Any, caller: Any) -> dict[str, Any]:
+    async def _handle(self, request: Any, caller: Any) -> Any:
+        who = caller_from(caller)
+        core, admission = request_from(request, who)
+        if admission.route.semantic and self._indexer is not None:
+            project_id = admission.params.get("project_id")
+            if project_id:
+                await self._await_index(request, who.scope(project_id))  # SEM-5
         async with self._serial:
             try:
                 app = self._http()
             except AidememoError as error:  # PostgreSQL unreachable, or its schema not migrated
                 log.warning("project store unavailable: %s", error.message)
-                return response_payload(error_response(error))
+                return error_response(error)
             self._committed = False
-            core, admission = request_from(request, caller_from(caller))
-            if admission.route.name == "mcp":  # ART-11: its body tools reach R2 from here
-                response = await self._serve_mcp(app, request, caller, admission, core)
-            else:
-                response = app.serve(admission, core)
+            response = await self._serve(app, request, caller, admission, core)
             committed, self._committed = self._committed, False
             if committed:
                 self._live(app, push=True)
-        artifact = admission.route.name.startswith("artifact_")  # a GC deadline may move
-        if artifact or (committed and self._feed.subscribers()):
-            await self._schedule(artifact)  # a new claim may expire before the alarm set
-        return response_payload(response)
+        artifact = admission.route.catalog  # a GC deadline may move (ART-7)
+        if artifact or (committed and (self._feed.subscribers() or self._indexer is not None)):
+            await self._schedule(artifact)  # a new claim may expire, an index step is due
+        return response
 
     async def artifact_phase(self, phase: Any, args: Any, caller: Any) -> dict[str, Any]:
         """One catalog step of an artifact body route the Worker drives around its R2
@@ -420,6 +443,7 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
         """Check the staged rows page by page and write the project in one transaction
         (`ProjectImport`); the stage is dropped whatever the outcome."""
         key = str(import_id)
+        imported: list[Scope] = []
 
         def run() -> dict[str, Any]:
             s = self._staging.spec(IMPORT, key)
@@ -429,12 +453,17 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
             importer = ProjectImport(
                 archive, s["tenant_id"], s["project_id"], s["project_epoch"], s["identity"]
             )
-            return {"head_seq": importer.write(StagedPages(self._staging, key))}
+            head = importer.write(StagedPages(self._staging, key))
+            imported.append(Scope(s["tenant_id"], s["project_id"]))
+            return {"head_seq": head}
 
         try:
             result = answer(run)
         finally:
             self._drop_stage(IMPORT, key)
+        for scope in imported:  # the imported project is indexed anew (SEM-9)
+            self._learn(scope)
+            await self._schedule()
         await self._recheck()  # a new epoch closes the subscriptions with 4409
         return result
 
@@ -463,9 +492,23 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
             )
 
         result = answer(run)
+        await self._clear_index()  # its vectors leave Vectorize (ARC-4, SEM-9)
         await self._recheck()  # the project is gone: its subscribers are closed (4403)
         await self._schedule(True)  # its artifact bodies are now GC intents (ART-7)
         return result
+
+    # -- the semantic index (SEM-9) --------------------------------------------------------
+
+    async def clear_index(self) -> dict[str, Any]:
+        """The Worker deleted the tenant on PostgreSQL: the project's vectors leave Vectorize."""
+        await self._clear_index()
+        return answer(lambda: None)
+
+    async def reindex(self, tenant_id: Any, project_id: Any) -> dict[str, Any]:
+        """The Worker imported the project on PostgreSQL: index it anew from the alarm."""
+        self._learn(Scope(str(tenant_id), str(project_id)))
+        await self._schedule()
+        return answer(lambda: None)
 
     # -- alarm ----------------------------------------------------------------------------
 
@@ -492,6 +535,8 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
         due = artifact_due(self._open(create=False)) if artifacts else None
         if due is not None:
             times.append(due)
+        if self._index_due is not None:  # the semantic indexer's next step (SEM-9)
+            times.append(self._index_due)
         if not times:
             return
         want = min(times)
@@ -514,6 +559,7 @@ class ProjectCoordinator(DurableObject, StoredObject):  # type: ignore[misc]
             log.warning("dropping stale staged rows failed: %s", error.message)
         async with self._serial:  # the artifact GC's due work (ART-7), bounded
             await gc_pass(self._open(create=False), self.env, self.clock)
+        await self._run_index()  # the semantic indexer's steps (SEM-9)
         if self._feed.subscribers():
             async with self._serial:
                 try:
@@ -544,29 +590,3 @@ def _grants(env: Any) -> r2_grants.R2Grants | None:
     except AidememoError as error:
         log.warning("artifact grants are misconfigured: %s", error.message)
         return None
-
-
-def delete_rows(
-    store: Any, tenant_id: str, now_ms: int | None = None, grant_window_ms: int = 0
-) -> dict[str, dict[str, int]]:
-    """Delete the tenant's rows from one object's store and count what is left (ARC-4).
-
-    An object that never held the tenant removes nothing; if any row survived, the deletion is
-    rolled back and reported as `storage_failure`.
-    """
-    if store is None:
-        return {"removed": {}, "left": {}}
-
-    def run(tx: WriteTx) -> dict[str, dict[str, int]]:
-        before = {k: v for k, v in tx.count_tenant_rows(tenant_id).items() if v}
-        if before:
-            when = SystemClock().now_ms() if now_ms is None else now_ms
-            tenant_intents(tx, tenant_id, when, grant_window_ms)  # its bodies: GC intents (ART-7)
-            tx.delete_tenant(tenant_id)
-        left = {k: v for k, v in tx.count_tenant_rows(tenant_id).items() if v}
-        if left:  # roll back: a deletion is whole or not at all
-            raise fail(ErrorCode.STORAGE_FAILURE, f"tenant rows survived deletion: {left}")
-        return {"removed": before, "left": left}
-
-    result: dict[str, dict[str, int]] = store.transaction(run)
-    return result

@@ -19,10 +19,9 @@ from workers import DurableObject
 
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.model import ActorKind, MemberStatus, Role, Scope
-from aidememo.service.archive import Archive, Plan, identity_records, read_identity
+from aidememo.service.archive import Plan, identity_records, read_identity
 from aidememo.service.identity import IdentityService
-from durable_objects.base import StoredObject
-from durable_objects.project import delete_rows
+from durable_objects.base import StoredObject, delete_rows
 from durable_objects.rpc import answer, plain
 
 
@@ -133,42 +132,11 @@ class TenantRegistry(DurableObject, StoredObject):  # type: ignore[misc]
     async def import_identity(self, spec: Any) -> dict[str, Any]:
         """The identity part of an import: `{tenant_id, records, epochs}`; projects that
         exist are refused (`resource_already_exists`) before anything is written."""
-        s = plain(spec)
-
-        def run() -> None:
-            plan = Plan.build(s["tenant_id"], list(s["records"]), history=False)
-            Archive(self._writable(), self.clock, self.ids).import_plan(
-                plan, dict(s["epochs"]), history=False
-            )
-
-        return answer(run)
+        return self._import_identity(spec, epochs=True)
 
     async def check_import(self, spec: Any) -> dict[str, Any]:
         """Refuse an import whose projects exist or whose actors have another kind."""
-        s = plain(spec)
-
-        def run() -> None:
-            store = self._open(create=False)
-            if store is None:
-                return
-            plan = Plan.build(s["tenant_id"], list(s["records"]), history=False)
-
-            def check(tx: Any) -> None:
-                for pid in plan.projects:
-                    if tx.get_project(Scope(plan.tenant_id, pid)) is not None:
-                        raise fail(
-                            ErrorCode.RESOURCE_ALREADY_EXISTS, f"project {pid} already exists"
-                        )
-                for actor in plan.actors:
-                    existing = tx.get_actor(plan.tenant_id, actor.actor_id)
-                    if existing is not None and existing.kind is not actor.kind:
-                        raise fail(
-                            ErrorCode.IDENTITY_MISMATCH, f"actor {actor.actor_id} has another kind"
-                        )
-
-            store.read(check)
-
-        return answer(run)
+        return self._check_in_store(spec, _conflicts)
 
     async def inventory(self, tenant_id: Any) -> dict[str, Any]:
         """What a tenant deletion must visit: `{projects, tokens}` (digests as hex)."""
@@ -195,3 +163,15 @@ class TenantRegistry(DurableObject, StoredObject):  # type: ignore[misc]
     async def delete_tenant(self, tenant_id: Any) -> dict[str, Any]:
         """Remove every row of the tenant here; `{removed, left}` counts by table."""
         return answer(lambda: delete_rows(self._open(create=False), str(tenant_id)))
+
+
+def _conflicts(s: dict[str, Any], tx: Any) -> None:
+    """An imported project that exists, or an actor that exists with another kind."""
+    plan = Plan.build(s["tenant_id"], list(s["records"]), history=False)
+    for pid in plan.projects:
+        if tx.get_project(Scope(plan.tenant_id, pid)) is not None:
+            raise fail(ErrorCode.RESOURCE_ALREADY_EXISTS, f"project {pid} already exists")
+    for actor in plan.actors:
+        existing = tx.get_actor(plan.tenant_id, actor.actor_id)
+        if existing is not None and existing.kind is not actor.kind:
+            raise fail(ErrorCode.IDENTITY_MISMATCH, f"actor {actor.actor_id} has another kind")

@@ -6,10 +6,12 @@ plain JS object and back into a `dict` (a `JsDict`), a `list` into an array, and
 conversion). So every payload here is built from `dict`, `list`, `str`, `int`, `bool` and
 `None`; bodies travel as `str`, never decoded (ID-3: JSON numbers keep 64 bits).
 
-The contract request of a project object (`handle`), the hottest hop, crosses as one JSON
-text each way (`request_text`, `response_text`): a string goes through the SDK's
-`python_to_rpc` and workerd's structured clone as it is, where a nested dict is walked,
-checked and converted key by key on both sides of the hop.
+The contract request of a project object (`handle`), the hottest hop, crosses as one text
+each way (`request_text`, `response_text`): a string goes through the SDK's `python_to_rpc`
+and workerd's structured clone as it is, where a nested dict is walked, checked and converted
+key by key on both sides of the hop. Each text is a JSON line of the small parts (method,
+route, parameters, caller; status and headers) followed by the body as it is, so a body is
+never escaped into a JSON string and parsed out of one again.
 
 An exception thrown by an RPC method reaches the caller without its stack trace and, through
 Pyodide, as a `JsException` whose type is lost. Domain errors therefore never cross as
@@ -31,10 +33,6 @@ from aidememo.http.pipeline import Admission
 from aidememo.http.routes import route_named
 from aidememo.http.types import Request, Response
 from aidememo.service.access import Caller
-
-# The headers the MCP endpoint reads (MCP-4, MCP-7), the only client headers besides the
-# content type that reach a project object; never a credential.
-MCP_HEADERS = frozenset({"origin", "mcp-protocol-version", "mcp-method", "mcp-name"})
 
 # Pages between Worker and objects (export and import) hold at most this many bytes of lines,
 # or a single line when one line is longer.
@@ -164,8 +162,9 @@ def request_payload(request: Request, admission: Admission) -> dict[str, Any]:
     content_type = request.headers.get("content-type")
     if content_type is not None:
         payload["content_type"] = content_type
-    if admission.route.name == "mcp":
-        payload["headers"] = {k: v for k, v in request.headers.items() if k in MCP_HEADERS}
+    wanted = admission.route.forwarded_headers  # the MCP endpoint's (MCP-4, MCP-7); never a
+    if wanted:  # credential: the only client headers besides the content type that go on
+        payload["headers"] = {k: v for k, v in request.headers.items() if k in wanted}
     body = admission.body if admission.route.body is not None else None
     if body:
         try:
@@ -176,14 +175,20 @@ def request_payload(request: Request, admission: Admission) -> dict[str, Any]:
 
 
 def request_text(request: Request, admission: Admission, caller: Caller) -> str:
-    """`request_payload` and the caller as one JSON text, for `ProjectCoordinator.handle`."""
-    payload = {"request": request_payload(request, admission), "caller": caller_payload(caller)}
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    """`request_payload` and the caller for `ProjectCoordinator.handle`: one JSON line of
+    everything but the text body, then the body."""
+    payload = request_payload(request, admission)
+    body = str(payload.pop("body", ""))
+    head = {"request": payload, "caller": caller_payload(caller)}
+    return json.dumps(head, ensure_ascii=False, separators=(",", ":")) + "\n" + body
 
 
 def request_and_caller(text: str) -> tuple[Any, Any]:
     """The request payload and the caller payload of a `request_text`."""
-    data = json.loads(text)
+    head, _, body = text.partition("\n")
+    data = json.loads(head)
+    if body:
+        data["request"]["body"] = body
     return data["request"], data["caller"]
 
 
@@ -227,16 +232,26 @@ def response_payload(response: Response) -> dict[str, Any]:
     }
 
 
-def response_text(payload: dict[str, Any]) -> str:
-    """A `response_payload` as one JSON text (the answer of a `request_text` call)."""
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+def response_text(response: Response) -> str:
+    """A core `Response` as the answer of a `request_text` call: the status and the headers
+    as JSON on one line, then the body (JSON or JSON Lines, so UTF-8 text)."""
+    head = json.dumps(
+        [response.status, [[k, v] for k, v in response.headers]],
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    return head + "\n" + response.body.decode("utf-8")
 
 
 def response_parts(payload: Any) -> tuple[str, int, dict[str, str]]:
     """`(body text, status, headers)` of a `response_payload` or its `response_text`, what
     the Worker hands straight to the runtime's `Response` (text bodies go out as UTF-8
     without a copy through bytes)."""
-    data = json.loads(payload) if isinstance(payload, str) else _mapping(payload)
+    if isinstance(payload, str):
+        head, _, body = payload.partition("\n")
+        status, pairs = json.loads(head)
+        return body, int(status), {str(k): str(v) for k, v in pairs}
+    data = _mapping(payload)
     raw = data["headers"]
     headers = {_text(k): _text(v) for k, v in (raw if isinstance(raw, list) else plain(raw))}
     return _text(data["body"]), int(data["status"]), headers

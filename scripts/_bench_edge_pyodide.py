@@ -10,7 +10,9 @@ Both are bootstrapped through their admin route with the same tenant, project, a
 token, and seeded alike (a session and `--seed-facts` facts). One client on one keep-alive
 connection per server sends, per round, each shape to the origin and then to the edge (the
 order flips every round), `--warmup` rounds first, then `--requests` measured ones:
-`GET resource` (a seeded fact), `search` (a term in every seeded fact, limit 20), `GET changes`
+`GET resource` (a seeded fact), `search` (a term in every seeded fact, limit 20, `mode=lexical`:
+the origin's default `auto` would embed the query with its bundled model while the edge here
+has no Workers AI binding, so only the lexical path compares like with like), `GET changes`
 (after_seq 0, limit 20), `POST fact` (a new fact each). Reported: p50 and p95 per shape and
 side, and the edge/origin ratio of p50s, whose target is at most 4. Wall time on a shared
 2-core machine: noisy; the ratio of the same run is what to read.
@@ -162,7 +164,7 @@ def _request(shape: str, n: int, epoch: str, seeded: int) -> tuple[str, str, Any
     if shape == "get_resource":
         return "GET", f"{P}/resources/fact/f_seed_{n % min(10, seeded)}", None
     if shape == "search":
-        return "GET", f"{P}/search?q=cache&limit=20", None
+        return "GET", f"{P}/search?q=cache&limit=20&mode=lexical", None
     if shape == "get_changes":
         return "GET", f"{P}/changes?project_epoch={epoch}&after_seq=0&limit=20", None
     return "POST", f"{P}/facts", _fact(n, "bench")

@@ -19,18 +19,21 @@ a tenant lives in several objects. The order of writes makes every operation saf
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from aidememo.domain.model import Membership, MemberStatus, Project, Role
 from aidememo.http import admin_handlers as core
 from aidememo.http.app import json_response
 from aidememo.http.render import json_bytes
+from aidememo.http.routes import ADMIN_DELETE_TENANT
 from aidememo.http.types import Request, Response
 from aidememo.service.archive import (
     confirm_deletion,
 )
 from aidememo.service.identity import BootstrapResult
 from aidememo.stores.sqlite.archive import TENANT_TABLES
+from durable_objects import vectors
 from worker.auth_cache import TokenCache
 from worker.objects import Objects, call
 from worker.routing import token_shard
@@ -140,3 +143,35 @@ async def delete_tenant(objs: Objects, request: Request, params: dict[str, str])
         if table in IDENTITY_TABLES:
             removed[table] += count
     return _ok({"tenant_id": tenant_id, "removed": removed})
+
+
+# -- the semantic index in PostgreSQL mode (SEM-9) ---------------------------------------------
+# The Worker deletes and imports tenants on the database itself there; the project objects,
+# which keep their projects' vectors in Vectorize, are told afterwards.
+
+
+def doomed_projects(store: Any, env: Any, route: Any, params: dict[str, str]) -> list[str]:
+    """The projects a tenant deletion is about to remove, when their objects index them."""
+    tenant_id = params.get("tenant_id")
+    if route is not ADMIN_DELETE_TENANT or not tenant_id or vectors.bindings(env) is None:
+        return []
+    return [p.project_id for p in store.read(lambda tx: tx.list_projects(tenant_id))]
+
+
+async def after_postgres_deletion(objs: Objects, doomed: list[str], response: Response) -> None:
+    """The deleted projects' objects clear their vectors from Vectorize (ARC-4)."""
+    if response.status != 200 or not doomed:
+        return
+    tenant_id = json.loads(response.body)["tenant_id"]
+    for project_id in doomed:
+        await call(objs.project(tenant_id, project_id), "clear_index")
+
+
+async def after_postgres_import(objs: Objects, response: Response) -> None:
+    """The imported projects' objects index them anew (SEM-6: a fresh index)."""
+    if response.status != 200 or vectors.bindings(objs.env) is None:
+        return
+    answer = json.loads(response.body)
+    for project_id in answer["project_epochs"]:
+        tenant_id = answer["tenant_id"]
+        await call(objs.project(tenant_id, project_id), "reindex", tenant_id, project_id)

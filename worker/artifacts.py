@@ -18,22 +18,35 @@ on what R2 lists.
 from __future__ import annotations
 
 import hashlib
+from functools import partial
 from typing import Any
 
 from aidememo.domain.canonical import decode_json
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.ids import validate_id
-from aidememo.http.artifact_routes import DOWNLOAD, PUBLISH, UPLOAD
+from aidememo.http.artifact_routes import DOWNLOAD, DOWNLOAD_GRANT, PUBLISH, UPLOAD, UPLOAD_GRANT
 from aidememo.http.body import declared_length
-from aidememo.http.render import json_bytes
 from aidememo.http.routing import Route
 from aidememo.http.types import Request
 from aidememo.service.access import Caller
 from durable_objects.rpc import caller_payload
-from worker.grants import GRANT_DOWNLOAD, GRANT_UPLOAD, serve_granted
+from worker.grants import (
+    download_headers,
+    json_answer,
+    publish,
+    serve_granted,
+)
 from worker.objects import call
 
-BODY_ROUTES = frozenset({UPLOAD.name, PUBLISH.name, DOWNLOAD.name, GRANT_UPLOAD, GRANT_DOWNLOAD})
+BODY_ROUTES = (UPLOAD, PUBLISH, DOWNLOAD, UPLOAD_GRANT, DOWNLOAD_GRANT)
+
+
+def body_route(route: Route) -> bool:
+    """Whether the Worker moves this route's body itself (by identity: a route's `==` would
+    compare every field)."""
+    return any(route is r for r in BODY_ROUTES)
+
+
 BINDING = "ARTIFACTS"
 
 
@@ -81,13 +94,6 @@ async def _sent_digest(body: Any, size: int, *, raced: bool = False) -> str:
     return digest.hexdigest()
 
 
-def _json(value: Any, replayed: bool = False) -> tuple[bytes, int, dict[str, str]]:
-    headers = {"content-type": "application/json"}
-    if replayed:
-        headers["aidememo-replayed"] = "true"
-    return json_bytes(value), 200, headers
-
-
 async def serve(
     route: Route,
     core: Request,
@@ -107,7 +113,7 @@ async def serve(
     granted = await serve_granted(route, core, params, phase, env)  # GRANT-5: R2's S3 API
     if granted is not None:
         return granted
-    if route.name == UPLOAD.name:
+    if route is UPLOAD:
         length = declared_length(core.headers)
         r = await phase(
             "upload_begin", {"reservation_id": params["reservation_id"], "length": length}
@@ -133,39 +139,20 @@ async def serve(
             "upload_end",
             {"reservation": r, "size": size, "stored_sha": sha, "sent_sha": sent_sha or sha},
         )
-        return _json(answer)
-    if route.name == PUBLISH.name:
+        return json_answer(answer)
+    if route is PUBLISH:
         body = decode_json(core.body.read())
         command_id = body.get("command_id") if isinstance(body, dict) else None
         if not isinstance(body, dict) or set(body) - {"command_id"}:
             raise fail(ErrorCode.INVALID_COMMAND, "the body must be {command_id}")
-        begun = await phase(
-            "publish_begin", {"reservation_id": params["reservation_id"], "command_id": command_id}
-        )
-        if "answer" in begun:
-            return _json(begun["answer"], bool(begun["replayed"]))
-        r = begun["reservation"]
-        seen = await _observe(_bucket(env), r["generation"])
-        if seen is None:
-            await phase("body_missing", {"reservation": r})
-            raise fail(ErrorCode.ARTIFACT_BODY_MISMATCH, "no body has been uploaded yet")
-        done = await phase(
-            "publish_end",
-            {"reservation": r, "command_id": command_id, "size": seen[0], "sha": seen[1]},
-        )
-        return _json(done["answer"], bool(done["replayed"]))
+        observe = partial(_observe, _bucket(env))
+        return await publish(params["reservation_id"], command_id, phase, observe)
     body = _download_body(core)
     pub = await phase("download_meta", {"artifact_id": params["artifact_id"], "revision": body})
     obj = await _bucket(env).get(pub["generation"])
     if obj is None or int(obj.size) != int(pub["size_bytes"]):
         raise fail(ErrorCode.ARTIFACT_NOT_FOUND, "this revision's body is gone")
-    headers = {
-        "content-type": "application/octet-stream",
-        "content-length": str(pub["size_bytes"]),
-        "x-aidememo-content-type": pub["content_type"],
-        "x-aidememo-artifact-sha256": pub["sha256"],
-    }
-    return obj.body, 200, headers
+    return obj.body, 200, download_headers(pub)
 
 
 def _download_body(core: Request) -> Any:

@@ -93,7 +93,7 @@ from aidememo.stores.postgres import PostgresStore
 from aidememo.stores.sqlite.schema import SCHEMA_VERSION
 from durable_objects import ProjectCoordinator, TenantRegistry, TokenDirectory, pg_connection
 from durable_objects.project import lease_ms
-from durable_objects.rpc import forwarded_headers, request_text, response_parts
+from durable_objects.rpc import forwarded_headers, request_text
 from worker import admin, artifacts, bindings, transfer
 from worker.auth_cache import TokenCache
 from worker.objects import Objects, call
@@ -135,6 +135,8 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
     public_services: ClassVar[dict[bool, Services]] = {}
     # The configured admin token digest, parsed once per isolate: (the secret, its digest).
     admin_digest: tuple[Any, bytes | None] | None = None
+    # The console's cookie key, read once per isolate: (the env it was read from, its key).
+    console_key: tuple[Any, bytes | None] | None = None
     # PostgreSQL mode: this request's store (one connection), opened on first use.
     _pg: PostgresStore | None = None
 
@@ -165,7 +167,8 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         method, path = _method(request), unquote(url.path) or "/"
         headers = bindings.request_headers(request)
         headers.setdefault("host", url.netloc)  # the console's same-origin checks read it
-        if insecure(url.scheme, path, var_is_set(self.env, ALLOW_INSECURE_HTTP)):
+        # The var is read only for plain HTTP: an unset one costs a failed lookup each time.
+        if insecure(url.scheme, path, False) and not var_is_set(self.env, ALLOW_INSECURE_HTTP):
             raise fail(ErrorCode.INSECURE_TRANSPORT, "use https")
         declared = declared_length(headers) if "content-length" in headers else None
         if declared:
@@ -203,22 +206,23 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
             project_id = handlers.command_project_id(core, admission.body or b"")
         else:
             project_id = validate_id(params["project_id"], "project_id")
-        stub = objs.project(caller.tenant_id, project_id)
         if upgrade:  # the live feed: forwarded, since RPC cannot carry a WebSocket
             forwarded = SdkRequest(
                 str(request.url),
                 method="GET",
                 headers=forwarded_headers(headers, caller, admission.digest),
             )
-            return await stub.fetch(forwarded)
-        if route.name in artifacts.BODY_ROUTES:  # bodies stream to and from R2 here (ART-10)
+            return await objs.project(caller.tenant_id, project_id).fetch(forwarded)
+        if route.catalog and artifacts.body_route(route):  # bodies go to and from R2 (ART-10)
+            stub = objs.project(caller.tenant_id, project_id)
             body, status, out = await artifacts.serve(
                 route, core, params, caller, stub, self.env, request
             )
             return Response(body, status=status, headers=out)
         # The JS stub itself: a text argument and a text answer need no SDK conversion.
-        answer = await bindings.raw(stub).handle(request_text(core, admission, caller))
-        return bindings.text_response(*response_parts(answer))
+        stub = objs.project_js(caller.tenant_id, project_id)
+        answer = await stub.handle(request_text(core, admission, caller))
+        return bindings.framed_response(answer)
 
     async def _authenticate(self, objs: Objects, digest: bytes) -> Caller:
         """The token cache, then the token directory (or PostgreSQL): stage one's hook."""
@@ -259,13 +263,20 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
     def _console_key(self) -> bytes | None:
         """The `CONSOLE_SESSION_KEY` secret (hex, at least 32 bytes) that signs the console's
         session cookies; None when unset or unusable: then no cookie is read and sign-in is
-        refused (CONSOLE-2)."""
+        refused (CONSOLE-2). Read once per isolate's `env` (an unset secret is a failed
+        lookup, not worth repeating on every request)."""
+        cls = type(self)
+        cached = cls.console_key
+        if cached is not None and cached[0] is self.env:
+            return cached[1]
         raw = str(getattr(self.env, CONSOLE_SESSION_KEY, None) or "").strip()
         try:
-            key = bytes.fromhex(raw)
+            key: bytes | None = bytes.fromhex(raw)
         except ValueError:
-            return None
-        return key if len(key) >= 32 else None
+            key = None
+        key = key if key is not None and len(key) >= 32 else None
+        cls.console_key = (self.env, key)
+        return key
 
     def _public(self, postgres: bool) -> Services:
         """What the public routes' handlers read at the edge: a store that holds nothing and
@@ -296,8 +307,12 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         arrive (`worker.transfer.import_postgres`, ARC-9)."""
         services = Services(self._postgres(), self.clock, self.ids, lease_ms(self.env))
         if route is ADMIN_IMPORT:
-            return await transfer.import_postgres(services.archive, raw, core, route.max_body)
+            response = await transfer.import_postgres(services.archive, raw, core, route.max_body)
+            await admin.after_postgres_import(Objects(self.env), response)  # SEM-9
+            return response
+        doomed = admin.doomed_projects(services.store, self.env, route, params)
         response = route.handler(services, core, params, None)
+        await admin.after_postgres_deletion(Objects(self.env), doomed, response)  # SEM-9
         if route is ADMIN_REVOKE_TOKEN and response.status == 200:
             self.token_cache.evict(core_admin.revoke_request(core))
         return response
@@ -309,10 +324,10 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         binding is called directly (`worker.bindings`: no SDK conversion on every request);
         the CPython runtime double (`tests/edge/runtime/ratelimit.py`) answers a mapping.
         """
-        limiter = getattr(self.env, RATE_LIMITER, None)
-        if limiter is None:  # no binding configured: no limit
+        if getattr(self.env, RATE_LIMITER, None) is None:  # no binding configured: no limit
             return
-        outcome = await bindings.raw(limiter).limit(bindings.js_object({"key": digest.hex()}))
+        limiter = bindings.raw_binding(self.env, RATE_LIMITER)
+        outcome = await limiter.limit(bindings.limit_key(digest.hex()))
         if not bindings.field(outcome, "success"):
             raise fail(
                 ErrorCode.RATE_LIMITED, f"too many requests; retry in {RATE_LIMIT_PERIOD_S} s"

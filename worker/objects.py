@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from durable_objects.rpc import unwrap
+from worker import bindings
 from worker.routing import (
     PROJECTS,
     TENANTS,
@@ -31,6 +32,14 @@ class Objects:
         """The stub of one project's `ProjectCoordinator`."""
         ns = getattr(self.env, PROJECTS)
         return ns.getByName(project_object_name(tenant_id, project_id))
+
+    def project_js(self, tenant_id: str, project_id: str) -> Any:
+        """The runtime's own stub of a project's object, from the namespace under the SDK's
+        wrapper (which would wrap every stub it hands out): for `handle`, whose text
+        argument and answer need no conversion (`worker.bindings`)."""
+        return bindings.raw_binding(self.env, PROJECTS).getByName(
+            project_object_name(tenant_id, project_id)
+        )
 
     def registry(self, tenant_id: str) -> Any:
         """The stub of one tenant's `TenantRegistry`."""

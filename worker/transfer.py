@@ -24,7 +24,6 @@ A body can be 256 MiB and the Worker has 128 MB, so neither direction is ever wh
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import logging
 import time
@@ -52,6 +51,8 @@ from aidememo.service.archive import (
 from aidememo.service.archive_bodies import (
     BODY_CHUNK,
     BODY_TYPE,
+    BodyChunk,
+    ChunkOrder,
     chunk_record,
     published_bodies,
 )
@@ -368,42 +369,27 @@ class _Bodies:
 
     def __init__(self, objs: Objects) -> None:
         self.objs = objs
-        self.generation: str | None = None
+        self.order = ChunkOrder()
         self.parts: list[bytes] = []
-        self.seen = 0
-        self.digest = hashlib.sha256()
 
     async def add(self, plan: Plan, tenant_id: str, record: dict[str, Any]) -> None:
         try:
             pid = validate_id(record["project_id"], "project_id")
-            generation = validate_id(record["generation"], "generation")
-            offset, size = int(record["offset"]), int(record["size_bytes"])
-            data = base64.b64decode(record["data"], validate=True)
-            sha = str(record["sha256"])
-        except (KeyError, ValueError, TypeError) as exc:
+        except KeyError as exc:
             raise fail(ErrorCode.INVALID_COMMAND, f"malformed artifact_body: {exc}") from None
+        chunk = BodyChunk(record)
         if pid not in plan.projects:
             raise fail(ErrorCode.INVALID_COMMAND, f"artifact body of undeclared project {pid}")
-        if size > MAX_DIRECT_BODY_BYTES:
-            raise fail(ErrorCode.ARTIFACT_UPLOAD_TOO_LARGE, f"body {generation} is too large")
-        if generation != self.generation:
-            if self.generation is not None:
-                raise fail(ErrorCode.INVALID_COMMAND, "an artifact body ended early")
-            self.generation, self.parts, self.seen = generation, [], 0
-            self.digest = hashlib.sha256()
-        if offset != self.seen:
-            raise fail(ErrorCode.INVALID_COMMAND, "artifact body chunks are out of order")
-        self.parts.append(data)
-        self.digest.update(data)
-        self.seen += len(data)
-        if self.seen > size:
-            raise fail(ErrorCode.INVALID_COMMAND, "an artifact body is longer than its size")
-        if self.seen == size:
-            await self._write(tenant_id, pid, generation, sha)
+        if chunk.size > MAX_DIRECT_BODY_BYTES:
+            raise fail(ErrorCode.ARTIFACT_UPLOAD_TOO_LARGE, f"body {chunk.generation} is too large")
+        starts, complete = self.order.feed(chunk)
+        if starts:
+            self.parts = []
+        self.parts.append(chunk.data)
+        if complete:
+            await self._write(tenant_id, pid, chunk.generation, chunk.sha256)
 
     async def _write(self, tenant_id: str, pid: str, generation: str, sha: str) -> None:
-        if self.digest.hexdigest() != sha:
-            raise fail(ErrorCode.ARTIFACT_BODY_MISMATCH, f"body {generation}: SHA-256 differs")
         bucket = getattr(self.objs.env, "ARTIFACTS", None)
         if bucket is None:
             raise fail(ErrorCode.ARTIFACT_STORE_UNAVAILABLE, "no ARTIFACTS bucket is bound here")
@@ -413,7 +399,7 @@ class _Bodies:
                 "not_before_ms": now + RECEIPT_RETENTION_MS}  # fmt: skip
         stub = self.objs.project(tenant_id, pid)
         await call(stub, "artifact_phase", "import_body", args, who)
-        data, self.parts, self.generation = b"".join(self.parts), [], None
+        data, self.parts = b"".join(self.parts), []
         stored = await bucket.put(generation, data, onlyIf={"etagDoesNotMatch": "*"})
         if stored is None:  # the key is taken: only the same bytes are the same body
             obj = await bucket.get(generation)
@@ -423,8 +409,7 @@ class _Bodies:
 
     def finish(self) -> None:
         """After the last line: no body left half-way."""
-        if self.generation is not None:
-            raise fail(ErrorCode.INVALID_COMMAND, "an artifact body ended early")
+        self.order.finish()
 
 
 async def _all(stream: Any) -> bytes:

@@ -104,6 +104,60 @@ def export_body_lines(
         yield line(record)
 
 
+class BodyChunk:
+    """One `artifact_body` record of an import, parsed: `invalid_command` when malformed."""
+
+    __slots__ = ("data", "generation", "offset", "sha256", "size")
+
+    def __init__(self, record: dict[str, Any]) -> None:
+        try:
+            self.generation = validate_id(record["generation"], "generation")
+            self.offset, self.size = int(record["offset"]), int(record["size_bytes"])
+            self.data = base64.b64decode(record["data"], validate=True)
+            self.sha256 = str(record["sha256"])
+        except (KeyError, ValueError, TypeError) as exc:
+            raise fail(ErrorCode.INVALID_COMMAND, f"malformed artifact_body: {exc}") from None
+
+
+class ChunkOrder:
+    """The order rules of an import's body chunks, one generation after another: each
+    generation's chunks in order from offset 0, none past its size, no body left half-way,
+    and the SHA-256 of the whole. The origin spools the bytes, the edge holds them; both
+    feed each chunk through here first."""
+
+    def __init__(self) -> None:
+        self.generation: str | None = None
+        self.seen = 0
+        self.digest = hashlib.sha256()
+
+    def feed(self, chunk: BodyChunk) -> tuple[bool, bool]:
+        """Check one chunk: `(starts a body, completes it)`; a completed body's SHA-256 is
+        checked (`artifact_body_mismatch`)."""
+        starts = chunk.generation != self.generation
+        if starts:
+            self.finish()
+            self.generation, self.seen, self.digest = chunk.generation, 0, hashlib.sha256()
+        if chunk.offset != self.seen:
+            raise fail(ErrorCode.INVALID_COMMAND, "artifact body chunks are out of order")
+        self.digest.update(chunk.data)
+        self.seen += len(chunk.data)
+        if self.seen > chunk.size:
+            raise fail(ErrorCode.INVALID_COMMAND, "an artifact body is longer than its size")
+        if self.seen < chunk.size:
+            return starts, False
+        if self.digest.hexdigest() != chunk.sha256:
+            raise fail(
+                ErrorCode.ARTIFACT_BODY_MISMATCH, f"body {chunk.generation}: SHA-256 differs"
+            )
+        self.generation = None
+        return starts, True
+
+    def finish(self) -> None:
+        """After the last line (or before another body): no body left half-way."""
+        if self.generation is not None:
+            raise fail(ErrorCode.INVALID_COMMAND, "an artifact body ended early")
+
+
 class BodyImport:
     """Bodies arriving in an import, one generation at a time."""
 
@@ -111,43 +165,25 @@ class BodyImport:
         self.store = store
         self.bodies = bodies
         self.now_ms = now_ms
-        self.generation: str | None = None
+        self.order = ChunkOrder()
         self.spool: IO[bytes] | None = None
-        self.seen = 0
-        self.digest = hashlib.sha256()
         self.created: set[str] = set()
 
     def add(self, record: dict[str, Any]) -> None:
         """One `artifact_body` record."""
         if self.bodies is None:
             raise fail(ErrorCode.ARTIFACT_STORE_UNAVAILABLE, "no body store to import bodies into")
-        try:
-            generation = validate_id(record["generation"], "generation")
-            offset, size = int(record["offset"]), int(record["size_bytes"])
-            data = base64.b64decode(record["data"], validate=True)
-            sha = str(record["sha256"])
-        except (KeyError, ValueError, TypeError) as exc:
-            raise fail(ErrorCode.INVALID_COMMAND, f"malformed artifact_body: {exc}") from None
-        if generation != self.generation:
-            if self.spool is not None:
-                raise fail(ErrorCode.INVALID_COMMAND, "an artifact body ended early")
-            self.generation, self.seen, self.digest = generation, 0, hashlib.sha256()
+        chunk = BodyChunk(record)
+        starts, complete = self.order.feed(chunk)
+        if starts:
             self.spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY)
         assert self.spool is not None
-        if offset != self.seen:
-            raise fail(ErrorCode.INVALID_COMMAND, "artifact body chunks are out of order")
-        self.spool.write(data)
-        self.digest.update(data)
-        self.seen += len(data)
-        if self.seen > size:
-            raise fail(ErrorCode.INVALID_COMMAND, "an artifact body is longer than its size")
-        if self.seen == size:
-            self._create(generation, size, sha)
+        self.spool.write(chunk.data)
+        if complete:
+            self._create(chunk.generation, chunk.size, chunk.sha256)
 
     def _create(self, generation: str, size: int, sha: str) -> None:
         assert self.spool is not None and self.bodies is not None
-        if self.digest.hexdigest() != sha:
-            raise fail(ErrorCode.ARTIFACT_BODY_MISMATCH, f"body {generation}: SHA-256 differs")
         intent = GcIntent(
             body_key=generation,
             tenant_id="",
@@ -162,12 +198,11 @@ class BodyImport:
         spool.seek(0)
         stored = self.bodies.create(generation, iter(lambda: spool.read(1 << 16), b""), size)
         spool.close()
-        self.spool, self.generation = None, None
+        self.spool = None
         if stored[1] != sha:
             raise fail(ErrorCode.ARTIFACT_CONFLICT, f"body {generation} exists with other bytes")
         self.created.add(generation)
 
     def finish(self) -> None:
         """After the last line: no body left half-way."""
-        if self.spool is not None:
-            raise fail(ErrorCode.INVALID_COMMAND, "an artifact body ended early")
+        self.order.finish()

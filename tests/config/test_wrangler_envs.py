@@ -71,6 +71,19 @@ def test_deploy8_the_postgres_environment_repeats_every_default_binding() -> Non
     assert default["namespace_id"] != postgres["namespace_id"]  # two Workers, two counters
 
 
+def test_deploy11_both_environments_bind_workers_ai_and_one_vectorize_index() -> None:
+    config = _config()
+    postgres = config["env"]["postgres"]
+    assert config["ai"] == postgres["ai"] == {"binding": "AI"}
+    ((default,), (pg,)) = config["vectorize"], postgres["vectorize"]
+    assert default == pg == {"binding": "VECTORIZE", "index_name": "aidememo-facts"}
+    text = (REPO / "wrangler.toml").read_text()
+    docs = (REPO / "docs" / "edge.md").read_text()
+    for where in (text, docs):
+        assert "vectorize create aidememo-facts --dimensions=384 --metric=cosine" in where
+        assert "--property-name=source_id" in where
+
+
 def test_deploy8_dev_vars_example_names_every_variable_the_worker_reads() -> None:
     example = (REPO / ".dev.vars.example").read_text()
     named = set(re.findall(r"^([A-Z][A-Z0-9_]*)=", example, re.M))
@@ -87,6 +100,8 @@ def test_deploy8_dev_vars_example_names_every_variable_the_worker_reads() -> Non
         "RATE_LIMITER",
         "HYPERDRIVE",
         "ARTIFACTS",
+        "AI",
+        "VECTORIZE",
         "GET",
         "POST",
         "HEAD",  # methods and a header value of the S3 requests (durable_objects.r2_s3)

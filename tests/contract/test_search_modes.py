@@ -1,7 +1,8 @@
 """SEM-1, SEM-3: the search modes on every backend of the contract suite, none of which has an
-embedding provider here (the edge's Worker and Durable Objects never do until their own
-index lands): `auto` answers lexically and says why, `semantic` and `hybrid` are refused with a
+embedding provider here (the edge's runtime double binds no Workers AI or Vectorize in this
+suite): `auto` answers lexically and says why, `semantic` and `hybrid` are refused with a
 structured error, and an unknown mode is a bad request. The modes with a provider are in
+tests/contract/test_search_semantic.py (origin and edge, one contract),
 tests/conformance/test_semantic_index.py and tests/origin/test_semantic_serve.py."""
 
 from __future__ import annotations

@@ -91,12 +91,13 @@ def project_store(runtime: Runtime) -> Any:
     return runtime.namespaces["PROJECTS"].instance(name).obj._open(create=False)
 
 
-def edge_backend(tmp: Path, clock: FixedClock) -> Any:
-    """A `tests.contract.support.Backend` on a fresh simulated deployment."""
+def edge_backend(tmp: Path, clock: FixedClock, *, semantic: bool = False) -> Any:
+    """A `tests.contract.support.Backend` on a fresh simulated deployment; `semantic` binds
+    the Workers AI and Vectorize doubles."""
     from tests.contract.support import LEASE_MS, MCP_ORIGIN, Backend
 
     variables = {"HANDOFF_LEASE_MS": str(LEASE_MS), "MCP_ALLOWED_ORIGINS": MCP_ORIGIN}
-    runtime = Runtime(tmp / "edge", clock, vars=variables)
+    runtime = Runtime(tmp / "edge", clock, vars=variables, semantic=semantic)
     backend = Backend(EdgeClient(runtime), EdgeIdentity(runtime), runtime.close)  # type: ignore[arg-type]
     backend.store = lambda: project_store(runtime)
     return backend
@@ -109,7 +110,7 @@ def postgres_runtime(tmp: Path, clock: FixedClock, db: Any, **kw: Any) -> Runtim
     return Runtime(tmp, clock, vars=variables, hyperdrive=Hyperdrive(db.url), **kw)
 
 
-def edge_postgres_backend(tmp: Path, clock: FixedClock) -> Any:
+def edge_postgres_backend(tmp: Path, clock: FixedClock, *, semantic: bool = False) -> Any:
     """The Worker and its objects in PostgreSQL mode: pg8000 through PgBouncer (transaction
     pool mode, as Hyperdrive pools) to a fresh migrated schema of the test cluster."""
     from tests import pg
@@ -118,7 +119,7 @@ def edge_postgres_backend(tmp: Path, clock: FixedClock) -> Any:
     db = pg.create_database(pooled=True)
     try:
         variables = {"HANDOFF_LEASE_MS": str(LEASE_MS), "MCP_ALLOWED_ORIGINS": MCP_ORIGIN}
-        runtime = postgres_runtime(tmp / "edge", clock, db, vars=variables)
+        runtime = postgres_runtime(tmp / "edge", clock, db, vars=variables, semantic=semantic)
     except BaseException:
         db.drop()
         raise

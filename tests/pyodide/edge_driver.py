@@ -274,6 +274,37 @@ async def search_cjk() -> Any:
     return {"ko": ko, "zh": zh}
 
 
+async def semantic() -> Any:
+    """SEM-8, SEM-9 through the real SDK and the Workers AI and Vectorize doubles: before the
+    index is built `auto` answers lexically at no Workers AI or Vectorize cost; a search with
+    `at_least_seq` waits while the project object indexes (embeds, upserts, waits for
+    Vectorize to show the batch, advances the state); then hybrid and semantic answer by
+    meaning, each with one Workers AI call and one Vectorize query."""
+    seq = (await _fact("fact_edge_pool", "the database connection pool is exhausted", WRITER))[
+        "project_seq"
+    ]
+    base = f"{P}/search?q={quote('pool of database connections')}"
+    before = edge_harness.semantic_counts().to_py()
+    auto = await call_json("GET", base, token=TOKENS[RECEIVER])
+    check(auto["fallback_reason"] == "semantic_index_not_built", repr(auto)[:300])
+    check(edge_harness.semantic_counts().to_py() == before, "a lexical fallback cost calls")
+    waited = await call_json(
+        "GET", f"{base}&mode=hybrid&at_least_seq={seq}", token=TOKENS[RECEIVER]
+    )
+    check((waited["mode"], waited["index_seq"]) == ("hybrid", seq), repr(waited)[:300])
+    counts = edge_harness.semantic_counts().to_py()
+    found = await call_json("GET", f"{base}&mode=hybrid", token=TOKENS[RECEIVER])
+    after = edge_harness.semantic_counts().to_py()
+    check(after == {"ai": counts["ai"] + 1, "query": counts["query"] + 1}, f"{counts} {after}")
+    top = found["results"][0]
+    check(top["fact_id"] == "fact_edge_pool" and top["semantic_rank"] == 1, repr(top))
+    meaning = await call_json(
+        "GET", f"{P}/search?q=redis&mode=semantic&limit=2", token=TOKENS[RECEIVER]
+    )
+    check(meaning["results"][0]["fact_id"] == "fact_edge_en", repr(meaning)[:300])
+    return {"model": found["semantic_model"], "counts": after}
+
+
 async def changes() -> Any:
     query = f"project_epoch={EPOCH}&after_seq=0&limit=100"
     body = await call_json("GET", f"{P}/changes?{query}", token=TOKENS[WRITER])
@@ -584,6 +615,7 @@ STEPS: list[tuple[str, Step]] = [
     ("cursors", cursors),
     ("mcp", mcp),
     ("hostile_table", hostile_table),
+    ("semantic", semantic),
     ("live_feed", live_feed),
     ("export", export),
     ("alarm", alarm),

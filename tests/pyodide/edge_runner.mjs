@@ -18,6 +18,7 @@
 // (without "main", no Worker is imported and the driver uses the runtime objects directly):
 //   {"main": "worker/entry.py", "durable_objects": [{"name": BINDING, "class_name": CLS}],
 //    "ratelimits": [{"name": BINDING, "limit": N, "period": S}], "vars": {...}, "secrets": {...},
+//    "ai": {"binding": "AI"}, "vectorize": [{"binding": "VECTORIZE", "index_name": NAME}],
 //    "compat_flags": {...}}
 // As wrangler does, the main module is uploaded under its basename at the bundle root
 // (/bundle/entry.py) and imported as the Worker's main module; Durable Object classes are looked
@@ -40,7 +41,8 @@
 //     `cloudflareSocketsModule` (empty), `patchWaitUntil` (workerd's: keeps a Python awaitable
 //     alive until it settles), `doAnImport`/`patch_env_helper` (refuse: unused by our code).
 //   * the runtime objects below: ExecutionContext, DurableObjectNamespace/Id/stub with RPC,
-//     DurableObjectState, DurableObjectStorage with SqlStorage, Ratelimit. Their class names are
+//     DurableObjectState, DurableObjectStorage with SqlStorage, Ratelimit; Workers AI and
+//     Vectorize in ai_vectorize.mjs. Their class names are
 //     the runtime's, because the SDK picks its wrappers by `constructor.name`.
 //   * WebSockets for the live feed: `WebSocketPair` (global, as in workerd) whose server end the
 //     object accepts with `state.acceptWebSocket` (hibernatable; `getWebSockets`,
@@ -52,6 +54,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import http from "node:http";
 import { createHash, randomBytes } from "node:crypto";
 import path from "node:path";
+import { attachAiVectorize } from "./ai_vectorize.mjs";
 import { attachR2 } from "./r2_binding.mjs";
 import { DurableObjectStorage } from "./do_storage.mjs";
 import { WebSocket } from "./websockets.mjs";
@@ -387,6 +390,7 @@ async function main() {
 
   const runtime = new Runtime(py, config);
   const disposeR2 = await attachR2(runtime.env, config); // real R2 buckets (Miniflare)
+  const semantic = attachAiVectorize(runtime.env, config); // Workers AI and Vectorize doubles
   py.registerJsModule("_cloudflare_compat_flags", {
     python_request_headers_preserve_commas: true,
     python_workflows_implicit_dependencies: true,
@@ -431,6 +435,12 @@ async function main() {
     py.registerJsModule("edge_harness", {
       fetch: (input, init) => runtime.fetch(input, init),
       fire_due_alarms: (nowMs) => runtime.fireDueAlarms(nowMs ?? Date.now()),
+      // Calls made so far to Workers AI and Vectorize queries; every Vectorize write visible.
+      semantic_counts: () => ({
+        ai: semantic.ai?.calls ?? 0,
+        query: semantic.vectorize?.calls.query ?? 0,
+      }),
+      settle_vectors: () => semantic.vectorize?.settle(),
       // The rate-limit windows start over, as when their period has passed.
       reset_rate_limits: () => {
         for (const value of Object.values(runtime.env)) {

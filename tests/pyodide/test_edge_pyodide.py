@@ -72,6 +72,7 @@ EDGE_STEPS = (
     "cursors",
     "mcp",
     "hostile_table",
+    "semantic",
     "live_feed",
     "export",
     "alarm",
@@ -183,6 +184,8 @@ def _edge_config(admin_token: str, params: dict[str, Any]) -> dict[str, Any]:
         "durable_objects": conf.get("durable_objects", {}).get("bindings", []),
         "ratelimits": ratelimits,
         "r2_buckets": conf.get("r2_buckets", []),
+        "ai": conf.get("ai"),
+        "vectorize": conf.get("vectorize", []),
         "vars": {k: str(v) for k, v in variables.items()},
         "secrets": {"ADMIN_TOKEN_SHA256": hashlib.sha256(admin_token.encode()).hexdigest()},
         "driver_params": params,
@@ -284,6 +287,14 @@ def test_conformance_on_do_sql_in_pyodide(
 def test_http13_cursor_routes_through_the_stricter_sql_double(edge_run: dict[str, Any]) -> None:
     """The `cursors` step: every cursor route with cursors Pyodide hands over as BigInt."""
     (step,) = [s for s in edge_run["steps"] if s["name"] == "cursors"]
+    assert step["ok"], step["detail"]
+
+
+def test_sem8_sem9_semantic_search_through_the_real_sdk(edge_run: dict[str, Any]) -> None:
+    """The `semantic` step: Workers AI and Vectorize doubles behind the SDK's binding wrappers,
+    the project object indexing while a search waits on `at_least_seq`, then one Workers AI
+    call and one Vectorize query per hybrid search."""
+    (step,) = [s for s in edge_run["steps"] if s["name"] == "semantic"]
     assert step["ok"], step["detail"]
 
 

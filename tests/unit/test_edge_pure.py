@@ -21,10 +21,13 @@ from durable_objects.rpc import (
     forwarded_headers,
     iter_packed,
     pack_pages,
+    request_and_caller,
     request_from,
     request_payload,
+    request_text,
     response_parts,
     response_payload,
+    response_text,
     unpack_page,
     unwrap,
 )
@@ -130,6 +133,9 @@ def test_request_payload_is_plain_and_carries_no_credentials() -> None:
     assert (routed.route, routed.params, routed.caller) == (match.route, match.params, caller)
     # The body crosses as text; one that is not UTF-8 as base64 text, for the object to refuse.
     assert payload["body"] == '{"k": "값"}'
+    # In the framed text of the hop the body follows the JSON head line as it is.
+    framed, who = request_and_caller(request_text(request, admission, caller))
+    assert framed == payload and caller_from(who) == caller
     binary = request_payload(
         Request("POST", "/v1/commands"), Admission(COMMAND, {}, body=b"\xff\xfe")
     )
@@ -145,6 +151,12 @@ def test_response_and_caller_round_trip() -> None:
         response.status,
         response.headers,
     )
+    lines = Response(200, [("content-type", "application/x-ndjson")], b'{"a":1}\n{"b":"\\n"}\n')
+    assert response_parts(response_text(lines)) == (
+        lines.body.decode(),
+        200,
+        {"content-type": "application/x-ndjson"},
+    )  # the framed text: a JSON head line, then the body as it is
     who = Caller("t", "a")
     assert caller_from(_json_only(caller_payload(who))) == who
 
