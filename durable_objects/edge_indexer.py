@@ -1,4 +1,4 @@
-"""The project object's semantic indexer (SPEC.md SEM-9): it follows the project's change feed
+"""The project object's semantic indexer (SPEC.md SEM-11): it follows the project's change feed
 into Vectorize, outside every command's transaction, from the object's alarm.
 
 One `step` does one of three things:

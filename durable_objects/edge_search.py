@@ -1,4 +1,4 @@
-"""Query-time semantic search at the edge (SPEC.md SEM-8): the core's `VectorSearch` port over
+"""Query-time semantic search at the edge (SPEC.md SEM-10): the core's `VectorSearch` port over
 Workers AI and Vectorize, which can only be awaited, under the core's synchronous searches.
 
 The project object binds one `EdgeVectors` to its app and serves a request in passes, as it

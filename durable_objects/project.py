@@ -44,7 +44,7 @@ committed is followed by one shared read pushed to the subscribers; `sync_member
 `delete_tenant` and `import_commit` re-check them at once (in SQLite mode every identity change
 of the project reaches the object that way). The object's one alarm is set to the earliest of:
 a staged export or import's expiry, the earliest live claim expiry (lease notices), the
-semantic indexer's next step (`durable_objects.project_index`, SEM-9) and, in PostgreSQL
+semantic indexer's next step (`durable_objects.project_index`, SEM-11) and, in PostgreSQL
 mode, where the Worker changes memberships on the database directly, the membership re-check
 every 2 s while subscribers exist.
 """
@@ -155,7 +155,7 @@ class ProjectCoordinator(DurableObject, StoredObject, ProjectIndex):  # type: ig
             handoff_lease_ms=lease_ms(self.env),
             mcp_allowed_origins=parse_origins(getattr(self.env, "MCP_ALLOWED_ORIGINS", "")),
             bodies=bodies,
-            semantic=self._vectors,  # Workers AI and Vectorize, when bound (SEM-8)
+            semantic=self._vectors,  # Workers AI and Vectorize, when bound (SEM-10)
         )
         app.services.searches.wait_s = 0  # the object has waited already (_await_index)
         app.services.ledger.on_commit.append(self._on_commit)
@@ -165,7 +165,7 @@ class ProjectCoordinator(DurableObject, StoredObject, ProjectIndex):  # type: ig
         self, app: HttpApp, request: Any, caller: Any, admission: Any, core: Any
     ) -> Any:
         """Serve a request, and serve it again (at most twice more) after a pass that wanted
-        what only an await gives: the query's embedding and nearest vectors (SEM-8,
+        what only an await gives: the query's embedding and nearest vectors (SEM-10,
         `durable_objects.edge_search`) or, for a route that reaches artifact bodies inline
         (the MCP tools, ART-11), a body fetched from or written into R2 over the app whose
         body store is the object's one `InlineBodies` (`durable_objects.mcp_bodies`)."""
@@ -461,7 +461,7 @@ class ProjectCoordinator(DurableObject, StoredObject, ProjectIndex):  # type: ig
             result = answer(run)
         finally:
             self._drop_stage(IMPORT, key)
-        for scope in imported:  # the imported project is indexed anew (SEM-9)
+        for scope in imported:  # the imported project is indexed anew (SEM-11)
             self._learn(scope)
             await self._schedule()
         await self._recheck()  # a new epoch closes the subscriptions with 4409
@@ -492,12 +492,12 @@ class ProjectCoordinator(DurableObject, StoredObject, ProjectIndex):  # type: ig
             )
 
         result = answer(run)
-        await self._clear_index()  # its vectors leave Vectorize (ARC-4, SEM-9)
+        await self._clear_index()  # its vectors leave Vectorize (ARC-4, SEM-11)
         await self._recheck()  # the project is gone: its subscribers are closed (4403)
         await self._schedule(True)  # its artifact bodies are now GC intents (ART-7)
         return result
 
-    # -- the semantic index (SEM-9) --------------------------------------------------------
+    # -- the semantic index (SEM-11) --------------------------------------------------------
 
     async def clear_index(self) -> dict[str, Any]:
         """The Worker deleted the tenant on PostgreSQL: the project's vectors leave Vectorize."""
@@ -535,7 +535,7 @@ class ProjectCoordinator(DurableObject, StoredObject, ProjectIndex):  # type: ig
         due = artifact_due(self._open(create=False)) if artifacts else None
         if due is not None:
             times.append(due)
-        if self._index_due is not None:  # the semantic indexer's next step (SEM-9)
+        if self._index_due is not None:  # the semantic indexer's next step (SEM-11)
             times.append(self._index_due)
         if not times:
             return
@@ -559,7 +559,7 @@ class ProjectCoordinator(DurableObject, StoredObject, ProjectIndex):  # type: ig
             log.warning("dropping stale staged rows failed: %s", error.message)
         async with self._serial:  # the artifact GC's due work (ART-7), bounded
             await gc_pass(self._open(create=False), self.env, self.clock)
-        await self._run_index()  # the semantic indexer's steps (SEM-9)
+        await self._run_index()  # the semantic indexer's steps (SEM-11)
         if self._feed.subscribers():
             async with self._serial:
                 try:

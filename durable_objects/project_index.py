@@ -1,4 +1,4 @@
-"""What `ProjectCoordinator` does for semantic search (SPEC.md SEM-8, SEM-9), as a mixin.
+"""What `ProjectCoordinator` does for semantic search (SPEC.md SEM-10, SEM-11), as a mixin.
 
 With the `AI` and `VECTORIZE` bindings the object keeps its project's vectors in Vectorize:
 - every commit names the project (`_learn`, remembered in the ledger for an alarm after an

@@ -1,4 +1,4 @@
-"""The edge's semantic index parts (SPEC.md SEM-8, SEM-9): Workers AI embeds, Vectorize holds
+"""The edge's semantic index parts (SPEC.md SEM-10, SEM-11): Workers AI embeds, Vectorize holds
 the vectors, and a small ledger in the project object's own SQLite says which vectors it put
 there.
 

@@ -145,7 +145,7 @@ async def delete_tenant(objs: Objects, request: Request, params: dict[str, str])
     return _ok({"tenant_id": tenant_id, "removed": removed})
 
 
-# -- the semantic index in PostgreSQL mode (SEM-9) ---------------------------------------------
+# -- the semantic index in PostgreSQL mode (SEM-11) ---------------------------------------------
 # The Worker deletes and imports tenants on the database itself there; the project objects,
 # which keep their projects' vectors in Vectorize, are told afterwards.
 

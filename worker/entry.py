@@ -308,11 +308,11 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         services = Services(self._postgres(), self.clock, self.ids, lease_ms(self.env))
         if route is ADMIN_IMPORT:
             response = await transfer.import_postgres(services.archive, raw, core, route.max_body)
-            await admin.after_postgres_import(Objects(self.env), response)  # SEM-9
+            await admin.after_postgres_import(Objects(self.env), response)  # SEM-11
             return response
         doomed = admin.doomed_projects(services.store, self.env, route, params)
         response = route.handler(services, core, params, None)
-        await admin.after_postgres_deletion(Objects(self.env), doomed, response)  # SEM-9
+        await admin.after_postgres_deletion(Objects(self.env), doomed, response)  # SEM-11
         if route is ADMIN_REVOKE_TOKEN and response.status == 200:
             self.token_cache.evict(core_admin.revoke_request(core))
         return response

@@ -1,4 +1,4 @@
-"""Backends of the search-mode contract with a semantic provider (SPEC.md SEM-1..SEM-9): the
+"""Backends of the search-mode contract with a semantic provider (SPEC.md SEM-1..SEM-11): the
 origin's app over its derived index and the in-memory matrix, and the edge (both storage
 modes) over the Workers AI and Vectorize doubles. Every one embeds with the same
 deterministic `tests.doubles.hashed_embedding`, so every backend gives the same answers.

@@ -1,4 +1,4 @@
-"""SEM-1..SEM-9: the search modes with a semantic provider, one contract on the origin (memory
+"""SEM-1..SEM-11: the search modes with a semantic provider, one contract on the origin (memory
 and SQLite, its derived index) and on the edge in both storage modes (Workers AI and
 Vectorize doubles, the project object's indexer). Every backend embeds with the same
 deterministic test embedding (`tests.contract.semantic_backends`). The Pyodide tier runs the
@@ -113,7 +113,7 @@ def test_sem5_at_least_seq_beyond_the_index(sem: SemanticBackend) -> None:
     )
 
 
-def test_sem8_hybrid_costs_one_workers_ai_call_and_one_vectorize_query(
+def test_sem10_hybrid_costs_one_workers_ai_call_and_one_vectorize_query(
     sem: SemanticBackend,
 ) -> None:
     if sem.counts() is None:
@@ -132,7 +132,7 @@ def test_sem8_hybrid_costs_one_workers_ai_call_and_one_vectorize_query(
     assert sem.counts() == (ai, queries)
 
 
-def test_sem9_arc4_tenant_deletion_clears_the_namespace_and_import_rebuilds(
+def test_sem11_arc4_tenant_deletion_clears_the_namespace_and_import_rebuilds(
     sem: SemanticBackend,
 ) -> None:
     from tests.contract.test_admin import admin, export, import_

@@ -1,4 +1,4 @@
-"""A deterministic embedding for contract tests (SPEC.md SEM-8): good enough that a fact
+"""A deterministic embedding for contract tests (SPEC.md SEM-10): good enough that a fact
 sharing words or word pieces with a query is nearer to it than one that shares none, and the
 same vector for the same text on every backend.
 

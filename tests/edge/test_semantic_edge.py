@@ -1,4 +1,4 @@
-"""SEM-8, SEM-9 at the edge, beyond the shared contract (tests/contract/test_search_semantic.py):
+"""SEM-10, SEM-11 at the edge, beyond the shared contract (tests/contract/test_search_semantic.py):
 the project object's indexer against Vectorize's asynchronous visibility, its backoff on a
 failing provider, the canonical re-read of hits, and the doubles' documented limits."""
 
@@ -46,7 +46,7 @@ def _state(edge: Edge) -> Any:
     return store.read(lambda tx: tx.semantic_state(Scope(T, PROJ)))
 
 
-def test_sem9_applied_sequence_waits_until_vectorize_shows_the_batch(sem_edge: Edge) -> None:
+def test_sem11_applied_sequence_waits_until_vectorize_shows_the_batch(sem_edge: Edge) -> None:
     seq = _setup(sem_edge, {"f1": "redis cluster timeout", "f2": "lunch on thursday"})
     rt = sem_edge.runtime
     rt.clock.advance(1)
@@ -64,7 +64,7 @@ def test_sem9_applied_sequence_waits_until_vectorize_shows_the_batch(sem_edge: E
     assert len(rt.vectorize.vector_ids()) == 2
 
 
-def test_sem9_an_evicted_object_indexes_from_its_ledger(sem_edge: Edge) -> None:
+def test_sem11_an_evicted_object_indexes_from_its_ledger(sem_edge: Edge) -> None:
     seq = _setup(sem_edge, {"f1": "redis cluster timeout", "f2": "lunch on thursday"})
     rt = sem_edge.runtime
     rt.clock.advance(1)
@@ -78,7 +78,7 @@ def test_sem9_an_evicted_object_indexes_from_its_ledger(sem_edge: Edge) -> None:
     assert status == 200 and found["results"][0]["fact_id"] == "f1", found
 
 
-def test_sem9_a_failing_workers_ai_is_retried_with_backoff(sem_edge: Edge) -> None:
+def test_sem11_a_failing_workers_ai_is_retried_with_backoff(sem_edge: Edge) -> None:
     seq = _setup(sem_edge, {"f1": "redis cluster timeout"})
     rt = sem_edge.runtime
     real = rt.ai.run
@@ -100,7 +100,7 @@ def test_sem9_a_failing_workers_ai_is_retried_with_backoff(sem_edge: Edge) -> No
     assert _state(sem_edge).applied_seq == seq
 
 
-def test_sem8_a_hit_the_project_no_longer_holds_never_surfaces(sem_edge: Edge) -> None:
+def test_sem10_a_hit_the_project_no_longer_holds_never_surfaces(sem_edge: Edge) -> None:
     _setup(sem_edge, {"f1": "redis cluster timeout"})
     rt = sem_edge.runtime
     rt.catch_up_index()
@@ -126,7 +126,7 @@ def _batch() -> Any:
     return Batch(0, 0, "e")
 
 
-def test_sem8_the_doubles_keep_the_documented_limits() -> None:
+def test_sem10_the_doubles_keep_the_documented_limits() -> None:
     from aidememo.domain.clock import FixedClock
 
     ai = WorkersAI()

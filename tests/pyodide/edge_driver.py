@@ -275,7 +275,7 @@ async def search_cjk() -> Any:
 
 
 async def semantic() -> Any:
-    """SEM-8, SEM-9 through the real SDK and the Workers AI and Vectorize doubles: before the
+    """SEM-10, SEM-11 through the real SDK and the Workers AI and Vectorize doubles: before the
     index is built `auto` answers lexically at no Workers AI or Vectorize cost; a search with
     `at_least_seq` waits while the project object indexes (embeds, upserts, waits for
     Vectorize to show the batch, advances the state); then hybrid and semantic answer by
