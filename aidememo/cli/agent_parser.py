@@ -19,7 +19,7 @@ from typing import Any
 from aidememo.cli.errors import EXIT_USAGE, CliError
 from aidememo.cli.options import Command, int_in
 
-MISSING_CLIENT = "the agent commands need the client extra: pip install 'aidememo[client]'"
+MISSING_CLIENT = "this command needs the client extra: pip install 'aidememo[client]'"
 SEQ_MAX = 2**63 - 1
 
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from aidememo.cli.errors import EXIT_USAGE, CliError
 
@@ -45,8 +44,7 @@ class Parser(argparse.ArgumentParser):
 # -- flags with environment fallbacks ---------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Opt:
+class _Opt(NamedTuple):
     flag: str
     dest: str
     env: str

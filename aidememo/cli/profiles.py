@@ -17,9 +17,8 @@ import hashlib
 import json
 import os
 import re
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from aidememo.cli.errors import EXIT_USAGE, CliError
 from aidememo.cli.options import PROG, TOKEN_FILE_MODE
@@ -31,8 +30,7 @@ FORMAT = 1
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
-@dataclass(frozen=True, slots=True)
-class Profile:
+class Profile(NamedTuple):
     """One member of one project, as `auth login` found it."""
 
     name: str
@@ -47,7 +45,7 @@ class Profile:
 
     def public(self) -> dict[str, Any]:
         """What `auth list` shows: everything but the token's digest."""
-        shown = asdict(self)
+        shown = self._asdict()
         del shown["token_sha256"]
         return shown
 
@@ -95,7 +93,7 @@ def save(profiles: dict[str, Profile]) -> Path:
     path = home / PROFILES_FILE
     entries = {}
     for name, profile in sorted(profiles.items()):
-        fields = asdict(profile)
+        fields = profile._asdict()
         del fields["name"]
         entries[name] = fields
     data = json.dumps({"format": FORMAT, "profiles": entries}, indent=2) + "\n"

@@ -3,7 +3,6 @@ without a scheme. Stdlib only and small, so an agent command imports nothing els
 
 from __future__ import annotations
 
-import ipaddress
 from urllib.parse import urlsplit
 
 from aidememo.cli.errors import EXIT_USAGE, CliError
@@ -14,6 +13,8 @@ def is_loopback(host: str) -> bool:
     name = host.strip().strip("[]").lower()
     if name == "localhost":
         return True
+    import ipaddress  # only here: its import costs more than the rest of this module
+
     try:
         return ipaddress.ip_address(name).is_loopback
     except ValueError:

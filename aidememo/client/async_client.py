@@ -1,43 +1,43 @@
-"""`AsyncClient`: the asynchronous client, the same methods as `Client`.
+"""`AsyncClient`: the asynchronous client, one method per member route.
 
-The steps of each method are the plans of `aidememo.client.plans`, shared with `Client`;
-this class hands their calls to an httpx async transport and drives a plan with `await`.
+The steps of each method are the plans of `aidememo.client.plans`; this class hands their
+calls to its transport and drives a plan with `await`. It is the one source of both clients:
+`scripts/gen_sync_client.py` writes `Client` (`aidememo.client.sync`) from it by dropping
+`async` and `await`, and tests/unit/test_generated_client.py checks that file is current.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
-from typing import Any, Literal, TypeVar
-
-import httpx
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from aidememo.client import models as m
 from aidememo.client import plans as p
-from aidememo.client.async_artifacts import AsyncArtifactCalls
 from aidememo.client.errors import AidememoClientError
-from aidememo.client.transport import (
-    Timeout,
-    Wire,
-    default_async_transport,
-    unreachable,
-)
+from aidememo.client.transport import AsyncTransport, Timeout, Wire, default_async_transport
 from aidememo.client.ulid import new_ulid
 from aidememo.domain.errors import AidememoError
+
+if TYPE_CHECKING:
+    import httpx
+
+    from aidememo.client.async_artifacts import AsyncArtifactCalls
 
 T = TypeVar("T")
 Outcome = Literal["succeeded", "failed"]
 
 
 class AsyncClient:
-    """A member of one project, over HTTP, for asyncio code (see `Client` for the options).
+    """A member of one project, over HTTP.
 
     `base_url` is the service (`http://127.0.0.1:3030`, a Worker's URL); `token` the member's
-    bearer token; `project_id` the project every method works in. `timeout` is seconds for
-    each phase of an exchange (connect, write, read, pool) or an `httpx.Timeout`; `retries`
-    how often a call that got no answer is sent again, identically (default 1, CLIENT-1);
-    `transport` an `httpx.AsyncBaseTransport` (default `httpx.AsyncHTTPTransport` with
-    `TCP_NODELAY`; tests plug in their own); `headers` are added to every request.
+    bearer token; `project_id` the project every method works in. `timeout` is seconds to
+    connect and for each read (or `Timeouts`, or an `httpx.Timeout`); `retries` how often a
+    call that got no answer is sent again, identically (default 1, CLIENT-1); `transport` an
+    `AsyncTransport` (`aidememo.client.transport`; the default one keeps connections alive,
+    tests plug in their own, and `aidememo.client.httpx_transport` adapts an httpx transport,
+    such as one through a proxy); `headers` are added to every request.
     """
 
     def __init__(
@@ -46,9 +46,9 @@ class AsyncClient:
         token: str,
         project_id: str,
         *,
-        timeout: Timeout = 10.0,
+        timeout: Timeout | httpx.Timeout = 10.0,
         retries: int = 1,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport: AsyncTransport | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> None:
         if retries < 0:
@@ -56,6 +56,7 @@ class AsyncClient:
         self._ctx = p.Context(project_id, retries)
         self._wire = Wire(base_url, token, timeout, headers)
         self._transport = transport or default_async_transport()
+        self._artifact_grants: bool | None = None  # how this server moves bodies (GRANT-8)
 
     @property
     def project_id(self) -> str:
@@ -64,6 +65,8 @@ class AsyncClient:
     @property
     def artifacts(self) -> AsyncArtifactCalls:
         """The artifact routes (`aidememo.client.async_artifacts`, SPEC.md ART-*)."""
+        from aidememo.client.async_artifacts import AsyncArtifactCalls
+
         return AsyncArtifactCalls(self)
 
     async def aclose(self) -> None:
@@ -79,18 +82,11 @@ class AsyncClient:
 
     async def _send(self, call: p.Call[Any]) -> Any:
         request = self._wire.request(call.method, call.target, call.body)
-        try:
-            response = await self._transport.handle_async_request(request)
-            try:
-                content = await response.aread()
-            finally:
-                await response.aclose()
-        except httpx.TransportError as exc:
-            raise unreachable(exc) from exc
-        return p.parse(call, response.status_code, content, response.headers.get(p.REPLAYED_HEADER))
+        answer = await self._transport.exchange(request)
+        return p.parse(call, answer.status, answer.content, answer.headers.get(p.REPLAYED_HEADER))
 
     async def _run(self, plan: p.Plan[T]) -> T:
-        """`plans.drive`, awaiting each call."""
+        """Run `plan` to its end: each call it yields sent, its answer (or error) handed back."""
         try:
             call = next(plan)
             while True:
@@ -103,7 +99,7 @@ class AsyncClient:
         except StopIteration as stop:
             result: T = stop.value
             return result
-        except AidememoError as exc:
+        except AidememoError as exc:  # an id or value refused before anything was sent
             raise AidememoClientError(exc.code.value, exc.message) from None
 
     async def _read(self, call: p.Call[Any]) -> Any:

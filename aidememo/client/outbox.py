@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from aidememo.client.replica import open_private_sqlite
 from aidememo.domain.command_ids import stable_id
 
 QUEUED = "queued"
@@ -67,8 +65,7 @@ def item_digest(binding: str, plan: str, target: str, body: bytes) -> str:
     return stable_id(ITEM_PREFIX, binding, plan, target, body)
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(NamedTuple):
     """One command ready to send: what an outbox item keeps."""
 
     command: str  # "session new", "fact add", "handoff send"
@@ -92,8 +89,7 @@ class Request:
         }
 
 
-@dataclass(frozen=True)
-class Item:
+class Item(NamedTuple):
     """One stored item, as read back."""
 
     item: int
@@ -181,6 +177,8 @@ class Outbox:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        from aidememo.client.replica import open_private_sqlite  # sqlite3: only when opened
+
         self._conn = open_private_sqlite(path)
         for statement in _SCHEMA:
             self._conn.execute(statement)

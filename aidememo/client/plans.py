@@ -2,8 +2,8 @@
 
 A method is a plan: a generator that yields `Call`s (one HTTP exchange each) and receives
 their parsed answers, or has the call's `AidememoClientError` thrown into it. The synchronous
-and the asynchronous client only differ in how they drive a plan (`drive` here, and its
-`async` twin in `aidememo.client.async_client`), so both run the same steps, the same
+and the asynchronous client only differ in whether they await each call (the one driver is
+`AsyncClient._run`, and `Client` is generated from it), so both run the same steps, the same
 retry and the same recovery (SPEC.md CLIENT-1..CLIENT-4):
 
 - A call that got no answer (`AidememoUnreachable`, retryable) is sent again, byte for byte,
@@ -21,25 +21,22 @@ retry and the same recovery (SPEC.md CLIENT-1..CLIENT-4):
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Generator
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from collections.abc import Generator
+from typing import Any, Generic, NamedTuple, TypeVar
 from urllib.parse import quote, urlencode
-
-from pydantic import BaseModel, ValidationError
 
 from aidememo.client import models as m
 from aidememo.client.errors import INVALID_RESPONSE, AidememoClientError, AidememoUnreachable
+from aidememo.client.records import Record, RecordError
 from aidememo.client.ulid import new_ulid
 from aidememo.domain import command_ids as ids
-from aidememo.domain.errors import AidememoError, ErrorCode, fail
+from aidememo.domain.errors import ErrorCode, fail
 
 T = TypeVar("T")
-M = TypeVar("M", bound=BaseModel)
+M = TypeVar("M", bound=Record)
 
 
-@dataclass(frozen=True)
-class Call(Generic[M]):
+class Call(NamedTuple, Generic[M]):
     """One HTTP exchange: `target` is the path and query under the base URL; `body` the
     exact bytes sent (kept, so a retry sends the identical body); `model` parses a 2xx."""
 
@@ -52,14 +49,14 @@ class Call(Generic[M]):
 Plan = Generator[Call[Any], Any, T]
 
 
-@dataclass
 class Context:
     """What every plan of one client shares: the project, the retry budget and the caller's
     identity once read (`GET /identity`, needed for the derived ids of transitions)."""
 
-    project_id: str
-    retries: int = 1
-    identity: m.Identity | None = None
+    def __init__(self, project_id: str, retries: int = 1) -> None:
+        self.project_id = project_id
+        self.retries = retries
+        self.identity: m.Identity | None = None
 
     @property
     def base(self) -> str:
@@ -110,12 +107,12 @@ def parse(call: Call[M], status: int, content: bytes, replayed: str | None = Non
         try:
             answer = call.model.model_validate_json(content)
             if replayed == "true" and isinstance(answer, m.Receipt):
-                answer._replayed = True
+                object.__setattr__(answer, "_replayed", True)
             return answer
-        except ValidationError as exc:
+        except RecordError as exc:
             name = call.model.__name__
             raise AidememoClientError(
-                INVALID_RESPONSE, f"the answer is not a {name}: {exc.errors()[0]['msg']}", status
+                INVALID_RESPONSE, f"the answer is not a {name}: {exc}", status
             ) from None
     raise refusal(status, content)
 
@@ -132,24 +129,6 @@ def refusal(status: int, content: bytes) -> AidememoClientError:
             INVALID_RESPONSE, f"HTTP {status} with a malformed error", status
         )
     return AidememoClientError(code, message, status)
-
-
-def drive(plan: Plan[T], send: Callable[[Call[Any]], Any]) -> T:
-    """Run `plan` to its end, sending each call it yields with `send`."""
-    try:
-        call = next(plan)
-        while True:
-            try:
-                answer = send(call)
-            except AidememoClientError as exc:
-                call = plan.throw(exc)
-            else:
-                call = plan.send(answer)
-    except StopIteration as stop:
-        result: T = stop.value
-        return result
-    except AidememoError as exc:  # an id or value refused before anything was sent
-        raise AidememoClientError(exc.code.value, exc.message) from None
 
 
 # -- reads ----------------------------------------------------------------------------------
