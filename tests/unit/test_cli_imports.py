@@ -19,9 +19,11 @@ from aidememo.cli.main import (
 )
 
 HEAVY = (
-    "aidememo.cli.commands",
-    "aidememo.cli.admin_parser",
+    "aidememo.cli.admin",
+    "aidememo.cli.mcp.stdio",
+    "aidememo.cli.mcp.install",
     "aidememo.cli.memory",
+    "origin",
     "aidememo.memory",
     "aidememo.client.models",
     "aidememo.ports",

@@ -20,7 +20,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from aidememo.cli import profiles
+from aidememo.cli.agent import profiles
 from aidememo.cli.errors import EXIT_USAGE, CliError
 from aidememo.cli.stores import HOME_ENV
 

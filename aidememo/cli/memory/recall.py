@@ -27,7 +27,7 @@ def _runtime(ns: argparse.Namespace) -> paths.MemoryRuntime:
 
 def _semantic(store: MemoryStore, ns: argparse.Namespace) -> None:
     if ns.mode != "fts":
-        from aidememo.cli.memory_vectors import OnnxRuntime
+        from aidememo.cli.memory.vectors import OnnxRuntime
         from aidememo.memory.semantic import SemanticRecall
 
         store.semantic = SemanticRecall(OnnxRuntime(), ns.model_path)
@@ -39,7 +39,7 @@ def _tiers(ns: argparse.Namespace, runtime: paths.MemoryRuntime) -> tuple[Any, A
     the team tier when a profile is named."""
     if ns.single_store:
         return None
-    from aidememo.cli.memory_team import PROFILE_ENV, ProfileTeam
+    from aidememo.cli.memory.team import PROFILE_ENV, ProfileTeam
 
     team_name = ns.team_profile or os.environ.get(PROFILE_ENV) or None
     user_path = paths.user_store_path()
@@ -83,7 +83,7 @@ def cmd_recall(ns: argparse.Namespace, store: MemoryStore) -> int:
             )
         )
         return 0
-    from aidememo.cli.memory_commands import relation_markers
+    from aidememo.cli.memory.commands import relation_markers
 
     batch = relations_batch(store, [r.memory.id for r in results])
     for result in results:

@@ -13,8 +13,8 @@ import argparse
 import os
 from pathlib import Path
 
-from aidememo.cli import profiles
-from aidememo.cli.connect import agent_command, client_for, server_url
+from aidememo.cli.agent import profiles
+from aidememo.cli.agent.connect import agent_command, client_for, server_url
 from aidememo.cli.errors import CliError
 from aidememo.cli.options import PROG
 from aidememo.cli.render import emit, table

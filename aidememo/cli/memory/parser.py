@@ -98,7 +98,7 @@ def _draft_flags(p: argparse.ArgumentParser, *, confidence: bool = True) -> None
 
 def add_memory_commands(sub: Any) -> None:
     """Register `memory` and its subcommands on the root command tree."""
-    from aidememo.cli import memory_commands as run
+    from aidememo.cli.memory import commands as run
 
     memory = sub.add_parser("memory", help="the local memory store (Nuzo compatible)")
     memory.add_argument("--store", help="path to the SQLite memory store")
@@ -276,10 +276,10 @@ def add_memory_commands(sub: Any) -> None:
     p.add_argument("--backup-path")
     p.add_argument("--json", action="store_true")
 
-    from aidememo.cli.memory_maint import add_maintenance_commands
+    from aidememo.cli.memory.maint import add_maintenance_commands
 
     add_maintenance_commands(command)
 
-    from aidememo.cli.memory_semantic import add_semantic_commands
+    from aidememo.cli.memory.semantic import add_semantic_commands
 
     add_semantic_commands(command)

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from aidememo.cli import profiles
-from aidememo.cli.connect import agent_command, connected
+from aidememo.cli.agent import profiles
+from aidememo.cli.agent.connect import agent_command, connected
 from aidememo.cli.errors import EXIT_FAILED, EXIT_USAGE, CliError
 from aidememo.cli.options import PROG
 from aidememo.cli.render import emit, json_line, write_line

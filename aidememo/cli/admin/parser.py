@@ -1,7 +1,7 @@
 """The admin part of the command tree: `token`, `bootstrap`, `admin ...`, `health`, `serve`.
 
 Built only when the command line names one of them (`aidememo.cli.main`); the handlers
-(`aidememo.cli.commands`, with the store, service and HTTP modules they need) load when one
+(`aidememo.cli.admin.commands`, with the store, service and HTTP modules they need) load when one
 runs.
 """
 
@@ -9,24 +9,20 @@ from __future__ import annotations
 
 import argparse
 
-from aidememo.cli.agent_parser import lazy
-from aidememo.cli.artifact_backend import add_backend_options
-from aidememo.cli.options import DEFAULT_HOST, DEFAULT_PORT, Command, int_in
-from aidememo.domain.limits import HANDOFF_LEASE_MS_DEFAULT, HANDOFF_LEASE_MS_MAX
+from aidememo.cli.options import Command, lazy
 from aidememo.domain.model import ActorKind, MemberStatus, Role
 
 # The admin handlers (and the store, service and HTTP modules they need) load when one runs.
-cmd_admin_delete_tenant = lazy("aidememo.cli.commands", "cmd_admin_delete_tenant")
-cmd_admin_export = lazy("aidememo.cli.commands", "cmd_admin_export")
-cmd_admin_gc = lazy("aidememo.cli.commands", "cmd_admin_gc")
-cmd_admin_import = lazy("aidememo.cli.commands", "cmd_admin_import")
-cmd_admin_member = lazy("aidememo.cli.commands", "cmd_admin_member")
-cmd_admin_migrate = lazy("aidememo.cli.commands", "cmd_admin_migrate")
-cmd_admin_token_revoke = lazy("aidememo.cli.commands", "cmd_admin_token_revoke")
-cmd_bootstrap = lazy("aidememo.cli.commands", "cmd_bootstrap")
-cmd_health = lazy("aidememo.cli.commands", "cmd_health")
-cmd_serve = lazy("aidememo.cli.commands", "cmd_serve")
-cmd_token_new = lazy("aidememo.cli.commands", "cmd_token_new")
+cmd_admin_delete_tenant = lazy("aidememo.cli.admin.commands", "cmd_admin_delete_tenant")
+cmd_admin_export = lazy("aidememo.cli.admin.commands", "cmd_admin_export")
+cmd_admin_gc = lazy("aidememo.cli.admin.commands", "cmd_admin_gc")
+cmd_admin_import = lazy("aidememo.cli.admin.commands", "cmd_admin_import")
+cmd_admin_member = lazy("aidememo.cli.admin.commands", "cmd_admin_member")
+cmd_admin_migrate = lazy("aidememo.cli.admin.commands", "cmd_admin_migrate")
+cmd_admin_token_revoke = lazy("aidememo.cli.admin.commands", "cmd_admin_token_revoke")
+cmd_bootstrap = lazy("aidememo.cli.admin.commands", "cmd_bootstrap")
+cmd_health = lazy("aidememo.cli.admin.commands", "cmd_health")
+cmd_token_new = lazy("aidememo.cli.admin.commands", "cmd_token_new")
 
 
 def _target(cmd: Command, db_help: str) -> None:
@@ -50,7 +46,11 @@ def _target(cmd: Command, db_help: str) -> None:
 
 
 def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """`token`, `bootstrap`, `admin`, `health` and `serve`."""
+    """`token`, `bootstrap`, `admin`, `health`, `serve` and `indexer`."""
+    # `serve` and the S3 body flags are origin's: `origin.serve_command` is the one module of
+    # origin/ the command line imports, here and in the handlers that open S3 bodies.
+    from origin.serve_command import add_backend_options, add_serve_command
+
     db_help = "SQLite file path or postgresql:// URL; default $AIDEMEMO_HOME/ssot.sqlite"
 
     token = sub.add_parser("token", help="token files").add_subparsers(
@@ -169,80 +169,7 @@ def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     health = Command(sub.add_parser("health", help="open the store and report it"), cmd_health)
     health.add("--database", env="AIDEMEMO_DATABASE_URL", help=db_help)
 
-    serve = Command(sub.add_parser("serve", help="serve the HTTP API"), cmd_serve)
-    serve.add("--database", env="AIDEMEMO_DATABASE_URL", help=db_help)
-    serve.add("--host", default=DEFAULT_HOST, help="address to listen on")
-    serve.add("--port", default=DEFAULT_PORT, convert=int_in(1, 65535), help="TCP port")
-    serve.add(
-        "--allow-insecure-http",
-        switch=True,
-        default=False,
-        help="allow plain HTTP on a non-loopback host (put a TLS proxy in front)",
-    )
-    serve.add(
-        "--handoff-lease-ms",
-        default=HANDOFF_LEASE_MS_DEFAULT,
-        convert=int_in(1, HANDOFF_LEASE_MS_MAX),
-        help="handoff claim lease",
-    )
-    serve.add(
-        "--workers",
-        default=1,
-        convert=int_in(1, 64),
-        help="origin processes on the one port (more than 1 needs PostgreSQL)",
-    )
-    serve.add(
-        "--listen-database",
-        help="direct PostgreSQL URL the live feed LISTENs on for other processes' commits "
-        "(default: --database; 'off' for none, e.g. when --database goes through PgBouncer)",
-    )
-    serve.add(
-        "--admin-token-file",
-        help="file holding the admin token; its SHA-256 guards /v1/admin (closed without it)",
-    )
-    serve.add(
-        "--artifact-root",
-        env="AIDEMEMO_ARTIFACT_ROOT",
-        help="directory of artifact bodies (default: <sqlite path>.artifacts; required with "
-        "PostgreSQL)",
-    )
-    add_backend_options(serve)
-    serve.add(
-        "--log-format",
-        default="text",
-        choices=["text", "json"],
-        help="log lines as text or as one JSON object each",
-    )
-    serve.add(
-        "--metrics-bind",
-        help="HOST:PORT of a separate listener serving Prometheus metrics (default: off)",
-    )
-    serve.add(
-        "--rate-limit",
-        help="requests per token as N/SECONDS, or off (default: 600/60 on a non-loopback "
-        "host, off on loopback)",
-    )
-    serve.add(
-        "--mcp-allowed-origins",
-        default="",
-        help="browser origins (comma-separated) allowed to call the MCP endpoint; a request "
-        "with any other Origin header is 403 (default: none)",
-    )
-    serve.add(
-        "--embedding",
-        env="AIDEMEMO_EMBEDDING",
-        default="bundled",
-        help="semantic search provider: bundled (the local model of the semantic extra), "
-        "onnx:DIR (model.onnx + tokenizer.json), openai:URL#MODEL (key from "
-        "AIDEMEMO_EMBEDDING_API_KEY), or off",
-    )
-    serve.add(
-        "--indexer",
-        env="AIDEMEMO_INDEXER",
-        default="on",
-        choices=["on", "off"],
-        help="run the semantic indexer in this process (off: a separate `aidememo indexer`)",
-    )
+    add_serve_command(sub, db_help)
     add_indexer_command(sub, db_help)
 
 
@@ -250,7 +177,7 @@ def add_indexer_command(
     sub: argparse._SubParsersAction[argparse.ArgumentParser], db_help: str
 ) -> None:
     """`aidememo indexer`: the semantic indexer as its own process (SEM-7)."""
-    from aidememo.cli.indexer import cmd_indexer
+    from aidememo.cli.admin.indexer import cmd_indexer
 
     indexer = Command(
         sub.add_parser("indexer", help="follow every project's feed into the semantic index"),

@@ -8,7 +8,7 @@ over the old one), so a crash leaves the old file or the new one, never half of 
 
 A profile pins its actor. The SHA-256 of the token seen at login is kept; when the token file
 later holds another token, the agent commands ask the server whose it is before using it
-(`aidememo.cli.connect`) and refuse one of another actor.
+(`aidememo.cli.agent.connect`) and refuse one of another actor.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ class ToolProvider(Protocol):
 
 
 ProviderFactory = Callable[[str], ToolProvider]
-PROVIDER_MODULES = {"memory": "aidememo.cli.mcp_memory"}
+PROVIDER_MODULES = {"memory": "aidememo.cli.mcp.memory"}
 """The module whose `provider(path) -> ToolProvider` builds the tools of `--<option>-store
 PATH`, imported only when that option is given (the memory tools live beside the memory
 store; a build without that module refuses `--memory-store`)."""
@@ -123,8 +123,8 @@ def _raw_model() -> Any:
 
 def team_tools(profile_name: str) -> TeamTools:
     """The team tools of profile `profile_name`, its pinned actor checked (CLI-3)."""
-    from aidememo.cli import profiles
-    from aidememo.cli.connect import client_for
+    from aidememo.cli.agent import profiles
+    from aidememo.cli.agent.connect import client_for
     from aidememo.cli.token_files import read_token_file
 
     profile = profiles.get(profile_name)
@@ -192,7 +192,7 @@ def cmd_mcp(ns: argparse.Namespace) -> int:
         raise CliError(
             "aidememo mcp needs the mcp extra: pip install 'aidememo[mcp]'", EXIT_USAGE
         ) from None
-    from aidememo.cli.connect import refusal
+    from aidememo.cli.agent.connect import refusal
     from aidememo.client import AidememoClientError
 
     providers: list[ToolProvider] = []

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import argparse
 
-from aidememo.cli.connect import agent_command, connected
+from aidememo.cli.agent.connect import agent_command, connected
+from aidememo.cli.agent.profiles import Profile
+from aidememo.cli.agent.queueing import deliver, send_request
 from aidememo.cli.errors import CliError
-from aidememo.cli.profiles import Profile
-from aidememo.cli.queueing import deliver, send_request
 from aidememo.cli.render import clip, emit, recovered_note, table, when
 from aidememo.client import AidememoClientError, Client, HandoffStatus, Mailbox, Transition
 from aidememo.domain.errors import ErrorCode

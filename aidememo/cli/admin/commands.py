@@ -13,18 +13,18 @@ from collections.abc import Callable
 from itertools import chain
 from typing import Any
 
-from aidememo.cli.archive import (
+from aidememo.cli.admin.archive import (
     check_confirm,
     open_import,
     write_export,
     write_lines,
 )
+from aidememo.cli.admin.remote import AdminClient
 from aidememo.cli.errors import EXIT_USAGE, CliError
 from aidememo.cli.options import (
     TOKEN_BYTES,
     TOKEN_FILE_MODE,
 )
-from aidememo.cli.remote import AdminClient
 from aidememo.cli.stores import (
     DATABASE_FILE,
     data_home,
@@ -85,8 +85,8 @@ def _archive(store: Store, ns: argparse.Namespace | None = None) -> Archive:
     SQLite default, none for PostgreSQL without the flag), ART-12."""
     archive = Archive(store, SystemClock(), RandomIds())
     if ns is not None and hasattr(ns, "artifact_root"):
-        from aidememo.cli.artifact_backend import open_s3_bodies, s3_settings
-        from aidememo.cli.artifact_root import artifact_root, open_bodies
+        from aidememo.cli.admin.artifact_root import artifact_root, open_bodies
+        from origin.serve_command import open_s3_bodies, s3_settings
 
         s3 = s3_settings(ns)
         if s3 is not None:  # OBJ-2: bodies in an S3 bucket
@@ -331,10 +331,10 @@ def cmd_admin_delete_tenant(ns: argparse.Namespace) -> int:
 
 def cmd_admin_gc(ns: argparse.Namespace) -> int:
     """One bounded artifact GC pass (SPEC.md ART-7); prints its report."""
-    from aidememo.cli.artifact_backend import open_s3_bodies, s3_settings
-    from aidememo.cli.artifact_root import artifact_root, open_bodies, pin_identity
+    from aidememo.cli.admin.artifact_root import artifact_root, open_bodies, pin_identity
     from aidememo.domain.clock import SystemClock
     from aidememo.service.artifact_gc import ArtifactGc
+    from origin.serve_command import open_s3_bodies, s3_settings
 
     database = _database(ns, create=False)
     s3 = s3_settings(ns)
@@ -400,31 +400,3 @@ def cmd_health(ns: argparse.Namespace) -> int:
         return 0
 
     return _with_store(database, run)
-
-
-def cmd_serve(ns: argparse.Namespace) -> int:
-    """Serve the HTTP API (imports the origin extra lazily)."""
-    from aidememo.cli.artifact_backend import s3_settings
-    from aidememo.cli.serve import run_serve
-
-    admin_digest = (
-        token_digest(read_token_file(ns.admin_token_file)) if ns.admin_token_file else None
-    )
-    return run_serve(
-        database=ns.database,
-        admin_token_sha256=admin_digest,
-        host=ns.host,
-        port=ns.port,
-        allow_insecure_http=bool(ns.allow_insecure_http),
-        handoff_lease_ms=ns.handoff_lease_ms,
-        workers=ns.workers,
-        listen_database=ns.listen_database,
-        mcp_allowed_origins=ns.mcp_allowed_origins,
-        artifact_root=ns.artifact_root,
-        log_format=ns.log_format,
-        metrics_bind=ns.metrics_bind,
-        rate_limit=ns.rate_limit,
-        s3=s3_settings(ns),
-        embedding=ns.embedding,
-        indexer=ns.indexer == "on",
-    )

@@ -9,11 +9,11 @@ from collections.abc import Callable
 from typing import Any
 
 from aidememo.cli.errors import CliError
-from aidememo.cli.memory_init import cmd_init
-from aidememo.cli.memory_maint import MAINTENANCE_HANDLERS
-from aidememo.cli.memory_publish import cmd_publish
-from aidememo.cli.memory_recall import cmd_recall
-from aidememo.cli.memory_semantic import cmd_semantic
+from aidememo.cli.memory.init import cmd_init
+from aidememo.cli.memory.maint import MAINTENANCE_HANDLERS
+from aidememo.cli.memory.publish import cmd_publish
+from aidememo.cli.memory.recall import cmd_recall
+from aidememo.cli.memory.semantic import cmd_semantic
 from aidememo.memory import governance, paths
 from aidememo.memory.errors import MemoryErrorCode as C
 from aidememo.memory.errors import MemoryStoreError

@@ -15,7 +15,7 @@ from aidememo.cli.options import PROG
 
 def _profile(ns: argparse.Namespace) -> object | None:
     """The command's saved profile, or None (no profile flag, an unknown one)."""
-    from aidememo.cli import profiles
+    from aidememo.cli.agent import profiles
     from aidememo.cli.errors import CliError
 
     name = getattr(ns, "profile", None)
@@ -29,7 +29,7 @@ def next_step(code: str, message: str, ns: argparse.Namespace, *, login_url: str
     """A clause naming what was involved and the command that would help; "" when none.
 
     `login_url` is set by `auth login`, whose project and token are not a profile's yet."""
-    from aidememo.cli.profiles import Profile
+    from aidememo.cli.agent.profiles import Profile
 
     found = _profile(ns)
     profile = found if isinstance(found, Profile) else None

@@ -45,7 +45,7 @@ class MemoryTools:
 
 
 def provider(path: str) -> MemoryTools:
-    """The provider `aidememo.cli.mcp_stdio.store_provider("memory", path)` loads; a store or
+    """The provider `aidememo.cli.mcp.stdio.store_provider("memory", path)` loads; a store or
     session setting it refuses (a bad allowlist, an unsafe store path) is `CODE: message`,
     exit 1."""
     from aidememo.cli.errors import CliError
@@ -55,7 +55,7 @@ def provider(path: str) -> MemoryTools:
     except MemoryStoreError as error:
         raise CliError(f"{error.code.value}: {error.message}") from None
     # `memory.recall` takes `retrieval_mode` (MEM-23): the default local model directory.
-    from aidememo.cli.memory_vectors import OnnxRuntime
+    from aidememo.cli.memory.vectors import OnnxRuntime
     from aidememo.memory.semantic import SemanticRecall
 
     tools.provider.store.semantic = SemanticRecall(OnnxRuntime())
@@ -69,8 +69,8 @@ def _add_tiers(provider: MemoryToolProvider) -> None:
     `AIDEMEMO_MEMORY_TEAM_PROFILE`."""
     import os
 
-    from aidememo.cli.memory_team import PROFILE_ENV, ProfileTeam
-    from aidememo.cli.memory_vectors import OnnxRuntime
+    from aidememo.cli.memory.team import PROFILE_ENV, ProfileTeam
+    from aidememo.cli.memory.vectors import OnnxRuntime
     from aidememo.memory import paths
     from aidememo.memory.semantic import SemanticRecall
     from aidememo.memory.store import MemoryStore

@@ -1,10 +1,10 @@
 """`aidememo memory publish ID --profile P --session S` (SPEC.md MEM-15).
 
-Copies one memory into a team project as a fact of session S, explicitly, through the agent
-client of profile P (`aidememo.cli.connect`). The fact id is derived from the memory id and its
-revision, and the command id from the fact id (ID-4), so a retry after a lost answer replays
-the first receipt instead of writing a second fact, and publishing a later revision writes a
-new fact. The local store is only read.
+Copies one memory into a team project as a fact of session S, explicitly, through the
+agent client of profile P (`aidememo.cli.agent.connect`). The fact id is derived from the
+memory id and its revision, and the command id from the fact id (ID-4), so a retry after a
+lost answer replays the first receipt instead of writing a second fact, and publishing a
+later revision writes a new fact. The local store is only read.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def published_fact_id(memory_id: str, revision: int) -> str:
 
 
 def cmd_publish(ns: argparse.Namespace, store: MemoryStore) -> int:
-    from aidememo.cli.connect import connected, refusal
+    from aidememo.cli.agent.connect import connected, refusal
     from aidememo.client import AidememoClientError
 
     memory = store.get(ns.id)

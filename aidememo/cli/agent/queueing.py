@@ -18,8 +18,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from aidememo.cli import profiles
-from aidememo.cli.connect import agent_command, connected
+from aidememo.cli.agent import profiles
+from aidememo.cli.agent.connect import agent_command, connected
 from aidememo.cli.errors import EXIT_FAILED, EXIT_UNREACHABLE, CliError
 from aidememo.cli.options import PROG
 from aidememo.cli.render import clip, emit, table, write_line

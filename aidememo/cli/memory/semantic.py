@@ -13,7 +13,7 @@ import argparse
 import sys
 from typing import Any
 
-from aidememo.cli.memory_vectors import OnnxRuntime
+from aidememo.cli.memory.vectors import OnnxRuntime
 from aidememo.memory import paths, semantic
 from aidememo.memory.render import untrusted_json
 
@@ -44,7 +44,7 @@ def _out(line: str) -> None:
 
 
 def cmd_semantic(ns: argparse.Namespace, _store: None) -> int:
-    from aidememo.cli.memory_commands import _open
+    from aidememo.cli.memory.commands import _open
 
     runtime = paths.resolve_runtime(store=ns.store, scope=ns.scope)
     if ns.semantic_command == "clear":

@@ -1,6 +1,10 @@
-"""`aidememo serve`: open the store, build the HTTP app, hand it to the origin server.
+"""`aidememo serve`: its flags, and serving: open the store, build the HTTP app, hand it to the
+origin server.
 
-uvicorn and `origin` are imported only here, only when serving, so every other command works
+This is the one module of origin/ the command line imports (tests/unit/test_cli_origin_entry.py):
+`aidememo.cli.admin` adds `serve` and the S3 body flags (`origin.s3_options`, re-exported here)
+from it when it builds the admin commands, and the admin handlers open S3 bodies through it.
+uvicorn and the rest of origin/ are imported only when serving, so every other command works
 without the `origin` extra. `--workers N` (PostgreSQL only) forks N origin processes on one
 port (`origin.workers`). With an artifact root each process pins the body store's identity and
 runs a GC task (`origin.gc_task`). `--rate-limit` (`origin.rate_limit`) and `--metrics-bind`
@@ -9,19 +13,23 @@ runs a GC task (`origin.gc_task`). `--rate-limit` (`origin.rate_limit`) and `--m
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import secrets
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from aidememo.cli.errors import EXIT_USAGE, CliError
+from aidememo.cli.options import DEFAULT_HOST, DEFAULT_PORT, Command, int_in
 from aidememo.cli.stores import default_database, is_postgres, open_store
+from aidememo.cli.token_files import read_token_file
 from aidememo.cli.urls import is_loopback
+from aidememo.domain.limits import HANDOFF_LEASE_MS_DEFAULT, HANDOFF_LEASE_MS_MAX
+from origin.s3_options import S3Settings, add_backend_options, open_s3_bodies, s3_settings
 
 if TYPE_CHECKING:
     import socket
 
-    from aidememo.cli.artifact_backend import S3Settings
     from aidememo.http.app import HttpApp
     from aidememo.ports import BodyStore
     from origin.metrics import Metrics
@@ -36,14 +44,123 @@ ORIGIN_CONNECTIONS = 8
 
 def worker_pool_size(workers: int) -> int | None:
     """Each worker's PostgreSQL pool under `--workers N`: the origin's `ORIGIN_CONNECTIONS`
-    shared out (at least 2 each), so N workers keep about as many sessions as one. Writers of a
-    project queue on its row in PostgreSQL; twice the sessions are twice the waiters, each woken
-    and rescheduled per commit (measured on POST facts, two workers: 8 connections each cost 11%
-    more PostgreSQL CPU per request than 4 each, 32 against 21 context switches of its backends
-    per request). None for one worker: the store's default pool, which is the same size."""
+    shared out (at least 2 each), so N workers keep about as many sessions as one: writers of a
+    project queue on its row in PostgreSQL, and more sessions are only more waiters woken per
+    commit (docs/bench-notes.md). None for one worker: the store's default pool, which is the
+    same size."""
     if workers <= 1:
         return None
     return max(2, -(-ORIGIN_CONNECTIONS // workers))
+
+
+__all__ = ["S3Settings", "add_backend_options", "open_s3_bodies", "s3_settings"]  # the S3 flags
+
+
+def add_serve_command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], db_help: str
+) -> None:
+    """`aidememo serve` and its flags."""
+    serve = Command(sub.add_parser("serve", help="serve the HTTP API"), cmd_serve)
+    serve.add("--database", env="AIDEMEMO_DATABASE_URL", help=db_help)
+    serve.add("--host", default=DEFAULT_HOST, help="address to listen on")
+    serve.add("--port", default=DEFAULT_PORT, convert=int_in(1, 65535), help="TCP port")
+    serve.add(
+        "--allow-insecure-http",
+        switch=True,
+        default=False,
+        help="allow plain HTTP on a non-loopback host (put a TLS proxy in front)",
+    )
+    serve.add(
+        "--handoff-lease-ms",
+        default=HANDOFF_LEASE_MS_DEFAULT,
+        convert=int_in(1, HANDOFF_LEASE_MS_MAX),
+        help="handoff claim lease",
+    )
+    serve.add(
+        "--workers",
+        default=1,
+        convert=int_in(1, 64),
+        help="origin processes on the one port (more than 1 needs PostgreSQL)",
+    )
+    serve.add(
+        "--listen-database",
+        help="direct PostgreSQL URL the live feed LISTENs on for other processes' commits "
+        "(default: --database; 'off' for none, e.g. when --database goes through PgBouncer)",
+    )
+    serve.add(
+        "--admin-token-file",
+        help="file holding the admin token; its SHA-256 guards /v1/admin (closed without it)",
+    )
+    serve.add(
+        "--artifact-root",
+        env="AIDEMEMO_ARTIFACT_ROOT",
+        help="directory of artifact bodies (default: <sqlite path>.artifacts; required with "
+        "PostgreSQL)",
+    )
+    add_backend_options(serve)
+    serve.add(
+        "--log-format",
+        default="text",
+        choices=["text", "json"],
+        help="log lines as text or as one JSON object each",
+    )
+    serve.add(
+        "--metrics-bind",
+        help="HOST:PORT of a separate listener serving Prometheus metrics (default: off)",
+    )
+    serve.add(
+        "--rate-limit",
+        help="requests per token as N/SECONDS, or off (default: 600/60 on a non-loopback "
+        "host, off on loopback)",
+    )
+    serve.add(
+        "--mcp-allowed-origins",
+        default="",
+        help="browser origins (comma-separated) allowed to call the MCP endpoint; a request "
+        "with any other Origin header is 403 (default: none)",
+    )
+    serve.add(
+        "--embedding",
+        env="AIDEMEMO_EMBEDDING",
+        default="bundled",
+        help="semantic search provider: bundled (the local model of the semantic extra), "
+        "onnx:DIR (model.onnx + tokenizer.json), openai:URL#MODEL (key from "
+        "AIDEMEMO_EMBEDDING_API_KEY), or off",
+    )
+    serve.add(
+        "--indexer",
+        env="AIDEMEMO_INDEXER",
+        default="on",
+        choices=["on", "off"],
+        help="run the semantic indexer in this process (off: a separate `aidememo indexer`)",
+    )
+
+
+def cmd_serve(ns: argparse.Namespace) -> int:
+    """Serve the HTTP API with the flags of `add_serve_command`."""
+    from aidememo.service.identity import token_digest
+
+    admin_digest = (
+        token_digest(read_token_file(ns.admin_token_file)) if ns.admin_token_file else None
+    )
+    return run_serve(
+        database=ns.database,
+        admin_token_sha256=admin_digest,
+        host=ns.host,
+        port=ns.port,
+        allow_insecure_http=bool(ns.allow_insecure_http),
+        handoff_lease_ms=ns.handoff_lease_ms,
+        workers=ns.workers,
+        listen_database=ns.listen_database,
+        mcp_allowed_origins=ns.mcp_allowed_origins,
+        artifact_root=ns.artifact_root,
+        log_format=ns.log_format,
+        metrics_bind=ns.metrics_bind,
+        rate_limit=ns.rate_limit,
+        s3=s3_settings(ns),
+        embedding=ns.embedding,
+        indexer=ns.indexer == "on",
+    )
 
 
 SQLITE_WORKERS = (
@@ -108,7 +225,7 @@ def run_serve(
     url = database if database else default_database()
     postgres = is_postgres(url)
     if postgres and s3 is None and not artifact_root:  # ART-8: no default next to a URL
-        from aidememo.cli.artifact_root import ROOT_REQUIRED
+        from aidememo.cli.admin.artifact_root import ROOT_REQUIRED
 
         raise CliError(ROOT_REQUIRED, EXIT_USAGE)
     if workers > 1 and not postgres:
@@ -126,13 +243,11 @@ def run_serve(
     )
 
     origins = parse_origins(mcp_allowed_origins)
-    from aidememo.cli.artifact_root import artifact_root as root_of
-    from aidememo.cli.artifact_root import open_bodies
+    from aidememo.cli.admin.artifact_root import artifact_root as root_of
+    from aidememo.cli.admin.artifact_root import open_bodies
 
     bodies: BodyStore | None
     if s3 is not None:  # OBJ-2: bodies in an S3 bucket
-        from aidememo.cli.artifact_backend import open_s3_bodies
-
         bodies = open_s3_bodies(s3)
     else:
         root = root_of(url, artifact_root)
@@ -164,7 +279,7 @@ def _serve(
     embedding: str = "bundled",
     indexer: bool = True,
 ) -> int:
-    from aidememo.cli.artifact_root import pin_identity
+    from aidememo.cli.admin.artifact_root import pin_identity
     from aidememo.http.app import HttpApp
     from aidememo.service.artifact_gc import ArtifactGc
     from origin.gc_task import GC_INTERVAL_S, GcTask

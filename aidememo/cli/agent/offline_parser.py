@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from aidememo.cli.agent_parser import _agent, _positional, flag
+from aidememo.cli.agent.parser import _agent, _positional, flag
 from aidememo.cli.options import Command, int_in
 
 QUEUE_HELP = "exit 3 when the server cannot be reached instead of queueing in the outbox"
@@ -20,21 +20,21 @@ def add_offline_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     replica = sub.add_parser(
         "replica", help="an exact-read copy of the project for reading offline"
     ).add_subparsers(dest="replica_command", metavar="ACTION", required=True)
-    pull = _agent(replica, "pull", "bring the replica up to the server's head", "replica_cmd",
+    pull = _agent(replica, "pull", "bring the replica up to the server's head", "replica",
                   "cmd_pull")  # fmt: skip
     flag(pull, "--watch", switch=True, default=False,
          help="then keep it current from the live feed (Ctrl-C ends)")  # fmt: skip
     status = _agent(replica, "status", "the replica's pin and cursor (no network)",
-                    "replica_cmd", "cmd_status")  # fmt: skip
-    get = _agent(replica, "get", "one cached resource (no network)", "replica_cmd", "cmd_get")
+                    "replica", "cmd_status")  # fmt: skip
+    get = _agent(replica, "get", "one cached resource (no network)", "replica", "cmd_get")
     _positional(get, "kind", "session, fact, handoff, handoff_context or custom.*")
     _positional(get, "resource_id", "its id")
     search = _agent(replica, "search", "search the cached facts by words (no network)",
-                    "replica_cmd", "cmd_search")  # fmt: skip
+                    "replica", "cmd_search")  # fmt: skip
     _positional(search, "query", "plain text")
     flag(search, "--source", help="only this source's facts")
     flag(search, "--limit", convert=int_in(1, 100), help="results")
-    reset = _agent(replica, "reset", "forget the replica and its pin", "replica_cmd",
+    reset = _agent(replica, "reset", "forget the replica and its pin", "replica",
                    "cmd_reset")  # fmt: skip
     flag(reset, "--force", switch=True, default=False, help="really forget it")
     for cmd in (pull, status, get, search, reset):

@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from urllib.parse import urlsplit
 
-from aidememo.cli import profiles
+from aidememo.cli.agent import profiles
+from aidememo.cli.agent.hints import with_next_step
 from aidememo.cli.errors import EXIT_FAILED, EXIT_UNREACHABLE, EXIT_USAGE, CliError
-from aidememo.cli.hints import with_next_step
 from aidememo.cli.options import PROG
 from aidememo.cli.token_files import read_token_file
 from aidememo.cli.urls import _no_scheme, is_loopback
@@ -78,7 +78,7 @@ def refusal(error: AidememoClientError, ns: argparse.Namespace | None = None) ->
     command's flags, a clause saying what was involved and what to run next (CLI-7)."""
     hint = ""
     if ns is not None:
-        from aidememo.cli.hints import next_step
+        from aidememo.cli.agent.hints import next_step
 
         hint = next_step(error.code, error.message, ns, login_url=getattr(ns, "url", "") or "")
     if isinstance(error, AidememoUnreachable):

@@ -1,6 +1,6 @@
 """The agent commands' part of the command tree: `auth`, `session`, `fact`, `search`, `get`,
 `members`, `handoff`, `changes`, `watch`, `artifact` (SPEC.md CLI-2..CLI-6, ART-*), and
-`replica` and `outbox` (`aidememo.cli.offline_parser`, REPLICA, OUTBOX).
+`replica` and `outbox` (`aidememo.cli.agent.offline_parser`, REPLICA, OUTBOX).
 
 Only `--profile` (`AIDEMEMO_PROFILE`) and `--json` (`AIDEMEMO_JSON`) may come from the
 environment; every other flag is given on the command line (`flag`). The handlers speak to a
@@ -12,31 +12,12 @@ a usage error (exit 2) naming the extra to install.
 from __future__ import annotations
 
 import argparse
-import importlib
 from collections.abc import Callable
 from typing import Any
 
-from aidememo.cli.errors import EXIT_USAGE, CliError
-from aidememo.cli.options import Command, int_in
+from aidememo.cli.options import Command, int_in, lazy
 
-MISSING_CLIENT = "this command needs the client extra: pip install 'aidememo[client]'"
 SEQ_MAX = 2**63 - 1
-
-
-def lazy(module: str, name: str) -> Callable[[argparse.Namespace], int]:
-    """A handler that imports `module` when it runs and calls its `name`."""
-
-    def run(ns: argparse.Namespace) -> int:
-        try:
-            loaded = importlib.import_module(module)
-        except ImportError as exc:
-            if exc.name in ("httpx", "pydantic", "websockets", "aidememo.client"):
-                raise CliError(f"{MISSING_CLIENT} ({exc.name} is missing)", EXIT_USAGE) from None
-            raise
-        handler: Callable[[argparse.Namespace], int] = getattr(loaded, name)
-        return handler(ns)
-
-    return run
 
 
 def _agent(
@@ -47,7 +28,7 @@ def _agent(
     handler: str,
 ) -> Command:
     """A subcommand with the flags every agent command has: `--profile` and `--json`."""
-    cmd = Command(sub.add_parser(name, help=help), lazy(f"aidememo.cli.{module}", handler))
+    cmd = Command(sub.add_parser(name, help=help), lazy(f"aidememo.cli.agent.{module}", handler))
     cmd.add("--profile", env="AIDEMEMO_PROFILE", help="the profile to act as (auth login)")
     cmd.add("--json", switch=True, default=False, help="print JSON for scripts")
     return cmd
@@ -88,13 +69,13 @@ def flag(
 
 
 def add_no_queue(cmd: Command) -> None:
-    from aidememo.cli.offline_parser import add_no_queue as add
+    from aidememo.cli.agent.offline_parser import add_no_queue as add
 
     add(cmd)
 
 
 def add_offline_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from aidememo.cli.offline_parser import add_offline_commands as add
+    from aidememo.cli.agent.offline_parser import add_offline_commands as add
 
     add(sub)
 
@@ -106,7 +87,7 @@ def add_agent_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     actions = auth.add_subparsers(dest="auth_command", metavar="ACTION", required=True)
     login = Command(
         actions.add_parser("login", help="check a token and save it as a named profile"),
-        lazy("aidememo.cli.auth", "cmd_login"),
+        lazy("aidememo.cli.agent.auth", "cmd_login"),
     )
     login.add("--profile", env="AIDEMEMO_PROFILE", required=True, help="profile name")
     flag(login, "--url", required=True, help="the server (http://127.0.0.1:3030, https://...)")
@@ -117,24 +98,24 @@ def add_agent_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     login.add("--json", switch=True, default=False, help="print JSON for scripts")
     listing = Command(
         actions.add_parser("list", help="the saved profiles (never their tokens)"),
-        lazy("aidememo.cli.auth", "cmd_list"),
+        lazy("aidememo.cli.agent.auth", "cmd_list"),
     )
     listing.add("--json", switch=True, default=False, help="print JSON for scripts")
     logout = Command(
         actions.add_parser("logout", help="forget a profile (and its stored token copy)"),
-        lazy("aidememo.cli.auth", "cmd_logout"),
+        lazy("aidememo.cli.agent.auth", "cmd_logout"),
     )
     logout.add("--profile", env="AIDEMEMO_PROFILE", required=True, help="profile name")
 
     session = sub.add_parser("session", help="sessions").add_subparsers(
         dest="session_command", metavar="ACTION", required=True
     )
-    new = _agent(session, "new", "create a session", "agent", "cmd_session_new")
+    new = _agent(session, "new", "create a session", "commands", "cmd_session_new")
     _positional(new, "topic", "what the session is about")
     flag(new, "--id", help="session id (default: a new ULID)")
     flag(new, "--source", help="source id (default: the server's)")
     add_no_queue(new)
-    sessions = _agent(session, "list", "the project's sessions, newest first", "agent",
+    sessions = _agent(session, "list", "the project's sessions, newest first", "commands",
                       "cmd_session_list")  # fmt: skip
     flag(sessions, "--source", help="only this source's sessions")
     flag(sessions, "--before-seq", convert=int_in(1, SEQ_MAX), help="page on (exclusive)")
@@ -143,17 +124,17 @@ def add_agent_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     fact = sub.add_parser("fact", help="facts").add_subparsers(
         dest="fact_command", metavar="ACTION", required=True
     )
-    add = _agent(fact, "add", "add a fact to a session", "agent", "cmd_fact_add")
+    add = _agent(fact, "add", "add a fact to a session", "commands", "cmd_fact_add")
     _positional(add, "content", "the fact (default, or '-': read from stdin)", nargs="?")
     flag(add, "--session", required=True, help="session id")
     flag(add, "--id", help="fact id (default: a new ULID)")
     add_no_queue(add)
-    facts = _agent(fact, "list", "a session's facts in commit order", "agent", "cmd_fact_list")
+    facts = _agent(fact, "list", "a session's facts in commit order", "commands", "cmd_fact_list")
     flag(facts, "--session", required=True, help="session id")
     flag(facts, "--after-seq", convert=seq, help="page on (exclusive)")
     flag(facts, "--limit", convert=int_in(1, 10_000), help="facts per page")
 
-    search = _agent(sub, "search", "search facts", "agent", "cmd_search")
+    search = _agent(sub, "search", "search facts", "commands", "cmd_search")
     _positional(search, "query", "plain text")
     flag(search, "--at-least-seq", convert=seq, help="refuse an index older than this sequence")
     flag(search, "--source", help="only this source's facts")
@@ -166,17 +147,17 @@ def add_agent_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     flag(search, "--explain", switch=True, default=False, help="print each list's score and rank")
 
-    get = _agent(sub, "get", "one resource's current body", "agent", "cmd_get")
+    get = _agent(sub, "get", "one resource's current body", "commands", "cmd_get")
     _positional(get, "kind", "session, fact, handoff, handoff_context or custom.*")
     _positional(get, "resource_id", "its id")
 
-    _agent(sub, "members", "the project's members", "agent", "cmd_members")
+    _agent(sub, "members", "the project's members", "commands", "cmd_members")
 
-    changes = _agent(sub, "changes", "change entries after a sequence", "agent", "cmd_changes")
+    changes = _agent(sub, "changes", "change entries after a sequence", "commands", "cmd_changes")
     flag(changes, "--after-seq", default=0, convert=seq, help="exclusive cursor")
     flag(changes, "--limit", convert=int_in(1, 10_000), help="entries")
     watch = _agent(sub, "watch", "the live change feed: batches as they come (Ctrl-C ends)",
-                   "agent", "cmd_watch")  # fmt: skip
+                   "commands", "cmd_watch")  # fmt: skip
     start = watch.parser.add_mutually_exclusive_group()
     start.add_argument(
         "--after-seq",

@@ -18,7 +18,7 @@ class ProfileTeam:
     """`aidememo.memory.tiers.TeamTier` over a profile's client (imported when searched)."""
 
     def __init__(self, name: str, timeout: float = TIMEOUT_S) -> None:
-        from aidememo.cli import profiles
+        from aidememo.cli.agent import profiles
 
         self.name = name
         self.timeout = timeout
@@ -29,7 +29,7 @@ class ProfileTeam:
         self.scope = f"team:{self.profile.project_id}" if self.profile else "team:unknown"
 
     def search(self, query: str, limit: int) -> list[TeamFact]:
-        from aidememo.cli import profiles
+        from aidememo.cli.agent import profiles
         from aidememo.cli.token_files import read_token_file
         from aidememo.client import AidememoClientError, Client
 

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from typing import IO, Any
 
-from aidememo.cli.connect import agent_command, connected
+from aidememo.cli.agent.connect import agent_command, connected
 from aidememo.cli.errors import EXIT_USAGE, CliError
 from aidememo.cli.render import emit
 

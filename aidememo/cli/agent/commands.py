@@ -1,7 +1,7 @@
 """The agent commands but `auth` and `handoff`: sessions, facts, search, resources, members,
 the change feed and the live feed (SPEC.md CLI-2).
 
-Each runs as the profile's member through `aidememo.client` (`aidememo.cli.connect`) and
+Each runs as the profile's member through `aidememo.client` (`aidememo.cli.agent.connect`) and
 prints through `aidememo.cli.render`.
 """
 
@@ -13,9 +13,9 @@ import sys
 from typing import Any
 from urllib.parse import urlencode
 
-from aidememo.cli.connect import agent_command, connected
+from aidememo.cli.agent.connect import agent_command, connected
+from aidememo.cli.agent.queueing import deliver, fact_request, session_request
 from aidememo.cli.errors import EXIT_FAILED, EXIT_UNREACHABLE, EXIT_USAGE, CliError
-from aidememo.cli.queueing import deliver, fact_request, session_request
 from aidememo.cli.render import clip, emit, json_line, table, when, write_line
 from aidememo.client import ChangeEntry, MaterializedBatch
 
