@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Generator
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypedDict, TypeVar
 from urllib.parse import quote, urlencode
 
 from aidememo.client import models as m
@@ -190,23 +190,17 @@ def changes(
     return (yield from fetch(ctx, call))
 
 
-def mailbox(
-    ctx: Context,
-    box: str,
-    source_id: str | None,
-    include_completed: bool | None,
-    before_seq: int | None,
-    limit: int | None,
-) -> Call[m.Mailbox]:
-    return get(
-        f"{ctx.base}/handoffs",
-        m.Mailbox,
-        box=box,
-        source_id=source_id,
-        include_completed=include_completed,
-        before_seq=before_seq,
-        limit=limit,
-    )
+class MailboxQuery(TypedDict, total=False):
+    """The filters of `inbox` and `outbox` (MBX-1, MBX-2); each left out unless given."""
+
+    source_id: str | None
+    include_completed: bool | None
+    before_seq: int | None
+    limit: int | None
+
+
+def mailbox(ctx: Context, box: str, query: MailboxQuery) -> Call[m.Mailbox]:
+    return get(f"{ctx.base}/handoffs", m.Mailbox, box=box, **query)
 
 
 def send_payload(
@@ -284,13 +278,33 @@ def create(
     return (yield from write(ctx, call, kind, resource_id))
 
 
+class Pin(TypedDict, total=False):
+    """What a write may fix instead of leaving it to the client: the revision it expects
+    and its command id."""
+
+    expected_revision: int | None
+    command_id: str | None
+
+
+class ClaimPin(Pin, total=False):
+    """A transition's `Pin` and the claim it acts under."""
+
+    claim_id: str | None
+
+
+class ReturnPin(ClaimPin, total=False):
+    """A return's `ClaimPin` and the artifact holding its result (HO-9)."""
+
+    result_artifact_id: str | None
+
+
 def raw(
     ctx: Context,
     kind: str,
     resource_id: str,
     payload: dict[str, Any] | None,
-    expected_revision: int | None,
-    command_id: str | None,
+    expected_revision: int | None = None,
+    command_id: str | None = None,
 ) -> Plan[m.Written]:
     """`POST /v1/commands`: a put (payload) or delete (None) of a `custom.*` resource. No
     derivation covers these, so an omitted command id is a fresh ULID, kept for the retry."""
@@ -333,9 +347,9 @@ def _no_claim(handoff_id: str) -> AidememoClientError:
 def accept(
     ctx: Context,
     handoff_id: str,
-    claim_id: str | None,
-    expected_revision: int | None,
-    command_id: str | None,
+    claim_id: str | None = None,
+    expected_revision: int | None = None,
+    command_id: str | None = None,
 ) -> Plan[m.Transition]:
     """Claim a handoff. Without `claim_id` the claim is derived from the attempt (ID-4): the
     current one when the caller's derived claim already holds a live lease (a re-run: the
@@ -365,22 +379,30 @@ def accept(
     )
 
 
+def _held_claim(
+    ctx: Context, handoff_id: str, claim_id: str | None
+) -> Plan[tuple[m.HandoffStatus, str]]:
+    """The handoff's status and the claim to act under: `claim_id`, else its current one."""
+    status: m.HandoffStatus = yield from fetch(ctx, status_call(ctx, handoff_id))
+    claim = claim_id or status.record.claim_id
+    if claim is None:
+        raise _no_claim(handoff_id)
+    return status, claim
+
+
 def heartbeat(
     ctx: Context,
     handoff_id: str,
-    claim_id: str | None,
-    expected_revision: int | None,
-    command_id: str | None,
+    claim_id: str | None = None,
+    expected_revision: int | None = None,
+    command_id: str | None = None,
 ) -> Plan[m.Transition]:
     """Renew the lease of `claim_id` (default: the handoff's current claim)."""
     me = (yield from known_identity(ctx)).actor_id
     seen = None
     if claim_id is None or expected_revision is None:
-        status: m.HandoffStatus = yield from fetch(ctx, status_call(ctx, handoff_id))
+        status, claim_id = yield from _held_claim(ctx, handoff_id, claim_id)
         seen = status.revision
-        claim_id = claim_id or status.record.claim_id
-        if claim_id is None:
-            raise _no_claim(handoff_id)
         expected_revision = expected_revision or status.revision
     cid = command_id or ids.heartbeat_command_id(
         ctx.project_id, me, handoff_id, claim_id, expected_revision
@@ -396,9 +418,9 @@ def return_handoff(
     handoff_id: str,
     result_fact_id: str,
     outcome: str,
-    claim_id: str | None,
-    expected_revision: int | None,
-    command_id: str | None,
+    claim_id: str | None = None,
+    expected_revision: int | None = None,
+    command_id: str | None = None,
     result_artifact_id: str | None = None,
 ) -> Plan[m.Transition]:
     """Return the handoff with this evidence under `claim_id` (default: the current claim),
@@ -407,11 +429,8 @@ def return_handoff(
     me = (yield from known_identity(ctx)).actor_id
     seen = None
     if claim_id is None or expected_revision is None:
-        status: m.HandoffStatus = yield from fetch(ctx, status_call(ctx, handoff_id))
+        status, claim_id = yield from _held_claim(ctx, handoff_id, claim_id)
         rec, seen = status.record, status.revision
-        claim_id = claim_id or rec.claim_id
-        if claim_id is None:
-            raise _no_claim(handoff_id)
         if expected_revision is None:
             again = (rec.claim_id, rec.result_fact_id, rec.outcome, rec.result_artifact_id) == (
                 claim_id,

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack
 
 from aidememo.client import models as m
 from aidememo.client import plans as p
 from aidememo.client.errors import AidememoClientError
+from aidememo.client.records import Record
 from aidememo.client.transport import Timeout, Transport, Wire, default_transport
 from aidememo.client.ulid import new_ulid
 from aidememo.domain.errors import AidememoError
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from aidememo.client.artifacts import ArtifactCalls
 
 T = TypeVar("T")
+M = TypeVar("M", bound=Record)
 Outcome = Literal["succeeded", "failed"]
 
 
@@ -103,15 +105,19 @@ class Client:
         except AidememoError as exc:  # an id or value refused before anything was sent
             raise AidememoClientError(exc.code.value, exc.message) from None
 
-    def _read(self, call: p.Call[Any]) -> Any:
+    def _read(self, call: p.Call[M]) -> M:
+        """A read, sent again after a retryable transport failure."""
         return self._run(p.fetch(self._ctx, call))
+
+    def _get(self, path: str, model: type[M], **query: str | int | bool | None) -> M:
+        """`GET` of `path` under the project with the query parameters that are not None."""
+        return self._read(p.get(self._ctx.base + path, model, **query))
 
     # -- public and identity ----------------------------------------------------------------
 
     def health(self) -> m.Health:
         """`GET /health` (public)."""
-        result: m.Health = self._read(p.get("/health", m.Health))
-        return result
+        return self._read(p.get("/health", m.Health))
 
     def identity(self) -> m.Identity:
         """`GET .../identity`: the caller's tenant, project, epoch, actor and role."""
@@ -119,8 +125,7 @@ class Client:
 
     def members(self) -> m.Members:
         """`GET .../members` (READS-1)."""
-        result: m.Members = self._read(p.get(f"{self._ctx.base}/members", m.Members))
-        return result
+        return self._get("/members", m.Members)
 
     # -- sessions and facts -----------------------------------------------------------------
 
@@ -147,24 +152,16 @@ class Client:
         limit: int | None = None,
     ) -> m.Sessions:
         """`GET .../sessions`, newest first (READS-3)."""
-        call = p.get(
-            f"{self._ctx.base}/sessions",
-            m.Sessions,
-            source_id=source_id,
-            before_seq=before_seq,
-            limit=limit,
+        return self._get(
+            "/sessions", m.Sessions, source_id=source_id, before_seq=before_seq, limit=limit
         )
-        result: m.Sessions = self._read(call)
-        return result
 
     def session_facts(
         self, session_id: str, *, after_seq: int | None = None, limit: int | None = None
     ) -> m.SessionFacts:
         """`GET .../sessions/{session_id}/facts`, in commit order."""
-        path = f"{self._ctx.base}/sessions/{p.segment(session_id)}/facts"
-        call = p.get(path, m.SessionFacts, after_seq=after_seq, limit=limit)
-        result: m.SessionFacts = self._read(call)
-        return result
+        path = f"/sessions/{p.segment(session_id)}/facts"
+        return self._get(path, m.SessionFacts, after_seq=after_seq, limit=limit)
 
     def create_fact(
         self,
@@ -183,34 +180,19 @@ class Client:
 
     def get_resource(self, kind: str, resource_id: str) -> m.Resource:
         """`GET .../resources/{kind}/{resource_id}`: the exact body or tombstone."""
-        call = p.get(p.resource_path(self._ctx, kind, resource_id), m.Resource)
-        result: m.Resource = self._read(call)
-        return result
+        return self._read(p.get(p.resource_path(self._ctx, kind, resource_id), m.Resource))
 
     def put_resource(
-        self,
-        kind: str,
-        resource_id: str,
-        payload: dict[str, Any],
-        *,
-        expected_revision: int | None = None,
-        command_id: str | None = None,
+        self, kind: str, resource_id: str, payload: dict[str, Any], **pin: Unpack[p.Pin]
     ) -> m.Written:
-        """`POST /v1/commands` `resource.put` of a `custom.*` resource (CMD-4)."""
-        plan = p.raw(self._ctx, kind, resource_id, payload, expected_revision, command_id)
-        return self._run(plan)
+        """`POST /v1/commands` `resource.put` of a `custom.*` resource (CMD-4);
+        `expected_revision` and `command_id` (a new ULID unless given) as keywords."""
+        return self._run(p.raw(self._ctx, kind, resource_id, payload, **pin))
 
-    def delete_resource(
-        self,
-        kind: str,
-        resource_id: str,
-        *,
-        expected_revision: int | None = None,
-        command_id: str | None = None,
-    ) -> m.Written:
-        """`POST /v1/commands` `resource.delete` of a `custom.*` resource (CMD-4)."""
-        plan = p.raw(self._ctx, kind, resource_id, None, expected_revision, command_id)
-        return self._run(plan)
+    def delete_resource(self, kind: str, resource_id: str, **pin: Unpack[p.Pin]) -> m.Written:
+        """`POST /v1/commands` `resource.delete` of a `custom.*` resource (CMD-4), pinned as
+        `put_resource`."""
+        return self._run(p.raw(self._ctx, kind, resource_id, None, **pin))
 
     def search(
         self,
@@ -222,8 +204,8 @@ class Client:
         mode: Literal["lexical", "semantic", "hybrid", "auto"] | None = None,
     ) -> m.Search:
         """`GET .../search` in `mode` (SRCH-*, SEM-1..5; None: the server's default, auto)."""
-        call = p.get(
-            f"{self._ctx.base}/search",
+        return self._get(
+            "/search",
             m.Search,
             q=q,
             source_id=source_id,
@@ -231,8 +213,6 @@ class Client:
             at_least_seq=at_least_seq,
             mode=mode,
         )
-        result: m.Search = self._read(call)
-        return result
 
     def changes(
         self, after_seq: int = 0, *, limit: int | None = None, project_epoch: str | None = None
@@ -255,9 +235,7 @@ class Client:
         """`GET .../snapshot`: one page of the state at one sequence (`at_seq`), at most
         `limit` resources (the server's default without it); `page_token` is the previous
         page's `next_page_token`."""
-        call = p.get(f"{self._ctx.base}/snapshot", m.Snapshot, limit=limit, page_token=page_token)
-        result: m.Snapshot = self._read(call)
-        return result
+        return self._get("/snapshot", m.Snapshot, limit=limit, page_token=page_token)
 
     def snapshot_pages(self, *, limit: int | None = None) -> Iterator[m.Snapshot]:
         """Every page of one snapshot, all at the first page's `at_seq`."""
@@ -319,81 +297,34 @@ class Client:
 
     def handoff_status(self, handoff_id: str) -> m.HandoffStatus:
         """`GET .../handoffs/{handoff_id}` (HO-8), with `lease_state` (READS-2)."""
-        result: m.HandoffStatus = self._read(p.status_call(self._ctx, handoff_id))
-        return result
+        return self._read(p.status_call(self._ctx, handoff_id))
 
-    def inbox(
-        self,
-        *,
-        source_id: str | None = None,
-        include_completed: bool | None = None,
-        before_seq: int | None = None,
-        limit: int | None = None,
-    ) -> m.Mailbox:
-        """`GET .../handoffs?box=inbox`, newest first (MBX-1, MBX-2)."""
-        call = p.mailbox(self._ctx, "inbox", source_id, include_completed, before_seq, limit)
-        result: m.Mailbox = self._read(call)
-        return result
+    def inbox(self, **query: Unpack[p.MailboxQuery]) -> m.Mailbox:
+        """`GET .../handoffs?box=inbox`, newest first (MBX-1, MBX-2): `source_id`,
+        `include_completed`, `before_seq`, `limit`."""
+        return self._read(p.mailbox(self._ctx, "inbox", query))
 
-    def outbox(
-        self,
-        *,
-        source_id: str | None = None,
-        include_completed: bool | None = None,
-        before_seq: int | None = None,
-        limit: int | None = None,
-    ) -> m.Mailbox:
-        """`GET .../handoffs?box=outbox`, newest first (MBX-1, MBX-2)."""
-        call = p.mailbox(self._ctx, "outbox", source_id, include_completed, before_seq, limit)
-        result: m.Mailbox = self._read(call)
-        return result
+    def outbox(self, **query: Unpack[p.MailboxQuery]) -> m.Mailbox:
+        """`GET .../handoffs?box=outbox`, newest first (MBX-1, MBX-2), filtered as `inbox`."""
+        return self._read(p.mailbox(self._ctx, "outbox", query))
 
-    def accept_handoff(
-        self,
-        handoff_id: str,
-        *,
-        claim_id: str | None = None,
-        expected_revision: int | None = None,
-        command_id: str | None = None,
-    ) -> m.Transition:
-        """`POST .../handoffs/{id}/accept`; claim and command ids derived (ID-4) and the
-        expected revision read from the status unless given."""
-        plan = p.accept(self._ctx, handoff_id, claim_id, expected_revision, command_id)
-        return self._run(plan)
+    def accept_handoff(self, handoff_id: str, **claim: Unpack[p.ClaimPin]) -> m.Transition:
+        """`POST .../handoffs/{id}/accept`; `claim_id` and `command_id` derived (ID-4) and
+        `expected_revision` read from the status unless given."""
+        return self._run(p.accept(self._ctx, handoff_id, **claim))
 
-    def heartbeat_handoff(
-        self,
-        handoff_id: str,
-        *,
-        claim_id: str | None = None,
-        expected_revision: int | None = None,
-        command_id: str | None = None,
-    ) -> m.Transition:
+    def heartbeat_handoff(self, handoff_id: str, **claim: Unpack[p.ClaimPin]) -> m.Transition:
         """`POST .../handoffs/{id}/heartbeat`: renew the current (or given) claim's lease."""
-        plan = p.heartbeat(self._ctx, handoff_id, claim_id, expected_revision, command_id)
-        return self._run(plan)
+        return self._run(p.heartbeat(self._ctx, handoff_id, **claim))
 
     def return_handoff(
         self,
         handoff_id: str,
         result_fact_id: str,
         outcome: Outcome = "succeeded",
-        *,
-        claim_id: str | None = None,
-        expected_revision: int | None = None,
-        command_id: str | None = None,
-        result_artifact_id: str | None = None,
+        **pin: Unpack[p.ReturnPin],
     ) -> m.Transition:
         """`POST .../handoffs/{id}/return` with a result fact of the receiver (HO-4)
-        and, when given, the artifact holding the result (HO-9)."""
-        plan = p.return_handoff(
-            self._ctx,
-            handoff_id,
-            result_fact_id,
-            outcome,
-            claim_id,
-            expected_revision,
-            command_id,
-            result_artifact_id,
-        )
+        and, when given, `result_artifact_id`, the artifact holding the result (HO-9)."""
+        plan = p.return_handoff(self._ctx, handoff_id, result_fact_id, outcome, **pin)
         return self._run(plan)

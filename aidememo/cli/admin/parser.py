@@ -8,6 +8,7 @@ runs.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 from aidememo.cli.options import Command, lazy
 from aidememo.domain.model import ActorKind, MemberStatus, Role
@@ -45,6 +46,25 @@ def _target(cmd: Command, db_help: str) -> None:
     )
 
 
+def _command(
+    parent: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    help: str,
+    handler: Callable[[argparse.Namespace], int],
+    db_help: str,
+) -> Command:
+    """A command that works on a database or an admin URL (`_target`)."""
+    cmd = Command(parent.add_parser(name, help=help), handler)
+    _target(cmd, db_help)
+    return cmd
+
+
+def _bodies(cmd: Command, help: str, add_backend_options: Callable[[Command], None]) -> None:
+    """Where the artifact bodies are: `--artifact-root` or the S3 flags."""
+    cmd.add("--artifact-root", env="AIDEMEMO_ARTIFACT_ROOT", help=help)
+    add_backend_options(cmd)
+
+
 def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """`token`, `bootstrap`, `admin`, `health`, `serve` and `indexer`."""
     # `serve` and the S3 body flags are origin's: `origin.serve_command` is the one module of
@@ -61,11 +81,9 @@ def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     new.add("--out", env="AIDEMEMO_TOKEN_FILE", required=True, help="file to create")
 
-    boot = Command(
-        sub.add_parser("bootstrap", help="create or confirm a project, member and token"),
-        cmd_bootstrap,
+    boot = _command(
+        sub, "bootstrap", "create or confirm a project, member and token", cmd_bootstrap, db_help
     )
-    _target(boot, db_help)
     boot.add("--tenant-id", required=True, help="tenant id")
     boot.add("--project-id", required=True, help="project id")
     boot.add("--actor-id", required=True, help="actor id")
@@ -82,10 +100,9 @@ def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     admin = sub.add_parser("admin", help="administration").add_subparsers(
         dest="admin_command", metavar="ACTION", required=True
     )
-    member = Command(
-        admin.add_parser("member", help="change a member's role or status"), cmd_admin_member
+    member = _command(
+        admin, "member", "change a member's role or status", cmd_admin_member, db_help
     )
-    _target(member, db_help)
     member.add("--tenant-id", required=True, help="tenant id")
     member.add("--project-id", required=True, help="project id")
     member.add("--actor-id", required=True, help="actor id")
@@ -107,17 +124,14 @@ def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     admin_token = admin.add_parser("token", help="token administration").add_subparsers(
         dest="admin_token_command", metavar="ACTION", required=True
     )
-    revoke = Command(
-        admin_token.add_parser("revoke", help="revoke a token (final)"), cmd_admin_token_revoke
+    revoke = _command(
+        admin_token, "revoke", "revoke a token (final)", cmd_admin_token_revoke, db_help
     )
-    _target(revoke, db_help)
     revoke.add("--token-file", required=True, help="token file whose token to revoke")
 
-    export = Command(
-        admin.add_parser("export", help="export a tenant or project to a new JSONL file"),
-        cmd_admin_export,
+    export = _command(
+        admin, "export", "export a tenant or project to a new JSONL file", cmd_admin_export, db_help
     )
-    _target(export, db_help)
     export.add("--tenant-id", required=True, help="tenant to export")
     export.add("--project-id", help="export only this project (and its members)")
     export.add(
@@ -130,25 +144,22 @@ def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
                help="file to create (0600; an existing file is never overwritten)")  # fmt: skip
     export.add("--include-bodies", switch=True, default=False,
                help="carry the artifact bodies (with --database)")  # fmt: skip
-    export.add("--artifact-root", env="AIDEMEMO_ARTIFACT_ROOT",
-               help="directory of artifact bodies (default: <sqlite path>.artifacts)")  # fmt: skip
-    add_backend_options(export)
+    _bodies(export, "directory of artifact bodies (default: <sqlite path>.artifacts)",
+            add_backend_options)  # fmt: skip
 
-    import_ = Command(
-        admin.add_parser("import", help="import an export into scopes that do not exist yet"),
+    import_ = _command(
+        admin,
+        "import",
+        "import an export into scopes that do not exist yet",
         cmd_admin_import,
+        db_help,
     )
-    _target(import_, db_help)
     import_.add("--in", env="AIDEMEMO_IMPORT_FILE", required=True, help="export file to import")
-    import_.add("--artifact-root", env="AIDEMEMO_ARTIFACT_ROOT",
-                help="directory the export's artifact bodies go to")  # fmt: skip
-    add_backend_options(import_)
+    _bodies(import_, "directory the export's artifact bodies go to", add_backend_options)
 
-    delete = Command(
-        admin.add_parser("delete-tenant", help="remove every row of a tenant"),
-        cmd_admin_delete_tenant,
+    delete = _command(
+        admin, "delete-tenant", "remove every row of a tenant", cmd_admin_delete_tenant, db_help
     )
-    _target(delete, db_help)
     delete.add("--tenant-id", required=True, help="tenant to delete")
     delete.add("--confirm", required=True, help="the tenant id again")
 
@@ -163,8 +174,7 @@ def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         cmd_admin_gc,
     )
     gc.add("--database", env="AIDEMEMO_DATABASE_URL", help=db_help)
-    gc.add("--artifact-root", env="AIDEMEMO_ARTIFACT_ROOT", help="directory of artifact bodies")
-    add_backend_options(gc)
+    _bodies(gc, "directory of artifact bodies", add_backend_options)
 
     health = Command(sub.add_parser("health", help="open the store and report it"), cmd_health)
     health.add("--database", env="AIDEMEMO_DATABASE_URL", help=db_help)

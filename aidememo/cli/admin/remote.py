@@ -16,10 +16,10 @@ import json
 import ssl
 from collections.abc import Callable
 from typing import Any, BinaryIO
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, urlencode
 
 from aidememo.cli.errors import EXIT_USAGE, CliError
-from aidememo.cli.urls import _as_http, _no_scheme, is_loopback
+from aidememo.cli.urls import _as_http, checked_url, is_loopback
 
 TIMEOUT_S = 300.0
 CHUNK_BYTES = 64 * 1024
@@ -41,27 +41,15 @@ class AdminClient:
     def __init__(
         self, url: str, token: str, *, allow_insecure_http: bool = False, timeout: float = TIMEOUT_S
     ) -> None:
-        if "://" not in url:
-            _no_scheme(url)
-            url = "https://" + url
-        parts = urlsplit(url)
-        if parts.scheme not in ("https", "http") or not parts.hostname:
-            raise CliError(f"--url must be an https:// URL with a host, got {url!r}", EXIT_USAGE)
-        if parts.query or parts.fragment or parts.username or parts.password:
-            raise CliError("--url takes no credentials, query or fragment", EXIT_USAGE)
-        if parts.scheme == "http" and not is_loopback(parts.hostname) and not allow_insecure_http:
-            raise CliError(
-                f"refusing plain http:// to non-loopback host {parts.hostname}: the admin token "
-                "would cross the network in clear text; use https:// (or --allow-insecure-http)",
-                EXIT_USAGE,
-            )
+        parts = checked_url(url, "the admin token", allow_insecure_http=allow_insecure_http)
+        url = parts.geturl()
         try:
             port = parts.port
         except ValueError:
             raise CliError(f"--url has an invalid port: {url!r}", EXIT_USAGE) from None
         self.url = url
         self.secure = parts.scheme == "https"
-        self.host = parts.hostname
+        self.host = parts.hostname or ""  # checked_url refuses a URL without one
         self.port = port
         self.prefix = parts.path.rstrip("/")
         self.token = token

@@ -13,14 +13,13 @@ import argparse
 import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from urllib.parse import urlsplit
 
 from aidememo.cli.agent import profiles
 from aidememo.cli.agent.hints import with_next_step
-from aidememo.cli.errors import EXIT_FAILED, EXIT_UNREACHABLE, EXIT_USAGE, CliError
+from aidememo.cli.errors import EXIT_FAILED, EXIT_UNREACHABLE, CliError
 from aidememo.cli.options import PROG
 from aidememo.cli.token_files import read_token_file
-from aidememo.cli.urls import _no_scheme, is_loopback
+from aidememo.cli.urls import checked_url
 from aidememo.client import AidememoClientError, AidememoUnreachable, Client
 
 TIMEOUT_S = 30.0
@@ -29,21 +28,8 @@ TIMEOUT_S = 30.0
 def server_url(url: str, *, allow_insecure_http: bool = False) -> str:
     """A server URL as profiles keep it: a scheme, a host, no credentials, query or fragment;
     plain http:// only to a loopback host unless allowed (the token would travel in clear)."""
-    if "://" not in url:
-        _no_scheme(url)
-        url = "https://" + url
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise CliError(f"--url must be an http(s):// URL with a host, got {url!r}", EXIT_USAGE)
-    if parts.query or parts.fragment or parts.username or parts.password:
-        raise CliError("--url takes no credentials, query or fragment", EXIT_USAGE)
-    if parts.scheme == "http" and not is_loopback(parts.hostname) and not allow_insecure_http:
-        raise CliError(
-            f"refusing plain http:// to non-loopback host {parts.hostname}: the token would "
-            "cross the network in clear text; use https://",
-            EXIT_USAGE,
-        )
-    return url.rstrip("/")
+    parts = checked_url(url, "the token", allow_insecure_http=allow_insecure_http)
+    return parts.geturl().rstrip("/")
 
 
 def client_for(url: str, token: str, project_id: str) -> Client:

@@ -11,6 +11,7 @@ sending a return the server would refuse (CLI-4).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 from aidememo.cli.agent.connect import agent_command, connected
 from aidememo.cli.agent.profiles import Profile
@@ -111,22 +112,23 @@ def _transition(ns: argparse.Namespace, verb: str, done: Transition, extra: str 
     return emit(ns, done, human)
 
 
-@agent_command
-def cmd_accept(ns: argparse.Namespace) -> int:
+def _leased(ns: argparse.Namespace, verb: str, move: Callable[[Client, str], Transition]) -> int:
+    """An accept or heartbeat, reported with the lease it holds now."""
     with connected(ns) as (_, client):
-        done = client.accept_handoff(ns.handoff_id)
+        done = move(client, ns.handoff_id)
         found = client.handoff_status(ns.handoff_id)
     lease = f", lease until {when(found.record.claim_expires_at_ms)}"
-    return _transition(ns, "accepted", done, lease)
+    return _transition(ns, verb, done, lease)
+
+
+@agent_command
+def cmd_accept(ns: argparse.Namespace) -> int:
+    return _leased(ns, "accepted", Client.accept_handoff)
 
 
 @agent_command
 def cmd_heartbeat(ns: argparse.Namespace) -> int:
-    with connected(ns) as (_, client):
-        done = client.heartbeat_handoff(ns.handoff_id)
-        found = client.handoff_status(ns.handoff_id)
-    lease = f", lease until {when(found.record.claim_expires_at_ms)}"
-    return _transition(ns, "renewed", done, lease)
+    return _leased(ns, "renewed", Client.heartbeat_handoff)
 
 
 def check_result_fact(client: Client, profile: Profile, handoff_id: str, fact_id: str) -> None:

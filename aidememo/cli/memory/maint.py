@@ -168,26 +168,26 @@ def _repair_fts(ns: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_backup(ns: argparse.Namespace, _store: None) -> int:
-    result = backup_store(_store_path(ns), os.path.abspath(ns.path), overwrite=ns.overwrite)
+def _copied(ns: argparse.Namespace, result: dict[str, Any], done: str, where: str) -> int:
+    """A backup's or restore's outcome: its JSON, or how many memories went where and the
+    copy's integrity."""
     if ns.json:
         _out(untrusted_json(result))
     else:
         integrity = result["integrity"]
-        _out(f"Backed up {integrity['memory_count']} memories to {result['backup_path']}")
+        _out(f"{done} {integrity['memory_count']} memories to {result[where]}")
         _out(f"Integrity: {'ok' if integrity['ok'] else 'failed'}")
     return 0
+
+
+def cmd_backup(ns: argparse.Namespace, _store: None) -> int:
+    result = backup_store(_store_path(ns), os.path.abspath(ns.path), overwrite=ns.overwrite)
+    return _copied(ns, result, "Backed up", "backup_path")
 
 
 def cmd_restore(ns: argparse.Namespace, _store: None) -> int:
     result = restore_store(os.path.abspath(ns.path), _store_path(ns), overwrite=ns.yes)
-    if ns.json:
-        _out(untrusted_json(result))
-    else:
-        integrity = result["integrity"]
-        _out(f"Restored {integrity['memory_count']} memories to {result['target_path']}")
-        _out(f"Integrity: {'ok' if integrity['ok'] else 'failed'}")
-    return 0
+    return _copied(ns, result, "Restored", "target_path")
 
 
 def cmd_doctor(ns: argparse.Namespace, _store: None) -> int:
