@@ -143,15 +143,18 @@ def cmd_token_new(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _member_of(ns: argparse.Namespace) -> dict[str, Any]:
+    """The member the flags name, as the admin routes take it."""
+    return {"tenant_id": ns.tenant_id, "project_id": ns.project_id, "actor_id": ns.actor_id}
+
+
 def cmd_bootstrap(ns: argparse.Namespace) -> int:
     """Create (or confirm) tenant, project, actor, membership and token in one transaction."""
     digest = token_digest(read_token_file(ns.token_file))
     remote = _remote(ns)
     if remote is not None:
         body: dict[str, Any] = {
-            "tenant_id": ns.tenant_id,
-            "project_id": ns.project_id,
-            "actor_id": ns.actor_id,
+            **_member_of(ns),
             "actor_kind": ns.actor_kind,
             "role": ns.role,
             "token_sha256": digest.hex(),  # the digest only: the token never leaves this host
@@ -186,11 +189,7 @@ def cmd_admin_member(ns: argparse.Namespace) -> int:
         raise CliError("give exactly one of --role and --status", EXIT_USAGE)
     remote = _remote(ns)
     if remote is not None:
-        body: dict[str, Any] = {
-            "tenant_id": ns.tenant_id,
-            "project_id": ns.project_id,
-            "actor_id": ns.actor_id,
-        }
+        body = _member_of(ns)
         body.update({"role": ns.role} if ns.role is not None else {"status": ns.status})
         _print_json(remote.post_json("member change refused", "/v1/admin/members", body))
         return 0
