@@ -97,10 +97,11 @@ def _add_admin_commands(sub: Sub) -> None:
 
 
 def _skip_httpx_command_line() -> None:
-    """Keep httpx from loading its own command line (click, rich, pygments: about 130 ms, most
-    of an agent command's start-up) when this process imports httpx: its package import tries
-    `httpx._main` and falls back to a stub when that cannot be imported, and this process
-    never runs httpx's command line. A process that imported httpx already is left alone."""
+    """Keep httpx from loading its own command line (click, rich, pygments) when this process
+    imports httpx (the MCP SDK does, for `aidememo mcp`; the agent commands do not): its
+    package import tries `httpx._main` and falls back to a stub when that cannot be imported,
+    and this process never runs httpx's command line. A process that imported httpx already
+    is left alone."""
     if "httpx" not in sys.modules:
         sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
