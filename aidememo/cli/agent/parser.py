@@ -4,9 +4,9 @@
 
 Only `--profile` (`AIDEMEMO_PROFILE`) and `--json` (`AIDEMEMO_JSON`) may come from the
 environment; every other flag is given on the command line (`flag`). The handlers speak to a
-server through `aidememo.client` (httpx, pydantic), so they are imported only when one of them
-runs: the admin commands keep working without the client's dependencies, and a missing one is
-a usage error (exit 2) naming the extra to install.
+server through `aidememo.client` (its standard-library `Client`) and are imported only when
+one of them runs (`aidememo.cli.options.lazy`); a missing optional dependency (`watch` needs
+websockets) is a usage error (exit 2) naming the extra to install.
 """
 
 from __future__ import annotations
