@@ -13,7 +13,7 @@ other httpx transport, such as one through a proxy: none is read from the enviro
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeVar
 
 from aidememo.client.errors import AidememoUnreachable
 
@@ -55,19 +55,14 @@ def timeouts(value: Timeout | httpx.Timeout) -> Timeouts:
     return Timeouts(value.connect, value.read)
 
 
-class Request:
+class Request(NamedTuple):
     """One exchange: `body` bytes, chunks (sent as they come) or None."""
 
-    __slots__ = ("body", "headers", "method", "timeouts", "url")
-
-    def __init__(
-        self, method: str, url: str, headers: dict[str, str], body: Body, timeouts: Timeouts
-    ) -> None:
-        self.method = method
-        self.url = url
-        self.headers = headers
-        self.body = body
-        self.timeouts = timeouts
+    method: str
+    url: str
+    headers: dict[str, str]
+    body: Body
+    timeouts: Timeouts
 
 
 S = TypeVar("S")  # how a streamed body arrives

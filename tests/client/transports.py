@@ -34,13 +34,16 @@ BASE_URL = "http://aidememo.test"
 _HOP = frozenset({"host", "connection", "content-length", "transfer-encoding", "accept-encoding"})
 
 
-def _body(request: Request) -> bytes:
+def _read(request: Request) -> Request:
+    """`request` with its body as bytes (chunks read once, so it can be forwarded after)."""
     body = request.body
     if body is None or isinstance(body, bytes):
-        return body or b""
-    data = b"".join(body)
-    request.body = data  # read once: a recorded request can be forwarded after
-    return data
+        return request
+    return request._replace(body=b"".join(body))
+
+
+def _body(request: Request) -> bytes:
+    return request.body if isinstance(request.body, bytes) else b""
 
 
 class BackendTransport:
@@ -50,7 +53,7 @@ class BackendTransport:
         self.backend = backend
 
     def exchange(self, request: Request, *, stream: bool = False) -> Answer:
-        body = _body(request)
+        body = _body(_read(request))
         url = urlsplit(request.url)
         headers = {k.lower(): v for k, v in request.headers.items() if k.lower() not in _HOP}
         status, answer_headers, decoded = self.backend.request(
@@ -95,6 +98,7 @@ class Faulty:
     sent: list[tuple[str, str, bytes]] = field(default_factory=list)
 
     def _forward(self, request: Request, stream: bool) -> Answer:
+        request = _read(request)
         self.sent.append((request.method, urlsplit(request.url).path, _body(request)))
         return self.inner.exchange(request, stream=stream)
 

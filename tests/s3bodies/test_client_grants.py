@@ -19,7 +19,7 @@ from aidememo.client.transport import Answer, Request, Timeouts, Transport
 from aidememo.domain.clock import FixedClock
 from aidememo.domain.model import Role
 from origin.s3_bodies import S3Bodies
-from tests.client.transports import Faulty, _body, transport_for
+from tests.client.transports import Faulty, _body, _read, transport_for
 from tests.contract.support import LEASE_MS, PROJECT, READER, START_MS, WRITER, Api
 from tests.edge.backend import EdgeIdentity, project_store
 from tests.edge.runtime import EdgeClient, Runtime
@@ -68,6 +68,7 @@ class _Recording:
         self.sent: list[tuple[str, int]] = []
 
     def exchange(self, request: Request, *, stream: bool = False) -> Answer:
+        request = _read(request)
         self.sent.append((urlsplit(request.url).path, len(_body(request))))
         return self.inner.exchange(request, stream=stream)
 
