@@ -1,12 +1,12 @@
 """`scripts/bench_latency.py --client`: the same operations through `aidememo.client`.
 
-Each operation of the request mode (`POST facts`, `GET resource`, `GET search`, `GET
-changes`) runs `--requests` times through a `Client` (httpx, one keep-alive connection, the
-answers parsed into the client's pydantic models) and as many times as raw HTTP (the request
-mode's `http.client` calls on one warm connection), interleaved one by one and alternating
-which goes first, so both see the same machine. Both warm their connection with one request
-that is not counted. With `--receiver-token-file`, `--cycles` handoff cycles (send, accept,
-result fact, return) run through two clients and as raw HTTP, alternating. `--cold` and
+Each operation of the request mode (`POST facts`, `GET resource`, `GET search`, `GET changes`)
+runs `--requests` times through a `Client` (its standard-library transport, one keep-alive
+connection, the answers parsed into the client's typed records) and as many times as raw HTTP
+(the request mode's `http.client` calls on one warm connection), interleaved one by one and
+alternating which goes first, so both see the same machine. Both warm their connection with one
+request that is not counted. With `--receiver-token-file`, `--cycles` handoff cycles (send,
+accept, result fact, return) run through two clients and as raw HTTP, alternating. `--cold` and
 `--plot` do not apply; `figures` also carries the machine's 1-minute load average, since a
 loaded machine stretches every figure.
 

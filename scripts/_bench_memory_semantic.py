@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from aidememo.cli.memory_vectors import OnnxRuntime
+from aidememo.cli.memory.vectors import OnnxRuntime
 from aidememo.memory import MemoryStore, semantic
 from aidememo.memory.model import RecallResult
 

@@ -408,7 +408,7 @@ def orchestrate(args: argparse.Namespace) -> int:
             env["AIDEMEMO_DATABASE_URL"] = database  # keeps the URL out of the argv
             serve_argv += ["--artifact-root", str(tmp / "artifacts")]  # required with it
             how = f"aidememo serve --workers {args.workers} on PostgreSQL"
-        elif importlib.util.find_spec("aidememo.cli.serve") is not None:
+        elif importlib.util.find_spec("origin.serve_command") is not None:
             serve_argv = [py, "-m", "aidememo", "serve", "--port", str(app_port)]
             serve_argv += ["--database", database]
             how = "aidememo serve"

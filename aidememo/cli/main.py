@@ -5,7 +5,7 @@ in each flag's help); a flag given on the command line wins. The agent commands 
 `--profile` and `--json` from it. `AIDEMEMO_DATABASE_URL` keeps a PostgreSQL password out
 of `ps`. Expected failures print one line to stderr and exit 1 (refused, nothing changed), 2
 (usage, or something this build cannot do) or, for the agent commands, 3 (the server could not
-be reached); they never print a traceback. The agent commands (`aidememo.cli.agent_parser`)
+be reached); they never print a traceback. The agent commands (`aidememo.cli.agent.parser`)
 act as a named profile through `aidememo.client`.
 """
 
@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 from typing import TypeAlias, cast
 
 from aidememo import __version__
-from aidememo.cli.agent_parser import add_agent_commands
+from aidememo.cli.agent.parser import add_agent_commands
 from aidememo.cli.errors import EXIT_FAILED, CliError
-from aidememo.cli.mcp_parser import add_mcp_commands
+from aidememo.cli.mcp.parser import add_mcp_commands
 from aidememo.cli.options import PROG, Parser, apply_environment
 from aidememo.domain.errors import AidememoError
 
@@ -85,22 +85,23 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def _add_memory_commands(sub: Sub) -> None:
-    from aidememo.cli.memory import add_memory_commands
+    from aidememo.cli.memory.parser import add_memory_commands
 
     add_memory_commands(sub)
 
 
 def _add_admin_commands(sub: Sub) -> None:
-    from aidememo.cli.admin_parser import add_admin_commands
+    from aidememo.cli.admin.parser import add_admin_commands
 
     add_admin_commands(sub)
 
 
 def _skip_httpx_command_line() -> None:
-    """Keep httpx from loading its own command line (click, rich, pygments: about 130 ms, most
-    of an agent command's start-up) when this process imports httpx: its package import tries
-    `httpx._main` and falls back to a stub when that cannot be imported, and this process
-    never runs httpx's command line. A process that imported httpx already is left alone."""
+    """Keep httpx from loading its own command line (click, rich, pygments) when this process
+    imports httpx (the MCP SDK does, for `aidememo mcp`; the agent commands do not): its
+    package import tries `httpx._main` and falls back to a stub when that cannot be imported,
+    and this process never runs httpx's command line. A process that imported httpx already
+    is left alone."""
     if "httpx" not in sys.modules:
         sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 

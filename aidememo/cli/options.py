@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from aidememo.cli.errors import EXIT_USAGE, CliError
 
@@ -45,8 +45,7 @@ class Parser(argparse.ArgumentParser):
 # -- flags with environment fallbacks ---------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Opt:
+class _Opt(NamedTuple):
     flag: str
     dest: str
     env: str
@@ -168,3 +167,22 @@ def apply_environment(ns: argparse.Namespace) -> None:
 
 
 # -- small helpers ----------------------------------------------------------------------------
+
+
+MISSING_CLIENT = "this command needs the client extra: pip install 'aidememo[client]'"
+
+
+def lazy(module: str, name: str) -> Callable[[argparse.Namespace], int]:
+    """A handler that imports `module` when it runs and calls its `name`."""
+
+    def run(ns: argparse.Namespace) -> int:
+        try:
+            loaded = importlib.import_module(module)
+        except ImportError as exc:
+            if exc.name in ("httpx", "pydantic", "websockets", "aidememo.client"):
+                raise CliError(f"{MISSING_CLIENT} ({exc.name} is missing)", EXIT_USAGE) from None
+            raise
+        handler: Callable[[argparse.Namespace], int] = getattr(loaded, name)
+        return handler(ns)
+
+    return run

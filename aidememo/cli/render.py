@@ -11,10 +11,9 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel
+from aidememo.client.records import Record
 
 
 def write_line(text: str) -> None:
@@ -23,7 +22,7 @@ def write_line(text: str) -> None:
 
 
 def json_line(document: Any) -> None:
-    if isinstance(document, BaseModel):
+    if isinstance(document, Record):
         document = document.model_dump(mode="json")
     write_line(json.dumps(document, ensure_ascii=False, sort_keys=False))
 
@@ -62,6 +61,8 @@ def when(ms: int | None) -> str:
     """A millisecond timestamp as UTC ISO time, or `-`."""
     if ms is None:
         return "-"
+    from datetime import UTC, datetime  # only for the commands that print times
+
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 

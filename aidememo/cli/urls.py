@@ -3,8 +3,7 @@ without a scheme. Stdlib only and small, so an agent command imports nothing els
 
 from __future__ import annotations
 
-import ipaddress
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from aidememo.cli.errors import EXIT_USAGE, CliError
 
@@ -14,6 +13,8 @@ def is_loopback(host: str) -> bool:
     name = host.strip().strip("[]").lower()
     if name == "localhost":
         return True
+    import ipaddress  # only here: its import costs more than the rest of this module
+
     try:
         return ipaddress.ip_address(name).is_loopback
     except ValueError:
@@ -35,3 +36,24 @@ def _no_scheme(url: str) -> None:
             f"{_as_http(url)} (or https://{url} for a TLS front)",
             EXIT_USAGE,
         )
+
+
+def checked_url(url: str, secret: str, *, allow_insecure_http: bool = False) -> SplitResult:
+    """`--url` as a server's address: https:// unless a scheme is given, a host, and no
+    credentials, query or fragment; plain http:// only to a loopback host unless allowed, since
+    `secret` (what the requests carry) would cross the network in clear text."""
+    if "://" not in url:
+        _no_scheme(url)
+        url = "https://" + url
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise CliError(f"--url must be an http(s):// URL with a host, got {url!r}", EXIT_USAGE)
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise CliError("--url takes no credentials, query or fragment", EXIT_USAGE)
+    if parts.scheme == "http" and not is_loopback(parts.hostname) and not allow_insecure_http:
+        raise CliError(
+            f"refusing plain http:// to non-loopback host {parts.hostname}: {secret} would "
+            "cross the network in clear text; use https:// (or --allow-insecure-http)",
+            EXIT_USAGE,
+        )
+    return parts

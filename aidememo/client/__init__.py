@@ -1,7 +1,8 @@
-"""The Python client of aidememo (CPython only: httpx and pydantic v2).
+"""The Python client of aidememo (CPython only; `AsyncClient` runs on httpx).
 
-`Client` (synchronous) and `AsyncClient` (asynchronous) have the same methods, one per member
-route of the HTTP contract; answers are the typed models of `aidememo.client.models`, and
+`Client` (synchronous, standard library only) and `AsyncClient` (asynchronous) have the same
+methods, one per member route of the HTTP contract (`Client` is generated from `AsyncClient`,
+scripts/gen_sync_client.py); answers are the typed records of `aidememo.client.models`, and
 every failure is an `AidememoClientError` (`AidememoUnreachable` when no answer came back).
 Writes generate the ids a caller leaves out (ULIDs) and derive command ids as the core does
 (`aidememo.domain.command_ids`, ID-4), so a retry after a lost answer replays instead of
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
     from aidememo.client.ulid import new_ulid
 
 # Each name loads its module when first used (PEP 562): a command that needs the synchronous
-# client never imports the asynchronous one, and the errors need neither httpx nor pydantic.
+# client never imports the asynchronous one (nor httpx).
 _WHERE = {
     "AsyncClient": "aidememo.client.async_client",
     "Client": "aidememo.client.sync",

@@ -2,10 +2,10 @@
 (SPEC.md ART-2..ART-6), as `aidememo.client.plans` does for the other methods.
 
 A plan is a generator that yields `Exchange`s (one HTTP exchange each) and receives their JSON
-answers, or has the exchange's `AidememoClientError` thrown into it. The synchronous driver
-(`aidememo.client.artifacts`) and the asynchronous one (`aidememo.client.async_artifacts`)
-only differ in how they send an exchange: both resend one that got no answer identically
-(CLIENT-1) and supply the body of an upload, so both run the same steps:
+answers, or has the exchange's `AidememoClientError` thrown into it. The driver
+(`aidememo.client.async_artifacts`, and `aidememo.client.artifacts` generated from it)
+resends an exchange that got no answer identically (CLIENT-1) and supplies the body of an
+upload, so both clients run the same steps:
 
 - `put`: resolve the path for its current mutation token (with `replace`), reserve with the
   body's size and SHA-256, upload (through an upload grant when the reservation offers one,
@@ -18,22 +18,23 @@ only differ in how they send an exchange: both resend one that got no answer ide
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Generator, Iterator
-from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 from urllib.parse import quote
 
-import httpx
-
 from aidememo.client.errors import AidememoClientError, AidememoUnreachable
+from aidememo.client.plans import refusal
+from aidememo.client.transport import Request, Wire
 from aidememo.client.ulid import new_ulid
+
+__all__ = ["refusal"]  # a non-2xx answer as the server's error, as for every other call
 
 CHUNK = 64 << 10
 Body = bytes | IO[bytes]
 
 
-@dataclass(frozen=True)
-class Exchange:
+class Exchange(NamedTuple):
     """One artifact exchange: `json_body` is sent as JSON; `upload` sends the call's body
     (`size_bytes` long) as `application/octet-stream`, or, with `grant`, to the object store
     through that upload grant (`aidememo.client.grant_transfer`)."""
@@ -141,10 +142,24 @@ def measure(body: Body) -> tuple[int, str]:
     return size, digest.hexdigest()
 
 
-def refusal(status: int, content: bytes) -> AidememoClientError:
-    """A non-2xx answer as the server's error."""
-    try:
-        error = httpx.Response(status, content=content).json()["error"]
-        return AidememoClientError(error["code"], error["message"], status)
-    except (ValueError, KeyError, TypeError):
-        return AidememoClientError("invalid_response", f"HTTP {status}", status)
+def content(body: Body) -> bytes | Iterator[bytes]:
+    """What a request sends of `body`: the bytes, or a file's chunks from its start."""
+    if isinstance(body, bytes):
+        return body
+    body.seek(0)
+    return chunks(body)
+
+
+def request(
+    wire: Wire, method: str, target: str, json_body: Any, raw: Body | None, size: int
+) -> Request:
+    """One exchange's request: `json_body` as JSON, or `raw` (`size` bytes) as an octet
+    stream, or no body."""
+    if json_body is not None:
+        data = json.dumps(json_body, separators=(",", ":")).encode()
+        return wire.request(method, target, data, "application/json")
+    if raw is None:
+        return wire.request(method, target)
+    built = wire.request(method, target, content(raw), "application/octet-stream")
+    built.headers["content-length"] = str(size)
+    return built

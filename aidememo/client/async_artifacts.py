@@ -1,15 +1,20 @@
-"""Artifact calls of the asynchronous client (SPEC.md ART-2..ART-6): `AsyncClient.artifacts`,
-the twin of `Client.artifacts` (`aidememo.client.artifacts`).
+"""Artifact calls of the asynchronous client (SPEC.md ART-2..ART-6): `AsyncClient.artifacts`.
 
     ref = await client.artifacts.put("sessions/s1/artifacts/out.json", b"...")
     data = await client.artifacts.get("sessions/s1/artifacts/out.json")
     async for chunk in client.artifacts.download(artifact_id, revision): ...
 
-The steps are the plans of `aidememo.client.artifact_plans`, shared with the synchronous
-client: the same reserve, upload (or upload grant, GRANT-8) and publish, the same identical
-resend of an exchange that got no answer (CLIENT-1), the same abort of a refused upload. A
-file body is read in chunks as it is sent (it must be seekable, to be hashed first and resent
-on a retry).
+The steps are the plans of `aidememo.client.artifact_plans`: `put` reserves (with the current
+publication's mutation token when the path is published, and the body's SHA-256), uploads and
+publishes; each step is sent again, identically, after a retryable transport failure
+(CLIENT-1), with its command id fixed for the whole call so a retry is an exact replay. When
+the server offers grants the body goes straight to and from the object store
+(`aidememo.client.grant_transfer`) on a transport of its own, never the service's (which tests
+and proxies may replace), without the bearer token. A file body is streamed from the file (it
+must be seekable, to be hashed first and resent on a retry); bodies are at most 64 MiB (5 GiB
+through grants). Answers are the routes' JSON objects as dicts; a refusal is
+`AidememoClientError` with the server's code. `Client.artifacts` (`aidememo.client.artifacts`)
+is generated from this file by scripts/gen_sync_client.py.
 """
 
 from __future__ import annotations
@@ -18,96 +23,67 @@ import json
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from aidememo.client import artifact_plans as ap
-from aidememo.client import grant_transfer
+from aidememo.client import grant_transfer as gt
 from aidememo.client.artifact_plans import Body
-from aidememo.client.errors import AidememoClientError
-from aidememo.client.transport import unreachable
+from aidememo.client.errors import AidememoClientError, AidememoUnreachable
+from aidememo.client.transport import AsyncAnswer, Request, Timeouts, default_async_transport
 
 if TYPE_CHECKING:
     from aidememo.client.async_client import AsyncClient
 
 
-async def _file_chunks(handle: Any) -> AsyncIterator[bytes]:
-    for chunk in ap.chunks(handle):
-        yield chunk
-
-
 class AsyncArtifactCalls:
-    """The artifact routes of one async client's project."""
+    """The artifact routes of one client's project."""
 
     def __init__(self, client: AsyncClient) -> None:
         self._client = client
         self._project = client.project_id
-
-    def _request(
-        self, method: str, target: str, json_body: Any, raw: Body | None, size: int
-    ) -> httpx.Request:
-        wire = self._client._wire
-        headers = httpx.Headers(wire.headers)
-        content: Any = None
-        if json_body is not None:
-            content = json.dumps(json_body, separators=(",", ":")).encode()
-            headers["content-type"] = "application/json"
-        elif raw is not None:
-            headers["content-type"] = "application/octet-stream"
-            headers["content-length"] = str(size)
-            if isinstance(raw, bytes):
-                content = raw
-            else:
-                raw.seek(0)
-                content = _file_chunks(raw)
-        return httpx.Request(
-            method, wire.url(target), headers=headers, content=content,
-            extensions=wire.extensions,
-        )  # fmt: skip
+        self._base = ap.base(self._project)
 
     async def _exchange(
         self, method: str, target: str, *, json_body: Any = None, raw: Body | None = None,
         size: int = 0, stream: bool = False,
-    ) -> httpx.Response:  # fmt: skip
+    ) -> AsyncAnswer:  # fmt: skip
+        """One exchange, sent again identically (a file body rewound) after a retryable
+        failure; a refusal raised as the server's error."""
         attempts = self._client._ctx.retries
         while True:
-            request = self._request(method, target, json_body, raw, size)
+            request = ap.request(self._client._wire, method, target, json_body, raw, size)
             try:
-                response = await self._client._transport.handle_async_request(request)
-                if not stream or response.status_code >= 300:
-                    await response.aread()
-                    await response.aclose()
+                answer = await self._client._transport.exchange(request, stream=stream)
                 break
-            except httpx.TransportError as exc:
-                error = unreachable(exc)
-                if not error.retryable or attempts <= 0:
-                    raise error from exc
+            except AidememoUnreachable as exc:
+                if not exc.retryable or attempts <= 0:
+                    raise
                 attempts -= 1
-        if response.status_code >= 300:
-            raise ap.refusal(response.status_code, response.content)
-        return response
+        if answer.status >= 300:
+            raise ap.refusal(answer.status, answer.content)
+        return answer
+
+    async def _json(self, method: str, target: str, **kw: Any) -> dict[str, Any]:
+        answer: dict[str, Any] = json.loads((await self._exchange(method, target, **kw)).content)
+        return answer
 
     async def _drive(self, plan: ap.ArtifactPlan, body: Body | None = None) -> dict[str, Any]:
-        """Run a plan: each exchange awaited (an upload with `body`), its answer sent back."""
+        """Run a plan: each exchange sent (an upload with `body`), its answer sent back."""
         try:
             step = next(plan)
             while True:
                 try:
                     if step.upload:  # how this server moves bodies, for downloads (GRANT-8)
-                        self._client.__dict__["_artifact_grants"] = step.grant is not None
+                        self._client._artifact_grants = step.grant is not None
                     if step.grant is not None:  # straight to the object store
                         assert body is not None
-                        if not isinstance(body, bytes):
-                            body.seek(0)
+                        timeouts = self._client._wire.timeouts
                         retries = self._client._ctx.retries
-                        timeout = self._store_timeout()
-                        await grant_transfer.upload_async(step.grant, body, retries, timeout)
+                        await _upload(step.grant, body, step.size_bytes, retries, timeouts)
                         answer: Any = {}
                     else:
-                        response = await self._exchange(
+                        answer = await self._json(
                             step.method, step.target, json_body=step.json_body,
                             raw=body if step.upload else None, size=step.size_bytes,
                         )  # fmt: skip
-                        answer = response.json()
                 except AidememoClientError as exc:
                     step = plan.throw(exc)
                 else:
@@ -144,41 +120,81 @@ class AsyncArtifactCalls:
         """Abort a reservation (`DELETE .../artifact-reservations/{r}`)."""
         return await self._drive(ap.abort(self._project, reservation_id))
 
-    def _store_timeout(self) -> httpx.Timeout:
-        return httpx.Timeout(**self._client._wire.extensions["timeout"])
-
     async def download(self, artifact_id: str, revision: int) -> AsyncIterator[bytes]:
         """The exact revision's bytes, streamed in chunks: through a download grant when the
         server issues them (GRANT-8), else from the download route."""
-        if self._client.__dict__.get("_artifact_grants") is not False:
-            target = f"{ap.base(self._project)}/artifacts/{artifact_id}/download-grants"
+        if self._client._artifact_grants is not False:
+            target = f"{self._base}/artifacts/{artifact_id}/download-grants"
             try:
-                grant = await self._exchange("POST", target, json_body={"revision": revision})
+                grant = await self._json("POST", target, json_body={"revision": revision})
             except AidememoClientError as exc:
                 if exc.code != "artifact_transfer_mode_mismatch":
                     raise
-                self._client.__dict__["_artifact_grants"] = False
+                self._client._artifact_grants = False
             else:
-                self._client.__dict__["_artifact_grants"] = True
-                async for chunk in grant_transfer.download_async(
-                    grant.json(), self._store_timeout()
-                ):
+                self._client._artifact_grants = True
+                async for chunk in _download(grant, self._client._wire.timeouts):
                     yield chunk
                 return
-        response = await self._exchange(
+        answer = await self._exchange(
             "POST",
             ap.download_target(self._project, artifact_id),
             json_body={"revision": revision},
             stream=True,
         )
         try:
-            async for chunk in response.aiter_bytes():
+            async for chunk in answer.chunks():
                 yield chunk
         finally:
-            await response.aclose()
+            await answer.aclose()
 
     async def get(self, path: str, revision: int | None = None) -> bytes:
         """The bytes published at `path` (its current revision, or `revision`)."""
         meta = await self.resolve(path)
-        parts = [c async for c in self.download(meta["artifact_id"], revision or meta["revision"])]
-        return b"".join(parts)
+        chosen = revision or meta["revision"]
+        return b"".join([chunk async for chunk in self.download(meta["artifact_id"], chosen)])
+
+
+# -- the object store, through grants (GRANT-8) ---------------------------------------------
+
+
+async def _upload(
+    grant: dict[str, Any], body: Body, size: int, retries: int, timeouts: Timeouts
+) -> None:
+    """PUT `body` to the grant's URL with exactly its headers; a PUT that got no answer is
+    sent again (`grant_transfer.stored` reads the second answer)."""
+    store = default_async_transport()
+    try:
+        attempts, first = retries, True
+        while True:
+            request = Request(
+                str(grant["method"]), str(grant["url"]), gt.headers(grant, size),
+                ap.content(body), timeouts,
+            )  # fmt: skip
+            try:
+                answer = await store.exchange(request)
+            except AidememoUnreachable as exc:
+                attempts = gt.again(exc, attempts)
+                first = False
+                continue
+            if gt.stored(answer.status, first):
+                return
+    finally:
+        await store.aclose()
+
+
+async def _download(grant: dict[str, Any], timeouts: Timeouts) -> AsyncIterator[bytes]:
+    """The body of a download grant, streamed in chunks."""
+    store = default_async_transport()
+    try:
+        request = Request("GET", str(grant["url"]), gt.headers(grant), None, timeouts)
+        answer = await store.exchange(request, stream=True)
+        if answer.status != 200:
+            raise gt.refused(answer.status, "download")
+        try:
+            async for chunk in answer.chunks():
+                yield chunk
+        finally:
+            await answer.aclose()
+    finally:
+        await store.aclose()

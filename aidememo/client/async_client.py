@@ -1,43 +1,45 @@
-"""`AsyncClient`: the asynchronous client, the same methods as `Client`.
+"""`AsyncClient`: the asynchronous client, one method per member route.
 
-The steps of each method are the plans of `aidememo.client.plans`, shared with `Client`;
-this class hands their calls to an httpx async transport and drives a plan with `await`.
+The steps of each method are the plans of `aidememo.client.plans`; this class hands their
+calls to its transport and drives a plan with `await`. It is the one source of both clients:
+`scripts/gen_sync_client.py` writes `Client` (`aidememo.client.sync`) from it by dropping
+`async` and `await`, and tests/unit/test_generated_client.py checks that file is current.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
-from typing import Any, Literal, TypeVar
-
-import httpx
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack
 
 from aidememo.client import models as m
 from aidememo.client import plans as p
-from aidememo.client.async_artifacts import AsyncArtifactCalls
 from aidememo.client.errors import AidememoClientError
-from aidememo.client.transport import (
-    Timeout,
-    Wire,
-    default_async_transport,
-    unreachable,
-)
+from aidememo.client.records import Record
+from aidememo.client.transport import AsyncTransport, Timeout, Wire, default_async_transport
 from aidememo.client.ulid import new_ulid
 from aidememo.domain.errors import AidememoError
 
+if TYPE_CHECKING:
+    import httpx
+
+    from aidememo.client.async_artifacts import AsyncArtifactCalls
+
 T = TypeVar("T")
+M = TypeVar("M", bound=Record)
 Outcome = Literal["succeeded", "failed"]
 
 
 class AsyncClient:
-    """A member of one project, over HTTP, for asyncio code (see `Client` for the options).
+    """A member of one project, over HTTP.
 
     `base_url` is the service (`http://127.0.0.1:3030`, a Worker's URL); `token` the member's
-    bearer token; `project_id` the project every method works in. `timeout` is seconds for
-    each phase of an exchange (connect, write, read, pool) or an `httpx.Timeout`; `retries`
-    how often a call that got no answer is sent again, identically (default 1, CLIENT-1);
-    `transport` an `httpx.AsyncBaseTransport` (default `httpx.AsyncHTTPTransport` with
-    `TCP_NODELAY`; tests plug in their own); `headers` are added to every request.
+    bearer token; `project_id` the project every method works in. `timeout` is seconds to
+    connect and for each read (or `Timeouts`, or an `httpx.Timeout`); `retries` how often a
+    call that got no answer is sent again, identically (default 1, CLIENT-1); `transport` an
+    `AsyncTransport` (`aidememo.client.transport`; the default one keeps connections alive,
+    tests plug in their own, and `aidememo.client.httpx_transport` adapts an httpx transport,
+    such as one through a proxy); `headers` are added to every request.
     """
 
     def __init__(
@@ -46,9 +48,9 @@ class AsyncClient:
         token: str,
         project_id: str,
         *,
-        timeout: Timeout = 10.0,
+        timeout: Timeout | httpx.Timeout = 10.0,
         retries: int = 1,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport: AsyncTransport | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> None:
         if retries < 0:
@@ -56,6 +58,7 @@ class AsyncClient:
         self._ctx = p.Context(project_id, retries)
         self._wire = Wire(base_url, token, timeout, headers)
         self._transport = transport or default_async_transport()
+        self._artifact_grants: bool | None = None  # how this server moves bodies (GRANT-8)
 
     @property
     def project_id(self) -> str:
@@ -64,6 +67,8 @@ class AsyncClient:
     @property
     def artifacts(self) -> AsyncArtifactCalls:
         """The artifact routes (`aidememo.client.async_artifacts`, SPEC.md ART-*)."""
+        from aidememo.client.async_artifacts import AsyncArtifactCalls
+
         return AsyncArtifactCalls(self)
 
     async def aclose(self) -> None:
@@ -79,18 +84,11 @@ class AsyncClient:
 
     async def _send(self, call: p.Call[Any]) -> Any:
         request = self._wire.request(call.method, call.target, call.body)
-        try:
-            response = await self._transport.handle_async_request(request)
-            try:
-                content = await response.aread()
-            finally:
-                await response.aclose()
-        except httpx.TransportError as exc:
-            raise unreachable(exc) from exc
-        return p.parse(call, response.status_code, content, response.headers.get(p.REPLAYED_HEADER))
+        answer = await self._transport.exchange(request)
+        return p.parse(call, answer.status, answer.content, answer.headers.get(p.REPLAYED_HEADER))
 
     async def _run(self, plan: p.Plan[T]) -> T:
-        """`plans.drive`, awaiting each call."""
+        """Run `plan` to its end: each call it yields sent, its answer (or error) handed back."""
         try:
             call = next(plan)
             while True:
@@ -103,18 +101,22 @@ class AsyncClient:
         except StopIteration as stop:
             result: T = stop.value
             return result
-        except AidememoError as exc:
+        except AidememoError as exc:  # an id or value refused before anything was sent
             raise AidememoClientError(exc.code.value, exc.message) from None
 
-    async def _read(self, call: p.Call[Any]) -> Any:
+    async def _read(self, call: p.Call[M]) -> M:
+        """A read, sent again after a retryable transport failure."""
         return await self._run(p.fetch(self._ctx, call))
+
+    async def _get(self, path: str, model: type[M], **query: str | int | bool | None) -> M:
+        """`GET` of `path` under the project with the query parameters that are not None."""
+        return await self._read(p.get(self._ctx.base + path, model, **query))
 
     # -- public and identity ----------------------------------------------------------------
 
     async def health(self) -> m.Health:
         """`GET /health` (public)."""
-        result: m.Health = await self._read(p.get("/health", m.Health))
-        return result
+        return await self._read(p.get("/health", m.Health))
 
     async def identity(self) -> m.Identity:
         """`GET .../identity`: the caller's tenant, project, epoch, actor and role."""
@@ -122,8 +124,7 @@ class AsyncClient:
 
     async def members(self) -> m.Members:
         """`GET .../members` (READS-1)."""
-        result: m.Members = await self._read(p.get(f"{self._ctx.base}/members", m.Members))
-        return result
+        return await self._get("/members", m.Members)
 
     # -- sessions and facts -----------------------------------------------------------------
 
@@ -150,24 +151,16 @@ class AsyncClient:
         limit: int | None = None,
     ) -> m.Sessions:
         """`GET .../sessions`, newest first (READS-3)."""
-        call = p.get(
-            f"{self._ctx.base}/sessions",
-            m.Sessions,
-            source_id=source_id,
-            before_seq=before_seq,
-            limit=limit,
+        return await self._get(
+            "/sessions", m.Sessions, source_id=source_id, before_seq=before_seq, limit=limit
         )
-        result: m.Sessions = await self._read(call)
-        return result
 
     async def session_facts(
         self, session_id: str, *, after_seq: int | None = None, limit: int | None = None
     ) -> m.SessionFacts:
         """`GET .../sessions/{session_id}/facts`, in commit order."""
-        path = f"{self._ctx.base}/sessions/{p.segment(session_id)}/facts"
-        call = p.get(path, m.SessionFacts, after_seq=after_seq, limit=limit)
-        result: m.SessionFacts = await self._read(call)
-        return result
+        path = f"/sessions/{p.segment(session_id)}/facts"
+        return await self._get(path, m.SessionFacts, after_seq=after_seq, limit=limit)
 
     async def create_fact(
         self,
@@ -186,34 +179,19 @@ class AsyncClient:
 
     async def get_resource(self, kind: str, resource_id: str) -> m.Resource:
         """`GET .../resources/{kind}/{resource_id}`: the exact body or tombstone."""
-        call = p.get(p.resource_path(self._ctx, kind, resource_id), m.Resource)
-        result: m.Resource = await self._read(call)
-        return result
+        return await self._read(p.get(p.resource_path(self._ctx, kind, resource_id), m.Resource))
 
     async def put_resource(
-        self,
-        kind: str,
-        resource_id: str,
-        payload: dict[str, Any],
-        *,
-        expected_revision: int | None = None,
-        command_id: str | None = None,
+        self, kind: str, resource_id: str, payload: dict[str, Any], **pin: Unpack[p.Pin]
     ) -> m.Written:
-        """`POST /v1/commands` `resource.put` of a `custom.*` resource (CMD-4)."""
-        plan = p.raw(self._ctx, kind, resource_id, payload, expected_revision, command_id)
-        return await self._run(plan)
+        """`POST /v1/commands` `resource.put` of a `custom.*` resource (CMD-4);
+        `expected_revision` and `command_id` (a new ULID unless given) as keywords."""
+        return await self._run(p.raw(self._ctx, kind, resource_id, payload, **pin))
 
-    async def delete_resource(
-        self,
-        kind: str,
-        resource_id: str,
-        *,
-        expected_revision: int | None = None,
-        command_id: str | None = None,
-    ) -> m.Written:
-        """`POST /v1/commands` `resource.delete` of a `custom.*` resource (CMD-4)."""
-        plan = p.raw(self._ctx, kind, resource_id, None, expected_revision, command_id)
-        return await self._run(plan)
+    async def delete_resource(self, kind: str, resource_id: str, **pin: Unpack[p.Pin]) -> m.Written:
+        """`POST /v1/commands` `resource.delete` of a `custom.*` resource (CMD-4), pinned as
+        `put_resource`."""
+        return await self._run(p.raw(self._ctx, kind, resource_id, None, **pin))
 
     async def search(
         self,
@@ -225,8 +203,8 @@ class AsyncClient:
         mode: Literal["lexical", "semantic", "hybrid", "auto"] | None = None,
     ) -> m.Search:
         """`GET .../search` in `mode` (SRCH-*, SEM-1..5; None: the server's default, auto)."""
-        call = p.get(
-            f"{self._ctx.base}/search",
+        return await self._get(
+            "/search",
             m.Search,
             q=q,
             source_id=source_id,
@@ -234,8 +212,6 @@ class AsyncClient:
             at_least_seq=at_least_seq,
             mode=mode,
         )
-        result: m.Search = await self._read(call)
-        return result
 
     async def changes(
         self, after_seq: int = 0, *, limit: int | None = None, project_epoch: str | None = None
@@ -260,9 +236,7 @@ class AsyncClient:
         """`GET .../snapshot`: one page of the state at one sequence (`at_seq`), at most
         `limit` resources (the server's default without it); `page_token` is the previous
         page's `next_page_token`."""
-        call = p.get(f"{self._ctx.base}/snapshot", m.Snapshot, limit=limit, page_token=page_token)
-        result: m.Snapshot = await self._read(call)
-        return result
+        return await self._get("/snapshot", m.Snapshot, limit=limit, page_token=page_token)
 
     async def snapshot_pages(self, *, limit: int | None = None) -> AsyncIterator[m.Snapshot]:
         """Every page of one snapshot, all at the first page's `at_seq`."""
@@ -324,81 +298,34 @@ class AsyncClient:
 
     async def handoff_status(self, handoff_id: str) -> m.HandoffStatus:
         """`GET .../handoffs/{handoff_id}` (HO-8), with `lease_state` (READS-2)."""
-        result: m.HandoffStatus = await self._read(p.status_call(self._ctx, handoff_id))
-        return result
+        return await self._read(p.status_call(self._ctx, handoff_id))
 
-    async def inbox(
-        self,
-        *,
-        source_id: str | None = None,
-        include_completed: bool | None = None,
-        before_seq: int | None = None,
-        limit: int | None = None,
-    ) -> m.Mailbox:
-        """`GET .../handoffs?box=inbox`, newest first (MBX-1, MBX-2)."""
-        call = p.mailbox(self._ctx, "inbox", source_id, include_completed, before_seq, limit)
-        result: m.Mailbox = await self._read(call)
-        return result
+    async def inbox(self, **query: Unpack[p.MailboxQuery]) -> m.Mailbox:
+        """`GET .../handoffs?box=inbox`, newest first (MBX-1, MBX-2): `source_id`,
+        `include_completed`, `before_seq`, `limit`."""
+        return await self._read(p.mailbox(self._ctx, "inbox", query))
 
-    async def outbox(
-        self,
-        *,
-        source_id: str | None = None,
-        include_completed: bool | None = None,
-        before_seq: int | None = None,
-        limit: int | None = None,
-    ) -> m.Mailbox:
-        """`GET .../handoffs?box=outbox`, newest first (MBX-1, MBX-2)."""
-        call = p.mailbox(self._ctx, "outbox", source_id, include_completed, before_seq, limit)
-        result: m.Mailbox = await self._read(call)
-        return result
+    async def outbox(self, **query: Unpack[p.MailboxQuery]) -> m.Mailbox:
+        """`GET .../handoffs?box=outbox`, newest first (MBX-1, MBX-2), filtered as `inbox`."""
+        return await self._read(p.mailbox(self._ctx, "outbox", query))
 
-    async def accept_handoff(
-        self,
-        handoff_id: str,
-        *,
-        claim_id: str | None = None,
-        expected_revision: int | None = None,
-        command_id: str | None = None,
-    ) -> m.Transition:
-        """`POST .../handoffs/{id}/accept`; claim and command ids derived (ID-4) and the
-        expected revision read from the status unless given."""
-        plan = p.accept(self._ctx, handoff_id, claim_id, expected_revision, command_id)
-        return await self._run(plan)
+    async def accept_handoff(self, handoff_id: str, **claim: Unpack[p.ClaimPin]) -> m.Transition:
+        """`POST .../handoffs/{id}/accept`; `claim_id` and `command_id` derived (ID-4) and
+        `expected_revision` read from the status unless given."""
+        return await self._run(p.accept(self._ctx, handoff_id, **claim))
 
-    async def heartbeat_handoff(
-        self,
-        handoff_id: str,
-        *,
-        claim_id: str | None = None,
-        expected_revision: int | None = None,
-        command_id: str | None = None,
-    ) -> m.Transition:
+    async def heartbeat_handoff(self, handoff_id: str, **claim: Unpack[p.ClaimPin]) -> m.Transition:
         """`POST .../handoffs/{id}/heartbeat`: renew the current (or given) claim's lease."""
-        plan = p.heartbeat(self._ctx, handoff_id, claim_id, expected_revision, command_id)
-        return await self._run(plan)
+        return await self._run(p.heartbeat(self._ctx, handoff_id, **claim))
 
     async def return_handoff(
         self,
         handoff_id: str,
         result_fact_id: str,
         outcome: Outcome = "succeeded",
-        *,
-        claim_id: str | None = None,
-        expected_revision: int | None = None,
-        command_id: str | None = None,
-        result_artifact_id: str | None = None,
+        **pin: Unpack[p.ReturnPin],
     ) -> m.Transition:
         """`POST .../handoffs/{id}/return` with a result fact of the receiver (HO-4)
-        and, when given, the artifact holding the result (HO-9)."""
-        plan = p.return_handoff(
-            self._ctx,
-            handoff_id,
-            result_fact_id,
-            outcome,
-            claim_id,
-            expected_revision,
-            command_id,
-            result_artifact_id,
-        )
+        and, when given, `result_artifact_id`, the artifact holding the result (HO-9)."""
+        plan = p.return_handoff(self._ctx, handoff_id, result_fact_id, outcome, **pin)
         return await self._run(plan)

@@ -1,44 +1,36 @@
 """Typed answers of the HTTP contract (the component schemas of `openapi.json`).
 
 Every model ignores fields it does not know, so a client keeps working against a server that
-added one; the fields named here are the contract's and are checked. (Keeping unknown fields,
-`extra="allow"`, made parsing a page of 100 change entries cost half again as much as
-`json.loads`.) Records are frozen: an answer is a value, not something to edit and send back.
+added one; the fields named here are the contract's and are checked when an answer is parsed
+(`aidememo.client.records`). Records are frozen: an answer is a value, not something to edit
+and send back.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr
+from aidememo.client.records import Record
 
 
-class Model(BaseModel):
-    """The base of every answer: frozen, unknown fields ignored."""
-
-    # Validators are built when a model is first used, not at import: one command uses a few
-    # of these models, and building all of them cost most of an agent command's start-up.
-    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
-
-
-class Health(Model):
+class Health(Record):
     status: str
     mode: str
     schema_version: int | None
     state: str
 
 
-class Scope(Model):
+class Scope(Record):
     tenant_id: str
     project_id: str
 
 
-class ResourceRef(Model):
+class ResourceRef(Record):
     kind: str
     id: str
 
 
-class Receipt(Model):
+class Receipt(Record):
     """The stored answer of one command (CMD-3: a replay returns it unchanged)."""
 
     command_id: str
@@ -50,7 +42,7 @@ class Receipt(Model):
     resource: ResourceRef
     revision: int
     committed_at_ms: int
-    _replayed: bool = PrivateAttr(default=False)
+    _replayed = False  # not a field: set by the client from the answer's header
 
     @property
     def replayed(self) -> bool:
@@ -58,17 +50,8 @@ class Receipt(Model):
         `aidememo-replayed` header, CMD-7)."""
         return self._replayed
 
-    def __eq__(self, other: object) -> bool:
-        # The same receipt whether or not this answer was a replay (CMD-3).
-        if not isinstance(other, Receipt):
-            return NotImplemented
-        return self.__dict__ == other.__dict__
 
-    def __hash__(self) -> int:
-        return hash(tuple(self.__dict__.values()))
-
-
-class Written(Model):
+class Written(Record):
     """The outcome of a write: the receipt, and whether this call found its exact command
     already applied (`recovered`, CLIENT-2)."""
 
@@ -91,7 +74,7 @@ class Transition(Written):
     claim_id: str
 
 
-class Identity(Model):
+class Identity(Record):
     tenant_id: str
     project_id: str
     project_epoch: str
@@ -99,25 +82,25 @@ class Identity(Model):
     role: Literal["owner", "admin", "writer", "reader"]
 
 
-class Member(Model):
+class Member(Record):
     actor_id: str
     kind: str
     role: str
     status: str
 
 
-class Members(Model):
+class Members(Record):
     members: list[Member]
 
 
-class ResourceState(Model):
+class ResourceState(Record):
     """`present` with the exact `body`, or `deleted` (a tombstone, REC-3)."""
 
     state: Literal["present", "deleted"]
     body: Any = None
 
 
-class Resource(Model):
+class Resource(Record):
     scope: Scope
     resource: ResourceRef
     revision: int
@@ -129,25 +112,25 @@ class Resource(Model):
         return self.state.body
 
 
-class SessionRecord(Model):
+class SessionRecord(Record):
     session_id: str
     source_id: str
     topic: str
     created_by: str
 
 
-class SessionItem(Model):
+class SessionItem(Record):
     project_seq: int
     revision: int
     record: SessionRecord
 
 
-class Sessions(Model):
+class Sessions(Record):
     sessions: list[SessionItem]
     next_before_seq: int | None
 
 
-class FactRecord(Model):
+class FactRecord(Record):
     fact_id: str
     session_id: str
     source_id: str
@@ -155,20 +138,20 @@ class FactRecord(Model):
     content: str
 
 
-class FactItem(Model):
+class FactItem(Record):
     project_seq: int
     revision: int
     record: FactRecord
 
 
-class SessionFacts(Model):
+class SessionFacts(Record):
     """A page of one session's facts in commit order (`GET .../sessions/{id}/facts`)."""
 
     facts: list[FactItem]
     next_after_seq: int | None = None
 
 
-class HandoffRecord(Model):
+class HandoffRecord(Record):
     handoff_id: str
     session_id: str
     source_id: str
@@ -190,7 +173,7 @@ class HandoffRecord(Model):
 LeaseState = Literal["live", "expired"]
 
 
-class HandoffStatus(Model):
+class HandoffStatus(Record):
     """`{revision, record}` and the lease's state read now (HO-8, READS-2)."""
 
     revision: int
@@ -198,19 +181,19 @@ class HandoffStatus(Model):
     lease_state: LeaseState | None = None
 
 
-class Assignment(Model):
+class Assignment(Record):
     project_seq: int
     revision: int
     record: HandoffRecord
     lease_state: LeaseState | None = None
 
 
-class Mailbox(Model):
+class Mailbox(Record):
     assignments: list[Assignment]
     next_before_seq: int | None
 
 
-class SearchResult(Model):
+class SearchResult(Record):
     fact_id: str
     session_id: str
     source_id: str
@@ -224,14 +207,14 @@ class SearchResult(Model):
     semantic_rank: int | None = None
 
 
-class SemanticModel(Model):
+class SemanticModel(Record):
     provider: str
     model: str
     revision: str
     dimensions: int
 
 
-class Search(Model):
+class Search(Record):
     project_epoch: str
     index_seq: int
     mode: Literal["lexical", "semantic", "hybrid"]
@@ -241,12 +224,12 @@ class Search(Model):
     fallback_reason: str | None = None
 
 
-class Cursor(Model):
+class Cursor(Record):
     project_epoch: str
     after_seq: int
 
 
-class ChangeEntry(Model):
+class ChangeEntry(Record):
     tenant_id: str
     project_id: str
     project_epoch: str
@@ -258,7 +241,7 @@ class ChangeEntry(Model):
     committed_at_ms: int
 
 
-class ChangeBatch(Model):
+class ChangeBatch(Record):
     scope: Scope
     cursor: Cursor
     entries: list[ChangeEntry]
@@ -266,12 +249,12 @@ class ChangeBatch(Model):
     has_more: bool
 
 
-class MaterializedEntry(Model):
+class MaterializedEntry(Record):
     change: ChangeEntry
     resource: Resource
 
 
-class MaterializedBatch(Model):
+class MaterializedBatch(Record):
     scope: Scope
     cursor: Cursor
     entries: list[MaterializedEntry]
@@ -279,7 +262,7 @@ class MaterializedBatch(Model):
     has_more: bool
 
 
-class Snapshot(Model):
+class Snapshot(Record):
     """One page of the snapshot: every page of one walk is the state at `at_seq`;
     `next_page_token` is null (or absent) on the last page."""
 

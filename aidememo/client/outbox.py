@@ -11,18 +11,16 @@ an item whose profile, payload or plan changed after it was queued is refused, n
 Nothing here sends anything by itself: `aidememo outbox publish` does, in queue order, with
 each item's original bytes (so the server replays a command it had already applied, CMD-3,
 and the item is `recovered`). Separate processes share one file; SQLite's locking orders
-their writes. The file and its folder are created 0600 and 0700 (`open_private_sqlite`).
+their writes. The file and its folder are created 0600 and 0700 (`aidememo.client.private_file`).
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from aidememo.client.replica import open_private_sqlite
+from aidememo.client.private_file import PrivateFile
 from aidememo.domain.command_ids import stable_id
 
 QUEUED = "queued"
@@ -67,8 +65,7 @@ def item_digest(binding: str, plan: str, target: str, body: bytes) -> str:
     return stable_id(ITEM_PREFIX, binding, plan, target, body)
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(NamedTuple):
     """One command ready to send: what an outbox item keeps."""
 
     command: str  # "session new", "fact add", "handoff send"
@@ -92,8 +89,7 @@ class Request:
         }
 
 
-@dataclass(frozen=True)
-class Item:
+class Item(NamedTuple):
     """One stored item, as read back."""
 
     item: int
@@ -176,23 +172,10 @@ class Item:
         }
 
 
-class Outbox:
+class Outbox(PrivateFile):
     """One outbox file."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._conn = open_private_sqlite(path)
-        for statement in _SCHEMA:
-            self._conn.execute(statement)
-
-    def close(self) -> None:
-        self._conn.close()
-
-    def __enter__(self) -> Outbox:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    SCHEMA = _SCHEMA
 
     def items(self) -> list[Item]:
         rows = self._conn.execute("SELECT * FROM items ORDER BY item").fetchall()

@@ -2,8 +2,8 @@
 
 A method is a plan: a generator that yields `Call`s (one HTTP exchange each) and receives
 their parsed answers, or has the call's `AidememoClientError` thrown into it. The synchronous
-and the asynchronous client only differ in how they drive a plan (`drive` here, and its
-`async` twin in `aidememo.client.async_client`), so both run the same steps, the same
+and the asynchronous client only differ in whether they await each call (the one driver is
+`AsyncClient._run`, and `Client` is generated from it), so both run the same steps, the same
 retry and the same recovery (SPEC.md CLIENT-1..CLIENT-4):
 
 - A call that got no answer (`AidememoUnreachable`, retryable) is sent again, byte for byte,
@@ -21,25 +21,22 @@ retry and the same recovery (SPEC.md CLIENT-1..CLIENT-4):
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Generator
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from collections.abc import Generator
+from typing import Any, Generic, NamedTuple, TypedDict, TypeVar
 from urllib.parse import quote, urlencode
-
-from pydantic import BaseModel, ValidationError
 
 from aidememo.client import models as m
 from aidememo.client.errors import INVALID_RESPONSE, AidememoClientError, AidememoUnreachable
+from aidememo.client.records import Record, RecordError
 from aidememo.client.ulid import new_ulid
 from aidememo.domain import command_ids as ids
-from aidememo.domain.errors import AidememoError, ErrorCode, fail
+from aidememo.domain.errors import ErrorCode, fail
 
 T = TypeVar("T")
-M = TypeVar("M", bound=BaseModel)
+M = TypeVar("M", bound=Record)
 
 
-@dataclass(frozen=True)
-class Call(Generic[M]):
+class Call(NamedTuple, Generic[M]):
     """One HTTP exchange: `target` is the path and query under the base URL; `body` the
     exact bytes sent (kept, so a retry sends the identical body); `model` parses a 2xx."""
 
@@ -52,14 +49,14 @@ class Call(Generic[M]):
 Plan = Generator[Call[Any], Any, T]
 
 
-@dataclass
 class Context:
     """What every plan of one client shares: the project, the retry budget and the caller's
     identity once read (`GET /identity`, needed for the derived ids of transitions)."""
 
-    project_id: str
-    retries: int = 1
-    identity: m.Identity | None = None
+    def __init__(self, project_id: str, retries: int = 1) -> None:
+        self.project_id = project_id
+        self.retries = retries
+        self.identity: m.Identity | None = None
 
     @property
     def base(self) -> str:
@@ -110,12 +107,12 @@ def parse(call: Call[M], status: int, content: bytes, replayed: str | None = Non
         try:
             answer = call.model.model_validate_json(content)
             if replayed == "true" and isinstance(answer, m.Receipt):
-                answer._replayed = True
+                object.__setattr__(answer, "_replayed", True)
             return answer
-        except ValidationError as exc:
+        except RecordError as exc:
             name = call.model.__name__
             raise AidememoClientError(
-                INVALID_RESPONSE, f"the answer is not a {name}: {exc.errors()[0]['msg']}", status
+                INVALID_RESPONSE, f"the answer is not a {name}: {exc}", status
             ) from None
     raise refusal(status, content)
 
@@ -132,24 +129,6 @@ def refusal(status: int, content: bytes) -> AidememoClientError:
             INVALID_RESPONSE, f"HTTP {status} with a malformed error", status
         )
     return AidememoClientError(code, message, status)
-
-
-def drive(plan: Plan[T], send: Callable[[Call[Any]], Any]) -> T:
-    """Run `plan` to its end, sending each call it yields with `send`."""
-    try:
-        call = next(plan)
-        while True:
-            try:
-                answer = send(call)
-            except AidememoClientError as exc:
-                call = plan.throw(exc)
-            else:
-                call = plan.send(answer)
-    except StopIteration as stop:
-        result: T = stop.value
-        return result
-    except AidememoError as exc:  # an id or value refused before anything was sent
-        raise AidememoClientError(exc.code.value, exc.message) from None
 
 
 # -- reads ----------------------------------------------------------------------------------
@@ -211,23 +190,17 @@ def changes(
     return (yield from fetch(ctx, call))
 
 
-def mailbox(
-    ctx: Context,
-    box: str,
-    source_id: str | None,
-    include_completed: bool | None,
-    before_seq: int | None,
-    limit: int | None,
-) -> Call[m.Mailbox]:
-    return get(
-        f"{ctx.base}/handoffs",
-        m.Mailbox,
-        box=box,
-        source_id=source_id,
-        include_completed=include_completed,
-        before_seq=before_seq,
-        limit=limit,
-    )
+class MailboxQuery(TypedDict, total=False):
+    """The filters of `inbox` and `outbox` (MBX-1, MBX-2); each left out unless given."""
+
+    source_id: str | None
+    include_completed: bool | None
+    before_seq: int | None
+    limit: int | None
+
+
+def mailbox(ctx: Context, box: str, query: MailboxQuery) -> Call[m.Mailbox]:
+    return get(f"{ctx.base}/handoffs", m.Mailbox, box=box, **query)
 
 
 def send_payload(
@@ -305,13 +278,33 @@ def create(
     return (yield from write(ctx, call, kind, resource_id))
 
 
+class Pin(TypedDict, total=False):
+    """What a write may fix instead of leaving it to the client: the revision it expects
+    and its command id."""
+
+    expected_revision: int | None
+    command_id: str | None
+
+
+class ClaimPin(Pin, total=False):
+    """A transition's `Pin` and the claim it acts under."""
+
+    claim_id: str | None
+
+
+class ReturnPin(ClaimPin, total=False):
+    """A return's `ClaimPin` and the artifact holding its result (HO-9)."""
+
+    result_artifact_id: str | None
+
+
 def raw(
     ctx: Context,
     kind: str,
     resource_id: str,
     payload: dict[str, Any] | None,
-    expected_revision: int | None,
-    command_id: str | None,
+    expected_revision: int | None = None,
+    command_id: str | None = None,
 ) -> Plan[m.Written]:
     """`POST /v1/commands`: a put (payload) or delete (None) of a `custom.*` resource. No
     derivation covers these, so an omitted command id is a fresh ULID, kept for the retry."""
@@ -354,9 +347,9 @@ def _no_claim(handoff_id: str) -> AidememoClientError:
 def accept(
     ctx: Context,
     handoff_id: str,
-    claim_id: str | None,
-    expected_revision: int | None,
-    command_id: str | None,
+    claim_id: str | None = None,
+    expected_revision: int | None = None,
+    command_id: str | None = None,
 ) -> Plan[m.Transition]:
     """Claim a handoff. Without `claim_id` the claim is derived from the attempt (ID-4): the
     current one when the caller's derived claim already holds a live lease (a re-run: the
@@ -386,22 +379,30 @@ def accept(
     )
 
 
+def _held_claim(
+    ctx: Context, handoff_id: str, claim_id: str | None
+) -> Plan[tuple[m.HandoffStatus, str]]:
+    """The handoff's status and the claim to act under: `claim_id`, else its current one."""
+    status: m.HandoffStatus = yield from fetch(ctx, status_call(ctx, handoff_id))
+    claim = claim_id or status.record.claim_id
+    if claim is None:
+        raise _no_claim(handoff_id)
+    return status, claim
+
+
 def heartbeat(
     ctx: Context,
     handoff_id: str,
-    claim_id: str | None,
-    expected_revision: int | None,
-    command_id: str | None,
+    claim_id: str | None = None,
+    expected_revision: int | None = None,
+    command_id: str | None = None,
 ) -> Plan[m.Transition]:
     """Renew the lease of `claim_id` (default: the handoff's current claim)."""
     me = (yield from known_identity(ctx)).actor_id
     seen = None
     if claim_id is None or expected_revision is None:
-        status: m.HandoffStatus = yield from fetch(ctx, status_call(ctx, handoff_id))
+        status, claim_id = yield from _held_claim(ctx, handoff_id, claim_id)
         seen = status.revision
-        claim_id = claim_id or status.record.claim_id
-        if claim_id is None:
-            raise _no_claim(handoff_id)
         expected_revision = expected_revision or status.revision
     cid = command_id or ids.heartbeat_command_id(
         ctx.project_id, me, handoff_id, claim_id, expected_revision
@@ -417,9 +418,9 @@ def return_handoff(
     handoff_id: str,
     result_fact_id: str,
     outcome: str,
-    claim_id: str | None,
-    expected_revision: int | None,
-    command_id: str | None,
+    claim_id: str | None = None,
+    expected_revision: int | None = None,
+    command_id: str | None = None,
     result_artifact_id: str | None = None,
 ) -> Plan[m.Transition]:
     """Return the handoff with this evidence under `claim_id` (default: the current claim),
@@ -428,11 +429,8 @@ def return_handoff(
     me = (yield from known_identity(ctx)).actor_id
     seen = None
     if claim_id is None or expected_revision is None:
-        status: m.HandoffStatus = yield from fetch(ctx, status_call(ctx, handoff_id))
+        status, claim_id = yield from _held_claim(ctx, handoff_id, claim_id)
         rec, seen = status.record, status.revision
-        claim_id = claim_id or rec.claim_id
-        if claim_id is None:
-            raise _no_claim(handoff_id)
         if expected_revision is None:
             again = (rec.claim_id, rec.result_fact_id, rec.outcome, rec.result_artifact_id) == (
                 claim_id,

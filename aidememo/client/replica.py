@@ -20,15 +20,14 @@ directory are created 0600 and 0700. Only the stdlib's `sqlite3` is used.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from aidememo.client.models import Identity, MaterializedBatch, Resource, Snapshot
+from aidememo.client.private_file import PrivateFile
 
 FORMAT = "2"
 """The replica file's format: 2 pins the actor (a format-1 file pinned only the project)."""
@@ -91,42 +90,10 @@ class Cached:
         }
 
 
-def _create_private(path: Path) -> None:
-    """The file (0600) in its folder (0700), before SQLite opens it."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-    finally:
-        os.close(fd)
-
-
-def open_private_sqlite(path: Path) -> sqlite3.Connection:
-    """A SQLite connection to `path`, created 0600; autocommit, transactions explicit."""
-    _create_private(path)
-    conn = sqlite3.connect(path, timeout=30.0, isolation_level=None)
-    conn.execute("PRAGMA busy_timeout = 30000")
-    return conn
-
-
-class Replica:
+class Replica(PrivateFile):
     """One replica file."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._conn = open_private_sqlite(path)
-        for statement in _SCHEMA:
-            self._conn.execute(statement)
-
-    def close(self) -> None:
-        self._conn.close()
-
-    def __enter__(self) -> Replica:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    SCHEMA = _SCHEMA
 
     # -- the pin ------------------------------------------------------------------------------
 

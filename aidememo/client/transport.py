@@ -1,52 +1,166 @@
-"""What both clients share on httpx: the request they build, timeouts, transport failures.
+"""What a client hands its transport, and what it gets back (standard library only).
 
-The clients hand each request straight to an httpx transport, not through `httpx.Client`: an
-API call needs none of its layers (cookies, redirects, auth flows, event hooks), and leaving
-them out halves httpx's cost per request. The default transports are
-`aidememo.client.connection.KeepAliveTransport` (synchronous) and `httpx.AsyncHTTPTransport`
-with `TCP_NODELAY` (asynchronous); a caller may pass any other, such as
-`httpx.HTTPTransport(proxy=...)`: a proxy is not read from the environment.
+A `Request` is one HTTP exchange (method, absolute URL, headers, body, timeouts); a transport
+answers it with an `Answer` (status, lower-case headers, the body whole or, for a download, as
+it arrives) or raises `AidememoUnreachable` when no answer came back, naming the failure's kind
+(`ConnectError`, `ReadTimeout`, ...) and whether an identical retry may cure it (CLIENT-1).
+`Transport` is the synchronous shape (`Client`; default `KeepAliveTransport` on plain sockets,
+so an agent command imports no HTTP library) and `AsyncTransport` the asynchronous one
+(`AsyncClient`; default httpx's, `aidememo.client.httpx_transport`, which also adapts any
+other httpx transport, such as one through a proxy: none is read from the environment).
 """
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Mapping
-
-import httpx
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeVar
 
 from aidememo.client.errors import AidememoUnreachable
 
-Timeout = float | httpx.Timeout
-"""Seconds for each phase of an exchange (connect, write, read, pool), or an `httpx.Timeout`."""
+if TYPE_CHECKING:
+    import httpx
+
+Body = bytes | Iterator[bytes] | None
 
 # The failures an identical retry may cure: no connection, no answer in time, a connection
-# reset or closed before the answer was complete (CLIENT-1).
-RETRYABLE = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+# reset or closed before the answer was complete (CLIENT-1). Not: a URL the transport cannot
+# speak to at all.
+NOT_RETRYABLE = frozenset({"UnsupportedProtocol", "LocalProtocolError"})
 
 
-URL_CACHE_SIZE = 1024
-
-# Every write of a request goes out at once: httpx sends a request's head and body in separate
-# writes, and with Nagle's algorithm the body would wait for the head's acknowledgement.
-SOCKET_OPTIONS = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+def unreachable(kind: str, detail: str) -> AidememoUnreachable:
+    """A failure without an answer as the client's error: `kind: detail`."""
+    return AidememoUnreachable(f"{kind}: {detail or kind}", retryable=kind not in NOT_RETRYABLE)
 
 
-def default_transport() -> httpx.BaseTransport:
+class Timeouts:
+    """Seconds to connect and to wait for each read (None: no limit)."""
+
+    __slots__ = ("connect", "read")
+
+    def __init__(self, connect: float | None, read: float | None) -> None:
+        self.connect = connect
+        self.read = read
+
+
+Timeout = float | Timeouts
+"""Seconds for each phase of an exchange, or `Timeouts` (an `httpx.Timeout` is read too)."""
+
+
+def timeouts(value: Timeout | httpx.Timeout) -> Timeouts:
+    if isinstance(value, Timeouts):
+        return value
+    if isinstance(value, int | float):
+        return Timeouts(float(value), float(value))
+    return Timeouts(value.connect, value.read)
+
+
+class Request(NamedTuple):
+    """One exchange: `body` bytes, chunks (sent as they come) or None."""
+
+    method: str
+    url: str
+    headers: dict[str, str]
+    body: Body
+    timeouts: Timeouts
+
+
+S = TypeVar("S")  # how a streamed body arrives
+F = TypeVar("F")  # what releases it
+
+
+class _Answer(Generic[S, F]):
+    """What `Answer` and `AsyncAnswer` hold: the status, lower-case headers, and the body,
+    whole (`content`) or streamed (read with `chunks()`, released with `close()`/`aclose()`)."""
+
+    __slots__ = ("_release", "_stream", "content", "headers", "status")
+
+    def __init__(
+        self,
+        status: int,
+        headers: Mapping[str, str],
+        content: bytes = b"",
+        stream: S | None = None,
+        release: F | None = None,
+    ) -> None:
+        self.status = status
+        self.headers = headers
+        self.content = content
+        self._stream = stream
+        self._release = release
+
+
+class Answer(_Answer[Iterator[bytes], Callable[[], None]]):
+    """One answer of a `Transport`."""
+
+    __slots__ = ()
+
+    def chunks(self) -> Iterator[bytes]:
+        if self._stream is None:
+            if self.content:
+                yield self.content
+            return
+        yield from self._stream
+
+    def close(self) -> None:
+        """Release a streamed answer's connection (one read to its end is kept)."""
+        if self._release is not None:
+            self._release()
+            self._release = None
+
+
+class AsyncAnswer(_Answer[AsyncIterator[bytes], Callable[[], Awaitable[None]]]):
+    """One answer of an `AsyncTransport`."""
+
+    __slots__ = ()
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        if self._stream is None:
+            if self.content:
+                yield self.content
+            return
+        async for chunk in self._stream:
+            yield chunk
+
+    async def aclose(self) -> None:
+        if self._release is not None:
+            await self._release()
+            self._release = None
+
+
+class Transport(Protocol):
+    def exchange(self, request: Request, *, stream: bool = False) -> Answer: ...
+
+    def close(self) -> None: ...
+
+
+class AsyncTransport(Protocol):
+    async def exchange(self, request: Request, *, stream: bool = False) -> AsyncAnswer: ...
+
+    async def aclose(self) -> None: ...
+
+
+def default_transport() -> Transport:
     from aidememo.client.connection import KeepAliveTransport
 
     return KeepAliveTransport()
 
 
-def default_async_transport() -> httpx.AsyncHTTPTransport:
-    return httpx.AsyncHTTPTransport(socket_options=SOCKET_OPTIONS)
+def default_async_transport() -> AsyncTransport:
+    from aidememo.client.httpx_transport import HttpxAsyncTransport
+
+    return HttpxAsyncTransport()
 
 
 class Wire:
-    """How one client's requests are built: the base URL, headers and timeout extension."""
+    """How one client's requests are built: the base URL, headers and timeouts."""
 
     def __init__(
-        self, base_url: str, token: str, timeout: Timeout, extra: Mapping[str, str] | None
+        self,
+        base_url: str,
+        token: str,
+        timeout: Timeout | httpx.Timeout,
+        extra: Mapping[str, str] | None,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://, not {base_url!r}")
@@ -56,35 +170,17 @@ class Wire:
         for name, value in headers.items():
             if any(c in name + value for c in "\r\n\0"):
                 raise ValueError(f"header {name!r} (or the token) holds a line break or NUL")
-        self.headers = httpx.Headers(headers)
-        self.json_headers = httpx.Headers({**headers, "content-type": "application/json"})
-        self._urls: dict[str, httpx.URL] = {}
-        limits = timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
-        self.extensions = {"timeout": limits.as_dict()}
+        self.headers = headers
+        self.timeouts = timeouts(timeout)
 
-    def url(self, target: str) -> httpx.URL:
-        """The URL of `target`; parsed once per target (httpx validates every component,
-        which costs more than the rest of building a request), the most recent kept."""
-        url = self._urls.get(target)
-        if url is None:
-            if len(self._urls) >= URL_CACHE_SIZE:
-                self._urls.clear()
-            url = self._urls[target] = httpx.URL(self.base_url + target)
-        return url
-
-    def request(self, method: str, target: str, body: bytes | None) -> httpx.Request:
-        return httpx.Request(
-            method,
-            self.url(target),
-            headers=self.headers if body is None else self.json_headers,
-            content=body,
-            extensions=self.extensions,
-        )
-
-
-def unreachable(exc: httpx.TransportError) -> AidememoUnreachable:
-    """A transport failure as the client's error; its message names the failure's type."""
-    detail = str(exc) or type(exc).__name__
-    return AidememoUnreachable(
-        f"{type(exc).__name__}: {detail}", retryable=isinstance(exc, RETRYABLE)
-    )
+    def request(
+        self, method: str, target: str, body: Body = None, content_type: str | None = None
+    ) -> Request:
+        """A request to `target` under the base URL; `content_type` defaults to JSON for a
+        body given as bytes."""
+        headers = self.headers
+        if content_type is None and isinstance(body, bytes):
+            content_type = "application/json"
+        if content_type is not None:
+            headers = {**headers, "content-type": content_type}
+        return Request(method, self.base_url + target, headers, body, self.timeouts)

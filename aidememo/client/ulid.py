@@ -7,7 +7,7 @@ without coordination, and a valid identifier under ID-1.
 
 from __future__ import annotations
 
-import secrets
+import os
 import time
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -19,7 +19,7 @@ def new_ulid(now_ms: int | None = None) -> str:
     ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
     if not 0 <= ms < 1 << 48:
         raise ValueError("a ULID's time must fit in 48 bits")
-    value = (ms << 80) | secrets.randbits(80)
+    value = (ms << 80) | int.from_bytes(os.urandom(10))  # 80 random bits
     out = []
     for _ in range(_LENGTH):
         out.append(_ALPHABET[value & 31])

@@ -2,7 +2,7 @@
 (SPEC.md MEM-22, MEM-23).
 
 The core holds the contract; the model itself runs outside it (`ModelRuntime`, implemented
-with onnxruntime and numpy by `aidememo.cli.memory_vectors`, CPython only). Retrieval checks
+with onnxruntime and numpy by `aidememo.cli.memory.vectors`, CPython only). Retrieval checks
 the sidecar first (missing, stale for the searched scopes, made by another provider: each its
 `SEMANTIC_INDEX_*` refusal), then verifies and loads the model, embeds the query, scores every
 vector of the searched scopes by cosine, keeps those at or above the floor, best first (ties

@@ -127,7 +127,7 @@ def test_mcp8_install_prints_and_writes_once(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     served = Target("http://127.0.0.1:9", {WRITER: "t" * 32})
-    from aidememo.cli import profiles
+    from aidememo.cli.agent import profiles
 
     token = tmp_path / "w.token"
     token.write_text("t" * 32)
@@ -186,7 +186,7 @@ class _Fake:
 
 
 async def _combined() -> None:
-    from aidememo.cli.mcp_stdio import build_server
+    from aidememo.cli.mcp.stdio import build_server
 
     server = build_server([_Fake("team_echo"), _Fake("memory_echo")])
     async with Client(server, mode="legacy") as client:
@@ -198,7 +198,7 @@ async def _combined() -> None:
 
 def test_mcp8_stdio_server_combines_providers() -> None:
     from aidememo.cli.errors import CliError
-    from aidememo.cli.mcp_stdio import build_server
+    from aidememo.cli.mcp.stdio import build_server
 
     anyio.run(_combined)
     with pytest.raises(CliError):

@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from aidememo.cli.commands import read_token_file
+from aidememo.cli.admin.commands import read_token_file
 from aidememo.cli.main import main
-from aidememo.cli.serve import MISSING_EXTRA, is_loopback
 from aidememo.cli.stores import describe_database
 from aidememo.domain.clock import RandomIds, SystemClock
 from aidememo.domain.errors import AidememoError, ErrorCode
 from aidememo.domain.model import MemberStatus, Role, Scope
 from aidememo.service.identity import IdentityService, token_digest
 from aidememo.stores.sqlite import SqliteStore
+from origin.serve_command import MISSING_EXTRA, is_loopback
 
 
 @pytest.fixture(autouse=True)

@@ -279,10 +279,10 @@ def test_import_over_the_request_limit_is_refused_before_any_request(
 def test_serve_takes_the_admin_token_file_from_the_environment(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import aidememo.cli.serve
+    import origin.serve_command
 
     seen: dict[str, Any] = {}
-    monkeypatch.setattr(aidememo.cli.serve, "run_serve", lambda **kw: seen.update(kw) or 0)
+    monkeypatch.setattr(origin.serve_command, "run_serve", lambda **kw: seen.update(kw) or 0)
     admin = tmp_path / "admin.token"
     text = new_token(capsys, admin)
     monkeypatch.setenv("AIDEMEMO_ADMIN_TOKEN_FILE", str(admin))

@@ -103,7 +103,7 @@ def test_cli1_loopback_url_without_a_scheme_suggests_http(
 def test_cli1_non_loopback_url_without_a_scheme_is_still_https(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from aidememo.cli.remote import AdminClient
+    from aidememo.cli.admin.remote import AdminClient
 
     client = AdminClient("admin.example.test", "t")
     assert client.secure and client.url == "https://admin.example.test"
@@ -117,7 +117,7 @@ def test_mcp8_mcp_install_host_is_not_serves_listen_host(
 ) -> None:
     """`AIDEMEMO_HOST=0.0.0.0` (serve's listen address) leaves `mcp install` alone; its agent
     host comes from `--host` or `AIDEMEMO_MCP_HOST`."""
-    from aidememo.cli import profiles
+    from aidememo.cli.agent import profiles
 
     token_file = token(capsys, tmp_path / "w.token")
     digest = profiles.token_sha256(token_file.read_text().strip())

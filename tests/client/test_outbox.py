@@ -1,4 +1,4 @@
-"""The durable outbox (`aidememo.client.outbox`, built by `aidememo.cli.queueing`) on every
+"""The durable outbox (`aidememo.client.outbox`, built by `aidememo.cli.agent.queueing`) on every
 backend (OUTBOX-1..OUTBOX-6): items survive reopening, fail closed when their profile, payload
 or plan changed, and their recorded bytes replay a command that was already committed.
 """
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from aidememo.cli.profiles import Profile
-from aidememo.cli.queueing import binding, publish_items, send_request
+from aidememo.cli.agent.profiles import Profile
+from aidememo.cli.agent.queueing import binding, publish_items, send_request
 from aidememo.client import AidememoUnreachable, AsyncClient, Client
 from aidememo.client.outbox import INTENT_PREFIX, ITEM_PREFIX, QUEUED, Outbox, intent_key
 from aidememo.domain.command_ids import create_command_id, stable_id

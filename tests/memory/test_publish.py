@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from aidememo.cli.memory_publish import published_fact_id
+from aidememo.cli.memory.publish import published_fact_id
 from aidememo.memory import MemoryStore
 from tests.cli.agent_support import Cli, Server, login, provision, start_server
 

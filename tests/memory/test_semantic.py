@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from aidememo.cli.main import main
-from aidememo.cli.memory_vectors import BUNDLED, OnnxRuntime
+from aidememo.cli.memory.vectors import BUNDLED, OnnxRuntime
 from aidememo.memory import MemoryStore, semantic, semantic_model, sidecar
 from aidememo.memory.errors import MemoryErrorCode as C
 from aidememo.memory.errors import MemoryStoreError
@@ -318,7 +318,7 @@ def test_mem22_cli_provision_rebuild_and_recall_by_meaning(
 
 
 def test_mem23_mcp_recall_takes_the_retrieval_mode(store_path: Path, model_dir: str) -> None:
-    from aidememo.cli.mcp_memory import provider
+    from aidememo.cli.mcp.memory import provider
 
     tools = provider(str(store_path))
     try:

@@ -19,11 +19,11 @@ import pytest
 from aidememo import metrics
 from aidememo.cli.errors import CliError
 from aidememo.cli.main import main
-from aidememo.cli.serve import _rate_limiter
 from aidememo.stores.sqlite import SqliteStore
 from origin.logjson import access_fields
 from origin.metrics import NAMES, parse_bind
 from origin.rate_limit import RateLimiter, RateSetting, parse_rate
+from origin.serve_command import _rate_limiter
 from tests.origin.test_serve_process import REPO, ServeProcess, free_port
 
 TOKEN_PATH = "/v1/projects/demo/identity"

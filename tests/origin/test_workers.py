@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from aidememo.cli.main import main
-from aidememo.cli.serve import ORIGIN_CONNECTIONS, worker_pool_size
 from aidememo.stores.postgres import PostgresStore
+from origin.serve_command import ORIGIN_CONNECTIONS, worker_pool_size
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -9,16 +9,17 @@ import io
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
-import httpx
 import pytest
 
 from aidememo.client import Client
 from aidememo.client.errors import AidememoClientError
+from aidememo.client.transport import Answer, Request, Timeouts, Transport
 from aidememo.domain.clock import FixedClock
 from aidememo.domain.model import Role
 from origin.s3_bodies import S3Bodies
-from tests.client.transports import Faulty, transport_for
+from tests.client.transports import Faulty, _body, _read, transport_for
 from tests.contract.support import LEASE_MS, PROJECT, READER, START_MS, WRITER, Api
 from tests.edge.backend import EdgeIdentity, project_store
 from tests.edge.runtime import EdgeClient, Runtime
@@ -59,17 +60,20 @@ def _client(api: Api, actor: str) -> tuple[Client, Faulty]:
     return Client(base_url, api.tokens[actor], PROJECT, transport=transport), transport
 
 
-class _Recording(httpx.BaseTransport):
+class _Recording:
     """The service transport, remembering the request paths and body sizes it carried."""
 
-    def __init__(self, inner: httpx.BaseTransport) -> None:
+    def __init__(self, inner: Transport) -> None:
         self.inner = inner
         self.sent: list[tuple[str, int]] = []
 
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        body = request.read()
-        self.sent.append((request.url.path, len(body)))
-        return self.inner.handle_request(request)
+    def exchange(self, request: Request, *, stream: bool = False) -> Answer:
+        request = _read(request)
+        self.sent.append((urlsplit(request.url).path, len(_body(request))))
+        return self.inner.exchange(request, stream=stream)
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 def test_grant8_client_puts_and_gets_through_grants(api: Api) -> None:
@@ -102,19 +106,21 @@ def test_grant8_client_puts_and_gets_through_grants(api: Api) -> None:
 def test_grant8_client_resends_a_lost_grant_put(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
     # The first PUT reaches the store but its answer is lost; the resend is 412 and the body
     # the first one stored is published.
-    from aidememo.client import grant_transfer
+    from aidememo.client.connection import KeepAliveTransport
+    from aidememo.client.transport import unreachable
 
-    real = httpx.Client.request
+    real = KeepAliveTransport.exchange
     calls = {"n": 0}
 
-    def lossy(self: httpx.Client, method: str, url: object, **kw: object) -> httpx.Response:
-        response = real(self, method, url, **kw)  # type: ignore[arg-type]
-        calls["n"] += 1
-        if method == "PUT" and calls["n"] == 1:
-            raise httpx.ReadTimeout("the answer was lost")
-        return response
+    def lossy(self: KeepAliveTransport, request: Request, *, stream: bool = False) -> Answer:
+        answer = real(self, request, stream=stream)
+        if request.method == "PUT":  # the grant PUTs go to the store on their own transport
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise unreachable("ReadTimeout", "the answer was lost")
+        return answer
 
-    monkeypatch.setattr(grant_transfer.httpx.Client, "request", lossy)
+    monkeypatch.setattr(KeepAliveTransport, "exchange", lossy)
     writer, _ = _client(api, WRITER)
     ref = writer.artifacts.put(PATH, b"sent twice")
     assert calls["n"] == 2 and ref["size_bytes"] == len(b"sent twice")
@@ -127,7 +133,7 @@ def test_grant8_async_transfers_move_the_same_bytes(api: Api) -> None:
     import asyncio
     import hashlib
 
-    from aidememo.client import grant_transfer
+    from aidememo.client.async_artifacts import _download, _upload
     from tests.contract.support import P
 
     data = os.urandom(70_000)
@@ -136,16 +142,16 @@ def test_grant8_async_transfers_move_the_same_bytes(api: Api) -> None:
     r = api.post(f"{P}/artifact-reservations", {"command_id": "as1", "payload": payload})
     rid = r.expect(200)["reservation_id"]
     g = api.call("POST", f"{P}/artifact-reservations/{rid}/upload-grants", as_=WRITER).expect(200)
-    timeout = httpx.Timeout(30.0)
-    asyncio.run(grant_transfer.upload_async(g, io.BytesIO(data), 1, timeout))
+    timeout = Timeouts(30.0, 30.0)
+    asyncio.run(_upload(g, io.BytesIO(data), len(data), 1, timeout))
     ref = api.post(f"{P}/artifact-reservations/{rid}/publish", {"command_id": "as1.p"}).expect(200)
     dg = api.call("POST", f"{P}/artifacts/{ref['artifact_id']}/download-grants", as_=READER,
                   json={"revision": 1}).expect(200)  # fmt: skip
 
     async def read() -> bytes:
-        return b"".join([c async for c in grant_transfer.download_async(dg, timeout)])
+        return b"".join([c async for c in _download(dg, timeout)])
 
     assert asyncio.run(read()) == data
     with pytest.raises(AidememoClientError) as refused:  # a replayed grant PUT is refused
-        asyncio.run(grant_transfer.upload_async(g, data, 0, timeout))
+        asyncio.run(_upload(g, data, len(data), 0, timeout))
     assert refused.value.status == 412

@@ -9,8 +9,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from aidememo.cli.artifact_backend import S3Settings, open_s3_bodies, s3_settings
 from origin.s3_bodies import S3Bodies, S3Config
+from origin.s3_options import S3Settings, open_s3_bodies, s3_settings
 
 INSIDE, PUBLIC = "http://seaweedfs:8333", "http://127.0.0.1:18333"
 KEY = "gen_public_endpoint_1"

@@ -19,9 +19,11 @@ from aidememo.cli.main import (
 )
 
 HEAVY = (
-    "aidememo.cli.commands",
-    "aidememo.cli.admin_parser",
+    "aidememo.cli.admin",
+    "aidememo.cli.mcp.stdio",
+    "aidememo.cli.mcp.install",
     "aidememo.cli.memory",
+    "origin",
     "aidememo.memory",
     "aidememo.client.models",
     "aidememo.ports",
@@ -77,3 +79,15 @@ def test_cli8_the_top_level_names_and_help_match_the_whole_tree() -> None:
     table = {**ADMIN_COMMANDS, **AGENT_COMMANDS, **MCP_COMMANDS, **MEMORY_COMMANDS}
     assert listing(build_parser()) == list(table.items())
     assert listing(build_parser("")) == list(table.items())
+
+
+def test_cli8_the_synchronous_client_imports_no_http_library_or_pydantic() -> None:
+    loaded = _loaded_after(
+        "from aidememo.client import Client, Written\n"
+        "from aidememo.client.models import Identity\n"
+        "Client('http://127.0.0.1:9', 't', 'p').close()\n"
+        "Identity.model_validate({'tenant_id': 't', 'project_id': 'p', 'project_epoch': 'e',"
+        " 'actor_id': 'a', 'role': 'writer'})"
+    )
+    assert [m for m in loaded if m.split(".")[0] in ("httpx", "pydantic", "httpcore")] == []
+    assert "http.client" not in loaded and "aidememo.client.artifacts" not in loaded
