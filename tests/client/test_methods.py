@@ -27,7 +27,7 @@ def _route_has(method: str, path: str, param: str | None = None) -> bool:
     route = resolve(method, path).route
     if route is None:
         return False
-    return param is None or any(q["name"] == param for q in route.query)
+    return param is None or any(q.name == param for q in route.query)
 
 
 SESSION_FACTS = _route_has("GET", f"{P}/sessions/s/facts")
