@@ -8,10 +8,11 @@ Worker hands its admission to a project object). Neither raises: every failure b
 `{"error": {"code", "message"}}` with the status mapped in `aidememo.domain.errors`, and
 nothing a client sends yields a 5xx (HTTP-2).
 
-`run_batch` answers several requests of batched routes (`Route.batch`, the commands) with the
-same pipeline, one after another in one write batch of a store declaring `CAP_WRITE_BATCH`
-(SPEC.md HTTP-10): one commit for all, every answer held until it is durable, a request whose
-transaction did not commit answered with the storage error.
+`run_batch` answers several requests of batched routes (`Route.batch`, the commands): each is
+admitted first, then the admitted ones' handlers run one after another in one write batch of a
+store declaring `CAP_WRITE_BATCH` (SPEC.md HTTP-10): one commit for all, every answer held
+until it is durable, a request whose transaction did not commit answered with the storage
+error.
 """
 
 from __future__ import annotations
@@ -185,26 +186,36 @@ class HttpApp:
         return connections if isinstance(connections, int) else None
 
     def run_batch(self, requests: Sequence[Request]) -> list[Response]:
-        """Answer `requests` (commands, `Route.batch`) in order, each through `dispatch`, in
-        one write batch of the store (HTTP-10); never raises. Returns once every answer is
-        durable; a request whose transaction did not commit gets the storage error instead
-        of what its dispatch answered. (Admitting the requests before the batch, so that it
-        runs only their handlers, cost 10-15% more CPU per served command:
-        docs/bench-notes.md, 2026-12-05.)"""
-        if not self.batches:
-            return [self.dispatch(request) for request in requests]
+        """Answer `requests` (commands, `Route.batch`) in order (HTTP-10); never raises. Each
+        is admitted first (`admit`: route, limits, token, body); a refused one is answered
+        at once. Only the admitted requests' handlers, which decode the command and run it,
+        go into one write batch of the store, so the store never calls back into HTTP
+        dispatch. Returns once every answer is durable; a request whose transaction did not
+        commit gets the storage error instead of what its handler answered."""
+        answers: list[Response | None] = []
+        admitted: list[tuple[int, Admission, Request]] = []
+        for request in requests:
+            try:
+                admitted.append((len(answers), self.admit(request), request))
+                answers.append(None)
+            except Exception as exc:
+                answers.append(self._failure(exc, request))
+        if not admitted:
+            return cast(list[Response], answers)
+        calls = [partial(self._run, admission, request) for _, admission, request in admitted]
         try:
-            outcomes = cast(WriteBatches, self.store).batch(
-                [partial(self.dispatch, request) for request in requests]
-            )
+            if self.batches:
+                outcomes = cast(WriteBatches, self.store).batch(calls)
+            else:
+                outcomes = [_outcome(call) for call in calls]
         except Exception as exc:
-            return [self._failure(exc, request) for request in requests]
-        return [
-            answer
-            if error is None and answer is not None
-            else self._failure(error or RuntimeError("no answer"), request)
-            for request, (answer, error) in zip(requests, outcomes, strict=True)
-        ]
+            outcomes = [(None, exc)] * len(calls)
+        for (at, admission, request), (answer, error) in zip(admitted, outcomes, strict=True):
+            if error is None and answer is not None:
+                answers[at] = self._observed(request, answer)
+            else:
+                answers[at] = self._refused(error or RuntimeError("no answer"), admission, request)
+        return cast(list[Response], answers)
 
     def serve(self, admission: Admission, request: Request) -> Response:
         """Answer a request another front admitted (the edge Worker, for a project object);
@@ -247,6 +258,14 @@ class HttpApp:
         route = admission.route
         request.body.bound(route.max_body)
         return route.handler(self.services, request, admission.params, admission.caller)
+
+
+def _outcome(call: Callable[[], Response]) -> tuple[Response | None, Exception | None]:
+    """`call`'s answer, or the exception it raised."""
+    try:
+        return call(), None
+    except Exception as exc:
+        return None, exc
 
 
 def read_json_body(request: Request) -> object:
