@@ -1,20 +1,21 @@
 """The store lane (`origin.lanes.Lane.STORE`): requests whose only I/O is the store's, queued by
 the event loop and answered by threads of the lane's own.
 
-Two kinds, by what the store can do (`origin.lanes.StoreTraits`):
+`StoreLane` is `threads` threads taking the queued requests, each up to `max_batch` of them at
+a time, and answering them with one call of `run_batch`. Its two settings, by what the store
+can do (`origin.lanes.StoreTraits`):
 
 - `Committer` (a store that runs write batches, `CAP_WRITE_BATCH`: the SQLite file store;
-  SPEC.md HTTP-10): one thread takes every queued command (up to `MAX_BATCH`) and answers them
-  with `HttpApp.run_batch`: each through the whole request pipeline, all in one write
-  transaction of the store (a savepoint per command) and one `COMMIT`. What arrives while a
-  batch runs waits for the next, so batches grow with the load by themselves.
+  SPEC.md HTTP-10): one thread, up to `MAX_BATCH` commands answered by `HttpApp.run_batch`
+  with one `COMMIT`. What arrives while a batch runs waits for the next, so batches grow with
+  the load by themselves.
 - `StorePool` (a store whose connection pool bounds its transactions: PostgreSQL; HTTP-12):
-  as many threads as the store has connections, taking the queued requests in order, so no
-  thread waits for a connection and none sleeps while requests are queued.
+  as many threads as the store has connections, one request at a time through `dispatch`,
+  so no thread waits for a connection and none sleeps while requests are queued.
 
 Either way the loop only appends to a queue (`submit`), a request is answered only once its
-dispatch (and so its commit) returned, the answers of one run are handed to their loop with
-one `call_soon_threadsafe`, a bug is the adapter's retryable 503, and `stop` answers what is
+call (and so its commit) returned, the answers of one call are handed to their loop with one
+`call_soon_threadsafe`, a bug is the adapter's retryable 503, and `stop` answers what is
 queued before the threads end; a request submitted after `stop` is answered 503 (retry).
 """
 
@@ -38,18 +39,22 @@ Deliver = Callable[[Response], None]
 Item = tuple[asyncio.AbstractEventLoop, Request, Deliver]
 """A queued request: its loop, the request and where its answer goes."""
 
+RunBatch = Callable[[Sequence[Request]], list[Response]]
+"""Answers requests in order; never raises."""
+
 log = logging.getLogger("aidememo.error")
 
 
 class StoreLane:
-    """`threads` threads named `name` taking the queued requests (`_run`, which a kind
-    defines: it returns when it takes `None`); started on the first request, ended by
-    `stop`."""
+    """`threads` threads named `name`, each answering up to `max_batch` queued requests at a
+    time with `run_batch`; started on the first request, ended by `stop`."""
 
-    def __init__(self, threads: int, name: str) -> None:
-        if threads < 1:
-            raise ValueError("threads must be at least 1")
+    def __init__(self, run_batch: RunBatch, threads: int, max_batch: int, name: str) -> None:
+        if threads < 1 or max_batch < 1:
+            raise ValueError("threads and max_batch must be at least 1")
         self.threads = threads
+        self._run_batch = run_batch
+        self._max_batch = max_batch
         self._name = name
         self._queue: SimpleQueue[Item | None] = SimpleQueue()
         self._running: list[threading.Thread] = []
@@ -87,26 +92,6 @@ class StoreLane:
             return True
 
     def _run(self) -> None:
-        raise NotImplementedError
-
-
-class Committer(StoreLane):
-    """The write committer of one origin process (HTTP-10): one thread answering commands in
-    batches of at most `max_batch` through `run_batch`."""
-
-    def __init__(
-        self,
-        run_batch: Callable[[Sequence[Request]], list[Response]],
-        *,
-        max_batch: int = MAX_BATCH,
-    ) -> None:
-        if max_batch < 1:
-            raise ValueError("max_batch must be at least 1")
-        super().__init__(1, "aidememo-committer")
-        self._run_batch = run_batch
-        self._max_batch = max_batch
-
-    def _run(self) -> None:
         queue, limit = self._queue, self._max_batch
         while True:
             item = queue.get()
@@ -132,7 +117,7 @@ class Committer(StoreLane):
         try:
             responses = self._run_batch(requests)
         except Exception:  # `run_batch` never raises; a bug here must not strand the callers
-            log.exception("write batch raised")
+            log.exception("dispatch raised; request_id=%s", requests[0].request_id)
             responses = [internal_error(request.request_id) for request in requests]
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Deliver, Response]]] = {}
         for (loop, _, deliver), response in zip(batch, responses, strict=True):
@@ -141,27 +126,20 @@ class Committer(StoreLane):
             hand_over(loop, answers)
 
 
+class Committer(StoreLane):
+    """The write committer of one origin process (HTTP-10): one thread answering commands in
+    batches of at most `max_batch` through `run_batch`."""
+
+    def __init__(self, run_batch: RunBatch, *, max_batch: int = MAX_BATCH) -> None:
+        super().__init__(run_batch, 1, max_batch, "aidememo-committer")
+
+
 class StorePool(StoreLane):
-    """`threads` threads (the store's connections) answering the queued requests through
-    `dispatch`, in the order they came (HTTP-12)."""
+    """`threads` threads (the store's connections) answering the queued requests one at a
+    time through `dispatch`, in the order they came (HTTP-12)."""
 
     def __init__(self, dispatch: Callable[[Request], Response], threads: int) -> None:
-        super().__init__(threads, "aidememo-store")
-        self._dispatch = dispatch
-
-    def _run(self) -> None:
-        queue, dispatch = self._queue, self._dispatch
-        while True:
-            item = queue.get()
-            if item is None:
-                return
-            loop, request, deliver = item
-            try:
-                response = dispatch(request)
-            except Exception:  # `dispatch` never raises; a bug here must not strand the caller
-                log.exception("dispatch raised; request_id=%s", request.request_id)
-                response = internal_error(request.request_id)
-            hand_over(loop, [(deliver, response)])
+        super().__init__(lambda requests: [dispatch(requests[0])], threads, 1, "aidememo-store")
 
 
 def hand_over(loop: asyncio.AbstractEventLoop, answers: list[tuple[Deliver, Response]]) -> None:

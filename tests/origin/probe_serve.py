@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from aidememo.http.types import Request, Response
-from origin.direct import DirectCycle, DirectEntry
+from origin.direct import DirectCycle
 from origin.server import ServerSettings, serve
 
 PATH_TAKEN = "x-probe-path-taken"
@@ -25,15 +25,15 @@ PATH_TAKEN = "x-probe-path-taken"
 
 
 def _mark_direct() -> None:
-    """Have `origin.direct.DirectEntry` mark each request it makes as the direct path's."""
-    made = DirectEntry.request
+    """Have `origin.direct.DirectCycle` mark each request it makes as the direct path's."""
+    made = DirectCycle.request
 
-    def request(self: DirectEntry, cycle: DirectCycle) -> Request:
-        made_request = made(self, cycle)
+    def request(self: DirectCycle) -> Request:
+        made_request = made(self)
         made_request.headers[PATH_TAKEN] = "direct"
         return made_request
 
-    DirectEntry.request = request  # type: ignore[method-assign]
+    DirectCycle.request = request  # type: ignore[method-assign]
 
 
 class Probe:

@@ -10,6 +10,7 @@ import json
 import secrets
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,11 +28,11 @@ from aidememo.service.identity import IdentityService, token_digest
 from aidememo.stores.memory import MemoryStore
 from aidememo.stores.sqlite import SqliteStore
 from aidememo.stores.sqlite.sqlite3_executor import Sqlite3Executor
-from origin.asgi import create_asgi_app
 from origin.lanes import Lane, Scheduler
 from origin.store_lane import Committer
-from tests.origin.test_asgi import call, http_scope
+from tests.origin.direct_support import request
 from tests.origin.test_serve_process import ServeProcess
+from tests.origin.thread_server import ThreadServer
 
 TENANT, PROJECT, ACTOR = "t1", "p1", "agent-a"
 FACTS = f"/v1/projects/{PROJECT}/facts"
@@ -257,34 +258,36 @@ def test_http10_a_stopped_committer_answers_retry_later(setup: Setup) -> None:
     assert not setup.on_disk("f1")
 
 
-def test_http10_the_asgi_path_hands_commands_to_the_committer(setup: Setup) -> None:
+def test_http10_a_served_command_goes_to_the_committer_however_its_body_came(
+    setup: Setup,
+) -> None:
     seen: list[int] = []
-
-    def run_batch(requests: Sequence[Request]) -> list[Response]:
-        seen.append(len(requests))
-        return setup.app.run_batch(requests)
 
     class Counted:
         batches, connections, dispatch = True, None, setup.app.dispatch
 
         def run_batch(self, requests: Sequence[Request]) -> list[Response]:
-            return run_batch(requests)
+            seen.append(len(requests))
+            return setup.app.run_batch(requests)
 
-    app = create_asgi_app(Counted())
-    request = setup.fact(1)
-    headers = [(k.encode(), v.encode()) for k, v in request.headers.items()]
-    body = {"type": "http.request", "body": request.body.read(), "more_body": False}
-    try:
-        sent, _ = call(app, http_scope("POST", FACTS, headers=headers), [body])
-        assert sent[0]["status"] == 200, sent
-        sent, _ = call(
-            app, http_scope("GET", f"{FACTS[:-6]}/resources/fact/f1", headers=headers), []
+    made = setup.fact(1)
+    headers = dict(made.headers)
+    body = made.body.read()
+    with ThreadServer(Counted()) as server, server.conn() as conn:
+        conn.send(request("POST", FACTS, body, headers=headers))
+        assert conn.read().status_line.endswith(b"200 OK")
+        conn.send(request("GET", f"{FACTS[:-6]}/resources/fact/f1", headers=headers))
+        assert conn.read().status_line.endswith(b"200 OK")  # a read is not the committer's
+        second = request(
+            "POST", FACTS, body.replace(b"f1", b"f2").replace(b"c1", b"c2"), headers=headers
         )
-        assert sent[0]["status"] == 200  # a read is not the committer's
-    finally:
-        app.direct.scheduler.stop()  # type: ignore[attr-defined]
-    assert seen == [1]
-    assert setup.on_disk("f1")
+        head, _, rest = second.partition(b"\r\n\r\n")
+        conn.send(head + b"\r\n\r\n")  # the body after its head: received, then committed
+        time.sleep(0.05)
+        conn.send(rest)
+        assert conn.read().status_line.endswith(b"200 OK")
+    assert seen == [1, 1]
+    assert setup.on_disk("f1") and setup.on_disk("f2")
 
 
 # -- served: both paths of a real `aidememo serve` on SQLite --------------------------------
