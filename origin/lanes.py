@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import StrEnum
@@ -36,7 +35,7 @@ from typing import Protocol
 from aidememo.http.routes import Route, resolve
 from aidememo.http.types import Request, Response
 from origin.asgi_common import internal_error
-from origin.store_lane import Committer, Deliver, StoreLane, StorePool, hand_over
+from origin.store_lane import Committer, Deliver, StorePool, hand_over
 
 SEARCH_THREADS = 1
 """Threads costly reads run on in the pool lane: searches queue there rather than many of them
@@ -88,7 +87,8 @@ def lane(method: str, route: Route | None, whole: bool, store: StoreTraits) -> L
 
 class Dispatcher(Protocol):
     """What the scheduler needs from the core: `aidememo.http.app.HttpApp` fits (and so does
-    `origin.metrics.MeteredApp`); `run_batch`, `batches` and `connections` are optional."""
+    `origin.metrics.MeteredApp`); `admitted`, `run_admitted`, `batches` and `connections`
+    are optional."""
 
     def dispatch(self, request: Request) -> Response:
         """Answer one request; never raises."""
@@ -99,7 +99,7 @@ def traits_of(app: Dispatcher) -> StoreTraits:
     """The store traits `app` declares (none, for a dispatcher without a store)."""
     connections = getattr(app, "connections", None)
     return StoreTraits(
-        batches=getattr(app, "batches", False) is True and hasattr(app, "run_batch"),
+        batches=getattr(app, "batches", False) is True and hasattr(app, "run_admitted"),
         connections=connections if isinstance(connections, int) else None,
     )
 
@@ -117,15 +117,14 @@ class Scheduler:
         self._own_pool: ThreadPoolExecutor | None = None
         self._search_pool: ThreadPoolExecutor | None = None
         self.traits = traits_of(app)
-        self._store: StoreLane | None = None
+        self._store: Committer | StorePool | None = None
         if self.traits.batches:
-            run_batch: Callable[[Sequence[Request]], list[Response]] = app.run_batch  # type: ignore[attr-defined]
-            self._store = Committer(run_batch)
+            self._store = Committer(app.admitted, app.run_admitted)  # type: ignore[attr-defined]
         elif self.traits.connections is not None:
             self._store = StorePool(app.dispatch, self.traits.connections)
 
     @property
-    def store_lane(self) -> StoreLane | None:
+    def store_lane(self) -> Committer | StorePool | None:
         """The store lane, when the store has one (`origin.store_lane`)."""
         return self._store
 
@@ -151,7 +150,7 @@ class Scheduler:
         if where is Lane.LOOP:
             deliver(self.call(request))
         elif where is Lane.STORE and self._store is not None:
-            self._store.submit(loop, request, deliver)
+            self._store.take(loop, request, deliver)
         else:
             match = request.match
             costly = match is not None and match.route is not None and match.route.costly

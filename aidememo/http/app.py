@@ -185,24 +185,37 @@ class HttpApp:
         connections = getattr(self.store, "connections", None)
         return connections if isinstance(connections, int) else None
 
+    def admitted(self, request: Request) -> Admission | Response:
+        """`admit`, or the answer refusing the request: what `run_admitted` takes."""
+        try:
+            return self.admit(request)
+        except Exception as exc:
+            return self._failure(exc, request)
+
     def run_batch(self, requests: Sequence[Request]) -> list[Response]:
-        """Answer `requests` (commands, `Route.batch`) in order (HTTP-10); never raises. Each
-        is admitted first (`admit`: route, limits, token, body); a refused one is answered
-        at once. Only the admitted requests' handlers, which decode the command and run it,
-        go into one write batch of the store, so the store never calls back into HTTP
-        dispatch. Returns once every answer is durable; a request whose transaction did not
-        commit gets the storage error instead of what its handler answered."""
+        """Answer `requests` (commands, `Route.batch`) in order (HTTP-10): each admitted
+        (`admitted`; a refused one is answered at once), then `run_admitted`."""
         answers: list[Response | None] = []
-        admitted: list[tuple[int, Admission, Request]] = []
+        admitted: list[tuple[Request, Admission]] = []
         for request in requests:
-            try:
-                admitted.append((len(answers), self.admit(request), request))
+            admission = self.admitted(request)
+            if isinstance(admission, Response):
+                answers.append(admission)
+            else:
                 answers.append(None)
-            except Exception as exc:
-                answers.append(self._failure(exc, request))
+                admitted.append((request, admission))
+        ran = iter(self.run_admitted(admitted))
+        return [answer if answer is not None else next(ran) for answer in answers]
+
+    def run_admitted(self, admitted: Sequence[tuple[Request, Admission]]) -> list[Response]:
+        """Answer admitted commands in order, their handlers (which decode the command and run
+        it) one after another in one write batch of the store (HTTP-10), so the store never
+        calls back into HTTP dispatch; never raises. Returns once every answer is durable; a
+        request whose transaction did not commit gets the storage error instead of what its
+        handler answered."""
         if not admitted:
-            return cast(list[Response], answers)
-        calls = [partial(self._run, admission, request) for _, admission, request in admitted]
+            return []
+        calls = [partial(self._run, admission, request) for request, admission in admitted]
         try:
             if self.batches:
                 outcomes = cast(WriteBatches, self.store).batch(calls)
@@ -210,12 +223,12 @@ class HttpApp:
                 outcomes = [_outcome(call) for call in calls]
         except Exception as exc:
             outcomes = [(None, exc)] * len(calls)
-        for (at, admission, request), (answer, error) in zip(admitted, outcomes, strict=True):
-            if error is None and answer is not None:
-                answers[at] = self._observed(request, answer)
-            else:
-                answers[at] = self._refused(error or RuntimeError("no answer"), admission, request)
-        return cast(list[Response], answers)
+        return [
+            self._observed(request, answer)
+            if error is None and answer is not None
+            else self._refused(error or RuntimeError("no answer"), admission, request)
+            for (request, admission), (answer, error) in zip(admitted, outcomes, strict=True)
+        ]
 
     def serve(self, admission: Admission, request: Request) -> Response:
         """Answer a request another front admitted (the edge Worker, for a project object);

@@ -23,6 +23,8 @@ from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.model import Scope
 from aidememo.http.app import HttpApp
 from aidememo.http.body import Body
+from aidememo.http.pipeline import Admission
+from aidememo.http.routes import resolve
 from aidememo.http.types import Request, Response
 from aidememo.service.identity import IdentityService, token_digest
 from aidememo.stores.memory import MemoryStore
@@ -173,7 +175,7 @@ def test_http10_batches_only_commands_and_only_on_a_store_that_batches(setup: Se
 
 
 class Gate:
-    """A `run_batch` that holds its first batch until released and records the batches and
+    """A `run_admitted` that holds its first batch until released and records the batches and
     when each was committed, so a test can queue requests behind it deterministically."""
 
     def __init__(self, setup: Setup) -> None:
@@ -189,19 +191,19 @@ class Gate:
 
         setup.executor._commit = commit  # type: ignore[attr-defined]
 
-    def __call__(self, requests: Sequence[Request]) -> list[Response]:
-        self.batches.append([r.request_id for r in requests])
+    def __call__(self, admitted: Sequence[tuple[Request, Admission]]) -> list[Response]:
+        self.batches.append([r.request_id for r, _ in admitted])
         if len(self.batches) == 1:
             self.entered.set()
             assert self.release.wait(timeout=30)
-        return self.setup.app.run_batch(requests)
+        return self.setup.app.run_admitted(admitted)
 
 
 def test_http10_queued_requests_share_one_batch_and_none_is_answered_before_its_commit(
     setup: Setup,
 ) -> None:
     gate = Gate(setup)
-    committer = Committer(gate)
+    committer = Committer(setup.app.admitted, gate)
 
     async def main() -> list[Response]:
         loop = asyncio.get_running_loop()
@@ -214,7 +216,7 @@ def test_http10_queued_requests_share_one_batch_and_none_is_answered_before_its_
                 gate.events.append(f"answer {rid}")
                 answer.set_result(response)
 
-            committer.submit(loop, request, deliver)
+            committer.take(loop, request, deliver)
             answers.append(answer)
 
         submit(setup.fact(1))
@@ -244,13 +246,13 @@ def test_http10_queued_requests_share_one_batch_and_none_is_answered_before_its_
 
 
 def test_http10_a_stopped_committer_answers_retry_later(setup: Setup) -> None:
-    committer = Committer(setup.app.run_batch)
+    committer = Committer(setup.app.admitted, setup.app.run_admitted)
     committer.stop()
 
     async def main() -> Response:
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[Response] = loop.create_future()
-        committer.submit(loop, setup.fact(1), answer.set_result)
+        committer.take(loop, setup.fact(1), answer.set_result)
         return await answer
 
     response = asyncio.run(asyncio.wait_for(main(), 10))
@@ -264,11 +266,12 @@ def test_http10_a_served_command_goes_to_the_committer_however_its_body_came(
     seen: list[int] = []
 
     class Counted:
-        batches, connections, dispatch = True, None, setup.app.dispatch
+        batches, connections = True, None
+        dispatch, admitted = setup.app.dispatch, setup.app.admitted
 
-        def run_batch(self, requests: Sequence[Request]) -> list[Response]:
-            seen.append(len(requests))
-            return setup.app.run_batch(requests)
+        def run_admitted(self, admitted: Sequence[tuple[Request, Admission]]) -> list[Response]:
+            seen.append(len(admitted))
+            return setup.app.run_admitted(admitted)
 
     made = setup.fact(1)
     headers = dict(made.headers)
@@ -351,16 +354,17 @@ def test_http10_a_batch_carries_at_most_max_batch_requests() -> None:
     entered, release = threading.Event(), threading.Event()
     sizes: list[int] = []
 
-    def run_batch(requests: Sequence[Request]) -> list[Response]:
-        sizes.append(len(requests))
+    def run_admitted(admitted: Sequence[tuple[Request, Admission]]) -> list[Response]:
+        sizes.append(len(admitted))
         if len(sizes) == 1:
             entered.set()
             assert release.wait(timeout=30)
-        return [Response(200, [], b"{}") for _ in requests]
+        return [Response(200, [], b"{}") for _ in admitted]
 
-    committer = Committer(run_batch, max_batch=4)
+    admission = Admission(resolve("GET", "/health").route, {})  # type: ignore[arg-type]
+    committer = Committer(lambda request: admission, run_admitted, max_batch=4)
     with pytest.raises(ValueError):
-        Committer(run_batch, max_batch=0)
+        Committer(lambda request: admission, run_admitted, max_batch=0)
 
     async def main() -> int:
         loop = asyncio.get_running_loop()
@@ -368,7 +372,7 @@ def test_http10_a_batch_carries_at_most_max_batch_requests() -> None:
 
         def submit(n: int) -> None:
             answer: asyncio.Future[Response] = loop.create_future()
-            committer.submit(loop, Request("POST", "/x", request_id=f"r{n}"), answer.set_result)
+            committer.take(loop, Request("POST", "/x", request_id=f"r{n}"), answer.set_result)
             answers.append(answer)
 
         submit(0)
