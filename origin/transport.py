@@ -1,13 +1,12 @@
-"""The origin's HTTP/1.1 transport: uvicorn's httptools protocol with limits before work and a
-direct request path.
+"""The origin's HTTP/1.1 transport: uvicorn's httptools protocol with limits before work, and the
+one place HTTP requests are made, scheduled and answered.
 
-uvicorn's httptools protocol puts no bound on a request head: a 128 MiB header sent in
-64 KiB pieces was parsed to its end, at a cost growing with the square of its size (httptools
-joins the pieces of a header name or value, and uvicorn's `on_url` those of the target, by
-repeated bytes concatenation), and a connection that sends half a head, or
-announces a body and sends nothing, stays open forever. `LimitedHttpProtocol` is that
-protocol with the limits of SPEC.md HTTP-4 and HTTP-5 enforced in `data_received`, before the
-parser sees the bytes:
+uvicorn's httptools protocol puts no bound on a request head: it parses a head of any size, at
+a cost growing with the square of its size (httptools joins the pieces of a header name or
+value, and uvicorn's `on_url` those of the target, by repeated bytes concatenation), and a
+connection that sends half a head, or announces a body and sends nothing, stays open forever.
+`LimitedHttpProtocol` is that protocol with the limits of SPEC.md HTTP-4 and HTTP-5 enforced
+in `data_received`, before the parser sees the bytes:
 
 - Head size: the bytes of a request line plus headers are counted as they arrive; the parser is
   never fed more than `max_head_bytes` of one head, so parsing costs at most that much per
