@@ -20,7 +20,7 @@ three lanes:
 
 `Scheduler` resolves the route once (`Request.match`, which the pipeline then uses), takes the
 decision, and runs the request there; every lane answers through the same `dispatch` (the
-committer through `run_batch`), and a dispatch that raises is the retryable 503.
+committer through `run_admitted`), and a dispatch that raises is the retryable 503.
 """
 
 from __future__ import annotations

@@ -8,11 +8,10 @@ Worker hands its admission to a project object). Neither raises: every failure b
 `{"error": {"code", "message"}}` with the status mapped in `aidememo.domain.errors`, and
 nothing a client sends yields a 5xx (HTTP-2).
 
-`run_batch` answers several requests of batched routes (`Route.batch`, the commands): each is
-admitted first, then the admitted ones' handlers run one after another in one write batch of a
-store declaring `CAP_WRITE_BATCH` (SPEC.md HTTP-10): one commit for all, every answer held
-until it is durable, a request whose transaction did not commit answered with the storage
-error.
+`admitted` runs stage one and the body step of a command request (`Route.batch`) and
+`run_admitted` the handlers of several admitted ones, one after another in one write batch of a
+store declaring `CAP_WRITE_BATCH` (SPEC.md HTTP-10): one commit for all, every answer held until
+it is durable, a request whose transaction did not commit answered with the storage error.
 """
 
 from __future__ import annotations
@@ -174,7 +173,7 @@ class HttpApp:
 
     @property
     def batches(self) -> bool:
-        """True when the store runs write batches (`CAP_WRITE_BATCH`): `run_batch` then
+        """True when the store runs write batches (`CAP_WRITE_BATCH`): `run_admitted` then
         shares one commit among its requests."""
         return CAP_WRITE_BATCH in self.store.capabilities
 
@@ -192,21 +191,6 @@ class HttpApp:
         except Exception as exc:
             return self._failure(exc, request)
 
-    def run_batch(self, requests: Sequence[Request]) -> list[Response]:
-        """Answer `requests` (commands, `Route.batch`) in order (HTTP-10): each admitted
-        (`admitted`; a refused one is answered at once), then `run_admitted`."""
-        answers: list[Response | None] = []
-        admitted: list[tuple[Request, Admission]] = []
-        for request in requests:
-            admission = self.admitted(request)
-            if isinstance(admission, Response):
-                answers.append(admission)
-            else:
-                answers.append(None)
-                admitted.append((request, admission))
-        ran = iter(self.run_admitted(admitted))
-        return [answer if answer is not None else next(ran) for answer in answers]
-
     def run_admitted(self, admitted: Sequence[tuple[Request, Admission]]) -> list[Response]:
         """Answer admitted commands in order, their handlers (which decode the command and run
         it) one after another in one write batch of the store (HTTP-10), so the store never
@@ -217,10 +201,7 @@ class HttpApp:
             return []
         calls = [partial(self._run, admission, request) for request, admission in admitted]
         try:
-            if self.batches:
-                outcomes = cast(WriteBatches, self.store).batch(calls)
-            else:
-                outcomes = [_outcome(call) for call in calls]
+            outcomes = cast(WriteBatches, self.store).batch(calls)
         except Exception as exc:
             outcomes = [(None, exc)] * len(calls)
         return [
@@ -271,14 +252,6 @@ class HttpApp:
         route = admission.route
         request.body.bound(route.max_body)
         return route.handler(self.services, request, admission.params, admission.caller)
-
-
-def _outcome(call: Callable[[], Response]) -> tuple[Response | None, Exception | None]:
-    """`call`'s answer, or the exception it raised."""
-    try:
-        return call(), None
-    except Exception as exc:
-        return None, exc
 
 
 def read_json_body(request: Request) -> object:
