@@ -148,15 +148,6 @@ class HeldWrites:
     def is_closing(self) -> bool:
         return self.transport.is_closing()
 
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return self.transport.get_extra_info(name, default)
-
-    def pause_reading(self) -> None:
-        self.transport.pause_reading()
-
-    def resume_reading(self) -> None:
-        self.transport.resume_reading()
-
     def __getattr__(self, name: str) -> Any:
         return getattr(self.transport, name)
 
