@@ -425,6 +425,11 @@ class Store(Protocol):
         """The schema version of the open database."""
         ...
 
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        """Run `fn` once the write this thread just made is durable: at once, or, inside a
+        write batch (`CAP_WRITE_BATCH`), after the batch's commit (never, if it is voided)."""
+        ...
+
     def close(self) -> None:
         """Release connections; the store is unusable afterwards."""
         ...

@@ -1,18 +1,13 @@
-"""What the origin's entry points share: `origin.asgi` (HTTP over ASGI), `origin.direct` (HTTP
-without it) and `origin.live` (the live feed's WebSockets).
-
-The ASGI 3 type aliases, header folding, request ids, which requests have no body, the
-log-safe rendering of a request line's text, and the parts of an HTTP answer both HTTP paths
-send alike: the response headers the adapter adds, the 503 a dispatch bug turns into, and the
-chunk-by-chunk sending of a streamed body.
+"""What the origin's HTTP transport (`origin.transport`, `origin.direct`) and the live feed's
+WebSockets (`origin.live`) share: the ASGI 3 type aliases, header folding, request ids, which
+requests have no body, the log-safe rendering of a request line's text, and the 503 a
+dispatch bug turns into.
 """
 
 from __future__ import annotations
 
 import json
-from asyncio import get_running_loop
-from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableMapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from random import getrandbits
 from typing import Any
 
@@ -81,44 +76,3 @@ def internal_error(request_id: str) -> Response:
         [("content-type", "application/json"), ("retry-after", str(STORAGE_RETRY_AFTER_S))],
         body,
     )
-
-
-def out_headers(response: Response, rid: str, complete: bool) -> list[tuple[bytes, bytes]]:
-    """The ASGI headers of `response`: its own, then `content-length` unless it has one (a
-    stream without one is sent chunked), `x-request-id` unless it has one, and `connection:
-    close` when the request's body was not read to its end (`complete` False), so its rest
-    is never received."""
-    out: list[tuple[bytes, bytes]] = []
-    has_length = has_id = False
-    for name, value in response.headers:
-        if name == "content-length":
-            has_length = True
-        elif name == REQUEST_ID_HEADER:
-            has_id = True
-        out.append((name.encode("latin-1"), value.encode("latin-1")))
-    if not has_length and response.stream is None:
-        out.append((b"content-length", str(len(response.body)).encode()))
-    if not has_id:
-        out.append((b"x-request-id", rid.encode()))
-    if not complete:
-        out.append((b"connection", b"close"))
-    return out
-
-
-async def send_stream(
-    stream: Iterator[bytes], send: AsgiSend, pool: ThreadPoolExecutor | None
-) -> None:
-    """A streamed answer (an artifact download): each chunk is read in a worker thread, so
-    file reads never block the event loop, and sent before the next is read."""
-    loop = get_running_loop()
-    try:
-        while True:
-            chunk = await loop.run_in_executor(pool, next, stream, None)
-            if chunk is None:
-                break
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        await send({"type": "http.response.body", "body": b""})
-    finally:
-        close = getattr(stream, "close", None)
-        if close is not None:
-            await loop.run_in_executor(pool, close)

@@ -1,16 +1,15 @@
 """One event-loop turn's answers made together and written together (SPEC.md HTTP-11).
 
-A turn of the loop reads every connection that has bytes ready. A direct-path request it
-completes that is answered on the loop (the loop lane, `origin.lanes`) is not
-answered inside its read: `LoopTurn.later` queues it, and one callback, run once the turn's
-other ready callbacks have run and before the loop polls again, answers the queued requests
-in the order they were read and then writes every answer held in the turn. An answer is not
-written the moment it is made either: `HeldWrites.hold` keeps it until that same callback
-(the store lane's answers, handed to the loop, are held the same way). Phase by phase, a
-client thread wakes once for all of its answers and the server's socket reads, core work and
-writes each run warm, rather than alternating per request (docs/bench-notes.md). A request
-waits at most for the rest of its
-turn's work; with one request ready, that is nothing.
+A turn of the loop reads every connection that has bytes ready. A request it completes, whole
+with its head (`origin.direct.DirectCycle`), that is answered on the loop (the loop lane,
+`origin.lanes`) is not answered inside its read: `LoopTurn.later` queues it, and one callback,
+run once the turn's other ready callbacks have run and before the loop polls again, answers the
+queued requests in the order they were read and then writes every answer held in the turn. An
+answer is not written the moment it is made either: `HeldWrites.hold` keeps it until that same
+callback (the store lane's answers, handed to the loop, are held the same way). Phase by phase,
+a client thread wakes once for all of its answers and the server's socket reads, core work and
+writes each run warm, rather than alternating per request. A request waits at most for the rest
+of its turn's work; with one request ready, that is nothing.
 
 Order and completeness: a request queued for the end of the turn is answered before anything
 else happens on its connection (a pipelined request's head, a malformed request's 400, an
@@ -19,9 +18,6 @@ answers keep the order of the requests. `HeldWrites` is the connection's transpo
 protocol (and every cycle it makes) sees it: any other write, `writelines`, `write_eof` or
 `close` on it writes the held answer first, so closing never drops what was held; `abort`
 and a lost connection drop it (there is nobody to read it).
-
-`OneWrite` does the same for one response of the ASGI path: its head waits for the first body
-chunk, so the response is one write.
 """
 
 from __future__ import annotations
@@ -152,15 +148,6 @@ class HeldWrites:
     def is_closing(self) -> bool:
         return self.transport.is_closing()
 
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return self.transport.get_extra_info(name, default)
-
-    def pause_reading(self) -> None:
-        self.transport.pause_reading()
-
-    def resume_reading(self) -> None:
-        self.transport.resume_reading()
-
     def __getattr__(self, name: str) -> Any:
         return getattr(self.transport, name)
 
@@ -168,58 +155,3 @@ class HeldWrites:
 JOIN_MAX_BYTES = 64 * 1024
 """Bodies up to this size are joined to the held head (uvloop sends a single buffer at once;
 `writelines` of two takes its queued write path)."""
-
-
-class OneWrite:
-    """The transport as one response's `RequestResponseCycle` sees it: the response head is
-    held back and goes out with the first body chunk in one write, instead of a write of its
-    own. Every response is then one segment and one wake-up of the client. Writes
-    before the head (`100 Continue`) pass through, and so do the head of a HEAD answer (no
-    body write follows it) and every write after the first body chunk (a streamed body's
-    further chunks, the end of a chunked body); `close` sends what is held first."""
-
-    __slots__ = ("_cycle", "_head", "_joined", "_transport")
-
-    def __init__(self, transport: asyncio.Transport, cycle: Any) -> None:
-        self._transport = transport
-        self._cycle = cycle
-        self._head: bytes | None = None
-        self._joined = False  # the head has gone out with a body chunk
-
-    def write(self, data: bytes) -> None:
-        head = self._head
-        if head is not None:
-            self._head = None
-            self._joined = True
-            if len(data) <= JOIN_MAX_BYTES:
-                self._transport.write(head + data)  # one try-write on uvloop
-            else:  # a large body is not copied for the head's sake
-                self._transport.writelines((head, data))
-        elif (
-            not self._joined
-            and self._cycle.response_started
-            and not self._cycle.response_complete
-            and data
-            and self._cycle.scope["method"] != "HEAD"  # no body follows a HEAD's head
-        ):
-            self._head = data  # the head: it waits for the body
-        else:
-            self._transport.write(data)
-
-    def close(self) -> None:
-        self.flush()
-        self._transport.close()
-
-    def flush(self) -> None:
-        """Send a held head now."""
-        head, self._head = self._head, None
-        if head is not None:
-            self._joined = True
-            self._transport.write(head)
-
-    def is_closing(self) -> bool:
-        return self._transport.is_closing()
-
-    def __getattr__(self, name: str) -> Any:
-        self.flush()
-        return getattr(self._transport, name)

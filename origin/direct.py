@@ -1,43 +1,26 @@
-"""The origin's direct request path: an ordinary HTTP request answered without an ASGI cycle.
+"""The parts of one HTTP exchange at the origin's transport (`origin.transport`), the one
+entry of HTTP requests (SPEC.md HTTP-9).
 
-Under uvicorn every request costs a `RequestResponseCycle`, an asyncio task, the ASGI scope
-and `send`/`receive` messages and the adapter's coroutine, several times what the core's own
-dispatch of a small read costs. The adapter built by `origin.asgi.create_asgi_app` therefore
-carries a `DirectEntry` (its `direct` attribute), and the transport
-(`origin.transport.LimitedHttpProtocol`) hands it the requests it can answer without ASGI: a
-plain request whose head and whole body arrived in the same read, with no earlier request of
-the connection still unanswered (SPEC.md HTTP-9). Everything else takes the ASGI path.
-
-On the direct path the adapter's rules hold unchanged: the core's pipeline decides everything;
-headers are folded and the request id chosen as `origin.asgi_common` does; the request runs in
-the lane `origin.lanes` names, through the same scheduler as the adapter's; the access line is
-`origin.accesslog.ACCESS`'s. `encode` is the origin's one writer of a response head (the
-direct answers' and the transport's refusals'): the head uvicorn's `RequestResponseCycle`
-writes for the adapter's messages, the same status line, `date` header, header validation,
-`content-length`, `x-request-id` and `connection: close` rules. A `Response.stream` (an
-artifact download) is sent by an ASGI cycle of its own (`DirectEntry.stream`), chunk by chunk
-with flow control, as the adapter sends it.
+- `DirectCycle`: a request whose head and whole body came in one read, standing where uvicorn
+  expects its `RequestResponseCycle`; `request()` is the core's `Request` of it.
+- `ReceivedBody` and `first_body`: the body of any other request, received through a uvicorn
+  cycle: whole when its first message ends it, else read from a pool thread chunk by chunk,
+  each received on the event loop when the core asks for it.
+- `encode`: the one writer of a response head (every answer's and the transport's refusals'),
+  the head uvicorn's cycle writes for an ASGI `http.response.start`: the same status line,
+  `date` header, header validation, `content-length`, `x-request-id` and `connection: close`
+  rules.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
-from functools import partial
+from collections.abc import Iterator
 
-from aidememo.http.body import EMPTY, Body
+from aidememo.domain.errors import ErrorCode, fail
+from aidememo.http.body import EMPTY, Body, StreamBody
 from aidememo.http.types import Request, Response
-from origin.accesslog import ACCESS
-from origin.asgi_common import (
-    REQUEST_ID_HEADER,
-    AsgiSend,
-    bodyless,
-    out_headers,
-    request_id,
-    send_stream,
-)
-from origin.lanes import Lane, Scheduler
+from origin.asgi_common import REQUEST_ID_HEADER, AsgiMessage, AsgiReceive, bodyless, request_id
 from origin.uvicorn_parts import HEADER_RE, HEADER_VALUE_RE, STATUS_LINE
 
 _NAMES: dict[str, bytes] = {}
@@ -59,11 +42,11 @@ NO_EVENT = _NoEvent()
 
 
 class DirectCycle:
-    """One request on the direct path, standing where the transport and uvicorn expect a
-    `RequestResponseCycle` (`protocol.cycle`): `response_complete` tells a pipelined request
-    to wait and graceful shutdown that a response is still due; `keep_alive` is cleared by a
-    shutdown or a timer; `disconnected` is set when the connection is lost; `body` collects
-    the body as the parser delivers it."""
+    """One request whose whole body came with its head, standing where the transport and
+    uvicorn expect a `RequestResponseCycle` (`protocol.cycle`): `response_complete` tells a
+    pipelined request to wait and graceful shutdown that a response is still due;
+    `keep_alive` is cleared by a shutdown or a timer; `disconnected` is set when the
+    connection is lost; `body` collects the body as the parser delivers it."""
 
     __slots__ = (
         "body",
@@ -103,64 +86,68 @@ class DirectCycle:
         self.message_event = NO_EVENT
         self.started = 0.0  # when the whole request was here (the transport stamps it)
 
-
-Respond = Callable[[DirectCycle, str, Response], None]
-"""Where a direct request's answer goes: the transport's `_respond`."""
-
-
-class DirectEntry:
-    """The adapter's entry for the direct path: `place` names a complete request's lane, `run`
-    answers it there."""
-
-    __slots__ = ("scheduler",)
-
-    def __init__(self, scheduler: Scheduler) -> None:
-        self.scheduler = scheduler
-
-    def request(self, cycle: DirectCycle) -> Request:
-        """The core's request of `cycle`, with its request id."""
-        headers = cycle.headers
+    def request(self) -> Request:
+        """The core's request of this cycle, with its request id."""
+        headers = self.headers
         return Request(
-            cycle.method,
-            cycle.path,
-            cycle.query.decode("latin-1"),
+            self.method,
+            self.path,
+            self.query.decode("latin-1"),
             headers,
-            EMPTY if cycle.bodyless else Body.of(bytes(cycle.body)),
+            EMPTY if self.bodyless else Body.of(bytes(self.body)),
             request_id(headers),
         )
 
-    def place(self, request: Request) -> Lane:
-        """The lane of a complete request (`origin.lanes`)."""
-        return self.scheduler.place(request, True)
 
-    def run(
+class ReceivedBody(StreamBody):
+    """A body still arriving through a uvicorn cycle, read from a worker thread: each chunk
+    after `first` is received on the event loop when the core asks for it. When the client
+    goes away the read raises and `aborted` is set, and nothing is answered."""
+
+    __slots__ = ("aborted",)
+
+    def __init__(
         self,
+        receive: AsgiReceive,
         loop: asyncio.AbstractEventLoop,
-        cycle: DirectCycle,
-        request: Request,
-        where: Lane,
-        respond: Respond,
+        length: int | None,
+        first: bytes | None,
     ) -> None:
-        """Answer `cycle`'s `request` in lane `where`: `respond(cycle, request_id, response)`
-        is called on the loop, now (the loop lane) or once its lane answered it."""
-        if where is Lane.LOOP:  # the scheduler's loop lane, without a callback to make
-            respond(cycle, request.request_id, self.scheduler.call(request))
-        else:
-            self.scheduler.run(loop, request, where, partial(respond, cycle, request.request_id))
+        super().__init__(self._receive(receive, loop, first), length)
+        self.aborted = False
 
-    def log(self, rid: str, cycle: DirectCycle, status: int) -> None:
-        """The request's access line."""
-        ACCESS.request(rid, cycle.method, cycle.path, status, time.perf_counter() - cycle.started)
+    def _receive(
+        self, receive: AsgiReceive, loop: asyncio.AbstractEventLoop, first: bytes | None
+    ) -> Iterator[bytes]:
+        async def next_message() -> AsgiMessage:
+            return await receive()
 
-    async def stream(
-        self, send: AsgiSend, cycle: DirectCycle, rid: str, response: Response
-    ) -> None:
-        """Send a streamed response through an ASGI `send`, then log its line."""
-        headers = out_headers(response, rid, True)
-        await send({"type": "http.response.start", "status": response.status, "headers": headers})
-        assert response.stream is not None
-        await send_stream(response.stream, send, self.scheduler.pool())
-        self.log(rid, cycle, response.status)
+        if first is not None:
+            yield first
+        while True:
+            message = asyncio.run_coroutine_threadsafe(next_message(), loop).result()
+            if message["type"] != "http.request":
+                self.aborted = True
+                raise fail(ErrorCode.INVALID_COMMAND, "the client went away mid-body")
+            yield message.get("body", b"")
+            if not message.get("more_body", False):
+                return
+
+
+GONE = Body.unread(None)
+"""What `first_body` answers when the client went away."""
+
+
+async def first_body(receive: AsgiReceive, length: int | None) -> Body:
+    """The body after its first message: whole when that message ends it, else a
+    `ReceivedBody` holding the first chunk; `GONE` when the client disconnected."""
+    message = await receive()
+    if message["type"] != "http.request":
+        return GONE
+    chunk: bytes = message.get("body", b"")
+    if not message.get("more_body", False):
+        return Body.of(chunk)
+    return ReceivedBody(receive, asyncio.get_running_loop(), length, chunk)
 
 
 def _name(name: str) -> bytes:
@@ -181,10 +168,10 @@ def encode(
     keep_alive: bool,
     head_only: bool,
 ) -> tuple[bytes, bool]:
-    """The response head uvicorn writes for the adapter's `http.response.start` of a whole
-    (not streamed) `response`, and whether the connection stays open after it. Raises
-    RuntimeError where uvicorn's cycle would: an invalid header, a body whose length is not
-    the declared `content-length`."""
+    """The response head of `response`, and whether the connection stays open after it: the
+    head uvicorn writes for an ASGI `http.response.start` (a stream without a declared length
+    is sent chunked). Raises RuntimeError where uvicorn's cycle would: an invalid header, a
+    whole body whose length is not the declared `content-length`."""
     parts = [STATUS_LINE[response.status]]
     for raw_name, raw_value in default_headers:
         parts += (raw_name, b": ", raw_value, b"\r\n")
@@ -206,9 +193,11 @@ def encode(
                 has_close = True
         parts += (raw_name, b": ", raw_value, b"\r\n")
     if length < 0:
-        length = len(response.body)
-        parts += (b"content-length: ", str(length).encode(), b"\r\n")
-    elif length != len(response.body) and not head_only:
+        if response.stream is None:
+            parts += (b"content-length: ", str(len(response.body)).encode(), b"\r\n")
+        else:  # a stream without a declared length
+            parts.append(b"transfer-encoding: chunked\r\n")
+    elif response.stream is None and length != len(response.body) and not head_only:
         raise RuntimeError("Response content length differs from Content-Length")
     if not has_id:
         parts += (b"x-request-id: ", rid.encode(), b"\r\n")

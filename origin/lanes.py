@@ -1,35 +1,32 @@
-"""Where an origin request runs: one decision, one scheduler, for both of the origin's entries
-(the transport's direct path, `origin.direct`, and ASGI, `origin.asgi`).
+"""Where an origin request runs: one decision and one scheduler for every HTTP request the
+transport (`origin.transport`) reads.
 
 `lane(method, route, whole, store)` is the decision: a pure function of the method and the
 route's properties, whether the body is whole, and what the store can do. It names one of
 three lanes:
 
-- `LOOP`: on the event loop, in the loop turn that read the request (on the direct path at the
-  end of that turn, HTTP-11). For what costs less than a thread hop: a read (GET, HEAD) of a
-  local store (SQLite, the memory store).
-- `POOL`: in the dispatch pool (`threads` threads). For what may wait on something the loop
+- `LOOP`: on the event loop, for what costs less than a thread hop: a read (GET, HEAD) of a
+  local store (SQLite, the memory store), answered at the end of the loop turn that read it
+  when its whole body came with its head (HTTP-11).
+- `POOL`: in the dispatch pool (`threads` threads), for what may wait on something the loop
   must not wait for: a body still arriving, a write's fsync outside a batch, object storage,
   the admin routes, and every request of a network store that is not the store lane's. A
-  costly read (`Route.costly`: a search, SRCH-7) is in this lane on a local store too, and
-  queues on the pool's one search thread rather than taking turns with the loop and the
-  other threads for the interpreter.
-- `STORE`: the store lane (`origin.store_lane`). For a request whose only I/O is the store's,
+  costly read (`Route.costly`: a search, SRCH-7) queues on the pool's one search thread
+  rather than taking turns with the loop and the other threads for the interpreter.
+- `STORE`: the store lane (`origin.store_lane`), for a request whose only I/O is the store's,
   on a store that has such a lane: its commands (`Route.batch`) on a store that runs write
   batches (the committer, HTTP-10), its commands and member reads (`Route.store_read`) on a
   store whose connection pool bounds its transactions (the store pool, HTTP-12).
 
 `Scheduler` resolves the route once (`Request.match`, which the pipeline then uses), takes the
 decision, and runs the request there; every lane answers through the same `dispatch` (the
-store lane's committer through `run_batch`), and a dispatch that raises is the adapter's
-retryable 503.
+committer through `run_admitted`), and a dispatch that raises is the retryable 503.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import StrEnum
@@ -38,7 +35,7 @@ from typing import Protocol
 from aidememo.http.routes import Route, resolve
 from aidememo.http.types import Request, Response
 from origin.asgi_common import internal_error
-from origin.store_lane import Committer, Deliver, StoreLane, StorePool, hand_over
+from origin.store_lane import Committer, Deliver, StorePool, hand_over
 
 SEARCH_THREADS = 1
 """Threads costly reads run on in the pool lane: searches queue there rather than many of them
@@ -90,7 +87,8 @@ def lane(method: str, route: Route | None, whole: bool, store: StoreTraits) -> L
 
 class Dispatcher(Protocol):
     """What the scheduler needs from the core: `aidememo.http.app.HttpApp` fits (and so does
-    `origin.metrics.MeteredApp`); `run_batch`, `batches` and `connections` are optional."""
+    `origin.metrics.MeteredApp`); `admitted`, `run_admitted`, `batches` and `connections`
+    are optional."""
 
     def dispatch(self, request: Request) -> Response:
         """Answer one request; never raises."""
@@ -101,7 +99,7 @@ def traits_of(app: Dispatcher) -> StoreTraits:
     """The store traits `app` declares (none, for a dispatcher without a store)."""
     connections = getattr(app, "connections", None)
     return StoreTraits(
-        batches=getattr(app, "batches", False) is True and hasattr(app, "run_batch"),
+        batches=getattr(app, "batches", False) is True and hasattr(app, "run_admitted"),
         connections=connections if isinstance(connections, int) else None,
     )
 
@@ -119,15 +117,14 @@ class Scheduler:
         self._own_pool: ThreadPoolExecutor | None = None
         self._search_pool: ThreadPoolExecutor | None = None
         self.traits = traits_of(app)
-        self._store: StoreLane | None = None
+        self._store: Committer | StorePool | None = None
         if self.traits.batches:
-            run_batch: Callable[[Sequence[Request]], list[Response]] = app.run_batch  # type: ignore[attr-defined]
-            self._store = Committer(run_batch)
+            self._store = Committer(app.admitted, app.run_admitted)  # type: ignore[attr-defined]
         elif self.traits.connections is not None:
             self._store = StorePool(app.dispatch, self.traits.connections)
 
     @property
-    def store_lane(self) -> StoreLane | None:
+    def store_lane(self) -> Committer | StorePool | None:
         """The store lane, when the store has one (`origin.store_lane`)."""
         return self._store
 
@@ -153,32 +150,26 @@ class Scheduler:
         if where is Lane.LOOP:
             deliver(self.call(request))
         elif where is Lane.STORE and self._store is not None:
-            self._store.submit(loop, request, deliver)
-        elif (
-            request.match is not None
-            and request.match.route is not None
-            and (request.match.route.costly)
-        ):
-            self.search_pool().submit(self._in_pool, loop, request, deliver)
+            self._store.take(loop, request, deliver)
         else:
-            self.pool().submit(self._in_pool, loop, request, deliver)
+            match = request.match
+            costly = match is not None and match.route is not None and match.route.costly
+            pool = self.search_pool() if costly else self.pool()
+            pool.submit(lambda: hand_over(loop, [(deliver, self.call(request))]))
 
     async def answer(self, request: Request, where: Lane) -> Response:
-        """`run`, awaited (the ASGI entry)."""
+        """`run`, awaited."""
         if where is Lane.LOOP:
             return self.call(request)
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[Response] = loop.create_future()
 
         def deliver(response: Response) -> None:
-            if not answer.done():
+            if not answer.done():  # not cancelled meanwhile
                 answer.set_result(response)
 
         self.run(loop, request, where, deliver)
         return await answer
-
-    def _in_pool(self, loop: asyncio.AbstractEventLoop, request: Request, deliver: Deliver) -> None:
-        hand_over(loop, [(deliver, self.call(request))])
 
     def pool(self) -> ThreadPoolExecutor:
         """The dispatch pool (made on first use); streamed downloads read their chunks here

@@ -40,6 +40,7 @@ from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from aidememo import metrics as core_metrics
+from aidememo.http.pipeline import Admission
 from aidememo.http.routes import resolve
 
 if TYPE_CHECKING:
@@ -179,12 +180,20 @@ class MeteredApp:
         self._count(request, response, perf_counter() - started)
         return response
 
-    def run_batch(self, requests: Sequence[Request]) -> list[Response]:
-        """The wrapped app's `run_batch`; each answer is timed as the whole batch."""
+    def admitted(self, request: Request) -> Admission | Response:
+        """The wrapped app's `admitted`; a refusal is counted here."""
         started = perf_counter()
-        responses: list[Response] = self.app.run_batch(requests)  # type: ignore[attr-defined]
+        admission: Admission | Response = self.app.admitted(request)  # type: ignore[attr-defined]
+        if not isinstance(admission, Admission):
+            self._count(request, admission, perf_counter() - started)
+        return admission
+
+    def run_admitted(self, admitted: Sequence[tuple[Request, Admission]]) -> list[Response]:
+        """The wrapped app's `run_admitted`; each answer is timed as the whole batch."""
+        started = perf_counter()
+        responses: list[Response] = self.app.run_admitted(admitted)  # type: ignore[attr-defined]
         elapsed = perf_counter() - started
-        for request, response in zip(requests, responses, strict=True):
+        for (request, _), response in zip(admitted, responses, strict=True):
             self._count(request, response, elapsed)
         return responses
 

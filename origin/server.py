@@ -1,4 +1,4 @@
-"""Run the ASGI adapter under uvicorn, programmatically, with access logs and a clean SIGTERM.
+"""Run the origin under uvicorn, programmatically, with access logs and a clean SIGTERM.
 
 Shutdown on SIGTERM or SIGINT: uvicorn stops accepting, lets every in-flight request finish
 (up to `graceful_timeout_s`), then sends the lifespan shutdown, which closes the store; the
@@ -12,10 +12,9 @@ behaviour).
 
 The transport is `origin.transport`: uvicorn's httptools protocol with the head size, header
 count and time limits of SPEC.md HTTP-4/HTTP-5 (`settings.limits`, `origin.limits`), which
-answers ordinary requests without an ASGI cycle (`origin.direct`, HTTP-9), and uvicorn's
-websockets-sansio protocol without an ERROR line per denied upgrade. Without
-httptools uvicorn falls back to h11, bounded only in head size (`h11_max_incomplete_event_size`).
-Where each request runs is `origin.lanes`' decision, on either path.
+answers every HTTP request itself (HTTP-9), in the lane `origin.lanes` names, and uvicorn's
+websockets-sansio protocol without an ERROR line per denied upgrade; the ASGI application
+(`origin.asgi`) serves the lifespan and the live feed's WebSockets.
 
 Logging goes to stderr: uvicorn's own lines, and one `aidememo.access` line per request with
 request id, method, path without the query string, status and duration. uvicorn's access
@@ -33,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import logging
-import math
 import signal
 import socket
 import threading
@@ -99,10 +97,6 @@ def _installed(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-_TRANSPORT = _installed("httptools") and _installed("websockets")
-"""`origin.transport` needs both; the origin extra (`uvicorn[standard]`) installs them."""
-
-
 @dataclass(frozen=True, slots=True)
 class ServerSettings:
     """Where and how to listen."""
@@ -139,20 +133,15 @@ class _Once:
         self._fn()
 
 
-def http_protocol(limits: TransportLimits) -> type[asyncio.Protocol] | str:
-    """uvicorn's httptools protocol with `limits` enforced (`origin.transport`); without
-    httptools, uvicorn's h11, which bounds only the head's size (SPEC.md HTTP-4)."""
-    if not _TRANSPORT:
-        return "h11"
+def http_protocol(limits: TransportLimits) -> type[asyncio.Protocol]:
+    """uvicorn's httptools protocol with `limits` enforced (`origin.transport`)."""
     from origin.transport import LimitedHttpProtocol
 
     return type("OriginHttpProtocol", (LimitedHttpProtocol,), {"limits": limits})
 
 
-def ws_protocol() -> type[asyncio.Protocol] | str:
+def ws_protocol() -> type[asyncio.Protocol]:
     """uvicorn's websockets-sansio protocol without an ERROR per denied upgrade."""
-    if not _TRANSPORT:
-        return "auto"
     from origin.transport import QuietWebSocketProtocol
 
     return QuietWebSocketProtocol
@@ -207,8 +196,6 @@ def serve(
         loop="uvloop" if _installed("uvloop") else "asyncio",
         http=http_protocol(settings.limits),
         ws=ws_protocol(),
-        timeout_keep_alive=math.ceil(settings.limits.idle_timeout_s),  # h11; httptools: exact
-        h11_max_incomplete_event_size=settings.limits.max_head_bytes,
         lifespan="on",
         access_log=False,
         log_config=logging_config(

@@ -1,20 +1,21 @@
 """The store lane (`origin.lanes.Lane.STORE`): requests whose only I/O is the store's, queued by
 the event loop and answered by threads of the lane's own.
 
-Two kinds, by what the store can do (`origin.lanes.StoreTraits`):
+`StoreLane` is `threads` threads taking the queued work, each up to `max_batch` items at a
+time, and answering them with one call of `run_batch`. Its two settings, by what the store can
+do (`origin.lanes.StoreTraits`):
 
 - `Committer` (a store that runs write batches, `CAP_WRITE_BATCH`: the SQLite file store;
-  SPEC.md HTTP-10): one thread takes every queued command (up to `MAX_BATCH`) and answers them
-  with `HttpApp.run_batch`: each through the whole request pipeline, all in one write
-  transaction of the store (a savepoint per command) and one `COMMIT`. What arrives while a
-  batch runs waits for the next, so batches grow with the load by themselves.
+  SPEC.md HTTP-10): one thread, up to `MAX_BATCH` commands the loop admitted, answered by
+  `HttpApp.run_admitted` with one `COMMIT`. What arrives while a batch runs waits for the
+  next, so batches grow with the load by themselves.
 - `StorePool` (a store whose connection pool bounds its transactions: PostgreSQL; HTTP-12):
-  as many threads as the store has connections, taking the queued requests in order, so no
-  thread waits for a connection and none sleeps while requests are queued.
+  as many threads as the store has connections, one request at a time through `dispatch`,
+  so no thread waits for a connection and none sleeps while requests are queued.
 
 Either way the loop only appends to a queue (`submit`), a request is answered only once its
-dispatch (and so its commit) returned, the answers of one run are handed to their loop with
-one `call_soon_threadsafe`, a bug is the adapter's retryable 503, and `stop` answers what is
+call (and so its commit) returned, the answers of one call are handed to their loop with one
+`call_soon_threadsafe`, a bug is the adapter's retryable 503, and `stop` answers what is
 queued before the threads end; a request submitted after `stop` is answered 503 (retry).
 """
 
@@ -25,7 +26,9 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from queue import Empty, SimpleQueue
+from typing import Generic, TypeVar
 
+from aidememo.http.pipeline import Admission
 from aidememo.http.types import Request, Response
 from origin.asgi_common import internal_error
 
@@ -35,33 +38,47 @@ MAX_BATCH = 64
 Deliver = Callable[[Response], None]
 """Called on the request's loop with its answer."""
 
-Item = tuple[asyncio.AbstractEventLoop, Request, Deliver]
-"""A queued request: its loop, the request and where its answer goes."""
+W = TypeVar("W")
+
+Item = tuple[asyncio.AbstractEventLoop, W, str, Deliver]
+"""Queued work: its loop, the work, its request id and where its answer goes."""
+
+Admitted = tuple[Request, Admission]
+"""A command the loop admitted: what the committer runs."""
 
 log = logging.getLogger("aidememo.error")
 
 
-class StoreLane:
-    """`threads` threads named `name` taking the queued requests (`_run`, which a kind
-    defines: it returns when it takes `None`); started on the first request, ended by
-    `stop`."""
+class StoreLane(Generic[W]):
+    """`threads` threads named `name`, each answering up to `max_batch` queued items at a
+    time with `run_batch` (which never raises); started on the first item, ended by `stop`."""
 
-    def __init__(self, threads: int, name: str) -> None:
-        if threads < 1:
-            raise ValueError("threads must be at least 1")
+    def __init__(
+        self,
+        run_batch: Callable[[Sequence[W]], list[Response]],
+        threads: int,
+        max_batch: int,
+        name: str,
+    ) -> None:
+        if threads < 1 or max_batch < 1:
+            raise ValueError("threads and max_batch must be at least 1")
         self.threads = threads
+        self._run_batch = run_batch
+        self._max_batch = max_batch
         self._name = name
-        self._queue: SimpleQueue[Item | None] = SimpleQueue()
+        self._queue: SimpleQueue[Item[W] | None] = SimpleQueue()
         self._running: list[threading.Thread] = []
         self._start_lock = threading.Lock()
         self._stopped = False
 
-    def submit(self, loop: asyncio.AbstractEventLoop, request: Request, deliver: Deliver) -> None:
-        """Queue `request`; `deliver(response)` is called on `loop` once it was answered."""
+    def submit(
+        self, loop: asyncio.AbstractEventLoop, work: W, request_id: str, deliver: Deliver
+    ) -> None:
+        """Queue `work`; `deliver(response)` is called on `loop` once it was answered."""
         if not self._running and not self._start():
-            loop.call_soon(deliver, internal_error(request.request_id))  # stopped: retry later
+            loop.call_soon(deliver, internal_error(request_id))  # stopped: retry later
             return
-        self._queue.put((loop, request, deliver))
+        self._queue.put((loop, work, request_id, deliver))
 
     def stop(self) -> None:
         """Answer everything queued, then end the threads (idempotent)."""
@@ -87,26 +104,6 @@ class StoreLane:
             return True
 
     def _run(self) -> None:
-        raise NotImplementedError
-
-
-class Committer(StoreLane):
-    """The write committer of one origin process (HTTP-10): one thread answering commands in
-    batches of at most `max_batch` through `run_batch`."""
-
-    def __init__(
-        self,
-        run_batch: Callable[[Sequence[Request]], list[Response]],
-        *,
-        max_batch: int = MAX_BATCH,
-    ) -> None:
-        if max_batch < 1:
-            raise ValueError("max_batch must be at least 1")
-        super().__init__(1, "aidememo-committer")
-        self._run_batch = run_batch
-        self._max_batch = max_batch
-
-    def _run(self) -> None:
         queue, limit = self._queue, self._max_batch
         while True:
             item = queue.get()
@@ -127,41 +124,53 @@ class Committer(StoreLane):
             if stop:
                 return
 
-    def _answer(self, batch: list[Item]) -> None:
-        requests = [request for _, request, _ in batch]
+    def _answer(self, batch: list[Item[W]]) -> None:
         try:
-            responses = self._run_batch(requests)
+            responses = self._run_batch([work for _, work, _, _ in batch])
         except Exception:  # `run_batch` never raises; a bug here must not strand the callers
-            log.exception("write batch raised")
-            responses = [internal_error(request.request_id) for request in requests]
+            log.exception("dispatch raised; request_id=%s", batch[0][2])
+            responses = [internal_error(rid) for _, _, rid, _ in batch]
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Deliver, Response]]] = {}
-        for (loop, _, deliver), response in zip(batch, responses, strict=True):
+        for (loop, _, _, deliver), response in zip(batch, responses, strict=True):
             by_loop.setdefault(loop, []).append((deliver, response))
         for loop, answers in by_loop.items():
             hand_over(loop, answers)
 
 
-class StorePool(StoreLane):
-    """`threads` threads (the store's connections) answering the queued requests through
-    `dispatch`, in the order they came (HTTP-12)."""
+class Committer(StoreLane[Admitted]):
+    """The write committer of one origin process (HTTP-10): `take` admits a command on the
+    loop (`admitted`: its admission, or the answer refusing it), and one thread answers the
+    admitted ones in batches of at most `max_batch` through `run_admitted`."""
+
+    def __init__(
+        self,
+        admitted: Callable[[Request], Admission | Response],
+        run_admitted: Callable[[Sequence[Admitted]], list[Response]],
+        *,
+        max_batch: int = MAX_BATCH,
+    ) -> None:
+        super().__init__(run_admitted, 1, max_batch, "aidememo-committer")
+        self._admitted = admitted
+
+    def take(self, loop: asyncio.AbstractEventLoop, request: Request, deliver: Deliver) -> None:
+        """Admit `request` now, then queue it unless it was refused."""
+        admission = self._admitted(request)
+        if isinstance(admission, Response):
+            deliver(admission)
+        else:
+            self.submit(loop, (request, admission), request.request_id, deliver)
+
+
+class StorePool(StoreLane[Request]):
+    """`threads` threads (the store's connections) answering the queued requests one at a
+    time through `dispatch`, in the order they came (HTTP-12)."""
 
     def __init__(self, dispatch: Callable[[Request], Response], threads: int) -> None:
-        super().__init__(threads, "aidememo-store")
-        self._dispatch = dispatch
+        super().__init__(lambda requests: [dispatch(requests[0])], threads, 1, "aidememo-store")
 
-    def _run(self) -> None:
-        queue, dispatch = self._queue, self._dispatch
-        while True:
-            item = queue.get()
-            if item is None:
-                return
-            loop, request, deliver = item
-            try:
-                response = dispatch(request)
-            except Exception:  # `dispatch` never raises; a bug here must not strand the caller
-                log.exception("dispatch raised; request_id=%s", request.request_id)
-                response = internal_error(request.request_id)
-            hand_over(loop, [(deliver, response)])
+    def take(self, loop: asyncio.AbstractEventLoop, request: Request, deliver: Deliver) -> None:
+        """Queue `request`."""
+        self.submit(loop, request, request.request_id, deliver)
 
 
 def hand_over(loop: asyncio.AbstractEventLoop, answers: list[tuple[Deliver, Response]]) -> None:

@@ -1,13 +1,12 @@
-"""The origin's HTTP/1.1 transport: uvicorn's httptools protocol with limits before work and a
-direct request path.
+"""The origin's HTTP/1.1 transport: uvicorn's httptools protocol with limits before work, and the
+one place HTTP requests are made, scheduled and answered.
 
-uvicorn's httptools protocol puts no bound on a request head: a 128 MiB header sent in
-64 KiB pieces was parsed to its end, at a cost growing with the square of its size (httptools
-joins the pieces of a header name or value, and uvicorn's `on_url` those of the target, by
-repeated bytes concatenation), and a connection that sends half a head, or
-announces a body and sends nothing, stays open forever. `LimitedHttpProtocol` is that
-protocol with the limits of SPEC.md HTTP-4 and HTTP-5 enforced in `data_received`, before the
-parser sees the bytes:
+uvicorn's httptools protocol puts no bound on a request head: it parses a head of any size, at
+a cost growing with the square of its size (httptools joins the pieces of a header name or
+value, and uvicorn's `on_url` those of the target, by repeated bytes concatenation), and a
+connection that sends half a head, or announces a body and sends nothing, stays open forever.
+`LimitedHttpProtocol` is that protocol with the limits of SPEC.md HTTP-4 and HTTP-5 enforced
+in `data_received`, before the parser sees the bytes:
 
 - Head size: the bytes of a request line plus headers are counted as they arrive; the parser is
   never fed more than `max_head_bytes` of one head, so parsing costs at most that much per
@@ -35,28 +34,22 @@ with `x-request-id` and `connection: close`) and logs one `aidememo.access` line
 adapter's format, method and path `-` when the head was not complete. A client still writing
 a huge head may see the connection reset before it reads the 431.
 
-The direct path (SPEC.md HTTP-9, `origin.direct`): when the application carries a
-`DirectEntry` (`origin.asgi.create_asgi_app` gives it one), a request whose head completes
-with no earlier request of the connection unanswered, no `Expect: 100-continue`, no upgrade,
-writes not paused and a `Content-Length` within the smallest route limit gets a
-`DirectCycle` in place of uvicorn's cycle (`_begin_direct`; uvicorn's scope is filled in as
-uvicorn fills it). When the whole body has arrived in the same read, `on_message_complete`
-hands the request to the entry, which runs it in its lane (`origin.lanes`; the loop lane at
-the end of the loop's turn, `origin.coalesce`, HTTP-11); `_respond` holds the answer, one
-buffer written at the end of the turn, completes the response as uvicorn's
-cycle does (`on_response_complete`: the next pipelined request, the keep-alive timer) and logs
-the access line. A body still due at the end of the read hands the request to a uvicorn
-cycle with what has arrived, and the ASGI application runs as it always did (`_to_asgi`). A
-request parsed while a direct one is still being answered is queued by uvicorn's own
-pipelining, so answers keep their order; graceful shutdown sees the `DirectCycle` as a
-response still due and waits for it.
-
-`OneWrite` (`origin.coalesce`) holds a response's head back until its first body chunk on
-the ASGI path; the head of a HEAD answer (no body follows) and every write after the first
-chunk pass through.
-
-The common path adds a length test per read and a few attribute reads and writes per request;
-no timer is armed for a head that arrives in one read.
+Every HTTP request is answered here, the one entry of HTTP at the origin (SPEC.md HTTP-9):
+the transport makes the core's `Request`, has `origin.lanes.Scheduler` run it in its lane and
+writes the answer with `origin.direct.encode`, the one writer of a response head; the ASGI
+application (`origin.asgi`) serves only the lifespan and WebSockets. A request whose head
+completes with no earlier request of the connection unanswered, no `Expect: 100-continue`,
+no upgrade, writes not paused and a `Content-Length` within the smallest route limit gets a
+`DirectCycle` (`_begin_direct`); when its whole body arrived in the same read,
+`on_message_complete` hands it to the scheduler (a read of the loop lane at the end of the
+loop's turn, `origin.coalesce`, HTTP-11). Any other request (a body still due at the end of
+the read, a large or `100-continue` body, one pipelined behind an unanswered request, which
+uvicorn queues) gets a uvicorn `RequestResponseCycle` that receives its body with uvicorn's
+flow control (`_serve`). Either way `_respond` holds the answer, one buffer written at the end
+of the turn, or writes a streamed answer chunk by chunk under flow control (`_stream`), then
+completes the response as uvicorn's cycle does (`on_response_complete`: the next pipelined
+request, the keep-alive timer) and logs the access line. Graceful shutdown sees an unanswered
+cycle as a response still due and waits for it.
 
 `QuietWebSocketProtocol` is uvicorn's websockets-sansio protocol without its two leaks: after
 an application's denial response (LIVE-1) it marks the handshake done, so uvicorn does not log
@@ -71,8 +64,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import urllib.parse
+from time import perf_counter as perf
 from typing import Any, ClassVar
 
 import httptools
@@ -80,15 +73,29 @@ from websockets.http11 import Request as WsRequest
 
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.limits import MAX_REQUEST_BODY_BYTES
-from aidememo.http.body import declared_length
+from aidememo.http.body import EMPTY, Body, declared_length
 from aidememo.http.types import Request, Response
 from origin.accesslog import ACCESS
-from origin.asgi_common import fold_headers, new_request_id
-from origin.coalesce import JOIN_MAX_BYTES, HeldWrites, OneWrite, loop_turn
-from origin.direct import DirectCycle, DirectEntry, encode
-from origin.lanes import Lane
+from origin.asgi_common import bodyless, fold_headers, new_request_id, request_id
+from origin.coalesce import JOIN_MAX_BYTES, HeldWrites, loop_turn
+from origin.direct import GONE, DirectCycle, ReceivedBody, encode, first_body
+from origin.lanes import Lane, Scheduler
 from origin.limits import TransportLimits
 from origin.uvicorn_parts import HttpToolsProtocol, RequestResponseCycle, WebSocketsSansIOProtocol
+
+Cycle = DirectCycle | RequestResponseCycle
+"""The exchange a request's answer goes to: a direct one, or a uvicorn cycle receiving it."""
+
+
+def scheduler_of(app: Any) -> Scheduler:
+    """The scheduler of the application `origin.asgi.create_asgi_app` made, found behind
+    uvicorn's middleware wrappers too."""
+    for _ in range(4):
+        scheduler = getattr(app, "scheduler", None)
+        if isinstance(scheduler, Scheduler):
+            return scheduler
+        app = getattr(app, "app", None)
+    raise TypeError("origin.transport serves only an application of origin.asgi")
 
 
 class _TooManyFields(Exception):
@@ -123,13 +130,10 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         self._head_timer: asyncio.TimerHandle | None = None
         self._body_timer: asyncio.TimerHandle | None = None
         self._body_seen = 0.0  # loop time of the last body progress
-        entry = getattr(self.app, "direct", None)
-        # uvicorn's 503 of `limit_concurrency` is decided per request in its own code path
-        usable = isinstance(entry, DirectEntry) and self.limit_concurrency is None
-        self._direct: DirectEntry | None = entry if usable else None
+        self._scheduler = scheduler_of(self.app)
         self._waiting: DirectCycle | None = None  # a direct request whose body is still due
         self._idle_since = -1.0  # loop time the connection went idle, -1 while it is busy
-        self._held: HeldWrites | None = None  # the transport, direct answers held (HTTP-11)
+        self._held: HeldWrites | None = None  # the transport, answers held (HTTP-11)
         # read in this turn, answered on the loop at its end
         self._ready: tuple[DirectCycle, Request] | None = None
 
@@ -137,9 +141,9 @@ class LimitedHttpProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        if self._direct is not None:  # every write and close of the connection goes through it
-            self._held = HeldWrites(transport, loop_turn(self.loop))
-            self.transport = self._held  # type: ignore[assignment]
+        # every write and close of the connection goes through it
+        self._held = HeldWrites(transport, loop_turn(self.loop))
+        self.transport = self._held  # type: ignore[assignment]
         self._arm_head_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -220,12 +224,9 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
-        if self._direct is not None and self._begin_direct():
+        if self._begin_direct():
             return
-        super().on_headers_complete()
-        cycle = self.cycle
-        if cycle is not None and cycle.transport is self.transport:  # a new request's cycle
-            cycle.transport = OneWrite(self.transport, cycle)  # type: ignore[assignment]
+        super().on_headers_complete()  # a uvicorn cycle, started by `_start_asgi_task`
 
     def on_body(self, body: bytes) -> None:
         self._body_seen = self.loop.time()
@@ -239,13 +240,12 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             self._body_timer = None
         super().on_message_complete()
         waiting = self._waiting
-        if waiting is not None:  # the whole request is here: answer it without ASGI
+        if waiting is not None:  # the whole request is here
             self._waiting = None
-            waiting.started = time.perf_counter()  # the access line's duration counts from here
-            entry = self._direct
-            assert entry is not None and self._held is not None
-            request = entry.request(waiting)
-            where = entry.place(request)
+            waiting.started = perf()  # the access line's duration counts from here
+            assert self._held is not None
+            request = waiting.request()
+            where = self._scheduler.place(request, True)
             if where is Lane.LOOP:  # after the turn's other reads (HTTP-11)
                 self._ready = (waiting, request)
                 self._held.turn.later(self._answer_ready)
@@ -260,12 +260,16 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             self._run_direct(*ready, Lane.LOOP)
 
     def _run_direct(self, cycle: DirectCycle, request: Request, where: Lane) -> None:
-        try:
-            assert self._direct is not None
-            self._direct.run(self.loop, cycle, request, where, self._respond)
-        except Exception as exc:  # `run` never raises; should it, the connection goes
-            self.logger.error("Exception in the direct request path", exc_info=exc)
-            self.transport.close()
+        started = cycle.started
+        if where is Lane.LOOP:  # the scheduler's loop lane, without a callback to make
+            self._respond(cycle, request, started, self._scheduler.call(request))
+        else:
+            self._scheduler.run(
+                self.loop,
+                request,
+                where,
+                lambda answer: self._respond(cycle, request, started, answer),
+            )
 
     # -- idle keep-alive ------------------------------------------------------------------
 
@@ -281,8 +285,8 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             return
         self.flow.resume_reading()
         if self.pipeline:
-            cycle, app = self.pipeline.pop()
-            self._start_asgi_task(cycle, app)
+            cycle, _ = self.pipeline.pop()
+            self._start_asgi_task(cycle, self.app)
             return
         self._idle_since = self.loop.time()
         if self.timeout_keep_alive_task is None:
@@ -343,19 +347,11 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         return True
 
     def _to_asgi(self, waiting: DirectCycle) -> None:
-        """The ASGI path takes over a direct request whose body is still arriving: a cycle
-        holding what has come so far, the application started as uvicorn starts it."""
+        """A direct request whose body is still arriving goes on in a uvicorn cycle holding
+        what has come so far."""
         self._waiting = None
-        cycle = self._asgi_cycle(self.scope, waiting.keep_alive)
-        cycle.body = waiting.body
-        self.cycle = cycle
-        self._start_asgi_task(cycle, self.app)
-
-    def _asgi_cycle(self, scope: Any, keep_alive: bool) -> RequestResponseCycle:
-        """A uvicorn cycle as uvicorn makes one for a request (uvicorn's own access log off:
-        the origin writes its lines), its writes joined by `OneWrite`."""
         cycle = RequestResponseCycle(
-            scope=scope,
+            scope=self.scope,
             transport=self.transport,
             flow=self.flow,
             logger=self.logger,
@@ -364,80 +360,149 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             default_headers=self.server_state.default_headers,
             message_event=asyncio.Event(),
             expect_100_continue=False,
-            keep_alive=keep_alive,
+            keep_alive=waiting.keep_alive,
             on_response=self.on_response_complete,
         )
-        cycle.transport = OneWrite(self.transport, cycle)  # type: ignore[assignment]
-        return cycle
+        cycle.body = waiting.body
+        self.cycle = cycle
+        self._start_asgi_task(cycle, self.app)
 
-    def _respond(self, cycle: DirectCycle, rid: str, response: Response) -> None:
-        """Hold a direct request's answer for the end of the loop iteration (on the loop),
-        then log its line."""
-        entry = self._direct
-        assert entry is not None
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
+        """Where uvicorn would run the ASGI application for `cycle`: `_serve` it instead."""
+        self._spawn(self._serve(cycle))
+
+    def _spawn(self, work: Any) -> None:
+        task = self.loop.create_task(work)
+        task.add_done_callback(self.tasks.discard)
+        self.tasks.add(task)
+
+    async def _serve(self, cycle: RequestResponseCycle) -> None:
+        """Answer a request whose body comes through `cycle`: none, whole in its first
+        message, nothing read yet when its declared size is over the smallest route limit
+        (stage one refuses it unread), else a `ReceivedBody` the dispatch reads from a pool
+        thread, chunk by chunk, as the core asks for it."""
+        started = perf()
+        scope = cycle.scope
+        headers = fold_headers(scope["headers"])
+        method: str = scope["method"]
+        receive: Any = cycle.receive
+        body: Body
+        try:
+            if bodyless(method, headers):
+                body = EMPTY
+            else:
+                length = declared_length(headers)
+                if length is not None and length > MAX_REQUEST_BODY_BYTES:
+                    body = ReceivedBody(receive, self.loop, length, None)
+                else:
+                    body = await first_body(receive, length)
+            if body is GONE:
+                return  # the client went away before its body
+            query = scope.get("query_string", b"").decode("latin-1")
+            request = Request(method, scope["path"], query, headers, body, request_id(headers))
+            received = type(body) is ReceivedBody
+            where = self._scheduler.place(request, not received)
+            response = await self._scheduler.answer(request, where)
+            if received and body.aborted:  # type: ignore[attr-defined]
+                return  # the client went away while its body was read
+            self._respond(cycle, request, started, response)
+        except Exception as exc:
+            self.logger.error("Exception in the request path", exc_info=exc)
+            self.transport.close()
+
+    def _respond(self, cycle: Cycle, request: Request, started: float, response: Response) -> None:
+        """Hold a request's answer for the end of the loop iteration (on the loop), complete
+        the response, then log its line. A connection whose request body was not read to
+        its end closes after the answer, so the rest is never received."""
+        rid = request.request_id
         if cycle.disconnected or self.transport.is_closing():  # the client went away
             cycle.response_complete = True
             close = getattr(response.stream, "close", None)
             if close is not None:  # an unsent download: its file is released now
                 close()
-            entry.log(rid, cycle, response.status)
+            self._log(request, response.status, started)
             return
+        head_only = request.method == "HEAD"
+        keep_alive = cycle.keep_alive and request.body.complete
         try:
-            if response.stream is not None:
-                self._stream(cycle, rid, response)
-                return
             head, keep_alive = encode(
-                response,
-                rid,
-                self.server_state.default_headers,
-                cycle.keep_alive,
-                cycle.method == "HEAD",
+                response, rid, self.server_state.default_headers, keep_alive, head_only
             )
         except Exception as exc:  # an invalid header: uvicorn's cycle would fail the same
             self.logger.error("Exception in ASGI application\n", exc_info=exc)
             self.transport.close()
             return
         cycle.response_started = True
-        body = response.body
         held = self._held
-        assert held is not None  # the direct path's connections hold their answers
-        if cycle.method == "HEAD" or not body:
+        assert held is not None  # every connection holds its answers
+        if response.stream is not None:
+            self._spawn(self._stream(cycle, request, started, response, head, keep_alive))
+            return
+        body = response.body
+        if head_only or not body:
             held.hold(head)
         elif len(body) <= JOIN_MAX_BYTES:
             held.hold(head + body)
         else:  # a large body is not copied into a held buffer: it is written now
             held.writelines((head, body))
-        cycle.response_complete = True
+        cycle.response_complete = True  # `_complete` and `_log`, inline on the hot path
+        cycle.message_event.set()
         if not keep_alive:
             self.transport.close()
         self.on_response_complete()
-        entry.log(rid, cycle, response.status)
+        ACCESS.request(rid, request.method, request.path, response.status, perf() - started)
 
-    def _stream(self, cycle: DirectCycle, rid: str, response: Response) -> None:
-        """A streamed answer goes out through an ASGI cycle of its own, as the adapter sends
-        it: chunk by chunk, under uvicorn's flow control; the cycle takes the direct
-        request's place (shutdown and disconnects reach it there)."""
-        entry = self._direct
-        assert entry is not None
-        scope: Any = {"method": cycle.method}
-        sender = self._asgi_cycle(scope, cycle.keep_alive)
-        sender.more_body = False
-        current: Any = self.cycle
-        if current is cycle:
-            self.cycle = sender
+    async def _stream(
+        self,
+        cycle: Cycle,
+        request: Request,
+        started: float,
+        response: Response,
+        head: bytes,
+        keep_alive: bool,
+    ) -> None:
+        """A streamed answer (an artifact download, an export): each chunk read in a pool
+        thread and written under flow control, chunked when no length was declared."""
+        stream = response.stream
+        assert stream is not None
+        chunked = all(name.lower() != "content-length" for name, _ in response.headers)
+        pool = self._scheduler.pool()
+        write = self.transport.write
+        try:
+            write(head)
+            if request.method != "HEAD":
+                while (
+                    chunk := await self.loop.run_in_executor(pool, next, stream, None)
+                ) is not None:
+                    if cycle.disconnected or self.transport.is_closing():
+                        break
+                    if chunk:
+                        write(b"%x\r\n%b\r\n" % (len(chunk), chunk) if chunked else chunk)
+                        await self.flow.drain()
+                else:
+                    if chunked:
+                        write(b"0\r\n\r\n")
+        except Exception as exc:
+            self.logger.error("Exception in ASGI application\n", exc_info=exc)
+            self.transport.close()
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                await self.loop.run_in_executor(pool, close)
+        self._complete(cycle, keep_alive and not cycle.disconnected)
+        self._log(request, response.status, started)
+
+    def _complete(self, cycle: Cycle, keep_alive: bool) -> None:
+        """The response of `cycle` is written: close, or go on with the connection."""
         cycle.response_complete = True
+        cycle.message_event.set()  # a receive still waiting learns the exchange is over
+        if not (keep_alive and cycle.keep_alive):
+            self.transport.close()
+        self.on_response_complete()
 
-        async def run() -> None:
-            try:
-                send: Any = sender.send
-                await entry.stream(send, cycle, rid, response)
-            except Exception as exc:
-                self.logger.error("Exception in ASGI application\n", exc_info=exc)
-                self.transport.close()
-
-        task = self.loop.create_task(run())
-        task.add_done_callback(self.tasks.discard)
-        self.tasks.add(task)
+    @staticmethod
+    def _log(request: Request, status: int, started: float) -> None:
+        ACCESS.request(request.request_id, request.method, request.path, status, perf() - started)
 
     # -- limits -------------------------------------------------------------------------------
 

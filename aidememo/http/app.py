@@ -8,10 +8,10 @@ Worker hands its admission to a project object). Neither raises: every failure b
 `{"error": {"code", "message"}}` with the status mapped in `aidememo.domain.errors`, and
 nothing a client sends yields a 5xx (HTTP-2).
 
-`run_batch` answers several requests of batched routes (`Route.batch`, the commands) with the
-same pipeline, one after another in one write batch of a store declaring `CAP_WRITE_BATCH`
-(SPEC.md HTTP-10): one commit for all, every answer held until it is durable, a request whose
-transaction did not commit answered with the storage error.
+`admitted` runs stage one and the body step of a command request (`Route.batch`) and
+`run_admitted` the handlers of several admitted ones, one after another in one write batch of a
+store declaring `CAP_WRITE_BATCH` (SPEC.md HTTP-10): one commit for all, every answer held until
+it is durable, a request whose transaction did not commit answered with the storage error.
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ class HttpApp:
 
     @property
     def batches(self) -> bool:
-        """True when the store runs write batches (`CAP_WRITE_BATCH`): `run_batch` then
+        """True when the store runs write batches (`CAP_WRITE_BATCH`): `run_admitted` then
         shares one commit among its requests."""
         return CAP_WRITE_BATCH in self.store.capabilities
 
@@ -147,26 +147,31 @@ class HttpApp:
         connections = getattr(self.store, "connections", None)
         return connections if isinstance(connections, int) else None
 
-    def run_batch(self, requests: Sequence[Request]) -> list[Response]:
-        """Answer `requests` (commands, `Route.batch`) in order, each through `dispatch`, in
-        one write batch of the store (HTTP-10); never raises. Returns once every answer is
-        durable; a request whose transaction did not commit gets the storage error instead
-        of what its dispatch answered. (Admitting the requests before the batch, so that it
-        runs only their handlers, cost 10-15% more CPU per served command:
-        docs/bench-notes.md, 2026-12-05.)"""
-        if not self.batches:
-            return [self.dispatch(request) for request in requests]
+    def admitted(self, request: Request) -> Admission | Response:
+        """`admit`, or the answer refusing the request: what `run_admitted` takes."""
         try:
-            outcomes = cast(WriteBatches, self.store).batch(
-                [partial(self.dispatch, request) for request in requests]
-            )
+            return self.admit(request)
         except Exception as exc:
-            return [self._failure(exc, request) for request in requests]
+            return self._failure(exc, request)
+
+    def run_admitted(self, admitted: Sequence[tuple[Request, Admission]]) -> list[Response]:
+        """Answer admitted commands in order, their handlers (which decode the command and run
+        it) one after another in one write batch of the store (HTTP-10), so the store never
+        calls back into HTTP dispatch; never raises. Returns once every answer is durable; a
+        request whose transaction did not commit gets the storage error instead of what its
+        handler answered."""
+        if not admitted:
+            return []
+        calls = [partial(self._run, admission, request) for request, admission in admitted]
+        try:
+            outcomes = cast(WriteBatches, self.store).batch(calls)
+        except Exception as exc:
+            outcomes = [(None, exc)] * len(calls)
         return [
-            answer
+            self._observed(request, answer)
             if error is None and answer is not None
-            else self._failure(error or RuntimeError("no answer"), request)
-            for request, (answer, error) in zip(requests, outcomes, strict=True)
+            else self._refused(error or RuntimeError("no answer"), admission, request)
+            for (request, admission), (answer, error) in zip(admitted, outcomes, strict=True)
         ]
 
     def serve(self, admission: Admission, request: Request) -> Response:

@@ -43,11 +43,9 @@ from aidememo.domain.model import (
 from aidememo.domain.secrets import SecretFinding, find_in_json
 from aidememo.ports import (
     CAP_RAW_FAST_PATH,
-    CAP_WRITE_BATCH,
     Clock,
     RawFastPath,
     Store,
-    WriteBatches,
     WriteTx,
 )
 from aidememo.service.access import Caller, check_access
@@ -206,14 +204,9 @@ class Ledger:
 
     def announce(self, scope: Scope, seq: int) -> None:
         """Call the `on_commit` hooks for the commit `seq` that `store.transaction` just
-        returned: at once, or, inside a store's write batch (`CAP_WRITE_BATCH`), once the
-        batch's commit is durable (never, if it is voided)."""
-        if not self.on_commit:
-            return
-        if CAP_WRITE_BATCH in self.store.capabilities:
-            cast(WriteBatches, self.store).after_commit(lambda: self._hooks(scope, seq))
-        else:
-            self._hooks(scope, seq)
+        returned, once it is durable (`Store.after_commit`)."""
+        if self.on_commit:
+            self.store.after_commit(lambda: self._hooks(scope, seq))
 
     def _hooks(self, scope: Scope, seq: int) -> None:
         for hook in self.on_commit:

@@ -517,6 +517,10 @@ class MemoryStore:
         """The reference store has no persisted schema; it reports the code's version."""
         return SCHEMA_VERSION
 
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        """`Store.after_commit`: a commit of this store is done when it returns, so now."""
+        fn()
+
     def close(self) -> None:
         """Nothing to release."""
 

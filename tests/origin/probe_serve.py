@@ -2,11 +2,11 @@
 answered (`python -m tests.origin.probe_serve PORT GATE STARTED`).
 
 Every answer is JSON: the method, path, query, the body's length, the request id the core saw,
-and `path_taken`: `direct` for a request the transport's direct path made (`origin.direct`),
-`asgi` otherwise. A POST to `/slow` touches the file STARTED once
-it is in `dispatch`, then waits until the file GATE exists, so a test can act (a SIGTERM, more
-pipelined requests) while a write is in flight. Run under `tests.origin.asgi_only`, every
-request goes through ASGI.
+and `path_taken`: `direct` for a request made from a `DirectCycle` (`origin.direct`), `cycle`
+for one received through a uvicorn cycle. A POST to `/slow` touches the file STARTED once it
+is in `dispatch`, then waits until the file GATE exists, so a test can act (a SIGTERM, more
+pipelined requests) while a write is in flight. Run under `tests.origin.cycle_only`, every
+request is received through a cycle.
 """
 
 from __future__ import annotations
@@ -17,23 +17,23 @@ import time
 from pathlib import Path
 
 from aidememo.http.types import Request, Response
-from origin.direct import DirectCycle, DirectEntry
+from origin.direct import DirectCycle
 from origin.server import ServerSettings, serve
 
 PATH_TAKEN = "x-probe-path-taken"
-"""Set on the requests the direct path makes (`_mark_direct`); absent on the ASGI path's."""
+"""Set on the requests the direct path makes (`_mark_direct`); absent on the others."""
 
 
 def _mark_direct() -> None:
-    """Have `origin.direct.DirectEntry` mark each request it makes as the direct path's."""
-    made = DirectEntry.request
+    """Have `origin.direct.DirectCycle` mark each request it makes as the direct path's."""
+    made = DirectCycle.request
 
-    def request(self: DirectEntry, cycle: DirectCycle) -> Request:
-        made_request = made(self, cycle)
+    def request(self: DirectCycle) -> Request:
+        made_request = made(self)
         made_request.headers[PATH_TAKEN] = "direct"
         return made_request
 
-    DirectEntry.request = request  # type: ignore[method-assign]
+    DirectCycle.request = request  # type: ignore[method-assign]
 
 
 class Probe:
@@ -42,7 +42,7 @@ class Probe:
         self.started = started
 
     def dispatch(self, request: Request) -> Response:
-        taken = request.headers.get(PATH_TAKEN, "asgi")
+        taken = request.headers.get(PATH_TAKEN, "cycle")
         body = request.body.read()
         if request.method == "POST" and request.path == "/slow":
             self.started.touch()

@@ -10,6 +10,7 @@ import json
 import secrets
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -22,16 +23,18 @@ from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.model import Scope
 from aidememo.http.app import HttpApp
 from aidememo.http.body import Body
+from aidememo.http.pipeline import Admission
+from aidememo.http.routes import resolve
 from aidememo.http.types import Request, Response
 from aidememo.service.identity import IdentityService, token_digest
 from aidememo.stores.memory import MemoryStore
 from aidememo.stores.sqlite import SqliteStore
 from aidememo.stores.sqlite.sqlite3_executor import Sqlite3Executor
-from origin.asgi import create_asgi_app
 from origin.lanes import Lane, Scheduler
 from origin.store_lane import Committer
-from tests.origin.test_asgi import call, http_scope
+from tests.origin.direct_support import request
 from tests.origin.test_serve_process import ServeProcess
+from tests.origin.thread_server import ThreadServer
 
 TENANT, PROJECT, ACTOR = "t1", "p1", "agent-a"
 FACTS = f"/v1/projects/{PROJECT}/facts"
@@ -82,6 +85,18 @@ class Setup:
         return bool(rows)
 
 
+def run_batch(app: HttpApp, requests: Sequence[Request]) -> list[Response]:
+    """What the committer does with `requests`: each admitted, then the admitted ones'
+    handlers in one write batch; a refused one keeps its refusal."""
+    admitted = [app.admitted(request) for request in requests]
+    ran = iter(
+        app.run_admitted(
+            [(r, a) for r, a in zip(requests, admitted, strict=True) if isinstance(a, Admission)]
+        )
+    )
+    return [a if isinstance(a, Response) else next(ran) for a in admitted]
+
+
 def _clock_ids() -> tuple[Any, Any]:
     from aidememo.domain.clock import RandomIds, SystemClock
 
@@ -112,14 +127,14 @@ def test_http10_run_batch_commits_once_and_answers_a_failing_command_alone(
 
     monkeypatch.setattr(setup.executor, "_commit", counted)
     requests = [setup.fact(1), setup.fact(2, session="no-such-session"), setup.fact(3)]
-    responses = setup.app.run_batch(requests)
+    responses = run_batch(setup.app, requests)
     assert [r.status for r in responses] == [200, 404, 200]
     assert _status(responses[1]) == (404, ErrorCode.RESOURCE_NOT_FOUND.value)
     receipts = [json.loads(responses[i].body) for i in (0, 2)]
     assert receipts[1]["project_seq"] == receipts[0]["project_seq"] + 1
     assert len(commits) == 1
     assert setup.on_disk("f1") and setup.on_disk("f3") and not setup.on_disk("f2")
-    replay = setup.app.run_batch([setup.fact(1), setup.fact(1)])  # idempotent in one batch
+    replay = run_batch(setup.app, [setup.fact(1), setup.fact(1)])  # idempotent in one batch
     assert [json.loads(r.body)["project_seq"] for r in replay] == [receipts[0]["project_seq"]] * 2
 
 
@@ -133,13 +148,13 @@ def test_http10_run_batch_answers_every_request_with_the_storage_error_when_the_
         raise fail(ErrorCode.STORAGE_FAILURE, "fsync failed")
 
     monkeypatch.setattr(setup.executor, "_commit", failing)
-    responses = setup.app.run_batch([setup.fact(1), setup.fact(2, session="no-such-session")])
+    responses = run_batch(setup.app, [setup.fact(1), setup.fact(2, session="no-such-session")])
     assert [_status(r) for r in responses] == [(503, ErrorCode.STORAGE_FAILURE.value)] * 2
     assert all(dict(r.headers).get("retry-after") for r in responses)
     assert hooks == []  # a voided commit is announced to nobody (LIVE-2)
     monkeypatch.undo()
     assert not setup.on_disk("f1")
-    assert [r.status for r in setup.app.run_batch([setup.fact(1)])] == [200]  # a retry commits
+    assert [r.status for r in run_batch(setup.app, [setup.fact(1)])] == [200]  # a retry commits
     assert len(hooks) == 1
 
 
@@ -148,7 +163,7 @@ def test_http10_live2_commit_hooks_run_after_the_batch_commit(setup: Setup) -> N
     ledger = setup.app.services.ledger
     ledger.on_commit.append(lambda scope, seq: seen.append((seq, setup.on_disk(f"f{seq}"))))
     # the session is seq 1: fact n is seq n + 1 below, so name the facts after their seq
-    responses = setup.app.run_batch([setup.fact(2), setup.fact(3)])
+    responses = run_batch(setup.app, [setup.fact(2), setup.fact(3)])
     assert [r.status for r in responses] == [200, 200]
     assert seen == [(2, True), (3, True)]  # each hook saw its commit from another connection
 
@@ -168,11 +183,11 @@ def test_http10_batches_only_commands_and_only_on_a_store_that_batches(setup: Se
     assert lane("POST", "/v1/nowhere") is Lane.POOL
     memory = HttpApp(MemoryStore())
     assert not memory.batches and Scheduler(memory).store_lane is None
-    assert memory.run_batch([]) == []
+    assert run_batch(memory, []) == []
 
 
 class Gate:
-    """A `run_batch` that holds its first batch until released and records the batches and
+    """A `run_admitted` that holds its first batch until released and records the batches and
     when each was committed, so a test can queue requests behind it deterministically."""
 
     def __init__(self, setup: Setup) -> None:
@@ -188,19 +203,19 @@ class Gate:
 
         setup.executor._commit = commit  # type: ignore[attr-defined]
 
-    def __call__(self, requests: Sequence[Request]) -> list[Response]:
-        self.batches.append([r.request_id for r in requests])
+    def __call__(self, admitted: Sequence[tuple[Request, Admission]]) -> list[Response]:
+        self.batches.append([r.request_id for r, _ in admitted])
         if len(self.batches) == 1:
             self.entered.set()
             assert self.release.wait(timeout=30)
-        return self.setup.app.run_batch(requests)
+        return self.setup.app.run_admitted(admitted)
 
 
 def test_http10_queued_requests_share_one_batch_and_none_is_answered_before_its_commit(
     setup: Setup,
 ) -> None:
     gate = Gate(setup)
-    committer = Committer(gate)
+    committer = Committer(setup.app.admitted, gate)
 
     async def main() -> list[Response]:
         loop = asyncio.get_running_loop()
@@ -213,7 +228,7 @@ def test_http10_queued_requests_share_one_batch_and_none_is_answered_before_its_
                 gate.events.append(f"answer {rid}")
                 answer.set_result(response)
 
-            committer.submit(loop, request, deliver)
+            committer.take(loop, request, deliver)
             answers.append(answer)
 
         submit(setup.fact(1))
@@ -243,13 +258,13 @@ def test_http10_queued_requests_share_one_batch_and_none_is_answered_before_its_
 
 
 def test_http10_a_stopped_committer_answers_retry_later(setup: Setup) -> None:
-    committer = Committer(setup.app.run_batch)
+    committer = Committer(setup.app.admitted, setup.app.run_admitted)
     committer.stop()
 
     async def main() -> Response:
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[Response] = loop.create_future()
-        committer.submit(loop, setup.fact(1), answer.set_result)
+        committer.take(loop, setup.fact(1), answer.set_result)
         return await answer
 
     response = asyncio.run(asyncio.wait_for(main(), 10))
@@ -257,34 +272,37 @@ def test_http10_a_stopped_committer_answers_retry_later(setup: Setup) -> None:
     assert not setup.on_disk("f1")
 
 
-def test_http10_the_asgi_path_hands_commands_to_the_committer(setup: Setup) -> None:
+def test_http10_a_served_command_goes_to_the_committer_however_its_body_came(
+    setup: Setup,
+) -> None:
     seen: list[int] = []
 
-    def run_batch(requests: Sequence[Request]) -> list[Response]:
-        seen.append(len(requests))
-        return setup.app.run_batch(requests)
-
     class Counted:
-        batches, connections, dispatch = True, None, setup.app.dispatch
+        batches, connections = True, None
+        dispatch, admitted = setup.app.dispatch, setup.app.admitted
 
-        def run_batch(self, requests: Sequence[Request]) -> list[Response]:
-            return run_batch(requests)
+        def run_admitted(self, admitted: Sequence[tuple[Request, Admission]]) -> list[Response]:
+            seen.append(len(admitted))
+            return setup.app.run_admitted(admitted)
 
-    app = create_asgi_app(Counted())
-    request = setup.fact(1)
-    headers = [(k.encode(), v.encode()) for k, v in request.headers.items()]
-    body = {"type": "http.request", "body": request.body.read(), "more_body": False}
-    try:
-        sent, _ = call(app, http_scope("POST", FACTS, headers=headers), [body])
-        assert sent[0]["status"] == 200, sent
-        sent, _ = call(
-            app, http_scope("GET", f"{FACTS[:-6]}/resources/fact/f1", headers=headers), []
+    made = setup.fact(1)
+    headers = dict(made.headers)
+    body = made.body.read()
+    with ThreadServer(Counted()) as server, server.conn() as conn:
+        conn.send(request("POST", FACTS, body, headers=headers))
+        assert conn.read().status_line.endswith(b"200 OK")
+        conn.send(request("GET", f"{FACTS[:-6]}/resources/fact/f1", headers=headers))
+        assert conn.read().status_line.endswith(b"200 OK")  # a read is not the committer's
+        second = request(
+            "POST", FACTS, body.replace(b"f1", b"f2").replace(b"c1", b"c2"), headers=headers
         )
-        assert sent[0]["status"] == 200  # a read is not the committer's
-    finally:
-        app.direct.scheduler.stop()  # type: ignore[attr-defined]
-    assert seen == [1]
-    assert setup.on_disk("f1")
+        head, _, rest = second.partition(b"\r\n\r\n")
+        conn.send(head + b"\r\n\r\n")  # the body after its head: received, then committed
+        time.sleep(0.05)
+        conn.send(rest)
+        assert conn.read().status_line.endswith(b"200 OK")
+    assert seen == [1, 1]
+    assert setup.on_disk("f1") and setup.on_disk("f2")
 
 
 # -- served: both paths of a real `aidememo serve` on SQLite --------------------------------
@@ -348,16 +366,17 @@ def test_http10_a_batch_carries_at_most_max_batch_requests() -> None:
     entered, release = threading.Event(), threading.Event()
     sizes: list[int] = []
 
-    def run_batch(requests: Sequence[Request]) -> list[Response]:
-        sizes.append(len(requests))
+    def run_admitted(admitted: Sequence[tuple[Request, Admission]]) -> list[Response]:
+        sizes.append(len(admitted))
         if len(sizes) == 1:
             entered.set()
             assert release.wait(timeout=30)
-        return [Response(200, [], b"{}") for _ in requests]
+        return [Response(200, [], b"{}") for _ in admitted]
 
-    committer = Committer(run_batch, max_batch=4)
+    admission = Admission(resolve("GET", "/health").route, {})  # type: ignore[arg-type]
+    committer = Committer(lambda request: admission, run_admitted, max_batch=4)
     with pytest.raises(ValueError):
-        Committer(run_batch, max_batch=0)
+        Committer(lambda request: admission, run_admitted, max_batch=0)
 
     async def main() -> int:
         loop = asyncio.get_running_loop()
@@ -365,7 +384,7 @@ def test_http10_a_batch_carries_at_most_max_batch_requests() -> None:
 
         def submit(n: int) -> None:
             answer: asyncio.Future[Response] = loop.create_future()
-            committer.submit(loop, Request("POST", "/x", request_id=f"r{n}"), answer.set_result)
+            committer.take(loop, Request("POST", "/x", request_id=f"r{n}"), answer.set_result)
             answers.append(answer)
 
         submit(0)

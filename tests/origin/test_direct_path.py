@@ -36,8 +36,8 @@ class Probe:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AIDEMEMO_")}
         env["PYTHONUNBUFFERED"] = "1"
         argv = [sys.executable, "-m", "tests.origin.probe_serve", str(self.port)]
-        if not direct:  # every request through ASGI
-            argv[2:3] = ["tests.origin.asgi_only", "tests.origin.probe_serve"]
+        if not direct:  # every request through a uvicorn cycle
+            argv[2:3] = ["tests.origin.cycle_only", "tests.origin.probe_serve"]
         with open(self.log, "ab") as err:
             self.proc = subprocess.Popen(
                 [*argv, str(self.gate), str(self.started)],
@@ -103,10 +103,10 @@ def test_http9_complete_requests_take_the_direct_path(tmp_path: Path, probes: li
     off = start(probes, tmp_path, direct=False)
     with Conn(off.port) as conn:
         conn.send(request("GET", "/things/1") + request("POST", "/things", b"{}"))
-        assert [conn.read().json()["path_taken"] for _ in range(2)] == ["asgi", "asgi"]
+        assert [conn.read().json()["path_taken"] for _ in range(2)] == ["cycle", "cycle"]
 
 
-def test_http9_a_body_in_pieces_or_a_100_continue_takes_the_asgi_path(
+def test_http9_a_body_in_pieces_or_a_100_continue_is_received_through_a_cycle(
     tmp_path: Path, probes: list[Probe]
 ) -> None:
     probe = start(probes, tmp_path)
@@ -117,7 +117,7 @@ def test_http9_a_body_in_pieces_or_a_100_continue_takes_the_asgi_path(
         time.sleep(0.2)  # the server reads the first piece on its own
         conn.send(whole[-2000:])
         seen = conn.read().json()
-        assert (seen["path_taken"], seen["body_bytes"]) == ("asgi", len(body))
+        assert (seen["path_taken"], seen["body_bytes"]) == ("cycle", len(body))
         conn.send(request("GET", "/after"))  # the same connection: direct again
         assert conn.read().json()["path_taken"] == "direct"
     head = request("POST", "/expects", headers={"expect": "100-continue", "content-length": "2"})
@@ -126,7 +126,7 @@ def test_http9_a_body_in_pieces_or_a_100_continue_takes_the_asgi_path(
         assert conn.read().status_line == b"HTTP/1.1 100 Continue"
         conn.send(b"{}")
         seen = conn.read().json()
-        assert (seen["path_taken"], seen["body_bytes"]) == ("asgi", 2)
+        assert (seen["path_taken"], seen["body_bytes"]) == ("cycle", 2)
 
 
 def test_http9_pipelined_requests_are_answered_in_order_behind_a_post(
@@ -148,7 +148,7 @@ def test_http9_pipelined_requests_are_answered_in_order_behind_a_post(
         assert (first["path"], first["path_taken"]) == ("/slow", "direct")
         rest = [conn.read().json() for _ in range(3)]
         assert [a["path"] for a in rest] == [f"/after/{n}" for n in range(3)]
-        assert {a["path_taken"] for a in rest} == {"asgi"}  # queued behind the POST
+        assert {a["path_taken"] for a in rest} == {"cycle"}  # queued behind the POST
         head = conn.read(head_only=True)
         assert head.status_line == b"HTTP/1.1 200 OK" and int(head.header("content-length") or 0)
         conn.send(request("GET", "/later"))  # nothing in flight any more: direct again
@@ -203,7 +203,7 @@ def test_http9_request_ids_and_the_access_line(tmp_path: Path, probes: list[Prob
     assert "secret" not in probe.log.read_text()
 
 
-@pytest.mark.parametrize("direct", [True, False], ids=["direct", "asgi"])
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "cycle"])
 def test_http9_sigterm_answers_a_post_in_flight(
     tmp_path: Path, probes: list[Probe], direct: bool
 ) -> None:
@@ -218,7 +218,7 @@ def test_http9_sigterm_answers_a_post_in_flight(
         probe.gate.touch()
         answer = conn.read()
         assert answer.status_line == b"HTTP/1.1 200 OK"
-        assert answer.json()["path_taken"] == ("direct" if direct else "asgi")
+        assert answer.json()["path_taken"] == ("direct" if direct else "cycle")
         assert answer.header("connection") == "close"
         assert conn.closed()
     assert probe.proc.wait(timeout=DEADLINE_S) == 0

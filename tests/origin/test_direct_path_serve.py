@@ -1,6 +1,7 @@
-"""The direct request path (SPEC.md HTTP-9) answers as the ASGI path does, against two real
-`aidememo serve` processes on one SQLite home: one as shipped, one with the direct path closed
-by the test harness `tests.origin.asgi_only` (every request through ASGI). The same requests
+"""A request whole with its head answers as one received through a uvicorn cycle does (SPEC.md
+HTTP-9), against two real `aidememo serve` processes on one SQLite home: one as shipped, one
+with the `DirectCycle` closed by the test harness `tests.origin.cycle_only` (every request
+received through a cycle). The same requests
 get the same status line, headers (but `date` and a fresh request id) and body; a streamed artifact
 download is the same bytes; metrics count the direct path's answers.
 """
@@ -28,13 +29,13 @@ PROJECT = "/v1/projects/demo"
 def pair(tmp_path: Path, home: Path, token: str) -> Iterator[tuple[ServeProcess, ServeProcess]]:
     direct = ServeProcess(home, tmp_path / "direct.log")
     try:
-        asgi = ServeProcess(home, tmp_path / "asgi.log", asgi_only=True)
+        cycle = ServeProcess(home, tmp_path / "cycle.log", cycle_only=True)
     except BaseException:
         direct.kill()
         raise
-    yield direct, asgi
+    yield direct, cycle
     direct.kill()
-    asgi.kill()
+    cycle.kill()
 
 
 def exchange(
@@ -47,10 +48,10 @@ def exchange(
         return [conn.read(head_only=n in heads) for n in range(count)]
 
 
-def test_http9_the_direct_and_the_asgi_path_answer_alike(
+def test_http9_a_whole_request_and_one_received_through_a_cycle_answer_alike(
     pair: tuple[ServeProcess, ServeProcess], token: str
 ) -> None:
-    direct, asgi = pair
+    direct, cycle = pair
     bearer = {"authorization": f"Bearer {token}"}
     json_type = {**bearer, "content-type": "application/json"}
     create = b'{"command_id": "c-s1", "payload": {"session_id": "s1", "topic": "alike"}}'
@@ -107,7 +108,7 @@ def test_http9_the_direct_and_the_asgi_path_answer_alike(
     for name, data, heads in cases:
         one, other = (
             exchange(direct.port, data, 1, heads)[0],
-            exchange(asgi.port, data, 1, heads)[0],
+            exchange(cycle.port, data, 1, heads)[0],
         )
         assert one.comparable() == other.comparable(), name
         assert one.header("date") is not None and other.header("date") is not None, name
@@ -115,17 +116,17 @@ def test_http9_the_direct_and_the_asgi_path_answer_alike(
     assert rid[0].header("x-request-id") == "rid-x"
     pipelined = b"".join(data for _, data, heads in cases[:4]) + cases[8][1]
     ones = exchange(direct.port, pipelined, 5, frozenset({1}))
-    others = exchange(asgi.port, pipelined, 5, frozenset({1}))
+    others = exchange(cycle.port, pipelined, 5, frozenset({1}))
     assert [a.comparable() for a in ones] == [a.comparable() for a in others]
 
 
 def test_http9_a_streamed_download_is_the_same_bytes_on_both_paths(
     pair: tuple[ServeProcess, ServeProcess], token: str
 ) -> None:
-    direct, asgi = pair
+    direct, cycle = pair
     data = os.urandom(700_000)  # more than one chunk of the body stream
     ref = Lifecycle(direct.url, token, data).run()
-    for server in (direct, asgi):
+    for server in (direct, cycle):
         got = Lifecycle(server.url, token, data).download(ref)
         assert hashlib.sha256(got).digest() == hashlib.sha256(data).digest()
     body = f'{{"revision": {ref["revision"]}}}'.encode()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import io
 import logging
 import threading
@@ -21,6 +20,8 @@ from origin.logsink import (
     record_template,
 )
 from origin.server import LOG_FORMAT
+from tests.origin.direct_support import request
+from tests.origin.thread_server import LOOP_THREAD, ThreadServer
 
 FMT = "request_id=%s method=%s path=%s status=%d duration_ms=%.2f"
 
@@ -133,40 +134,16 @@ class Where:
         return Response(200, [("content-type", "application/json")], b"{}")
 
 
-def test_offloaded_requests_run_in_the_apps_own_pool_until_shutdown() -> None:
+def test_http14_offloaded_requests_run_in_the_apps_own_pool_until_shutdown() -> None:
     where = Where()
-    app = create_asgi_app(where, threads=3)
-    sent: list[dict[str, Any]] = []
-    lifespan_in: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    async def run() -> None:
-        life = asyncio.ensure_future(
-            app({"type": "lifespan"}, lifespan_in.get, send)  # type: ignore[arg-type]
-        )
-        await lifespan_in.put({"type": "lifespan.startup"})
-
-        async def request(method: str) -> None:
-            body = {"type": "http.request", "body": b"{}", "more_body": False}
-
-            async def receive() -> dict[str, Any]:
-                return body
-
-            scope = {"type": "http", "method": method, "path": "/x", "headers": []}
-            await app(scope, receive, send)  # type: ignore[arg-type]
-
-        await asyncio.gather(*(request("POST") for _ in range(5)), request("GET"))
-        await lifespan_in.put({"type": "lifespan.shutdown"})
-        await asyncio.wait_for(life, 5)
-
     before = {t.name for t in threading.enumerate()}
-    asyncio.run(run())
-    posts = [name for name in where.threads if name != threading.main_thread().name]
-    assert len(posts) == 5 and all(name.startswith("aidememo-dispatch") for name in posts)
-    assert where.threads.count(threading.main_thread().name) == 1  # the GET, inline
-    assert sent[-1]["type"] == "lifespan.shutdown.complete"
+    with ThreadServer(where, threads=3) as server, server.conn() as conn:
+        for method in ("POST", "POST", "POST", "POST", "POST", "GET"):
+            conn.send(request(method, "/x", b"{}" if method == "POST" else b""))
+            assert conn.read().status_line.endswith(b"200 OK")
+    posts, gets = where.threads[:5], where.threads[5:]
+    assert all(name.startswith("aidememo-dispatch") for name in posts)
+    assert gets == [LOOP_THREAD]  # the GET, on the loop
     left = {t.name for t in threading.enumerate()} - before
     assert not any(name.startswith("aidememo-dispatch") for name in left)
 

@@ -53,7 +53,7 @@ def _run(pool: StorePool, requests: list[Request]) -> list[tuple[Response, bool]
             ) -> None:
                 answer.set_result((response, threading.get_ident() == loop_thread))
 
-            pool.submit(loop, request, deliver)
+            pool.take(loop, request, deliver)
             futures.append(answer)
         return list(await asyncio.wait_for(asyncio.gather(*futures), WAIT_S))
 
@@ -130,11 +130,11 @@ def test_http12_stop_answers_what_is_queued_then_refuses_new_requests() -> None:
     async def main() -> None:
         loop = asyncio.get_running_loop()
         for n in range(5):
-            pool.submit(loop, _request(n), answers.append)
+            pool.take(loop, _request(n), answers.append)
         gate.set()
         await loop.run_in_executor(None, pool.stop)  # the queued five are answered first
         await asyncio.sleep(0)
-        pool.submit(loop, _request(9), answers.append)  # stopped: the retryable 503 at once
+        pool.take(loop, _request(9), answers.append)  # stopped: the retryable 503 at once
         await asyncio.sleep(0)
 
     asyncio.run(asyncio.wait_for(main(), WAIT_S))

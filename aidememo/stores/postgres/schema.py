@@ -6,46 +6,39 @@ down, so a tenant's deletion is one `DELETE FROM tenants` (ARC-4). Identifier co
 `COLLATE "C"`: ids are ASCII, and byte order makes `ORDER BY` agree with SQLite and Python
 whatever the database's default collation is.
 
-Version 1 also creates two plpgsql functions, so a command costs one round trip to read
-and one to write, the same SQL text for psycopg 3 and pg8000:
+Server-side functions, the same SQL text for psycopg 3 and pg8000, so a command costs one
+round trip to read and one to write:
 - `aidememo_begin_command` sets the transaction's timeouts, locks the project row
   (`FOR NO KEY UPDATE`: writers of one project queue behind each other; writers of other
   projects never wait; foreign-key checks of inserts, which take `KEY SHARE`, are not blocked)
   and returns project, membership, receipt and current resource as one row.
 - `aidememo_commit_mutation` moves the head by compare-and-swap and writes resource, change,
   audit row, receipt, the optional handoff index row and the optional search row.
+- `aidememo_execute_raw`, the one-round-trip path of a generic put or delete
+  (`POST /v1/commands`, `CAP_RAW_FAST_PATH`): one statement on an autocommit connection, so the
+  statement is its own transaction. It sets the timeouts, locks the project row, checks the
+  writer's membership, the receipt and the expected revision in the pipeline's order (SPEC.md
+  CMD-3..5, REV-2, REV-3), then writes through `aidememo_commit_mutation` and sends the
+  commit's notification when someone listens. A refusal is not an exception but a result row
+  naming the error code, with the rows the checks read, so the Python side raises the same
+  error, with the same message, from the same checks as the generic pipeline
+  (`aidememo.service.ledger`). `statement_timeout` set inside a statement cannot bound that
+  statement (the server arms the timer when the statement starts); `lock_timeout` does bound
+  every lock wait inside it, and lock waits are the only unbounded waits it has.
+- `aidememo_search`, a search in one statement (`search_schema.py`, SPEC.md SRCH-6).
 
-Version 2 adds `aidememo_execute_raw`, the one-round-trip path of a generic put or delete
-(`POST /v1/commands`, `CAP_RAW_FAST_PATH`): one statement on an autocommit connection, so the
-statement is its own transaction. It sets the timeouts, locks the project row, checks the
-writer's membership, the receipt and the expected revision in the pipeline's order (SPEC.md
-CMD-3..5, REV-2, REV-3), then writes through `aidememo_commit_mutation`. A refusal is not an
-exception but a result row naming the error code, with the rows the checks read, so the
-Python side raises the same error, with the same message, from the same checks as the generic
-pipeline (`aidememo.service.ledger`). `statement_timeout` set inside a statement cannot bound
-that statement (the server arms the timer when the statement starts); `lock_timeout` does
-bound every lock wait inside it, and lock waits are the only unbounded waits it has.
-
-Version 3 adds `aidememo_import_staging`, where an import's verified rows wait, page by page,
-until the whole archive verified (SPEC.md ARC-9).
-
-Version 4 adds the session list's partial receipts index (READS-3). Version 5 adds the
-session facts index (READS-4, on the IMMUTABLE `aidememo_fact_session`: an index expression
-must be, and `convert_from` is only STABLE), the change log's index by resource (the paged
-snapshot's reconstruction, SNAP-4) and `aidememo_store_keys` with the page token key
-(SNAP-3, 32 bytes from two `gen_random_uuid()`, 244 random bits, with no extension needed);
-the indexes are built from the rows already there, in the migration's transaction.
-Version 6 is the project-scoped lexical index of `search_schema.py` (SPEC.md SRCH-4, SRCH-5).
-Version 7 adds the artifact catalog of `artifact_schema.py` (SPEC.md ART-*).
-Version 8 adds `aidememo_search`, a search in one statement (`search_schema.py`, SPEC.md SRCH-6);
-version 9 replaces its two-term join.
-Version 10 adds `aidememo_listeners`, the backends that `LISTEN` for commits (SPEC.md LIVE-9):
-a commit notifies only while it has a row, because a notifying commit holds PostgreSQL's one
-notification lock of the database from its notification until its commit is durable, so
-notifying commits of every project and process commit one at a time; `aidememo_execute_raw`
-sends its commit's notification itself (the statement around it had to plan one).
-Version 11 derives `aidememo_fact_session` without a jsonb cast, which failed on U+0000 (ID-5).
-Version 12 adds the derived semantic index's tables (`semantic_schema.py`, SPEC.md SEM-6).
+Tables beside the canonical ones: `aidememo_import_staging`, where an import's verified rows
+wait, page by page, until the whole archive verified (ARC-9); `aidememo_store_keys` with the
+page token key (SNAP-3, 32 bytes from two `gen_random_uuid()`, 244 random bits, no extension
+needed); `aidememo_listeners`, the backends that `LISTEN` for commits (LIVE-9): a commit
+notifies only while it has a row, because a notifying commit holds PostgreSQL's one
+notification lock of the database from its notification until its commit is durable; the
+lexical index (`search_schema.py`, SRCH-4, SRCH-5), the artifact catalog
+(`artifact_schema.py`, ART-*) and the derived semantic index (`semantic_schema.py`, SEM-6).
+Indexes serve the session list (READS-3), the session facts (READS-4, on the IMMUTABLE
+`aidememo_fact_session`, derived without a jsonb cast, which fails on U+0000, ID-5) and the
+change log by resource (the paged snapshot, SNAP-4). Each migration step (`MIGRATIONS`) adds
+its part, building indexes from the rows already there in the migration's transaction.
 
 The version lives in `aidememo_schema(component, version)`. `migrate` runs every pending step
 in one transaction under `pg_advisory_xact_lock`, so concurrent start-ups never race on DDL,

@@ -143,6 +143,10 @@ class PostgresStore:
         """The version recorded in `aidememo_schema` (0 before the first migration)."""
         return self._run(False, _read_version)
 
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        """`Store.after_commit`: a transaction here is durable when it returns, so now."""
+        fn()
+
     def close(self) -> None:
         """Close the pool's connections; the store is unusable afterwards."""
         self.pool.close()

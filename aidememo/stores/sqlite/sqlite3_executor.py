@@ -15,15 +15,13 @@ Settings and why:
   returned survives power loss (configurable for benchmarks and throwaway stores).
 - `wal_autocheckpoint` 4000 pages (16 MiB of 4 KiB pages) instead of SQLite's 1000: one
   command writes a dozen pages (resource, change, audit row and receipt, their indexes, the
-  project row), so at 1000 every ~85th commit paid a checkpoint (two fsyncs, ~2.5 ms); at
-  4000 one in ~350 does (~4.5 ms, since pages rewritten between checkpoints are copied
-  once), which halves the checkpoint I/O per command. The WAL file keeps its largest size
-  (no `journal_size_limit`), so later cycles reuse it instead of growing the file again.
+  project row), so the larger window makes a checkpoint (two fsyncs) rarer and copies a page
+  rewritten meanwhile once. The WAL file keeps its largest size (no `journal_size_limit`), so
+  later cycles reuse it instead of growing the file again.
 - `temp_store = MEMORY`: a statement that writes several rows (an import's or a migration's
   index rows) keeps a statement journal of the pages it changes, so it can be undone alone;
   past 64 KiB SQLite spills that journal to a temporary file, created and removed by every such
-  statement. In memory a fact's index write cost about a third of the CPU when the index wrote a
-  row per term (`docs/bench-notes.md`).
+  statement, which memory avoids.
 - `busy_timeout` 5000 ms: another process holding the write lock is waited for, then reported
   as `storage_failure` (HTTP 503 with Retry-After), never as a raw exception.
 - Group commit (file databases): concurrent `transaction(fn)` calls are coalesced. The first

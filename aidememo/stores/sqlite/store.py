@@ -203,7 +203,7 @@ class SqliteStore:
         return self._batches().batch(calls)
 
     def after_commit(self, fn: Callable[[], None]) -> None:
-        """`WriteBatches.after_commit`: after the open write batch's commit, else at once."""
+        """`Store.after_commit`: after the open write batch's commit, else at once."""
         if CAP_WRITE_BATCH in self.capabilities:
             self._batches().after_commit(fn)
         else:

@@ -1,6 +1,7 @@
 """A test harness: run a command (`aidememo serve`, or `tests.origin.probe_serve`) with the
-transport's direct path closed, so every request takes the ASGI path (SPEC.md HTTP-9 compares
-the two). `python -m tests.origin.asgi_only MODULE ARGS...`; the product has no such switch."""
+transport's `DirectCycle` closed, so every request is received through a uvicorn cycle, as one
+whose body came after its head is (SPEC.md HTTP-9: the answers are the same).
+`python -m tests.origin.cycle_only MODULE ARGS...`; the product has no such switch."""
 
 from __future__ import annotations
 
