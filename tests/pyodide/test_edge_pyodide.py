@@ -290,7 +290,7 @@ def test_http13_cursor_routes_through_the_stricter_sql_double(edge_run: dict[str
     assert step["ok"], step["detail"]
 
 
-def test_sem10_sem9_semantic_search_through_the_real_sdk(edge_run: dict[str, Any]) -> None:
+def test_sem10_sem11_semantic_search_through_the_real_sdk(edge_run: dict[str, Any]) -> None:
     """The `semantic` step: Workers AI and Vectorize doubles behind the SDK's binding wrappers,
     the project object indexing while a search waits on `at_least_seq`, then one Workers AI
     call and one Vectorize query per hybrid search."""
