@@ -359,7 +359,8 @@ async function serve(runtime, port) {
     try {
       const headers = [];
       for (const [name, value] of Object.entries(req.headers)) {
-        if (value !== undefined) headers.push([name, Array.isArray(value) ? value.join(", ") : value]);
+        if (value === undefined) continue;
+        headers.push([name, Array.isArray(value) ? value.join(", ") : value]);
       }
       const init = { method: req.method, headers };
       // A request without Content-Length or Transfer-Encoding has no body (RFC 9112 6.3).
