@@ -52,6 +52,7 @@ The Durable Object classes are imported here so the runtime registers them with 
 
 from __future__ import annotations
 
+import inspect
 import logging
 from dataclasses import replace
 from functools import partial
@@ -352,6 +353,13 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         if route is ADMIN_DELETE_TENANT:
             return await admin.delete_tenant(objs, core, params)
         raise fail(ErrorCode.ROUTE_NOT_FOUND, "no such route")
+
+
+# workerd calls `fetch` through Pyodide's `relaxed_call`, which reads the method's
+# `inspect.signature` on every request (its cache is keyed by the bound method, and each
+# request has its own instance); a signature stored on the function is read instead of being
+# worked out again from the code object.
+Default.fetch.__signature__ = inspect.signature(Default.fetch)  # type: ignore[attr-defined]
 
 
 async def _read_body(request: Any, declared: int | None, limit: int) -> bytes:

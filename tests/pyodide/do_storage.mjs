@@ -128,9 +128,10 @@ class SqlStorage {
       return new SqlStorageCursor([], [], info.changes);
     }
     const columns = stmt.columns().map((c) => c.name);
-    const before = this._changes.get();
+    // A read-only statement writes nothing; workerd counts rows written natively.
+    const before = stmt.readonly ? 0 : this._changes.get();
     const rows = stmt.all(...params);
-    const written = this._changes.get() - before;
+    const written = stmt.readonly ? 0 : this._changes.get() - before;
     for (const row of rows) {
       for (let i = 0; i < row.length; i++) {
         if (Buffer.isBuffer(row[i])) row[i] = toArrayBuffer(row[i]);

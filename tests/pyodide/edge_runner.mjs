@@ -205,9 +205,14 @@ class DurableObjectNamespace {
     this._binding = binding;
     this._className = className;
     this._objects = new Map();
+    this._hexByName = new Map(); // workerd derives an id from a name natively; kept, not rehashed
   }
   idFromName(name) {
-    const hex = createHash("sha256").update(`${this._binding}\0${name}`).digest("hex");
+    let hex = this._hexByName.get(name);
+    if (hex === undefined) {
+      hex = createHash("sha256").update(`${this._binding}\0${name}`).digest("hex");
+      this._hexByName.set(name, hex);
+    }
     return new DurableObjectId(hex, name);
   }
   idFromString(hex) {
@@ -240,11 +245,11 @@ class DurableObjectNamespace {
   // wrapper converts them with the SDK's python_from_rpc / python_to_rpc on the Python side.
   async _call(id, method, args) {
     const obj = this._instance(id);
-    await obj.state._opened();
+    if (obj.state._gates.length || obj.state._broken) await obj.state._opened();
     try {
       const { glue } = this._runtime;
-      const result = await glue.wrapper_func(false, obj.py, method, ...structuredClone(args));
-      return structuredClone(result);
+      const result = await glue.wrapper_func(false, obj.py, method, ...cloned(args));
+      return cloned(result);
     } catch (err) {
       throw structuredClone(err); // an error crosses RPC as a plain Error (no Python object)
     }
@@ -254,6 +259,14 @@ class DurableObjectNamespace {
     await obj.state._opened();
     return this._runtime.glue.wrapper_func(true, obj.py, "fetch", request);
   }
+}
+
+// A structured clone, as RPC makes of every argument and result; a string (the project object's
+// request and answer texts) is its own clone, as it is for workerd, so it is not copied here.
+function cloned(value) {
+  if (typeof value === "string") return value;
+  if (Array.isArray(value) && value.every((v) => typeof v === "string")) return [...value];
+  return structuredClone(value);
 }
 
 class Ratelimit {
@@ -321,7 +334,9 @@ class Runtime {
     const request = input instanceof Request ? input : new Request(input, init);
     const ctx = new ExecutionContext();
     const instance = this.mainModule.Default(ctx, this.env);
-    const done = () => ctx.drain().finally(() => instance.destroy());
+    // The instance is released once the response has gone out (a task after this one), as
+    // workerd ends a request's context after handing its response on.
+    const done = () => ctx.drain().finally(() => setImmediate(() => instance.destroy()));
     let response;
     try {
       response = await this.glue.wrapper_func(true, instance, "fetch", request);
@@ -342,18 +357,23 @@ class Runtime {
 async function serve(runtime, port) {
   const server = http.createServer(async (req, res) => {
     try {
-      const chunks = [];
-      for await (const chunk of req) chunks.push(chunk);
-      const headers = new Headers();
+      const headers = [];
       for (const [name, value] of Object.entries(req.headers)) {
-        if (value !== undefined) headers.set(name, Array.isArray(value) ? value.join(", ") : value);
+        if (value === undefined) continue;
+        headers.push([name, Array.isArray(value) ? value.join(", ") : value]);
       }
       const init = { method: req.method, headers };
-      if (chunks.length) init.body = Buffer.concat(chunks);
+      // A request without Content-Length or Transfer-Encoding has no body (RFC 9112 6.3).
+      if (req.headers["content-length"] !== undefined || req.headers["transfer-encoding"]) {
+        const chunks = [];
+        for await (const chunk of req) chunks.push(chunk);
+        if (chunks.length) init.body = Buffer.concat(chunks);
+      }
       const response = await runtime.fetch(new Request(`https://edge.bench${req.url}`, init));
-      const body = Buffer.from(await response.arrayBuffer());
       res.writeHead(response.status, Object.fromEntries(response.headers));
-      res.end(body);
+      // workerd writes a body made from a string straight to the connection; so does this.
+      const text = response.bodyUsed ? undefined : response._text;
+      res.end(text ?? Buffer.from(await response.arrayBuffer()));
     } catch (err) {
       res.writeHead(500, { "content-type": "text/plain" });
       res.end(String(err?.stack ?? err));

@@ -1,7 +1,7 @@
 """Runs inside Pyodide (tests/pyodide/runner.mjs): the PostgreSQL mode's modules import, and the
-vendored pg8000 imports from python_modules/ with its dependencies. Node's Pyodide has no real
-sockets (a connect returns a socket whose I/O times out), so nothing here connects; the request
-flows of that mode run on CPython against the real PostgreSQL (tests/edge/test_postgres_mode.py).
+vendored pg8000 imports from python_modules/ with its dependencies. Nothing here connects:
+pg_store_snippet.py runs the store on the real PostgreSQL (runner.mjs --sockets), and the
+request flows of that mode run on CPython against it (tests/edge/test_postgres_mode.py).
 """
 
 import sys

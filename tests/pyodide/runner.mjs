@@ -1,6 +1,7 @@
 // Run a Python snippet under npm `pyodide` in Node, fully offline, and print one JSON line.
 //
-// Usage: node tests/pyodide/runner.mjs [--pkg DIR]... (--file SNIPPET.py | --code CODE)
+// Usage: node [--experimental-wasm-jspi] tests/pyodide/runner.mjs [--pkg DIR]... [--sockets]
+//          (--file SNIPPET.py | --code CODE)
 //
 // Pyodide loads from the repo's node_modules/pyodide/ (no CDN). Each --pkg DIR (default: the
 // repo's aidememo/) is copied, .py files only, into /pkgs/<basename> of the Pyodide FS, and /pkgs
@@ -18,7 +19,7 @@ const repo = path.resolve(here, "..", "..");
 const indexURL = path.join(repo, "node_modules", "pyodide") + path.sep;
 
 function parseArgs(argv) {
-  const opts = { pkgs: [], code: null };
+  const opts = { pkgs: [], code: null, sockets: false };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     const next = () => {
@@ -28,6 +29,7 @@ function parseArgs(argv) {
     if (arg === "--pkg") opts.pkgs.push(path.resolve(next()));
     else if (arg === "--file") opts.code = readFileSync(next(), "utf8");
     else if (arg === "--code") opts.code = next();
+    else if (arg === "--sockets") opts.sockets = true;
     else throw new Error(`unknown argument ${arg}`);
   }
   if (opts.code === null) throw new Error("give the snippet with --file PATH or --code CODE");
@@ -69,6 +71,10 @@ async function main() {
   const toStderr = (line) => process.stderr.write(line + "\n");
   const py = await loadPyodide({ indexURL, stdout: toStderr, stderr: toStderr });
   const loadMs = Math.round(performance.now() - t0);
+  // --sockets: Python's `socket` reaches real TCP through Node (Pyodide's NodeSockFS), where
+  // workerd gives Python Workers its own sockets; a blocking call suspends the WebAssembly
+  // stack (JSPI), so Node needs --experimental-wasm-jspi.
+  if (opts.sockets) await py.useNodeSockFS();
 
   for (const pkg of opts.pkgs) {
     if (!statSync(pkg).isDirectory()) throw new Error(`--pkg ${pkg} is not a directory`);

@@ -1,8 +1,12 @@
 """Pyodide tier, PostgreSQL mode: its modules and the vendored pg8000 import under npm pyodide
 314.0.7 (the Python of the Workers runtime at our compatibility date), offline.
 
-Only imports: Node's Pyodide has no real sockets. The bundle and python_modules/ are what
-scripts/build_edge.py makes for wrangler, built into a private folder.
+The modules and pg8000 import; and the store runs on pg8000 against the real PostgreSQL of
+scripts/test through PgBouncer (what Hyperdrive is), over Node's TCP sockets for Python
+(`runner.mjs --sockets`: Pyodide's NodeSockFS, blocking through JSPI, so Node runs with
+`--experimental-wasm-jspi`), which stand where workerd gives Python Workers its own sockets.
+The bundle and python_modules/ are what scripts/build_edge.py makes for wrangler, built into a
+private folder.
 """
 
 from __future__ import annotations
@@ -13,9 +17,11 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import pytest
 
+from tests import pg
 from tests.node import node as pinned_node
 
 pytestmark = pytest.mark.pyodide
@@ -24,6 +30,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 RUNNER = HERE / "runner.mjs"
 SNIPPET = HERE / "pg_mode_snippet.py"
+STORE_SNIPPET = HERE / "pg_store_snippet.py"
 
 
 def _unavailable(reason: str) -> None:
@@ -43,7 +50,8 @@ def _vendored() -> dict[str, tuple[str, tuple[str, ...]]]:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def build(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[str]]:
+    """The pinned Node and the runner's `--pkg` arguments of a fresh build."""
     node = pinned_node()
     if node is None:
         _unavailable("no node: run scripts/test (installs the pinned Node)")
@@ -57,15 +65,25 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
          "--vendor", str(vendor)],
         check=True, capture_output=True, timeout=120,
     )  # fmt: skip
-    args = [node, str(RUNNER), "--file", str(SNIPPET)]
+    pkgs: list[str] = []
     for pkg in (out / "aidememo", out / "durable_objects", vendor):
-        args += ["--pkg", str(pkg)]
+        pkgs += ["--pkg", str(pkg)]
+    return node, pkgs
+
+
+def _snippet(args: list[str]) -> dict[str, Any]:
     proc = subprocess.run(args, capture_output=True, text=True, timeout=240, check=False)
     lines = proc.stdout.strip().splitlines()
     assert lines, f"runner printed nothing (exit {proc.returncode})\n{proc.stderr[-4000:]}"
     result: dict[str, Any] = json.loads(lines[-1])
     assert result["ok"], f"the snippet failed in Pyodide:\n{result.get('error')}"
     return dict(result["result"])
+
+
+@pytest.fixture(scope="module")
+def run(build: tuple[str, list[str]]) -> dict[str, Any]:
+    node, pkgs = build
+    return _snippet([node, str(RUNNER), "--file", str(SNIPPET), *pkgs])
 
 
 def test_postgres_mode_modules_import_without_the_driver(run: dict[str, Any]) -> None:
@@ -92,3 +110,27 @@ def test_vendored_pg8000_imports_with_its_dependencies(run: dict[str, Any]) -> N
     assert all(path.startswith("/pkgs/python_modules/") for path in run["files"].values())
     pins = {name: pin for name, (pin, _) in _vendored().items() if name != "workers-runtime-sdk"}
     assert run["versions"] == pins  # the SDK's pin: test_edge_pyodide.py (DEPLOY-9)
+
+
+def test_store8_pg8000_store_in_pyodide_on_real_postgres(build: tuple[str, list[str]]) -> None:
+    from aidememo.stores.postgres import SCHEMA_VERSION
+
+    node, pkgs = build
+    with pg.fresh_database(pooled=True) as db:
+        url = urlsplit(db.url)
+        connection = {
+            "host": url.hostname,
+            "port": url.port or 5432,
+            "user": unquote(url.username or ""),
+            "password": unquote(url.password) if url.password else None,
+            "database": unquote(url.path.lstrip("/")) or None,
+        }
+        code = f"CONNECTION = {connection!r}\n" + STORE_SNIPPET.read_text()
+        args = [node, "--experimental-wasm-jspi", str(RUNNER), "--sockets", "--code", code]
+        result = _snippet([*args, *pkgs])
+    assert result == {
+        "mode": "edge",
+        "schema_version": SCHEMA_VERSION,
+        "caller": ["t_pyo", "a_pyo"],
+        "driver_loaded": True,
+    }

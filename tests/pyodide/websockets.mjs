@@ -57,6 +57,7 @@ globalThis.Response = class Response extends NodeResponse {
     super(body, upgrade ? { ...init, status: 200 } : init);
     this._upgrade = upgrade;
     this.webSocket = init?.webSocket ?? null;
+    this._text = typeof body === "string" ? body : undefined; // for the HTTP front (--serve)
   }
   get status() {
     return this._upgrade ? 101 : super.status;

@@ -49,6 +49,7 @@ T = TypeVar("T")
 
 _PLAIN = (int, float, str, bytes)
 _AS_IS = frozenset({int, float, str})  # bindings that cross to JavaScript as they are
+_PLAIN_TYPES = frozenset({int, float, str, bytes, type(None)})  # column values kept as they are
 
 
 def _storage_failure(what: str, exc: BaseException) -> AidememoError:
@@ -75,8 +76,27 @@ def to_sql_value(value: Any) -> SqlValue:
     raise fail(ErrorCode.STORAGE_FAILURE, f"unexpected SQL value type {type(value).__name__}")
 
 
-def _row(values: Iterable[Any]) -> Row:
-    return tuple(v if type(v) in _AS_IS or v is None else to_sql_value(v) for v in values)
+def _rows(rows: Iterable[Sequence[Any]]) -> list[Row]:
+    """Each row as a tuple of int, float, str, bytes or None. A row of such values only is
+    taken as it is (checked without a Python step per value); in another, the columns that
+    needed converting in the row before are converted first (a result's BLOB and NULL
+    columns are usually the same from row to row), then any other that still needs it."""
+    out: list[Row] = []
+    odd: list[int] = []
+    plain = _PLAIN_TYPES.issuperset
+    for values in rows:
+        if plain(map(type, values)):
+            out.append(tuple(values))
+            continue
+        converted = list(values)
+        for i in odd:
+            converted[i] = to_sql_value(converted[i])
+        if not plain(map(type, converted)):
+            odd = [i for i, v in enumerate(converted) if type(v) not in _PLAIN_TYPES]
+            for i in odd:
+                converted[i] = to_sql_value(converted[i])
+        out.append(tuple(converted))
+    return out
 
 
 def _js_binding(value: SqlValue) -> Any:
@@ -122,7 +142,7 @@ class DoSqlExecutor:
             raise
         except Exception as exc:
             raise _storage_failure("statement", exc) from exc
-        return [_row(row) for row in rows]
+        return _rows(rows)
 
     def execute_alone(self, sql: str, params: Sequence[SqlValue] = ()) -> list[Row]:
         """`execute`: a Durable Object's read runs alone anyway (one call at a time)."""
