@@ -14,7 +14,7 @@ It is reusable on its own: `load_embedder(spec)` gives an `Embedder` for
 
 from __future__ import annotations
 
-from aidememo.domain.errors import ErrorCode, fail
+from aidememo.domain.errors import AidememoError, ErrorCode, fail
 from aidememo.ports import Embedder
 
 BUNDLED = "bundled"
@@ -40,3 +40,12 @@ def load_embedder(spec: str = BUNDLED, *, threads: int = 1) -> Embedder:
         ErrorCode.INVALID_COMMAND,
         "embedding provider must be bundled, onnx:DIR or openai:URL#MODEL",
     )
+
+
+def installed_embedder() -> Embedder | None:
+    """The bundled model where the `semantic` extra is installed and its files pass their pins,
+    else None (an offline caller then searches by words alone)."""
+    try:
+        return load_embedder(BUNDLED)
+    except (ImportError, AidememoError):
+        return None
