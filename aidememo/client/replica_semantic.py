@@ -88,10 +88,10 @@ def refresh_vectors(
     made: list[tuple[str, str, int, bytes]] = []
     for start in range(0, len(stale), EMBED_BATCH):
         batch = stale[start : start + EMBED_BATCH]
-        vectors = embedder.embed([content for _, _, _, content in batch])
+        embedded = embedder.embed([content for _, _, _, content in batch])
         made.extend(
             (fact_id, fingerprint, seq, vector)
-            for (seq, fact_id, _, _), vector in zip(batch, vectors, strict=True)
+            for (seq, fact_id, _, _), vector in zip(batch, embedded, strict=True)
         )
     held = {f[1] for f in facts}
     gone = [(fact_id,) for fact_id in cached if fact_id not in held]

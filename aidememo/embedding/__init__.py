@@ -4,8 +4,8 @@ CPython only (numpy, onnxruntime, tokenizers from the `semantic` extra; the Open
 provider needs only the stdlib); the core, the edge and the client never import this package.
 It is reusable on its own: `load_embedder(spec)` gives an `Embedder` for
 
-- `bundled`: all-MiniLM-L6-v2 int8 ONNX (384 d) from registry packages, verified at load
-  (`aidememo.embedding.bundled`);
+- `bundled`: all-MiniLM-L6-v2 int8 ONNX (384 d) from registry packages, verified when asked
+  for, its session made at the first embedding (`aidememo.embedding.bundled`);
 - `onnx:DIR`: any local sentence-embedding directory holding `model.onnx` and
   `tokenizer.json` (`aidememo.embedding.onnx_model`);
 - `openai:URL#MODEL`: an OpenAI-compatible `/embeddings` endpoint, its key read from the
@@ -24,9 +24,9 @@ def load_embedder(spec: str = BUNDLED, *, threads: int = 1) -> Embedder:
     """The provider `spec` names (see the module docstring); `threads` bounds an ONNX
     provider's CPU. Refuses an unknown spec or a missing model with `invalid_command`."""
     if spec == BUNDLED:
-        from aidememo.embedding.bundled import load_bundled
+        from aidememo.embedding.bundled import lazy_bundled
 
-        return load_bundled(threads=threads)
+        return lazy_bundled(threads=threads)
     if spec.startswith("onnx:"):
         from aidememo.embedding.onnx_model import load_onnx_dir
 

@@ -101,7 +101,14 @@ class SemanticIndexer:
 
     def run(self) -> None:
         """Step until `stop()`, idling `idle_s` when there is nothing to do; a failure
-        (store or provider) is counted and retried after the idle time."""
+        (store or provider) is counted and retried after the idle time. The provider is made
+        ready first (a lazily loaded model loads now, on this thread, so the first facts
+        written after a start do not wait for it)."""
+        try:
+            self.embedder.embed([])
+        except AidememoError as exc:
+            self.stats.errors += 1
+            self.stats.last_error = f"{exc.code}: {exc.message}"
         while not self._stop.is_set():
             try:
                 n = self.step()
