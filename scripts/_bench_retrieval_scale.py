@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from _bench_common import latency_summary, note
+from _bench_common import note
 
 from aidememo.domain.canonical import canonical_bytes
 from aidememo.domain.clock import RandomIds, SystemClock
@@ -110,7 +110,7 @@ def measure(
     pool: list[str],
     n: int,
     texts: list[str],
-    latency: Callable[[Any, str, list[str], str], list[int]],
+    timed: Callable[[Any, str, list[str], str], dict[str, float]],
     label: str,
     settle: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
@@ -131,9 +131,9 @@ def measure(
     note(f"{label}: indexed {indexer.stats.facts} facts in {time.perf_counter() - started:.1f}s")
     if settle is not None:
         settle()
-    latency(services.searches, "huge", texts[:5], "hybrid")  # load the project's matrix
-    hybrid = latency_summary(latency(services.searches, "huge", texts, "hybrid"), "hybrid")
-    lexical = latency_summary(latency(services.searches, "huge", texts, "lexical"), "lexical")
+    timed(services.searches, "huge", texts[:5], "hybrid")  # load the project's matrix
+    hybrid = timed(services.searches, "huge", texts, "hybrid")
+    lexical = timed(services.searches, "huge", texts, "lexical")
     found = services.searches.search(
         Caller(tenant, actor), "huge", q=texts[0], source_id=None, limit=10,
         at_least_seq=None, mode="hybrid",
@@ -152,7 +152,7 @@ def run_scale(
     pool: list[str],
     n: int,
     texts: list[str],
-    latency: Callable[[Any, str, list[str], str], list[int]],
+    timed: Callable[[Any, str, list[str], str], dict[str, float]],
 ) -> dict[str, Any]:
     """`measure` on a fresh SQLite file and, when asked, a throwaway PostgreSQL cluster."""
     figures: dict[str, Any] = {}
@@ -165,7 +165,7 @@ def run_scale(
                 store: Any = SqliteStore.open_file(Path(base) / "huge.sqlite")
                 try:
                     figures.update(
-                        measure(store, model, tenant, actor, pool, n, texts, latency, label)
+                        measure(store, model, tenant, actor, pool, n, texts, timed, label)
                     )
                 finally:
                     store.close()
@@ -190,7 +190,7 @@ def run_scale(
 
                 try:
                     figures.update(
-                        measure(store, model, tenant, actor, pool, n, texts, latency, label, settle)
+                        measure(store, model, tenant, actor, pool, n, texts, timed, label, settle)
                     )
                 finally:
                     store.close()

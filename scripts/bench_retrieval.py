@@ -255,16 +255,26 @@ def _tune_floor(lists: Lists, queries: list[Query], weight: float) -> tuple[floa
     return best, {str(f): list(scores[f]) for f in FLOORS}
 
 
-def _latency(searches: Searches, project: str, texts: list[str], mode: str) -> list[int]:
+def _timed(searches: Searches, project: str, texts: list[str], mode: str) -> dict[str, float]:
+    """Wall-clock latency of one search per text (`{mode}_p50_ms`, ...) and the process's CPU
+    time per search (`{mode}_cpu_p50_ms`, `{mode}_cpu_p95_ms`: every thread of this process,
+    where nothing else runs meanwhile; on a shared machine it moves far less than the wall
+    clock)."""
     caller = Caller(TENANT, ACTOR)
-    samples: list[int] = []
+    wall: list[int] = []
+    cpu: list[int] = []
     for text in texts:
-        started = time.perf_counter_ns()
+        started, started_cpu = time.perf_counter_ns(), time.process_time_ns()
         searches.search(
             caller, project, q=text, source_id=None, limit=10, at_least_seq=None, mode=mode
         )
-        samples.append(time.perf_counter_ns() - started)
-    return samples
+        wall.append(time.perf_counter_ns() - started)
+        cpu.append(time.process_time_ns() - started_cpu)
+    on_cpu = latency_summary(cpu, f"{mode}_cpu")
+    return {
+        **latency_summary(wall, mode),
+        **{k: v for k, v in on_cpu.items() if k.endswith(("_p50_ms", "_p95_ms"))},
+    }
 
 
 @dataclass
@@ -276,6 +286,7 @@ class Evaluation:
     engine: MatrixSearch
     indexer: SemanticIndexer
     throughput: float
+    per_cpu_s: float
     weight: float
     grid: dict[str, float]
     floor: float
@@ -297,10 +308,11 @@ def evaluate(embedder: Any, labelled: LabelledSet, tmp: str, name: str) -> Evalu
         _write_project(services, project, facts)
     note(f"{name}: wrote the facts in {time.perf_counter() - started:.1f}s")
     indexer = SemanticIndexer(store, embedder, IndexerSettings(duty=1.0))
-    started = time.perf_counter()
+    started, started_cpu = time.perf_counter(), time.process_time()
     indexer.run_until_idle()
     index_s = time.perf_counter() - started
     throughput = indexer.stats.facts / index_s
+    per_cpu_s = indexer.stats.facts / max(time.process_time() - started_cpu, 1e-9)
     note(f"{name}: indexed {indexer.stats.facts} facts in {index_s:.1f}s ({throughput:.0f}/s)")
     dev = [q for q in labelled.queries if q.dev]
     held_out = [q for q in labelled.queries if not q.dev]
@@ -313,7 +325,7 @@ def evaluate(embedder: Any, labelled: LabelledSet, tmp: str, name: str) -> Evalu
     without_floor = _run_mode(searches, held_out, "hybrid")
     searches.semantic_floor = floor
     return Evaluation(
-        store, services, engine, indexer, throughput, weight, grid, floor, floor_grid,
+        store, services, engine, indexer, throughput, per_cpu_s, weight, grid, floor, floor_grid,
         _run_mode(searches, held_out, "lexical"), _run_mode(searches, held_out, "semantic"),
         _run_mode(searches, held_out, "hybrid"), without_floor,
     )  # fmt: skip
@@ -332,12 +344,10 @@ def _large_latency(
     ev.indexer.run_until_idle()
     note(f"indexed the large project in {time.perf_counter() - started:.1f}s")
     texts = [q.text for q in rng.sample(labelled.queries, args.latency_queries + 5)]
-    _latency(ev.services.searches, "large", texts[-5:], "hybrid")  # load the project's matrix
+    _timed(ev.services.searches, "large", texts[-5:], "hybrid")  # load the project's matrix
     texts = texts[: args.latency_queries]
-    hybrid_ms = latency_summary(_latency(ev.services.searches, "large", texts, "hybrid"), "hybrid")
-    lexical_ms = latency_summary(
-        _latency(ev.services.searches, "large", texts, "lexical"), "lexical"
-    )
+    hybrid_ms = _timed(ev.services.searches, "large", texts, "hybrid")
+    lexical_ms = _timed(ev.services.searches, "large", texts, "lexical")
     return hybrid_ms, lexical_ms, texts
 
 
@@ -390,7 +400,7 @@ def main() -> None:
     candidate = {"skipped": "--no-candidates"} if args.no_candidates else _candidate(labelled, ev)
     pool = [text for facts in labelled.facts.values() for _, text in facts]
     stores = [s for s in args.huge_stores.split(",") if s] if args.huge else []
-    scale = run_scale(stores, embedder, TENANT, ACTOR, pool, args.huge, texts, _latency)
+    scale = run_scale(stores, embedder, TENANT, ACTOR, pool, args.huge, texts, _timed)
 
     figures = {
         "facts": n_facts,
@@ -405,6 +415,7 @@ def main() -> None:
         "hybrid_without_floor": ev.hybrid_without_floor,
         **hybrid_ms,
         "indexer_facts_per_s_one_core": round(throughput, 1),
+        "indexer_facts_per_cpu_s": round(ev.per_cpu_s, 1),
         "large_project_facts": args.large,
         "index_memory_bytes_per_fact": round(index_bytes / (n_facts + args.large), 1),
         "scale": {k: v for k, v in scale.items() if "lexical" not in k},
@@ -431,6 +442,14 @@ def main() -> None:
             for k, v in scale.items()
             if k.endswith("_hybrid_p95_ms")
         },
+        # the same on the process's CPU clock, which the machine's other work moves far less
+        "hybrid_cpu_p95_ms_at_10k": target(hybrid_ms["hybrid_cpu_p95_ms"], "<= 40"),
+        **{
+            f"hybrid_cpu_p95_ms_at_{k.removesuffix('_hybrid_cpu_p95_ms')}": target(v, "<= 80")
+            for k, v in scale.items()
+            if k.endswith("_hybrid_cpu_p95_ms")
+        },
+        "indexer_facts_per_cpu_s": target(ev.per_cpu_s, ">= 50"),
         "floor_keeps_held_out_recall10": target(
             hybrid["recall@10"] - ev.hybrid_without_floor["recall@10"], ">= 0"
         ),
