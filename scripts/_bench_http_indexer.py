@@ -5,7 +5,7 @@ throughput while the indexer works; the indexer takes at most half of one core).
 One SQLite database, seeded as bench_http seeds it, served four times in turn by
 `aidememo serve` with `--indexer off` and `on` in turn, three times each (the same server
 otherwise); each run is bench_http's `POST facts` wrk run (warm-up, then `--duration`
-seconds) with the server process's CPU per request (the indexer's thread included). Each `on`
+seconds) with the server's CPU per request (its indexer child process included). Each `on`
 server starts with every fact the runs before it wrote still to index (thousands: the indexer
 is behind for the whole run), and is measured once its indexer has applied a first batch;
 `/ready`'s `semantic` part gives the lag and the facts embedded during the measured run.

@@ -241,7 +241,7 @@ def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         env="AIDEMEMO_INDEXER",
         default="on",
         choices=["on", "off"],
-        help="run the semantic indexer in this process (off: a separate `aidememo indexer`)",
+        help="run the semantic indexer as this server's child (off: a separate `aidememo indexer`)",
     )
     add_indexer_command(sub, db_help)
 
@@ -259,3 +259,9 @@ def add_indexer_command(
     indexer.add("--database", env="AIDEMEMO_DATABASE_URL", help=db_help)
     indexer.add("--embedding", env="AIDEMEMO_EMBEDDING", default="bundled", help="provider")
     indexer.add("--once", switch=True, default=False, help="index until caught up, then exit")
+    indexer.add(
+        "--attached",
+        switch=True,
+        default=False,
+        help="as serve's child: JSON status lines on stdout, stop when stdin closes",
+    )

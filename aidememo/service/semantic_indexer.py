@@ -14,8 +14,8 @@ CPU is bounded by a duty cycle: after embedding for `t` seconds the loop sleeps
 `t * (1 - duty) / duty`, so the indexer uses at most `duty` of one core (the provider runs
 with one thread, the loop's own). `run()` also lowers its thread's CPU priority (nice +10):
 when the cores are busy, the server's request handling comes first and the index catches up
-once they are not. Stdlib only; the origin runs it on a thread, `aidememo indexer` in its
-own process.
+once they are not. Stdlib only; `aidememo indexer` runs it in its own process, which
+`aidememo serve` also starts as its child (`origin/semantic_task.py`).
 """
 
 from __future__ import annotations
