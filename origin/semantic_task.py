@@ -108,6 +108,7 @@ class IndexerTask:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
+            start_new_session=True,  # a terminal's Ctrl-C reaches the server, which stops it
         )
 
     def _supervise(self) -> None:
