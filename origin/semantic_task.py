@@ -1,6 +1,12 @@
 """The origin's semantic search (SPEC.md SEM-2, SEM-6, SEM-7): the provider loaded once per
-process, the query-time matrix search the app answers with, and the indexer on a daemon
-thread (unless a separate `aidememo indexer` process does the indexing).
+process for the queries, the query-time matrix search the app answers with, and the indexer
+as a child process of the server (unless a separate `aidememo indexer` does the indexing).
+
+The child is `aidememo indexer --attached`, the same code as the separate indexer: it cannot
+hold the server's interpreter lock against the request loop, so writes keep their pace while
+the index catches up. It reports its status as JSON lines on its stdout, which `/ready` and
+the lag metric repeat, and it stops when its stdin closes: when the server stops it, and also
+when the server dies without stopping it.
 
 A provider that cannot load (the `semantic` extra missing, a model file that fails its pin)
 is logged and the origin serves without it: `auto` searches answer lexically and say why,
@@ -9,16 +15,26 @@ is logged and the origin serves without it: `auto` searches answer lexically and
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
+import aidememo
+from aidememo import metrics
 from aidememo.domain.errors import AidememoError
-from aidememo.ports import Embedder, Store
-from aidememo.service.semantic_indexer import IndexerSettings, SemanticIndexer
+from aidememo.ports import Embedder
 
 log = logging.getLogger("aidememo.semantic")
 
 OFF = "off"
+RESTART_S = 2.0  # a child that exits on its own is started again after this pause
+STOP_S = 30.0  # how long a stop waits for the child's current batch before killing it
+# where this process imports aidememo from, so the child runs the same code
+CODE_ROOT = str(Path(aidememo.__file__).resolve().parent.parent)
 
 
 def load_provider(spec: str) -> Embedder | None:
@@ -38,22 +54,93 @@ def load_provider(spec: str) -> Embedder | None:
 
 
 class IndexerTask:
-    """Runs a `SemanticIndexer` on a daemon thread from `start()` until `stop()`."""
+    """Runs `aidememo indexer --attached` on `database` with the provider `embedding` as a
+    child process from `start()` until `stop()`, restarting it if it exits on its own, and
+    keeps the last status it reported (`status`, for `/ready`)."""
 
-    def __init__(
-        self, store: Store, embedder: Embedder, settings: IndexerSettings | None = None
-    ) -> None:
-        self.indexer = SemanticIndexer(store, embedder, settings)
+    def __init__(self, database: str, embedding: str, fingerprint: dict[str, object]) -> None:
+        self.database = database
+        self.embedding = embedding
+        self._status: dict[str, object] = {
+            "semantic_model": fingerprint,
+            "index_lag": 0,
+            "facts_indexed": 0,
+            "errors": 0,
+            "last_error": None,
+        }
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._child: subprocess.Popen[bytes] | None = None
         self._thread = threading.Thread(
-            target=self.indexer.run, name="aidememo-indexer", daemon=True
+            target=self._supervise, name="aidememo-indexer", daemon=True
         )
 
+    @property
+    def pid(self) -> int | None:
+        """The running child's process id."""
+        child = self._child
+        return None if child is None or child.poll() is not None else child.pid
+
+    def status(self) -> dict[str, object]:
+        """What `/ready` reports of the indexer (SEM-7): the child's last status line."""
+        with self._lock:
+            return dict(self._status)
+
     def start(self) -> None:
-        """Start the thread (once)."""
+        """Start the child (once)."""
         self._thread.start()
 
     def stop(self) -> None:
-        """Ask the indexer to stop and wait for its current step."""
-        self.indexer.stop()
-        if self._thread.is_alive():
-            self._thread.join(timeout=30)
+        """Close the child's stdin (it stops after its current batch) and wait for it."""
+        self._stopping.set()
+        child = self._child
+        if child is not None and child.stdin is not None:
+            child.stdin.close()
+        self._thread.join(timeout=STOP_S + 5)
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        env = {**os.environ, "AIDEMEMO_DATABASE_URL": self.database,
+               "AIDEMEMO_EMBEDDING": self.embedding}  # fmt: skip
+        path = env.get("PYTHONPATH")
+        env["PYTHONPATH"] = CODE_ROOT if not path else f"{CODE_ROOT}{os.pathsep}{path}"
+        return subprocess.Popen(
+            [sys.executable, "-m", "aidememo", "indexer", "--attached"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            start_new_session=True,  # a terminal's Ctrl-C reaches the server, which stops it
+        )
+
+    def _supervise(self) -> None:
+        while not self._stopping.is_set():
+            self._child = child = self._spawn()
+            if self._stopping.is_set() and child.stdin is not None:
+                child.stdin.close()  # a stop() that came while the child was starting
+            assert child.stdout is not None
+            for line in child.stdout:
+                self._report(line)
+            try:
+                code = child.wait(timeout=STOP_S)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                code = child.wait()
+            if self._stopping.is_set():
+                return
+            with self._lock:
+                errors = int(str(self._status["errors"])) + 1
+                self._status.update(errors=errors, last_error=f"indexer exited with {code}")
+            log.warning("the semantic indexer exited with %s; starting it again", code)
+            self._stopping.wait(RESTART_S)
+
+    def _report(self, line: bytes) -> None:
+        try:
+            status = json.loads(line)
+        except ValueError:
+            return
+        if not isinstance(status, dict):
+            return
+        with self._lock:
+            self._status.update(status)
+        lag = status.get("index_lag")
+        if isinstance(lag, int):
+            metrics.semantic_lag(lag)

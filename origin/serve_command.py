@@ -132,7 +132,7 @@ def add_serve_command(
         env="AIDEMEMO_INDEXER",
         default="on",
         choices=["on", "off"],
-        help="run the semantic indexer in this process (off: a separate `aidememo indexer`)",
+        help="run the semantic indexer as this server's child (off: a separate `aidememo indexer`)",
     )
 
 
@@ -192,8 +192,8 @@ def run_serve(
     """Serve until SIGTERM/SIGINT; returns the exit status.
 
     `embedding` names the semantic search provider (`aidememo.embedding`; "off": lexical
-    only) and `indexer` runs the semantic indexer in each process (SEM-7; off when a separate
-    `aidememo indexer` follows the database).
+    only) and `indexer` runs the semantic indexer as a child process of each server process
+    (SEM-7; off when a separate `aidememo indexer` follows the database).
 
     `admin_token_sha256` opens the admin routes to the token with that digest; without it
     they answer 401 `authentication_failed` to everyone. `workers` above 1 runs that many
@@ -310,13 +310,10 @@ def _serve(
         if embedder is not None:
             from aidememo.embedding.matrix import MatrixSearch
 
-            # with an indexer here, the searches get a session of their own: a query never
-            # waits behind an indexer's batch
-            queries = (load_provider(embedding) if indexer else None) or embedder
-            app.services.searches.engine = MatrixSearch(queries)
+            app.services.searches.engine = MatrixSearch(embedder)
             if indexer:
-                task = IndexerTask(store, embedder)
-                app.services.semantic_status = task.indexer.status
+                task = IndexerTask(url, embedding, embedder.fingerprint.as_json())
+                app.services.semantic_status = task.status
                 task.start()
         gc = None
         if bodies is not None:

@@ -41,6 +41,8 @@ Every process this script starts is stopped (SIGTERM, then SIGKILL) in a `finall
 failure and on SIGTERM/SIGINT. The last line of output is the JSON result object
 (`_bench_common.emit`); progress goes to stderr. Run from the repository root:
 `.venv/bin/python scripts/bench_http.py [--duration 5 --cycles 100]`.
+`--indexer` measures instead `POST facts` with the semantic indexer catching up against the
+same server without it (`scripts/_bench_http_indexer.py`, its own JSON line).
 `--py-spy DIR` adds extra runs (not reported) with py-spy recording the server, one per
 `--py-spy-modes` entry, and prints where the samples fall.
 The process and load-tool plumbing (child processes, `/proc` readings, wrk) is in
@@ -348,6 +350,9 @@ def main() -> int:
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument(
+        "--indexer", action="store_true", help="instead: POST facts, indexer on/off"
+    )
+    parser.add_argument(
         "--compare-ref",
         metavar="GITREF",
         help="A/B instead: this checkout's server against GITREF's (scripts/_bench_compare.py)",
@@ -374,6 +379,10 @@ def main() -> int:
             from _bench_compare import compare_http
 
             return compare_http(args, str(Path(__file__).resolve()))
+        if args.indexer:
+            from _bench_http_indexer import compare_indexer
+
+            return compare_indexer(args)
         return orchestrate(args)
 
 

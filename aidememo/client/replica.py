@@ -13,8 +13,8 @@ writes its resources and the new cursor in one transaction. A batch that does no
 cursor, names another scope or epoch, or carries an entry that does not match its own change
 is refused whole (`ReplicaInvalid`) and the cursor stays where it was.
 
-Reads (`get`, `status`) touch only the file: they work with no server. The file and its
-directory are created 0600 and 0700. Only the stdlib's `sqlite3` is used.
+Reads (`get`, `status`, `search`) touch only the file: they work with no server. The file
+and its directory are created 0600 and 0700. Only the stdlib's `sqlite3` is used.
 """
 
 from __future__ import annotations
@@ -22,12 +22,13 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from aidememo.client.models import Identity, MaterializedBatch, Resource, Snapshot
 from aidememo.client.private_file import PrivateFile
+from aidememo.client.replica_semantic import VECTORS_TABLE, LocalEmbedder
 
 FORMAT = "2"
 """The replica file's format: 2 pins the actor (a format-1 file pinned only the project)."""
@@ -38,6 +39,7 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS resources (kind TEXT NOT NULL, id TEXT NOT NULL, "
     "revision INTEGER NOT NULL, state TEXT NOT NULL, body TEXT, seq INTEGER NOT NULL, "
     "PRIMARY KEY (kind, id))",
+    VECTORS_TABLE,  # the local model's vectors of the facts (SEM-9)
 )
 
 
@@ -166,6 +168,7 @@ class Replica(PrivateFile):
         with self._transaction():
             self._conn.execute("DELETE FROM resources")
             self._conn.execute("DELETE FROM meta")
+            self._conn.execute("DELETE FROM vectors")
             self._conn.executemany("INSERT INTO resources VALUES (?, ?, ?, ?, ?, ?)", rows)
             self._conn.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
         return len(rows)
@@ -230,6 +233,7 @@ class Replica(PrivateFile):
         with self._transaction():
             self._conn.execute("DELETE FROM resources")
             self._conn.execute("DELETE FROM meta")
+            self._conn.execute("DELETE FROM vectors")
         return count
 
     # -- reading ------------------------------------------------------------------------------
@@ -252,42 +256,35 @@ class Replica(PrivateFile):
             meta["project_epoch"],
         )  # fmt: skip
 
-    def search(self, q: str, source_id: str | None = None, limit: int = 20) -> dict[str, Any]:
-        """Lexical search over the cached facts at the cursor (REPLICA-7): the answer of
-        `GET .../search?mode=lexical` at `index_seq`, the replica's cursor."""
-        from aidememo.client.replica_search import search_facts
+    def search(
+        self,
+        q: str,
+        source_id: str | None = None,
+        limit: int = 20,
+        mode: str = "lexical",
+        embedder: Callable[[], LocalEmbedder | None] = lambda: None,
+    ) -> dict[str, Any]:
+        """Search the cached facts at the cursor (REPLICA-7, SEM-9): the answer of
+        `GET .../search?mode=...` at `index_seq`, the replica's cursor. `embedder` gives the
+        local model for `semantic`, `hybrid` and `auto` (None: not installed), whose vectors
+        of the replica's facts are cached in the file (`aidememo.client.replica_semantic`)."""
+        from aidememo.client.replica_semantic import (
+            SemanticUnavailable,
+            load_facts,
+            search_replica,
+        )
 
-        rows = self._conn.execute(
-            "SELECT seq, id, body FROM resources WHERE kind = 'fact' AND body IS NOT NULL"
-        ).fetchall()
-        facts: dict[str, dict[str, Any]] = {}
-        entries: list[tuple[int, str, str, str]] = []
-        for seq, fact_id, body in rows:
-            record = json.loads(body)
-            facts[fact_id] = record
-            entries.append((seq, fact_id, record["source_id"], record["content"]))
-        hits, exhaustive = search_facts(entries, q, source_id, limit)
-        results = [
-            {
-                **{k: facts[f][k] for k in ("fact_id", "session_id", "source_id", "actor_id")},
-                "content": facts[f]["content"],
-                "score": score,
-                "lexical_score": score,
-                "lexical_rank": i + 1,
-                "semantic_score": None,
-                "semantic_rank": None,
-            }
-            for i, (f, score) in enumerate(hits)
-        ]
-        meta = self.meta()
-        return {
-            "project_epoch": meta.get("project_epoch"),
-            "index_seq": self.cursor(),
-            "mode": "lexical",
-            "semantic_model": None,
-            "exhaustive": exhaustive,
-            "results": results,
-        }
+        cursor = self.cursor()
+        facts, entries = load_facts(self._conn)
+        try:
+            found = search_replica(facts, entries, self._conn, q=q, source_id=source_id,
+                                   limit=limit, mode=mode, embedder=embedder)  # fmt: skip
+        except (SemanticUnavailable, ValueError) as exc:
+            raise ReplicaError(
+                f"{exc}: pip install 'aidememo[semantic]', or search --mode lexical "
+                "(semantic_unavailable)"
+            ) from None
+        return {"project_epoch": self.meta().get("project_epoch"), "index_seq": cursor, **found}
 
     def status(self) -> dict[str, Any]:
         meta = self.meta()

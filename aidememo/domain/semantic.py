@@ -31,6 +31,10 @@ FALLBACK_BEHIND = "semantic_index_behind"  # at_least_seq beyond the index after
 CANDIDATES = 100
 # SEM-4: the lexical share of a fused score (tuned on the dev split of bench_retrieval).
 LEXICAL_WEIGHT = 0.3  # dev split: 0.3 best of 0.05..0.95 (docs/bench-notes.md)
+# SEM-4: semantic candidates of a lower cosine are left out of a hybrid fusion (dev split of
+# bench_retrieval: 0.25 ties no floor on recall@10 with a better MRR, and keeps the held-out
+# figures; docs/bench-notes.md).
+SEMANTIC_FLOOR = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +114,7 @@ def fuse(
     semantic: Sequence[tuple[str, float]],
     limit: int,
     lexical_weight: float = LEXICAL_WEIGHT,
+    semantic_floor: float = SEMANTIC_FLOOR,
 ) -> list[Fused]:
     """Weighted score fusion (SEM-4) of two best-first lists `(fact_id, score)`.
 
@@ -118,8 +123,12 @@ def fuse(
     next, so only how far a fact stands out of its own list is compared. A fact missing from
     the lexical list counts 0 there (it holds no query term, or too few to make the list); one
     missing from the semantic list counts that list's lowest. The fused score is
-    `w * lexical + (1 - w) * semantic`; ties go to the fact id, as in SRCH-3.
+    `w * lexical + (1 - w) * semantic`; ties go to the fact id, as in SRCH-3. Semantic
+    candidates whose cosine is below `semantic_floor` take no part (weak neighbours of a query
+    that has no good one).
     """
+    if semantic_floor > 0:
+        semantic = [(fid, score) for fid, score in semantic if score >= semantic_floor]
     lex = _standardised(lexical)
     sem = _standardised(semantic)
     sem_floor = min(sem.values(), default=0.0)

@@ -4,8 +4,8 @@ CPython only (numpy, onnxruntime, tokenizers from the `semantic` extra; the Open
 provider needs only the stdlib); the core, the edge and the client never import this package.
 It is reusable on its own: `load_embedder(spec)` gives an `Embedder` for
 
-- `bundled`: all-MiniLM-L6-v2 int8 ONNX (384 d) from registry packages, verified at load
-  (`aidememo.embedding.bundled`);
+- `bundled`: all-MiniLM-L6-v2 int8 ONNX (384 d) from registry packages, verified when asked
+  for, its session made at the first embedding (`aidememo.embedding.bundled`);
 - `onnx:DIR`: any local sentence-embedding directory holding `model.onnx` and
   `tokenizer.json` (`aidememo.embedding.onnx_model`);
 - `openai:URL#MODEL`: an OpenAI-compatible `/embeddings` endpoint, its key read from the
@@ -14,7 +14,7 @@ It is reusable on its own: `load_embedder(spec)` gives an `Embedder` for
 
 from __future__ import annotations
 
-from aidememo.domain.errors import ErrorCode, fail
+from aidememo.domain.errors import AidememoError, ErrorCode, fail
 from aidememo.ports import Embedder
 
 BUNDLED = "bundled"
@@ -24,9 +24,9 @@ def load_embedder(spec: str = BUNDLED, *, threads: int = 1) -> Embedder:
     """The provider `spec` names (see the module docstring); `threads` bounds an ONNX
     provider's CPU. Refuses an unknown spec or a missing model with `invalid_command`."""
     if spec == BUNDLED:
-        from aidememo.embedding.bundled import load_bundled
+        from aidememo.embedding.bundled import lazy_bundled
 
-        return load_bundled(threads=threads)
+        return lazy_bundled(threads=threads)
     if spec.startswith("onnx:"):
         from aidememo.embedding.onnx_model import load_onnx_dir
 
@@ -40,3 +40,12 @@ def load_embedder(spec: str = BUNDLED, *, threads: int = 1) -> Embedder:
         ErrorCode.INVALID_COMMAND,
         "embedding provider must be bundled, onnx:DIR or openai:URL#MODEL",
     )
+
+
+def installed_embedder() -> Embedder | None:
+    """The bundled model where the `semantic` extra is installed and its files pass their pins,
+    else None (an offline caller then searches by words alone)."""
+    try:
+        return load_embedder(BUNDLED)
+    except (ImportError, AidememoError):
+        return None

@@ -14,9 +14,12 @@ without running it. Nothing is downloaded at run time.
 from __future__ import annotations
 
 import importlib.util
+import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 from aidememo.domain.errors import ErrorCode, fail
+from aidememo.domain.semantic import Fingerprint
 from aidememo.embedding.onnx_model import OnnxEmbedder, file_sha256
 
 PROVIDER = "bundled"
@@ -28,6 +31,7 @@ TOKENIZER_FILE = "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 # The fingerprint's revision: the model file's pin, so another file is another index.
 REVISION = MODEL_SHA256[:16]
+DIMENSIONS = 384
 
 
 def _package_file(package: str, relative: str) -> Path:
@@ -60,3 +64,44 @@ def load_bundled(*, threads: int = 1) -> OnnxEmbedder:
     return OnnxEmbedder(
         model, tokenizer, provider=PROVIDER, name=MODEL, revision=REVISION, threads=threads
     )
+
+
+class LazyBundled:
+    """The bundled model whose ONNX session is made at its first `embed` (about 0.6 s of
+    start-up and the runtime's import saved by a process that never embeds, such as a server
+    that is never asked a semantic question). Made by `lazy_bundled`, which checks the pins and
+    the runtime's presence first, so the load that comes later does not fail on a missing or
+    changed file; thread-safe."""
+
+    def __init__(self, threads: int) -> None:
+        self.fingerprint = Fingerprint(PROVIDER, MODEL, REVISION, DIMENSIONS)
+        self._threads = threads
+        self._model: OnnxEmbedder | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the session has been made."""
+        return self._model is not None
+
+    def embed(self, texts: Sequence[str]) -> list[bytes]:
+        """`aidememo.ports.Embedder.embed`, loading the model first if needed (also for no
+        text: `embed([])` is how a caller makes it ready ahead of use)."""
+        with self._lock:
+            if self._model is None:
+                model = load_bundled(threads=self._threads)
+                if model.fingerprint != self.fingerprint:
+                    raise fail(ErrorCode.SEMANTIC_UNAVAILABLE, "the bundled model is not 384-d")
+                self._model = model
+        return self._model.embed(texts)
+
+
+def lazy_bundled(*, threads: int = 1) -> LazyBundled:
+    """The bundled model, its files verified now and its session made at first use;
+    `semantic_unavailable` when a file is missing or changed, ImportError without the
+    runtime (onnxruntime, tokenizers, numpy)."""
+    bundled_files()
+    for runtime in ("onnxruntime", "tokenizers", "numpy"):
+        if importlib.util.find_spec(runtime) is None:
+            raise ImportError(f"the bundled model needs {runtime}")
+    return LazyBundled(threads)

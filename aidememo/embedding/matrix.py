@@ -23,14 +23,22 @@ from aidememo.ports import Embedder, ReadTx
 QUERY_CACHE = 1024  # query vectors kept (agents repeat their questions)
 
 
+GROWTH = 1.25  # an append beyond the buffer makes room for this share more
+
+
 @dataclass
 class _Project:
+    """One project's vectors: rows `[0, count)` of `buffer`, each row's fact id and the code
+    of its source (`codes`, an int32 row per fact; `source_codes` numbers the source ids)."""
+
     fingerprint: str
     generation: int
     applied_seq: int
     fact_ids: list[str] = field(default_factory=list)
-    sources: list[str | None] = field(default_factory=list)
-    matrix: Any = None
+    source_codes: dict[str | None, int] = field(default_factory=dict)
+    buffer: Any = None
+    codes: Any = None
+    count: int = 0
 
 
 class MatrixSearch:
@@ -68,14 +76,16 @@ class MatrixSearch:
         k: int,
         source_id: str | None,
     ) -> list[tuple[str, float]]:
-        project = self._refresh(tx, scope, state)
-        if project.matrix is None or not project.fact_ids:
+        project, n, code = self._refresh(tx, scope, state, source_id)
+        if n == 0:
             return []
-        scores = project.matrix @ np.frombuffer(query, dtype="<f4")
+        # rows [0, n) are never written again: appends go after them, a reload makes a new
+        # project (so this search reads a fixed view while the cache moves on)
+        # numpy's own loop on this thread: BLAS's product would wake its thread pool on the
+        # other cores, whose spinning costs more CPU than the product itself on busy cores
+        scores = np.einsum("ij,j->i", project.buffer[:n], np.frombuffer(query, dtype="<f4"))
         if source_id is not None:
-            keep = np.array([s == source_id for s in project.sources], dtype=bool)
-            scores = np.where(keep, scores, -np.inf)
-        n = len(project.fact_ids)
+            scores = np.where(project.codes[:n] == code, scores, -np.inf)
         top = np.argpartition(-scores, min(k, n) - 1)[: min(k, n)] if n > k else np.arange(n)
         found = [
             (project.fact_ids[i], float(scores[i])) for i in top.tolist() if scores[i] > -np.inf
@@ -84,11 +94,21 @@ class MatrixSearch:
         return found
 
     def memory_bytes(self) -> int:
-        """What the cached matrices hold."""
+        """What the cached matrices hold (their buffers, spare rows included)."""
         with self._lock:
-            return sum(p.matrix.nbytes for p in self._projects.values() if p.matrix is not None)
+            return sum(
+                p.buffer.nbytes + p.codes.nbytes
+                for p in self._projects.values()
+                if p.buffer is not None
+            )
 
-    def _refresh(self, tx: ReadTx, scope: Scope, state: IndexState) -> _Project:
+    def _refresh(
+        self, tx: ReadTx, scope: Scope, state: IndexState, source_id: str | None
+    ) -> tuple[_Project, int, int]:
+        """The project's cache brought to `state`, the rows a search may read and the code of
+        `source_id` (-1: no vector of it). A cache already past `state` (a search whose read
+        view is older than another's) is used as it is: the facts it holds beyond that view
+        are not in the view, so their results are dropped when the bodies are read."""
         key = (scope.tenant_id, scope.project_id)
         with self._lock:
             cached = self._projects.get(key)
@@ -96,7 +116,6 @@ class MatrixSearch:
                 cached is None
                 or cached.fingerprint != state.fingerprint
                 or cached.generation != state.generation
-                or cached.applied_seq > state.applied_seq
             ):
                 cached = _Project(state.fingerprint, state.generation, 0)
                 self._add(cached, tx.semantic_vectors(scope, 0))
@@ -105,14 +124,31 @@ class MatrixSearch:
             elif cached.applied_seq < state.applied_seq:
                 self._add(cached, tx.semantic_vectors(scope, cached.applied_seq))
                 cached.applied_seq = state.applied_seq
-            return cached
+            return cached, cached.count, cached.source_codes.get(source_id, -1)
 
     def _add(self, project: _Project, rows: list[VectorRow]) -> None:
+        """Append `rows` in place: a full reload is sized exactly, and a buffer that is full
+        grows by `GROWTH` (so an append copies the matrix only now and then, not each time
+        the index moves)."""
         dims = self.fingerprint.dimensions
         rows = [r for r in rows if len(r.vector) == 4 * dims]
         if not rows:
             return
         block = np.frombuffer(b"".join(r.vector for r in rows), dtype="<f4").reshape(-1, dims)
+        codes = np.array(
+            [project.source_codes.setdefault(r.source_id, len(project.source_codes)) for r in rows],
+            dtype=np.int32,
+        )
+        start, end = project.count, project.count + len(rows)
+        if project.buffer is None or end > len(project.buffer):
+            size = end if project.buffer is None else max(end, int(len(project.buffer) * GROWTH))
+            buffer = np.empty((size, dims), dtype="<f4")
+            spare = np.empty(size, dtype=np.int32)
+            if project.buffer is not None:
+                buffer[:start] = project.buffer[:start]
+                spare[:start] = project.codes[:start]
+            project.buffer, project.codes = buffer, spare
+        project.buffer[start:end] = block
+        project.codes[start:end] = codes
+        project.count = end
         project.fact_ids.extend(r.fact_id for r in rows)
-        project.sources.extend(r.source_id for r in rows)
-        project.matrix = block if project.matrix is None else np.vstack([project.matrix, block])

@@ -58,7 +58,8 @@ class OnnxEmbedder:
         self._inputs = {i.name for i in self._session.get_inputs()}
         self._tokenizer = Tokenizer.from_file(str(tokenizer))
         self._tokenizer.enable_truncation(max_length=max_tokens)
-        self._tokenizer.enable_padding()
+        self._tokenizer.enable_padding()  # a text alone is not padded (a file may ask for 128)
+        self._pad_id = int((self._tokenizer.padding or {}).get("pad_id", 0))
         self._lock = threading.Lock()
         dims = int(self._session.get_outputs()[0].shape[-1])
         self.fingerprint = Fingerprint(provider, name, revision, dims)
@@ -75,9 +76,15 @@ class OnnxEmbedder:
         """The vectors as a float32 little-endian matrix, one row per text."""
         if not texts:
             return np.zeros((0, self.fingerprint.dimensions), dtype="<f4")
-        encodings = self._tokenizer.encode_batch(list(texts))
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        # one text at a time on this thread (`encode_batch` would spread the batch over a
+        # thread pool on every core, against the one-thread bound of SEM-7)
+        encodings = [self._tokenizer.encode(text) for text in texts]
+        width = max(len(e.ids) for e in encodings)
+        ids = np.full((len(encodings), width), self._pad_id, dtype=np.int64)
+        mask = np.zeros((len(encodings), width), dtype=np.int64)
+        for row, encoding in enumerate(encodings):
+            ids[row, : len(encoding.ids)] = encoding.ids
+            mask[row, : len(encoding.ids)] = encoding.attention_mask
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feeds["token_type_ids"] = np.zeros_like(ids)

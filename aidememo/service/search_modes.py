@@ -27,6 +27,7 @@ from aidememo.domain.semantic import (
     MODE_LEXICAL,
     MODE_SEMANTIC,
     MODES,
+    SEMANTIC_FLOOR,
     Fused,
     fuse,
 )
@@ -82,12 +83,14 @@ class Searches:
         wait_s: float = WAIT_S,
         sleep: Callable[[float], None] = time.sleep,
         lexical_weight: float = LEXICAL_WEIGHT,
+        semantic_floor: float = SEMANTIC_FLOOR,
     ) -> None:
         self.store = store
         self.lookups = lookups
         self.engine = engine
         self.wait_s = wait_s
         self.lexical_weight = lexical_weight  # SEM-4; the benchmark tunes it
+        self.semantic_floor = semantic_floor  # SEM-4; the benchmark tunes it
         self._sleep = sleep
 
     def search(
@@ -195,7 +198,7 @@ class Searches:
             lexical = [(h.fact_id, h.score) for h in page.hits]
             if page.bodies is not None:
                 bodies = {h.fact_id: b for h, b in zip(page.hits, page.bodies, strict=True)}
-            fused = fuse(lexical, semantic, limit, self.lexical_weight)
+            fused = fuse(lexical, semantic, limit, self.lexical_weight, self.semantic_floor)
             effective = MODE_HYBRID
         results = [r for r in (_result(tx, scope, f, bodies) for f in fused) if r is not None]
         return SearchAnswer(

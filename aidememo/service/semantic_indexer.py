@@ -12,12 +12,15 @@ from the state it reads next. Idempotent: rerunning after a crash redoes at most
 
 CPU is bounded by a duty cycle: after embedding for `t` seconds the loop sleeps
 `t * (1 - duty) / duty`, so the indexer uses at most `duty` of one core (the provider runs
-with one thread). Stdlib only; the origin runs it on a thread, `aidememo indexer` in its
-own process.
+with one thread, the loop's own). `run()` also lowers its thread's CPU priority (nice +10):
+when the cores are busy, the server's request handling comes first and the index catches up
+once they are not. Stdlib only; `aidememo indexer` runs it in its own process, which
+`aidememo serve` also starts as its child (`origin/semantic_task.py`).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +37,7 @@ BATCH = 64
 PROJECTS = 16
 DUTY = 0.5
 IDLE_S = 0.2
+NICE = 10  # the loop's thread yields the CPU to request handling when the cores are busy
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +48,7 @@ class IndexerSettings:
     projects: int = PROJECTS
     duty: float = DUTY
     idle_s: float = IDLE_S
+    nice: int = NICE
 
 
 @dataclass
@@ -101,7 +106,15 @@ class SemanticIndexer:
 
     def run(self) -> None:
         """Step until `stop()`, idling `idle_s` when there is nothing to do; a failure
-        (store or provider) is counted and retried after the idle time."""
+        (store or provider) is counted and retried after the idle time. The provider is made
+        ready first (a lazily loaded model loads now, on this thread, so the first facts
+        written after a start do not wait for it)."""
+        _lower_priority(self.settings.nice)
+        try:
+            self.embedder.embed([])
+        except AidememoError as exc:
+            self.stats.errors += 1
+            self.stats.last_error = f"{exc.code}: {exc.message}"
         while not self._stop.is_set():
             try:
                 n = self.step()
@@ -173,6 +186,18 @@ class SemanticIndexer:
         if 0 < duty < 1:
             self._sleep(spent * (1 - duty) / duty)
         return vectors
+
+
+def _lower_priority(nice: int) -> None:
+    """Lower the calling thread's CPU priority by `nice` (Linux: a thread's own; elsewhere
+    where the stdlib has no such call, as in Pyodide, nothing)."""
+    if nice <= 0:
+        return
+    try:
+        current = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), min(19, current + nice))
+    except (AttributeError, OSError):
+        pass
 
 
 def _changes(

@@ -79,6 +79,8 @@ def test_deploy6_manifests_validate_for_kubernetes_1_31() -> None:
         ("ConfigMap", "aidememo-s3"),
         ("CronJob", "aidememo-gc"),
         ("NetworkPolicy", "aidememo-gc"),
+        ("Deployment", "aidememo-indexer"),
+        ("NetworkPolicy", "aidememo-indexer"),
     ):
         assert expected in names, expected
 
@@ -89,14 +91,20 @@ def test_deploy6_kustomization_lists_every_manifest() -> None:
 
 
 def test_deploy6_api_pods_probe_health_and_ready_and_run_unprivileged() -> None:
-    (deployment,) = [d for _, d in _documents() if d["kind"] == "Deployment"]
-    pod = deployment["spec"]["template"]["spec"]
+    pod = _deployment("aidememo-api")["spec"]["template"]["spec"]
     (api,) = pod["containers"]
     assert api["livenessProbe"]["httpGet"]["path"] == "/health"
     assert api["readinessProbe"]["httpGet"]["path"] == "/ready"
     assert api["securityContext"]["readOnlyRootFilesystem"] is True
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert "limits" in api["resources"] and "requests" in api["resources"]
+
+
+def _deployment(name: str) -> dict[str, Any]:
+    (found,) = [
+        d for _, d in _documents() if d["kind"] == "Deployment" and d["metadata"]["name"] == name
+    ]
+    return found
 
 
 def _config_maps() -> dict[str, dict[str, str]]:
@@ -155,8 +163,7 @@ def test_deploy6_obj2_gc_cronjob_and_api_pods_keep_bodies_in_s3() -> None:
     (cronjob,) = [d for _, d in _documents() if d["kind"] == "CronJob"]
     (gc,) = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
     assert gc["args"] == ["admin", "gc"]
-    (deployment,) = [d for _, d in _documents() if d["kind"] == "Deployment"]
-    (api,) = deployment["spec"]["template"]["spec"]["containers"]
+    (api,) = _deployment("aidememo-api")["spec"]["template"]["spec"]["containers"]
     for container in (gc, api):
         refs = {source["configMapRef"]["name"] for source in container["envFrom"]}
         assert "aidememo-s3" in refs
@@ -186,3 +193,57 @@ def test_deploy1_compose_origins_and_gc_keep_bodies_in_seaweedfs() -> None:
     assert services["gc"]["depends_on"]["migrate"]["condition"] == (
         "service_completed_successfully"
     )
+
+
+def test_sem8_indexer_deployment_beside_the_api_pods() -> None:
+    """`aidememo-indexer` runs `aidememo indexer` on the API's database with the bundled model;
+    the API pods run no indexer of their own, and the indexer reaches PostgreSQL and DNS only."""
+    pod = _deployment("aidememo-indexer")["spec"]["template"]["spec"]
+    (indexer,) = pod["containers"]
+    assert indexer["args"] == ["indexer"]
+    env = {e["name"]: e for e in indexer["env"]}
+    assert env["AIDEMEMO_DATABASE_URL"]["valueFrom"]["secretKeyRef"]["name"] == "aidememo-database"
+    assert env["AIDEMEMO_EMBEDDING"]["value"] == "bundled"
+    assert indexer["resources"]["limits"]["cpu"] == "1"
+    assert indexer["securityContext"]["readOnlyRootFilesystem"] is True
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert _config_maps()["aidememo-config"]["AIDEMEMO_INDEXER"] == "off"
+    policies = {d["metadata"]["name"]: d for _, d in _documents() if d["kind"] == "NetworkPolicy"}
+    policy = policies["aidememo-indexer"]["spec"]
+    assert "ingress" not in policy and "Ingress" in policy["policyTypes"]
+    ports = {p["port"] for rule in policy["egress"] for p in rule["ports"]}
+    assert ports == {5432, 53}
+
+
+def test_sem8_compose_runs_one_indexer_for_both_origins() -> None:
+    compose = yaml.safe_load(COMPOSE.read_text())
+    services = compose["services"]
+    indexer = services["indexer"]
+    assert indexer["command"] == ["indexer"]
+    assert indexer["environment"]["AIDEMEMO_EMBEDDING"] == "bundled"
+    assert indexer["environment"]["AIDEMEMO_DATABASE_URL"].endswith("@postgres:5432/aidememo")
+    assert indexer["healthcheck"] == {"disable": True}  # it serves no HTTP
+    assert indexer["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    for name in ("origin-a", "origin-b"):
+        assert services[name]["environment"]["AIDEMEMO_INDEXER"] == "off", name
+
+
+def test_sem8_image_installs_the_semantic_extra_pinned() -> None:
+    """The image's requirements pin every package of the `semantic` extra (the model's own
+    version as pyproject pins it), so the bundled model is inside the image."""
+    import tomllib
+
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]["semantic"]
+    pinned: dict[str, str] = {}
+    for name in ("requirements.txt", "requirements-nodeps.txt"):
+        for line in (REPO / "deploy" / name).read_text().splitlines():
+            if line and not line.startswith("#"):
+                package, _, version = line.partition("==")
+                pinned[package.lower().replace("_", "-")] = version
+    for requirement in extra:
+        package = re.split(r"[<>=\[]", requirement)[0].lower().replace("_", "-")
+        assert package in pinned, package
+        if "==" in requirement:
+            assert pinned[package] == requirement.partition("==")[2], package

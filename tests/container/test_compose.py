@@ -207,6 +207,89 @@ def test_deploy1_smoke_through_both_replicas(deployment: Deployment) -> None:
     assert "h_smoke" in status.text
 
 
+MEANING = {
+    "f_pool": "the connection pool holds 2 connections; raise it to 20 before the launch",
+    "f_lunch": "the team lunch moved to Thursday at noon in the small room",
+    "f_tokens": "buttons take the primary colour token of the design system",
+}
+ASKED = "why is the database saturated?"
+
+
+def test_sem8_indexer_service_indexes_and_both_origins_search_by_meaning(
+    deployment: Deployment,
+) -> None:
+    """Facts written through origin-a are embedded by the compose `indexer` service (the origins
+    run none) and found by meaning through origin-b, with no word of the question in them."""
+    dep = deployment
+    _session(dep.a, dep, "s_meaning")
+    for fid, text in MEANING.items():
+        assert _fact(dep.a, dep, fid, "s_meaning", text).status_code == 200
+    head = _feed(dep.a, dep)[-1]
+    deadline = time.monotonic() + WAIT_S * 2
+    while True:
+        found = _get(dep.b, dep, "search", q=ASKED, mode="auto", limit=3)
+        if found["mode"] == "hybrid" and found["index_seq"] >= head:
+            break
+        assert time.monotonic() < deadline, (found, dep.podman("logs", dep.container("indexer")))
+        time.sleep(0.5)
+    found = _get(dep.b, dep, "search", q=ASKED, mode="semantic", limit=3)
+    assert found["mode"] == "semantic"
+    assert found["semantic_model"]["provider"] == "bundled"
+    assert found["results"][0]["fact_id"] == "f_pool"
+    logs = dep.podman("logs", dep.container("indexer")).stderr
+    assert "indexing with bundled/all-MiniLM-L6-v2-int8" in logs
+    # The origins run no indexer of their own: /ready carries no indexer's status.
+    assert "semantic" not in httpx.get(f"{dep.a}/ready", timeout=10).json()
+
+
+NO_NETWORK_SEARCH = """
+import json, tempfile
+from pathlib import Path
+from aidememo.domain.clock import RandomIds, SystemClock
+from aidememo.domain.records import CreateRequest
+from aidememo.embedding import load_embedder
+from aidememo.embedding.matrix import MatrixSearch
+from aidememo.http.app import Services
+from aidememo.service.access import Caller
+from aidememo.service.semantic_indexer import SemanticIndexer
+from aidememo.stores.sqlite.store import SqliteStore
+
+facts = json.loads(%r)
+embedder = load_embedder()
+with tempfile.TemporaryDirectory() as tmp:
+    store = SqliteStore.open_file(Path(tmp) / "offline.sqlite")
+    services = Services(store, SystemClock(), RandomIds(), 60_000, semantic=MatrixSearch(embedder))
+    services.identity.bootstrap(tenant_id="t", project_id="p", actor_id="a")
+    caller = Caller("t", "a")
+    services.product.create_session(
+        caller, "p", CreateRequest("c-s", {"session_id": "s", "topic": "offline"}))
+    for fid, text in facts.items():
+        services.product.create_fact(
+            caller, "p", CreateRequest("c-" + fid, {"fact_id": fid, "session_id": "s",
+                                                    "content": text}))
+    SemanticIndexer(store, embedder).run_until_idle()
+    answer = services.searches.search(caller, "p", q=%r, source_id=None, limit=3,
+                                      at_least_seq=None, mode="semantic")
+    print(json.dumps(answer.as_json()))
+    store.close()
+"""
+
+
+def test_sem8_image_searches_by_meaning_with_no_network(deployment: Deployment) -> None:
+    """The bundled model is inside the image: a container with no network at all loads it
+    (pins checked), indexes facts and finds one by meaning."""
+    dep = deployment
+    script = NO_NETWORK_SEARCH % (json.dumps(MEANING), ASKED)
+    proc = dep.podman(
+        "run", "--rm", "--network=none", "--read-only", "--tmpfs", "/tmp",
+        "--entrypoint", "python3", dep.env["AIDEMEMO_ORIGIN_IMAGE"], "-c", script,
+    )  # fmt: skip
+    answer = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert answer["mode"] == "semantic"
+    assert answer["semantic_model"]["model"] == "all-MiniLM-L6-v2-int8"
+    assert answer["results"][0]["fact_id"] == "f_pool"
+
+
 def test_deploy1_live9_live_feed_on_one_replica_sees_a_commit_on_the_other(
     deployment: Deployment,
 ) -> None:

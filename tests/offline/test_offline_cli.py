@@ -70,6 +70,22 @@ def test_replica3_replica4_pin_status_offline_get_and_reset(crew: Team) -> None:
     assert "no replica" in crew.ok("codex-a", "replica", "status").out
 
 
+def test_sem9_replica_search_by_meaning_with_the_server_down(crew: Team) -> None:
+    with direct(crew, "codex-a") as a:
+        a.create_session("replica meaning", session_id="s_mean")
+        a.create_fact("s_mean", "the pool holds 2 connections; raise it to 20", fact_id="f_m1")
+        a.create_fact("s_mean", "the team lunch moved to Thursday", fact_id="f_m2")
+    path = str(crew.cli.home / "meaning.sqlite")
+    pulled = crew.json("codex-a", "replica", "pull", "--path", path)
+    crew.proxy.set_outage(True)
+    asked = "why is the database saturated?"
+    found = crew.json("codex-a", "replica", "search", asked, "--mode", "semantic", "--path", path)
+    assert found["mode"] == "semantic" and found["index_seq"] == pulled["after_seq"]
+    assert found["results"][0]["fact_id"] == "f_m1"
+    human = crew.ok("codex-a", "replica", "search", asked, "--path", path).out
+    assert f"hybrid search of the replica at seq {pulled['after_seq']}" in human
+
+
 class Lines:
     """A stream's lines, read as they come."""
 

@@ -196,3 +196,9 @@ def add_indexer_command(
     indexer.add("--database", env="AIDEMEMO_DATABASE_URL", help=db_help)
     indexer.add("--embedding", env="AIDEMEMO_EMBEDDING", default="bundled", help="provider")
     indexer.add("--once", switch=True, default=False, help="index until caught up, then exit")
+    indexer.add(
+        "--attached",
+        switch=True,
+        default=False,
+        help="as serve's child: JSON status lines on stdout, stop when stdin closes",
+    )

@@ -29,9 +29,11 @@ def add_offline_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     get = _agent(replica, "get", "one cached resource (no network)", "replica", "cmd_get")
     _positional(get, "kind", "session, fact, handoff, handoff_context or custom.*")
     _positional(get, "resource_id", "its id")
-    search = _agent(replica, "search", "search the cached facts by words (no network)",
+    search = _agent(replica, "search", "search the cached facts by words and meaning (no network)",
                     "replica", "cmd_search")  # fmt: skip
     _positional(search, "query", "plain text")
+    flag(search, "--mode", default="auto", choices=["lexical", "semantic", "hybrid", "auto"],
+         help="auto: hybrid with the local model (semantic extra), else lexical")  # fmt: skip
     flag(search, "--source", help="only this source's facts")
     flag(search, "--limit", convert=int_in(1, 100), help="results")
     reset = _agent(replica, "reset", "forget the replica and its pin", "replica",

@@ -112,19 +112,21 @@ def cmd_get(ns: argparse.Namespace) -> int:
 
 
 def cmd_search(ns: argparse.Namespace) -> int:
-    """Lexical search over the replica at its cursor (REPLICA-7), with no network."""
+    """Search of the replica at its cursor (REPLICA-7, SEM-9), with no network."""
+    from aidememo.embedding import installed_embedder
+
     profile, replica = _open(ns)
     with replica:
         try:
             replica.check(profile.tenant_id, profile.project_id, profile.actor_id)
             replica.cursor()
+            found = replica.search(ns.query, ns.source, ns.limit or 20, ns.mode, installed_embedder)
         except ReplicaError as error:
             raise _failed(error) from None
-        found = replica.search(ns.query, ns.source, ns.limit or 20)
     lines = [
         f"{r['score']:.3g}  {r['fact_id']}  {r['content'][:80]}" for r in found["results"]
     ] or ["no matching facts"]
-    lines.append(f"lexical search of the replica at seq {found['index_seq']}")
+    lines.append(f"{found['mode']} search of the replica at seq {found['index_seq']}")
     return emit(ns, found, lines)
 
 
