@@ -47,6 +47,7 @@ from aidememo.domain.model import Scope
 from aidememo.http.live import commit_message, error_message, notice_message, page_message
 from aidememo.ports import Clock, Store
 from aidememo.service.access import Caller
+from aidememo.service.ledger_reads import LedgerReads
 from aidememo.service.live import (
     COMMIT_READ_LIMIT,
     RECHECK_INTERVAL_S,
@@ -62,7 +63,6 @@ from aidememo.service.live import (
     reread_leases,
     settle_due,
 )
-from aidememo.service.queries import Queries
 
 log = logging.getLogger("aidememo.edge")
 
@@ -187,7 +187,7 @@ class EdgeFeed:
                 self.seq = min(s.cursor.after_seq for s in subs)
         return self._subs
 
-    def subscribe(self, sub: LiveSubscription, store: Store, queries: Queries) -> Any:
+    def subscribe(self, sub: LiveSubscription, store: Store, queries: LedgerReads) -> Any:
         """Accept a subscriber that passed the pre-upgrade checks; send its catch-up pages.
         Returns the client end of the pair, for the 101 response."""
         from js import WebSocketPair
@@ -216,7 +216,7 @@ class EdgeFeed:
         subs = self.subscribers()
         self._subs = [s for s in subs if s.id != sub_id] if sub_id is not None else subs
 
-    def _catch_up(self, sub: Subscriber, queries: Queries, *, first: bool) -> None:
+    def _catch_up(self, sub: Subscriber, queries: LedgerReads, *, first: bool) -> None:
         """The materialized pages from the cursor to the head (LIVE-2): the first page of a
         new subscriber is always sent, later empty pages are not."""
         cursor = sub.cursor
@@ -241,7 +241,7 @@ class EdgeFeed:
 
     # -- commits and rechecks -------------------------------------------------------------
 
-    def push(self, store: Store, queries: Queries, *, tokens: bool = False) -> None:
+    def push(self, store: Store, queries: LedgerReads, *, tokens: bool = False) -> None:
         """Read the commits after the shared position once, with the subscribers'
         memberships (and with `tokens`, whether their tokens still authenticate: only where
         the store holds the tokens, i.e. PostgreSQL mode), and send each subscriber its
@@ -273,7 +273,7 @@ class EdgeFeed:
             self._end(sub, fail(ErrorCode.AUTHENTICATION_FAILED, "unknown or revoked token"))
         return len(gone)
 
-    def _deliver(self, sub: Subscriber, batch: CommitBatch, queries: Queries) -> None:
+    def _deliver(self, sub: Subscriber, batch: CommitBatch, queries: LedgerReads) -> None:
         try:
             try:
                 messages = sub.cursor.messages(batch, commit_message)

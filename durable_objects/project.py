@@ -70,7 +70,7 @@ from aidememo.ports import ReadTx, WriteTx
 from aidememo.service.archive import Archive
 from aidememo.service.archive_rows import project_lines
 from aidememo.service.project_import import ProjectImport
-from aidememo.stores.memory import MemoryStore
+from aidememo.stores.in_memory import InMemoryStore
 from durable_objects.artifacts import artifact_due, gc_pass, pin_identity, run_phase
 from durable_objects.base import StoredObject, delete_rows
 from durable_objects.live import EdgeFeed, answer_close
@@ -140,7 +140,7 @@ class ProjectCoordinator(DurableObject, StoredObject, ProjectIndex):  # type: ig
         if store is None:
             # Never provisioned: answer from an empty store, which gives exactly the origin's
             # answers for a project that does not exist, and write nothing.
-            return HttpApp(MemoryStore(), clock=self.clock, ids=self.ids)
+            return HttpApp(InMemoryStore(), clock=self.clock, ids=self.ids)
         if self._app is None or self._app.store is not store:
             self._app = self._build(store, _grants(self.env))  # GRANT-5: grants via R2's S3 API
             if getattr(self.env, "ARTIFACTS", None) is not None:
@@ -272,7 +272,7 @@ class ProjectCoordinator(DurableObject, StoredObject, ProjectIndex):  # type: ig
                 sub = open_forwarded(app, core, caller, forwarded_token(core.headers))
                 if core.headers.get("upgrade", "").strip().lower() != "websocket":
                     raise fail(ErrorCode.UPGRADE_REQUIRED, "connect with a WebSocket upgrade")
-                client = self._feed.subscribe(sub, app.services.store, app.services.queries)
+                client = self._feed.subscribe(sub, app.services.store, app.services.ledger_reads)
             except Exception as exc:
                 error = (
                     exc
@@ -294,7 +294,7 @@ class ProjectCoordinator(DurableObject, StoredObject, ProjectIndex):  # type: ig
         if not self._feed.subscribers():
             return
         try:
-            self._feed.push(app.services.store, app.services.queries)
+            self._feed.push(app.services.store, app.services.ledger_reads)
         except AidememoError as error:
             log.warning("live feed read failed (%s): %s", "push" if push else "recheck", error)
 
@@ -567,7 +567,7 @@ class ProjectCoordinator(DurableObject, StoredObject, ProjectIndex):  # type: ig
                     if self._rechecks():
                         # PostgreSQL mode holds the tokens too: a revoked one closes (4401).
                         self._feed.push(
-                            app.services.store, app.services.queries, tokens=self._postgres
+                            app.services.store, app.services.ledger_reads, tokens=self._postgres
                         )
                     self._feed.announce(app.services.store)
                 except AidememoError as error:

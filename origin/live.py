@@ -318,7 +318,7 @@ class LiveFeed:
         self.app = app
         self.max_pending_bytes = max_pending_bytes
         self.store = app.services.store
-        self.queries = app.services.queries
+        self.ledger_reads = app.services.ledger_reads
         self.clock = app.services.ledger.clock
         self.queue_max = queue_max
         self.recheck_s = recheck_s
@@ -510,7 +510,7 @@ class LiveFeed:
             sub.missed = False
             while True:
                 before = cursor.after_seq
-                page = await self.run(cursor.catch_up, self.queries)
+                page = await self.run(cursor.catch_up, self.ledger_reads)
                 if first or page.records or cursor.after_seq != before:
                     await text(page_message(page))
                     first = False

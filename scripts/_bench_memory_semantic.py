@@ -21,9 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from aidememo.agent_memory import AgentMemory, semantic
+from aidememo.agent_memory.model import RecallResult
 from aidememo.cli.memory.vectors import OnnxRuntime
-from aidememo.memory import MemoryStore, semantic
-from aidememo.memory.model import RecallResult
 
 CASES = Path(__file__).with_name("data") / "memory_paraphrases.json"
 LIMIT = 8
@@ -55,7 +55,7 @@ def _quality(ranked: list[list[str]], targets: list[str]) -> dict[str, float]:
 def run(
     sizes: list[int],
     filler: Callable[[int], list[dict[str, Any]]],
-    fill: Callable[[MemoryStore, list[dict[str, Any]]], None],
+    fill: Callable[[AgentMemory, list[dict[str, Any]]], None],
     scope: str,
 ) -> dict[str, Any]:
     labelled = cases()
@@ -66,7 +66,7 @@ def run(
         semantic.provision(model_dir, runtime, yes=True)
         for size in sizes:
             path = os.path.join(tmp, f"store-{size}.sqlite")
-            store = MemoryStore.open(path, scope=scope)
+            store = AgentMemory.open(path, scope=scope)
             fill(store, filler(size - len(labelled)))
             targets = [
                 store.remember(c["memory"], kind="note", tags=c["tags"], actor="bench").id

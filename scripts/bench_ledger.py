@@ -15,11 +15,11 @@ What is measured, in one process, on a fresh SQLite file in a temporary director
   on another project, split over `--threads` (16) threads released together, as an HTTP server's
   worker threads submit them; the executor may commit several in one transaction (group
   commit). Reported: commands/s over the whole run and p50/p99 latency of each call.
-- Snapshot: `Queries.snapshot` of the project (10,000 resources at the default size, read as
+- Snapshot: `LedgerReads.snapshot` of the project (10,000 resources at the default size, read as
   one page of the largest `limit`), and
   rendering it to JSON bytes exactly as `aidememo.http.member_handlers.snapshot` does; the median of
   `--snapshot-runs` runs of each, and of their sum, which is what the target is checked on.
-- Materialized change feed: the whole log read in pages of 1,000 through `Queries.changes`,
+- Materialized change feed: the whole log read in pages of 1,000 through `LedgerReads.changes`,
   each page rendered with `materialized_entries` and `batch_json` as the HTTP handler does;
   entries/s for the best of `--feed-runs` full passes (query only and query plus render).
 - Baseline, in the same run: a raw `sqlite3` loop on another file in the same directory with
@@ -68,7 +68,7 @@ from aidememo.http.render import batch_json, materialized_entries, snapshot_json
 from aidememo.service.access import Caller
 from aidememo.service.identity import IdentityService, token_digest
 from aidememo.service.ledger import Ledger
-from aidememo.service.queries import Queries
+from aidememo.service.ledger_reads import LedgerReads
 from aidememo.stores.sqlite import SqliteStore
 
 TENANT = "bench-tenant"
@@ -190,7 +190,7 @@ def run_baseline(
         conn.close()
 
 
-def render_snapshot(queries: Queries, caller: Caller) -> tuple[int, int, int]:
+def render_snapshot(queries: LedgerReads, caller: Caller) -> tuple[int, int, int]:
     """One snapshot: (query ns, render ns, resource count), rendered like the HTTP handler."""
     t0 = time.perf_counter_ns()
     snap = queries.snapshot(caller, PROJECT, SNAPSHOT_LIMIT_MAX)
@@ -204,7 +204,7 @@ def render_snapshot(queries: Queries, caller: Caller) -> tuple[int, int, int]:
     return t1 - t0, t2 - t1, len(snap.resources)
 
 
-def read_feed(queries: Queries, caller: Caller, epoch: str, render: bool) -> tuple[int, float]:
+def read_feed(queries: LedgerReads, caller: Caller, epoch: str, render: bool) -> tuple[int, float]:
     """Read the whole log in pages of 1,000; (entries, seconds)."""
     after = 0
     entries = 0
@@ -293,7 +293,7 @@ def main() -> int:
             caller = identity.authenticate(digest)
             epoch = boot.project.project_epoch
             ledger = Ledger(store, clock)
-            queries = Queries(store)
+            queries = LedgerReads(store)
 
             note(f"building {n} commands")
             commands = build_commands(PROJECT, n, "r")

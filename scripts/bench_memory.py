@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Benchmark of the local memory store (aidememo/memory): remember throughput and recall latency.
+"""Benchmark of the local memory store (aidememo/agent_memory): remember throughput and recall
+latency.
 
 For each size (default 1,000, 10,000 and 100,000 memories in one scope; English notes with a
 tenth in CJK, tags, rare terms) the store is filled through the store's own insert path, then:
@@ -9,7 +10,7 @@ tenth in CJK, tags, rare terms) the store is filled through the store's own inse
   `MATCH ... ORDER BY bm25` query with the same MATCH text on the same rows (which of the two
   runs a query first alternates, so neither always finds the other's warm caches); with
   `--rounds` > 1 also `rare_best`, each rare query's fastest round;
-* remember: `--remember` calls of `MemoryStore.remember` (one transaction each) beside a raw
+* remember: `--remember` calls of `AgentMemory.remember` (one transaction each) beside a raw
   insert loop (the same three INSERTs per memory, one transaction each) at the same size.
 
 * semantic (`--semantic-sizes`, default 1,000 and 10,000): FTS, semantic and hybrid recall
@@ -40,10 +41,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from aidememo.memory import MemoryStore  # noqa: E402
-from aidememo.memory.model import new_id  # noqa: E402
-from aidememo.memory.recall import fts_query  # noqa: E402
-from aidememo.memory.schema import capture_key  # noqa: E402
+from aidememo.agent_memory import AgentMemory  # noqa: E402
+from aidememo.agent_memory.model import new_id  # noqa: E402
+from aidememo.agent_memory.recall import fts_query  # noqa: E402
+from aidememo.agent_memory.schema import capture_key  # noqa: E402
 
 SCOPE = "project:bench"
 WORDS = """
@@ -139,7 +140,7 @@ def queries(count: int, rares: list[str], vocab: list[str], seed: int) -> list[d
     return out
 
 
-def fill(store: MemoryStore, memories: list[dict[str, Any]]) -> None:
+def fill(store: AgentMemory, memories: list[dict[str, Any]]) -> None:
     for start in range(0, len(memories), 5000):
         with store.db.write():
             for m in memories[start : start + 5000]:
@@ -180,7 +181,7 @@ RAW_SQL = (
 )
 
 
-def time_recall(store: MemoryStore, qs: list[dict[str, Any]], rounds: int) -> dict[str, Any]:
+def time_recall(store: AgentMemory, qs: list[dict[str, Any]], rounds: int) -> dict[str, Any]:
     """Per query kind: wall-clock percentiles, the same for this thread's CPU time (`cpu`), and
     the raw FTS5 query's; `rare_best`: percentiles of each rare query's fastest round (with
     `--rounds` > 1, what a shared, loaded machine perturbs least)."""
@@ -280,7 +281,7 @@ def raw_insert_loop(path: str, memories: list[dict[str, Any]]) -> tuple[float, f
     return elapsed
 
 
-def time_remember(store: MemoryStore, memories: list[dict[str, Any]]) -> tuple[float, float]:
+def time_remember(store: AgentMemory, memories: list[dict[str, Any]]) -> tuple[float, float]:
     start, cpu = time.perf_counter(), time.thread_time()
     for m in memories:
         store.remember(
@@ -329,7 +330,7 @@ def main() -> int:
             memories, rares, vocab = corpus(size + 2 * args.remember, args.seed)
             base, extra = memories[:size], memories[size:]
             path = os.path.join(tmp, f"store-{size}.sqlite")
-            store = MemoryStore.open(path, scope=SCOPE)
+            store = AgentMemory.open(path, scope=SCOPE)
             start = time.perf_counter()
             fill(store, base)
             fill_s = time.perf_counter() - start

@@ -5,7 +5,7 @@ The labelled set is built here from the hand-written templates and vocabularies 
 `scripts/data/retrieval_set.json`: four agent-team projects, each with eight components; for
 every (concept, component) one fact stating it (decisions, errors, conventions), in English,
 or in Japanese or Chinese for a share of them, each with a keyword token of its own
-(`ERR-4821`, `ADR-311`, `CONV-207`), among generated noise notes of the same team. Queries are
+(`ERR-4821`, `ADR-311`, `CONV-207`), among generated noise notes of the same team. LedgerReads are
 labelled by construction (the facts the query was made from): `paraphrase` (an agent's
 question that shares little more than the component's name with the fact), `keyword` (the
 fact's token and component), `multi` (two concepts of one component in one question: both
@@ -157,13 +157,13 @@ def build_set(seed: int, noise_per_project: int, cjk_share: float) -> LabelledSe
 def _write_project(services: Services, project: str, facts: list[tuple[str, str]]) -> None:
     services.identity.bootstrap(tenant_id=TENANT, project_id=project, actor_id=ACTOR)
     caller = Caller(TENANT, ACTOR)
-    services.product.create_session(
+    services.typed_writes.create_session(
         caller,
         project,
         CreateRequest(f"cmd-s-{project}", {"session_id": "s1", "source_id": "team", "topic": "t"}),
     )
     for fact_id, text in facts:
-        services.product.create_fact(
+        services.typed_writes.create_fact(
             caller,
             project,
             CreateRequest(

@@ -88,7 +88,7 @@ from aidememo.http.types import Response as CoreResponse
 from aidememo.ports import Clock, Ids
 from aidememo.service.access import Caller
 from aidememo.service.identity import IdentityService
-from aidememo.stores.memory import MemoryStore
+from aidememo.stores.in_memory import InMemoryStore
 from aidememo.stores.postgres import SCHEMA_VERSION as PG_SCHEMA_VERSION
 from aidememo.stores.postgres import PostgresStore
 from aidememo.stores.sqlite.schema import SCHEMA_VERSION
@@ -372,7 +372,7 @@ async def _read_body(request: Any, declared: int | None, limit: int) -> bytes:
     return await read_async(body_chunks(request), limit)
 
 
-class _EdgeStatus(MemoryStore):
+class _EdgeStatus(InMemoryStore):
     """The store the public routes see at the edge: empty, in mode `edge`, with the schema
     version of the storage mode's code (the Worker holds no store of its own)."""
 

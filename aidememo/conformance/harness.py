@@ -18,7 +18,7 @@ from aidememo.ports import Store
 from aidememo.service.access import Caller
 from aidememo.service.identity import IdentityService
 from aidememo.service.ledger import Ledger
-from aidememo.service.queries import Queries
+from aidememo.service.ledger_reads import LedgerReads
 
 StoreFactory = Callable[[], Store]
 
@@ -68,7 +68,7 @@ class Fixture:
     store: Store
     clock: FixedClock
     ledger: Ledger
-    queries: Queries
+    queries: LedgerReads
     identity: IdentityService
     actor: Caller
     other: Caller
@@ -91,7 +91,7 @@ class Fixture:
             store=store,
             clock=clock,
             ledger=Ledger(store, clock),
-            queries=Queries(store),
+            queries=LedgerReads(store),
             identity=identity,
             actor=Caller(TENANT, ACTOR),
             other=Caller(TENANT, OTHER_ACTOR),

@@ -27,8 +27,8 @@ from aidememo.http.render import batch_json, json_bytes, materialized_entries
 from aidememo.http.routes import CHANGES_LIVE, resolve
 from aidememo.http.types import Request
 from aidememo.service.access import Caller
+from aidememo.service.ledger_reads import ChangePage
 from aidememo.service.live import CommitBatch, Lease, LiveSubscription
-from aidememo.service.queries import ChangePage
 
 
 def open_subscription(app: HttpApp, request: Request) -> LiveSubscription:

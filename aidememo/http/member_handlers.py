@@ -51,7 +51,7 @@ from aidememo.http.services import Services
 from aidememo.http.types import Handler, Request, Response
 from aidememo.service.access import Caller
 from aidememo.service.live import LiveSubscription, check_subscription
-from aidememo.service.product import Product
+from aidememo.service.typed_writes import TypedWrites
 
 CHANGES_QUERY = (
     Param("project_epoch", ref("Id"), required=True),
@@ -157,7 +157,7 @@ def identity(
     """The caller's identity in the project."""
     project_id = project_of(params)
     no_params(request.query)
-    return ok_bytes(json_bytes(s.queries.identity(member(caller), project_id).to_json()))
+    return ok_bytes(json_bytes(s.ledger_reads.identity(member(caller), project_id).to_json()))
 
 
 def resource(
@@ -170,7 +170,7 @@ def resource(
     )
     no_params(request.query)
     who = member(caller)
-    row = s.queries.resource(who, project_id, ref)
+    row = s.ledger_reads.resource(who, project_id, ref)
     return ok_bytes(resource_json(scope_json(who.scope(project_id)), row))
 
 
@@ -184,7 +184,7 @@ def _changes(
 ) -> Response:
     project_id = project_of(params)
     q = read_params(request.query, CHANGES_QUERY)
-    page = s.queries.changes(
+    page = s.ledger_reads.changes(
         member(caller),
         project_id,
         q["project_epoch"],
@@ -252,7 +252,7 @@ def snapshot(
     """A page of the state at one sequence, `next_page_token` to the next (SNAP-1, SNAP-2)."""
     project_id = project_of(params)
     q = read_params(request.query, SNAPSHOT_QUERY)
-    snap = s.queries.snapshot(member(caller), project_id, q["limit"], q["page_token"])
+    snap = s.ledger_reads.snapshot(member(caller), project_id, q["limit"], q["page_token"])
     return ok_bytes(
         snapshot_json(
             snap.scope, snap.project_epoch, snap.at_seq, snap.resources, snap.next_page_token
@@ -263,11 +263,11 @@ def snapshot(
 # -- typed writes ---------------------------------------------------------------------------
 
 
-CreateOperation = Callable[[Product, Caller, str, CreateRequest], Receipt]
+CreateOperation = Callable[[TypedWrites, Caller, str, CreateRequest], Receipt]
 
 
 def _creates(operation: CreateOperation, what: str) -> Handler:
-    """The handler of a typed create: `operation` of the `Product` on the checked body."""
+    """The handler of a typed create: `operation` of the `TypedWrites` on the checked body."""
 
     def create(
         s: Services, request: Request, params: dict[str, str], caller: Caller | None
@@ -275,16 +275,16 @@ def _creates(operation: CreateOperation, what: str) -> Handler:
         project_id = project_of(params)
         no_params(request.query)
         req = parse_create(decode_json(request.body.read()))
-        return receipt_answer(operation(s.product, member(caller), project_id, req))
+        return receipt_answer(operation(s.typed_writes, member(caller), project_id, req))
 
     create.__doc__ = f"`{what}`."
     return create
 
 
-create_session = _creates(Product.create_session, "session.create")
-create_fact = _creates(Product.create_fact, "fact.create")
-create_context = _creates(Product.create_context, "handoff_context.create")
-send_handoff = _creates(Product.send_handoff, "handoff.send")
+create_session = _creates(TypedWrites.create_session, "session.create")
+create_fact = _creates(TypedWrites.create_fact, "fact.create")
+create_context = _creates(TypedWrites.create_context, "handoff_context.create")
+send_handoff = _creates(TypedWrites.send_handoff, "handoff.send")
 
 
 def _transitions(kind: str) -> Handler:
@@ -297,7 +297,7 @@ def _transitions(kind: str) -> Handler:
         handoff_id = validate_id(params["handoff_id"], "handoff_id")
         no_params(request.query)
         req = parse_transition(decode_json(request.body.read()))
-        receipt = s.product.transition(member(caller), project_id, handoff_id, kind, req)
+        receipt = s.typed_writes.transition(member(caller), project_id, handoff_id, kind, req)
         return receipt_answer(receipt)
 
     transition.__doc__ = f"`handoff.{kind}`."
@@ -319,7 +319,7 @@ def handoff_status(
     project_id = project_of(params)
     handoff_id = validate_id(params["handoff_id"], "handoff_id")
     no_params(request.query)
-    found = s.lookups.handoff(member(caller), project_id, handoff_id)
+    found = s.typed_reads.handoff(member(caller), project_id, handoff_id)
     return ok_bytes(_with_lease(typed_record_json(found.revision, found.body), found.lease_state))
 
 
@@ -344,7 +344,7 @@ def mailbox(
 ) -> Response:
     """The caller's inbox or outbox, newest first (MBX-1)."""
     project_id = project_of(params)
-    page = s.lookups.mailbox(
+    page = s.typed_reads.mailbox(
         member(caller), project_id, **read_params(request.query, MAILBOX_QUERY)
     )
     items = b",".join(
@@ -359,7 +359,7 @@ def sessions(
 ) -> Response:
     """The project's sessions, newest first, paged by `before_seq` (READS-3)."""
     project_id = project_of(params)
-    page = s.lookups.sessions(
+    page = s.typed_reads.sessions(
         member(caller), project_id, **read_params(request.query, SESSIONS_QUERY)
     )
     items = b",".join(_entry(e.project_seq, e.revision, e.body) for e in page.sessions)
@@ -373,7 +373,7 @@ def session_facts(
     project_id = project_of(params)
     session_id = validate_id(params["session_id"], "session_id")
     q = read_params(request.query, SESSION_FACTS_QUERY)
-    page = s.lookups.session_facts(member(caller), project_id, session_id, **q)
+    page = s.typed_reads.session_facts(member(caller), project_id, session_id, **q)
     items = b",".join(_entry(e.project_seq, e.revision, e.body) for e in page.facts)
     return _page("facts", items, "next_after_seq", page.next_after_seq)
 
@@ -384,7 +384,7 @@ def members(
     """Every member of the project with kind, role and status, for any member (READS-1)."""
     project_id = project_of(params)
     no_params(request.query)
-    rows = s.lookups.members(member(caller), project_id)
+    rows = s.typed_reads.members(member(caller), project_id)
     body = {
         "members": [
             {"actor_id": m.actor_id, "kind": m.kind, "role": m.role, "status": m.status}

@@ -9,11 +9,11 @@ from aidememo.service.archive import Archive
 from aidememo.service.artifacts import Artifacts
 from aidememo.service.identity import IdentityService
 from aidememo.service.ledger import Ledger
-from aidememo.service.lookups import Lookups
-from aidememo.service.product import Product
-from aidememo.service.queries import Queries
+from aidememo.service.ledger_reads import LedgerReads
 from aidememo.service.readiness import Readiness
 from aidememo.service.search_modes import Searches
+from aidememo.service.typed_reads import TypedReads
+from aidememo.service.typed_writes import TypedWrites
 
 
 class Services:
@@ -34,12 +34,12 @@ class Services:
         self.console_key: bytes | None = None  # the console's session cookies (CONSOLE-2)
         self.identity = IdentityService(store, clock, ids)
         self.ledger = Ledger(store, clock)
-        self.queries = Queries(store, clock)
-        self.lookups = Lookups(store, clock)
-        self.searches = Searches(store, self.lookups, semantic)  # SEM-3
+        self.ledger_reads = LedgerReads(store, clock)
+        self.typed_reads = TypedReads(store, clock)
+        self.searches = Searches(store, self.typed_reads, semantic)  # SEM-3
         # What `/ready` says of a semantic indexer running in this process (SEM-7).
         self.semantic_status: Callable[[], dict[str, object]] | None = None
-        self.product = Product(self.ledger, lease_ms)
+        self.typed_writes = TypedWrites(self.ledger, lease_ms)
         self.archive = Archive(store, clock, ids)
         self.archive.grant_window_ms = int(getattr(bodies, "grant_window_ms", 0))  # GRANT-7
         self.readiness = Readiness(store)

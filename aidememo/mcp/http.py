@@ -53,7 +53,7 @@ def mcp(s: Services, request: Request, params: dict[str, str], caller: Caller | 
     who = member(caller)  # the route is a member route: the pipeline authenticated it
 
     def tools() -> tuple[Tool, ...]:
-        return protocol.visible_tools(s.queries.identity(who, project_id).role)
+        return protocol.visible_tools(s.ledger_reads.identity(who, project_id).role)
 
     def call(tool: Tool, arguments: Any) -> bytes:
         return call_tool(s, who, project_id, tool, arguments)

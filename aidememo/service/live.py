@@ -1,7 +1,7 @@
 """The live change feed's logic, free of any transport (SPEC.md LIVE-*).
 
 A subscriber holds a cursor `(project_epoch, after_seq)`. It first catches up through the
-ordinary change feed (`Queries.changes`, which checks membership and the cursor on every
+ordinary change feed (`LedgerReads.changes`, which checks membership and the cursor on every
 page), then receives every later commit as it happens. Both fronts use this module: the
 origin from asyncio tasks (`origin/live.py`), the edge from its Durable Object's WebSocket
 handlers; neither decides anything about visibility, cursors or errors itself.
@@ -30,7 +30,7 @@ from aidememo.domain.model import ChangeRecord, Membership, Project, ResourceRef
 from aidememo.domain.visibility import visible_to
 from aidememo.ports import ReadTx, Store
 from aidememo.service.access import Caller, authorize
-from aidememo.service.queries import ChangePage, Queries, check_cursor
+from aidememo.service.ledger_reads import ChangePage, LedgerReads, check_cursor
 
 HANDOFF_KIND = "handoff"
 
@@ -180,7 +180,7 @@ class FeedCursor:
         self.after_seq = sub.after_seq
         self.caught_up = False
 
-    def catch_up(self, queries: Queries) -> ChangePage:
+    def catch_up(self, queries: LedgerReads) -> ChangePage:
         """The next page of the ordinary materialized feed after the cursor; advances it."""
         page = queries.changes(
             self.sub.caller, self.sub.project_id, self.epoch, self.after_seq, self.sub.page_limit

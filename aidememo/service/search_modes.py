@@ -1,4 +1,4 @@
-"""`GET .../search` in every mode (SPEC.md SEM-3..5): lexical is `Lookups.search` as it is
+"""`GET .../search` in every mode (SPEC.md SEM-3..5): lexical is `TypedReads.search` as it is
 (SRCH-*); semantic and hybrid read the project's derived semantic index through a
 `VectorSearch`, and hybrid fuses both lists (`aidememo.domain.semantic.fuse`).
 
@@ -35,7 +35,7 @@ from aidememo.domain.semantic_index import IndexState
 from aidememo.domain.tokenize import split_query
 from aidememo.ports import ReadTx, Store, VectorSearch
 from aidememo.service.access import Caller, authorize
-from aidememo.service.lookups import Lookups
+from aidememo.service.typed_reads import TypedReads
 
 # SEM-5: how long a request with `at_least_seq` beyond the index waits for it.
 WAIT_S = 2.0
@@ -78,7 +78,7 @@ class Searches:
     def __init__(
         self,
         store: Store,
-        lookups: Lookups,
+        lookups: TypedReads,
         engine: VectorSearch | None = None,
         wait_s: float = WAIT_S,
         sleep: Callable[[float], None] = time.sleep,
@@ -86,7 +86,7 @@ class Searches:
         semantic_floor: float = SEMANTIC_FLOOR,
     ) -> None:
         self.store = store
-        self.lookups = lookups
+        self.typed_reads = lookups
         self.engine = engine
         self.wait_s = wait_s
         self.lexical_weight = lexical_weight  # SEM-4; the benchmark tunes it
@@ -118,7 +118,7 @@ class Searches:
                 )
             raise fail(ErrorCode.SEMANTIC_UNAVAILABLE, f"{wanted} search is not available here")
         # The lexical path checks q, limit and at_least_seq (SRCH-1); semantic ones do too.
-        self.lookups.check_search(q, limit, at_least_seq)
+        self.typed_reads.check_search(q, limit, at_least_seq)
         scope = caller.scope(project_id)
         fingerprint = engine.fingerprint.text()
         if at_least_seq is not None:
@@ -223,7 +223,7 @@ class Searches:
         at_least_seq: int | None,
         reason: str | None,
     ) -> SearchAnswer:
-        found = self.lookups.search(
+        found = self.typed_reads.search(
             caller, project_id, q=q, source_id=source_id, limit=limit, at_least_seq=at_least_seq
         )
         results = [

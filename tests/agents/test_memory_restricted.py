@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 from mcp import Client, StdioServerParameters
 
-from aidememo.memory import MemoryStore
+from aidememo.agent_memory import AgentMemory
 
 
 def _server(home: Path, store: Path) -> StdioServerParameters:
@@ -56,7 +56,7 @@ def test_mem20_restricted_session_over_stdio_with_the_sdk_client(tmp_path: Path)
     home = tmp_path / "home"
     home.mkdir()
     store = tmp_path / "memories.sqlite"
-    with MemoryStore.open(str(store), scope="project:nuzo") as admin:
+    with AgentMemory.open(str(store), scope="project:nuzo") as admin:
         global_id = admin.remember(
             "A global preference.", kind="preference", scope="user:default", source="marker-src"
         ).id
@@ -77,7 +77,7 @@ def test_mem20_restricted_session_over_stdio_with_the_sdk_client(tmp_path: Path)
     for name in ("show", "history", "forget"):
         _failed, body, text = seen[name]
         assert "details" not in body and "user:default" not in text and "marker-src" not in text
-    with MemoryStore.open(str(store), scope="project:nuzo") as admin:
+    with AgentMemory.open(str(store), scope="project:nuzo") as admin:
         assert admin.get(global_id).archived_at is None
         assert [m.scope for m in admin.list(all_scopes=True)].count("project:nuzo") == 1
 

@@ -145,7 +145,7 @@ def test_mem91_randomized_recall_on_a_nuzo_made_store_matches_nuzos_core(
     recall on that store returns Nuzo's ids in Nuzo's order with Nuzo's scores."""
     import random
 
-    from aidememo.memory import MemoryStore
+    from aidememo.agent_memory import AgentMemory
     from scripts.bench_memory import corpus, queries
 
     memories, rares, vocab = corpus(1200, seed=11)
@@ -159,7 +159,7 @@ def test_mem91_randomized_recall_on_a_nuzo_made_store_matches_nuzos_core(
         del q["kind"]
     store_path = tmp_path / "nuzo.sqlite"
     run = nuzo_core_run(recorded, memories, qs, store=store_path)
-    store = MemoryStore.open(str(store_path), scope="project:bench")
+    store = AgentMemory.open(str(store_path), scope="project:bench")
     try:
         for q, ids, scores in zip(qs, run.top_ids, run.top_scores, strict=True):
             got = store.recall(

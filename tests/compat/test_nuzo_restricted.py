@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from aidememo.memory import MemoryStore
-from aidememo.memory.mcp_tools import MemoryToolProvider
+from aidememo.agent_memory import AgentMemory
+from aidememo.agent_memory.mcp_tools import MemoryToolProvider
 from tests.compat.nuzo_oracle import Sample
 from tests.compat.nuzo_replay import Recording
 from tests.compat.test_nuzo_mcp import NuzoMcp
@@ -39,7 +39,7 @@ def servers(
 ) -> Iterator[tuple[NuzoMcp, MemoryToolProvider]]:
     store, _ = sample
     nuzo = RestrictedNuzoMcp(recorded, store, home)
-    ours = MemoryStore.open(str(store), scope=SCOPE)
+    ours = AgentMemory.open(str(store), scope=SCOPE)
     try:
         yield nuzo, MemoryToolProvider(ours, project_root=str(home), allowed_scopes=[SCOPE])
     finally:

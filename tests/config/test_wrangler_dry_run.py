@@ -84,7 +84,7 @@ def test_bundle_excludes_non_edge_code(bundle: Path) -> None:
         "scripts/",
         "aidememo/cli/",
         "aidememo/client/",
-        "aidememo/memory/",
+        "aidememo/agent_memory/",
     )
     leaked = sorted(f for f in _files(bundle) if f.startswith(forbidden) or "__pycache__" in f)
     assert not leaked, leaked

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from aidememo.ports import CAP_REOPEN, CAP_TWO_CONNECTIONS, Store
-from aidememo.stores.memory import MemoryStore
+from aidememo.stores.in_memory import InMemoryStore
 from aidememo.stores.postgres import PostgresStore
 from aidememo.stores.sqlite import SqliteStore
 from tests import pg
@@ -38,7 +38,7 @@ class Backend:
 
 
 def _memory(tmp_path: Path) -> Backend:
-    return Backend("memory", MemoryStore, MemoryStore.capabilities)
+    return Backend("memory", InMemoryStore, InMemoryStore.capabilities)
 
 
 def _sqlite_file(tmp_path: Path) -> Backend:

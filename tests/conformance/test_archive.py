@@ -19,9 +19,9 @@ from aidememo.http.types import Request
 from aidememo.ports import Store
 from aidememo.service.access import Caller
 from aidememo.service.archive import Archive
-from aidememo.service.lookups import Lookups
-from aidememo.service.product import Product
-from aidememo.service.queries import Queries
+from aidememo.service.ledger_reads import LedgerReads
+from aidememo.service.typed_reads import TypedReads
+from aidememo.service.typed_writes import TypedWrites
 from aidememo.stores.sqlite import SqliteStore
 from tests import pg
 from tests.conformance.conftest import BACKENDS, Backend
@@ -33,7 +33,7 @@ def _populate(fx: Fixture) -> None:
     fx.put("command_create", "a")
     fx.put("command_update", "b", expected=1)
     fx.delete("command_delete", expected=2)
-    product = Product(fx.ledger, 60_000)
+    product = TypedWrites(fx.ledger, 60_000)
     me, other = fx.actor, fx.other
     product.create_session(
         me,
@@ -109,7 +109,7 @@ def _populate(fx: Fixture) -> None:
 
 def _views(store: Store, caller: Caller) -> tuple[object, ...]:
     """Everything a client can observe, with the epoch taken out."""
-    queries, lookups = Queries(store), Lookups(store, FixedClock(5_000))
+    queries, lookups = LedgerReads(store), TypedReads(store, FixedClock(5_000))
     epoch = queries.identity(caller, PROJECT).project_epoch
     snap = queries.snapshot(caller, PROJECT)
     feed = queries.changes(caller, PROJECT, epoch, 0, 10_000)
@@ -150,7 +150,7 @@ def test_arc1_export_import_round_trip_is_identical_apart_from_epoch(
     summary = _archive(store).import_lines(exported)
     assert summary.counts["change"] == 10 and set(summary.epochs) == {PROJECT}
     assert _views(store, fx.actor) == _views(fx.store, fx.actor)
-    assert Queries(store).identity(fx.actor, PROJECT).project_epoch != "epoch_fixture"
+    assert LedgerReads(store).identity(fx.actor, PROJECT).project_epoch != "epoch_fixture"
     # And back again: a second export of the import has the same body lines.
     again = list(_archive(store).export_lines(TENANT, include_tokens=True))
     assert _history_lines(again) == _history_lines(exported)
@@ -167,7 +167,7 @@ def test_arc2_cursor_from_before_import_fails_closed(backend: Backend, tmp_path)
     target = SqliteStore.open_file(tmp_path / "t.sqlite")
     _archive(target).import_lines(lines)
     with pytest.raises(AidememoError) as err:
-        Queries(target).changes(fx.actor, PROJECT, "epoch_fixture", 0, 10)
+        LedgerReads(target).changes(fx.actor, PROJECT, "epoch_fixture", 0, 10)
     assert err.value.code is ErrorCode.CURSOR_EPOCH_MISMATCH
     # Without token digests the members exist but no token authenticates.
     assert target.read(lambda tx: tx.list_tokens(TENANT)) == []

@@ -172,9 +172,9 @@ def test_arc2_chunked_import_refusal_leaves_nothing(
 def test_arc2_chunked_import_checks_its_identity() -> None:
     from aidememo.domain.clock import FixedClock, RandomIds
     from aidememo.service.archive import Archive
-    from aidememo.stores.memory import MemoryStore
+    from aidememo.stores.in_memory import InMemoryStore
 
-    archive = Archive(MemoryStore(), FixedClock(1), RandomIds())
+    archive = Archive(InMemoryStore(), FixedClock(1), RandomIds())
     project = {"type": "project", "project_id": "p1", "project_epoch": "e", "head_seq": 0}
     with pytest.raises(AidememoError) as err:
         ProjectImport(archive, "t1", "p2", EPOCH, [project])

@@ -18,7 +18,7 @@ import pytest
 from aidememo.domain.model import History, Project, Scope, SearchDoc
 from aidememo.domain.tokenize import index_terms
 from aidememo.ports import Store
-from aidememo.stores.memory import MemoryStore
+from aidememo.stores.in_memory import InMemoryStore
 from tests.conformance.conftest import BACKENDS, Backend
 
 STORES = ("sqlite_file", "do_sql", "postgres_psycopg", "postgres_pg8000")
@@ -75,7 +75,7 @@ def _tops(store: Store) -> list[list[tuple[str, float]]]:
 
 
 def test_srch3_srch4_two_term_top_equals_the_reference_at_every_limit(backend: Backend) -> None:
-    reference = MemoryStore()
+    reference = InMemoryStore()
     _load(reference)
     expected = _tops(reference)
     # facts holding one of the two terms do reach the top 21, so every list of the plan matters

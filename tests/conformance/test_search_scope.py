@@ -18,7 +18,7 @@ from aidememo.domain.model import History, Project, Scope, SearchDoc, SearchPage
 from aidememo.domain.ranking import SEARCH_WINDOW, window_for
 from aidememo.domain.tokenize import index_terms, query_terms
 from aidememo.ports import Store
-from aidememo.stores.memory import MemoryStore
+from aidememo.stores.in_memory import InMemoryStore
 from tests.conformance.conftest import BACKENDS, Backend
 
 STORES = ("memory", "sqlite_file", "do_sql", "postgres_psycopg", "postgres_pg8000")
@@ -103,7 +103,7 @@ def _own_corpus(store: Store) -> None:
 
 
 def _reference() -> list[Hits]:
-    reference = MemoryStore()
+    reference = InMemoryStore()
     _own_corpus(reference)
     return _all(reference)
 
@@ -191,7 +191,7 @@ def test_srch4_an_imported_entry_replaces_the_one_indexed_before(backend: Backen
     assert [h.fact_id for h in _search(store, "words", None).hits] == ["fact-07", "fact-20"]
     assert _search(store, "first", None).hits == []
     assert [h.fact_id for h in _search(store, "entry", "src-b").hits] == ["fact-20"]
-    reference = MemoryStore()
+    reference = InMemoryStore()
     _own_corpus(reference)
     _restore(
         reference,
@@ -226,7 +226,7 @@ def test_srch7_many_terms_share_the_postings_budget_on_every_store(backend: Back
     assert not page.exhaustive
     # the window starts at the 2,500th newest `shared` fact: bulk_000500 onwards
     assert page.hits and all(h.fact_id >= "bulk_000500" for h in page.hits)
-    reference = MemoryStore()
+    reference = InMemoryStore()
     _project(reference, OWN)
     _bulk(reference, OWN, 3_000, "shared")
     expected = _search(reference, many, None, 50)

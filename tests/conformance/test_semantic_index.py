@@ -70,7 +70,7 @@ def _setup(store: Store, embedder: Embedder, facts: list[tuple[str, str]] = FACT
     services.searches.engine = MatrixSearch(embedder)
     services.searches.wait_s = 0.2
     services.identity.bootstrap(tenant_id=TENANT, project_id=PROJECT, actor_id=ACTOR)
-    services.product.create_session(
+    services.typed_writes.create_session(
         CALLER, PROJECT, CreateRequest("c-s", {"session_id": "s", "source_id": "src", "topic": "t"})
     )
     _facts(services, facts)
@@ -80,7 +80,7 @@ def _setup(store: Store, embedder: Embedder, facts: list[tuple[str, str]] = FACT
 def _facts(services: Services, facts: list[tuple[str, str]]) -> int:
     seq = 0
     for fid, text in facts:
-        receipt = services.product.create_fact(
+        receipt = services.typed_writes.create_fact(
             CALLER,
             PROJECT,
             CreateRequest(f"c-{fid}", {"fact_id": fid, "session_id": "s", "content": text}),

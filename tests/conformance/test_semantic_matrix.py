@@ -56,12 +56,12 @@ def test_sem4_matrix_follows_the_index_in_place_and_filters_by_source(
     while indexer.step():
         assert set(_semantic(services, "database pool")) <= {f for f, _ in FACTS}
     assert _semantic(services, "why is the db saturated")[0] == "f_pool"
-    services.product.create_session(
+    services.typed_writes.create_session(
         CALLER,
         PROJECT,
         CreateRequest("c-s2", {"session_id": "s2", "source_id": "ops", "topic": "t"}),
     )
-    services.product.create_fact(
+    services.typed_writes.create_fact(
         CALLER, PROJECT,
         CreateRequest("c-f_ops", {"fact_id": "f_ops", "session_id": "s2",
                                   "content": "postgres refused clients: too many connections"}),

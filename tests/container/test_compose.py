@@ -261,10 +261,10 @@ with tempfile.TemporaryDirectory() as tmp:
     services = Services(store, SystemClock(), RandomIds(), 60_000, semantic=MatrixSearch(embedder))
     services.identity.bootstrap(tenant_id="t", project_id="p", actor_id="a")
     caller = Caller("t", "a")
-    services.product.create_session(
+    services.typed_writes.create_session(
         caller, "p", CreateRequest("c-s", {"session_id": "s", "topic": "offline"}))
     for fid, text in facts.items():
-        services.product.create_fact(
+        services.typed_writes.create_fact(
             caller, "p", CreateRequest("c-" + fid, {"fact_id": fid, "session_id": "s",
                                                     "content": text}))
     SemanticIndexer(store, embedder).run_until_idle()

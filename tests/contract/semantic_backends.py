@@ -19,7 +19,7 @@ from typing import Any
 from aidememo.bodies.memory import MemoryBodies
 from aidememo.domain.clock import FixedClock
 from aidememo.service.semantic_indexer import IndexerSettings, SemanticIndexer
-from aidememo.stores.memory import MemoryStore
+from aidememo.stores.in_memory import InMemoryStore
 from aidememo.stores.sqlite.store import SqliteStore
 from tests.contract.conftest import open_api
 from tests.contract.support import ADMIN_TOKEN, Api, Backend, _app
@@ -69,7 +69,7 @@ def _edge(postgres: bool) -> Callable[[Path, FixedClock], Backend]:
 
 
 FACTORIES: dict[str, Callable[[Path, FixedClock], Backend]] = {
-    "memory": _origin(lambda tmp: MemoryStore()),
+    "memory": _origin(lambda tmp: InMemoryStore()),
     "sqlite_file": _origin(lambda tmp: SqliteStore.open_file(tmp / "ssot.sqlite")),
     "edge": _edge(postgres=False),
     "edge_postgres": _edge(postgres=True),

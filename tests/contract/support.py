@@ -28,7 +28,7 @@ from aidememo.http.app import HttpApp
 from aidememo.http.routes import resolve
 from aidememo.http.types import Request
 from aidememo.service.identity import IdentityService
-from aidememo.stores.memory import MemoryStore
+from aidememo.stores.in_memory import InMemoryStore
 from aidememo.stores.sqlite.store import SqliteStore
 from tests import pg
 from tests.contract.conformance import check_response
@@ -237,7 +237,7 @@ def _postgres(driver: str, *, pooled: bool = False) -> BackendFactory:
 
 
 BACKENDS: dict[str, BackendFactory] = {
-    "memory": lambda tmp, clock: _in_process(MemoryStore(), clock),
+    "memory": lambda tmp, clock: _in_process(InMemoryStore(), clock),
     "sqlite_file": lambda tmp, clock: _in_process(
         SqliteStore.open_file(tmp / "ssot.sqlite"), clock, LocalBodies(tmp / "artifacts")
     ),

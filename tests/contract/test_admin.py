@@ -472,11 +472,11 @@ def test_adm1_admin_routes_are_disabled_without_a_configured_token() -> None:
     message says how to turn it on."""
     from aidememo.domain.clock import FixedClock
     from aidememo.http.app import HttpApp
-    from aidememo.stores.memory import MemoryStore
+    from aidememo.stores.in_memory import InMemoryStore
     from tests.contract.support import ADMIN_TOKEN, START_MS, InProcessClient
 
     clock = FixedClock(START_MS)
-    app = HttpApp(MemoryStore(), clock=clock)
+    app = HttpApp(InMemoryStore(), clock=clock)
     closed = Api("closed", InProcessClient(app), app.services.identity, clock)
     token = closed.provision(WRITER, Role.OWNER)
     for method, path, kwargs in _admin_requests():

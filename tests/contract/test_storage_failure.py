@@ -11,11 +11,11 @@ from aidememo.domain.clock import FixedClock
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.model import Role
 from aidememo.http.app import HttpApp
-from aidememo.stores.memory import MemoryStore
+from aidememo.stores.in_memory import InMemoryStore
 from tests.contract.support import START_MS, WRITER, Api, InProcessClient, P
 
 
-class FlakyStore(MemoryStore):
+class FlakyStore(InMemoryStore):
     """A memory store whose reads and writes fail once `broken` is set."""
 
     def __init__(self) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from aidememo.memory import MemoryStore
+from aidememo.agent_memory import AgentMemory
 
 
 @pytest.fixture(autouse=True)
@@ -32,7 +32,7 @@ def store_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def store(store_path: Path) -> Iterator[MemoryStore]:
+def store(store_path: Path) -> Iterator[AgentMemory]:
     store_path.parent.mkdir(parents=True, exist_ok=True)
-    with MemoryStore.open(str(store_path), scope="project:demo") as opened:
+    with AgentMemory.open(str(store_path), scope="project:demo") as opened:
         yield opened

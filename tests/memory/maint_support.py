@@ -10,14 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aidememo.memory import MemoryStore, paths
+from aidememo.agent_memory import AgentMemory, paths
 
 
 def make_store(path: Path) -> dict[str, str]:
     """A store with four active memories and one archived memory; their ids by role."""
     paths.ensure_private_dir(str(path.parent))
     ids: dict[str, str] = {}
-    with MemoryStore.open(str(path), scope="project:demo") as store:
+    with AgentMemory.open(str(path), scope="project:demo") as store:
         for role, content, tags in (
             ("a", "Use pnpm for the web repo.", ["tooling", "web"]),
             ("b", "The cache keeps sessions in SQLite.", ["storage"]),

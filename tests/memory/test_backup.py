@@ -11,16 +11,16 @@ from typing import Any
 
 import pytest
 
-from aidememo.memory import MemoryStore
-from aidememo.memory.backup import backup_store, restore_store
-from aidememo.memory.errors import MemoryErrorCode as C
-from aidememo.memory.errors import MemoryStoreError
-from aidememo.memory.integrity import inspect_store
+from aidememo.agent_memory import AgentMemory
+from aidememo.agent_memory.backup import backup_store, restore_store
+from aidememo.agent_memory.errors import AgentMemoryError
+from aidememo.agent_memory.errors import MemoryErrorCode as C
+from aidememo.agent_memory.integrity import inspect_store
 from tests.memory.maint_support import canonical, cli, drift_all, make_store
 
 
-def refused(code: C, call: Callable[[], Any]) -> MemoryStoreError:
-    with pytest.raises(MemoryStoreError) as info:
+def refused(code: C, call: Callable[[], Any]) -> AgentMemoryError:
+    with pytest.raises(AgentMemoryError) as info:
         call()
     assert info.value.code is code, info.value.to_dict()
     return info.value
@@ -28,7 +28,7 @@ def refused(code: C, call: Callable[[], Any]) -> MemoryStoreError:
 
 def test_mem18_backup_captures_uncheckpointed_wal_rows(store_path: Path) -> None:
     make_store(store_path)
-    with MemoryStore.open(str(store_path), scope="project:demo") as live:
+    with AgentMemory.open(str(store_path), scope="project:demo") as live:
         live.db.conn.execute("PRAGMA wal_autocheckpoint = 0")
         late = live.remember("Written while the store is open.", kind="note").id
         assert Path(f"{store_path}-wal").stat().st_size > 0
@@ -53,7 +53,7 @@ def test_mem18_restore_replaces_only_with_confirmation(store_path: Path) -> None
     backup = store_path.with_name("b.sqlite")
     backup_store(str(store_path), str(backup))
     saved = canonical(store_path)
-    with MemoryStore.open(str(store_path), scope="project:demo") as store:
+    with AgentMemory.open(str(store_path), scope="project:demo") as store:
         store.remember("After the backup.", kind="note")
     refused(
         C.MEMORY_RESTORE_CONFIRMATION_REQUIRED, lambda: restore_store(str(backup), str(store_path))
@@ -100,7 +100,7 @@ def test_mem18_restore_copy_failures_leave_the_target(
     target = tmp_path / "target.sqlite"
     make_store(target)
     before = canonical(target)
-    from aidememo.memory import backup as module
+    from aidememo.agent_memory import backup as module
 
     real = module.inspect_store
     calls: list[str] = []

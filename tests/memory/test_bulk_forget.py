@@ -7,11 +7,11 @@ import sqlite3
 
 import pytest
 
-from aidememo.memory import MemoryStore
-from aidememo.memory.integrity import inspect_store
+from aidememo.agent_memory import AgentMemory
+from aidememo.agent_memory.integrity import inspect_store
 
 
-def test_mem5_mem8_bulk_forget_rolls_back_only_the_failing_memory(store: MemoryStore) -> None:
+def test_mem5_mem8_bulk_forget_rolls_back_only_the_failing_memory(store: AgentMemory) -> None:
     first = store.remember("Cache note one.", kind="note", tags=["cache"])
     second = store.remember("Cache note two.", kind="note", tags=["cache"])
     order = [m.id for m in store.list(scope="project:demo")]

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from aidememo.agent_memory import AgentMemory
+from aidememo.agent_memory.errors import AgentMemoryError
+from aidememo.agent_memory.errors import MemoryErrorCode as C
+from aidememo.agent_memory.governance import lifecycle, review_relations
+from aidememo.agent_memory.relations import relate
+from aidememo.agent_memory.scope_policy import RestrictedSession
 from aidememo.cli.main import main
-from aidememo.memory import MemoryStore
-from aidememo.memory.errors import MemoryErrorCode as C
-from aidememo.memory.errors import MemoryStoreError
-from aidememo.memory.governance import lifecycle, review_relations
-from aidememo.memory.relations import relate
-from aidememo.memory.scope_policy import RestrictedSession
 
 DUP = "Use pnpm for the web repo, not npm."
 
@@ -27,7 +27,7 @@ def _snapshot(path: Path) -> list[object]:
         ]
 
 
-def _fill(store: MemoryStore) -> dict[str, str]:
+def _fill(store: AgentMemory) -> dict[str, str]:
     ids = {
         "a": store.remember(DUP, kind="preference", tags=["tooling"]).id,
         "b": store.remember(DUP, kind="preference", tags=["tooling"]).id,
@@ -47,7 +47,7 @@ def _fill(store: MemoryStore) -> dict[str, str]:
 
 
 def test_mem21_review_reports_duplicates_revisions_and_existing_relations(
-    store: MemoryStore, store_path: Path
+    store: AgentMemory, store_path: Path
 ) -> None:
     ids = _fill(store)
     before = _snapshot(store_path)
@@ -80,21 +80,21 @@ def test_mem21_review_reports_duplicates_revisions_and_existing_relations(
     assert report["candidates"][-1]["state"] == "already_related"
 
 
-def test_mem21_review_limit_truncates_and_bad_limits_are_refused(store: MemoryStore) -> None:
+def test_mem21_review_limit_truncates_and_bad_limits_are_refused(store: AgentMemory) -> None:
     _fill(store)
     one = review_relations(store, limit=1)
     assert len(one["candidates"]) == 1 and one["candidate_results_truncated"] is True
     assert review_relations(store)["candidate_limit"] == 50
     for bad in (0, 201, -1, True):
-        with pytest.raises(MemoryStoreError) as refused:
+        with pytest.raises(AgentMemoryError) as refused:
             review_relations(store, limit=bad)
         assert refused.value.code == C.MEMORY_RELATION_REVIEW_LIMIT_INVALID
-    with pytest.raises(MemoryStoreError) as refused:
+    with pytest.raises(AgentMemoryError) as refused:
         review_relations(store, scope="bogus scope")
     assert refused.value.code == C.MEMORY_SCOPE_INVALID
 
 
-def test_mem21_review_lifecycles_archived_and_due_filters(store: MemoryStore) -> None:
+def test_mem21_review_lifecycles_archived_and_due_filters(store: AgentMemory) -> None:
     ids = _fill(store)
     store.forget(ids["b"], reason="dup")
     now = store.now()
@@ -112,20 +112,20 @@ def test_mem21_review_lifecycles_archived_and_due_filters(store: MemoryStore) ->
     assert due["needs_review"] is True and due["reviewed_memories"] == 2
 
 
-def test_mem21_restricted_session_reviews_only_allowed_scopes(store: MemoryStore) -> None:
+def test_mem21_restricted_session_reviews_only_allowed_scopes(store: AgentMemory) -> None:
     _fill(store)
     session = RestrictedSession(store, ["project:demo"])
     assert session.review_relations()["scope"] == "project:demo"
-    with pytest.raises(MemoryStoreError) as refused:
+    with pytest.raises(AgentMemoryError) as refused:
         session.review_relations(scope="project:other")
     assert refused.value.code == C.MEMORY_SCOPE_FORBIDDEN
-    with pytest.raises(MemoryStoreError) as refused:
+    with pytest.raises(AgentMemoryError) as refused:
         session.review_relations(scope="project:other", limit=0)
     assert refused.value.code == C.MEMORY_RELATION_REVIEW_LIMIT_INVALID
 
 
 def test_mem21_cli_review_relations_text_and_json(
-    store: MemoryStore, store_path: Path, capsys: pytest.CaptureFixture[str]
+    store: AgentMemory, store_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _fill(store)
     base = ["memory", "--store", str(store_path), "--scope", "project:demo", "review-relations"]
@@ -143,7 +143,7 @@ def test_mem21_cli_review_relations_text_and_json(
 
 
 def test_mem22_cli_semantic_status_counts_active_memories_of_every_scope(
-    store: MemoryStore, store_path: Path, capsys: pytest.CaptureFixture[str]
+    store: AgentMemory, store_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     store.remember("a", kind="note")
     store.remember("b", kind="note", scope="project:x")

@@ -7,7 +7,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from aidememo.memory.integrity import inspect_store
+from aidememo.agent_memory.integrity import inspect_store
 from tests.memory.maint_support import canonical, cli, drift_all, fts_rows, make_store, raw
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from aidememo.memory.mcp_tools import MemoryToolProvider, ToolInputError, open_provider
+from aidememo.agent_memory.mcp_tools import MemoryToolProvider, ToolInputError, open_provider
 
 NAMES = [
     "memory.remember",

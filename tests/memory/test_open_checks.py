@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from aidememo.memory import MemoryStore
-from aidememo.memory.backup import backup_store, restore_store
-from aidememo.memory.errors import MemoryErrorCode as C
-from aidememo.memory.errors import MemoryStoreError
-from aidememo.memory.integrity import inspect_store
-from aidememo.memory.schema import SCHEMA_VERSION
+from aidememo.agent_memory import AgentMemory
+from aidememo.agent_memory.backup import backup_store, restore_store
+from aidememo.agent_memory.errors import AgentMemoryError
+from aidememo.agent_memory.errors import MemoryErrorCode as C
+from aidememo.agent_memory.integrity import inspect_store
+from aidememo.agent_memory.schema import SCHEMA_VERSION
 
 
 def _cli(store: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -33,12 +33,12 @@ def _cli(store: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _seeded(path: Path) -> str:
-    with MemoryStore.open(str(path), scope="project:demo") as store:
+    with AgentMemory.open(str(path), scope="project:demo") as store:
         return store.remember("Deploys go through staging.", kind="fact").id
 
 
-def _refused(code: C, run: Callable[[], object]) -> MemoryStoreError:
-    with pytest.raises(MemoryStoreError) as caught:
+def _refused(code: C, run: Callable[[], object]) -> AgentMemoryError:
+    with pytest.raises(AgentMemoryError) as caught:
         run()
     assert caught.value.code == code, caught.value.to_dict()
     return caught.value
@@ -62,7 +62,7 @@ def test_mem1_a_symlinked_sidecar_is_refused_with_its_code(tmp_path: Path, sidec
     os.symlink(elsewhere, f"{store}{sidecar}")
     done = _cli(store, "list")
     assert (done.returncode, done.stderr.split(":")[0]) == (1, "MEMORY_STORE_PATH_UNSAFE")
-    _refused(C.MEMORY_STORE_PATH_UNSAFE, lambda: MemoryStore.open(str(store)))
+    _refused(C.MEMORY_STORE_PATH_UNSAFE, lambda: AgentMemory.open(str(store)))
     assert elsewhere.read_bytes() == b""
 
 
@@ -85,7 +85,7 @@ def test_mem1_an_fts_table_integrity_flags_refuses_writes(tmp_path: Path, fts: s
     conn.close()
     assert not inspect_store(str(store)).fts_schema_ok
     before = store.read_bytes()
-    error = _refused(C.MEMORY_STORE_INTEGRITY_FAILED, lambda: MemoryStore.open(str(store)))
+    error = _refused(C.MEMORY_STORE_INTEGRITY_FAILED, lambda: AgentMemory.open(str(store)))
     assert "memories_fts schema is invalid" in error.details["errors"]
     done = _cli(store, "remember", "y", "--kind", "note")
     assert (done.returncode, done.stderr.split(":")[0]) == (1, "MEMORY_STORE_INTEGRITY_FAILED")
@@ -104,7 +104,7 @@ def test_mem1_a_planted_trigger_is_reported_and_refused(tmp_path: Path) -> None:
     conn.close()
     report = inspect_store(str(store))
     assert not report.ok and "unknown trigger(s) found: spy" in report.errors
-    error = _refused(C.MEMORY_STORE_INTEGRITY_FAILED, lambda: MemoryStore.open(str(store)))
+    error = _refused(C.MEMORY_STORE_INTEGRITY_FAILED, lambda: AgentMemory.open(str(store)))
     assert error.details["errors"] == ["unknown trigger(s) found: spy"]
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from aidememo.memory import MemoryErrorCode, MemoryStoreError, paths
+from aidememo.agent_memory import AgentMemoryError, MemoryErrorCode, paths
 
 
 def _project(root: Path, store_path: str = ".nuzo/memory/memories.sqlite", **extra: object) -> None:
@@ -45,7 +45,7 @@ def test_mem9_default_locations(isolated_home: Path, tmp_path: Path) -> None:
 def test_mem9_project_config_names_only_the_portable_path(tmp_path: Path, store_path: str) -> None:
     project = tmp_path / "proj"
     _project(project, store_path)
-    with pytest.raises(MemoryStoreError) as caught:
+    with pytest.raises(AgentMemoryError) as caught:
         paths.resolve_runtime(cwd=str(project), env={})
     assert caught.value.code == MemoryErrorCode.MEMORY_CONFIG_INVALID
     assert not (tmp_path / "outside.sqlite").exists()
@@ -57,17 +57,17 @@ def test_mem9_project_config_may_not_escape_through_symlinks(tmp_path: Path) -> 
     _project(project)
     (project / ".nuzo" / "memory").mkdir()
     (project / ".nuzo" / "memory" / "memories.sqlite").symlink_to(outside / "db.sqlite")
-    with pytest.raises(MemoryStoreError) as caught:
+    with pytest.raises(AgentMemoryError) as caught:
         paths.resolve_runtime(cwd=str(project), env={})
     assert caught.value.code == MemoryErrorCode.MEMORY_CONFIG_INVALID
     linked = tmp_path / "linked"
     linked.mkdir()
     (linked / ".nuzo").symlink_to(project / ".nuzo")
-    with pytest.raises(MemoryStoreError):
+    with pytest.raises(AgentMemoryError):
         paths.resolve_runtime(cwd=str(linked), env={})
     authorized = tmp_path / "auth"
     _project(authorized, authorization={"mode": "administrator"})
-    with pytest.raises(MemoryStoreError):
+    with pytest.raises(AgentMemoryError):
         paths.resolve_runtime(cwd=str(authorized), env={})
 
 
@@ -76,11 +76,11 @@ def test_mem9_exports_and_imports_never_follow_symlinks(tmp_path: Path) -> None:
     target.write_text("unchanged")
     link = tmp_path / "export.json"
     link.symlink_to(target)
-    with pytest.raises(MemoryStoreError) as caught:
+    with pytest.raises(AgentMemoryError) as caught:
         paths.write_private_file(str(link), "{}")
     assert caught.value.code == MemoryErrorCode.MEMORY_FILE_WRITE_UNSAFE
     assert target.read_text() == "unchanged"
-    with pytest.raises(MemoryStoreError) as caught:
+    with pytest.raises(AgentMemoryError) as caught:
         paths.read_export_file(str(link))
     assert caught.value.code == MemoryErrorCode.MEMORY_EXPORT_READ_FAILED
     fresh = tmp_path / "fresh.json"
@@ -104,5 +104,5 @@ def test_mem6_mem9_the_team_scope_comes_from_the_config_or_the_environment(tmp_p
     plain.mkdir()
     env = {"AIDEMEMO_MEMORY_TEAM_SCOPE": "team:core"}
     assert paths.resolve_runtime(cwd=str(plain), env=env).team_scope == "team:core"
-    with pytest.raises(MemoryStoreError):
+    with pytest.raises(AgentMemoryError):
         paths.resolve_runtime(cwd=str(plain), env={"AIDEMEMO_MEMORY_TEAM_SCOPE": "user:x"})

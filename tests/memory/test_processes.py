@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from aidememo.memory import MemoryErrorCode, MemoryStore, MemoryStoreError
+from aidememo.agent_memory import AgentMemory, AgentMemoryError, MemoryErrorCode
 
 WORKER = str(Path(__file__).with_name("worker.py"))
 
@@ -68,7 +68,7 @@ def _document(n: int) -> dict[str, object]:
     }
 
 
-def test_mem5_two_processes_updating_one_memory_lose_no_update(store: MemoryStore) -> None:
+def test_mem5_two_processes_updating_one_memory_lose_no_update(store: AgentMemory) -> None:
     memory = store.remember("counter 0", kind="note")
     rounds = 25
     workers = [_spawn("increment", store.db.path, memory.id, str(rounds)) for _ in range(2)]
@@ -82,13 +82,13 @@ def test_mem5_two_processes_updating_one_memory_lose_no_update(store: MemoryStor
     assert len(updated) == 2 * rounds
     stale = store.get(memory.id)
     assert _finish(_spawn("increment", store.db.path, memory.id, "1")) == "1 0"
-    with pytest.raises(MemoryStoreError) as caught:
+    with pytest.raises(AgentMemoryError) as caught:
         store.update(memory.id, content="counter -1", expected_revision=stale.revision)
     assert caught.value.code == MemoryErrorCode.MEMORY_REVISION_CONFLICT
     assert caught.value.details["currentRevision"] == stale.revision + 1
 
 
-def test_mem7_identical_confirmed_creates_from_two_processes_create_one(store: MemoryStore) -> None:
+def test_mem7_identical_confirmed_creates_from_two_processes_create_one(store: AgentMemory) -> None:
     workers = [_spawn("confirm", store.db.path, "Pin the Node version in CI.") for _ in range(4)]
     statuses = sorted(_finish(w) for w in workers)
     assert statuses == ["created", "skipped", "skipped", "skipped"]
@@ -96,7 +96,7 @@ def test_mem7_identical_confirmed_creates_from_two_processes_create_one(store: M
 
 
 def test_mem10_equivalent_imports_from_two_processes_import_once(
-    store: MemoryStore, tmp_path: Path
+    store: AgentMemory, tmp_path: Path
 ) -> None:
     doc = tmp_path / "doc.json"
     doc.write_text(json.dumps(_document(3)))
@@ -108,7 +108,7 @@ def test_mem10_equivalent_imports_from_two_processes_import_once(
     )
 
 
-def test_mem10_a_sigkilled_import_leaves_nothing(store: MemoryStore, tmp_path: Path) -> None:
+def test_mem10_a_sigkilled_import_leaves_nothing(store: AgentMemory, tmp_path: Path) -> None:
     store.remember("Written before the import.", kind="note")
     doc, mark = tmp_path / "doc.json", tmp_path / "inside"
     doc.write_text(json.dumps(_document(50)))
@@ -121,7 +121,7 @@ def test_mem10_a_sigkilled_import_leaves_nothing(store: MemoryStore, tmp_path: P
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL
-    with MemoryStore.open(store.db.path, scope="project:demo") as after:
+    with AgentMemory.open(store.db.path, scope="project:demo") as after:
         assert [m.content for m in after.list()] == ["Written before the import."]
         assert after.audit(event_types=["memory.imported"]) == []
         count = after.db.conn.execute("SELECT COUNT(*) FROM memories_fts").fetchone()[0]

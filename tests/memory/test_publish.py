@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from aidememo.agent_memory import AgentMemory
 from aidememo.cli.memory.publish import published_fact_id
-from aidememo.memory import MemoryStore
 from tests.cli.agent_support import Cli, Server, login, provision, start_server
 
 
@@ -28,7 +28,7 @@ def test_mem15_publish_writes_one_fact_per_revision_and_replays_a_retry(
     cli.as_("alice", "session", "new", "shared learnings", "--id", "s1")
     store_path = tmp_path / "local" / "memories.sqlite"
     store_path.parent.mkdir()
-    with MemoryStore.open(str(store_path), scope="project:local") as store:
+    with AgentMemory.open(str(store_path), scope="project:local") as store:
         memory = store.remember("Pin the Node version in CI.", kind="instruction")
     base = ["memory", "--store", str(store_path), "publish", memory.id, "--session", "s1"]
     first = cli.as_("alice", *base)
@@ -38,7 +38,7 @@ def test_mem15_publish_writes_one_fact_per_revision_and_replays_a_retry(
     assert (again["fact_id"], again["command_id"]) == (first["fact_id"], first["command_id"])
     assert again["project_seq"] == first["project_seq"]  # the stored receipt, replayed
     assert again["committed_at_ms"] == first["committed_at_ms"]
-    with MemoryStore.open(str(store_path)) as store:
+    with AgentMemory.open(str(store_path)) as store:
         store.update(memory.id, content="Pin the Node version in CI and locally.")
     newer = cli.as_("alice", *base)
     assert newer["fact_id"] == published_fact_id(memory.id, 2) != first["fact_id"]

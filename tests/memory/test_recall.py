@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from aidememo.memory import MemoryErrorCode, MemoryStore, MemoryStoreError
-from aidememo.memory.mcp_tools import MemoryToolProvider
-from aidememo.memory.reads import semantic_index_path
-from aidememo.memory.recall import fts_query, tokenize
+from aidememo.agent_memory import AgentMemory, AgentMemoryError, MemoryErrorCode
+from aidememo.agent_memory.mcp_tools import MemoryToolProvider
+from aidememo.agent_memory.reads import semantic_index_path
+from aidememo.agent_memory.recall import fts_query, tokenize
 
 
 def test_mem6_query_terms_and_fts_query() -> None:
@@ -22,7 +22,7 @@ def test_mem6_query_terms_and_fts_query() -> None:
     assert fts_query("a to the") == ""
 
 
-def test_mem6_exact_tags_beat_common_prompt_words(store: MemoryStore) -> None:
+def test_mem6_exact_tags_beat_common_prompt_words(store: AgentMemory) -> None:
     store.remember(
         "Current project marker uses a generic context path.", kind="fact", tags=["projecttopic"]
     )
@@ -42,7 +42,7 @@ def test_mem6_exact_tags_beat_common_prompt_words(store: MemoryStore) -> None:
     assert all(r.reason.startswith("Matched tags: boundedtopic") for r in results)
 
 
-def test_mem6_multi_term_noise_is_filtered_and_distinctive_terms_pass(store: MemoryStore) -> None:
+def test_mem6_multi_term_noise_is_filtered_and_distinctive_terms_pass(store: AgentMemory) -> None:
     store.remember(
         "Cloudflare routing changes use the local reverse proxy workflow.",
         kind="project_decision",
@@ -64,20 +64,20 @@ def test_mem6_multi_term_noise_is_filtered_and_distinctive_terms_pass(store: Mem
     assert [r.memory.id for r in store.recall("What observability guidance applies?")] == [spans.id]
 
 
-def test_mem6_accented_and_cjk_terms_match(store: MemoryStore) -> None:
+def test_mem6_accented_and_cjk_terms_match(store: AgentMemory) -> None:
     accented = store.remember("A memória portátil deve continuar auditável.", kind="instruction")
     cjk = store.remember("東京 オフィス は 月曜日 休み", kind="note")
     assert store.recall("memória auditável")[0].memory.id == accented.id
     assert [r.memory.id for r in store.recall("月曜日")] == [cjk.id]
 
 
-def test_mem6_archived_memories_are_not_recalled(store: MemoryStore) -> None:
+def test_mem6_archived_memories_are_not_recalled(store: AgentMemory) -> None:
     memory = store.remember("Rotate the staging certificates monthly.", kind="instruction")
     store.forget(memory.id)
     assert store.recall("staging certificates") == []
 
 
-def test_mem6_usage_recording_is_opt_in_and_keeps_only_a_query_hash(store: MemoryStore) -> None:
+def test_mem6_usage_recording_is_opt_in_and_keeps_only_a_query_hash(store: AgentMemory) -> None:
     memory = store.remember(
         "The user prefers SQLite for local-first prototypes.",
         kind="preference",
@@ -100,7 +100,7 @@ def test_mem6_usage_recording_is_opt_in_and_keeps_only_a_query_hash(store: Memor
     assert used.revision == 2 and used.last_used_at is not None
 
 
-def test_mem6_scopes_rank_together_and_each_result_names_its_scope(store: MemoryStore) -> None:
+def test_mem6_scopes_rank_together_and_each_result_names_its_scope(store: AgentMemory) -> None:
     project = store.remember("Deploy previews run on every pull request.", kind="fact")
     personal = store.remember(
         "Deploy previews are noisy, mute them.", kind="preference", scope="user:default"
@@ -123,7 +123,7 @@ def test_mem6_scopes_rank_together_and_each_result_names_its_scope(store: Memory
     assert scores == sorted(scores, reverse=True)
 
 
-def test_mem6_exact_ties_keep_the_index_order_whatever_the_scope(store: MemoryStore) -> None:
+def test_mem6_exact_ties_keep_the_index_order_whatever_the_scope(store: AgentMemory) -> None:
     text = "Identical wording about flaky retries."
     team = store.remember(text, kind="fact", scope="team:core")
     glob = store.remember(text, kind="fact", scope="user:default")
@@ -133,9 +133,9 @@ def test_mem6_exact_ties_keep_the_index_order_whatever_the_scope(store: MemorySt
     assert len({r.score for r in order}) == 1
 
 
-def test_mem6_mem13_semantic_retrieval_has_no_index(store: MemoryStore) -> None:
+def test_mem6_mem13_semantic_retrieval_has_no_index(store: AgentMemory) -> None:
     store.remember("Semantic search is optional.", kind="note")
-    with pytest.raises(MemoryStoreError) as caught:
+    with pytest.raises(AgentMemoryError) as caught:
         store.recall("semantic", retrieval_mode="semantic")
     assert caught.value.code == MemoryErrorCode.SEMANTIC_INDEX_MISSING
     # Nuzo names the sidecar a semantic index would live in, in full, as its MCP tools do.
@@ -157,13 +157,13 @@ def test_mem6_mem13_semantic_retrieval_has_no_index(store: MemoryStore) -> None:
         }
 
 
-def test_mem6_recall_bounds(store: MemoryStore) -> None:
+def test_mem6_recall_bounds(store: AgentMemory) -> None:
     for query, limit, code in (
         ("  ", 8, MemoryErrorCode.RECALL_QUERY_EMPTY),
         ("x" * 2001, 8, MemoryErrorCode.RECALL_QUERY_TOO_LONG),
         ("ok", 51, MemoryErrorCode.RECALL_LIMIT_INVALID),
         ("ok", 0, MemoryErrorCode.RECALL_LIMIT_INVALID),
     ):
-        with pytest.raises(MemoryStoreError) as caught:
+        with pytest.raises(AgentMemoryError) as caught:
             store.recall(query, limit=limit)
         assert caught.value.code == code

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from aidememo.memory.doctor import doctor_report
-from aidememo.memory.integrity import inspect_store
-from aidememo.memory.repair_fts import STEPS, repair
+from aidememo.agent_memory.doctor import doctor_report
+from aidememo.agent_memory.integrity import inspect_store
+from aidememo.agent_memory.repair_fts import STEPS, repair
 from tests.memory.maint_support import canonical, drift_all, fts_rows, make_store, rebuilt_fts
 
 BASE = (sys.executable, "-m", "aidememo", "memory", "--store")

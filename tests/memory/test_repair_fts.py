@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from aidememo.memory import repair_fts
-from aidememo.memory.errors import MemoryErrorCode as C
-from aidememo.memory.errors import MemoryStoreError
-from aidememo.memory.integrity import inspect_store
-from aidememo.memory.repair_fts import plan_repair, repair
+from aidememo.agent_memory import repair_fts
+from aidememo.agent_memory.errors import AgentMemoryError
+from aidememo.agent_memory.errors import MemoryErrorCode as C
+from aidememo.agent_memory.integrity import inspect_store
+from aidememo.agent_memory.repair_fts import plan_repair, repair
 from tests.memory.maint_support import (
     canonical,
     cli,
@@ -34,8 +34,8 @@ def drifted(store_path: Path) -> Path:
     return store_path
 
 
-def refused(code: C, call: Callable[[], Any]) -> MemoryStoreError:
-    with pytest.raises(MemoryStoreError) as info:
+def refused(code: C, call: Callable[[], Any]) -> AgentMemoryError:
+    with pytest.raises(AgentMemoryError) as info:
         call()
     assert info.value.code is code, info.value.to_dict()
     return info.value

@@ -9,19 +9,19 @@ from typing import Any
 
 import pytest
 
-from aidememo.memory import MemoryStore
-from aidememo.memory.errors import MemoryErrorCode as C
-from aidememo.memory.errors import MemoryStoreError
-from aidememo.memory.mcp_tools import MemoryToolProvider
-from aidememo.memory.scope_policy import RestrictedSession, session_allowlist
+from aidememo.agent_memory import AgentMemory
+from aidememo.agent_memory.errors import AgentMemoryError
+from aidememo.agent_memory.errors import MemoryErrorCode as C
+from aidememo.agent_memory.mcp_tools import MemoryToolProvider
+from aidememo.agent_memory.scope_policy import RestrictedSession, session_allowlist
 
 ALLOWED = ["project:nuzo"]
 
 
 @pytest.fixture
-def seeded(store_path: Path) -> Iterator[tuple[MemoryStore, dict[str, str]]]:
+def seeded(store_path: Path) -> Iterator[tuple[AgentMemory, dict[str, str]]]:
     store_path.parent.mkdir(parents=True, exist_ok=True)
-    with MemoryStore.open(str(store_path), scope="project:nuzo") as store:
+    with AgentMemory.open(str(store_path), scope="project:nuzo") as store:
         ids = {
             "a": store.remember("Authorized project memory.", kind="note", tags=["x"]).id,
             "b": store.remember("Second project memory.", kind="note").id,
@@ -38,7 +38,7 @@ def seeded(store_path: Path) -> Iterator[tuple[MemoryStore, dict[str, str]]]:
 
 
 @pytest.fixture
-def tools(seeded: tuple[MemoryStore, dict[str, str]], tmp_path: Path) -> MemoryToolProvider:
+def tools(seeded: tuple[AgentMemory, dict[str, str]], tmp_path: Path) -> MemoryToolProvider:
     return MemoryToolProvider(seeded[0], project_root=str(tmp_path), allowed_scopes=ALLOWED)
 
 
@@ -54,7 +54,7 @@ def refused(tools: MemoryToolProvider, code: C, name: str, **args: Any) -> dict[
 
 
 def test_mem20_writes_and_reads_outside_the_allowlist_are_forbidden(
-    tools: MemoryToolProvider, seeded: tuple[MemoryStore, dict[str, str]]
+    tools: MemoryToolProvider, seeded: tuple[AgentMemory, dict[str, str]]
 ) -> None:
     _store, ids = seeded
     body = refused(
@@ -112,7 +112,7 @@ def test_mem20_writes_and_reads_outside_the_allowlist_are_forbidden(
 
 
 def test_mem20_destructive_operations_outside_the_allowlist_change_nothing(
-    tools: MemoryToolProvider, seeded: tuple[MemoryStore, dict[str, str]]
+    tools: MemoryToolProvider, seeded: tuple[AgentMemory, dict[str, str]]
 ) -> None:
     store, ids = seeded
     refused(
@@ -135,7 +135,7 @@ def test_mem20_destructive_operations_outside_the_allowlist_change_nothing(
 
 
 def test_mem20_unscoped_ranges_need_a_scope(
-    tools: MemoryToolProvider, seeded: tuple[MemoryStore, dict[str, str]]
+    tools: MemoryToolProvider, seeded: tuple[AgentMemory, dict[str, str]]
 ) -> None:
     _store, ids = seeded
     refused(tools, C.MEMORY_SCOPE_REQUIRED, "memory.list")
@@ -149,7 +149,7 @@ def test_mem20_unscoped_ranges_need_a_scope(
 
 
 def test_mem20_forbidden_memory_ids_are_redacted_and_cross_scope_relations_hidden(
-    tools: MemoryToolProvider, seeded: tuple[MemoryStore, dict[str, str]]
+    tools: MemoryToolProvider, seeded: tuple[AgentMemory, dict[str, str]]
 ) -> None:
     _store, ids = seeded
     for name, args in (
@@ -180,7 +180,7 @@ def test_mem20_forbidden_memory_ids_are_redacted_and_cross_scope_relations_hidde
 
 
 def test_mem20_the_administrator_session_is_unchanged(
-    seeded: tuple[MemoryStore, dict[str, str]], tmp_path: Path
+    seeded: tuple[AgentMemory, dict[str, str]], tmp_path: Path
 ) -> None:
     store, ids = seeded
     admin = MemoryToolProvider(store, project_root=str(tmp_path))
@@ -189,7 +189,7 @@ def test_mem20_the_administrator_session_is_unchanged(
     assert len(call(admin, "memory.list")[1]["memories"]) == 3
 
 
-def test_mem20_core_restricted_session(seeded: tuple[MemoryStore, dict[str, str]]) -> None:
+def test_mem20_core_restricted_session(seeded: tuple[AgentMemory, dict[str, str]]) -> None:
     store, ids = seeded
     session = RestrictedSession(store, ALLOWED)
     for code, op in (
@@ -216,7 +216,7 @@ def test_mem20_core_restricted_session(seeded: tuple[MemoryStore, dict[str, str]
             lambda: session.suggest_capture("x", kind="note", reason="r", scope="user:default"),
         ),
     ):
-        with pytest.raises(MemoryStoreError) as info:
+        with pytest.raises(AgentMemoryError) as info:
             op()
         assert info.value.code is code
     assert session.remember("Allowed.", kind="note").scope == "project:nuzo"
@@ -238,7 +238,7 @@ def test_mem20_session_allowlist_from_the_environment(tmp_path: Path) -> None:
         {"NUZO_AUTHORIZATION_MODE": "restricted", "NUZO_AUTHORIZED_SCOPES": " , "},
         {"NUZO_AUTHORIZATION_MODE": "restricted", "NUZO_AUTHORIZED_SCOPES": "nope"},
     ):
-        with pytest.raises(MemoryStoreError) as info:
+        with pytest.raises(AgentMemoryError) as info:
             session_allowlist(bad, root)
         assert info.value.code is C.MEMORY_CONFIG_INVALID
 
@@ -247,7 +247,7 @@ def test_mem20_a_configured_team_scope_is_not_recalled_outside_the_allowlist(
     store_path: Path, tmp_path: Path
 ) -> None:
     store_path.parent.mkdir(parents=True, exist_ok=True)
-    with MemoryStore.open(str(store_path), scope="project:nuzo", team_scope="team:core") as store:
+    with AgentMemory.open(str(store_path), scope="project:nuzo", team_scope="team:core") as store:
         store.remember("Cache rule for the project.", kind="note")
         store.remember("Cache rule for the team.", kind="note", scope="team:core")
         admin = MemoryToolProvider(store, project_root=str(tmp_path))
@@ -260,7 +260,7 @@ def test_mem20_a_configured_team_scope_is_not_recalled_outside_the_allowlist(
 def test_mem20_a_restricted_session_fits_its_default_scope_to_the_allowlist(
     store_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from aidememo.memory.mcp_tools import open_provider
+    from aidememo.agent_memory.mcp_tools import open_provider
 
     monkeypatch.setenv("NUZO_AUTHORIZATION_MODE", "restricted")
     monkeypatch.setenv("NUZO_AUTHORIZED_SCOPES", "project:nuzo")
@@ -272,13 +272,13 @@ def test_mem20_a_restricted_session_fits_its_default_scope_to_the_allowlist(
     finally:
         provider.store.close()
     monkeypatch.setenv("NUZO_MEMORY_SCOPE", "user:default")
-    with pytest.raises(MemoryStoreError) as info:
+    with pytest.raises(AgentMemoryError) as info:
         open_provider(str(store_path), restricted_by_env=True)
     assert info.value.code is C.MEMORY_CONFIG_INVALID
 
 
 def test_mem20_relation_events_naming_other_scopes_are_hidden(
-    tools: MemoryToolProvider, seeded: tuple[MemoryStore, dict[str, str]], tmp_path: Path
+    tools: MemoryToolProvider, seeded: tuple[AgentMemory, dict[str, str]], tmp_path: Path
 ) -> None:
     store, ids = seeded
     admin = MemoryToolProvider(store, project_root=str(tmp_path))
@@ -294,7 +294,7 @@ def test_mem20_relation_events_naming_other_scopes_are_hidden(
 
 
 def test_mem20_core_session_show_history_audit_hide_other_scopes_relations(
-    seeded: tuple[MemoryStore, dict[str, str]],
+    seeded: tuple[AgentMemory, dict[str, str]],
 ) -> None:
     """The Python API filters as MCP does: no relation or relation event whose other end lies
     outside the allowlist, in show, history or audit."""
@@ -311,7 +311,7 @@ def test_mem20_core_session_show_history_audit_hide_other_scopes_relations(
 
 
 def test_mem20_relation_events_are_filtered_by_the_scopes_they_recorded(
-    tools: MemoryToolProvider, seeded: tuple[MemoryStore, dict[str, str]]
+    tools: MemoryToolProvider, seeded: tuple[AgentMemory, dict[str, str]]
 ) -> None:
     """A relation event names its ends' scopes as they were: once `g` moved into the allowlist,
     the event recording it in `user:default` still stays hidden from a restricted session."""

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from aidememo.memory import MemoryErrorCode, MemoryStore, MemoryStoreError
-from aidememo.memory.schema import STEPS
+from aidememo.agent_memory import AgentMemory, AgentMemoryError, MemoryErrorCode
+from aidememo.agent_memory.schema import STEPS
 
 EXPECTED = [
     ("idx_memories_active_capture_key", "index"),
@@ -36,7 +36,7 @@ def _objects(conn: sqlite3.Connection) -> list[tuple[str, str]]:
     return [(str(name), str(kind)) for name, kind in rows]
 
 
-def test_mem1_fresh_store_has_the_complete_version_7_schema(store: MemoryStore) -> None:
+def test_mem1_fresh_store_has_the_complete_version_7_schema(store: AgentMemory) -> None:
     conn = store.db.conn
     assert conn.execute("PRAGMA user_version").fetchone()[0] == 7
     assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
@@ -77,7 +77,7 @@ def test_mem1_older_stores_migrate_to_7_and_backfill_capture_keys(
 ) -> None:
     path = tmp_path / "old.sqlite"
     _store_at(path, version)
-    with MemoryStore.open(str(path)) as store:
+    with AgentMemory.open(str(path)) as store:
         conn = store.db.conn
         assert conn.execute("PRAGMA user_version").fetchone()[0] == 7
         assert conn.execute("SELECT capture_key FROM memories").fetchone()[0] == (
@@ -97,8 +97,8 @@ def test_mem1_newer_schema_is_refused_and_left_alone(tmp_path: Path) -> None:
     conn.execute("PRAGMA user_version = 8")
     conn.close()
     before = path.read_bytes()
-    with pytest.raises(MemoryStoreError) as caught:
-        MemoryStore.open(str(path))
+    with pytest.raises(AgentMemoryError) as caught:
+        AgentMemory.open(str(path))
     assert caught.value.code == MemoryErrorCode.MEMORY_SCHEMA_UNSUPPORTED
     assert caught.value.details == {"currentVersion": 8, "supportedVersion": 7}
     assert path.read_bytes() == before
@@ -108,7 +108,7 @@ def test_mem9_store_files_are_private_under_a_permissive_umask(tmp_path: Path) -
     path = tmp_path / "private.sqlite"
     old = os.umask(0o022)
     try:
-        store = MemoryStore.open(str(path))
+        store = AgentMemory.open(str(path))
         store.remember("A private note.", kind="note")
         for candidate in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
             if candidate.exists():
@@ -124,28 +124,28 @@ def test_mem9_a_symlinked_store_path_is_refused_and_its_target_untouched(tmp_pat
     target.write_text("do not touch")
     link = tmp_path / "memories.sqlite"
     link.symlink_to(target)
-    with pytest.raises(MemoryStoreError) as caught:
-        MemoryStore.open(str(link))
+    with pytest.raises(AgentMemoryError) as caught:
+        AgentMemory.open(str(link))
     assert caught.value.code == MemoryErrorCode.MEMORY_STORE_PATH_UNSAFE
     assert target.read_text() == "do not touch"
 
 
 def test_mem1_read_only_opens_never_migrate_or_create_sidecars(tmp_path: Path) -> None:
-    from aidememo.memory.db import MemoryDatabase
+    from aidememo.agent_memory.db import MemoryDatabase
 
     (tmp_path / "ro").mkdir()
     path = tmp_path / "ro" / "ro.sqlite"
-    with MemoryStore.open(str(path)) as writer:
+    with AgentMemory.open(str(path)) as writer:
         writer.remember("Readable without sidecars.", kind="note")
     assert sorted(p.name for p in path.parent.iterdir()) == ["ro.sqlite"]
-    reader = MemoryStore(MemoryDatabase(str(path), readonly=True))
+    reader = AgentMemory(MemoryDatabase(str(path), readonly=True))
     assert [r.memory.content for r in reader.recall("sidecars")] == ["Readable without sidecars."]
-    with pytest.raises(MemoryStoreError):
+    with pytest.raises(AgentMemoryError):
         reader.remember("No writes here.", kind="note")
     reader.close()
     assert sorted(p.name for p in path.parent.iterdir()) == ["ro.sqlite"]
     old = tmp_path / "v6.sqlite"
     _store_at(old, 6)
-    MemoryStore(MemoryDatabase(str(old), readonly=True)).close()
+    AgentMemory(MemoryDatabase(str(old), readonly=True)).close()
     with sqlite3.connect(old) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == 6

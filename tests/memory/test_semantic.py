@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from aidememo.agent_memory import AgentMemory, semantic, semantic_model, sidecar
+from aidememo.agent_memory.errors import AgentMemoryError
+from aidememo.agent_memory.errors import MemoryErrorCode as C
+from aidememo.agent_memory.model import Memory, RecallResult
 from aidememo.cli.main import main
 from aidememo.cli.memory.vectors import BUNDLED, OnnxRuntime
-from aidememo.memory import MemoryStore, semantic, semantic_model, sidecar
-from aidememo.memory.errors import MemoryErrorCode as C
-from aidememo.memory.errors import MemoryStoreError
-from aidememo.memory.model import Memory, RecallResult
 
 DOCS = {
     "uv": ("Use uv instead of pip when installing Python packages.", ["python"]),
@@ -39,14 +39,14 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture
-def filled(store: MemoryStore, model_dir: str) -> Iterator[tuple[MemoryStore, dict[str, Memory]]]:
+def filled(store: AgentMemory, model_dir: str) -> Iterator[tuple[AgentMemory, dict[str, Memory]]]:
     made = {k: store.remember(c, kind="note", tags=t) for k, (c, t) in DOCS.items()}
     store.semantic = semantic.SemanticRecall(OnnxRuntime(), model_dir)
     yield store, made
 
 
 def _refused(call: Callable[[], object]) -> C:
-    with pytest.raises(MemoryStoreError) as caught:
+    with pytest.raises(AgentMemoryError) as caught:
         call()
     return caught.value.code
 
@@ -62,7 +62,7 @@ def test_mem22_bundled_descriptor_matches_the_pins() -> None:
 
 
 def test_mem22_sidecar_build_has_nuzos_tables_and_is_private(
-    filled: tuple[MemoryStore, dict[str, Memory]], model_dir: str
+    filled: tuple[AgentMemory, dict[str, Memory]], model_dir: str
 ) -> None:
     store, made = filled
     built = semantic.rebuild(store, OnnxRuntime(), model_dir)
@@ -91,7 +91,7 @@ def test_mem22_sidecar_build_has_nuzos_tables_and_is_private(
 
 
 def test_mem23_semantic_recall_finds_a_paraphrase_fts_misses(
-    filled: tuple[MemoryStore, dict[str, Memory]], model_dir: str
+    filled: tuple[AgentMemory, dict[str, Memory]], model_dir: str
 ) -> None:
     store, made = filled
     semantic.rebuild(store, OnnxRuntime(), model_dir)
@@ -113,7 +113,7 @@ def test_mem23_semantic_recall_finds_a_paraphrase_fts_misses(
     assert hybrid["results"][0].to_camel()["retrievalMode"] == "hybrid"
 
 
-def test_mem23_hybrid_fusion_is_reciprocal_rank(store: MemoryStore) -> None:
+def test_mem23_hybrid_fusion_is_reciprocal_rank(store: AgentMemory) -> None:
     a, b, c = (store.remember(t, kind="note") for t in ("alpha", "beta", "gamma"))
     fts = [RecallResult(a, 9.0, "x"), RecallResult(b, 8.0, "y")]
     fused = semantic.fuse(fts, [RecallResult(b, 0.9, "s"), RecallResult(c, 0.5, "s")], 8)
@@ -129,7 +129,7 @@ def test_mem23_hybrid_fusion_is_reciprocal_rank(store: MemoryStore) -> None:
 
 
 def test_mem22_canonical_writes_never_embed_and_leave_the_sidecar_stale(
-    filled: tuple[MemoryStore, dict[str, Memory]], model_dir: str
+    filled: tuple[AgentMemory, dict[str, Memory]], model_dir: str
 ) -> None:
     store, made = filled
     semantic.rebuild(store, OnnxRuntime(), model_dir)
@@ -153,7 +153,7 @@ def test_mem22_canonical_writes_never_embed_and_leave_the_sidecar_stale(
 
 
 def test_mem22_clear_disables_semantic_recall_safely(
-    filled: tuple[MemoryStore, dict[str, Memory]], model_dir: str
+    filled: tuple[AgentMemory, dict[str, Memory]], model_dir: str
 ) -> None:
     store, _ = filled
     semantic.rebuild(store, OnnxRuntime(), model_dir)
@@ -169,7 +169,7 @@ def test_mem22_clear_disables_semantic_recall_safely(
 
 
 def test_mem23_semantic_recall_stays_in_its_scopes(
-    filled: tuple[MemoryStore, dict[str, Memory]], model_dir: str
+    filled: tuple[AgentMemory, dict[str, Memory]], model_dir: str
 ) -> None:
     store, made = filled
     other = store.remember(
@@ -193,7 +193,7 @@ def test_mem23_semantic_recall_stays_in_its_scopes(
 
 
 def test_mem22_foreign_or_broken_sidecars_are_refused(
-    filled: tuple[MemoryStore, dict[str, Memory]], model_dir: str
+    filled: tuple[AgentMemory, dict[str, Memory]], model_dir: str
 ) -> None:
     store, _ = filled
     path = sidecar.sidecar_path(store.db.path)
@@ -215,7 +215,7 @@ def test_mem22_foreign_or_broken_sidecars_are_refused(
 
 
 def test_mem22_a_failed_rebuild_keeps_the_previous_index(
-    filled: tuple[MemoryStore, dict[str, Memory]], model_dir: str
+    filled: tuple[AgentMemory, dict[str, Memory]], model_dir: str
 ) -> None:
     store, _ = filled
     semantic.rebuild(store, OnnxRuntime(), model_dir)
@@ -223,7 +223,7 @@ def test_mem22_a_failed_rebuild_keeps_the_previous_index(
     before = Path(path).read_bytes()
 
     def broken(texts: list[str]) -> list[bytes]:
-        raise MemoryStoreError(C.SEMANTIC_PROVIDER_FAILED, "boom")
+        raise AgentMemoryError(C.SEMANTIC_PROVIDER_FAILED, "boom")
 
     rows = [("mem_x", 1, "project:demo", "doc")]
     assert _refused(lambda: sidecar.rebuild(path, BUNDLED, rows, broken, "x")) is (
@@ -239,7 +239,7 @@ def _copy_model(model_dir: str, target: Path) -> Path:
 
 
 def test_mem22_symlinked_or_tampered_model_files_are_refused(
-    filled: tuple[MemoryStore, dict[str, Memory]], model_dir: str, tmp_path: Path
+    filled: tuple[AgentMemory, dict[str, Memory]], model_dir: str, tmp_path: Path
 ) -> None:
     store, _ = filled
     copy = _copy_model(model_dir, tmp_path / "copy")
@@ -345,9 +345,9 @@ def test_mem23_mcp_recall_takes_the_retrieval_mode(store_path: Path, model_dir: 
 
 
 def test_mem22_export_and_backup_leave_the_sidecar_out(
-    filled: tuple[MemoryStore, dict[str, Memory]], model_dir: str, tmp_path: Path
+    filled: tuple[AgentMemory, dict[str, Memory]], model_dir: str, tmp_path: Path
 ) -> None:
-    from aidememo.memory.backup import backup_store
+    from aidememo.agent_memory.backup import backup_store
 
     store, _ = filled
     semantic.rebuild(store, OnnxRuntime(), model_dir)
@@ -357,6 +357,6 @@ def test_mem22_export_and_backup_leave_the_sidecar_out(
     copy.parent.mkdir()
     backup_store(store.db.path, str(copy))
     assert sorted(p.name for p in copy.parent.iterdir()) == ["memories.sqlite"]
-    with MemoryStore.open(str(copy)) as restored:
+    with AgentMemory.open(str(copy)) as restored:
         status = semantic.status(restored, OnnxRuntime(), model_dir)
     assert status["index"]["state"] == "missing"

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from aidememo.memory import MemoryErrorCode, MemoryStore, MemoryStoreError
+from aidememo.agent_memory import AgentMemory, AgentMemoryError, MemoryErrorCode
 
 
 def _count(path: Path, table: str) -> int:
@@ -18,7 +18,7 @@ def _count(path: Path, table: str) -> int:
 
 
 def test_mem5_remember_commits_row_fts_and_event_together(
-    store: MemoryStore, store_path: Path
+    store: AgentMemory, store_path: Path
 ) -> None:
     memory = store.remember("Use uv for Python installs.", kind="instruction", tags=["python"])
     assert memory.revision == 1 and memory.id.startswith("mem_")
@@ -28,7 +28,7 @@ def test_mem5_remember_commits_row_fts_and_event_together(
     assert "Use uv" not in str(event.payload)
 
 
-def test_mem4_policy_refuses_before_any_write(store: MemoryStore, store_path: Path) -> None:
+def test_mem4_policy_refuses_before_any_write(store: AgentMemory, store_path: Path) -> None:
     secret = "token ghp_123456789012345678901234567890123456"
     cases: list[tuple[str, dict[str, Any], MemoryErrorCode]] = [
         ("   ", {}, MemoryErrorCode.MEMORY_CONTENT_EMPTY),
@@ -52,14 +52,14 @@ def test_mem4_policy_refuses_before_any_write(store: MemoryStore, store_path: Pa
         ),
     ]
     for content, kwargs, code in cases:
-        with pytest.raises(MemoryStoreError) as caught:
+        with pytest.raises(AgentMemoryError) as caught:
             store.remember(content, **({"kind": "fact"} | kwargs))
         assert caught.value.code == code, kwargs
     assert _count(store_path, "memories") == 0 and _count(store_path, "memory_events") == 0
 
 
-def test_mem4_secret_findings_report_kind_and_message_never_the_value(store: MemoryStore) -> None:
-    with pytest.raises(MemoryStoreError) as caught:
+def test_mem4_secret_findings_report_kind_and_message_never_the_value(store: AgentMemory) -> None:
+    with pytest.raises(AgentMemoryError) as caught:
         store.remember("Authorization: Bearer abcdefghijklmnopqrstuvwxyz123456", kind="fact")
     assert caught.value.details == {
         "findings": [
@@ -70,13 +70,13 @@ def test_mem4_secret_findings_report_kind_and_message_never_the_value(store: Mem
 
 
 def test_mem4_a_secret_in_a_relations_reason_is_refused_and_nothing_written(
-    store: MemoryStore, store_path: Path
+    store: AgentMemory, store_path: Path
 ) -> None:
     a = store.remember("Deploys go through staging.", kind="fact")
     b = store.remember("Staging runs the smoke suite.", kind="fact")
     events = _count(store_path, "memory_events")
     token = "ghp_123456789012345678901234567890123456"
-    with pytest.raises(MemoryStoreError) as caught:
+    with pytest.raises(AgentMemoryError) as caught:
         store.relate(a.id, b.id, relation="related_to", reason=f"see {token}")
     assert caught.value.code == MemoryErrorCode.MEMORY_SECRET_DETECTED
     assert [f["kind"] for f in caught.value.details["findings"]] == ["github_token"]
@@ -87,10 +87,10 @@ def test_mem4_a_secret_in_a_relations_reason_is_refused_and_nothing_written(
 
 
 def test_mem5_stale_expected_revision_conflicts_and_changes_nothing(
-    store: MemoryStore, store_path: Path
+    store: AgentMemory, store_path: Path
 ) -> None:
     memory = store.remember("Deploys go through staging.", kind="fact")
-    other = MemoryStore.open(str(store_path), scope="project:demo")
+    other = AgentMemory.open(str(store_path), scope="project:demo")
     try:
         other.update(memory.id, content="Deploys go through staging first.", expected_revision=1)
     finally:
@@ -99,7 +99,7 @@ def test_mem5_stale_expected_revision_conflicts_and_changes_nothing(
         lambda: store.update(memory.id, content="stale", expected_revision=1),
         lambda: store.forget(memory.id, expected_revision=1),
     ):
-        with pytest.raises(MemoryStoreError) as caught:
+        with pytest.raises(AgentMemoryError) as caught:
             call()
         assert caught.value.code == MemoryErrorCode.MEMORY_REVISION_CONFLICT
         assert caught.value.details == {
@@ -112,7 +112,7 @@ def test_mem5_stale_expected_revision_conflicts_and_changes_nothing(
     assert len(store.history(memory.id)) == 2
 
 
-def test_mem5_fts_failure_rolls_back_row_and_event(store: MemoryStore, store_path: Path) -> None:
+def test_mem5_fts_failure_rolls_back_row_and_event(store: AgentMemory, store_path: Path) -> None:
     store.db.conn.execute(
         "CREATE TRIGGER fail_fts BEFORE INSERT ON memory_events BEGIN"
         " SELECT RAISE(ABORT, 'injected audit failure'); END"
@@ -125,7 +125,7 @@ def test_mem5_fts_failure_rolls_back_row_and_event(store: MemoryStore, store_pat
     assert _count(store_path, "memories") == 1
 
 
-def test_mem7_remember_never_deduplicates_but_confirmed_create_does(store: MemoryStore) -> None:
+def test_mem7_remember_never_deduplicates_but_confirmed_create_does(store: AgentMemory) -> None:
     store.remember("Prefer small PRs.", kind="preference")
     store.remember("Prefer small PRs.", kind="preference")
     assert len(store.list()) == 2
@@ -137,12 +137,12 @@ def test_mem7_remember_never_deduplicates_but_confirmed_create_does(store: Memor
         confirm=True,
     )
     assert result["status"] == "skipped" and result["memory_writes"] is False
-    with pytest.raises(MemoryStoreError) as caught:
+    with pytest.raises(AgentMemoryError) as caught:
         store.confirm_capture("New idea.", decision="create", kind="note", reason="r")
     assert caught.value.code == MemoryErrorCode.MEMORY_CAPTURE_CONFIRMATION_REQUIRED
 
 
-def test_mem8_archive_hides_from_recall_and_delete_cascades_relations(store: MemoryStore) -> None:
+def test_mem8_archive_hides_from_recall_and_delete_cascades_relations(store: AgentMemory) -> None:
     a = store.remember("Old rule about flaky retries.", kind="instruction")
     b = store.remember("New rule about flaky retries.", kind="instruction")
     store.relate(b.id, a.id, relation="supersedes", reason="newer")
@@ -151,7 +151,7 @@ def test_mem8_archive_hides_from_recall_and_delete_cascades_relations(store: Mem
     assert archived.archived_at is not None and archived.revision == 2
     assert [r.memory.id for r in store.recall("flaky retries")] == [b.id]
     assert len(store.relations(b.id)) == 1
-    with pytest.raises(MemoryStoreError) as caught:
+    with pytest.raises(AgentMemoryError) as caught:
         store.forget(b.id, mode="delete")
     assert caught.value.code == MemoryErrorCode.MEMORY_DELETE_CONFIRMATION_REQUIRED
     store.forget(b.id, mode="delete", confirm=True)
@@ -159,7 +159,7 @@ def test_mem8_archive_hides_from_recall_and_delete_cascades_relations(store: Mem
     assert [e.event_type for e in store.history(b.id)][-1] == "memory.deleted"
 
 
-def test_mem8_challenge_keeps_content_and_supersedes(store: MemoryStore) -> None:
+def test_mem8_challenge_keeps_content_and_supersedes(store: AgentMemory) -> None:
     old = store.remember("Releases ship on Fridays.", kind="project_decision")
     new = store.remember("Releases ship on Tuesdays.", kind="project_decision")
     memory, relation = store.challenge(
@@ -177,7 +177,7 @@ def test_mem8_challenge_keeps_content_and_supersedes(store: MemoryStore) -> None
     assert valid.confidence_state == "user_confirmed" and valid.review_after is None
 
 
-def test_mem8_forget_many_is_a_dry_run_by_default(store: MemoryStore) -> None:
+def test_mem8_forget_many_is_a_dry_run_by_default(store: AgentMemory) -> None:
     for n in range(3):
         store.remember(f"Note {n} about caching.", kind="note", tags=["cache"])
     preview = store.forget_many(tags=["cache"])
@@ -185,12 +185,12 @@ def test_mem8_forget_many_is_a_dry_run_by_default(store: MemoryStore) -> None:
     assert len(store.list()) == 3
     applied = store.forget_many(tags=["cache"], dry_run=False)
     assert applied["affected"] == 3 and store.list() == []
-    with pytest.raises(MemoryStoreError) as caught:
+    with pytest.raises(AgentMemoryError) as caught:
         store.forget_many()
     assert caught.value.code == MemoryErrorCode.MEMORY_BULK_SELECTOR_REQUIRED
 
 
-def test_mem5_fts_rows_placed_elsewhere_are_found_and_moved(store: MemoryStore) -> None:
+def test_mem5_fts_rows_placed_elsewhere_are_found_and_moved(store: AgentMemory) -> None:
     a = store.remember("Relocated index row about canaries.", kind="fact")
     b = store.remember("Second row about canaries.", kind="fact")
     conn = store.db.conn
@@ -214,7 +214,7 @@ def test_mem5_fts_rows_placed_elsewhere_are_found_and_moved(store: MemoryStore) 
 
 
 def test_mem6_mem14_a_drifted_index_never_returns_rows_it_disagrees_with(
-    store: MemoryStore,
+    store: AgentMemory,
 ) -> None:
     a = store.remember("Drift check for the gateway.", kind="fact")
     b = store.remember("Another gateway drift note.", kind="fact")
@@ -225,7 +225,7 @@ def test_mem6_mem14_a_drifted_index_never_returns_rows_it_disagrees_with(
     assert [r.memory.id for r in store.recall("gateway drift", scope="project:moved")] == []
 
 
-def test_mem4_oversized_inputs_get_their_own_codes(store: MemoryStore) -> None:
+def test_mem4_oversized_inputs_get_their_own_codes(store: AgentMemory) -> None:
     memory = store.remember("Bounded inputs.", kind="note")
     long = "x" * 1001
     cases: list[tuple[Callable[[], object], MemoryErrorCode]] = [
@@ -274,17 +274,17 @@ def test_mem4_oversized_inputs_get_their_own_codes(store: MemoryStore) -> None:
         (lambda: store.history(memory.id, cursor="!!"), MemoryErrorCode.MEMORY_CURSOR_INVALID),
     ]
     for call, code in cases:
-        with pytest.raises(MemoryStoreError) as caught:
+        with pytest.raises(AgentMemoryError) as caught:
             call()
         assert caught.value.code == code
     assert store.get(memory.id).revision == 1
 
 
-def test_mem8_duplicate_relations_fail_and_unrelate_logs_both_scopes(store: MemoryStore) -> None:
+def test_mem8_duplicate_relations_fail_and_unrelate_logs_both_scopes(store: AgentMemory) -> None:
     a = store.remember("Relation source.", kind="note")
     b = store.remember("Relation target.", kind="note", scope="user:default")
     relation = store.relate(a.id, b.id, relation="duplicate_of")
-    with pytest.raises(MemoryStoreError) as caught:
+    with pytest.raises(AgentMemoryError) as caught:
         store.relate(a.id, b.id, relation="duplicate_of")
     assert caught.value.code == MemoryErrorCode.MEMORY_RELATION_DUPLICATE
     store.unrelate(relation.id, reason="not a duplicate")
@@ -295,7 +295,7 @@ def test_mem8_duplicate_relations_fail_and_unrelate_logs_both_scopes(store: Memo
 
 
 def test_mem5_a_failed_fts_write_leaves_no_memory_or_event(
-    store: MemoryStore, store_path: Path
+    store: AgentMemory, store_path: Path
 ) -> None:
     store.db.conn.execute("DROP TABLE memories_fts")
     with pytest.raises(sqlite3.OperationalError):
@@ -303,10 +303,10 @@ def test_mem5_a_failed_fts_write_leaves_no_memory_or_event(
     assert _count(store_path, "memories") == 0 and _count(store_path, "memory_events") == 0
 
 
-def test_mem2_refusals_carry_nuzo_codes_that_are_not_http_error_codes(store: MemoryStore) -> None:
+def test_mem2_refusals_carry_nuzo_codes_that_are_not_http_error_codes(store: AgentMemory) -> None:
     from aidememo.domain.errors import ErrorCode
 
-    with pytest.raises(MemoryStoreError) as caught:
+    with pytest.raises(AgentMemoryError) as caught:
         store.get("mem_missing")
     assert caught.value.to_dict() == {
         "code": "MEMORY_NOT_FOUND",

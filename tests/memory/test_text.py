@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from aidememo.memory import MemoryErrorCode, MemoryStore, MemoryStoreError
-from aidememo.memory.jstext import js_json, normalize_date, to_precision, utf16_len
-from aidememo.memory.policy import secret_findings
-from aidememo.memory.render import inline, markdown_block, untrusted_json
-from aidememo.memory.schema import capture_key
+from aidememo.agent_memory import AgentMemory, AgentMemoryError, MemoryErrorCode
+from aidememo.agent_memory.jstext import js_json, normalize_date, to_precision, utf16_len
+from aidememo.agent_memory.policy import secret_findings
+from aidememo.agent_memory.render import inline, markdown_block, untrusted_json
+from aidememo.agent_memory.schema import capture_key
 
 BLOCKED = [
     ("private_key", "-----BEGIN PRIVATE KEY-----\nfake-private-key-material"),
@@ -39,16 +39,16 @@ ALLOWED = [
 
 @pytest.mark.parametrize(("kind", "text"), BLOCKED)
 def test_mem4_the_core_detector_blocks_each_of_nuzos_kinds(
-    store: MemoryStore, kind: str, text: str
+    store: AgentMemory, kind: str, text: str
 ) -> None:
     assert [f["kind"] for f in secret_findings(text)] == [kind]
-    with pytest.raises(MemoryStoreError) as caught:
+    with pytest.raises(AgentMemoryError) as caught:
         store.remember(text, kind="fact")
     assert caught.value.code == MemoryErrorCode.MEMORY_SECRET_DETECTED
 
 
 @pytest.mark.parametrize("text", ALLOWED)
-def test_mem4_safe_documentation_text_is_stored(store: MemoryStore, text: str) -> None:
+def test_mem4_safe_documentation_text_is_stored(store: AgentMemory, text: str) -> None:
     assert secret_findings(text) == []
     store.remember(text, kind="note")
 
@@ -65,10 +65,10 @@ def test_mem3_capture_keys_use_javascript_whitespace() -> None:
     assert capture_key("A\x1cB\x85C") == "a\x1cb\x85c"
 
 
-def test_mem3_lengths_count_utf16_units(store: MemoryStore) -> None:
+def test_mem3_lengths_count_utf16_units(store: AgentMemory) -> None:
     assert utf16_len("a\U0001f600") == 3
     store.remember("\U0001f600" * 4000, kind="note")
-    with pytest.raises(MemoryStoreError) as caught:
+    with pytest.raises(AgentMemoryError) as caught:
         store.remember("\U0001f600" * 4001, kind="note")
     assert caught.value.code == MemoryErrorCode.MEMORY_CONTENT_TOO_LONG
 
@@ -100,12 +100,12 @@ def test_mem11_stored_text_is_rendered_inert() -> None:
      "pwd: abc123x"],
 )  # fmt: skip
 def test_mem14_short_assigned_passwords_are_refused_unlike_nuzo(
-    store: MemoryStore, text: str
+    store: AgentMemory, text: str
 ) -> None:
     """The storage brief refuses passwords: an assigned one with a letter and a digit or symbol
     is refused below generic_api_key's 16 characters too (SEC-2 `password`); letters only,
     like Nuzo's 15-character case, are still stored."""
-    with pytest.raises(MemoryStoreError) as caught:
+    with pytest.raises(AgentMemoryError) as caught:
         store.remember(text, kind="note")
     assert caught.value.code == MemoryErrorCode.MEMORY_SECRET_DETECTED
     assert caught.value.details["findings"][0]["kind"] == "password"

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from aidememo.memory import MemoryStore, paths
-from aidememo.memory.model import RecallResult
-from aidememo.memory.scope_policy import ScopePolicy
-from aidememo.memory.tiers import TeamFact, share, tiered_recall
+from aidememo.agent_memory import AgentMemory, paths
+from aidememo.agent_memory.model import RecallResult
+from aidememo.agent_memory.scope_policy import ScopePolicy
+from aidememo.agent_memory.tiers import TeamFact, share, tiered_recall
 from tests.cli.agent_support import AIDEMEMO, Cli, login, provision, start_server
 
 
@@ -40,8 +40,8 @@ def test_mem24_a_restricted_session_reads_no_tier_outside_its_allowlist(
 ) -> None:
     (tmp_path / "p").mkdir()
     (tmp_path / "u").mkdir()
-    project = MemoryStore.open(str(tmp_path / "p" / "memories.sqlite"), scope="project:a")
-    user = MemoryStore.open(str(tmp_path / "u" / "memories.sqlite"))
+    project = AgentMemory.open(str(tmp_path / "p" / "memories.sqlite"), scope="project:a")
+    user = AgentMemory.open(str(tmp_path / "u" / "memories.sqlite"))
     try:
         project.remember("Deploys use the blue-green switch.", kind="note")
         user.remember("Deploys are announced in the ops channel.", kind="note")
@@ -170,12 +170,12 @@ def test_mem24_one_store_when_asked(tmp_path: Path, flag: str) -> None:
 
 
 def test_mem24_mcp_recall_names_tiers_and_keeps_the_allowlist(tmp_path: Path) -> None:
-    from aidememo.memory.mcp_tools import MemoryToolProvider
+    from aidememo.agent_memory.mcp_tools import MemoryToolProvider
 
     (tmp_path / "p").mkdir()
     (tmp_path / "u").mkdir()
-    project = MemoryStore.open(str(tmp_path / "p" / "memories.sqlite"), scope="project:a")
-    user = MemoryStore.open(str(tmp_path / "u" / "memories.sqlite"))
+    project = AgentMemory.open(str(tmp_path / "p" / "memories.sqlite"), scope="project:a")
+    user = AgentMemory.open(str(tmp_path / "u" / "memories.sqlite"))
     try:
         project.remember("Deploys use the blue-green switch.", kind="note")
         user.remember("Deploys are announced in the ops channel.", kind="note")

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from aidememo.memory import MemoryErrorCode, MemoryStore, MemoryStoreError
-from aidememo.memory.integrity import inspect_store
-from aidememo.memory.rehome import rehome_scope
+from aidememo.agent_memory import AgentMemory, AgentMemoryError, MemoryErrorCode
+from aidememo.agent_memory.integrity import inspect_store
+from aidememo.agent_memory.rehome import rehome_scope
 
 STAMP = "2026-08-01T00:00:00.000Z"
 
@@ -42,7 +42,7 @@ def _doc(*items: dict[str, Any], relations: list[dict[str, Any]] | None = None) 
 
 
 def test_mem10_export_then_import_round_trips_without_ids(
-    store: MemoryStore, tmp_path: Path
+    store: AgentMemory, tmp_path: Path
 ) -> None:
     a = store.remember("First exported memory.", kind="fact", tags=["x"])
     b = store.remember("Second exported memory.", kind="note")
@@ -66,7 +66,7 @@ def test_mem10_export_then_import_round_trips_without_ids(
         "includeArchived": True,
         "count": 2,
     }
-    with MemoryStore.open(str(tmp_path / "other.sqlite")) as other:
+    with AgentMemory.open(str(tmp_path / "other.sqlite")) as other:
         assert other.import_document(document) == {"imported": 2, "skipped": 0, "dryRun": False}
         assert other.import_document(document) == {"imported": 0, "skipped": 2, "dryRun": False}
         imported = {m.content: m for m in other.list(all_scopes=True, include_archived=True)}
@@ -76,15 +76,15 @@ def test_mem10_export_then_import_round_trips_without_ids(
         assert len(other.relations(imported["First exported memory."].id)) == 1
 
 
-def test_mem10_a_secret_in_one_item_refuses_the_whole_import(store: MemoryStore) -> None:
+def test_mem10_a_secret_in_one_item_refuses_the_whole_import(store: AgentMemory) -> None:
     doc = _doc(_item("Fine."), _item("key AKIAIOSFODNN7EXAMPLE here"))
-    with pytest.raises(MemoryStoreError) as caught:
+    with pytest.raises(AgentMemoryError) as caught:
         store.import_document(doc)
     assert caught.value.code == MemoryErrorCode.MEMORY_SECRET_DETECTED
     assert store.list(include_archived=True) == []
 
 
-def test_mem10_a_late_failure_rolls_back_the_entire_import(store: MemoryStore) -> None:
+def test_mem10_a_late_failure_rolls_back_the_entire_import(store: AgentMemory) -> None:
     store.db.conn.execute(
         "CREATE TEMP TRIGGER fail_second AFTER INSERT ON main.memory_events"
         " WHEN (SELECT COUNT(*) FROM memory_events WHERE event_type = 'memory.imported') = 2"
@@ -100,7 +100,7 @@ def test_mem10_a_late_failure_rolls_back_the_entire_import(store: MemoryStore) -
 
 
 def test_mem10_duplicates_within_a_document_are_skipped_in_dry_and_real_runs(
-    store: MemoryStore,
+    store: AgentMemory,
 ) -> None:
     doc = _doc(
         _item("Same  content."),
@@ -112,7 +112,7 @@ def test_mem10_duplicates_within_a_document_are_skipped_in_dry_and_real_runs(
     assert store.import_document(doc) == {"imported": 2, "skipped": 1, "dryRun": False}
 
 
-def test_mem10_malformed_documents_name_the_bad_field(store: MemoryStore) -> None:
+def test_mem10_malformed_documents_name_the_bad_field(store: AgentMemory) -> None:
     cases: list[tuple[dict[str, Any], MemoryErrorCode, str | None]] = []
     wrong = _doc(_item("x"))
     wrong["version"] = 2
@@ -132,14 +132,14 @@ def test_mem10_malformed_documents_name_the_bad_field(store: MemoryStore) -> Non
     big = _doc(*[_item(f"n{i}") for i in range(1001)])
     cases.append((big, MemoryErrorCode.MEMORY_IMPORT_LIMIT_EXCEEDED, None))
     for document, code, path in cases:
-        with pytest.raises(MemoryStoreError) as caught:
+        with pytest.raises(AgentMemoryError) as caught:
             store.import_document(copy.deepcopy(document))
         assert caught.value.code == code
         assert path is None or caught.value.details["path"] == path
 
 
 def test_mem10_import_scope_override_keeps_the_original_scope_in_the_event(
-    store: MemoryStore,
+    store: AgentMemory,
 ) -> None:
     store.import_document(_doc(_item("Moved.")), scope="project:elsewhere")
     [memory] = store.list(scope="project:elsewhere")
@@ -152,14 +152,14 @@ def test_mem10_import_scope_override_keeps_the_original_scope_in_the_event(
 
 
 def test_mem8_rehome_moves_a_project_scope_after_a_backup(
-    store: MemoryStore, tmp_path: Path
+    store: AgentMemory, tmp_path: Path
 ) -> None:
     a = store.remember("Rehomed memory.", kind="fact")
     store.remember("Rehomed memory two.", kind="fact")
     plan = rehome_scope(store, "project:demo", "project:new")
     assert plan["memoryCount"] == 2 and plan["collisionCount"] == 0 and plan["applicable"]
     assert plan["dryRun"] and "applied" not in plan
-    with pytest.raises(MemoryStoreError) as caught:
+    with pytest.raises(AgentMemoryError) as caught:
         rehome_scope(
             store, "project:demo", "project:new", apply=True, backup_path=str(tmp_path / "b")
         )
@@ -172,10 +172,10 @@ def test_mem8_rehome_moves_a_project_scope_after_a_backup(
     moved = store.get(a.id)
     assert (moved.scope, moved.revision) == ("project:new", 1)
     assert [r.memory.id for r in store.recall("rehomed", scope="project:new", limit=1)]
-    with MemoryStore.open(str(backup)) as old:
+    with AgentMemory.open(str(backup)) as old:
         assert {m.scope for m in old.list(all_scopes=True)} == {"project:demo"}
     store.remember("Rehomed memory.", kind="fact")
-    with pytest.raises(MemoryStoreError) as caught:
+    with pytest.raises(AgentMemoryError) as caught:
         rehome_scope(
             store,
             "project:demo",
@@ -200,11 +200,11 @@ def _canonical(path: str) -> list[list[Any]]:
 
 
 def test_mem8_rehome_failure_rolls_back_and_keeps_the_validated_backup(
-    store: MemoryStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: AgentMemory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import sqlite3
 
-    from aidememo.memory import rehome
+    from aidememo.agent_memory import rehome
 
     first = store.remember("First rollback fixture.", kind="note")
     second = store.remember("Second rollback fixture.", kind="note")
@@ -218,7 +218,7 @@ def test_mem8_rehome_failure_rolls_back_and_keeps_the_validated_backup(
     # (a trigger planted in the store would make every write refuse it: MEM-1)
     monkeypatch.setattr(rehome, "_move", failing_move)
     backup = tmp_path / "rollback-backup.sqlite"
-    with pytest.raises(MemoryStoreError) as caught:
+    with pytest.raises(AgentMemoryError) as caught:
         rehome_scope(
             store, "project:demo", "project:new", apply=True, confirm=True, backup_path=str(backup)
         )
@@ -228,12 +228,12 @@ def test_mem8_rehome_failure_rolls_back_and_keeps_the_validated_backup(
     assert _canonical(store.db.path) == before
     assert store.get(first.id).scope == "project:demo"
     assert inspect_store(store.db.path).ok
-    with MemoryStore.open(str(backup)) as old:
+    with AgentMemory.open(str(backup)) as old:
         assert {m.id for m in old.list(all_scopes=True)} == {first.id, second.id}
 
 
 def test_mem8_rehome_never_writes_over_or_through_an_existing_path(
-    store: MemoryStore, tmp_path: Path
+    store: AgentMemory, tmp_path: Path
 ) -> None:
     store.remember("Stays where it is.", kind="fact")
     target = tmp_path / "precious.txt"
@@ -245,7 +245,7 @@ def test_mem8_rehome_never_writes_over_or_through_an_existing_path(
         (link, MemoryErrorCode.MEMORY_SCOPE_REHOME_PATH_UNSAFE),
         (Path(store.db.path + "-wal"), MemoryErrorCode.MEMORY_SCOPE_REHOME_BACKUP_CONFLICT),
     ):
-        with pytest.raises(MemoryStoreError) as caught:
+        with pytest.raises(AgentMemoryError) as caught:
             rehome_scope(
                 store,
                 "project:demo",
@@ -258,6 +258,6 @@ def test_mem8_rehome_never_writes_over_or_through_an_existing_path(
     assert target.read_text() == "keep"
     assert {m.scope for m in store.list(all_scopes=True)} == {"project:demo"}
     for source in ("user:default", "project:auto"):
-        with pytest.raises(MemoryStoreError) as caught:
+        with pytest.raises(AgentMemoryError) as caught:
             rehome_scope(store, source, "project:new")
         assert caught.value.code == MemoryErrorCode.MEMORY_SCOPE_REHOME_SCOPE_INVALID

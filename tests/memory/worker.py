@@ -15,10 +15,10 @@ import sys
 import time
 from pathlib import Path
 
-from aidememo.memory import MemoryErrorCode, MemoryStore, MemoryStoreError
+from aidememo.agent_memory import AgentMemory, AgentMemoryError, MemoryErrorCode
 
 
-def increment(store: MemoryStore, memory_id: str, rounds: int) -> str:
+def increment(store: AgentMemory, memory_id: str, rounds: int) -> str:
     successes = conflicts = 0
     while successes < rounds:
         current = store.get(memory_id)
@@ -26,7 +26,7 @@ def increment(store: MemoryStore, memory_id: str, rounds: int) -> str:
         time.sleep(0.001)
         try:
             store.update(memory_id, content=f"counter {count}", expected_revision=current.revision)
-        except MemoryStoreError as error:
+        except AgentMemoryError as error:
             if error.code != MemoryErrorCode.MEMORY_REVISION_CONFLICT:
                 raise
             conflicts += 1
@@ -35,7 +35,7 @@ def increment(store: MemoryStore, memory_id: str, rounds: int) -> str:
     return f"{successes} {conflicts}"
 
 
-def slow_import(store: MemoryStore, document: dict[str, object], mark: str) -> None:
+def slow_import(store: AgentMemory, document: dict[str, object], mark: str) -> None:
     calls = 0
 
     def stall() -> int:
@@ -56,7 +56,7 @@ def slow_import(store: MemoryStore, document: dict[str, object], mark: str) -> N
 
 def main(argv: list[str]) -> None:
     action, path = argv[0], argv[1]
-    with MemoryStore.open(path, scope="project:demo") as store:
+    with AgentMemory.open(path, scope="project:demo") as store:
         if action == "increment":
             print(increment(store, argv[2], int(argv[3])))
         elif action == "confirm":

@@ -27,7 +27,7 @@ from aidememo.http.pipeline import Admission
 from aidememo.http.routes import resolve
 from aidememo.http.types import Request, Response
 from aidememo.service.identity import IdentityService, token_digest
-from aidememo.stores.memory import MemoryStore
+from aidememo.stores.in_memory import InMemoryStore
 from aidememo.stores.sqlite import SqliteStore
 from aidememo.stores.sqlite.sqlite3_executor import Sqlite3Executor
 from origin.lanes import Lane, Scheduler
@@ -181,7 +181,7 @@ def test_http10_batches_only_commands_and_only_on_a_store_that_batches(setup: Se
     assert lane("POST", f"/v1/projects/{PROJECT}/mcp") is Lane.POOL
     assert lane("POST", "/v1/admin/bootstrap") is Lane.POOL
     assert lane("POST", "/v1/nowhere") is Lane.POOL
-    memory = HttpApp(MemoryStore())
+    memory = HttpApp(InMemoryStore())
     assert not memory.batches and Scheduler(memory).store_lane is None
     assert run_batch(memory, []) == []
 
@@ -358,7 +358,7 @@ def test_http10_served_concurrent_commands_are_answered_and_nothing_acknowledged
 
 def test_http10_serve_gives_a_committer_only_to_a_store_that_batches(setup: Setup) -> None:
     assert isinstance(Scheduler(setup.app).store_lane, Committer)
-    memory = HttpApp(MemoryStore())
+    memory = HttpApp(InMemoryStore())
     assert Scheduler(memory).store_lane is None  # no CAP_WRITE_BATCH, no connection pool
 
 

@@ -16,7 +16,7 @@ from aidememo.domain.artifacts import GcIntent
 from aidememo.domain.clock import FixedClock
 from aidememo.ports import Store, WriteTx
 from aidememo.service.artifact_gc import ArtifactGc, GcReport
-from aidememo.stores.memory import MemoryStore
+from aidememo.stores.in_memory import InMemoryStore
 from aidememo.stores.sqlite import SqliteStore
 from origin.gc_task import GcTask
 
@@ -38,7 +38,7 @@ class _Flaky(ArtifactGc):
 
 
 def test_art7_background_task_deletes_due_bodies_after_a_failed_pass() -> None:
-    store, bodies, clock = MemoryStore(), MemoryBodies(), FixedClock(10_000)
+    store, bodies, clock = InMemoryStore(), MemoryBodies(), FixedClock(10_000)
     bodies.objects["gen_x1"] = b"orphan"
     intent = GcIntent("gen_x1", "t", "p", "art_x", "aborted", not_before_ms=5_000)
     store.transaction(lambda tx: tx.put_gc_intent(intent))
@@ -98,7 +98,7 @@ def test_metrics4_gc_pass_reports_pending_intents_and_failures(
 
 def _store(backend: str, tmp_path: Path, stack: contextlib.ExitStack) -> Store:
     if backend == "memory":
-        return MemoryStore()
+        return InMemoryStore()
     if backend == "sqlite":
         return SqliteStore.open_file(tmp_path / "gc.sqlite")
     from tests.pg import fresh_database

@@ -21,7 +21,7 @@ from aidememo.domain.errors import ErrorCode
 from aidememo.http.app import HttpApp
 from aidememo.http.body import EMPTY
 from aidememo.http.types import Request, Response
-from aidememo.stores.memory import MemoryStore
+from aidememo.stores.in_memory import InMemoryStore
 from origin.lanes import Lane, Scheduler
 from origin.store_lane import Committer, StorePool
 from tests import pg
@@ -178,7 +178,7 @@ def test_http12_serve_gives_postgres_a_store_pool_of_its_connections(db: pg.Data
     finally:
         scheduler.stop()
         store.close()
-    assert Scheduler(HttpApp(MemoryStore())).store_lane is None
+    assert Scheduler(HttpApp(InMemoryStore())).store_lane is None
 
 
 def test_http12_the_store_pool_takes_only_member_reads_and_commands() -> None:

@@ -15,7 +15,7 @@ from aidememo.domain.errors import AidememoError
 from aidememo.domain.limits import MAX_REQUEST_BODY_BYTES
 from aidememo.http.app import HttpApp
 from aidememo.http.types import Request, Response
-from aidememo.stores.memory import MemoryStore
+from aidememo.stores.in_memory import InMemoryStore
 from origin.accesslog import ACCESS_LOGGER
 from tests.origin.direct_support import Answer, request
 from tests.origin.thread_server import LOOP_THREAD, ThreadServer
@@ -117,7 +117,7 @@ def test_http1_real_app_answers_413_for_a_declared_too_large_body_unread() -> No
         f"POST /v1/projects/p/sessions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
         f"content-length: {MAX_REQUEST_BODY_BYTES + 1}\r\n\r\n"
     )
-    answer = ask(HttpApp(MemoryStore()), head.encode())
+    answer = ask(HttpApp(InMemoryStore()), head.encode())
     assert answer.status_line.endswith(b"413 Request Entity Too Large")
     assert answer.json()["error"]["code"] == "payload_too_large"
     assert answer.header("connection") == "close"
@@ -125,14 +125,14 @@ def test_http1_real_app_answers_413_for_a_declared_too_large_body_unread() -> No
 
 def test_http1_unauthenticated_streamed_body_is_refused_after_its_first_chunk() -> None:
     head = chunked_head("POST", "/v1/projects/p/sessions", {"content-type": "application/json"})
-    answer = ask(HttpApp(MemoryStore()), head, chunk(b"x" * 64 * 1024), pause_s=0.05)
+    answer = ask(HttpApp(InMemoryStore()), head, chunk(b"x" * 64 * 1024), pause_s=0.05)
     assert answer.status_line.split(b" ")[1] == b"401"  # stage one ran on the first chunk only
     assert answer.json()["error"]["code"] == "authentication_failed"
     assert answer.header("connection") == "close"
 
 
 def test_http9_real_app_health_has_its_length() -> None:
-    answer = ask(HttpApp(MemoryStore()), request("GET", "/health"))
+    answer = ask(HttpApp(InMemoryStore()), request("GET", "/health"))
     assert answer.json()["status"] == "ok"
     assert int(answer.header("content-length") or -1) == len(answer.body)
 

@@ -84,9 +84,9 @@ conformance: list[dict[str, Any]] = []
 conformance_error = ""
 try:
     from aidememo.conformance import run_all
-    from aidememo.stores.memory import MemoryStore
+    from aidememo.stores.in_memory import InMemoryStore
 
-    conformance = run_all(MemoryStore)
+    conformance = run_all(InMemoryStore)
 except Exception:
     conformance_error = traceback.format_exc()
 

@@ -34,7 +34,7 @@ from aidememo.ports import CAP_RAW_FAST_PATH, Store
 from aidememo.service.access import Caller
 from aidememo.service.identity import IdentityService
 from aidememo.service.ledger import Ledger
-from aidememo.stores.memory import MemoryStore
+from aidememo.stores.in_memory import InMemoryStore
 from aidememo.stores.postgres import PostgresStore
 from tests import pg
 
@@ -188,7 +188,7 @@ def sides(request: pytest.FixtureRequest) -> Iterator[list[Side]]:
         assert CAP_RAW_FAST_PATH not in generic.capabilities
         try:
             yield [
-                _side("memory", MemoryStore()),
+                _side("memory", InMemoryStore()),
                 _side("postgres_fast", fast),
                 _side("postgres_generic", generic),
             ]

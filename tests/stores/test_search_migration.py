@@ -18,7 +18,7 @@ import pytest
 from aidememo.domain.model import History, Project, Scope, SearchDoc, SearchPage
 from aidememo.domain.tokenize import index_terms, query_terms
 from aidememo.ports import Store
-from aidememo.stores.memory import MemoryStore
+from aidememo.stores.in_memory import InMemoryStore
 from aidememo.stores.postgres import PostgresStore
 from aidememo.stores.postgres import schema as pg_schema
 from aidememo.stores.sqlite import SqliteStore
@@ -61,7 +61,7 @@ def _results(store: Store) -> list[list[tuple[str, float]]]:
 
 
 def _reference() -> list[list[tuple[str, float]]]:
-    store = MemoryStore()
+    store = InMemoryStore()
     for project in PROJECTS:
         _provision(store, project)
         _restore(store, project, ENTRIES[project.tenant_id])

@@ -26,7 +26,7 @@ from aidememo.domain.model import (
 )
 from aidememo.domain.tokenize import index_terms, query_terms
 from aidememo.ports import Store, WriteTx
-from aidememo.stores.memory import MemoryStore
+from aidememo.stores.in_memory import InMemoryStore
 from tests.stores._support import (
     KINDS,
     PROJECT,
@@ -109,7 +109,7 @@ def test_store_search_cjk_bigrams(kind: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("kind", KINDS)
 def test_srch4_store_search_scores_match_reference_store(kind: str, tmp_path: Path) -> None:
     mutations = _fact_mutations(FACTS)
-    reference = MemoryStore()
+    reference = InMemoryStore()
     reference.transaction(provision)
     commit_all(reference, mutations)
     with open_store(kind, tmp_path) as store:

@@ -24,7 +24,7 @@ HEAVY = (
     "aidememo.cli.mcp.install",
     "aidememo.cli.memory",
     "origin",
-    "aidememo.memory",
+    "aidememo.agent_memory",
     "aidememo.client.models",
     "aidememo.ports",
     "aidememo.service",

@@ -7,7 +7,8 @@ list. Violations are reported as file:line. Missing folders are fine: the tree g
 Core (stdlib only, runs on CPython and Pyodide): the stdlib and the core packages; `sqlite3`
 only in aidememo/stores/sqlite/sqlite3_executor.py and in the local memory store's SQLite
 modules (MEMORY_SQLITE_MODULES); the aidememo root (`__version__`). The memory store
-(aidememo/memory/) is core too: stdlib and core only; the rest of the core never imports it. A core
+(aidememo/agent_memory/) is core too:
+stdlib and core only; the rest of the core never imports it. A core
 module may also reach the Pyodide runtime (`pyodide`, `js`) inside a `try:` whose handler catches
 ImportError, so that it still imports on CPython.
 Edge (worker/, durable_objects/): the stdlib, the Workers SDK (`workers`, `js`, `pyodide`), the
@@ -35,7 +36,7 @@ CORE_PACKAGES = (
     "aidememo.http",
     "aidememo.conformance",
     "aidememo.mcp",
-    "aidememo.memory",
+    "aidememo.agent_memory",
     "aidememo.bodies",
 )
 CORE_PATHS = tuple(
@@ -49,7 +50,7 @@ CORE_PATHS = tuple(
         "aidememo/http",
         "aidememo/conformance",
         "aidememo/mcp",
-        "aidememo/memory",
+        "aidememo/agent_memory",
         "aidememo/bodies",
     )
 )
@@ -61,7 +62,7 @@ RUNTIME = ("workers", "js", "pyodide")
 SQLITE3 = frozenset({"sqlite3", "_sqlite3"})
 SQLITE3_MODULE = REPO / "aidememo/stores/sqlite/sqlite3_executor.py"
 MEMORY_SQLITE_MODULES = frozenset(
-    REPO / "aidememo/memory" / name
+    REPO / "aidememo/agent_memory" / name
     for name in (
         "db.py",
         "schema.py",
@@ -150,10 +151,10 @@ def _core_violation(path: Path, imp: Import) -> str | None:
     if top in SQLITE3:
         allowed = path == SQLITE3_MODULE or path in MEMORY_SQLITE_MODULES
         return None if allowed else "sqlite3 outside sqlite3_executor.py and the memory store"
-    if _within(imp.name, ("aidememo.memory",)) and not _within(
-        _module_name(path, REPO), ("aidememo.memory",)
+    if _within(imp.name, ("aidememo.agent_memory",)) and not _within(
+        _module_name(path, REPO), ("aidememo.agent_memory",)
     ):
-        return "the memory store outside aidememo/memory"
+        return "the memory store outside aidememo/agent_memory"
     if top in STDLIB or imp.name == "aidememo" or _within(imp.name, CORE_PACKAGES):
         return None
     if _within(imp.name, ("js", "pyodide")):
@@ -246,11 +247,11 @@ def test_rules_reject_outward_imports() -> None:
     domain = REPO / "aidememo/domain/x.py"
     for name in ("origin.app", "aidememo.cli.main", "aidememo.client", "mcp.server"):
         assert _core_violation(domain, _imp(name)), name
-    for name in ("aidememo.memory", "worker.entry", "durable_objects", "pydantic", "httpx"):
+    for name in ("aidememo.agent_memory", "worker.entry", "durable_objects", "pydantic", "httpx"):
         assert _core_violation(domain, _imp(name)), name
     assert _core_violation(REPO / "aidememo/stores/sqlite/store.py", _imp("sqlite3"))
-    assert _core_violation(REPO / "aidememo/memory/store.py", _imp("sqlite3"))
-    assert _core_violation(REPO / "aidememo/memory/db.py", _imp("httpx"))
+    assert _core_violation(REPO / "aidememo/agent_memory/store.py", _imp("sqlite3"))
+    assert _core_violation(REPO / "aidememo/agent_memory/db.py", _imp("httpx"))
     assert _core_violation(domain, _imp("pyodide.ffi"))
     entry = REPO / "worker/entry.py"
     for name in ("pg8000", "origin.settings", "mcp.server", "aidememo.cli", "sqlite3", "boto3"):
@@ -271,9 +272,9 @@ def test_rules_accept_inward_imports() -> None:
     assert _core_violation(SQLITE3_MODULE, _imp("sqlite3")) is None
     for module in MEMORY_SQLITE_MODULES:
         assert _core_violation(module, _imp("sqlite3")) is None
-    memory = REPO / "aidememo/memory/store.py"
+    memory = REPO / "aidememo/agent_memory/store.py"
     assert _core_violation(memory, _imp("aidememo.domain.secrets")) is None
-    assert _core_violation(memory, _imp("aidememo.memory.db")) is None
+    assert _core_violation(memory, _imp("aidememo.agent_memory.db")) is None
     assert _core_violation(service, _imp("pyodide.ffi", guarded=True)) is None
     entry = REPO / "worker/entry.py"
     for name in ("workers", "js", "pyodide.ffi", "aidememo.stores.sqlite.schema", "worker.auth"):
@@ -288,7 +289,7 @@ def test_relative_and_guarded_imports_are_resolved(tmp_path: Path) -> None:
     probe.write_text(
         "from . import ledger\n"
         "from ..cli import main\n"
-        "from .. import memory\n"
+        "from .. import agent_memory\n"
         "def later() -> None:\n"
         "    import origin.app\n"
         "try:\n"
@@ -301,7 +302,7 @@ def test_relative_and_guarded_imports_are_resolved(tmp_path: Path) -> None:
         [
             ("aidememo.service.ledger", False),
             ("aidememo.cli", False),
-            ("aidememo.memory", False),
+            ("aidememo.agent_memory", False),
             ("origin.app", False),
             ("pyodide.ffi", True),
         ]
@@ -321,7 +322,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "aidememo.stores",
         "aidememo.bodies",
         "aidememo.embedding",
-        "aidememo.memory",
+        "aidememo.agent_memory",
         "aidememo.conformance",
     ),
     ("aidememo.http", "aidememo.mcp", "aidememo.console"),

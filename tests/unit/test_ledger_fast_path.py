@@ -28,14 +28,14 @@ from aidememo.ports import CAP_RAW_FAST_PATH
 from aidememo.service.access import Caller
 from aidememo.service.identity import IdentityService
 from aidememo.service.ledger import Ledger
-from aidememo.stores.memory import MemoryStore
+from aidememo.stores.in_memory import InMemoryStore
 
 TENANT, PROJECT, ACTOR = "tenant_u", "project_u", "actor_u"
 REF = ResourceRef("custom.note", "note_u")
 CALLER = Caller(TENANT, ACTOR)
 
 
-class FastStore(MemoryStore):
+class FastStore(InMemoryStore):
     """The reference store, plus a scripted fast path."""
 
     capabilities = frozenset({CAP_RAW_FAST_PATH})

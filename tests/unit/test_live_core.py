@@ -27,14 +27,14 @@ from aidememo.service.live import (
     read_commits,
     settle_due,
 )
-from aidememo.stores.memory import MemoryStore
+from aidememo.stores.in_memory import InMemoryStore
 
 T, P, E = "t", "p", "e"
 
 
 @pytest.fixture
 def app() -> HttpApp:
-    app = HttpApp(MemoryStore(), clock=FixedClock(1_000))
+    app = HttpApp(InMemoryStore(), clock=FixedClock(1_000))
     for actor, role in (("w", Role.WRITER), ("r", Role.READER), ("x", Role.WRITER)):
         app.services.identity.bootstrap(
             tenant_id=T, project_id=P, actor_id=actor, role=role, project_epoch=E
@@ -136,7 +136,7 @@ def test_live1_catch_up_pages_are_the_materialized_feed(app: HttpApp) -> None:
     for n in (1, 2, 3):
         put(app, n)
     feed = FeedCursor(LiveSubscription(Caller(T, "w"), P, E, 0, 2))
-    page = feed.catch_up(app.services.queries)
+    page = feed.catch_up(app.services.ledger_reads)
     assert feed.after_seq == 2 and page.has_more
     from aidememo.http.pipeline import Admission
     from aidememo.http.routes import resolve

@@ -29,7 +29,7 @@ from aidememo.http.scan import top_level_string
 from aidememo.http.types import Request
 from aidememo.service.access import Caller
 from aidememo.service.identity import IdentityService
-from aidememo.stores.memory import MemoryStore
+from aidememo.stores.in_memory import InMemoryStore
 
 TOKEN, ADMIN = "member-token-1", "admin-token-1"
 ADMIN_DIGEST = hashlib.sha256(ADMIN.encode()).digest()
@@ -39,7 +39,7 @@ NDJSON = "application/x-ndjson"
 
 
 def _app() -> HttpApp:
-    store = MemoryStore()
+    store = InMemoryStore()
     IdentityService(store, FixedClock(1_000), RandomIds()).bootstrap(
         tenant_id="t1",
         project_id="p1",

@@ -1,5 +1,5 @@
 """The memory tools of `aidememo mcp --memory-store PATH`: the local memory store's provider
-(`aidememo.memory.mcp_tools`, Nuzo's 19 `memory.*` tools) in the stdio server's
+(`aidememo.agent_memory.mcp_tools`, Nuzo's 19 `memory.*` tools) in the stdio server's
 `ToolProvider` shape. The store's refusals are tool results with `isError: true` carrying
 its structured error; arguments outside a tool's schema are an invalid-params error (MEM-13)."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from aidememo.memory.errors import MemoryStoreError
-from aidememo.memory.mcp_tools import MemoryToolProvider, ToolInputError, open_provider
+from aidememo.agent_memory.errors import AgentMemoryError
+from aidememo.agent_memory.mcp_tools import MemoryToolProvider, ToolInputError, open_provider
 
 
 class MemoryTools:
@@ -27,7 +27,7 @@ class MemoryTools:
     def call(self, name: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         try:
             return self.provider.call(name, arguments), False
-        except MemoryStoreError as error:
+        except AgentMemoryError as error:
             return self.provider.refusal(name, error), True
         except ToolInputError as error:
             # Arguments outside the tool's schema are an invalid-params error, as Nuzo
@@ -52,11 +52,11 @@ def provider(path: str) -> MemoryTools:
 
     try:
         tools = MemoryTools(open_provider(path, restricted_by_env=True))
-    except MemoryStoreError as error:
+    except AgentMemoryError as error:
         raise CliError(f"{error.code.value}: {error.message}") from None
     # `memory.recall` takes `retrieval_mode` (MEM-23): the default local model directory.
+    from aidememo.agent_memory.semantic import SemanticRecall
     from aidememo.cli.memory.vectors import OnnxRuntime
-    from aidememo.memory.semantic import SemanticRecall
 
     tools.provider.store.semantic = SemanticRecall(OnnxRuntime())
     _add_tiers(tools.provider)
@@ -69,17 +69,17 @@ def _add_tiers(provider: MemoryToolProvider) -> None:
     `AIDEMEMO_MEMORY_TEAM_PROFILE`."""
     import os
 
+    from aidememo.agent_memory import paths
+    from aidememo.agent_memory.semantic import SemanticRecall
+    from aidememo.agent_memory.store import AgentMemory
     from aidememo.cli.memory.team import PROFILE_ENV, ProfileTeam
     from aidememo.cli.memory.vectors import OnnxRuntime
-    from aidememo.memory import paths
-    from aidememo.memory.semantic import SemanticRecall
-    from aidememo.memory.store import MemoryStore
 
     served = os.path.realpath(provider.store.db.path)
     user_path = paths.user_store_path()
     project = os.path.realpath(paths.project_store_path(provider.project_root))
     if served == project and os.path.realpath(user_path) != served and os.path.isfile(user_path):
-        provider.user_store = MemoryStore.open(user_path)
+        provider.user_store = AgentMemory.open(user_path)
         provider.user_store.semantic = SemanticRecall(OnnxRuntime())
     team = os.environ.get(PROFILE_ENV)
     if team:

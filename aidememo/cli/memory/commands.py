@@ -8,22 +8,22 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from aidememo.agent_memory import governance, paths
+from aidememo.agent_memory.errors import AgentMemoryError
+from aidememo.agent_memory.errors import MemoryErrorCode as C
+from aidememo.agent_memory.jstext import js_json
+from aidememo.agent_memory.model import UNSET, Event, Memory, Relation
+from aidememo.agent_memory.open_checks import StoreDamage, damaged
+from aidememo.agent_memory.relations import relations_batch
+from aidememo.agent_memory.render import escape_controls, inline, untrusted_json
+from aidememo.agent_memory.store import AgentMemory
+from aidememo.agent_memory.transfer import export_markdown
 from aidememo.cli.errors import CliError
 from aidememo.cli.memory.init import cmd_init
 from aidememo.cli.memory.maint import MAINTENANCE_HANDLERS
 from aidememo.cli.memory.publish import cmd_publish
 from aidememo.cli.memory.recall import cmd_recall
 from aidememo.cli.memory.semantic import cmd_semantic
-from aidememo.memory import governance, paths
-from aidememo.memory.errors import MemoryErrorCode as C
-from aidememo.memory.errors import MemoryStoreError
-from aidememo.memory.jstext import js_json
-from aidememo.memory.model import UNSET, Event, Memory, Relation
-from aidememo.memory.open_checks import StoreDamage, damaged
-from aidememo.memory.relations import relations_batch
-from aidememo.memory.render import escape_controls, inline, untrusted_json
-from aidememo.memory.store import MemoryStore
-from aidememo.memory.transfer import export_markdown
 
 EXIT_FAILED = 1
 EXIT_INTERNAL = 70
@@ -38,9 +38,9 @@ def _runtime(ns: argparse.Namespace) -> paths.MemoryRuntime:
     return paths.resolve_runtime(store=ns.store, scope=ns.scope)
 
 
-def _open(runtime: paths.MemoryRuntime) -> MemoryStore:
+def _open(runtime: paths.MemoryRuntime) -> AgentMemory:
     paths.ensure_private_dir(os.path.dirname(runtime.store_path))
-    return MemoryStore.open(
+    return AgentMemory.open(
         runtime.store_path,
         scope=runtime.scope,
         include_global=runtime.include_global,
@@ -60,7 +60,7 @@ def dispatch(ns: argparse.Namespace) -> int:
             return handler(ns, store)
         finally:
             store.close()
-    except MemoryStoreError as error:
+    except AgentMemoryError as error:
         sys.stderr.write(f"{error.code.value}: {error.message}\n")
         return EXIT_FAILED
     except StoreDamage as error:  # the file itself is damaged (MEM-1)
@@ -102,7 +102,7 @@ def relation_markers(relations: list[Relation], perspective: str) -> str:
 # -- commands ----------------------------------------------------------------------------------
 
 
-def cmd_remember(ns: argparse.Namespace, store: MemoryStore) -> int:
+def cmd_remember(ns: argparse.Namespace, store: AgentMemory) -> int:
     draft = _draft(ns)
     memory = store.remember(
         ns.content, kind=ns.kind, tags=ns.tag or [], source=ns.source, actor=ACTOR, **draft
@@ -121,7 +121,7 @@ def capture_json(value: Any) -> Any:
     return value
 
 
-def cmd_suggest_capture(ns: argparse.Namespace, store: MemoryStore) -> int:
+def cmd_suggest_capture(ns: argparse.Namespace, store: AgentMemory) -> int:
     result = capture_json(
         store.suggest_capture(
             ns.content,
@@ -167,7 +167,7 @@ def cmd_suggest_capture(ns: argparse.Namespace, store: MemoryStore) -> int:
     return 0
 
 
-def cmd_confirm_capture(ns: argparse.Namespace, store: MemoryStore) -> int:
+def cmd_confirm_capture(ns: argparse.Namespace, store: AgentMemory) -> int:
     draft = _draft(ns)
     result = capture_json(
         store.confirm_capture(
@@ -204,9 +204,9 @@ def cmd_confirm_capture(ns: argparse.Namespace, store: MemoryStore) -> int:
     return 0
 
 
-def cmd_list(ns: argparse.Namespace, store: MemoryStore) -> int:
+def cmd_list(ns: argparse.Namespace, store: AgentMemory) -> int:
     if ns.all_scopes and ns.scope is not None:
-        raise MemoryStoreError(
+        raise AgentMemoryError(
             C.MEMORY_SCOPE_CONFLICT, "List --all-scopes cannot be combined with --scope."
         )
     memories = store.list(
@@ -228,7 +228,7 @@ def cmd_list(ns: argparse.Namespace, store: MemoryStore) -> int:
     return 0
 
 
-def cmd_review_relations(ns: argparse.Namespace, store: MemoryStore) -> int:
+def cmd_review_relations(ns: argparse.Namespace, store: AgentMemory) -> int:
     report = governance.review_relations(
         store, include_archived=ns.include_archived, needs_review=ns.needs_review, limit=ns.limit
     )
@@ -236,7 +236,7 @@ def cmd_review_relations(ns: argparse.Namespace, store: MemoryStore) -> int:
     return 0
 
 
-def cmd_relate(ns: argparse.Namespace, store: MemoryStore) -> int:
+def cmd_relate(ns: argparse.Namespace, store: AgentMemory) -> int:
     created = store.relate(
         ns.source_id, ns.target, relation=ns.relation, reason=ns.reason, actor=ns.actor
     )
@@ -244,14 +244,14 @@ def cmd_relate(ns: argparse.Namespace, store: MemoryStore) -> int:
     return 0
 
 
-def cmd_relations(ns: argparse.Namespace, store: MemoryStore) -> int:
+def cmd_relations(ns: argparse.Namespace, store: AgentMemory) -> int:
     for r in store.relations(ns.id, include_reverse=not ns.outgoing_only, limit=ns.limit or 50):
         reason = "" if r.reason is None else f"\treason={inline(r.reason)}"
         _out(f"{inline(r.id)}\t{r.marker(ns.id)}\tcreated={r.created_at}{reason}")
     return 0
 
 
-def cmd_unrelate(ns: argparse.Namespace, store: MemoryStore) -> int:
+def cmd_unrelate(ns: argparse.Namespace, store: AgentMemory) -> int:
     store.unrelate(ns.id, reason=ns.reason, actor=ns.actor)
     _out("Removed")
     return 0
@@ -268,7 +268,7 @@ def _event_line(event: Event, sep: str) -> str:
     )
 
 
-def cmd_show(ns: argparse.Namespace, store: MemoryStore) -> int:
+def cmd_show(ns: argparse.Namespace, store: AgentMemory) -> int:
     shown = store.show(ns.id, history_limit=ns.history_limit or 50)
     m: Memory = shown["memory"]
     if ns.json:
@@ -313,7 +313,7 @@ def cmd_show(ns: argparse.Namespace, store: MemoryStore) -> int:
     return 0
 
 
-def cmd_challenge(ns: argparse.Namespace, store: MemoryStore) -> int:
+def cmd_challenge(ns: argparse.Namespace, store: AgentMemory) -> int:
     memory, relation = store.challenge(
         ns.id,
         outcome=ns.outcome,
@@ -346,14 +346,14 @@ def cmd_challenge(ns: argparse.Namespace, store: MemoryStore) -> int:
     return 0
 
 
-def cmd_update(ns: argparse.Namespace, store: MemoryStore) -> int:
+def cmd_update(ns: argparse.Namespace, store: AgentMemory) -> int:
     if ns.review_after is not None and ns.clear_review_after:
-        raise MemoryStoreError(
+        raise AgentMemoryError(
             C.MEMORY_REVIEW_AFTER_CONFLICT,
             "Use either --review-after or --clear-review-after, not both.",
         )
     if ns.expires_at is not None and ns.clear_expires_at:
-        raise MemoryStoreError(
+        raise AgentMemoryError(
             C.MEMORY_EXPIRES_AT_CONFLICT, "Use either --expires-at or --clear-expires-at, not both."
         )
     fields: dict[str, Any] = {
@@ -378,9 +378,9 @@ def cmd_update(ns: argparse.Namespace, store: MemoryStore) -> int:
     return 0
 
 
-def cmd_forget(ns: argparse.Namespace, store: MemoryStore) -> int:
+def cmd_forget(ns: argparse.Namespace, store: AgentMemory) -> int:
     if ns.archive and ns.delete:
-        raise MemoryStoreError(
+        raise AgentMemoryError(
             C.MEMORY_FORGET_MODE_CONFLICT,
             "Choose either --archive or --delete, not both.",
             {"id": ns.id},
@@ -397,13 +397,13 @@ def cmd_forget(ns: argparse.Namespace, store: MemoryStore) -> int:
     return 0
 
 
-def cmd_history(ns: argparse.Namespace, store: MemoryStore) -> int:
+def cmd_history(ns: argparse.Namespace, store: AgentMemory) -> int:
     for event in store.history(ns.id):
         _out(_event_line(event, "\t"))
     return 0
 
 
-def cmd_audit(ns: argparse.Namespace, store: MemoryStore) -> int:
+def cmd_audit(ns: argparse.Namespace, store: AgentMemory) -> int:
     scope = ns.filter_scope if ns.filter_scope is not None else ns.scope
     events = store.audit(
         memory_id=ns.memory_id,
@@ -430,7 +430,7 @@ def cmd_audit(ns: argparse.Namespace, store: MemoryStore) -> int:
     return 0
 
 
-def cmd_forget_many(ns: argparse.Namespace, store: MemoryStore) -> int:
+def cmd_forget_many(ns: argparse.Namespace, store: AgentMemory) -> int:
     result = store.forget_many(
         scope=None if ns.filter_scope is None else paths.resolve_scope(ns.filter_scope),
         tags=ns.tag or [],
@@ -456,7 +456,7 @@ def cmd_forget_many(ns: argparse.Namespace, store: MemoryStore) -> int:
     return 0
 
 
-def cmd_export(ns: argparse.Namespace, store: MemoryStore) -> int:
+def cmd_export(ns: argparse.Namespace, store: AgentMemory) -> int:
     document = store.export(tags=ns.tag or [], include_archived=ns.include_archived, actor=ACTOR)
     fmt = ns.format or ("markdown" if ns.path and ns.path.lower().endswith(".md") else "json")
     text = export_markdown(document) if fmt == "markdown" else untrusted_json(document) + "\n"
@@ -470,7 +470,7 @@ def cmd_export(ns: argparse.Namespace, store: MemoryStore) -> int:
     return 0
 
 
-def cmd_import(ns: argparse.Namespace, store: MemoryStore) -> int:
+def cmd_import(ns: argparse.Namespace, store: AgentMemory) -> int:
     document = paths.read_export_file(os.path.abspath(ns.path))
     scope = None if ns.filter_scope is None else paths.resolve_scope(ns.filter_scope)
     result = store.import_document(document, scope=scope, dry_run=ns.dry_run, actor=ACTOR)
@@ -482,23 +482,23 @@ def cmd_import(ns: argparse.Namespace, store: MemoryStore) -> int:
     return 0
 
 
-def cmd_rehome(ns: argparse.Namespace, store: MemoryStore) -> int:
-    from aidememo.memory.rehome import plan_output, plan_text, rehome_scope
+def cmd_rehome(ns: argparse.Namespace, store: AgentMemory) -> int:
+    from aidememo.agent_memory.rehome import plan_output, plan_text, rehome_scope
 
     if ns.dry_run and ns.apply:
-        raise MemoryStoreError(
+        raise AgentMemoryError(
             C.MEMORY_SCOPE_REHOME_MODE_CONFLICT, "Use either --dry-run or --apply, not both."
         )
     if ns.yes and not ns.apply:
-        raise MemoryStoreError(
+        raise AgentMemoryError(
             C.MEMORY_SCOPE_REHOME_CONFIRMATION_WITHOUT_APPLY, "--yes requires --apply."
         )
     if ns.backup_path and not ns.apply:
-        raise MemoryStoreError(
+        raise AgentMemoryError(
             C.MEMORY_SCOPE_REHOME_BACKUP_WITHOUT_APPLY, "--backup-path requires --apply."
         )
     if ns.apply and not ns.backup_path:
-        raise MemoryStoreError(
+        raise AgentMemoryError(
             C.MEMORY_SCOPE_REHOME_BACKUP_REQUIRED, "--apply requires a new --backup-path."
         )
     # The scopes are taken as given: `project:auto` is refused, not resolved (MEM-8).

@@ -13,21 +13,21 @@ import os
 import sys
 from typing import Any
 
-from aidememo.memory import paths
-from aidememo.memory.errors import MemoryErrorCode as C
-from aidememo.memory.errors import MemoryStoreError
-from aidememo.memory.jstext import js_json
-from aidememo.memory.store import MemoryStore
+from aidememo.agent_memory import paths
+from aidememo.agent_memory.errors import AgentMemoryError
+from aidememo.agent_memory.errors import MemoryErrorCode as C
+from aidememo.agent_memory.jstext import js_json
+from aidememo.agent_memory.store import AgentMemory
 
 
 def _out(line: str) -> None:
     sys.stdout.write(line + "\n")
 
 
-def cmd_init(ns: argparse.Namespace, _: MemoryStore | None) -> int:
+def cmd_init(ns: argparse.Namespace, _: AgentMemory | None) -> int:
     if ns.project:
         if ns.store is not None:
-            raise MemoryStoreError(
+            raise AgentMemoryError(
                 C.MEMORY_INIT_STORE_CONFLICT,
                 "Project init cannot be combined with a custom --store path.",
             )
@@ -40,7 +40,7 @@ def cmd_init(ns: argparse.Namespace, _: MemoryStore | None) -> int:
             ".gitignore",
         ):
             if os.path.islink(os.path.join(root, path)):
-                raise MemoryStoreError(
+                raise AgentMemoryError(
                     C.MEMORY_INIT_PATH_UNSAFE,
                     "Project init refuses symbolic links in managed paths.",
                     {"path": os.path.join(root, path)},
@@ -73,7 +73,7 @@ def cmd_init(ns: argparse.Namespace, _: MemoryStore | None) -> int:
         paths.write_private_file(config, js_json(document, 2) + "\n")
     if ns.project:
         paths.ensure_project_gitignore(root)
-    MemoryStore.open(store_path).close()
+    AgentMemory.open(store_path).close()
     _out("Nuzo initialized")
     _out(f"Store: {store_path}")
     _out(f"Scope: {scope}")

@@ -14,13 +14,13 @@ import os
 import sys
 from typing import Any
 
-from aidememo.memory import paths
-from aidememo.memory.backup import backup_store, restore_store
-from aidememo.memory.doctor import doctor_report, doctor_text, runtime_sources
-from aidememo.memory.integrity import inspect_store
-from aidememo.memory.privacy import privacy_report, privacy_text
-from aidememo.memory.render import untrusted_json
-from aidememo.memory.repair_fts import default_backup_path, plan_repair, repair
+from aidememo.agent_memory import paths
+from aidememo.agent_memory.backup import backup_store, restore_store
+from aidememo.agent_memory.doctor import doctor_report, doctor_text, runtime_sources
+from aidememo.agent_memory.integrity import inspect_store
+from aidememo.agent_memory.privacy import privacy_report, privacy_text
+from aidememo.agent_memory.render import untrusted_json
+from aidememo.agent_memory.repair_fts import default_backup_path, plan_repair, repair
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2

@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from aidememo.memory.model import (
+from aidememo.agent_memory.model import (
     CAPTURE_DECISIONS,
     CHALLENGE_OUTCOMES,
     CONFIDENCE_STATES,
@@ -56,7 +56,7 @@ def _provenance(text: str) -> dict[str, Any] | None:
 
 def _iso(field: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
-        from aidememo.memory.jstext import normalize_date
+        from aidememo.agent_memory.jstext import normalize_date
 
         normal = normalize_date(text)
         if normal is None:

@@ -12,10 +12,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from aidememo.agent_memory.jstext import js_json
+from aidememo.agent_memory.store import AgentMemory
 from aidememo.cli.errors import CliError
 from aidememo.domain.command_ids import stable_id
-from aidememo.memory.jstext import js_json
-from aidememo.memory.store import MemoryStore
 
 FACT_PREFIX = "fact_memory"
 
@@ -25,7 +25,7 @@ def published_fact_id(memory_id: str, revision: int) -> str:
     return stable_id(FACT_PREFIX, memory_id, str(revision))
 
 
-def cmd_publish(ns: argparse.Namespace, store: MemoryStore) -> int:
+def cmd_publish(ns: argparse.Namespace, store: AgentMemory) -> int:
     from aidememo.cli.agent.connect import connected, refusal
     from aidememo.client import AidememoClientError
 

@@ -9,12 +9,12 @@ import os
 import sys
 from typing import Any
 
-from aidememo.memory import paths
-from aidememo.memory.jstext import to_precision
-from aidememo.memory.model import GLOBAL_SCOPE
-from aidememo.memory.relations import relations_batch
-from aidememo.memory.render import inline, untrusted_json
-from aidememo.memory.store import MemoryStore
+from aidememo.agent_memory import paths
+from aidememo.agent_memory.jstext import to_precision
+from aidememo.agent_memory.model import GLOBAL_SCOPE
+from aidememo.agent_memory.relations import relations_batch
+from aidememo.agent_memory.render import inline, untrusted_json
+from aidememo.agent_memory.store import AgentMemory
 
 
 def _out(line: str) -> None:
@@ -25,10 +25,10 @@ def _runtime(ns: argparse.Namespace) -> paths.MemoryRuntime:
     return paths.resolve_runtime(store=ns.store, scope=ns.scope)
 
 
-def _semantic(store: MemoryStore, ns: argparse.Namespace) -> None:
+def _semantic(store: AgentMemory, ns: argparse.Namespace) -> None:
     if ns.mode != "fts":
+        from aidememo.agent_memory.semantic import SemanticRecall
         from aidememo.cli.memory.vectors import OnnxRuntime
-        from aidememo.memory.semantic import SemanticRecall
 
         store.semantic = SemanticRecall(OnnxRuntime(), ns.model_path)
 
@@ -50,14 +50,14 @@ def _tiers(ns: argparse.Namespace, runtime: paths.MemoryRuntime) -> tuple[Any, A
         and os.path.realpath(user_path) != os.path.realpath(runtime.store_path)
         and os.path.isfile(user_path)
     ):
-        user = MemoryStore.open(user_path, scope=GLOBAL_SCOPE)
+        user = AgentMemory.open(user_path, scope=GLOBAL_SCOPE)
         _semantic(user, ns)
     if user is None and team_name is None:
         return None
     return user, (ProfileTeam(team_name) if team_name else None)
 
 
-def cmd_recall(ns: argparse.Namespace, store: MemoryStore) -> int:
+def cmd_recall(ns: argparse.Namespace, store: AgentMemory) -> int:
     runtime = _runtime(ns)
     _semantic(store, ns)
     tiers = _tiers(ns, runtime)
@@ -99,13 +99,13 @@ def cmd_recall(ns: argparse.Namespace, store: MemoryStore) -> int:
 
 def _tiered(
     ns: argparse.Namespace,
-    store: MemoryStore,
+    store: AgentMemory,
     runtime: paths.MemoryRuntime,
-    user: MemoryStore | None,
+    user: AgentMemory | None,
     team: Any,
 ) -> int:
     """Recall across tiers (MEM-24): Nuzo's row plus the scope and tier of each result."""
-    from aidememo.memory.tiers import TeamFact, tiered_recall
+    from aidememo.agent_memory.tiers import TeamFact, tiered_recall
 
     answer = tiered_recall(
         ns.query,

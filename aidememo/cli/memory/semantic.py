@@ -1,7 +1,7 @@
 """`aidememo memory semantic status|provision|rebuild|clear` (SPEC.md MEM-22).
 
 Nuzo's commands, flags and output lines over aidememo's sidecar and model directory
-(`aidememo.memory.semantic`): `status` inspects without loading the model, `provision` checks
+(`aidememo.agent_memory.semantic`): `status` inspects without loading the model, `provision` checks
 and records the installed bundled model (or an operator's ONNX model in `--model-path`),
 `rebuild` embeds the active memories into a new sidecar, `clear` deletes the sidecar.
 `--allow-network` is accepted for Nuzo's scripts and changes nothing: nothing is downloaded.
@@ -13,9 +13,9 @@ import argparse
 import sys
 from typing import Any
 
+from aidememo.agent_memory import paths, semantic
+from aidememo.agent_memory.render import untrusted_json
 from aidememo.cli.memory.vectors import OnnxRuntime
-from aidememo.memory import paths, semantic
-from aidememo.memory.render import untrusted_json
 
 
 def add_semantic_commands(command: Any) -> None:

@@ -7,15 +7,15 @@ skipped with the reason, never a failure of the recall.
 
 from __future__ import annotations
 
+from aidememo.agent_memory.tiers import TeamFact, TeamUnavailable
 from aidememo.cli.errors import CliError
-from aidememo.memory.tiers import TeamFact, TeamUnavailable
 
 TIMEOUT_S = 3.0
 PROFILE_ENV = "AIDEMEMO_MEMORY_TEAM_PROFILE"
 
 
 class ProfileTeam:
-    """`aidememo.memory.tiers.TeamTier` over a profile's client (imported when searched)."""
+    """`aidememo.agent_memory.tiers.TeamTier` over a profile's client (imported when searched)."""
 
     def __init__(self, name: str, timeout: float = TIMEOUT_S) -> None:
         from aidememo.cli.agent import profiles

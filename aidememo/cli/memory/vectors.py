@@ -1,4 +1,4 @@
-"""The model runtime of local semantic recall (`aidememo.memory.semantic.ModelRuntime`,
+"""The model runtime of local semantic recall (`aidememo.agent_memory.semantic.ModelRuntime`,
 SPEC.md MEM-22): the server's embedding providers (`aidememo.embedding`, onnxruntime and
 tokenizers) and numpy cosine scoring. CPython only; numpy and the providers are imported when
 a model is first needed, so `status`, `clear` and FTS recall never import them.
@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from aidememo.memory.errors import MemoryErrorCode as C
-from aidememo.memory.errors import MemoryStoreError
-from aidememo.memory.semantic_model import ModelFiles
-from aidememo.memory.sidecar import Descriptor, Vectors
+from aidememo.agent_memory.errors import AgentMemoryError
+from aidememo.agent_memory.errors import MemoryErrorCode as C
+from aidememo.agent_memory.semantic_model import ModelFiles
+from aidememo.agent_memory.sidecar import Descriptor, Vectors
 
 # The bundled model's descriptor: the pins of aidememo.embedding.bundled, repeated here so
 # `status` knows the fingerprint without importing numpy (tests/memory checks they agree).
@@ -36,7 +36,7 @@ class OnnxRuntime:
         try:
             model, tokenizer = bundled_files()
         except AidememoError as exc:
-            raise MemoryStoreError(
+            raise AgentMemoryError(
                 C.SEMANTIC_MODEL_CHECKSUM_FAILED, f"Bundled semantic model: {exc.message}"
             ) from None
         return str(model), str(tokenizer)
@@ -52,7 +52,7 @@ class OnnxRuntime:
         d = files.descriptor
         embedder = self._onnx(files.model, files.tokenizer, d.provider_id, d.model, d.revision)
         if embedder.fingerprint.dimensions != d.dimensions:
-            raise MemoryStoreError(
+            raise AgentMemoryError(
                 C.SEMANTIC_MODEL_INVALID,
                 "Semantic model dimensions differ from its manifest.",
                 {"path": files.path},
@@ -62,7 +62,7 @@ class OnnxRuntime:
             try:
                 vectors: list[bytes] = embedder.embed(texts)
             except Exception as exc:  # onnxruntime's own errors
-                raise MemoryStoreError(
+                raise AgentMemoryError(
                     C.SEMANTIC_PROVIDER_FAILED,
                     "Local semantic model inference failed.",
                     {"cause": str(exc)},
@@ -73,7 +73,7 @@ class OnnxRuntime:
 
     def _onnx(self, model: str, tokenizer: str, provider: str, name: str, revision: str) -> Any:
         if not _extra_installed():
-            raise MemoryStoreError(
+            raise AgentMemoryError(
                 C.SEMANTIC_PROVIDER_MISSING,
                 "Install aidememo[semantic] to use the local semantic provider.",
             )
@@ -89,7 +89,7 @@ class OnnxRuntime:
                 threads=self.threads,
             )
         except Exception as exc:  # onnxruntime or tokenizers refusing the files
-            raise MemoryStoreError(
+            raise AgentMemoryError(
                 C.SEMANTIC_PROVIDER_FAILED,
                 "Local semantic model could not be loaded.",
                 {"cause": str(exc)},
