@@ -68,6 +68,8 @@ class IndexerTask:
             "errors": 0,
             "last_error": None,
         }
+        self._exits = 0  # children that exited on their own
+        self._exit_error: str | None = None
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._child: subprocess.Popen[bytes] | None = None
@@ -75,28 +77,33 @@ class IndexerTask:
             target=self._supervise, name="aidememo-indexer", daemon=True
         )
 
-    @property
-    def pid(self) -> int | None:
-        """The running child's process id."""
-        child = self._child
-        return None if child is None or child.poll() is not None else child.pid
-
     def status(self) -> dict[str, object]:
-        """What `/ready` reports of the indexer (SEM-7): the child's last status line."""
+        """What `/ready` reports of the indexer (SEM-7): the running child's last status line,
+        its errors counting also the children that exited on their own."""
         with self._lock:
-            return dict(self._status)
+            status = dict(self._status)
+            if self._exits:
+                status["errors"] = int(str(status["errors"])) + self._exits
+                status["last_error"] = status["last_error"] or self._exit_error
+            return status
 
     def start(self) -> None:
         """Start the child (once)."""
         self._thread.start()
 
     def stop(self) -> None:
-        """Close the child's stdin (it stops after its current batch) and wait for it."""
+        """Close the child's stdin (it stops after its current batch) and wait for it, killing
+        it after `STOP_S`."""
         self._stopping.set()
         child = self._child
         if child is not None and child.stdin is not None:
             child.stdin.close()
-        self._thread.join(timeout=STOP_S + 5)
+        if not self._thread.is_alive():
+            return
+        self._thread.join(timeout=STOP_S)
+        if self._thread.is_alive() and child is not None:
+            child.kill()  # a batch that did not end in STOP_S
+            self._thread.join(timeout=5)
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         env = {**os.environ, "AIDEMEMO_DATABASE_URL": self.database,
@@ -119,16 +126,13 @@ class IndexerTask:
             assert child.stdout is not None
             for line in child.stdout:
                 self._report(line)
-            try:
-                code = child.wait(timeout=STOP_S)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                code = child.wait()
+            code = child.wait()
             if self._stopping.is_set():
                 return
             with self._lock:
-                errors = int(str(self._status["errors"])) + 1
-                self._status.update(errors=errors, last_error=f"indexer exited with {code}")
+                self._exits += 1
+                self._exit_error = f"indexer exited with {code}"
+                self._status.update(index_lag=0, facts_indexed=0, errors=0, last_error=None)
             log.warning("the semantic indexer exited with %s; starting it again", code)
             self._stopping.wait(RESTART_S)
 

@@ -104,3 +104,31 @@ def test_sem7_an_attached_indexer_stops_when_its_server_is_killed(
         assert _gone(child)
     finally:
         server.kill()
+
+
+def test_sem7_an_indexer_child_that_dies_is_started_again_and_ready_says_so(
+    tmp_path: Path, home: Path, token: str
+) -> None:
+    server = ServeProcess(home, tmp_path / "serve.log")
+    try:
+        first = _indexer_child(server.proc.pid)
+        os.kill(first, signal.SIGKILL)
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            ready = httpx.get(f"{server.url}/ready", timeout=5.0).json()
+            if ready["semantic"]["errors"] >= 1:
+                break
+            assert time.monotonic() < deadline, ready
+            time.sleep(0.1)
+        assert ready["semantic"]["last_error"] == "indexer exited with -9"
+        deadline = time.monotonic() + DEADLINE_S
+        while _indexer_child(server.proc.pid) == first:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        time.sleep(1.0)  # the new child's first status lines
+        again = httpx.get(f"{server.url}/ready", timeout=5.0).json()["semantic"]
+        assert again["errors"] >= 1 and again["last_error"] == "indexer exited with -9"
+        code, _ = server.terminate(timeout=60.0)
+        assert code == 0
+    finally:
+        server.kill()
