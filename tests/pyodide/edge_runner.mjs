@@ -4,7 +4,19 @@
 // `Default.fetch`; print one JSON line.
 //
 // Usage: node tests/pyodide/edge_runner.mjs --bundle BUNDLE_DIR --vendor PYTHON_MODULES_DIR
-//          --config CONFIG.json (--driver DRIVER.py [--driver DRIVER2.py ...] | --serve PORT)
+//          --config CONFIG.json [--sockets] [--timeout S]
+//          (--driver DRIVER.py [--driver DRIVER2.py ...] | --serve PORT)
+//
+// With --timeout S the drivers' run is bounded: after S seconds the runner prints
+// `{"ok": false, "error": "... timed out in DRIVER ..."}` and exits with status 3 (a socket
+// wait suspends Python and leaves Node's event loop free, so the timer fires).
+//
+// With --sockets Python's `socket` reaches real TCP through Node (Pyodide's NodeSockFS), where
+// workerd gives Python Workers its own sockets: the PostgreSQL mode's pg8000 connections to the
+// Hyperdrive stand-in's address. A blocking socket call suspends the WebAssembly stack (JSPI),
+// so Node runs with --experimental-wasm-jspi. It can suspend only inside a call Pyodide entered
+// as "promising": every handler below (RPC, fetch, alarm) is an `async def` of edge_glue.py,
+// whose body runs as an asyncio task, and Pyodide's event loop enters each task step so.
 //
 // With --serve PORT (0: any free port) the runtime serves HTTP on 127.0.0.1 instead of running
 // drivers (for scripts/bench_edge_overhead.py --pyodide): each request goes to `Default.fetch`
@@ -19,6 +31,7 @@
 //   {"main": "worker/entry.py", "durable_objects": [{"name": BINDING, "class_name": CLS}],
 //    "ratelimits": [{"name": BINDING, "limit": N, "period": S}], "vars": {...}, "secrets": {...},
 //    "ai": {"binding": "AI"}, "vectorize": [{"binding": "VECTORIZE", "index_name": NAME}],
+//    "hyperdrive": [{"binding": "HYPERDRIVE", "connection_string": "postgresql://..."}],
 //    "compat_flags": {...}}
 // As wrangler does, the main module is uploaded under its basename at the bundle root
 // (/bundle/entry.py) and imported as the Worker's main module; Durable Object classes are looked
@@ -41,7 +54,9 @@
 //     `cloudflareSocketsModule` (empty), `patchWaitUntil` (workerd's: keeps a Python awaitable
 //     alive until it settles), `doAnImport`/`patch_env_helper` (refuse: unused by our code).
 //   * the runtime objects below: ExecutionContext, DurableObjectNamespace/Id/stub with RPC,
-//     DurableObjectState, DurableObjectStorage with SqlStorage, Ratelimit; Workers AI and
+//     DurableObjectState, DurableObjectStorage with SqlStorage, Ratelimit, Hyperdrive (the
+//     binding's documented properties only: connectionString, host, port, user, password,
+//     database; no pooling or caching of its own, PgBouncer stands for that); Workers AI and
 //     Vectorize in ai_vectorize.mjs. Their class names are
 //     the runtime's, because the SDK picks its wrappers by `constructor.name`.
 //   * WebSockets for the live feed: `WebSocketPair` (global, as in workerd) whose server end the
@@ -65,14 +80,18 @@ const repo = path.resolve(here, "..", "..");
 const indexURL = path.join(repo, "node_modules", "pyodide") + path.sep;
 
 function parseArgs(argv) {
-  const opts = { driver: [] };
+  const opts = { driver: [], sockets: false };
   for (let i = 0; i < argv.length; i += 2) {
-    const key = argv[i].replace(/^--/, "");
-    if (!["vendor", "bundle", "config", "driver", "serve"].includes(key) || i + 1 >= argv.length) {
-      throw new Error(`bad argument ${argv[i]}`);
+    if (argv[i] === "--sockets") {
+      opts.sockets = true;
+      i -= 1;
+      continue;
     }
-    if (key === "serve") {
-      opts.serve = Number(argv[i + 1]);
+    const key = argv[i].replace(/^--/, "");
+    const known = ["vendor", "bundle", "config", "driver", "serve", "timeout"];
+    if (!known.includes(key) || i + 1 >= argv.length) throw new Error(`bad argument ${argv[i]}`);
+    if (key === "serve" || key === "timeout") {
+      opts[key] = Number(argv[i + 1]);
       continue;
     }
     const value = path.resolve(argv[i + 1]);
@@ -293,6 +312,21 @@ class Ratelimit {
   }
 }
 
+// The Hyperdrive binding: what a Python Worker reads of it (Cloudflare "Hyperdrive: Python
+// Workers"). The real one hands out the address of Hyperdrive's pooler; this one the
+// configured database's (PgBouncer in transaction mode in the tests).
+class Hyperdrive {
+  constructor(connectionString) {
+    const url = new URL(connectionString);
+    this.connectionString = connectionString;
+    this.host = url.hostname;
+    this.port = Number(url.port || 5432);
+    this.user = decodeURIComponent(url.username);
+    this.password = decodeURIComponent(url.password);
+    this.database = decodeURIComponent(url.pathname.replace(/^\//, ""));
+  }
+}
+
 class Runtime {
   constructor(py, config) {
     this.py = py;
@@ -306,6 +340,9 @@ class Runtime {
     }
     for (const { name, limit, period } of config.ratelimits ?? []) {
       this.env[name] = new Ratelimit(limit, period);
+    }
+    for (const { binding, connection_string: url } of config.hyperdrive ?? []) {
+      this.env[binding] = new Hyperdrive(url);
     }
     this.workersModule = {
       env: this.env,
@@ -398,6 +435,7 @@ async function main() {
   const toStderr = (line) => process.stderr.write(line + "\n");
   const py = await loadPyodide({ indexURL, stdout: toStderr, stderr: toStderr });
   const meta = { pyodide: py.version, load_ms: Math.round(performance.now() - t0) };
+  if (opts.sockets) await py.useNodeSockFS();
 
   copyTree(py.FS, opts.vendor, "/python_modules");
   copyTree(py.FS, opts.bundle, "/bundle");
@@ -485,8 +523,16 @@ async function main() {
     }
     const result = {};
     meta.run_ms = {};
+    let running = null;
+    if (opts.timeout) {
+      setTimeout(() => {
+        emit({ ok: false, ...meta, error: `timed out in ${running} after ${opts.timeout} s` }, 3);
+        process.exit();
+      }, opts.timeout * 1000).unref();
+    }
     for (const driver of opts.driver) {
       const stem = path.basename(driver, ".py");
+      running = stem;
       const globals = py.toPy({ SNIPPET: readFileSync(driver, "utf8"), NAME: `<${stem}>` });
       const t2 = performance.now();
       const out = await py.runPythonAsync(
@@ -517,4 +563,9 @@ function emit(obj, code) {
   process.exitCode = code;
 }
 
-main().catch((err) => emit({ ok: false, error: String(err?.stack ?? err) }, 2));
+// Exit once main() is done: with --sockets the stores' open PostgreSQL connections are Node
+// sockets that would keep the process alive after its result (workerd closes an isolate's
+// sockets when it ends; nothing here does). stdout to a pipe or file is written synchronously.
+main()
+  .catch((err) => emit({ ok: false, error: String(err?.stack ?? err) }, 2))
+  .finally(() => process.exit());

@@ -1,7 +1,8 @@
 """Runs inside Pyodide (tests/pyodide/runner.mjs): the PostgreSQL mode's modules import, and the
 vendored pg8000 imports from python_modules/ with its dependencies. Nothing here connects:
 pg_store_snippet.py runs the store on the real PostgreSQL (runner.mjs --sockets), and the
-request flows of that mode run on CPython against it (tests/edge/test_postgres_mode.py).
+request flows of that mode run on CPython against it (tests/edge/test_postgres_mode.py) and in
+Pyodide through the whole edge (test_edge_postgres_pyodide.py).
 """
 
 import sys

@@ -166,9 +166,13 @@ def _wrangler() -> dict[str, Any]:
         return tomllib.load(f)
 
 
-def _edge_config(admin_token: str, params: dict[str, Any]) -> dict[str, Any]:
-    """The runtime configuration wrangler.toml declares, plus this run's secrets."""
-    conf = _wrangler()
+def _edge_config(
+    admin_token: str, params: dict[str, Any], environment: str | None = None
+) -> dict[str, Any]:
+    """The runtime configuration wrangler.toml declares (its `environment`'s bindings and vars
+    when given, as `wrangler deploy --env` uses them), plus this run's secrets."""
+    top = _wrangler()
+    conf = top["env"][environment] if environment else top
     ratelimits = []
     for rl in conf.get("ratelimits", []):
         simple = rl.get("simple", {})
@@ -177,8 +181,8 @@ def _edge_config(admin_token: str, params: dict[str, Any]) -> dict[str, Any]:
             {"name": rl["name"], "limit": TEST_RATE_LIMIT, "period": params["rate_period"]}
         )
     variables = {k: v for k, v in conf.get("vars", {}).items() if k != "ALLOW_INSECURE_HTTP"}
-    main = Path(conf["main"])
-    base = Path(conf.get("base_dir", main.parent))
+    main = Path(top["main"])
+    base = Path(top.get("base_dir", main.parent))
     return {
         "main": str(main.relative_to(base)),
         "durable_objects": conf.get("durable_objects", {}).get("bindings", []),
