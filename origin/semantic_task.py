@@ -6,7 +6,8 @@ The child is `aidememo indexer --attached`, the same code as the separate indexe
 hold the server's interpreter lock against the request loop, so writes keep their pace while
 the index catches up. It reports its status as JSON lines on its stdout, which `/ready` and
 the lag metric repeat, and it stops when its stdin closes: when the server stops it, and also
-when the server dies without stopping it.
+when the server dies without stopping it. What it writes on stderr is logged through the
+server's own logger, line by line, so `--log-format json` stays one object per line.
 
 A provider that cannot load (the `semantic` extra missing, a model file that fails its pin)
 is logged and the origin serves without it: `auto` searches answer lexically and say why,
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import IO
 
 import aidememo
 from aidememo import metrics
@@ -114,6 +116,7 @@ class IndexerTask:
             [sys.executable, "-m", "aidememo", "indexer", "--attached"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             env=env,
             start_new_session=True,  # a terminal's Ctrl-C reaches the server, which stops it
         )
@@ -123,10 +126,15 @@ class IndexerTask:
             self._child = child = self._spawn()
             if self._stopping.is_set() and child.stdin is not None:
                 child.stdin.close()  # a stop() that came while the child was starting
-            assert child.stdout is not None
+            assert child.stdout is not None and child.stderr is not None
+            relay = threading.Thread(
+                target=_relay, args=(child.stderr,), name="aidememo-indexer-log", daemon=True
+            )
+            relay.start()
             for line in child.stdout:
                 self._report(line)
             code = child.wait()
+            relay.join(timeout=5)
             if self._stopping.is_set():
                 return
             with self._lock:
@@ -148,3 +156,11 @@ class IndexerTask:
         lag = status.get("index_lag")
         if isinstance(lag, int):
             metrics.semantic_lag(lag)
+
+
+def _relay(stream: IO[bytes]) -> None:
+    """Log each line the child writes on stderr through this server's logger."""
+    for raw in stream:
+        line = raw.decode("utf-8", "replace").rstrip()
+        if line:
+            log.info("indexer: %s", line)

@@ -308,7 +308,7 @@ def test_store_core_imports_without_sqlite3() -> None:
 def test_store_only_sqlite3_executor_imports_sqlite3() -> None:
     # The other allowed importers keep files that are not the ledger: the local memory store
     # (MEM-1) and the client's replica and outbox (REPLICA-1, OUTBOX-1).
-    local_files = (ROOT / "aidememo" / "memory", ROOT / "aidememo" / "client")
+    local_files = (ROOT / "aidememo" / "agent_memory", ROOT / "aidememo" / "client")
     offenders = [
         str(path.relative_to(ROOT))
         for path in (ROOT / "aidememo").rglob("*.py")
