@@ -13,7 +13,7 @@ the logging configuration allows it:
   only (they pass every `aidememo.*` record);
 - that handler's formatter is an `origin.logsink.CachedTimeFormatter` with the default time
   format and a %-style format naming, besides `%(asctime)s` and `%(message)s`, only
-  attributes every access record of this logger shares (`SHARED_FIELDS`: name, level,
+  attributes every access record of this logger shares (`logsink.SHARED_FIELDS`: name, level,
   process, the template's code location).
 
 Then the request path only appends the line's arguments and time to the handler's pending
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import sys
 import time
 import weakref
@@ -38,10 +37,9 @@ from typing import Any
 from origin.asgi_common import log_safe
 from origin.logsink import (
     BackgroundStreamHandler,
-    CachedTimeFormatter,
     ClientDetailFilter,
+    LineFormat,
     access_record,
-    msecs_of,
     record_template,
 )
 
@@ -50,99 +48,8 @@ INFO = logging.INFO
 ACCESS_LOGGER = "aidememo.access"
 ACCESS_FORMAT = "request_id=%s method=%s path=%s status=%d duration_ms=%.2f"
 
-SHARED_FIELDS = frozenset(
-    {
-        "name",
-        "levelname",
-        "levelno",
-        "pathname",
-        "filename",
-        "module",
-        "funcName",
-        "lineno",
-        "process",
-        "processName",
-    }
-)
-"""Record attributes that are the same on every access record of one `AccessLog`."""
-
 _MADE: weakref.WeakSet[AccessLog] = weakref.WeakSet()
 """Every `AccessLog`, for `forked`."""
-
-_FIELD = re.compile(r"%\((\w+)\)")
-_TIME = "\x00asctime\x00"
-_MESSAGE = "\x00message\x00"
-
-
-class LineFormat:
-    """The text a `CachedTimeFormatter` writes for the access records of one template, with
-    the time and the message left open: `text(args, created)` fills them in."""
-
-    __slots__ = ("formatter", "line", "msec_format", "msg", "pieces", "template")
-
-    def __init__(self, formatter: CachedTimeFormatter, template: dict[str, Any]) -> None:
-        self.formatter = formatter
-        self.template = template  # a line's record, when one is needed (`logsink._record_of`)
-        self.msg: str = template["msg"]
-        values = dict(template)
-        values["asctime"], values["message"] = _TIME, _MESSAGE
-        rendered: str = formatter._fmt % values  # type: ignore[operator]
-        self.pieces = [piece for piece in re.split(f"({_TIME}|{_MESSAGE})", rendered) if piece]
-        # The usual shape, the time once and then the message once: the whole line is one
-        # %-format of (the second's text, msecs, *args), the formatter's millisecond format
-        # and the message's own conversions spliced in.
-        self.msec_format = formatter.default_msec_format
-        self.line: str | None = None
-        markers = [piece for piece in self.pieces if piece in (_TIME, _MESSAGE)]
-        msec = self.msec_format or "%("
-        if markers == [_TIME, _MESSAGE] and "%(" not in self.msg and "%(" not in msec:
-            self.line = "".join(
-                msec if p == _TIME else self.msg if p == _MESSAGE else p.replace("%", "%%")
-                for p in self.pieces
-            )
-
-    @classmethod
-    def of(cls, formatter: logging.Formatter | None, template: dict[str, Any]) -> LineFormat | None:
-        """The line format of `formatter` for `template`, or None when the formatter's text
-        of a record could depend on more than its time and message."""
-        if type(formatter) is not CachedTimeFormatter:
-            return None
-        fmt = formatter._fmt
-        if (
-            fmt is None
-            or type(formatter._style) is not logging.PercentStyle
-            or formatter.datefmt is not None
-            or not formatter.default_msec_format
-            or _TIME in fmt
-            or _MESSAGE in fmt
-        ):
-            return None
-        fields = _FIELD.findall(fmt)
-        plain = fmt.count("%(asctime)s") + fmt.count("%(message)s")
-        if not set(fields) <= SHARED_FIELDS | {"asctime", "message"}:
-            return None
-        if plain != fields.count("asctime") + fields.count("message"):
-            return None  # a padded or otherwise converted time or message
-        if template.get("exc_info") is not None or template.get("stack_info") is not None:
-            return None
-        try:
-            return cls(formatter, template)
-        except (KeyError, TypeError, ValueError):
-            return None
-
-    def text(self, args: tuple[Any, ...], created: float) -> str:
-        """The line of a record with `args` made at `created`, as the formatter writes it."""
-        formatter = self.formatter
-        line = self.line
-        if line is not None and formatter.default_msec_format is self.msec_format:
-            text: str = line % (formatter.second_text(created), msecs_of(created), *args)
-            return text
-        asctime = formatter.time_text(created, msecs_of(created))
-        message = self.msg % args
-        return "".join(
-            asctime if piece == _TIME else message if piece == _MESSAGE else piece
-            for piece in self.pieces
-        )
 
 
 class AccessLog:

@@ -28,15 +28,13 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import threading
 import time
 import weakref
 from collections import deque
-from typing import TYPE_CHECKING, Any, TextIO, TypeAlias
-
-if TYPE_CHECKING:
-    from origin.accesslog import LineFormat
+from typing import Any, TextIO, TypeAlias
 
 DEFAULT_MAX_PENDING = 20_000
 """Lines that may wait for the writer thread before `emit` writes them itself."""
@@ -80,6 +78,98 @@ _ADDRESS_TEMPLATES = ('%s - "WebSocket ', "%s:%d - ")
 _WEBSOCKET_LINES = frozenset(
     {"connection open", "connection rejected (%d %s)", "connection closed"}
 )
+
+
+SHARED_FIELDS = frozenset(
+    {
+        "name",
+        "levelname",
+        "levelno",
+        "pathname",
+        "filename",
+        "module",
+        "funcName",
+        "lineno",
+        "process",
+        "processName",
+    }
+)
+"""Record attributes that are the same on every access record of one `AccessLog`."""
+
+_FIELD = re.compile(r"%\((\w+)\)")
+_TIME = "\x00asctime\x00"
+_MESSAGE = "\x00message\x00"
+
+
+class LineFormat:
+    """The text a `CachedTimeFormatter` writes for the access records of one template, with
+    the time and the message left open: `text(args, created)` fills them in."""
+
+    __slots__ = ("formatter", "line", "msec_format", "msg", "pieces", "template")
+
+    def __init__(self, formatter: CachedTimeFormatter, template: dict[str, Any]) -> None:
+        self.formatter = formatter
+        self.template = template  # a line's record, when one is needed (`logsink._record_of`)
+        self.msg: str = template["msg"]
+        values = dict(template)
+        values["asctime"], values["message"] = _TIME, _MESSAGE
+        rendered: str = formatter._fmt % values  # type: ignore[operator]
+        self.pieces = [piece for piece in re.split(f"({_TIME}|{_MESSAGE})", rendered) if piece]
+        # The usual shape, the time once and then the message once: the whole line is one
+        # %-format of (the second's text, msecs, *args), the formatter's millisecond format
+        # and the message's own conversions spliced in.
+        self.msec_format = formatter.default_msec_format
+        self.line: str | None = None
+        markers = [piece for piece in self.pieces if piece in (_TIME, _MESSAGE)]
+        msec = self.msec_format or "%("
+        if markers == [_TIME, _MESSAGE] and "%(" not in self.msg and "%(" not in msec:
+            self.line = "".join(
+                msec if p == _TIME else self.msg if p == _MESSAGE else p.replace("%", "%%")
+                for p in self.pieces
+            )
+
+    @classmethod
+    def of(cls, formatter: logging.Formatter | None, template: dict[str, Any]) -> LineFormat | None:
+        """The line format of `formatter` for `template`, or None when the formatter's text
+        of a record could depend on more than its time and message."""
+        if type(formatter) is not CachedTimeFormatter:
+            return None
+        fmt = formatter._fmt
+        if (
+            fmt is None
+            or type(formatter._style) is not logging.PercentStyle
+            or formatter.datefmt is not None
+            or not formatter.default_msec_format
+            or _TIME in fmt
+            or _MESSAGE in fmt
+        ):
+            return None
+        fields = _FIELD.findall(fmt)
+        plain = fmt.count("%(asctime)s") + fmt.count("%(message)s")
+        if not set(fields) <= SHARED_FIELDS | {"asctime", "message"}:
+            return None
+        if plain != fields.count("asctime") + fields.count("message"):
+            return None  # a padded or otherwise converted time or message
+        if template.get("exc_info") is not None or template.get("stack_info") is not None:
+            return None
+        try:
+            return cls(formatter, template)
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    def text(self, args: tuple[Any, ...], created: float) -> str:
+        """The line of a record with `args` made at `created`, as the formatter writes it."""
+        formatter = self.formatter
+        line = self.line
+        if line is not None and formatter.default_msec_format is self.msec_format:
+            text: str = line % (formatter.second_text(created), msecs_of(created), *args)
+            return text
+        asctime = formatter.time_text(created, msecs_of(created))
+        message = self.msg % args
+        return "".join(
+            asctime if piece == _TIME else message if piece == _MESSAGE else piece
+            for piece in self.pieces
+        )
 
 
 class ClientDetailFilter(logging.Filter):

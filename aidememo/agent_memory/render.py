@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from aidememo.agent_memory.jstext import js_json
+from aidememo.agent_memory.model import Relation
 
 _BIDI = frozenset(
     {0x061C, 0x200E, 0x200F, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E, 0x2066, 0x2067, 0x2068, 0x2069}
@@ -63,3 +64,8 @@ def markdown_block(text: str) -> str:
 
 def yaml_string(value: str | None) -> str:
     return "null" if value is None else escape_controls(js_json(value))
+
+
+def relation_markers(relations: list[Relation], perspective: str) -> str:
+    """The ` rel=...` markers a listing line shows for `relations`, seen from `perspective`."""
+    return "".join(f" rel={r.marker(perspective)}" for r in relations)

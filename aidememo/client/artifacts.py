@@ -8,22 +8,35 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aidememo.client import artifact_plans as ap
 from aidememo.client import grant_transfer as gt
 from aidememo.client.artifact_plans import Body
+from aidememo.client.connection import default_transport
 from aidememo.client.errors import AidememoClientError, AidememoUnreachable
-from aidememo.client.transport import Answer, Request, Timeouts, default_transport
+from aidememo.client.plans import Context
+from aidememo.client.transport import Answer, Request, Timeouts, Transport, Wire
 
-if TYPE_CHECKING:
-    from aidememo.client.sync import Client
+
+class ArtifactHost(Protocol):
+    """What the artifact calls use of their client (`Client`): its project, retry
+    context, request wire and transport, and what it learned of how the server moves
+    bodies."""
+
+    _ctx: Context
+    _wire: Wire
+    _transport: Transport
+    _artifact_grants: bool | None
+
+    @property
+    def project_id(self) -> str: ...
 
 
 class ArtifactCalls:
     """The artifact routes of one client's project."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: ArtifactHost) -> None:
         self._client = client
         self._project = client.project_id
         self._base = ap.base(self._project)

@@ -21,22 +21,35 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aidememo.client import artifact_plans as ap
 from aidememo.client import grant_transfer as gt
 from aidememo.client.artifact_plans import Body
 from aidememo.client.errors import AidememoClientError, AidememoUnreachable
-from aidememo.client.transport import AsyncAnswer, Request, Timeouts, default_async_transport
+from aidememo.client.httpx_transport import default_async_transport
+from aidememo.client.plans import Context
+from aidememo.client.transport import AsyncAnswer, AsyncTransport, Request, Timeouts, Wire
 
-if TYPE_CHECKING:
-    from aidememo.client.async_client import AsyncClient
+
+class AsyncArtifactHost(Protocol):
+    """What the artifact calls use of their client (`AsyncClient`): its project, retry
+    context, request wire and transport, and what it learned of how the server moves
+    bodies."""
+
+    _ctx: Context
+    _wire: Wire
+    _transport: AsyncTransport
+    _artifact_grants: bool | None
+
+    @property
+    def project_id(self) -> str: ...
 
 
 class AsyncArtifactCalls:
     """The artifact routes of one client's project."""
 
-    def __init__(self, client: AsyncClient) -> None:
+    def __init__(self, client: AsyncArtifactHost) -> None:
         self._client = client
         self._project = client.project_id
         self._base = ap.base(self._project)

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack
 from aidememo.client import models as m
 from aidememo.client import plans as p
 from aidememo.client.errors import AidememoClientError
+from aidememo.client.httpx_transport import default_async_transport
 from aidememo.client.records import Record
-from aidememo.client.transport import AsyncTransport, Timeout, Wire, default_async_transport
+from aidememo.client.transport import AsyncTransport, Timeout, Wire
 from aidememo.client.ulid import new_ulid
 from aidememo.domain.errors import AidememoError
 

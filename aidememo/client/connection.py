@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from aidememo.client.errors import AidememoUnreachable
 from aidememo.client.http11 import Head, Malformed, Reader
-from aidememo.client.transport import Answer, Request, unreachable
+from aidememo.client.transport import Answer, Request, Transport, unreachable
 
 if TYPE_CHECKING:
     import ssl
@@ -206,3 +206,8 @@ def _readable(sock: socket.socket) -> bool:
     except (OSError, ValueError):
         return True
     return bool(ready)
+
+
+def default_transport() -> Transport:
+    """The synchronous client's transport when it is given none."""
+    return KeepAliveTransport()

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from aidememo.client.errors import AidememoUnreachable
-from aidememo.client.transport import Answer, AsyncAnswer, Request, unreachable
+from aidememo.client.transport import Answer, AsyncAnswer, AsyncTransport, Request, unreachable
 
 # Every write of a request goes out at once: httpx sends a request's head and body in separate
 # writes, and with Nagle's algorithm the body would wait for the head's acknowledgement.
@@ -128,3 +128,8 @@ async def _aread(response: httpx.Response) -> AsyncIterator[bytes]:
         raise failure(exc) from None
     finally:
         await response.aclose()
+
+
+def default_async_transport() -> AsyncTransport:
+    """The asynchronous client's transport when it is given none."""
+    return HttpxAsyncTransport()

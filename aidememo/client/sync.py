@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack
 
 from aidememo.client import models as m
 from aidememo.client import plans as p
+from aidememo.client.connection import default_transport
 from aidememo.client.errors import AidememoClientError
 from aidememo.client.records import Record
-from aidememo.client.transport import Timeout, Transport, Wire, default_transport
+from aidememo.client.transport import Timeout, Transport, Wire
 from aidememo.client.ulid import new_ulid
 from aidememo.domain.errors import AidememoError
 
@@ -39,7 +40,7 @@ class Client:
     connect and for each read (or `Timeouts`, or an `httpx.Timeout`); `retries` how often a
     call that got no answer is sent again, identically (default 1, CLIENT-1); `transport` an
     `Transport` (`aidememo.client.transport`; the default one keeps connections alive,
-    tests plug in their own, and `aidememo.client.httpx_transport` adapts an httpx transport,
+    tests plug in their own, and `aidememo.client.connection` adapts an httpx transport,
     such as one through a proxy); `headers` are added to every request.
     """
 

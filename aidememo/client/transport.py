@@ -140,18 +140,6 @@ class AsyncTransport(Protocol):
     async def aclose(self) -> None: ...
 
 
-def default_transport() -> Transport:
-    from aidememo.client.connection import KeepAliveTransport
-
-    return KeepAliveTransport()
-
-
-def default_async_transport() -> AsyncTransport:
-    from aidememo.client.httpx_transport import HttpxAsyncTransport
-
-    return HttpxAsyncTransport()
-
-
 class Wire:
     """How one client's requests are built: the base URL, headers and timeouts."""
 

@@ -16,14 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from aidememo.client.connection import default_transport
+from aidememo.client.httpx_transport import default_async_transport
 from aidememo.client.transport import (
     Answer,
     AsyncAnswer,
     AsyncTransport,
     Request,
     Transport,
-    default_async_transport,
-    default_transport,
     unreachable,
 )
 from tests.contract.support import Client

@@ -13,12 +13,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from origin.accesslog import ACCESS_FORMAT, AccessLog, LineFormat
+from origin.accesslog import ACCESS_FORMAT, AccessLog
 from origin.logjson import JsonFormatter
 from origin.logsink import (
     BackgroundStreamHandler,
     CachedTimeFormatter,
     ClientDetailFilter,
+    LineFormat,
     access_record,
     record_template,
 )

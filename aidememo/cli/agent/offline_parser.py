@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from aidememo.cli.agent.parser import _agent, _positional, flag
+from aidememo.cli.agent.flags import agent, flag, positional
 from aidememo.cli.options import Command, int_in
 
 QUEUE_HELP = "exit 3 when the server cannot be reached instead of queueing in the outbox"
@@ -20,23 +20,23 @@ def add_offline_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     replica = sub.add_parser(
         "replica", help="an exact-read copy of the project for reading offline"
     ).add_subparsers(dest="replica_command", metavar="ACTION", required=True)
-    pull = _agent(replica, "pull", "bring the replica up to the server's head", "replica",
+    pull = agent(replica, "pull", "bring the replica up to the server's head", "replica",
                   "cmd_pull")  # fmt: skip
     flag(pull, "--watch", switch=True, default=False,
          help="then keep it current from the live feed (Ctrl-C ends)")  # fmt: skip
-    status = _agent(replica, "status", "the replica's pin and cursor (no network)",
+    status = agent(replica, "status", "the replica's pin and cursor (no network)",
                     "replica", "cmd_status")  # fmt: skip
-    get = _agent(replica, "get", "one cached resource (no network)", "replica", "cmd_get")
-    _positional(get, "kind", "session, fact, handoff, handoff_context or custom.*")
-    _positional(get, "resource_id", "its id")
-    search = _agent(replica, "search", "search the cached facts by words and meaning (no network)",
+    get = agent(replica, "get", "one cached resource (no network)", "replica", "cmd_get")
+    positional(get, "kind", "session, fact, handoff, handoff_context or custom.*")
+    positional(get, "resource_id", "its id")
+    search = agent(replica, "search", "search the cached facts by words and meaning (no network)",
                     "replica", "cmd_search")  # fmt: skip
-    _positional(search, "query", "plain text")
+    positional(search, "query", "plain text")
     flag(search, "--mode", default="auto", choices=["lexical", "semantic", "hybrid", "auto"],
          help="auto: hybrid with the local model (semantic extra), else lexical")  # fmt: skip
     flag(search, "--source", help="only this source's facts")
     flag(search, "--limit", convert=int_in(1, 100), help="results")
-    reset = _agent(replica, "reset", "forget the replica and its pin", "replica",
+    reset = agent(replica, "reset", "forget the replica and its pin", "replica",
                    "cmd_reset")  # fmt: skip
     flag(reset, "--force", switch=True, default=False, help="really forget it")
     for cmd in (pull, status, get, search, reset):
@@ -47,10 +47,10 @@ def add_offline_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     outbox = sub.add_parser(
         "outbox", help="commands queued while the server could not be reached"
     ).add_subparsers(dest="outbox_command", metavar="ACTION", required=True)
-    _agent(outbox, "list", "the queued commands, in order (no network)", "queueing",
+    agent(outbox, "list", "the queued commands, in order (no network)", "queueing",
            "cmd_outbox_list")  # fmt: skip
-    _agent(outbox, "publish", "send the queued commands, in order, with their original ids",
+    agent(outbox, "publish", "send the queued commands, in order, with their original ids",
            "queueing", "cmd_outbox_publish")  # fmt: skip
-    drop = _agent(outbox, "drop", "forget one queued command without sending it", "queueing",
+    drop = agent(outbox, "drop", "forget one queued command without sending it", "queueing",
                   "cmd_outbox_drop")  # fmt: skip
-    _positional(drop, "item", "its item number (outbox list)", type=int_in(1, 2**63 - 1))
+    positional(drop, "item", "its item number (outbox list)", type=int_in(1, 2**63 - 1))

@@ -12,60 +12,11 @@ websockets) is a usage error (exit 2) naming the extra to install.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from typing import Any
 
+from aidememo.cli.agent.flags import agent, flag, positional
 from aidememo.cli.options import Command, int_in, lazy
 
 SEQ_MAX = 2**63 - 1
-
-
-def _agent(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser],
-    name: str,
-    help: str,
-    module: str,
-    handler: str,
-) -> Command:
-    """A subcommand with the flags every agent command has: `--profile` and `--json`."""
-    cmd = Command(sub.add_parser(name, help=help), lazy(f"aidememo.cli.agent.{module}", handler))
-    cmd.add("--profile", env="AIDEMEMO_PROFILE", help="the profile to act as (auth login)")
-    cmd.add("--json", switch=True, default=False, help="print JSON for scripts")
-    return cmd
-
-
-def _positional(cmd: Command, name: str, help: str, **kw: object) -> None:
-    cmd.parser.add_argument(name, help=help, **kw)  # type: ignore[arg-type]
-
-
-def flag(
-    cmd: Command,
-    name: str,
-    *,
-    help: str,
-    required: bool = False,
-    default: Any = None,
-    convert: Callable[[str], Any] = str,
-    choices: list[str] | None = None,
-    switch: bool = False,
-) -> None:
-    """A flag of the command line only: ids, text and cursors never come from the
-    environment, where a stray `AIDEMEMO_ID` would name every record a script creates."""
-    dest = name.lstrip("-").replace("-", "_")
-    text = help if default is None or switch else f"{help} (default {default})"
-    if switch:
-        cmd.parser.add_argument(name, dest=dest, action="store_true", help=text)
-        return
-    cmd.parser.add_argument(
-        name,
-        dest=dest,
-        required=required,
-        default=default,
-        type=convert,
-        choices=choices,
-        help=text,
-        metavar=name.lstrip("-").upper().replace("-", "_") if choices is None else None,
-    )
 
 
 def add_no_queue(cmd: Command) -> None:
@@ -110,12 +61,12 @@ def add_agent_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     session = sub.add_parser("session", help="sessions").add_subparsers(
         dest="session_command", metavar="ACTION", required=True
     )
-    new = _agent(session, "new", "create a session", "commands", "cmd_session_new")
-    _positional(new, "topic", "what the session is about")
+    new = agent(session, "new", "create a session", "commands", "cmd_session_new")
+    positional(new, "topic", "what the session is about")
     flag(new, "--id", help="session id (default: a new ULID)")
     flag(new, "--source", help="source id (default: the server's)")
     add_no_queue(new)
-    sessions = _agent(session, "list", "the project's sessions, newest first", "commands",
+    sessions = agent(session, "list", "the project's sessions, newest first", "commands",
                       "cmd_session_list")  # fmt: skip
     flag(sessions, "--source", help="only this source's sessions")
     flag(sessions, "--before-seq", convert=int_in(1, SEQ_MAX), help="page on (exclusive)")
@@ -124,18 +75,18 @@ def add_agent_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     fact = sub.add_parser("fact", help="facts").add_subparsers(
         dest="fact_command", metavar="ACTION", required=True
     )
-    add = _agent(fact, "add", "add a fact to a session", "commands", "cmd_fact_add")
-    _positional(add, "content", "the fact (default, or '-': read from stdin)", nargs="?")
+    add = agent(fact, "add", "add a fact to a session", "commands", "cmd_fact_add")
+    positional(add, "content", "the fact (default, or '-': read from stdin)", nargs="?")
     flag(add, "--session", required=True, help="session id")
     flag(add, "--id", help="fact id (default: a new ULID)")
     add_no_queue(add)
-    facts = _agent(fact, "list", "a session's facts in commit order", "commands", "cmd_fact_list")
+    facts = agent(fact, "list", "a session's facts in commit order", "commands", "cmd_fact_list")
     flag(facts, "--session", required=True, help="session id")
     flag(facts, "--after-seq", convert=seq, help="page on (exclusive)")
     flag(facts, "--limit", convert=int_in(1, 10_000), help="facts per page")
 
-    search = _agent(sub, "search", "search facts", "commands", "cmd_search")
-    _positional(search, "query", "plain text")
+    search = agent(sub, "search", "search facts", "commands", "cmd_search")
+    positional(search, "query", "plain text")
     flag(search, "--at-least-seq", convert=seq, help="refuse an index older than this sequence")
     flag(search, "--source", help="only this source's facts")
     flag(search, "--limit", convert=int_in(1, 100), help="results")
@@ -147,16 +98,16 @@ def add_agent_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     flag(search, "--explain", switch=True, default=False, help="print each list's score and rank")
 
-    get = _agent(sub, "get", "one resource's current body", "commands", "cmd_get")
-    _positional(get, "kind", "session, fact, handoff, handoff_context or custom.*")
-    _positional(get, "resource_id", "its id")
+    get = agent(sub, "get", "one resource's current body", "commands", "cmd_get")
+    positional(get, "kind", "session, fact, handoff, handoff_context or custom.*")
+    positional(get, "resource_id", "its id")
 
-    _agent(sub, "members", "the project's members", "commands", "cmd_members")
+    agent(sub, "members", "the project's members", "commands", "cmd_members")
 
-    changes = _agent(sub, "changes", "change entries after a sequence", "commands", "cmd_changes")
+    changes = agent(sub, "changes", "change entries after a sequence", "commands", "cmd_changes")
     flag(changes, "--after-seq", default=0, convert=seq, help="exclusive cursor")
     flag(changes, "--limit", convert=int_in(1, 10_000), help="entries")
-    watch = _agent(sub, "watch", "the live change feed: batches as they come (Ctrl-C ends)",
+    watch = agent(sub, "watch", "the live change feed: batches as they come (Ctrl-C ends)",
                    "commands", "cmd_watch")  # fmt: skip
     start = watch.parser.add_mutually_exclusive_group()
     start.add_argument(
@@ -180,27 +131,27 @@ def _add_artifact(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     artifact = sub.add_parser("artifact", help="file bodies under logical paths").add_subparsers(
         dest="artifact_command", metavar="ACTION", required=True
     )
-    put = _agent(artifact, "put", "publish a file at a path (replacing what is there)",
+    put = agent(artifact, "put", "publish a file at a path (replacing what is there)",
                  "artifact", "cmd_artifact_put")  # fmt: skip
-    _positional(put, "path", "logical path, e.g. sessions/<s>/artifacts/<name>")
-    _positional(put, "file", "the file, or '-' for stdin")
+    positional(put, "path", "logical path, e.g. sessions/<s>/artifacts/<name>")
+    positional(put, "file", "the file, or '-' for stdin")
     flag(put, "--content-type", default="application/octet-stream", help="media type")
-    get = _agent(artifact, "get", "the bytes at a path", "artifact", "cmd_artifact_get")
-    _positional(get, "path", "logical path")
+    get = agent(artifact, "get", "the bytes at a path", "artifact", "cmd_artifact_get")
+    positional(get, "path", "logical path")
     flag(get, "--out", help="write to this new file (default, or `-`: stdout)")
     flag(get, "--revision", convert=int_in(1, SEQ_MAX), help="an older revision")
-    resolve = _agent(artifact, "resolve", "a path's current metadata", "artifact",
+    resolve = agent(artifact, "resolve", "a path's current metadata", "artifact",
                      "cmd_artifact_resolve")  # fmt: skip
-    _positional(resolve, "path", "logical path")
-    abort = _agent(artifact, "abort", "abort a reservation", "artifact", "cmd_artifact_abort")
-    _positional(abort, "reservation_id", "reservation id")
+    positional(resolve, "path", "logical path")
+    abort = agent(artifact, "abort", "abort a reservation", "artifact", "cmd_artifact_abort")
+    positional(abort, "reservation_id", "reservation id")
 
 
 def _add_handoff(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     handoff = sub.add_parser("handoff", help="hand work to another agent").add_subparsers(
         dest="handoff_command", metavar="ACTION", required=True
     )
-    send = _agent(handoff, "send", "hand a session's work to another writer", "handoff",
+    send = agent(handoff, "send", "hand a session's work to another writer", "handoff",
                   "cmd_send")  # fmt: skip
     flag(send, "--session", required=True, help="session id")
     flag(send, "--to", required=True, help="the receiving actor (see `members`)")
@@ -210,7 +161,7 @@ def _add_handoff(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     flag(send, "--id", help="handoff id (default: a new ULID)")
     add_no_queue(send)
     for box in ("inbox", "outbox"):
-        cmd = _agent(handoff, box, f"handoffs {'to' if box == 'inbox' else 'from'} this actor",
+        cmd = agent(handoff, box, f"handoffs {'to' if box == 'inbox' else 'from'} this actor",
                      "handoff", f"cmd_{box}")  # fmt: skip
         flag(cmd, "--all", switch=True, default=False, help="include completed handoffs")
         flag(cmd, "--limit", convert=int_in(1, 100), help="handoffs")
@@ -219,11 +170,11 @@ def _add_handoff(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         ("heartbeat", "renew the claim's lease"),
         ("status", "a handoff's record and lease"),
     ):
-        cmd = _agent(handoff, name, help, "handoff", f"cmd_{name}")
-        _positional(cmd, "handoff_id", "handoff id")
-    ret = _agent(handoff, "return", "return a claimed handoff with a result fact of yours",
+        cmd = agent(handoff, name, help, "handoff", f"cmd_{name}")
+        positional(cmd, "handoff_id", "handoff id")
+    ret = agent(handoff, "return", "return a claimed handoff with a result fact of yours",
                  "handoff", "cmd_return")  # fmt: skip
-    _positional(ret, "handoff_id", "handoff id")
+    positional(ret, "handoff_id", "handoff id")
     flag(ret, "--result-fact", required=True, help="your fact in the handoff's session")
     flag(ret, "--result-artifact", help="a published artifact holding the result (HO-9)")
     flag(ret, "--outcome", default="succeeded", choices=["succeeded", "failed"],

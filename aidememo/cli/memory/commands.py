@@ -15,12 +15,18 @@ from aidememo.agent_memory.jstext import js_json
 from aidememo.agent_memory.model import UNSET, Event, Memory, Relation
 from aidememo.agent_memory.open_checks import StoreDamage, damaged
 from aidememo.agent_memory.relations import relations_batch
-from aidememo.agent_memory.render import escape_controls, inline, untrusted_json
+from aidememo.agent_memory.render import (
+    escape_controls,
+    inline,
+    relation_markers,
+    untrusted_json,
+)
 from aidememo.agent_memory.store import AgentMemory
 from aidememo.agent_memory.transfer import export_markdown
 from aidememo.cli.errors import CliError
 from aidememo.cli.memory.init import cmd_init
 from aidememo.cli.memory.maint import MAINTENANCE_HANDLERS
+from aidememo.cli.memory.opening import open_store
 from aidememo.cli.memory.publish import cmd_publish
 from aidememo.cli.memory.recall import cmd_recall
 from aidememo.cli.memory.semantic import cmd_semantic
@@ -38,24 +44,13 @@ def _runtime(ns: argparse.Namespace) -> paths.MemoryRuntime:
     return paths.resolve_runtime(store=ns.store, scope=ns.scope)
 
 
-def _open(runtime: paths.MemoryRuntime) -> AgentMemory:
-    paths.ensure_private_dir(os.path.dirname(runtime.store_path))
-    return AgentMemory.open(
-        runtime.store_path,
-        scope=runtime.scope,
-        include_global=runtime.include_global,
-        recall_limit=runtime.recall_limit,
-        team_scope=runtime.team_scope,
-    )
-
-
 def dispatch(ns: argparse.Namespace) -> int:
     """Run one memory command: 0, 1 (`CODE: message`), or 70 (internal failure)."""
     handler = HANDLERS[ns.memory_command]
     try:
         if ns.memory_command in ("init", "semantic") or ns.memory_command in MAINTENANCE_HANDLERS:
             return handler(ns, None)
-        store = _open(_runtime(ns))
+        store = open_store(_runtime(ns))
         try:
             return handler(ns, store)
         finally:
@@ -93,10 +88,6 @@ def lifecycle_markers(memory: Memory, now: str) -> str:
     if memory.expires_at is not None:
         marks.append("expired" if memory.expires_at <= now else f"expires_at={memory.expires_at}")
     return " " + " ".join(marks) if marks else ""
-
-
-def relation_markers(relations: list[Relation], perspective: str) -> str:
-    return "".join(f" rel={r.marker(perspective)}" for r in relations)
 
 
 # -- commands ----------------------------------------------------------------------------------

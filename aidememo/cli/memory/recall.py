@@ -83,7 +83,7 @@ def cmd_recall(ns: argparse.Namespace, store: AgentMemory) -> int:
             )
         )
         return 0
-    from aidememo.cli.memory.commands import relation_markers
+    from aidememo.agent_memory.render import relation_markers
 
     batch = relations_batch(store, [r.memory.id for r in results])
     for result in results:
