@@ -182,7 +182,7 @@ def test_serve_over_real_socket_sigterm_exit_0_and_restart_keeps_acknowledged_wr
     assert again.terminate()[0] == 0
 
 
-def test_sigterm_finishes_a_request_in_flight(
+def test_http9_sigterm_finishes_a_request_in_flight(
     tmp_path: Path, home: Path, token: str, servers: list[ServeProcess]
 ) -> None:
     log = tmp_path / "serve.log"
@@ -219,7 +219,7 @@ def test_sigterm_finishes_a_request_in_flight(
     assert again.terminate()[0] == 0
 
 
-def test_sigint_exits_0_after_a_write(
+def test_http9_sigint_exits_0_after_a_write(
     tmp_path: Path, home: Path, token: str, servers: list[ServeProcess]
 ) -> None:
     mode = "sigint"

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 SHAPES = ("get_resource", "search", "get_changes", "post_fact")
 
 
-def test_bench_edge_overhead_pyodide_mode_prints_its_json_line(tmp_path: Path) -> None:
+def test_deploy9_bench_edge_overhead_runs_the_built_bundle(tmp_path: Path) -> None:
     if node() is None or not (REPO / "node_modules" / "pyodide").is_dir():
         pytest.skip("no node or npm pyodide: run scripts/test")
     proc = subprocess.run(
