@@ -31,12 +31,12 @@ from typing import Any
 import pytest
 
 from tests import pg
-from tests.hostile_table import ROWS, as_wire
+from tests.hostile_table import ROWS
 from tests.pyodide.test_edge_pyodide import (
     EDGE_STEPS,
     HERE,
     RUNNER,
-    TEST_RATE_LIMIT,
+    _driver_params,
     _edge_config,
     _require_tools,
     _wrangler,
@@ -63,19 +63,8 @@ def _body_route(path: str) -> bool:
 def edge_run(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     node = _require_tools()
     admin = secrets.token_hex(32)
-    params: dict[str, Any] = {
-        "admin_token": admin,
-        "tenant_id": "tenant_pg_edge",
-        "project_id": "project_edge",
-        "project_epoch": "epoch_pg_edge",
-        "writer": "codex-edge",
-        "receiver": "claude-edge",
-        "writer_token": secrets.token_hex(32),
-        "receiver_token": secrets.token_hex(32),
-        "rate_limit": TEST_RATE_LIMIT,
-        "rate_period": 60,
-        "hostile": as_wire(row for row in ROWS if not _body_route(row.path)),
-    }
+    rows = (row for row in ROWS if not _body_route(row.path))
+    params = _driver_params(admin, "tenant_pg_edge", "epoch_pg_edge", rows)
     config = _edge_config(admin, params, ENVIRONMENT)
     assert config["vars"]["STORAGE_MODE"] == "postgres"
     tmp = tmp_path_factory.mktemp("pg_edge_run")

@@ -29,6 +29,7 @@ import secrets
 import subprocess
 import sys
 import tomllib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -166,6 +167,26 @@ def _wrangler() -> dict[str, Any]:
         return tomllib.load(f)
 
 
+def _driver_params(
+    admin: str, tenant_id: str, project_epoch: str, hostile: Iterable[Any]
+) -> dict[str, Any]:
+    """What the edge driver is given: the admin token, the project and its two members with
+    fresh tokens, the rate limit, and the hostile requests to replay."""
+    return {
+        "admin_token": admin,
+        "tenant_id": tenant_id,
+        "project_id": "project_edge",
+        "project_epoch": project_epoch,
+        "writer": "codex-edge",
+        "receiver": "claude-edge",
+        "writer_token": secrets.token_hex(32),
+        "receiver_token": secrets.token_hex(32),
+        "rate_limit": TEST_RATE_LIMIT,
+        "rate_period": 60,
+        "hostile": as_wire(hostile),
+    }
+
+
 def _edge_config(
     admin_token: str, params: dict[str, Any], environment: str | None = None
 ) -> dict[str, Any]:
@@ -200,19 +221,7 @@ def _edge_config(
 def edge_session(bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     node = _require_tools()
     admin = secrets.token_hex(32)
-    params: dict[str, Any] = {
-        "admin_token": admin,
-        "tenant_id": "tenant_edge",
-        "project_id": "project_edge",
-        "project_epoch": "epoch_edge",
-        "writer": "codex-edge",
-        "receiver": "claude-edge",
-        "writer_token": secrets.token_hex(32),
-        "receiver_token": secrets.token_hex(32),
-        "rate_limit": TEST_RATE_LIMIT,
-        "rate_period": 60,
-        "hostile": as_wire(ROWS),
-    }
+    params = _driver_params(admin, "tenant_edge", "epoch_edge", ROWS)
     out: dict[str, Any] = _run(
         node, bundle, _edge_config(admin, params), tmp_path_factory.mktemp("edge_run")
     )
