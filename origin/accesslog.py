@@ -55,7 +55,7 @@ _MADE: weakref.WeakSet[AccessLog] = weakref.WeakSet()
 class AccessLog:
     """Access lines of one logger and template: `request(...)` writes an HTTP request's line
     (`write(args)` any line of the template's arguments). `ACCESS` is the origin's one writer:
-    the ASGI and the direct path and the transport's own refusals all log through it; the live
+    every answer and refusal of the transport logs through it; the live
     feed's WebSocket lines go through one of their own template (`origin.live`)."""
 
     __slots__ = ("__weakref__", "_format", "_logger", "_template")

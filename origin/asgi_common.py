@@ -1,4 +1,4 @@
-"""What the origin's HTTP transport (`origin.transport`, `origin.direct`) and the live feed's
+"""What the origin's HTTP transport (`origin.transport`, `origin.exchange`) and the live feed's
 WebSockets (`origin.live`) share: the ASGI 3 type aliases, header folding, request ids, which
 requests have no body, the log-safe rendering of a request line's text, and the 503 a
 dispatch bug turns into.

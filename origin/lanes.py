@@ -13,14 +13,16 @@ three lanes:
   the admin routes, and every request of a network store that is not the store lane's. A
   costly read (`Route.costly`: a search, SRCH-7) queues on the pool's one search thread
   rather than taking turns with the loop and the other threads for the interpreter.
-- `STORE`: the store lane (`origin.store_lane`), for a request whose only I/O is the store's,
-  on a store that has such a lane: its commands (`Route.batch`) on a store that runs write
-  batches (the committer, HTTP-10), its commands and member reads (`Route.store_read`) on a
-  store whose connection pool bounds its transactions (the store pool, HTTP-12).
+- `STORE`: the store lane, for a request whose only I/O is the store's, on a store that has
+  such a lane: its commands (`Route.batch`) on a store that runs write batches (the committer,
+  `origin.committer`, HTTP-10), its commands and member reads (`Route.store_read`) on a store
+  whose connection pool bounds its transactions (the store pool: as many threads as the store
+  has connections, so none waits for one, HTTP-12).
 
 `Scheduler` resolves the route once (`Request.match`, which the pipeline then uses), takes the
 decision, and runs the request there; every lane answers through the same `dispatch` (the
-committer through `run_admitted`), and a dispatch that raises is the retryable 503.
+committer through `run_admitted`), a dispatch that raises is the retryable 503, and a thread's
+answer is handed to the request's loop (`hand_over`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from typing import Protocol
 from aidememo.http.routes import Route, resolve
 from aidememo.http.types import Request, Response
 from origin.asgi_common import internal_error
-from origin.store_lane import Committer, Deliver, StorePool, hand_over
+from origin.committer import Committer, Deliver, hand_over
 
 SEARCH_THREADS = 1
 """Threads costly reads run on in the pool lane: searches queue there rather than many of them
@@ -105,28 +107,24 @@ def traits_of(app: Dispatcher) -> StoreTraits:
 
 
 class Scheduler:
-    """Runs each request of one app in its lane; `stop` ends the pool and the store lane."""
+    """Runs each request of one app in its lane; `stop` ends the lanes' threads once they
+    answered what they hold."""
 
-    __slots__ = ("_dispatch", "_own_pool", "_search_pool", "_store", "_threads", "traits")
+    __slots__ = ("_dispatch", "_pools", "_stopped", "_threads", "committer", "traits")
 
     def __init__(self, app: Dispatcher, threads: int = DISPATCH_THREADS) -> None:
         if threads < 1:
             raise ValueError("threads must be at least 1")
         self._dispatch = app.dispatch
         self._threads = threads
-        self._own_pool: ThreadPoolExecutor | None = None
-        self._search_pool: ThreadPoolExecutor | None = None
+        self._pools: dict[str, ThreadPoolExecutor] = {}
+        self._stopped = False
         self.traits = traits_of(app)
-        self._store: Committer | StorePool | None = None
+        if self.traits.connections is not None and self.traits.connections < 1:
+            raise ValueError("a store pool needs at least one connection")
+        self.committer: Committer | None = None
         if self.traits.batches:
-            self._store = Committer(app.admitted, app.run_admitted)  # type: ignore[attr-defined]
-        elif self.traits.connections is not None:
-            self._store = StorePool(app.dispatch, self.traits.connections)
-
-    @property
-    def store_lane(self) -> Committer | StorePool | None:
-        """The store lane, when the store has one (`origin.store_lane`)."""
-        return self._store
+            self.committer = Committer(app.admitted, app.run_admitted)  # type: ignore[attr-defined]
 
     def place(self, request: Request, whole: bool) -> Lane:
         """Resolve `request`'s route (kept on it for the pipeline) and name its lane."""
@@ -146,56 +144,41 @@ class Scheduler:
         self, loop: asyncio.AbstractEventLoop, request: Request, where: Lane, deliver: Deliver
     ) -> None:
         """Answer `request` in lane `where`; `deliver(response)` is called on `loop`: now for
-        the loop lane, else once the pool or the store lane answered it."""
+        the loop lane, else once its thread answered it (the retryable 503 after `stop`)."""
         if where is Lane.LOOP:
             deliver(self.call(request))
-        elif where is Lane.STORE and self._store is not None:
-            self._store.take(loop, request, deliver)
-        else:
-            match = request.match
-            costly = match is not None and match.route is not None and match.route.costly
-            pool = self.search_pool() if costly else self.pool()
+            return
+        if where is Lane.STORE and self.committer is not None:
+            self.committer.take(loop, request, deliver)
+            return
+        route = request.match.route if request.match is not None else None
+        try:
+            if where is Lane.STORE:
+                pool = self._pool("store", self.traits.connections or 1)
+            else:
+                pool = (
+                    self._pool("search", SEARCH_THREADS) if route and route.costly else self.pool()
+                )
             pool.submit(lambda: hand_over(loop, [(deliver, self.call(request))]))
-
-    async def answer(self, request: Request, where: Lane) -> Response:
-        """`run`, awaited."""
-        if where is Lane.LOOP:
-            return self.call(request)
-        loop = asyncio.get_running_loop()
-        answer: asyncio.Future[Response] = loop.create_future()
-
-        def deliver(response: Response) -> None:
-            if not answer.done():  # not cancelled meanwhile
-                answer.set_result(response)
-
-        self.run(loop, request, where, deliver)
-        return await answer
+        except RuntimeError:  # stopped
+            loop.call_soon(deliver, internal_error(request.request_id))
 
     def pool(self) -> ThreadPoolExecutor:
-        """The dispatch pool (made on first use); streamed downloads read their chunks here
-        too."""
-        pool = self._own_pool
-        if pool is None:
-            pool = self._own_pool = ThreadPoolExecutor(
-                self._threads, thread_name_prefix="aidememo-dispatch"
-            )
-        return pool
+        """The dispatch pool; streamed answers read their chunks here too."""
+        return self._pool("dispatch", self._threads)
 
-    def search_pool(self) -> ThreadPoolExecutor:
-        """The pool lane's search threads (made on first use)."""
-        pool = self._search_pool
+    def _pool(self, name: str, threads: int) -> ThreadPoolExecutor:
+        pool = self._pools.get(name)
         if pool is None:
-            pool = self._search_pool = ThreadPoolExecutor(
-                SEARCH_THREADS, thread_name_prefix="aidememo-search"
-            )
+            if self._stopped:
+                raise RuntimeError("the scheduler is stopped")
+            pool = self._pools[name] = ThreadPoolExecutor(threads, f"aidememo-{name}")
         return pool
 
     def stop(self) -> None:
-        """Answer what the store lane holds, then end its threads and the pool's."""
-        if self._store is not None:
-            self._store.stop()
-        for name in ("_own_pool", "_search_pool"):
-            pool = getattr(self, name)
-            setattr(self, name, None)
-            if pool is not None:
-                pool.shutdown(wait=True)
+        """Answer what the lanes hold, then end their threads; later requests get the 503."""
+        self._stopped = True
+        if self.committer is not None:
+            self.committer.stop()
+        for pool in self._pools.values():
+            pool.shutdown(wait=True)

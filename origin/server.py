@@ -10,10 +10,11 @@ into exit status 143; `serve` installs its own no-op handlers first, so that re-
 on them and the process exits 0. A second SIGINT still forces an immediate exit (uvicorn's
 behaviour).
 
-The transport is `origin.transport`: uvicorn's httptools protocol with the head size, header
-count and time limits of SPEC.md HTTP-4/HTTP-5 (`settings.limits`, `origin.limits`), which
-answers every HTTP request itself (HTTP-9), in the lane `origin.lanes` names, and uvicorn's
-websockets-sansio protocol without an ERROR line per denied upgrade; the ASGI application
+uvicorn runs the loop, the sockets and graceful shutdown; each connection is
+`origin.transport.HttpConnection`, which answers every HTTP request itself (HTTP-9) in the
+lane `origin.lanes` names, within the head size, header count and time limits of SPEC.md
+HTTP-4/HTTP-5 (`settings.limits`, `origin.limits`), and hands a WebSocket upgrade to uvicorn's
+websockets-sansio protocol (without its ERROR line per denied upgrade); the ASGI application
 (`origin.asgi`) serves the lifespan and the live feed's WebSockets.
 
 Logging goes to stderr: uvicorn's own lines, and one `aidememo.access` line per request with
@@ -134,10 +135,10 @@ class _Once:
 
 
 def http_protocol(limits: TransportLimits) -> type[asyncio.Protocol]:
-    """uvicorn's httptools protocol with `limits` enforced (`origin.transport`)."""
-    from origin.transport import LimitedHttpProtocol
+    """The origin's HTTP connection with `limits` enforced (`origin.transport`)."""
+    from origin.transport import HttpConnection
 
-    return type("OriginHttpProtocol", (LimitedHttpProtocol,), {"limits": limits})
+    return type("OriginHttpConnection", (HttpConnection,), {"limits": limits})
 
 
 def ws_protocol() -> type[asyncio.Protocol]:

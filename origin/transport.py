@@ -1,70 +1,38 @@
-"""The origin's HTTP/1.1 transport: uvicorn's httptools protocol with limits before work, and the
-one place HTTP requests are made, scheduled and answered.
+"""The origin's HTTP/1.1 connection: the one place HTTP requests are read, bounded, scheduled
+and answered (SPEC.md HTTP-9).
 
-uvicorn's httptools protocol puts no bound on a request head: it parses a head of any size, at
-a cost growing with the square of its size (httptools joins the pieces of a header name or
-value, and uvicorn's `on_url` those of the target, by repeated bytes concatenation), and a
-connection that sends half a head, or announces a body and sends nothing, stays open forever.
-`LimitedHttpProtocol` is that protocol with the limits of SPEC.md HTTP-4 and HTTP-5 enforced
-in `data_received`, before the parser sees the bytes:
+`HttpConnection` is the asyncio protocol uvicorn runs for each accepted connection. It feeds
+httptools' parser and keeps the requests of the connection in order (`exchanges`, pipelined
+ones waiting behind the first with reading paused). A request's body is collected on the loop
+when it declares a length within 1 MiB; any other body (chunked, larger, behind `Expect:
+100-continue`) is an `origin.exchange.ArrivingBody` the core reads from a pool thread while
+the loop receives it. A request goes to its lane (`origin.lanes.Scheduler`) once its body is
+whole, or at its head when the body arrives while it runs; a read answered on the loop waits
+for the end of the loop turn (`origin.coalesce`, HTTP-11). Every answer's head is made by
+`origin.exchange.encode`; a whole answer is held and written at the end of the turn, a
+streamed one written chunk by chunk under flow control. Each answered request is one
+`aidememo.access` line.
 
-- Head size: the bytes of a request line plus headers are counted as they arrive; the parser is
-  never fed more than `max_head_bytes` of one head, so parsing costs at most that much per
-  request (linear in the bytes received). A head still incomplete at the limit is answered 431
-  `headers_too_large` and the connection is closed. (A head that begins inside the same read
-  as the end of the previous request is counted from the next read on: at most one more read.)
-- Header fields: a head of more than `max_header_fields` fields stops the parser when it
-  completes (`on_headers_complete` raises before uvicorn starts an ASGI task); 431
-  `headers_too_large` and close. Counting them as they are parsed would cost a call per
-  field on every request; the 64 KiB bound already caps the parsing.
-- Head time: a head must be complete `header_timeout_s` after its first byte (a new connection:
-  after it opened). Past that, a connection that sent part of a head gets 408
-  `request_timeout` and is closed; one that sent nothing is closed without an answer.
-- Body progress: while a request body is incomplete, some of it must arrive at least every
-  `body_timeout_s` (time the server itself stopped reading, under flow control, does not
-  count). Else, if the application has not answered yet, it is told the client disconnected
-  (its `receive` returns `http.disconnect`, its `send` is dropped) and the protocol answers
-  408 `request_timeout`; either way the connection is closed.
-- Idle keep-alive: uvicorn's `timeout_keep_alive`, set to `idle_timeout_s`, counted from the
-  end of the last response; one timer per connection, re-armed for the time left when it
-  fires on a connection that was busy meanwhile (uvicorn arms and cancels one per request).
+The bounds of HTTP-4 and HTTP-5 hold before any work: the bytes of a head are counted as they
+arrive and the parser never sees more than `max_head_bytes` of one (431); more than
+`max_header_fields` fields stop it at the head's end (431); a head must end
+`header_timeout_s` after its first byte (408, or a silent close when nothing came); a body
+must keep arriving every `body_timeout_s` while the server reads (408); an idle keep-alive
+connection closes after `idle_timeout_s`, one lazily re-armed timer per connection.
 
-A refusal answers the error shape of SPEC.md ERR-1 (the message from `ErrorCode`'s mapping,
-with `x-request-id` and `connection: close`) and logs one `aidememo.access` line in the
-adapter's format, method and path `-` when the head was not complete. A client still writing
-a huge head may see the connection reset before it reads the 431.
-
-Every HTTP request is answered here, the one entry of HTTP at the origin (SPEC.md HTTP-9):
-the transport makes the core's `Request`, has `origin.lanes.Scheduler` run it in its lane and
-writes the answer with `origin.direct.encode`, the one writer of a response head; the ASGI
-application (`origin.asgi`) serves only the lifespan and WebSockets. A request whose head
-completes with no earlier request of the connection unanswered, no `Expect: 100-continue`,
-no upgrade, writes not paused and a `Content-Length` within the smallest route limit gets a
-`DirectCycle` (`_begin_direct`); when its whole body arrived in the same read,
-`on_message_complete` hands it to the scheduler (a read of the loop lane at the end of the
-loop's turn, `origin.coalesce`, HTTP-11). Any other request (a body still due at the end of
-the read, a large or `100-continue` body, one pipelined behind an unanswered request, which
-uvicorn queues) gets a uvicorn `RequestResponseCycle` that receives its body with uvicorn's
-flow control (`_serve`). Either way `_respond` holds the answer, one buffer written at the end
-of the turn, or writes a streamed answer chunk by chunk under flow control (`_stream`), then
-completes the response as uvicorn's cycle does (`on_response_complete`: the next pipelined
-request, the keep-alive timer) and logs the access line. Graceful shutdown sees an unanswered
-cycle as a response still due and waits for it.
-
-`QuietWebSocketProtocol` is uvicorn's websockets-sansio protocol without its two leaks: after
-an application's denial response (LIVE-1) it marks the handshake done, so uvicorn does not log
-the ERROR "ASGI callable returned without completing handshake"; and a handshake the websockets
-library itself refuses (a malformed upgrade) gets one access line. `ClientDetailFilter` drops
-uvicorn's records that carry a client address or a query string (its WebSocket handshake lines
-and its TRACE lines) and everything below INFO from uvicorn and websockets (the library's DEBUG
-lines print request heads), so no server logger writes a header value either (SPEC.md HTTP-6).
+A WebSocket upgrade hands the connection to uvicorn's WebSocket protocol (`QuietWebSocketProtocol`,
+without its ERROR line per denied upgrade); `origin.asgi` serves it. uvicorn's `Server` runs the
+loop, the listening sockets and graceful shutdown (`shutdown`: close when idle, else after the
+answer in flight).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import urllib.parse
+from collections import deque
 from time import perf_counter as perf
 from typing import Any, ClassVar
 
@@ -73,18 +41,18 @@ from websockets.http11 import Request as WsRequest
 
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.limits import MAX_REQUEST_BODY_BYTES
-from aidememo.http.body import EMPTY, Body, declared_length
+from aidememo.http.body import declared_length
 from aidememo.http.types import Request, Response
 from origin.accesslog import ACCESS
-from origin.asgi_common import bodyless, fold_headers, new_request_id, request_id
-from origin.coalesce import JOIN_MAX_BYTES, HeldWrites, loop_turn
-from origin.direct import GONE, DirectCycle, ReceivedBody, encode, first_body
+from origin.asgi_common import fold_headers, new_request_id
+from origin.coalesce import JOIN_MAX_BYTES, loop_turn
+from origin.exchange import ArrivingBody, Exchange, encode
 from origin.lanes import Lane, Scheduler
 from origin.limits import TransportLimits
-from origin.uvicorn_parts import HttpToolsProtocol, RequestResponseCycle, WebSocketsSansIOProtocol
+from origin.uvicorn_parts import Config, ServerState, WebSocketsSansIOProtocol
 
-Cycle = DirectCycle | RequestResponseCycle
-"""The exchange a request's answer goes to: a direct one, or a uvicorn cycle receiving it."""
+logger = logging.getLogger("uvicorn.error")
+CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
 
 def scheduler_of(app: Any) -> Scheduler:
@@ -99,79 +67,107 @@ def scheduler_of(app: Any) -> Scheduler:
 
 
 class _TooManyFields(Exception):
-    """Raised in `on_headers_complete` to stop the parser before the application starts."""
+    """Raised in `on_headers_complete` to stop the parser at a head with too many fields."""
 
 
-def refusal(code: ErrorCode, message: str, request_id: str) -> bytes:
-    """A complete HTTP/1.1 response with the error shape, closing the connection."""
-    error = fail(code, message)
-    answer = Response(
-        error.http_status,
-        [("content-type", "application/json")],
-        json.dumps(error.to_json()).encode(),
-    )
+def refusal(status: int, message: str, request_id: str, content_type: str) -> bytes:
+    """A complete response closing the connection."""
+    answer = Response(status, [("content-type", content_type)], message.encode())
     head, _ = encode(answer, request_id, [], False, False)
     return head + answer.body
 
 
-class LimitedHttpProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with SPEC.md HTTP-4/HTTP-5 enforced; see the module doc."""
+def error_refusal(code: ErrorCode, message: str, request_id: str) -> bytes:
+    """A complete response with the error shape (ERR-1), closing the connection."""
+    error = fail(code, message)
+    return refusal(error.http_status, json.dumps(error.to_json()), request_id, "application/json")
+
+
+class HttpConnection(asyncio.Protocol):
+    """One client connection; see the module doc."""
 
     limits: ClassVar[TransportLimits] = TransportLimits()
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.timeout_keep_alive = self.limits.idle_timeout_s  # type: ignore[assignment]
-        self._max_head = self.limits.max_head_bytes
-        self._max_fields = self.limits.max_header_fields
+    def __init__(
+        self,
+        config: Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        if not config.loaded:
+            config.load()
+        self.config = config
+        self.server_state = server_state
+        self.app_state = app_state
+        self.loop = _loop or asyncio.get_event_loop()
+        self.scheduler = scheduler_of(config.loaded_app)
+        self.turn = loop_turn(self.loop)
+        self.parser = httptools.HttpRequestParser(self)
+        # a request after one that asks to close is left unread, not a parse error
+        self.parser.set_dangerous_leniencies(lenient_data_after_close=True)
+        self.transport: asyncio.Transport = None  # type: ignore[assignment]
+        self.exchanges: deque[Exchange] = deque()  # read and not yet answered, in order
+        self._reading: Exchange | None = None  # the one whose body the parser is reading
+        self._ready: tuple[Exchange, Request] | None = None  # a loop read, due at turn end
+        self._held: bytes | None = None  # answers written at the end of the turn
+        self._writable: asyncio.Event | None = None  # set while writes are not paused
+        self._url = b""
+        self._fields: list[tuple[bytes, bytes]] = []
+        self._method = ""
+        self._upgrade = False
         self._in_head = True  # between a request's end (or the connection's start) and a head
         self._head_bytes = 0  # of the current head, fed to the parser so far
-        self._head_started = -1.0  # loop time the current head's timer was armed, or -1
+        self._head_started = -1.0
         self._head_timer: asyncio.TimerHandle | None = None
         self._body_timer: asyncio.TimerHandle | None = None
         self._body_seen = 0.0  # loop time of the last body progress
-        self._scheduler = scheduler_of(self.app)
-        self._waiting: DirectCycle | None = None  # a direct request whose body is still due
-        self._idle_since = -1.0  # loop time the connection went idle, -1 while it is busy
-        self._held: HeldWrites | None = None  # the transport, answers held (HTTP-11)
-        # read in this turn, answered on the loop at its end
-        self._ready: tuple[DirectCycle, Request] | None = None
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._idle_since = -1.0  # loop time the connection went idle, -1 while busy
 
-    # -- connection ---------------------------------------------------------------------------
+    # -- connection -----------------------------------------------------------------------
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        # every write and close of the connection goes through it
-        self._held = HeldWrites(transport, loop_turn(self.loop))
-        self.transport = self._held  # type: ignore[assignment]
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.server_state.connections.add(self)  # type: ignore[arg-type]
+        self.transport = transport  # type: ignore[assignment]
         self._arm_head_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.server_state.connections.discard(self)
         self._stop_timers()
-        if self._held is not None:
-            self._held.drop()
-        super().connection_lost(exc)
+        self._held = None
+        for exchange in self.exchanges:
+            exchange.disconnected = True
+            if isinstance(exchange.body, ArrivingBody) and not exchange.complete:
+                exchange.body.gone()
+        if self._writable is not None:
+            self._writable.set()
 
-    def handle_websocket_upgrade(self) -> None:
-        self._stop_timers()  # the WebSocket protocol takes the connection over
-        held = self._held
-        if held is not None:  # what was answered before the upgrade goes first
-            held.release()
-            self.transport = held.transport
-            self._held = None
-        super().handle_websocket_upgrade()
+    def pause_writing(self) -> None:
+        if self._writable is None:
+            self._writable = asyncio.Event()
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        if self._writable is not None:
+            self._writable.set()
+
+    def shutdown(self) -> None:
+        """uvicorn's graceful shutdown: close now when idle, else after the answer due."""
+        if self.exchanges:
+            self.exchanges[0].keep_alive = False
+        else:
+            self.close()
 
     def data_received(self, data: bytes) -> None:
-        self._unset_keepalive_if_required()
+        self._idle_since = -1.0  # bytes came: not idle (the armed timer finds that out)
         if self._in_head:
-            if self._head_bytes + len(data) > self._max_head:
+            if self._head_bytes + len(data) > self.limits.max_head_bytes:
                 self._receive_long_head(data)
                 return
             self._head_bytes += len(data)
         if not self._feed(data):
             return
-        if self._waiting is not None:  # a direct request's body did not all come in this read
-            self._to_asgi(self._waiting)
         if self._in_head:
             if self._head_bytes and self._head_timer is None:
                 self._arm_head_timer()  # part of a head: it must end in time
@@ -181,56 +177,106 @@ class LimitedHttpProtocol(HttpToolsProtocol):
 
     def _receive_long_head(self, data: bytes) -> None:
         """Feed at most the head's remaining room; refuse if the head has not ended there."""
-        room = self._max_head - self._head_bytes
-        self._head_bytes = self._max_head  # on_message_complete resets it to 0
+        room = self.limits.max_head_bytes - self._head_bytes
+        self._head_bytes = self.limits.max_head_bytes  # on_message_complete resets it to 0
         if not self._feed(data[:room]):
             return
-        if self._in_head and self._head_bytes == self._max_head:  # the same head, unfinished
+        if self._in_head and self._head_bytes == self.limits.max_head_bytes:  # still that head
             self._refuse(ErrorCode.HEADERS_TOO_LARGE, "request line and headers over 64 KiB")
         else:  # the head ended (and maybe its request, and more pipelined ones): read on
             self.data_received(data[room:])
 
     def _feed(self, data: bytes) -> bool:
-        """Feed the parser; False once the connection is answered, closed or upgraded."""
+        """Feed the parser; False once the connection is refused, closed or upgraded."""
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             self._answer_ready()  # what came before the upgrade is answered first
-            if self._should_upgrade():
-                self.handle_websocket_upgrade()
+            if self._upgrade:
+                self._to_websocket()
             else:
-                self._unsupported_upgrade_warning()
+                logger.warning("Unsupported upgrade request.")
             return False
         except httptools.HttpParserError as exc:
             self._answer_ready()  # what came before the bad request is answered first
             if isinstance(exc.__context__, _TooManyFields):
                 self._refuse(ErrorCode.HEADERS_TOO_LARGE, "more than 100 header fields")
             else:
-                msg = "Invalid HTTP request received."
-                self.logger.warning(msg)
-                self.send_400_response(msg)
+                logger.warning("Invalid HTTP request received.")
+                self._refuse_plain(400, "Invalid HTTP request received.")
             return False
         return True
 
-    # -- parser callbacks ---------------------------------------------------------------------
+    # -- parser callbacks -----------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        self._url = b""
+        self._fields = []
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        # llhttp keeps a value's trailing white space, which is not part of it (RFC 9110 5.5)
+        self._fields.append((name.lower(), value.rstrip(b" \t")))
 
     def on_headers_complete(self) -> None:
-        if self._ready is not None:  # a pipelined request: the one before it is answered first
-            self._answer_ready()
-        if len(self.headers) > self._max_fields:
-            raise _TooManyFields  # before uvicorn starts the application
+        if len(self._fields) > self.limits.max_header_fields:
+            raise _TooManyFields
         self._in_head = False
         self._head_started = -1.0
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
-        if self._begin_direct():
-            return
-        super().on_headers_complete()  # a uvicorn cycle, started by `_start_asgi_task`
+        parser = self.parser
+        self._method = method = parser.get_method().decode("ascii")
+        headers = fold_headers(self._fields)
+        if parser.should_upgrade():
+            self._upgrade = headers.get("upgrade", "").lower() == "websocket" and (
+                self.config.ws_protocol_class is not None
+            )
+            if self._upgrade:
+                return  # the parser stops at the head's end: `_feed` hands the connection over
+        url = httptools.parse_url(self._url)
+        path = url.path.decode("ascii")
+        if "%" in path:
+            path = urllib.parse.unquote(path)
+        version = parser.get_http_version()
+        keep_alive = version != "1.0" and parser.should_keep_alive()
+        length = declared_length(headers)
+        body: bytearray | ArrivingBody
+        if (
+            "transfer-encoding" not in headers
+            and (length is None or length <= MAX_REQUEST_BODY_BYTES)
+            and headers.get("expect", "").lower() != "100-continue"
+        ):
+            body = bytearray()  # collected here: no body, or a length within 1 MiB
+        else:
+            body = ArrivingBody(
+                length,
+                self.loop,
+                self.transport.pause_reading,
+                self.transport.resume_reading,
+                self._send_continue if "expect" in headers else None,
+            )
+        query = (url.query or b"").decode("latin-1")
+        exchange = Exchange(method, self.config.root_path + path, query, headers, keep_alive, body)
+        self._reading = exchange
+        self.exchanges.append(exchange)
+        if len(self.exchanges) > 1:
+            self.transport.pause_reading()  # pipelined: read on once the earlier are answered
+        elif isinstance(body, ArrivingBody):
+            self._start(exchange)
 
-    def on_body(self, body: bytes) -> None:
+    def on_body(self, chunk: bytes) -> None:
         self._body_seen = self.loop.time()
-        super().on_body(body)
+        exchange = self._reading
+        if exchange is None or exchange.answered:
+            return
+        if isinstance(exchange.body, ArrivingBody):
+            exchange.body.put(chunk)
+        else:
+            exchange.body += chunk
 
     def on_message_complete(self) -> None:
         self._in_head = True
@@ -238,343 +284,283 @@ class LimitedHttpProtocol(HttpToolsProtocol):
         if self._body_timer is not None:
             self._body_timer.cancel()
             self._body_timer = None
-        super().on_message_complete()
-        waiting = self._waiting
-        if waiting is not None:  # the whole request is here
-            self._waiting = None
-            waiting.started = perf()  # the access line's duration counts from here
-            assert self._held is not None
-            request = waiting.request()
-            where = self._scheduler.place(request, True)
-            if where is Lane.LOOP:  # after the turn's other reads (HTTP-11)
-                self._ready = (waiting, request)
-                self._held.turn.later(self._answer_ready)
-            else:
-                self._run_direct(waiting, request, where)
+        exchange = self._reading
+        if exchange is None:  # an upgrade's head
+            return
+        self._reading = None
+        exchange.complete = True
+        if isinstance(exchange.body, ArrivingBody):
+            exchange.body.end()
+        elif exchange is self.exchanges[0]:
+            self._start(exchange)
+
+    # -- answering --------------------------------------------------------------------------
+
+    def _start(self, exchange: Exchange) -> None:
+        """Hand `exchange`, the first unanswered one, to its lane."""
+        exchange.started = perf()  # the access line's duration counts from here
+        request = exchange.request()
+        where = self.scheduler.place(request, not isinstance(exchange.body, ArrivingBody))
+        if where is Lane.LOOP:  # after the turn's other reads (HTTP-11)
+            self._ready = (exchange, request)
+            self.turn.later(self._answer_ready)
+        else:
+            self.scheduler.run(
+                self.loop, request, where, lambda answer: self._respond(exchange, request, answer)
+            )
 
     def _answer_ready(self) -> None:
-        """Answer the request read in this turn that waits for its end, if there is one."""
-        ready = self._ready
-        if ready is not None:
+        """Answer the loop read waiting for the end of the turn, and the pipelined loop reads
+        behind it, if there are any."""
+        while (ready := self._ready) is not None:
             self._ready = None
-            self._run_direct(*ready, Lane.LOOP)
+            exchange, request = ready
+            self._respond(exchange, request, self.scheduler.call(request))
 
-    def _run_direct(self, cycle: DirectCycle, request: Request, where: Lane) -> None:
-        started = cycle.started
-        if where is Lane.LOOP:  # the scheduler's loop lane, without a callback to make
-            self._respond(cycle, request, started, self._scheduler.call(request))
-        else:
-            self._scheduler.run(
-                self.loop,
-                request,
-                where,
-                lambda answer: self._respond(cycle, request, started, answer),
-            )
+    def _send_continue(self) -> None:
+        if self.exchanges and not self.exchanges[0].answered and not self.transport.is_closing():
+            self.write(CONTINUE)
 
-    # -- idle keep-alive ------------------------------------------------------------------
-
-    def _unset_keepalive_if_required(self) -> None:
-        self._idle_since = -1.0  # bytes came: not idle (the armed timer finds that out)
-
-    def on_response_complete(self) -> None:
-        """uvicorn's, with a lazy idle timer: armed once and, when it fires early (the
-        connection was busy since), re-armed for what is left, instead of a `call_later`
-        and a `cancel` per request."""
-        self.server_state.total_requests += 1
-        if self.transport.is_closing():
-            return
-        self.flow.resume_reading()
-        if self.pipeline:
-            cycle, _ = self.pipeline.pop()
-            self._start_asgi_task(cycle, self.app)
-            return
-        self._idle_since = self.loop.time()
-        if self.timeout_keep_alive_task is None:
-            self.timeout_keep_alive_task = self.loop.call_later(
-                self.timeout_keep_alive, self._keep_alive_due
-            )
-
-    def _keep_alive_due(self) -> None:
-        self.timeout_keep_alive_task = None
-        since = self._idle_since
-        if since < 0 or self.transport.is_closing():
-            return  # busy: the end of its response arms the timer again
-        left = since + self.timeout_keep_alive - self.loop.time()
-        if left > 0:
-            self.timeout_keep_alive_task = self.loop.call_later(left, self._keep_alive_due)
-        else:
-            self.transport.close()
-
-    # -- the direct path (origin.direct) --------------------------------------------------
-
-    def _begin_direct(self) -> bool:
-        """Take the request whose head just ended onto the direct path, if it may go there:
-        uvicorn's scope is filled in as its `on_headers_complete` fills it (the ASGI path may
-        still take the request over), and a `DirectCycle` stands in for the ASGI cycle."""
-        cycle = self.cycle
-        if (
-            (cycle is not None and not cycle.response_complete)  # pipelined: keep the order
-            or self.expect_100_continue
-            or self.flow.write_paused
-            or self.transport.is_closing()
-            or self.parser.should_upgrade()
-        ):
-            return False
-        headers = fold_headers(self.headers)
-        if "content-length" in headers:
-            length = declared_length(headers)
-            if length is not None and length > MAX_REQUEST_BODY_BYTES:
-                return False  # stage one refuses it before anything is read
-        parser = self.parser
-        scope = self.scope
-        http_version = parser.get_http_version()
-        method = parser.get_method().decode("ascii")
-        scope["method"] = method
-        if http_version != "1.1":
-            scope["http_version"] = http_version
-        parsed_url = httptools.parse_url(self.url)
-        raw_path = parsed_url.path
-        path = raw_path.decode("ascii")
-        if "%" in path:
-            path = urllib.parse.unquote(path)
-        path = self.root_path + path
-        query = parsed_url.query or b""
-        scope["path"] = path
-        scope["raw_path"] = self.root_path.encode("ascii") + raw_path
-        scope["query_string"] = query
-        keep_alive = http_version != "1.0" and parser.should_keep_alive()
-        self.cycle = self._waiting = DirectCycle(method, path, query, headers, keep_alive)  # type: ignore[assignment]
-        return True
-
-    def _to_asgi(self, waiting: DirectCycle) -> None:
-        """A direct request whose body is still arriving goes on in a uvicorn cycle holding
-        what has come so far."""
-        self._waiting = None
-        cycle = RequestResponseCycle(
-            scope=self.scope,
-            transport=self.transport,
-            flow=self.flow,
-            logger=self.logger,
-            access_logger=self.access_logger,
-            access_log=False,
-            default_headers=self.server_state.default_headers,
-            message_event=asyncio.Event(),
-            expect_100_continue=False,
-            keep_alive=waiting.keep_alive,
-            on_response=self.on_response_complete,
-        )
-        cycle.body = waiting.body
-        self.cycle = cycle
-        self._start_asgi_task(cycle, self.app)
-
-    def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
-        """Where uvicorn would run the ASGI application for `cycle`: `_serve` it instead."""
-        self._spawn(self._serve(cycle))
-
-    def _spawn(self, work: Any) -> None:
-        task = self.loop.create_task(work)
-        task.add_done_callback(self.tasks.discard)
-        self.tasks.add(task)
-
-    async def _serve(self, cycle: RequestResponseCycle) -> None:
-        """Answer a request whose body comes through `cycle`: none, whole in its first
-        message, nothing read yet when its declared size is over the smallest route limit
-        (stage one refuses it unread), else a `ReceivedBody` the dispatch reads from a pool
-        thread, chunk by chunk, as the core asks for it."""
-        started = perf()
-        scope = cycle.scope
-        headers = fold_headers(scope["headers"])
-        method: str = scope["method"]
-        receive: Any = cycle.receive
-        body: Body
-        try:
-            if bodyless(method, headers):
-                body = EMPTY
-            else:
-                length = declared_length(headers)
-                if length is not None and length > MAX_REQUEST_BODY_BYTES:
-                    body = ReceivedBody(receive, self.loop, length, None)
-                else:
-                    body = await first_body(receive, length)
-            if body is GONE:
-                return  # the client went away before its body
-            query = scope.get("query_string", b"").decode("latin-1")
-            request = Request(method, scope["path"], query, headers, body, request_id(headers))
-            received = type(body) is ReceivedBody
-            where = self._scheduler.place(request, not received)
-            response = await self._scheduler.answer(request, where)
-            if received and body.aborted:  # type: ignore[attr-defined]
-                return  # the client went away while its body was read
-            self._respond(cycle, request, started, response)
-        except Exception as exc:
-            self.logger.error("Exception in the request path", exc_info=exc)
-            self.transport.close()
-
-    def _respond(self, cycle: Cycle, request: Request, started: float, response: Response) -> None:
-        """Hold a request's answer for the end of the loop iteration (on the loop), complete
-        the response, then log its line. A connection whose request body was not read to
-        its end closes after the answer, so the rest is never received."""
-        rid = request.request_id
-        if cycle.disconnected or self.transport.is_closing():  # the client went away
-            cycle.response_complete = True
+    def _respond(self, exchange: Exchange, request: Request, response: Response) -> None:
+        """Write the answer of `exchange` (held to the end of the turn, or streamed), then go
+        on with the connection. A body not read to its end closes the connection after it."""
+        if exchange.disconnected or self.transport.is_closing():  # the client went away
             close = getattr(response.stream, "close", None)
             if close is not None:  # an unsent download: its file is released now
                 close()
-            self._log(request, response.status, started)
+            exchange.answered = True
+            self._log(request, response.status, exchange.started)
             return
         head_only = request.method == "HEAD"
-        keep_alive = cycle.keep_alive and request.body.complete
         try:
             head, keep_alive = encode(
-                response, rid, self.server_state.default_headers, keep_alive, head_only
+                response,
+                request.request_id,
+                self.server_state.default_headers,
+                exchange.keep_alive and request.body.complete,
+                head_only,
             )
-        except Exception as exc:  # an invalid header: uvicorn's cycle would fail the same
-            self.logger.error("Exception in ASGI application\n", exc_info=exc)
-            self.transport.close()
+        except Exception as exc:  # an invalid header: nothing can be sent
+            logger.error("Exception in the request path", exc_info=exc)
+            self.close()
             return
-        cycle.response_started = True
-        held = self._held
-        assert held is not None  # every connection holds its answers
+        exchange.answered = True
         if response.stream is not None:
-            self._spawn(self._stream(cycle, request, started, response, head, keep_alive))
+            self._spawn(self._stream(exchange, request, response, head, keep_alive))
             return
         body = response.body
         if head_only or not body:
-            held.hold(head)
+            self.hold(head)
         elif len(body) <= JOIN_MAX_BYTES:
-            held.hold(head + body)
-        else:  # a large body is not copied into a held buffer: it is written now
-            held.writelines((head, body))
-        cycle.response_complete = True  # `_complete` and `_log`, inline on the hot path
-        cycle.message_event.set()
-        if not keep_alive:
-            self.transport.close()
-        self.on_response_complete()
-        ACCESS.request(rid, request.method, request.path, response.status, perf() - started)
+            self.hold(head + body)
+        else:  # a large body is not copied into the held buffer: written now
+            self.write(head)
+            self.transport.write(body)
+        self._next(keep_alive)
+        self._log(request, response.status, exchange.started)
 
     async def _stream(
-        self,
-        cycle: Cycle,
-        request: Request,
-        started: float,
-        response: Response,
-        head: bytes,
-        keep_alive: bool,
+        self, exchange: Exchange, request: Request, response: Response, head: bytes, keep: bool
     ) -> None:
-        """A streamed answer (an artifact download, an export): each chunk read in a pool
-        thread and written under flow control, chunked when no length was declared."""
+        """A streamed answer (a download, an export): each chunk read in a pool thread and
+        written under flow control, chunked when no length was declared."""
         stream = response.stream
         assert stream is not None
         chunked = all(name.lower() != "content-length" for name, _ in response.headers)
-        pool = self._scheduler.pool()
-        write = self.transport.write
+        pool = self.scheduler.pool()
         try:
-            write(head)
+            self.write(head)
             if request.method != "HEAD":
                 while (
                     chunk := await self.loop.run_in_executor(pool, next, stream, None)
                 ) is not None:
-                    if cycle.disconnected or self.transport.is_closing():
+                    if exchange.disconnected or self.transport.is_closing():
                         break
                     if chunk:
-                        write(b"%x\r\n%b\r\n" % (len(chunk), chunk) if chunked else chunk)
-                        await self.flow.drain()
+                        self.transport.write(
+                            b"%x\r\n%b\r\n" % (len(chunk), chunk) if chunked else chunk
+                        )
+                        if self._writable is not None:
+                            await self._writable.wait()
                 else:
                     if chunked:
-                        write(b"0\r\n\r\n")
+                        self.transport.write(b"0\r\n\r\n")
         except Exception as exc:
-            self.logger.error("Exception in ASGI application\n", exc_info=exc)
-            self.transport.close()
+            logger.error("Exception in the request path", exc_info=exc)
+            self.close()
         finally:
             close = getattr(stream, "close", None)
             if close is not None:
                 await self.loop.run_in_executor(pool, close)
-        self._complete(cycle, keep_alive and not cycle.disconnected)
-        self._log(request, response.status, started)
+        self._next(keep and not exchange.disconnected)
+        self._log(request, response.status, exchange.started)
 
-    def _complete(self, cycle: Cycle, keep_alive: bool) -> None:
-        """The response of `cycle` is written: close, or go on with the connection."""
-        cycle.response_complete = True
-        cycle.message_event.set()  # a receive still waiting learns the exchange is over
-        if not (keep_alive and cycle.keep_alive):
-            self.transport.close()
-        self.on_response_complete()
+    def _next(self, keep_alive: bool) -> None:
+        """The first exchange is answered: close, start the next one, or wait idle."""
+        self.exchanges.popleft()
+        self.server_state.total_requests += 1
+        if not keep_alive:
+            self.close()
+            return
+        if self.transport.is_closing():
+            return
+        if self.exchanges:
+            self.transport.resume_reading()
+            following = self.exchanges[0]
+            if following.complete or isinstance(following.body, ArrivingBody):
+                self._start(following)
+            return
+        self._idle_since = self.loop.time()
+        if self._idle_timer is None:
+            self._idle_timer = self.loop.call_later(self.limits.idle_timeout_s, self._idle_due)
+
+    def _spawn(self, work: Any) -> None:
+        task = self.loop.create_task(work)
+        task.add_done_callback(self.server_state.tasks.discard)
+        self.server_state.tasks.add(task)
 
     @staticmethod
     def _log(request: Request, status: int, started: float) -> None:
         ACCESS.request(request.request_id, request.method, request.path, status, perf() - started)
 
-    # -- limits -------------------------------------------------------------------------------
+    # -- writes: answers held to the end of the turn come before any other write ------------
+
+    def hold(self, data: bytes) -> None:
+        """Write `data` at the end of this turn, or before any other write."""
+        if self._held is None:
+            self._held = data
+            self.turn.due(self)
+        else:
+            self._held += data
+
+    def release(self) -> None:
+        """Write the held answers now (the end of the turn, or before another write)."""
+        data = self._held
+        if data is not None:
+            self._held = None
+            if not self.transport.is_closing():
+                self.transport.write(data)
+
+    def write(self, data: bytes) -> None:
+        self.release()
+        self.transport.write(data)
+
+    def close(self) -> None:
+        self.release()
+        self.transport.close()
+
+    # -- the WebSocket upgrade --------------------------------------------------------------
+
+    def _to_websocket(self) -> None:
+        """Hand the connection to the WebSocket protocol, replaying the request head to it."""
+        self._stop_timers()
+        self.release()
+        self.server_state.connections.discard(self)
+        head = [self._method.encode(), b" ", self._url, b" HTTP/1.1\r\n"]
+        for name, value in self._fields:
+            head += (name, b": ", value, b"\r\n")
+        head.append(b"\r\n")
+        websocket = self.config.ws_protocol_class
+        assert websocket is not None  # `_upgrade` is set only when there is one
+        protocol = websocket(  # type: ignore[call-arg]
+            config=self.config, server_state=self.server_state, app_state=self.app_state
+        )
+        protocol.connection_made(self.transport)
+        self.transport.set_protocol(protocol)
+        protocol.data_received(b"".join(head))
+
+    # -- limits -----------------------------------------------------------------------------
 
     def _arm_head_timer(self) -> None:
         self._head_started = self.loop.time()
         self._head_timer = self.loop.call_later(self.limits.header_timeout_s, self._head_late)
 
     def _stop_timers(self) -> None:
-        for timer in (self._head_timer, self._body_timer, self.timeout_keep_alive_task):
+        for timer in (self._head_timer, self._body_timer, self._idle_timer):
             if timer is not None:
                 timer.cancel()
-        self._head_timer = self._body_timer = self.timeout_keep_alive_task = None
+        self._head_timer = self._body_timer = self._idle_timer = None
+
+    def _idle_due(self) -> None:
+        self._idle_timer = None
+        since = self._idle_since
+        if since < 0 or self.transport.is_closing():
+            return  # busy: the end of its answer arms the timer again
+        left = since + self.limits.idle_timeout_s - self.loop.time()
+        if left > 0:
+            self._idle_timer = self.loop.call_later(left, self._idle_due)
+        else:
+            self.close()
 
     def _head_late(self) -> None:
         self._head_timer = None
         if not self._in_head or self.transport.is_closing():
             return
-        if self.cycle is not None and not self.cycle.response_complete:
-            self.cycle.keep_alive = False  # a response is on its way: close after it
-            return
-        if self._head_bytes == 0:
-            self.transport.close()  # nothing sent: nothing to answer
-            return
-        self._refuse(ErrorCode.REQUEST_TIMEOUT, "request headers not complete within the limit")
+        if self.exchanges:
+            self.exchanges[-1].keep_alive = False  # an answer is on its way: close after it
+        elif self._head_bytes == 0:
+            self.close()  # nothing sent: nothing to answer
+        else:
+            self._refuse(ErrorCode.REQUEST_TIMEOUT, "request headers not complete within the limit")
 
     def _body_late(self) -> None:
         self._body_timer = None
-        if self._in_head or self.transport.is_closing():
+        exchange = self._reading
+        if exchange is None or self.transport.is_closing():
             return
         now = self.loop.time()
-        if self.flow.read_paused:  # the server stopped reading: not the client's delay
+        if not self.transport.is_reading():  # the server stopped reading: not the client's delay
             self._body_seen = now
         quiet = now - self._body_seen
         if quiet < self.limits.body_timeout_s:
             wait = self.limits.body_timeout_s - quiet
             self._body_timer = self.loop.call_later(wait, self._body_late)
-            return
-        cycle = self.cycle
-        if cycle is None or cycle.response_started:
-            self.transport.close()  # answered already: only the rest of the body is missing
-            return
-        cycle.disconnected = True  # the application's receive returns http.disconnect
-        cycle.message_event.set()
-        self._refuse(ErrorCode.REQUEST_TIMEOUT, "request body made no progress within the limit")
+        elif exchange.answered:
+            self.close()  # answered already: only the rest of the body is missing
+        else:
+            exchange.disconnected = True
+            if isinstance(exchange.body, ArrivingBody):
+                exchange.body.gone()  # the core's read raises: it answers nothing
+            self._refuse(
+                ErrorCode.REQUEST_TIMEOUT, "request body made no progress within the limit"
+            )
 
     def _refuse(self, code: ErrorCode, message: str) -> None:
-        """Answer `code` with the error shape, log one access line, close the connection.
-        While an earlier (pipelined) request's response is still to come, the answer would
-        take its place: then the connection is closed without one."""
+        """Answer `code` with the error shape, log one access line, close the connection. While
+        an earlier request's answer is still due, the refusal would take its place: then the
+        connection closes without one."""
+        rid = new_request_id()
+        if self._write_refusal(error_refusal(code, message, rid)):
+            now = self.loop.time()
+            if self._in_head:  # no complete head: no method or path to name
+                method, path = "-", "-"
+                started = self._head_started if self._head_started >= 0 else now
+            else:
+                reading = self._reading
+                method, path = (reading.method, reading.path) if reading else ("-", "-")
+                started = self._body_seen
+            status = 431 if code is ErrorCode.HEADERS_TOO_LARGE else 408
+            ACCESS.request(rid, method, path, status, now - started)
+
+    def _refuse_plain(self, status: int, message: str) -> None:
+        self._write_refusal(refusal(status, message, new_request_id(), "text/plain; charset=utf-8"))
+
+    def _write_refusal(self, answer: bytes) -> bool:
+        """Write `answer` unless an earlier answer is due, close; False when closing already."""
         self._answer_ready()
         if self.transport.is_closing():
-            return
-        request_id = new_request_id()
-        pending = self.cycle is not None and not self.cycle.response_complete
-        if not (self._in_head and pending):
-            self.transport.write(refusal(code, message, request_id))
-        self.transport.close()
+            return False
+        due = [e for e in self.exchanges if not e.answered and e is not self._reading]
+        if not due:
+            self.write(answer)
+        self.close()
         self._stop_timers()
-        now = self.loop.time()
-        if self._in_head:  # no complete head: no method or path to name
-            method, path = "-", "-"
-            started = self._head_started if self._head_started >= 0 else now
-        else:
-            method, path = self.scope.get("method", "-"), self.scope.get("path", "-")
-            started = self._body_seen
-        status = 431 if code is ErrorCode.HEADERS_TOO_LARGE else 408
-        ACCESS.request(request_id, method, path, status, now - started)
+        return True
 
 
 class QuietWebSocketProtocol(WebSocketsSansIOProtocol):
-    """uvicorn's websockets-sansio protocol without an ERROR per denied upgrade; see the
-    module doc."""
+    """uvicorn's websockets-sansio protocol without an ERROR line per denied upgrade (LIVE-1),
+    and with one access line for a handshake the websockets library itself refuses."""
 
     async def send(self, message: Any) -> None:
         await super().send(message)

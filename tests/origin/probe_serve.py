@@ -2,11 +2,10 @@
 answered (`python -m tests.origin.probe_serve PORT GATE STARTED`).
 
 Every answer is JSON: the method, path, query, the body's length, the request id the core saw,
-and `path_taken`: `direct` for a request made from a `DirectCycle` (`origin.direct`), `cycle`
-for one received through a uvicorn cycle. A POST to `/slow` touches the file STARTED once it
-is in `dispatch`, then waits until the file GATE exists, so a test can act (a SIGTERM, more
-pipelined requests) while a write is in flight. Run under `tests.origin.cycle_only`, every
-request is received through a cycle.
+and `path_taken`: `whole` for a request whose body the transport collected before dispatch,
+`arriving` for one whose body the core read while it arrived (`origin.exchange.ArrivingBody`).
+A POST to `/slow` touches the file STARTED once it is in `dispatch`, then waits until the file
+GATE exists, so a test can act (a SIGTERM, more pipelined requests) while a write is in flight.
 """
 
 from __future__ import annotations
@@ -17,23 +16,8 @@ import time
 from pathlib import Path
 
 from aidememo.http.types import Request, Response
-from origin.direct import DirectCycle
+from origin.exchange import ArrivingBody
 from origin.server import ServerSettings, serve
-
-PATH_TAKEN = "x-probe-path-taken"
-"""Set on the requests the direct path makes (`_mark_direct`); absent on the others."""
-
-
-def _mark_direct() -> None:
-    """Have `origin.direct.DirectCycle` mark each request it makes as the direct path's."""
-    made = DirectCycle.request
-
-    def request(self: DirectCycle) -> Request:
-        made_request = made(self)
-        made_request.headers[PATH_TAKEN] = "direct"
-        return made_request
-
-    DirectCycle.request = request  # type: ignore[method-assign]
 
 
 class Probe:
@@ -42,7 +26,7 @@ class Probe:
         self.started = started
 
     def dispatch(self, request: Request) -> Response:
-        taken = request.headers.get(PATH_TAKEN, "cycle")
+        taken = "arriving" if isinstance(request.body, ArrivingBody) else "whole"
         body = request.body.read()
         if request.method == "POST" and request.path == "/slow":
             self.started.touch()
@@ -61,7 +45,6 @@ class Probe:
 
 def main() -> int:
     port, gate, started = int(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
-    _mark_direct()
     return serve(Probe(gate, started), ServerSettings(port=port), close=lambda: None)
 
 

@@ -1,7 +1,8 @@
 """Answers held to the end of the loop iteration (SPEC.md HTTP-11, `origin.coalesce`).
 
-The unit tests put `HeldWrites` over real transports (the server ends of socket pairs, read
-with plain sockets); the last ones send bytes to `tests.origin.probe_serve` on a real socket.
+The unit tests hold answers on `origin.transport.HttpConnection`s over real transports (the
+server ends of socket pairs, read with plain sockets); the last ones send bytes to
+`tests.origin.probe_serve` on a real socket.
 """
 
 from __future__ import annotations
@@ -11,28 +12,42 @@ import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from origin.coalesce import HeldWrites, loop_turn
+import uvicorn
+from uvicorn.server import ServerState
+
+from aidememo.http.types import Request, Response
+from origin.asgi import create_asgi_app
+from origin.coalesce import loop_turn
+from origin.transport import HttpConnection
 from tests.origin.direct_support import Conn, request
 from tests.origin.test_direct_path import Probe, probes, start
 
 __all__ = ["probes"]  # the fixture, imported for the probe tests
 
-Scenario = Callable[[list[HeldWrites], list[socket.socket]], Awaitable[None]]
+Scenario = Callable[[list[HttpConnection], list[socket.socket]], Awaitable[None]]
+
+
+class _Unused:
+    def dispatch(self, request: Request) -> Response:
+        raise AssertionError("no request is read here")
 
 
 def run(connections: int, scenario: Scenario) -> None:
-    """`scenario(helds, peers)` on a fresh loop: `helds[i]` wraps the transport of one end of
+    """`scenario(helds, peers)` on a fresh loop: `helds[i]` is the connection over one end of
     a socket pair, `peers[i]` is the other end (non-blocking)."""
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        helds, peers, transports = [], [], []
+        config = uvicorn.Config(create_asgi_app(_Unused()))
+        helds: list[HttpConnection] = []
+        peers, transports = [], []
         for _ in range(connections):
             ours, theirs = socket.socketpair()
             theirs.setblocking(False)
-            transport, _ = await loop.connect_accepted_socket(asyncio.Protocol, ours)
+            held = HttpConnection(config, ServerState(), {})
+            transport, _ = await loop.connect_accepted_socket(lambda h=held: h, ours)
             transports.append(transport)
-            helds.append(HeldWrites(transport, loop_turn(loop)))
+            helds.append(held)
             peers.append(theirs)
         try:
             await scenario(helds, peers)
@@ -65,7 +80,7 @@ async def end_of_iteration() -> None:
 
 
 def test_http11_answers_of_one_iteration_are_written_together_at_its_end() -> None:
-    async def scenario(helds: list[HeldWrites], peers: list[socket.socket]) -> None:
+    async def scenario(helds: list[HttpConnection], peers: list[socket.socket]) -> None:
         written: list[list[bytes]] = []
 
         def answer_all() -> None:  # one callback answers every connection, as a read burst does
@@ -82,7 +97,7 @@ def test_http11_answers_of_one_iteration_are_written_together_at_its_end() -> No
 
 
 def test_http11_the_turns_requests_are_answered_in_order_before_its_writes() -> None:
-    async def scenario(helds: list[HeldWrites], peers: list[socket.socket]) -> None:
+    async def scenario(helds: list[HttpConnection], peers: list[socket.socket]) -> None:
         turn = loop_turn(asyncio.get_running_loop())
         events: list[str] = []
 
@@ -114,7 +129,7 @@ def test_http11_the_turns_requests_are_answered_in_order_before_its_writes() -> 
 
 
 def test_http11_two_answers_held_on_one_connection_keep_their_order() -> None:
-    async def scenario(helds: list[HeldWrites], peers: list[socket.socket]) -> None:
+    async def scenario(helds: list[HttpConnection], peers: list[socket.socket]) -> None:
         helds[0].hold(b"first;")
         helds[0].hold(b"second;")
         await end_of_iteration()
@@ -124,14 +139,11 @@ def test_http11_two_answers_held_on_one_connection_keep_their_order() -> None:
 
 
 def test_http11_another_write_or_a_close_writes_the_held_answer_first() -> None:
-    async def scenario(helds: list[HeldWrites], peers: list[socket.socket]) -> None:
+    async def scenario(helds: list[HttpConnection], peers: list[socket.socket]) -> None:
         held, peer = helds[0], peers[0]
         held.hold(b"held;")
         held.write(b"refusal;")  # a refusal written at once in the same read
         assert received(peer) == b"held;refusal;"
-        held.hold(b"again;")
-        held.writelines([b"a;", b"b;"])
-        assert received(peer) == b"again;a;b;"
         held.hold(b"last;")
         held.close()
         await end_of_iteration()
@@ -143,12 +155,12 @@ def test_http11_another_write_or_a_close_writes_the_held_answer_first() -> None:
 
 
 def test_http11_a_lost_or_aborted_connection_drops_what_was_held() -> None:
-    async def scenario(helds: list[HeldWrites], peers: list[socket.socket]) -> None:
+    async def scenario(helds: list[HttpConnection], peers: list[socket.socket]) -> None:
         lost, aborted, kept = helds
         lost.hold(b"never;")
-        lost.drop()  # what the protocol does in connection_lost
+        lost.connection_lost(None)
         aborted.hold(b"never;")
-        aborted.abort()
+        aborted.transport.abort()
         kept.hold(b"kept;")
         await end_of_iteration()
         assert received(peers[0]) == b""
@@ -158,12 +170,12 @@ def test_http11_a_lost_or_aborted_connection_drops_what_was_held() -> None:
 
 
 def test_http11_an_answer_held_on_a_closing_transport_is_not_written() -> None:
-    async def scenario(helds: list[HeldWrites], peers: list[socket.socket]) -> None:
+    async def scenario(helds: list[HttpConnection], peers: list[socket.socket]) -> None:
         held = helds[0]
         held.hold(b"late;")
-        held.transport.close()  # closed under the wrapper (the peer went away meanwhile)
+        held.transport.close()  # closed under the connection (the peer went away meanwhile)
         await end_of_iteration()
-        assert held.is_closing()
+        assert held.transport.is_closing()
         assert received(peers[0]) == b""
 
     run(1, scenario)
@@ -175,10 +187,10 @@ def test_http11_pipelined_answers_come_before_the_refusal_of_a_bad_request(
     probe = start(probes, tmp_path)
     with Conn(probe.port) as conn:
         burst = b"".join(request("GET", f"/seq/{n}") for n in range(4))
-        conn.send(burst + b"NOT HTTP AT ALL\r\n\r\n")  # one read: four direct answers, a 400
+        conn.send(burst + b"NOT HTTP AT ALL\r\n\r\n")  # one read: four answers, then a 400
         answers = [conn.read() for _ in range(5)]
         assert [a.json()["path"] for a in answers[:4]] == [f"/seq/{n}" for n in range(4)]
-        assert {a.json()["path_taken"] for a in answers[:4]} == {"direct"}
+        assert {a.json()["path_taken"] for a in answers[:4]} == {"whole"}
         assert answers[4].status_line.startswith(b"HTTP/1.1 400")
         assert conn.closed()
 

@@ -30,8 +30,8 @@ from aidememo.service.identity import IdentityService, token_digest
 from aidememo.stores.in_memory import InMemoryStore
 from aidememo.stores.sqlite import SqliteStore
 from aidememo.stores.sqlite.sqlite3_executor import Sqlite3Executor
+from origin.committer import Committer
 from origin.lanes import Lane, Scheduler
-from origin.store_lane import Committer
 from tests.origin.direct_support import request
 from tests.origin.test_serve_process import ServeProcess
 from tests.origin.thread_server import ThreadServer
@@ -182,7 +182,7 @@ def test_http10_batches_only_commands_and_only_on_a_store_that_batches(setup: Se
     assert lane("POST", "/v1/admin/bootstrap") is Lane.POOL
     assert lane("POST", "/v1/nowhere") is Lane.POOL
     memory = HttpApp(InMemoryStore())
-    assert not memory.batches and Scheduler(memory).store_lane is None
+    assert not memory.batches and Scheduler(memory).committer is None
     assert run_batch(memory, []) == []
 
 
@@ -357,9 +357,9 @@ def test_http10_served_concurrent_commands_are_answered_and_nothing_acknowledged
 
 
 def test_http10_serve_gives_a_committer_only_to_a_store_that_batches(setup: Setup) -> None:
-    assert isinstance(Scheduler(setup.app).store_lane, Committer)
+    assert isinstance(Scheduler(setup.app).committer, Committer)
     memory = HttpApp(InMemoryStore())
-    assert Scheduler(memory).store_lane is None  # no CAP_WRITE_BATCH, no connection pool
+    assert Scheduler(memory).committer is None  # no CAP_WRITE_BATCH, no connection pool
 
 
 def test_http10_a_batch_carries_at_most_max_batch_requests() -> None:

@@ -1,10 +1,11 @@
-"""The origin's direct request path (SPEC.md HTTP-9, `origin.direct`) on a real socket: which
-requests take it, pipelining order, HEAD, keep-alive and close, HTTP/1.0, request ids, the
-access line, and a SIGTERM while a direct-path POST is in the dispatch pool.
+"""The origin's request path (SPEC.md HTTP-9, `origin.transport`) on a real socket: which
+bodies are collected whole and which are read as they arrive, pipelining order, HEAD,
+keep-alive and close, HTTP/1.0, request ids, the access line, and a SIGTERM while a POST is in
+the dispatch pool.
 
 The server is `tests.origin.probe_serve`: `origin.server.serve` in front of a dispatcher that
-answers with the request it saw and whether `origin.direct` called it; a POST to `/slow`
-waits for a gate file, so a write is in flight for as long as a test needs.
+answers with the request it saw and whether its body came whole; a POST to `/slow` waits for a
+gate file, so a write is in flight for as long as a test needs.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ DEADLINE_S = 20.0
 class Probe:
     """One `tests.origin.probe_serve` child process."""
 
-    def __init__(self, tmp: Path, direct: bool = True) -> None:
+    def __init__(self, tmp: Path) -> None:
         self.port = free_port()
         self.gate = tmp / f"gate-{self.port}"
         self.started = tmp / f"started-{self.port}"
@@ -36,8 +37,6 @@ class Probe:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AIDEMEMO_")}
         env["PYTHONUNBUFFERED"] = "1"
         argv = [sys.executable, "-m", "tests.origin.probe_serve", str(self.port)]
-        if not direct:  # every request through a uvicorn cycle
-            argv[2:3] = ["tests.origin.cycle_only", "tests.origin.probe_serve"]
         with open(self.log, "ab") as err:
             self.proc = subprocess.Popen(
                 [*argv, str(self.gate), str(self.started)],
@@ -81,32 +80,30 @@ def probes(tmp_path: Path) -> Iterator[list[Probe]]:
         probe.kill()
 
 
-def start(probes: list[Probe], tmp_path: Path, direct: bool = True) -> Probe:
-    probe = Probe(tmp_path, direct)
+def start(probes: list[Probe], tmp_path: Path) -> Probe:
+    probe = Probe(tmp_path)
     probes.append(probe)
     return probe
 
 
-def test_http9_complete_requests_take_the_direct_path(tmp_path: Path, probes: list[Probe]) -> None:
+def test_http9_a_body_with_a_length_comes_whole_a_chunked_one_arrives_while_read(
+    tmp_path: Path, probes: list[Probe]
+) -> None:
     probe = start(probes, tmp_path)
     with Conn(probe.port) as conn:
         for method, body in (("GET", b""), ("POST", b'{"a": 1}'), ("DELETE", b""), ("PUT", b"x")):
             conn.send(request(method, "/things/1?x=%20y", body))
             seen = conn.read().json()
-            assert seen["path_taken"] == "direct", (method, seen)
+            assert seen["path_taken"] == "whole", (method, seen)
             assert (seen["method"], seen["path"], seen["query"]) == (method, "/things/1", "x=%20y")
             assert seen["body_bytes"] == len(body)
         chunked = request("POST", "/chunked", headers={"transfer-encoding": "chunked"})
         conn.send(chunked + b"5\r\nhello\r\n3\r\n, w\r\n0\r\n\r\n")
         seen = conn.read().json()
-        assert (seen["path_taken"], seen["body_bytes"]) == ("direct", 8)
-    off = start(probes, tmp_path, direct=False)
-    with Conn(off.port) as conn:
-        conn.send(request("GET", "/things/1") + request("POST", "/things", b"{}"))
-        assert [conn.read().json()["path_taken"] for _ in range(2)] == ["cycle", "cycle"]
+        assert (seen["path_taken"], seen["body_bytes"]) == ("arriving", 8)
 
 
-def test_http9_a_body_in_pieces_or_a_100_continue_is_received_through_a_cycle(
+def test_http9_a_body_in_pieces_comes_whole_and_a_100_continue_one_arrives_while_read(
     tmp_path: Path, probes: list[Probe]
 ) -> None:
     probe = start(probes, tmp_path)
@@ -117,16 +114,16 @@ def test_http9_a_body_in_pieces_or_a_100_continue_is_received_through_a_cycle(
         time.sleep(0.2)  # the server reads the first piece on its own
         conn.send(whole[-2000:])
         seen = conn.read().json()
-        assert (seen["path_taken"], seen["body_bytes"]) == ("cycle", len(body))
-        conn.send(request("GET", "/after"))  # the same connection: direct again
-        assert conn.read().json()["path_taken"] == "direct"
+        assert (seen["path_taken"], seen["body_bytes"]) == ("whole", len(body))
+        conn.send(request("GET", "/after"))
+        assert conn.read().json()["path_taken"] == "whole"
     head = request("POST", "/expects", headers={"expect": "100-continue", "content-length": "2"})
     with Conn(probe.port) as conn:
         conn.send(head)
         assert conn.read().status_line == b"HTTP/1.1 100 Continue"
         conn.send(b"{}")
         seen = conn.read().json()
-        assert (seen["path_taken"], seen["body_bytes"]) == ("cycle", 2)
+        assert (seen["path_taken"], seen["body_bytes"]) == ("arriving", 2)
 
 
 def test_http9_pipelined_requests_are_answered_in_order_behind_a_post(
@@ -137,7 +134,7 @@ def test_http9_pipelined_requests_are_answered_in_order_behind_a_post(
         conn.send(b"".join(request("GET", f"/seq/{n}") for n in range(5)))
         answers = [conn.read().json() for _ in range(5)]
         assert [a["path"] for a in answers] == [f"/seq/{n}" for n in range(5)]
-        assert {a["path_taken"] for a in answers} == {"direct"}
+        assert {a["path_taken"] for a in answers} == {"whole"}
         pipelined = [request("POST", "/slow", b'{"n": 0}')]
         pipelined += [request("GET", f"/after/{n}") for n in range(3)]
         pipelined.append(request("HEAD", "/after/head"))
@@ -145,15 +142,15 @@ def test_http9_pipelined_requests_are_answered_in_order_behind_a_post(
         probe.wait_for(probe.started.exists, "the POST to reach dispatch")
         probe.gate.touch()
         first = conn.read().json()
-        assert (first["path"], first["path_taken"]) == ("/slow", "direct")
+        assert (first["path"], first["path_taken"]) == ("/slow", "whole")
         rest = [conn.read().json() for _ in range(3)]
         assert [a["path"] for a in rest] == [f"/after/{n}" for n in range(3)]
-        assert {a["path_taken"] for a in rest} == {"cycle"}  # queued behind the POST
+        assert {a["path_taken"] for a in rest} == {"whole"}  # queued behind the POST
         head = conn.read(head_only=True)
         assert head.status_line == b"HTTP/1.1 200 OK" and int(head.header("content-length") or 0)
-        conn.send(request("GET", "/later"))  # nothing in flight any more: direct again
+        conn.send(request("GET", "/later"))
         later = conn.read().json()
-        assert (later["path"], later["path_taken"]) == ("/later", "direct")
+        assert (later["path"], later["path_taken"]) == ("/later", "whole")
 
 
 def test_http9_head_keep_alive_close_and_old_http(tmp_path: Path, probes: list[Probe]) -> None:
@@ -168,13 +165,13 @@ def test_http9_head_keep_alive_close_and_old_http(tmp_path: Path, probes: list[P
         assert get.json()["method"] == "GET" and get.header("connection") is None
         conn.send(request("GET", "/bye", headers={"connection": "close"}))
         bye = conn.read()
-        assert bye.header("connection") == "close" and bye.json()["path_taken"] == "direct"
+        assert bye.header("connection") == "close" and bye.json()["path_taken"] == "whole"
         assert conn.closed()
     with Conn(probe.port) as conn:
         conn.send(request("GET", "/old", version="1.0"))
         old = conn.read()
         assert old.status_line == b"HTTP/1.1 200 OK" and old.header("connection") == "close"
-        assert old.json()["path_taken"] == "direct"
+        assert old.json()["path_taken"] == "whole"
         assert conn.closed()
     with Conn(probe.port) as conn:  # HTTP/1.0 with keep-alive asked for: uvicorn closes too
         conn.send(request("GET", "/old", version="1.0", headers={"connection": "keep-alive"}))
@@ -203,13 +200,17 @@ def test_http9_request_ids_and_the_access_line(tmp_path: Path, probes: list[Prob
     assert "secret" not in probe.log.read_text()
 
 
-@pytest.mark.parametrize("direct", [True, False], ids=["direct", "cycle"])
+@pytest.mark.parametrize("chunked", [False, True], ids=["whole", "arriving"])
 def test_http9_sigterm_answers_a_post_in_flight(
-    tmp_path: Path, probes: list[Probe], direct: bool
+    tmp_path: Path, probes: list[Probe], chunked: bool
 ) -> None:
-    probe = start(probes, tmp_path, direct)
+    probe = start(probes, tmp_path)
     with Conn(probe.port) as conn:
-        conn.send(request("POST", "/slow", b'{"in": "flight"}'))
+        if chunked:
+            head = request("POST", "/slow", headers={"transfer-encoding": "chunked"})
+            conn.send(head + b'10\r\n{"in": "flight"}\r\n0\r\n\r\n')
+        else:
+            conn.send(request("POST", "/slow", b'{"in": "flight"}'))
         probe.wait_for(probe.started.exists, "the POST to reach dispatch")
         probe.proc.send_signal(signal.SIGTERM)
         probe.wait_for(lambda: "Shutting down" in probe.log.read_text(), "the shutdown")
@@ -218,7 +219,7 @@ def test_http9_sigterm_answers_a_post_in_flight(
         probe.gate.touch()
         answer = conn.read()
         assert answer.status_line == b"HTTP/1.1 200 OK"
-        assert answer.json()["path_taken"] == ("direct" if direct else "cycle")
+        assert answer.json()["path_taken"] == ("arriving" if chunked else "whole")
         assert answer.header("connection") == "close"
         assert conn.closed()
     assert probe.proc.wait(timeout=DEADLINE_S) == 0

@@ -44,7 +44,6 @@ class ServeProcess:
         log: Path,
         *extra: str,
         environ: dict[str, str] | None = None,
-        cycle_only: bool = False,
     ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -60,8 +59,6 @@ class ServeProcess:
         env["PYTHONUNBUFFERED"] = "1"
         self.log = log
         command = [sys.executable, "-m", "aidememo"]
-        if cycle_only:  # the `DirectCycle` closed: every request through a uvicorn cycle
-            command[2:2] = ["tests.origin.cycle_only"]
         with open(log, "ab") as err:
             self.proc = subprocess.Popen(
                 [*command, "serve", "--port", str(self.port), *extra],

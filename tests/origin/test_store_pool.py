@@ -22,8 +22,8 @@ from aidememo.http.app import HttpApp
 from aidememo.http.body import EMPTY
 from aidememo.http.types import Request, Response
 from aidememo.stores.in_memory import InMemoryStore
+from origin.committer import Committer
 from origin.lanes import Lane, Scheduler
-from origin.store_lane import Committer, StorePool
 from tests import pg
 from tests.origin.test_serve_process import ServeProcess
 
@@ -38,7 +38,20 @@ def _ok(request: Request) -> Response:
     return Response(200, {}, request.request_id.encode())
 
 
-def _run(pool: StorePool, requests: list[Request]) -> list[tuple[Response, bool]]:
+class _Pooled:
+    """A dispatcher on a store whose pool holds `connections` connections."""
+
+    def __init__(self, dispatch: Callable[[Request], Response], connections: int) -> None:
+        self.dispatch = dispatch
+        self.connections = connections
+
+
+def store_pool(dispatch: Callable[[Request], Response], threads: int) -> Scheduler:
+    """The scheduler of a dispatcher on a store with `threads` connections."""
+    return Scheduler(_Pooled(dispatch, threads))
+
+
+def _run(pool: Scheduler, requests: list[Request]) -> list[tuple[Response, bool]]:
     """Submit `requests` from a loop; each answer and whether it came on the loop's thread."""
 
     async def main() -> list[tuple[Response, bool]]:
@@ -53,7 +66,7 @@ def _run(pool: StorePool, requests: list[Request]) -> list[tuple[Response, bool]
             ) -> None:
                 answer.set_result((response, threading.get_ident() == loop_thread))
 
-            pool.take(loop, request, deliver)
+            pool.run(loop, request, Lane.STORE, deliver)
             futures.append(answer)
         return list(await asyncio.wait_for(asyncio.gather(*futures), WAIT_S))
 
@@ -67,7 +80,7 @@ def test_http12_requests_are_answered_in_the_order_they_came_on_their_loop() -> 
         order.append(request.request_id)
         return _ok(request)
 
-    pool = StorePool(dispatch, threads=1)
+    pool = store_pool(dispatch, threads=1)
     requests = [_request(n) for n in range(20)]
     try:
         answers = _run(pool, requests)
@@ -93,7 +106,7 @@ def test_http12_never_more_requests_run_at_once_than_threads() -> None:
             running[0] -= 1
         return _ok(request)
 
-    pool = StorePool(dispatch, threads=3)
+    pool = store_pool(dispatch, threads=3)
     threading.Timer(0.2, release.set).start()  # the rest queue behind the three meanwhile
     try:
         answers = _run(pool, [_request(n) for n in range(12)])
@@ -108,7 +121,7 @@ def test_http12_a_dispatch_that_raises_is_answered_with_the_retryable_503() -> N
     def dispatch(request: Request) -> Response:
         raise RuntimeError("a bug")
 
-    pool = StorePool(dispatch, threads=2)
+    pool = store_pool(dispatch, threads=2)
     try:
         [(answer, _)] = _run(pool, [_request(1)])
     finally:
@@ -124,17 +137,17 @@ def test_http12_stop_answers_what_is_queued_then_refuses_new_requests() -> None:
         gate.wait(WAIT_S)
         return _ok(request)
 
-    pool = StorePool(dispatch, threads=1)
+    pool = store_pool(dispatch, threads=1)
     answers: list[Response] = []
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
         for n in range(5):
-            pool.take(loop, _request(n), answers.append)
+            pool.run(loop, _request(n), Lane.STORE, answers.append)
         gate.set()
         await loop.run_in_executor(None, pool.stop)  # the queued five are answered first
         await asyncio.sleep(0)
-        pool.take(loop, _request(9), answers.append)  # stopped: the retryable 503 at once
+        pool.run(loop, _request(9), Lane.STORE, answers.append)  # stopped: the retryable 503
         await asyncio.sleep(0)
 
     asyncio.run(asyncio.wait_for(main(), WAIT_S))
@@ -143,7 +156,7 @@ def test_http12_stop_answers_what_is_queued_then_refuses_new_requests() -> None:
 
 def test_http12_a_pool_needs_a_thread() -> None:
     with pytest.raises(ValueError):
-        StorePool(_ok, threads=0)
+        store_pool(_ok, threads=0)
 
 
 # -- which stores get one -------------------------------------------------------------------
@@ -164,8 +177,7 @@ def test_http12_serve_gives_postgres_a_store_pool_of_its_connections(db: pg.Data
         return scheduler.place(Request(method, path), True)
 
     try:
-        pool = scheduler.store_lane
-        assert isinstance(pool, StorePool) and pool.threads == 3
+        assert scheduler.committer is None and scheduler.traits.connections == 3
         assert lane("POST", "/v1/commands") is Lane.STORE
         assert lane("POST", "/v1/projects/p1/facts") is Lane.STORE
         assert lane("GET", "/v1/projects/p1/resources/fact/f1") is Lane.STORE  # a member read
@@ -178,7 +190,8 @@ def test_http12_serve_gives_postgres_a_store_pool_of_its_connections(db: pg.Data
     finally:
         scheduler.stop()
         store.close()
-    assert Scheduler(HttpApp(InMemoryStore())).store_lane is None
+    memory = Scheduler(HttpApp(InMemoryStore()))
+    assert memory.committer is None and memory.traits.connections is None
 
 
 def test_http12_the_store_pool_takes_only_member_reads_and_commands() -> None:
@@ -205,7 +218,7 @@ def test_http12_a_store_that_batches_keeps_its_committer(tmp_path: Path) -> None
     app = HttpApp(store)
     try:
         assert app.connections is None
-        assert isinstance(Scheduler(app).store_lane, Committer)
+        assert isinstance(Scheduler(app).committer, Committer)
     finally:
         store.close()
 
