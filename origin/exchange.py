@@ -15,6 +15,7 @@ import http
 import re
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from enum import Enum
 from queue import SimpleQueue
 
@@ -44,43 +45,22 @@ def _status_line(status: int) -> bytes:
 STATUS_LINE = {status: _status_line(status) for status in range(100, 600)}
 
 
+@dataclass(slots=True, eq=False)
 class Exchange:
     """One request of a connection from its head to its answer: `complete` once its whole
     message was read, `started` once it went to its lane, `answered` once its response is
     written (or dropped), `disconnected` when the client went away first."""
 
-    __slots__ = (
-        "answered",
-        "body",
-        "complete",
-        "disconnected",
-        "headers",
-        "keep_alive",
-        "method",
-        "path",
-        "query",
-        "started",
-    )
-
-    def __init__(
-        self,
-        method: str,
-        path: str,
-        query: str,
-        headers: dict[str, str],
-        keep_alive: bool,
-        body: bytearray | ArrivingBody,
-    ) -> None:
-        self.method = method
-        self.path = path
-        self.query = query
-        self.headers = headers
-        self.keep_alive = keep_alive
-        self.body = body
-        self.complete = False
-        self.started = 0.0
-        self.answered = False
-        self.disconnected = False
+    method: str
+    path: str
+    query: str
+    headers: dict[str, str]
+    keep_alive: bool
+    body: bytearray | ArrivingBody
+    complete: bool = False
+    started: float = 0.0
+    answered: bool = False
+    disconnected: bool = False
 
     def request(self) -> Request:
         """The core's request of this exchange."""

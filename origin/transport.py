@@ -228,6 +228,9 @@ class HttpConnection(asyncio.Protocol):
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
+        self._reading = None
+        if self.transport.is_closing():
+            return  # a request after the connection's last one is not read
         parser = self.parser
         self._method = method = parser.get_method().decode("ascii")
         headers = fold_headers(self._fields)

@@ -154,7 +154,7 @@ class PostgresStore:
     @property
     def connections(self) -> int:
         """The most transactions it runs at once: its pool's size (the origin runs its
-        requests that need only the store on as many threads, `origin.store_lane.StorePool`)."""
+        requests that need only the store on as many threads, the store pool of `origin.lanes`)."""
         return self.pool.size
 
     # -- RawFastPath ----------------------------------------------------------------------
