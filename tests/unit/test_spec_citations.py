@@ -121,7 +121,7 @@ def citations(name: str, rules: set[str]) -> tuple[list[str], list[str]]:
     return cited, problems
 
 
-def test_spec_parser_reads_every_definition_form() -> None:
+def test_suite1_spec_parser_reads_every_definition_form() -> None:
     text = "\n".join(
         [
             "- **HO-3** a bold item, citing HO-6 and AUTH-3..5 in passing",
@@ -137,7 +137,7 @@ def test_spec_parser_reads_every_definition_form() -> None:
     assert spec_rules(text) == {"HO-3", "LEDGER-7", "IDENT-10", "SEC-1"}
 
 
-def test_spec_test_names_include_conditional_and_class_definitions(tmp_path: Path) -> None:
+def test_suite1_spec_test_names_include_conditional_and_class_definitions(tmp_path: Path) -> None:
     module = tmp_path / "tests" / "test_sample.py"
     module.parent.mkdir()
     module.write_text(
@@ -156,7 +156,7 @@ def test_spec_test_names_include_conditional_and_class_definitions(tmp_path: Pat
     assert set(names) == {"test_top", "test_method", "test_conditional"}
 
 
-def test_spec_citation_forms() -> None:
+def test_suite1_spec_citation_forms() -> None:
     rules = {"HO-3", "HO-6", "LIVE-3", "VIS-1", "AUTH-5", "ID-1", "CJ-3"}
     assert citations("test_ho3_lease_expires", rules) == (["HO-3"], [])
     assert citations("test_live3_vis1_hidden", rules) == (["LIVE-3", "VIS-1"], [])
@@ -174,7 +174,7 @@ def test_spec_citation_forms() -> None:
         assert citations(bad, rules)[1], bad
 
 
-def test_spec_parser_finds_every_rule_spec_mentions() -> None:
+def test_suite1_spec_parser_finds_every_rule_spec_mentions() -> None:
     """A rule SPEC.md refers to but the parser does not find is a definition form it misses."""
     text = SPEC.read_text(encoding="utf-8")
     rules = spec_rules(text)
@@ -188,13 +188,13 @@ def test_spec_parser_finds_every_rule_spec_mentions() -> None:
     )
 
 
-def test_spec_test_names_cite_only_defined_rules_in_one_form() -> None:
+def test_suite1_spec_test_names_cite_only_defined_rules_in_one_form() -> None:
     rules = spec_rules(SPEC.read_text(encoding="utf-8"))
     problems = [p for name in collected_test_names() for p in citations(name, rules)[1]]
     assert not problems, "\n".join(problems)
 
 
-def test_spec_every_rule_is_cited_by_a_test_name() -> None:
+def test_suite1_spec_every_rule_is_cited_by_a_test_name() -> None:
     rules = spec_rules(SPEC.read_text(encoding="utf-8"))
     cited = {rule for name in collected_test_names() for rule in citations(name, rules)[0]}
     uncited = sorted(rules - cited, key=lambda r: (_family(r), int(r.rsplit("-", 1)[1])))
