@@ -1,4 +1,4 @@
-"""Every rule SPEC.md defines is cited by a test name, and every cited rule is defined.
+"""SUITE-1: every test name cites a rule, every cited rule is defined, every rule is cited.
 
 A rule is defined where SPEC.md gives its id: a bold list item (`- **HO-3** ...`), a table
 cell holding only the id (`| LEDGER-7 | stale revision |`), or a heading that starts with it
@@ -15,6 +15,8 @@ their dash, each followed by `_` (`test_ho3_...`, `test_live3_vis1_...`). The fi
 `test_` that looks like an id (letters then digits) must be a defined rule, as must any later
 leading word of a defined rule family (`test_ho3_ho9_...` fails); a defined rule spelled
 another way (`..._AUTH_5`, `test_x_ho3_...`) fails too, so every citation has one spelling.
+A name that cites no rule at all (`test_store_pragmas`) fails as well: a test that checks
+behaviour no rule states either belongs under a broader rule or shows a rule SPEC.md lacks.
 """
 
 from __future__ import annotations
@@ -121,6 +123,16 @@ def citations(name: str, rules: set[str]) -> tuple[list[str], list[str]]:
     return cited, problems
 
 
+def citing_nothing(names: dict[str, list[str]], rules: set[str]) -> list[str]:
+    """`module: name` of each test name in `names` that cites no rule of `rules`."""
+    return [
+        f"{module}: {name}"
+        for name, modules in sorted(names.items())
+        if not citations(name, rules)[0]
+        for module in modules
+    ]
+
+
 def test_suite1_spec_parser_reads_every_definition_form() -> None:
     text = "\n".join(
         [
@@ -172,6 +184,11 @@ def test_suite1_spec_citation_forms() -> None:
         "test_lease_ho6_late",
     ):
         assert citations(bad, rules)[1], bad
+    names = {"test_ho3_lease": ["tests/a.py"], "test_store_pragmas": ["tests/b.py", "tests/c.py"]}
+    assert citing_nothing(names, rules) == [
+        "tests/b.py: test_store_pragmas",
+        "tests/c.py: test_store_pragmas",
+    ]
 
 
 def test_suite1_spec_parser_finds_every_rule_spec_mentions() -> None:
@@ -199,3 +216,12 @@ def test_suite1_spec_every_rule_is_cited_by_a_test_name() -> None:
     cited = {rule for name in collected_test_names() for rule in citations(name, rules)[0]}
     uncited = sorted(rules - cited, key=lambda r: (_family(r), int(r.rsplit("-", 1)[1])))
     assert not uncited, f"no test name cites {uncited}; name a test that checks it test_<rule>_"
+
+
+def test_suite1_every_test_name_cites_a_rule() -> None:
+    rules = spec_rules(SPEC.read_text(encoding="utf-8"))
+    missing = citing_nothing(collected_test_names(), rules)
+    assert not missing, (
+        "these test names cite no rule; name each test_<rule>_... after the SPEC.md rule it "
+        "checks, or add the rule it shows is missing (SUITE-1):\n" + "\n".join(missing)
+    )
