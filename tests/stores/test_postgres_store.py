@@ -87,7 +87,7 @@ def _counting(db: pg.Database, driver: str, log: list[str]) -> Callable[[], Any]
 # -- schema ------------------------------------------------------------------------------------
 
 
-def test_opening_never_migrates_and_an_old_schema_says_how_to_migrate(
+def test_store8_opening_never_migrates_and_an_old_schema_says_how_to_migrate(
     empty_db: pg.Database, driver: str
 ) -> None:
     with pytest.raises(AidememoError) as err:
@@ -152,7 +152,7 @@ def test_store6_a_newer_schema_is_refused(db: pg.Database, driver: str) -> None:
         assert "newer" in err.value.message
 
 
-def test_concurrent_migrations_are_serialized(empty_db: pg.Database, driver: str) -> None:
+def test_store8_concurrent_migrations_are_serialized(empty_db: pg.Database, driver: str) -> None:
     barrier = threading.Barrier(4)
     versions: list[int] = []
     errors: list[BaseException] = []
@@ -174,7 +174,7 @@ def test_concurrent_migrations_are_serialized(empty_db: pg.Database, driver: str
     assert not errors and versions == [SCHEMA_VERSION] * 4
 
 
-def test_tenant_deletion_cascades_through_every_table(db: pg.Database, driver: str) -> None:
+def test_arc4_tenant_deletion_cascades_through_every_table(db: pg.Database, driver: str) -> None:
     fx = Fixture.create(lambda: db.open(driver))
     fx.put("command_a", "a")
     scope = Scope(TENANT, PROJECT)
@@ -189,7 +189,7 @@ def test_tenant_deletion_cascades_through_every_table(db: pg.Database, driver: s
 # -- round trips -------------------------------------------------------------------------------
 
 
-def test_a_command_is_four_round_trips(db: pg.Database, driver: str) -> None:
+def test_store8_a_command_is_four_round_trips(db: pg.Database, driver: str) -> None:
     """The generic pipeline (every typed command; raw ones without the fast path)."""
     log: list[str] = []
     fx = Fixture.create(lambda: PostgresStore.open(_counting(db, driver, log), raw_fast_path=False))
@@ -340,7 +340,7 @@ def test_store9_the_fast_path_sets_its_timeouts_for_its_own_statement_only(
     fx.store.close()
 
 
-def test_a_raw_command_on_a_connection_that_died_while_idle_is_retried_once(
+def test_store9_a_raw_command_on_a_connection_that_died_while_idle_is_retried_once(
     db: pg.Database, driver: str
 ) -> None:
     log: list[str] = []
@@ -370,7 +370,9 @@ def test_a_raw_command_on_a_connection_that_died_while_idle_is_retried_once(
 # -- errors and the pool -----------------------------------------------------------------------
 
 
-def test_driver_errors_become_storage_failure_with_the_cause(db: pg.Database, driver: str) -> None:
+def test_store8_driver_errors_become_storage_failure_with_the_cause(
+    db: pg.Database, driver: str
+) -> None:
     fx = Fixture.create(lambda: db.open(driver, pool_size=1))
     bad = TokenBinding(b"short", TENANT, "actor_fixture", True, 1)  # violates the length CHECK
     with pytest.raises(AidememoError) as err:
@@ -382,7 +384,7 @@ def test_driver_errors_become_storage_failure_with_the_cause(db: pg.Database, dr
     fx.store.close()
 
 
-def test_connections_that_died_while_idle_are_replaced(db: pg.Database, driver: str) -> None:
+def test_store8_connections_that_died_while_idle_are_replaced(db: pg.Database, driver: str) -> None:
     fx = Fixture.create(lambda: db.open(driver, pool_size=2))
     fx.put("command_a", "a")
     db.terminate_sessions()  # every pooled connection is now dead
@@ -391,7 +393,7 @@ def test_connections_that_died_while_idle_are_replaced(db: pg.Database, driver: 
     fx.store.close()
 
 
-def test_an_unreachable_server_is_a_storage_failure_not_a_hang(driver: str) -> None:
+def test_store8_an_unreachable_server_is_a_storage_failure_not_a_hang(driver: str) -> None:
     pg.server_url()
     dead = f"postgresql://postgres@127.0.0.1:{_closed_port()}/postgres"
     store = PostgresStore(pg.connector(driver, dead))
@@ -410,7 +412,7 @@ def _closed_port() -> int:
     return port
 
 
-def test_a_write_inside_a_read_is_refused_and_nested_writes_join(
+def test_store1_store8_a_write_inside_a_read_is_refused_and_nested_writes_join(
     db: pg.Database, driver: str
 ) -> None:
     store = db.open(driver)

@@ -248,7 +248,7 @@ def test_store9_random_raw_sequences_agree_with_the_reference(
         assert _state(side.store, tenant) == reference_state, side.name
 
 
-def test_the_sequence_covers_every_outcome(sides: list[Side]) -> None:
+def test_store9_the_sequence_covers_every_outcome(sides: list[Side]) -> None:
     """A fixed script that hits each outcome once, so the property's reach is not luck."""
     tenant = f"tenant_fixed_{next(_tenants)}"
     for side in sides:

@@ -77,7 +77,7 @@ def _start(revision: int | None) -> CommandStart:
     return CommandStart(project, member, None, current)
 
 
-def test_the_write_carries_what_python_decides() -> None:
+def test_store9_the_write_carries_what_python_decides() -> None:
     store, ledger, hooked = _setup()
     receipt = Receipt("cmd_u", "fp", TENANT, PROJECT, ACTOR, 4, REF, 1, 5_000)
     store.answers = [RawOutcome("committed", receipt), RawOutcome("replayed", receipt)]
@@ -90,7 +90,7 @@ def test_the_write_carries_what_python_decides() -> None:
     assert len(write.fingerprint) == 64
 
 
-def test_none_means_the_generic_pipeline() -> None:
+def test_store9_none_means_the_generic_pipeline() -> None:
     store, ledger, hooked = _setup()
     store.answers = [None]
     receipt = ledger.execute_raw(CALLER, _put())
@@ -98,7 +98,7 @@ def test_none_means_the_generic_pipeline() -> None:
     assert hooked == [1]
 
 
-def test_a_refusal_raises_the_pipelines_own_error() -> None:
+def test_store9_a_refusal_raises_the_pipelines_own_error() -> None:
     store, ledger, hooked = _setup()
     store.answers = [RawOutcome("refused", None, "stale_revision", _start(2))]
     with pytest.raises(AidememoError) as err:
@@ -116,7 +116,7 @@ def test_a_refusal_raises_the_pipelines_own_error() -> None:
         ("project_unauthorized", 1),
     ],
 )
-def test_a_store_that_disagrees_with_the_pipeline_is_a_storage_failure(
+def test_store9_a_store_that_disagrees_with_the_pipeline_is_a_storage_failure(
     error: str, revision: int
 ) -> None:
     store, ledger, _ = _setup()
@@ -126,7 +126,7 @@ def test_a_store_that_disagrees_with_the_pipeline_is_a_storage_failure(
     assert err.value.code is ErrorCode.STORAGE_FAILURE
 
 
-def test_an_unknown_outcome_is_a_storage_failure() -> None:
+def test_store9_an_unknown_outcome_is_a_storage_failure() -> None:
     store, ledger, _ = _setup()
     store.answers = [RawOutcome("maybe")]
     with pytest.raises(AidememoError) as err:
