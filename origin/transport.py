@@ -247,11 +247,12 @@ class HttpConnection(asyncio.Protocol):
         version = parser.get_http_version()
         keep_alive = version != "1.0" and parser.should_keep_alive()
         length = declared_length(headers)
+        expects = headers.get("expect", "").lower() == "100-continue"
         body: bytearray | ArrivingBody
         if (
-            "transfer-encoding" not in headers
+            not expects
+            and "transfer-encoding" not in headers
             and (length is None or length <= MAX_REQUEST_BODY_BYTES)
-            and headers.get("expect", "").lower() != "100-continue"
         ):
             body = bytearray()  # collected here: no body, or a length within 1 MiB
         else:
@@ -260,7 +261,7 @@ class HttpConnection(asyncio.Protocol):
                 self.loop,
                 self.transport.pause_reading,
                 self.transport.resume_reading,
-                self._send_continue if "expect" in headers else None,
+                self._send_continue if expects else None,
             )
         query = (url.query or b"").decode("latin-1")
         exchange = Exchange(method, self.config.root_path + path, query, headers, keep_alive, body)

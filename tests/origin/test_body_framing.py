@@ -2,9 +2,9 @@
 ART-3), against a real `aidememo serve` on SQLite.
 
 Each body-bearing route of the route table gets the same requests in three framings: with a
-`Content-Length` in one write, chunked in one chunk in one write (both whole in the
-transport's first read: the direct path), and chunked in several chunks written apart (a
-body still arriving: the ASGI path). A request's status and error code must not depend on
+`Content-Length` in one write (collected whole before the request runs), chunked in one chunk
+in one write, and chunked in several chunks written apart (both read by the core as they
+arrive). A request's status and error code must not depend on
 the framing; the one rule about the framing itself is ART-3's: an upload without a
 `Content-Length` is 411 `length_required`, in one chunk as in several.
 """
