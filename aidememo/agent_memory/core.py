@@ -8,10 +8,11 @@ The operation modules (`capture`, `reads`, `relations`, `transfer`) take a `Agen
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Self
 
-from aidememo.agent_memory import policy
+from aidememo.agent_memory import paths, policy
 from aidememo.agent_memory.db import MemoryDatabase
 from aidememo.agent_memory.errors import AgentMemoryError, invariant
 from aidememo.agent_memory.errors import MemoryErrorCode as C
@@ -77,6 +78,19 @@ class AgentMemoryCore:
     def open(cls, path: str, **options: Any) -> Self:
         """Open (creating and migrating as needed) the store file at `path`."""
         return cls(MemoryDatabase(path), **options)
+
+    @classmethod
+    def open_runtime(cls, runtime: paths.MemoryRuntime) -> Self:
+        """Open the store `runtime` names with its scope and recall defaults (MEM-9), its
+        directory made private first."""
+        paths.ensure_private_dir(os.path.dirname(runtime.store_path))
+        return cls.open(
+            runtime.store_path,
+            scope=runtime.scope,
+            include_global=runtime.include_global,
+            recall_limit=runtime.recall_limit,
+            team_scope=runtime.team_scope,
+        )
 
     def close(self) -> None:
         self.db.close()

@@ -498,14 +498,7 @@ def open_provider(
     `restricted_by_env`: the session's allowlist from `NUZO_AUTHORIZATION_MODE` and
     `NUZO_AUTHORIZED_SCOPES` (MEM-20)."""
     runtime = paths.resolve_runtime(store=store_path, scope=scope)
-    paths.ensure_private_dir(os.path.dirname(runtime.store_path))
-    store = AgentMemory.open(
-        runtime.store_path,
-        scope=runtime.scope,
-        include_global=runtime.include_global,
-        recall_limit=runtime.recall_limit,
-        team_scope=runtime.team_scope,
-    )
+    store = AgentMemory.open_runtime(runtime)
     if store.db.readonly:  # pragma: no cover - open() is never read-only
         raise AgentMemoryError(C.MEMORY_STORE_PATH_UNSAFE, "Store is read-only.")
     allowed = None

@@ -26,7 +26,6 @@ from aidememo.agent_memory.transfer import export_markdown
 from aidememo.cli.errors import CliError
 from aidememo.cli.memory.init import cmd_init
 from aidememo.cli.memory.maint import MAINTENANCE_HANDLERS
-from aidememo.cli.memory.opening import open_store
 from aidememo.cli.memory.publish import cmd_publish
 from aidememo.cli.memory.recall import cmd_recall
 from aidememo.cli.memory.semantic import cmd_semantic
@@ -50,7 +49,7 @@ def dispatch(ns: argparse.Namespace) -> int:
     try:
         if ns.memory_command in ("init", "semantic") or ns.memory_command in MAINTENANCE_HANDLERS:
             return handler(ns, None)
-        store = open_store(_runtime(ns))
+        store = AgentMemory.open_runtime(_runtime(ns))
         try:
             return handler(ns, store)
         finally:
