@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, Self
 
 from aidememo.agent_memory import paths, policy
@@ -52,27 +53,19 @@ def _date(value: str | None) -> str | None:
     return None if value is None else normalize_date(value)
 
 
+@dataclass(eq=False)
 class AgentMemoryCore:
     """One memory store, its default scope and its recall defaults."""
 
-    def __init__(
-        self,
-        db: MemoryDatabase,
-        *,
-        scope: str = GLOBAL_SCOPE,
-        team_scope: str | None = None,
-        include_global: bool = False,
-        recall_limit: int = policy.RECALL_LIMIT_DEFAULT,
-        clock: Callable[[], str] = now_iso,
-    ) -> None:
-        self.db = db
-        self.scope = scope
-        self.team_scope = team_scope
-        self.include_global = include_global
-        self.recall_limit = recall_limit
-        self.now = clock
-        # Semantic and hybrid recall (MEM-23): set by a caller that has a model runtime.
-        self.semantic: SemanticRecall | None = None
+    db: MemoryDatabase
+    _: KW_ONLY
+    scope: str = GLOBAL_SCOPE
+    team_scope: str | None = None
+    include_global: bool = False
+    recall_limit: int = policy.RECALL_LIMIT_DEFAULT
+    now: Callable[[], str] = now_iso
+    # Semantic and hybrid recall (MEM-23): set by a caller that has a model runtime.
+    semantic: SemanticRecall | None = field(default=None, init=False)
 
     @classmethod
     def open(cls, path: str, **options: Any) -> Self:
@@ -160,6 +153,19 @@ class AgentMemoryCore:
         review_after: str | None,
         expires_at: str | None,
     ) -> Memory:
+        """A new record of a writer's fields, checked first (Nuzo's `assertCanRemember`)."""
+        policy.check_memory(
+            content=content,
+            kind=kind,
+            scope=scope,
+            tags=list(tags),
+            source=source,
+            confidence=1.0 if confidence is None else confidence,
+            confidence_state=confidence_state,
+            provenance=provenance,
+            review_after=review_after,
+            expires_at=expires_at,
+        )
         now = self.now()
         return Memory(
             id=new_id("mem"),
@@ -218,24 +224,10 @@ class AgentMemoryCore:
         actor: str = ACTOR_CORE,
     ) -> Memory:
         """Store a new memory (never deduplicated, MEM-7) and its `memory.created` event."""
-        target = scope or self.scope
-        policy.check_memory(
-            content=content,
-            kind=kind,
-            scope=target,
-            tags=list(tags),
-            source=source,
-            confidence=1.0 if confidence is None else confidence,
-            confidence_state=confidence_state,
-            provenance=provenance,
-            review_after=review_after,
-            expires_at=expires_at,
-        )
-        policy.check_actor(actor)
         memory = self.new_memory(
             content=content,
             kind=kind,
-            scope=target,
+            scope=scope or self.scope,
             tags=tags,
             source=source,
             confidence=confidence,
@@ -244,6 +236,7 @@ class AgentMemoryCore:
             review_after=review_after,
             expires_at=expires_at,
         )
+        policy.check_actor(actor)
         with self.db.write():
             self.persist(memory, actor)
         return memory

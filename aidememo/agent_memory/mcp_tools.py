@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from aidememo.agent_memory import paths
+from aidememo.agent_memory.capture import capture_json
 from aidememo.agent_memory.errors import AgentMemoryError
 from aidememo.agent_memory.errors import MemoryErrorCode as C
 from aidememo.agent_memory.jstext import collapse_spaces
@@ -256,7 +257,7 @@ class MemoryToolProvider:
             relationship_mode=a.get("relationship_mode", "exact"),
             **({"confidence_state": "inferred"} | self._governance(a)),
         )
-        out: dict[str, Any] = _jsonable(result)
+        out: dict[str, Any] = capture_json(result)
         return out
 
     def _confirm_capture(self, a: dict[str, Any]) -> dict[str, Any]:
@@ -270,7 +271,7 @@ class MemoryToolProvider:
             actor=ACTOR,
             **{name: a.get(name, UNSET) for name in _GOVERNANCE},
         )
-        out: dict[str, Any] = _jsonable(result)
+        out: dict[str, Any] = capture_json(result)
         return out
 
     def _list(self, a: dict[str, Any]) -> dict[str, Any]:
@@ -478,16 +479,6 @@ class MemoryToolProvider:
             "tools": sorted(self._tools),
             "warnings": [],
         }
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, Memory):
-        return _record(value)
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_jsonable(v) for v in value]
-    return value
 
 
 def open_provider(
