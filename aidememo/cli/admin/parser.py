@@ -104,20 +104,17 @@ def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     member.add("--project-id", required=True, help="project id")
     member.add("--actor-id", required=True, help="actor id")
     change = member.parser.add_mutually_exclusive_group()
-    member.add(
-        "--role",
-        choices=[r.value for r in Role],
-        help="new role",
-        group=change,
-        group_name="change",
-    )
-    member.add(
-        "--status",
-        choices=[s.value for s in MemberStatus],
-        help="new status",
-        group=change,
-        group_name="change",
-    )
+    for flag, values, help in (
+        ("--role", Role, "new role"),
+        ("--status", MemberStatus, "new status"),
+    ):
+        member.add(
+            flag,
+            choices=[v.value for v in values],
+            help=help,
+            group=change,
+            group_name="change",
+        )
     admin_token = admin.add_parser("token", help="token administration").add_subparsers(
         dest="admin_token_command", metavar="ACTION", required=True
     )
