@@ -33,6 +33,13 @@ CANDIDATE_LIMIT = 20
 RETURNED_LIMIT = 3
 TERM_LIMIT = 8
 REASON_LIMIT = 1000
+# A confirmed capture creates its memory with these governance fields unless they are given.
+_CONFIRMED_GOVERNANCE = {
+    "confidence_state": "user_confirmed",
+    "provenance": None,
+    "review_after": None,
+    "expires_at": None,
+}
 
 
 def find_candidates(
@@ -475,6 +482,18 @@ def confirm_capture(
             {"decision": decision},
         )
     target = scope or store.scope
+    # The draft as an update gives it: an UNSET governance field is left as it is.
+    draft = {
+        "content": content,
+        "kind": kind,
+        "scope": target,
+        "tags": list(tags),
+        "confidence": confidence,
+        "confidence_state": confidence_state,
+        "provenance": provenance,
+        "review_after": review_after,
+        "expires_at": expires_at,
+    }
     if decision == "update":
         if target_memory_id is None:
             raise AgentMemoryError(
@@ -490,36 +509,13 @@ def confirm_capture(
                 {"decision": decision, "targetMemoryId": target_memory_id},
             )
         memory = store.update(
-            target_memory_id,
-            expected_revision=expected_revision,
-            actor=actor,
-            content=content,
-            kind=kind,
-            scope=target,
-            tags=list(tags),
-            confidence=confidence,
-            confidence_state=confidence_state,
-            provenance=provenance,
-            review_after=review_after,
-            expires_at=expires_at,
+            target_memory_id, expected_revision=expected_revision, actor=actor, **draft
         )
         return result | {"status": "updated", "memory_writes": True, "memory": memory}
-
-    def given(value: Any, default: Any) -> Any:
-        return default if value is UNSET or value is None else value
-
-    fields = {
-        "content": content,
-        "kind": kind,
-        "scope": target,
-        "tags": list(tags),
-        "source": source,
-        "confidence": confidence,
-        "confidence_state": given(confidence_state, "user_confirmed"),
-        "provenance": given(provenance, None),
-        "review_after": given(review_after, None),
-        "expires_at": given(expires_at, None),
-    }
+    fields = draft | {"source": source}
+    for name, default in _CONFIRMED_GOVERNANCE.items():
+        if fields[name] is UNSET or fields[name] is None:
+            fields[name] = default
     if decision == "keep_separate":
         memory = store.remember(actor=actor, **fields)
         return result | {"status": "created", "memory_writes": True, "memory": memory}

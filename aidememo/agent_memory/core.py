@@ -14,6 +14,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, Self
 
 from aidememo.agent_memory import paths, policy
+from aidememo.agent_memory.closing import ClosedOnExit
 from aidememo.agent_memory.db import MemoryDatabase
 from aidememo.agent_memory.errors import AgentMemoryError, invariant
 from aidememo.agent_memory.errors import MemoryErrorCode as C
@@ -54,7 +55,7 @@ def _date(value: str | None) -> str | None:
 
 
 @dataclass(eq=False)
-class AgentMemoryCore:
+class AgentMemoryCore(ClosedOnExit):
     """One memory store, its default scope and its recall defaults."""
 
     db: MemoryDatabase
@@ -87,12 +88,6 @@ class AgentMemoryCore:
 
     def close(self) -> None:
         self.db.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- helpers ---------------------------------------------------------------------------
 
