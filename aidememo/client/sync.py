@@ -19,7 +19,6 @@ from aidememo.client.connection import default_transport
 from aidememo.client.errors import AidememoClientError
 from aidememo.client.records import Record
 from aidememo.client.transport import Timeout, Transport, Wire
-from aidememo.client.ulid import new_ulid
 from aidememo.domain.errors import AidememoError
 
 if TYPE_CHECKING:
@@ -130,20 +129,9 @@ class Client:
 
     # -- sessions and facts -----------------------------------------------------------------
 
-    def create_session(
-        self,
-        topic: str,
-        *,
-        session_id: str | None = None,
-        source_id: str | None = None,
-        command_id: str | None = None,
-    ) -> m.Written:
-        """`POST .../sessions`; `session_id` a ULID unless given."""
-        sid = session_id or new_ulid()
-        payload: dict[str, Any] = {"session_id": sid, "topic": topic}
-        if source_id is not None:
-            payload["source_id"] = source_id
-        return self._run(p.create(self._ctx, "sessions", "session", sid, payload, command_id))
+    def create_session(self, topic: str, **options: Unpack[p.SessionOptions]) -> m.Written:
+        """`POST .../sessions`: `session_id` (a ULID unless given), `source_id`, `command_id`."""
+        return self._run(p.create(self._ctx, p.SESSION, {"topic": topic}, options))
 
     def sessions(
         self,
@@ -165,17 +153,11 @@ class Client:
         return self._get(path, m.SessionFacts, after_seq=after_seq, limit=limit)
 
     def create_fact(
-        self,
-        session_id: str,
-        content: str,
-        *,
-        fact_id: str | None = None,
-        command_id: str | None = None,
+        self, session_id: str, content: str, **options: Unpack[p.FactOptions]
     ) -> m.Written:
-        """`POST .../facts`; `fact_id` a ULID unless given."""
-        fid = fact_id or new_ulid()
-        payload = {"fact_id": fid, "session_id": session_id, "content": content}
-        return self._run(p.create(self._ctx, "facts", "fact", fid, payload, command_id))
+        """`POST .../facts`: `fact_id` (a ULID unless given), `command_id`."""
+        fields = {"session_id": session_id, "content": content}
+        return self._run(p.create(self._ctx, p.FACT, fields, options))
 
     # -- resources, search, feed ------------------------------------------------------------
 
@@ -264,37 +246,25 @@ class Client:
         session_id: str,
         to_actor: str,
         content: str,
-        *,
-        context_id: str | None = None,
-        command_id: str | None = None,
+        **options: Unpack[p.ContextOptions],
     ) -> m.Written:
-        """`POST .../handoff-contexts`: the packet for handoff `handoff_id` (send it after)."""
-        xid = context_id or new_ulid()
-        payload = {
-            "context_id": xid,
+        """`POST .../handoff-contexts`: the packet for handoff `handoff_id` (send it after);
+        `context_id` (a ULID unless given), `command_id`."""
+        fields = {
             "handoff_id": handoff_id,
             "session_id": session_id,
             "to_actor": to_actor,
             "content": content,
         }
-        plan = p.create(self._ctx, "handoff-contexts", "handoff_context", xid, payload, command_id)
-        return self._run(plan)
+        return self._run(p.create(self._ctx, p.CONTEXT, fields, options))
 
     def send_handoff(
-        self,
-        session_id: str,
-        to_actor: str,
-        *,
-        focus: str | None = None,
-        done_when: str | None = None,
-        context_id: str | None = None,
-        handoff_id: str | None = None,
-        command_id: str | None = None,
+        self, session_id: str, to_actor: str, **options: Unpack[p.HandoffOptions]
     ) -> m.Written:
-        """`POST .../handoffs`; `handoff_id` a ULID unless given."""
-        hid = handoff_id or new_ulid()
-        payload = p.send_payload(hid, session_id, to_actor, focus, done_when, context_id)
-        return self._run(p.create(self._ctx, "handoffs", "handoff", hid, payload, command_id))
+        """`POST .../handoffs`: `focus`, `done_when`, `context_id`, `handoff_id` (a ULID
+        unless given), `command_id`."""
+        fields = {"session_id": session_id, "to_actor": to_actor}
+        return self._run(p.create(self._ctx, p.HANDOFF, fields, options))
 
     def handoff_status(self, handoff_id: str) -> m.HandoffStatus:
         """`GET .../handoffs/{handoff_id}` (HO-8), with `lease_state` (READS-2)."""
