@@ -8,21 +8,19 @@ calls to its transport and drives a plan with `await`. It is the one source of b
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack
 
 from aidememo.client import models as m
 from aidememo.client import plans as p
+from aidememo.client.base import ClientBase
 from aidememo.client.errors import AidememoClientError
 from aidememo.client.httpx_transport import default_async_transport
 from aidememo.client.records import Record
-from aidememo.client.transport import AsyncTransport, Timeout, Wire
-from aidememo.domain.errors import AidememoError
+from aidememo.client.transport import AsyncTransport
 
 if TYPE_CHECKING:
-    import httpx
-
     from aidememo.client.async_artifacts import AsyncArtifactCalls
 
 T = TypeVar("T")
@@ -30,39 +28,12 @@ M = TypeVar("M", bound=Record)
 Outcome = Literal["succeeded", "failed"]
 
 
-class AsyncClient:
-    """A member of one project, over HTTP.
+class AsyncClient(ClientBase[AsyncTransport]):
+    """A member of one project, over HTTP: one method per member route (made with the
+    settings `ClientBase` describes)."""
 
-    `base_url` is the service (`http://127.0.0.1:3030`, a Worker's URL); `token` the member's
-    bearer token; `project_id` the project every method works in. `timeout` is seconds to
-    connect and for each read (or `Timeouts`, or an `httpx.Timeout`); `retries` how often a
-    call that got no answer is sent again, identically (default 1, CLIENT-1); `transport` an
-    `AsyncTransport` (`aidememo.client.transport`; the default one keeps connections alive,
-    tests plug in their own, and `aidememo.client.httpx_transport` adapts an httpx transport,
-    such as one through a proxy); `headers` are added to every request.
-    """
-
-    def __init__(
-        self,
-        base_url: str,
-        token: str,
-        project_id: str,
-        *,
-        timeout: Timeout | httpx.Timeout = 10.0,
-        retries: int = 1,
-        transport: AsyncTransport | None = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        if retries < 0:
-            raise ValueError("retries must be at least 0")
-        self._ctx = p.Context(project_id, retries)
-        self._wire = Wire(base_url, token, timeout, headers)
-        self._transport = transport or default_async_transport()
-        self._artifact_grants: bool | None = None  # how this server moves bodies (GRANT-8)
-
-    @property
-    def project_id(self) -> str:
-        return self._ctx.project_id
+    def _default_transport(self) -> AsyncTransport:
+        return default_async_transport()
 
     @property
     def artifacts(self) -> AsyncArtifactCalls:
@@ -89,20 +60,15 @@ class AsyncClient:
 
     async def _run(self, plan: p.Plan[T]) -> T:
         """Run `plan` to its end: each call it yields sent, its answer (or error) handed back."""
-        try:
-            call = next(plan)
-            while True:
-                try:
-                    answer = await self._send(call)
-                except AidememoClientError as exc:
-                    call = plan.throw(exc)
-                else:
-                    call = plan.send(answer)
-        except StopIteration as stop:
-            result: T = stop.value
-            return result
-        except AidememoError as exc:  # an id or value refused before anything was sent
-            raise AidememoClientError(exc.code.value, exc.message) from None
+        run = p.Run(plan)
+        while run.step is not None:
+            try:
+                answer = await self._send(run.step)
+            except AidememoClientError as exc:
+                run.refuse(exc)
+            else:
+                run.answer(answer)
+        return run.result
 
     async def _read(self, call: p.Call[M]) -> M:
         """A read, sent again after a retryable transport failure."""

@@ -21,7 +21,7 @@ retry and the same recovery (SPEC.md CLIENT-1..CLIENT-4):
 from __future__ import annotations
 
 import json
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from typing import Any, Generic, NamedTuple, TypedDict, TypeVar, Unpack
 from urllib.parse import quote, urlencode
 
@@ -30,9 +30,10 @@ from aidememo.client.errors import INVALID_RESPONSE, AidememoClientError, Aideme
 from aidememo.client.records import Record, RecordError
 from aidememo.client.ulid import new_ulid
 from aidememo.domain import command_ids as ids
-from aidememo.domain.errors import ErrorCode, fail
+from aidememo.domain.errors import AidememoError, ErrorCode, fail
 
 T = TypeVar("T")
+Y = TypeVar("Y")
 M = TypeVar("M", bound=Record)
 
 
@@ -132,6 +133,33 @@ def refusal(status: int, content: bytes) -> AidememoClientError:
 
 
 # -- reads ----------------------------------------------------------------------------------
+
+
+class Run(Generic[Y, T]):
+    """A plan being run by a client: `step` is what it yields next (None once it returned
+    `result`); `answer` and `refuse` hand back what carrying that step out gave. An id or
+    value the plan refuses before anything is sent (`AidememoError`) is raised as the
+    client's `AidememoClientError`."""
+
+    def __init__(self, plan: Generator[Y, Any, T]) -> None:
+        self._plan = plan
+        self.step: Y | None = None
+        self.result: T
+        self._resume(plan.send, None)
+
+    def answer(self, value: Any) -> None:
+        self._resume(self._plan.send, value)
+
+    def refuse(self, error: AidememoClientError) -> None:
+        self._resume(self._plan.throw, error)
+
+    def _resume(self, resume: Callable[[Any], Y], value: Any) -> None:
+        try:
+            self.step = resume(value)
+        except StopIteration as stop:
+            self.step, self.result = None, stop.value
+        except AidememoError as exc:
+            raise AidememoClientError(exc.code.value, exc.message) from None
 
 
 def fetch(ctx: Context, call: Call[M]) -> Plan[M]:
