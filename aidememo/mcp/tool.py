@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from aidememo.http.schemas import closed
+
 Schema = dict[str, Any]
 Args = dict[str, Any]
 
@@ -52,12 +54,7 @@ class Tool:
     @property
     def input_schema(self) -> Schema:
         """The closed JSON Schema of the arguments."""
-        return {
-            "type": "object",
-            "properties": self.properties,
-            "required": list(self.required),
-            "additionalProperties": False,
-        }
+        return closed(self.properties, self.required)
 
     def listing(self) -> dict[str, Any]:
         """The tool as `tools/list` shows it."""
