@@ -1,7 +1,8 @@
 """`AsyncClient`: the asynchronous client, one method per member route.
 
 The steps of each method are the plans of `aidememo.client.plans`; this class hands their
-calls to its transport and drives a plan with `await`. It is the one source of both clients:
+calls to its transport, awaiting each, as it steps a plan's `Run`; its settings are
+`aidememo.client.base.ClientBase`'s. It is the one source of both clients:
 `scripts/gen_sync_client.py` writes `Client` (`aidememo.client.sync`) from it by dropping
 `async` and `await`, and tests/unit/test_generated_client.py checks that file is current.
 """

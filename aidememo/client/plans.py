@@ -2,9 +2,9 @@
 
 A method is a plan: a generator that yields `Call`s (one HTTP exchange each) and receives
 their parsed answers, or has the call's `AidememoClientError` thrown into it. The synchronous
-and the asynchronous client only differ in whether they await each call (the one driver is
-`AsyncClient._run`, and `Client` is generated from it), so both run the same steps, the same
-retry and the same recovery (SPEC.md CLIENT-1..CLIENT-4):
+and the asynchronous client only differ in whether they await each call as they step a plan's
+`Run` (`AsyncClient._run`, and `Client` is generated from it), so both run the same steps, the
+same retry and the same recovery (SPEC.md CLIENT-1..CLIENT-4):
 
 - A call that got no answer (`AidememoUnreachable`, retryable) is sent again, byte for byte,
   up to `retries` times (default once). A write's ids are fixed before the first send (the
