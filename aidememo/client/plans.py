@@ -21,7 +21,7 @@ same retry and the same recovery (SPEC.md CLIENT-1..CLIENT-4):
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from typing import Any, Generic, NamedTuple, TypedDict, TypeVar, Unpack
 from urllib.parse import quote, urlencode
 
@@ -287,6 +287,14 @@ def write(
         return m.Written(receipt=receipt, recovered=recovered)
 
 
+def _takes_only(given: Mapping[str, Any], keywords: Iterable[str]) -> None:
+    """A keyword a method does not take is refused as Python refuses one, before anything
+    is sent (its keywords are a TypedDict, which only a type checker enforces)."""
+    unknown = sorted(set(given).difference(keywords))
+    if unknown:
+        raise TypeError(f"unexpected keyword argument {unknown[0]!r}")
+
+
 class CreateRoute(NamedTuple):
     """A typed create: its path under the project, the kind it creates, the payload's id
     field and its optional payload fields, in payload order."""
@@ -351,6 +359,7 @@ def create(
 ) -> Plan[m.Written]:
     """A typed create of `fields` and the `options` given: its id the one in `options` or a
     new ULID, its command id derived from that id unless given (ID-4)."""
+    _takes_only(options, (route.id_field, "command_id", *route.options))
     resource_id = options.get(route.id_field) or new_ulid()
     payload = _create_payload(route, resource_id, fields, options)
     cid = options.get("command_id") or ids.create_command_id(
@@ -430,6 +439,7 @@ def accept(ctx: Context, handoff_id: str, **pin: Unpack[ClaimPin]) -> Plan[m.Tra
     """Claim a handoff. Without `claim_id` the claim is derived from the attempt (ID-4): the
     current one when the caller's derived claim already holds a live lease (a re-run: the
     original accept is replayed, `recovered`), else the next attempt's."""
+    _takes_only(pin, ClaimPin.__optional_keys__)
     me = (yield from known_identity(ctx)).actor_id
     claim_id, expected_revision = pin.get("claim_id"), pin.get("expected_revision")
     seen = None
@@ -469,6 +479,7 @@ def _held_claim(
 
 def heartbeat(ctx: Context, handoff_id: str, **pin: Unpack[ClaimPin]) -> Plan[m.Transition]:
     """Renew the lease of `claim_id` (default: the handoff's current claim)."""
+    _takes_only(pin, ClaimPin.__optional_keys__)
     me = (yield from known_identity(ctx)).actor_id
     claim_id, expected_revision = pin.get("claim_id"), pin.get("expected_revision")
     seen = None
@@ -491,6 +502,7 @@ def return_handoff(
     """Return the handoff with this evidence under `claim_id` (default: the current claim),
     naming `result_artifact_id` when given (HO-9). When the handoff already carries exactly
     this return, the original is replayed."""
+    _takes_only(pin, ReturnPin.__optional_keys__)
     me = (yield from known_identity(ctx)).actor_id
     claim_id, expected_revision = pin.get("claim_id"), pin.get("expected_revision")
     result_artifact_id = pin.get("result_artifact_id")
