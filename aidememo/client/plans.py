@@ -311,32 +311,33 @@ CONTEXT = CreateRoute("handoff-contexts", "handoff_context", "context_id")
 HANDOFF = CreateRoute("handoffs", "handoff", "handoff_id", ("focus", "done_when", "context_id"))
 
 
-class CreatePin(TypedDict, total=False):
-    """The command id a create may fix (derived from the resource id unless given, ID-4)."""
+class CommandPin(TypedDict, total=False):
+    """The command id a write may fix instead of leaving it to the client (a create's is
+    derived from its resource id, ID-4; a raw command's is a new ULID)."""
 
     command_id: str | None
 
 
-class SessionOptions(CreatePin, total=False):
+class SessionOptions(CommandPin, total=False):
     """`create_session`'s keywords: the session id (a ULID unless given) and source."""
 
     session_id: str | None
     source_id: str | None
 
 
-class FactOptions(CreatePin, total=False):
+class FactOptions(CommandPin, total=False):
     """`create_fact`'s keywords: the fact id (a ULID unless given)."""
 
     fact_id: str | None
 
 
-class ContextOptions(CreatePin, total=False):
+class ContextOptions(CommandPin, total=False):
     """`create_context`'s keywords: the context id (a ULID unless given)."""
 
     context_id: str | None
 
 
-class HandoffOptions(CreatePin, total=False):
+class HandoffOptions(CommandPin, total=False):
     """`send_handoff`'s keywords: what the receiver should do, the context packet sent
     before, and the handoff id (a ULID unless given)."""
 
@@ -369,12 +370,10 @@ def create(
     return (yield from write(ctx, call, route.kind, resource_id))
 
 
-class Pin(TypedDict, total=False):
-    """What a write may fix instead of leaving it to the client: the revision it expects
-    and its command id."""
+class Pin(CommandPin, total=False):
+    """A `CommandPin` and the revision the write expects."""
 
     expected_revision: int | None
-    command_id: str | None
 
 
 class ClaimPin(Pin, total=False):
