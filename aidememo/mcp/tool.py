@@ -51,18 +51,13 @@ class Tool:
     build: Build
     run: Run | None = None
 
-    @property
-    def input_schema(self) -> Schema:
-        """The closed JSON Schema of the arguments."""
-        return closed(self.properties, self.required)
-
     def listing(self) -> dict[str, Any]:
         """The tool as `tools/list` shows it."""
         return {
             "name": self.name,
             "title": self.name.replace("_", " "),
             "description": self.description,
-            "inputSchema": self.input_schema,
+            "inputSchema": closed(self.properties, self.required),
             "outputSchema": self.output,
             "annotations": {
                 "readOnlyHint": not self.write,
