@@ -344,7 +344,7 @@ $fn$"""
 # exists (a delete of it writes a new tombstone), so `found_resource` never looks at the body.
 # The commit's notification is sent only while a backend listens (LIVE-9).
 _EXECUTE_RAW = """
-CREATE FUNCTION aidememo_execute_raw(
+CREATE OR REPLACE FUNCTION aidememo_execute_raw(
     p_statement_timeout TEXT, p_lock_timeout TEXT,
     p_tenant TEXT, p_project TEXT, p_actor TEXT, p_command TEXT, p_fingerprint TEXT,
     p_kind TEXT, p_resource TEXT, p_writers TEXT, p_expected BIGINT, p_must_exist BOOLEAN,
@@ -465,7 +465,7 @@ V11 = (
 
 # Versions 2 and 10 also created an earlier form of `aidememo_execute_raw`: version 13 drops
 # whichever form a database has and creates the guarded write.
-_V13 = (
+V13 = (
     "DROP FUNCTION IF EXISTS aidememo_execute_raw(TEXT, TEXT, TEXT, TEXT, TEXT, TEXT, TEXT, "
     "TEXT, TEXT, BIGINT, TEXT, TEXT, BYTEA, BIGINT)",
     _EXECUTE_RAW,
@@ -484,6 +484,6 @@ MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
     (10, V10),
     (11, V11),
     (12, V12),
-    (13, _V13),
+    (13, V13),
 ]
 """Ordered (version, statements); applying version N moves the database from N-1 to N."""
