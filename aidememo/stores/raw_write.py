@@ -28,17 +28,11 @@ def write_raw(tx: WriteTx, write: RawWrite) -> RawOutcome:
     project, current = start.project, start.current
     if project is None or not write.admits(start):
         return RawOutcome(start)
+    revision = 1 if current is None else current.revision + 1
     receipt = Receipt(
-        command_id=write.command_id,
-        fingerprint=write.fingerprint,
-        tenant_id=scope.tenant_id,
-        project_id=scope.project_id,
-        actor_id=write.actor_id,
-        project_seq=project.head_seq + 1,
-        resource=write.resource,
-        revision=1 if current is None else current.revision + 1,
-        committed_at_ms=write.now_ms,
-    )
+        write.command_id, write.fingerprint, scope.tenant_id, scope.project_id, write.actor_id,
+        project.head_seq + 1, write.resource, revision, write.now_ms,
+    )  # fmt: skip
     tx.commit_mutation(
         Mutation(receipt, project.project_epoch, write.operation, write.op, write.body)
     )
