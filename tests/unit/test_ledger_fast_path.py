@@ -1,7 +1,7 @@
 """`Ledger.execute_raw` over `Store.execute_raw`, without PostgreSQL: what the guarded write
 carries, how the checks on the rows it returns name the answer, the live-feed hook, and a store
 whose guard disagrees with the checks. Every store's guarded write is tested against the
-generic pipeline in tests/stores/test_raw_fast_path.py."""
+generic pipeline in tests/stores/test_raw_guarded_write.py."""
 
 from __future__ import annotations
 
