@@ -16,9 +16,9 @@ Transactions (SPEC.md STORE-*):
   transactions. On psycopg they travel in the `BEGIN`'s own simple query; on other drivers
   they are sent before the transaction's first statement, and a command folds them into
   `aidememo_begin_command`, where `lock_timeout` already bounds the wait for the project row.
-- A command is four round trips: `BEGIN`, `aidememo_begin_command` (timeouts, project row lock,
-  membership, receipt, current resource), `aidememo_commit_mutation` (head CAS and every row),
-  `COMMIT`; typed operations add their own reads in between.
+- A typed command is four round trips: `BEGIN`, `aidememo_begin_command` (timeouts, project
+  row lock, membership, receipt, current resource), `aidememo_commit_mutation` (head CAS and
+  every row), `COMMIT`; typed operations add their own reads in between.
 - A generic put or delete (`execute_raw`, the guarded write of `Store.execute_raw`) is one
   round trip: one `aidememo_execute_raw` statement on the autocommit connection, i.e. its own
   transaction, which reads the rows and writes only when the guard holds on them.
