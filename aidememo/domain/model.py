@@ -437,9 +437,15 @@ class CommandStart(_Record):
 
 @dataclass(frozen=True, slots=True)
 class RawWrite:
-    """A generic put or delete (`POST /v1/commands`) for a store's one-round-trip path
-    (`CAP_RAW_FAST_PATH`): everything Python decides is already here (fingerprint, canonical
-    body, time), and the store runs the pipeline's checks and write in one statement."""
+    """A generic put or delete (`POST /v1/commands`) as one guarded write (`Store.execute_raw`):
+    everything Python decides is already here (fingerprint, canonical body, time, the guard).
+
+    The guard is a condition on the rows read with the project locked, never a rule with an
+    error of its own: the write happens only when the project exists, the caller is an active
+    member whose role is one of `writers`, the command id has no receipt, the current resource
+    is at `expected_revision` when one is given and exists when `must_exist`. The service's
+    checks then run on the same rows to name the error or the replay (`aidememo.service.ledger`).
+    """
 
     scope: Scope
     actor_id: str
@@ -451,23 +457,34 @@ class RawWrite:
     op: ChangeOp
     body: bytes | None  # canonical JSON for an upsert, None for a delete
     now_ms: int
+    writers: tuple[str, ...]  # the roles that may write it (none: it is written by no one)
+    must_exist: bool
     token_sha256: bytes | None = None  # a cached caller's token, checked in the same statement
+
+    def admits(self, start: CommandStart) -> bool:
+        """Whether the guard holds on `start` (the SQL of a store that writes in one statement
+        states the same condition)."""
+        member, current = start.membership, start.current
+        if start.project is None or member is None or start.receipt is not None:
+            return False
+        if not member.active or member.role.value not in self.writers:
+            return False
+        if current is None:
+            return self.expected_revision is None and not self.must_exist
+        return self.expected_revision is None or current.revision == self.expected_revision
 
 
 @dataclass(frozen=True, slots=True)
 class RawOutcome:
-    """What a store's one-round-trip path did with a `RawWrite`.
+    """What `Store.execute_raw` did with a `RawWrite`: `start` holds the rows its guard read
+    (the current resource without its body, as it was before the write); `receipt` is the new
+    commit's, None when the guard did not hold and nothing was written. `retried` says the
+    store sent the write a second time after losing the first attempt's answer, so a receipt
+    found under the command id may be that attempt's own commit."""
 
-    `outcome` is "committed" (a new commit: `receipt` is new), "replayed" (`receipt` is the
-    stored one) or "refused": then `error` is the code of the check that refused it and
-    `start` holds what the checks read (the current resource without its body), so the
-    caller can run the same checks and raise the same error as the generic pipeline.
-    """
-
-    outcome: str
+    start: CommandStart
     receipt: Receipt | None = None
-    error: str | None = None
-    start: CommandStart | None = None
+    retried: bool = False
 
 
 @dataclass(frozen=True, slots=True)

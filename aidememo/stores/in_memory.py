@@ -30,6 +30,8 @@ from aidememo.domain.model import (
     Membership,
     Mutation,
     Project,
+    RawOutcome,
+    RawWrite,
     Receipt,
     ResourceRef,
     Scope,
@@ -39,6 +41,7 @@ from aidememo.domain.model import (
     TokenBinding,
 )
 from aidememo.ports import ReadTx, WriteTx
+from aidememo.stores import raw_write
 from aidememo.stores.guard import not_awaitable
 from aidememo.stores.in_memory_artifacts import ArtifactMemoryTx
 from aidememo.stores.in_memory_semantic import SemanticMemoryTx
@@ -507,6 +510,10 @@ class InMemoryStore:
                     undo()
                 raise
             return result
+
+    def execute_raw(self, write: RawWrite) -> RawOutcome:
+        """`Store.execute_raw`: the guarded write in a transaction of this store's."""
+        return raw_write.execute_raw(self, write)
 
     def read(self, fn: Callable[[ReadTx], T]) -> T:
         """Run `fn` against the current state, with no writer in between."""
