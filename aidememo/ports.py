@@ -35,7 +35,7 @@ from aidememo.domain.model import (
     TokenBinding,
 )
 from aidememo.domain.semantic import Fingerprint
-from aidememo.domain.semantic_index import IndexState, PendingProject, VectorRow
+from aidememo.domain.semantic_index import IndexState, IndexStep, PendingProject, VectorRow
 
 T = TypeVar("T")
 
@@ -345,18 +345,10 @@ class WriteTx(ArtifactWrites, ReadTx, Protocol):
         (SEM-2: a model change rebuilds, never mixes)."""
         ...
 
-    def semantic_apply(
-        self,
-        scope: Scope,
-        fingerprint: str,
-        from_seq: int,
-        to_seq: int,
-        upserts: Sequence[VectorRow],
-        deletes: Sequence[str],
-    ) -> bool:
-        """Move the index from `from_seq` to `to_seq` writing these vectors and removing
-        these facts' vectors; False, writing nothing, when the index is no longer at
-        `from_seq` under `fingerprint` (another indexer moved it)."""
+    def semantic_apply(self, scope: Scope, step: IndexStep) -> bool:
+        """Move the index by `step`, writing its vectors and removing its facts' vectors;
+        False, writing nothing, when the index is no longer at `step.from_seq` under
+        `step.fingerprint` (another indexer moved it)."""
         ...
 
     def insert_tenant(self, tenant_id: str, created_at_ms: int) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from aidememo.domain.model import Scope
@@ -40,3 +41,22 @@ class VectorRow:
     source_id: str | None
     vector: bytes
     replaces: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class IndexStep:
+    """One move of a project's index from `from_seq` to `to_seq` under `fingerprint`: the
+    vectors to write and the facts whose vectors go. A store applies it only while the index
+    is still at `from_seq` under `fingerprint` (another indexer may have moved it)."""
+
+    fingerprint: str
+    from_seq: int
+    to_seq: int
+    upserts: Sequence[VectorRow] = ()
+    deletes: Sequence[str] = ()
+
+    @property
+    def generation_bump(self) -> int:
+        """1 when the step replaces or removes a vector a reader may hold, else 0 (an
+        append-only step keeps the generation, see `IndexState`)."""
+        return 1 if self.deletes or any(r.replaces for r in self.upserts) else 0
