@@ -11,7 +11,7 @@ to 1 h) and the last error. It runs from the origin's background task, from
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 from aidememo.domain.artifacts import (
     ARTIFACT_KIND,
@@ -42,15 +42,8 @@ class GcReport:
     failed: int
 
     def to_json(self) -> dict[str, int]:
-        """The wire shape of `aidememo admin gc`."""
-        return {
-            "expired_reservations": self.expired_reservations,
-            "pruned_receipts": self.pruned_receipts,
-            "leased": self.leased,
-            "deleted": self.deleted,
-            "kept": self.kept,
-            "failed": self.failed,
-        }
+        """The wire shape of `aidememo admin gc`: the fields in order."""
+        return asdict(self)
 
 
 def named(tx: ReadTx, intent: GcIntent) -> bool:

@@ -4,22 +4,15 @@ transaction's undo log."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 from aidememo.domain.model import Project, Scope
 from aidememo.domain.semantic_index import IndexState, IndexStep, PendingProject, VectorRow
-from aidememo.stores.in_memory_tables import SemanticTables, Tables
+from aidememo.stores.in_memory_tables import JournaledView, SemanticTables
 
 
-class SemanticMemoryTx:
+class SemanticMemoryTx(JournaledView):
     """The semantic index methods of `ReadTx`/`WriteTx` on the reference store."""
-
-    __slots__ = ()
-    _t: Tables
-    _set: Callable[[dict[Any, Any], Any, Any], None]
-    _pop: Callable[[dict[Any, Any], Any], None]
 
     @property
     def _semantic(self) -> SemanticTables:
