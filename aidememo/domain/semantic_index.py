@@ -20,6 +20,22 @@ class IndexState:
     generation: int
 
 
+def index_wait_over(
+    found: tuple[int, IndexState | None] | None, at_least_seq: int, fingerprint: str
+) -> bool:
+    """Whether SEM-5's wait for `at_least_seq` ends at this read of a project's head and index
+    state (`ReadTx.semantic_head`): the project is gone, `at_least_seq` is beyond the head
+    (no wait reaches it), or the index under `fingerprint` has applied it."""
+    if found is None:
+        return True
+    head, state = found
+    if at_least_seq > head:
+        return True
+    return (
+        state is not None and state.fingerprint == fingerprint and state.applied_seq >= at_least_seq
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class PendingProject:
     """A project whose index needs work: its epoch, head and current index state."""

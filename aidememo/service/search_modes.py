@@ -31,7 +31,7 @@ from aidememo.domain.semantic import (
     Fused,
     fuse,
 )
-from aidememo.domain.semantic_index import IndexState
+from aidememo.domain.semantic_index import IndexState, index_wait_over
 from aidememo.domain.tokenize import split_query
 from aidememo.ports import ReadTx, Store, VectorSearch
 from aidememo.service.access import Caller, authorize
@@ -257,16 +257,7 @@ class Searches:
         """Poll the index until it reaches `at_least_seq` or `wait_s` passed (SEM-5); the
         read that follows decides what to answer."""
         deadline = time.monotonic() + self.wait_s
-        while True:
-            found = read_head()
-            if found is None:
-                return
-            head, state = found
-            if at_least_seq > head:
-                return
-            if state is not None and state.fingerprint == fingerprint:
-                if state.applied_seq >= at_least_seq:
-                    return
+        while not index_wait_over(read_head(), at_least_seq, fingerprint):
             if time.monotonic() >= deadline:
                 return
             self._sleep(POLL_S)
