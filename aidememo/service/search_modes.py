@@ -35,7 +35,7 @@ from aidememo.domain.semantic_index import IndexState, index_wait_over
 from aidememo.domain.tokenize import split_query
 from aidememo.ports import ReadTx, Store, VectorSearch
 from aidememo.service.access import Caller, authorize
-from aidememo.service.typed_reads import TypedReads
+from aidememo.service.typed_reads import SearchResult, TypedReads
 
 # SEM-5: how long a request with `at_least_seq` beyond the index waits for it.
 WAIT_S = 2.0
@@ -109,13 +109,18 @@ class Searches:
         if wanted not in MODES:
             raise fail(ErrorCode.INVALID_COMMAND, "mode must be lexical, semantic, hybrid or auto")
         engine = self.engine
+
+        def lexical(reason: str | None) -> SearchAnswer:
+            found = self.typed_reads.search(
+                caller, project_id, q=q, source_id=source_id, limit=limit, at_least_seq=at_least_seq
+            )
+            return _lexical_answer(found, reason)
+
         if wanted == MODE_LEXICAL:
-            return self._lexical(caller, project_id, q, source_id, limit, at_least_seq, None)
+            return lexical(None)
         if engine is None:
             if wanted == MODE_AUTO:
-                return self._lexical(
-                    caller, project_id, q, source_id, limit, at_least_seq, FALLBACK_UNAVAILABLE
-                )
+                return lexical(FALLBACK_UNAVAILABLE)
             raise fail(ErrorCode.SEMANTIC_UNAVAILABLE, f"{wanted} search is not available here")
         # The lexical path checks q, limit and at_least_seq (SRCH-1); semantic ones do too.
         self.typed_reads.check_search(q, limit, at_least_seq)
@@ -165,7 +170,7 @@ class Searches:
 
         answer = self.store.read(run)
         if isinstance(answer, str):
-            return self._lexical(caller, project_id, q, source_id, limit, at_least_seq, answer)
+            return lexical(answer)
         return answer
 
     def _semantic(
@@ -213,41 +218,6 @@ class Searches:
             dropped,
         )
 
-    def _lexical(
-        self,
-        caller: Caller,
-        project_id: str,
-        q: str,
-        source_id: str | None,
-        limit: int,
-        at_least_seq: int | None,
-        reason: str | None,
-    ) -> SearchAnswer:
-        found = self.typed_reads.search(
-            caller, project_id, q=q, source_id=source_id, limit=limit, at_least_seq=at_least_seq
-        )
-        results = [
-            {
-                **r,
-                "lexical_score": r["score"],
-                "lexical_rank": i + 1,
-                "semantic_score": None,
-                "semantic_rank": None,
-            }
-            for i, r in enumerate(found.results)
-        ]
-        return SearchAnswer(
-            found.project_epoch,
-            found.index_seq,
-            found.mode,
-            None,
-            None,
-            reason,
-            found.exhaustive,
-            results,
-            found.terms_dropped,
-        )
-
     def _wait(
         self,
         read_head: Callable[[], tuple[int, IndexState | None] | None],
@@ -261,6 +231,32 @@ class Searches:
             if time.monotonic() >= deadline:
                 return
             self._sleep(POLL_S)
+
+
+def _lexical_answer(found: SearchResult, reason: str | None) -> SearchAnswer:
+    """A lexical search's result as a mode answer; `reason` says why a semantic mode fell
+    back to it (None when lexical was asked for)."""
+    results = [
+        {
+            **r,
+            "lexical_score": r["score"],
+            "lexical_rank": i + 1,
+            "semantic_score": None,
+            "semantic_rank": None,
+        }
+        for i, r in enumerate(found.results)
+    ]
+    return SearchAnswer(
+        found.project_epoch,
+        found.index_seq,
+        found.mode,
+        None,
+        None,
+        reason,
+        found.exhaustive,
+        results,
+        found.terms_dropped,
+    )
 
 
 def scope_reader(store: Store, scope: Scope) -> Callable[[], tuple[int, IndexState | None] | None]:
