@@ -35,7 +35,13 @@ from aidememo.domain.model import (
     TokenBinding,
 )
 from aidememo.domain.semantic import Fingerprint
-from aidememo.domain.semantic_index import IndexState, IndexStep, PendingProject, VectorRow
+from aidememo.domain.semantic_index import (
+    IndexState,
+    IndexStep,
+    NearestQuery,
+    PendingProject,
+    VectorRow,
+)
 
 T = TypeVar("T")
 
@@ -512,16 +518,10 @@ class VectorSearch(Protocol):
         ...
 
     def nearest(
-        self,
-        tx: ReadTx,
-        scope: Scope,
-        state: IndexState,
-        query: bytes,
-        k: int,
-        source_id: str | None,
+        self, tx: ReadTx, scope: Scope, state: IndexState, want: NearestQuery
     ) -> list[tuple[str, float]]:
-        """Up to `k` `(fact_id, cosine)` of the project's index at `state`, best first, ties
-        by fact id; only facts of `source_id` when given."""
+        """Up to `want.k` `(fact_id, cosine)` of the project's index at `state`, best first,
+        ties by fact id; only facts of `want.source_id` when given."""
         ...
 
 

@@ -76,3 +76,13 @@ class IndexStep:
         """1 when the step replaces or removes a vector a reader may hold, else 0 (an
         append-only step keeps the generation, see `IndexState`)."""
         return 1 if self.deletes or any(r.replaces for r in self.upserts) else 0
+
+
+@dataclass(frozen=True, slots=True)
+class NearestQuery:
+    """What `VectorSearch.nearest` looks for: the query as `embed_query` made it, at most `k`
+    facts, and only facts of `source_id` when it is given."""
+
+    query: bytes
+    k: int
+    source_id: str | None

@@ -31,7 +31,7 @@ from aidememo.domain.semantic import (
     Fused,
     fuse,
 )
-from aidememo.domain.semantic_index import IndexState, index_wait_over
+from aidememo.domain.semantic_index import IndexState, NearestQuery, index_wait_over
 from aidememo.domain.tokenize import split_query
 from aidememo.ports import ReadTx, Store, VectorSearch
 from aidememo.service.access import Caller, authorize
@@ -189,7 +189,7 @@ class Searches:
     ) -> SearchAnswer:
         assert self.engine is not None
         k = limit if wanted == MODE_SEMANTIC else max(CANDIDATES, limit)
-        semantic = self.engine.nearest(tx, scope, state, query, k, source_id)
+        semantic = self.engine.nearest(tx, scope, state, NearestQuery(query, k, source_id))
         bodies: dict[str, bytes | None] = {}
         if wanted == MODE_SEMANTIC:
             page = SearchPage([], True)
