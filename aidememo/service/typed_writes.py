@@ -226,16 +226,7 @@ class TypedWrites:
                     raise fail(ErrorCode.HANDOFF_CONFLICT, "context belongs to another route")
             _check_receiver(tx, p.scope, caller.actor_id, data.to_actor)
             _absent(current)
-            record = HandoffRecord(
-                handoff_id=data.handoff_id,
-                session_id=data.session_id,
-                source_id=source_id,
-                from_actor=caller.actor_id,
-                to_actor=data.to_actor,
-                focus=data.focus,
-                done_when=data.done_when,
-                context_id=data.context_id,
-            )
+            record = data.record(source_id, caller.actor_id)
             return Decision(ChangeOp.UPSERT, canonical_bytes(record.to_json()), _index_row(record))
 
         texts = {"focus": data.focus, "done_when": data.done_when}
