@@ -173,12 +173,12 @@ def _report(expired: int, pruned: int, leased: list[GcIntent], outcomes: list[st
     )
 
 
-def _run_to_end(pass_: Coroutine[Any, Any, GcReport]) -> GcReport:
+def _run_to_end(gc_pass: Coroutine[Any, Any, GcReport]) -> GcReport:
     """The report of a pass whose every await completes at once (it never suspends)."""
     try:
-        pass_.send(None)
+        gc_pass.send(None)
     except StopIteration as done:
         report: GcReport = done.value
         return report
-    pass_.close()
+    gc_pass.close()
     raise RuntimeError("a synchronous GC pass suspended")
