@@ -35,7 +35,7 @@ from aidememo.domain.semantic_index import IndexState, NearestQuery, index_wait_
 from aidememo.domain.tokenize import split_query
 from aidememo.ports import ReadTx, Store, VectorSearch
 from aidememo.service.access import Caller, authorize
-from aidememo.service.typed_reads import SearchResult, TypedReads
+from aidememo.service.typed_reads import SearchQuery, SearchResult, TypedReads
 
 # SEM-5: how long a request with `at_least_seq` beyond the index waits for it.
 WAIT_S = 2.0
@@ -100,11 +100,10 @@ class Searches:
         if wanted not in MODES:
             raise fail(ErrorCode.INVALID_COMMAND, "mode must be lexical, semantic, hybrid or auto")
         engine = self.engine
+        request = SearchQuery(q, source_id, limit, at_least_seq)
 
         def lexical(reason: str | None) -> SearchAnswer:
-            found = self.typed_reads.search(
-                caller, project_id, q=q, source_id=source_id, limit=limit, at_least_seq=at_least_seq
-            )
+            found = self.typed_reads.search(caller, project_id, request)
             return _lexical_answer(found, reason)
 
         if wanted == MODE_LEXICAL:
@@ -114,7 +113,7 @@ class Searches:
                 return lexical(FALLBACK_UNAVAILABLE)
             raise fail(ErrorCode.SEMANTIC_UNAVAILABLE, f"{wanted} search is not available here")
         # The lexical path checks q, limit and at_least_seq (SRCH-1); semantic ones do too.
-        self.typed_reads.check_search(q, limit, at_least_seq)
+        request.check()
         scope = caller.scope(project_id)
         fingerprint = engine.fingerprint.text()
         if at_least_seq is not None:
