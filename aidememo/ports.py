@@ -35,7 +35,13 @@ from aidememo.domain.model import (
     TokenBinding,
 )
 from aidememo.domain.semantic import Fingerprint
-from aidememo.domain.semantic_index import IndexState, PendingProject, VectorRow
+from aidememo.domain.semantic_index import (
+    IndexState,
+    IndexStep,
+    NearestQuery,
+    PendingProject,
+    VectorRow,
+)
 
 T = TypeVar("T")
 
@@ -342,18 +348,10 @@ class WriteTx(ArtifactWrites, ReadTx, Protocol):
         (SEM-2: a model change rebuilds, never mixes)."""
         ...
 
-    def semantic_apply(
-        self,
-        scope: Scope,
-        fingerprint: str,
-        from_seq: int,
-        to_seq: int,
-        upserts: Sequence[VectorRow],
-        deletes: Sequence[str],
-    ) -> bool:
-        """Move the index from `from_seq` to `to_seq` writing these vectors and removing
-        these facts' vectors; False, writing nothing, when the index is no longer at
-        `from_seq` under `fingerprint` (another indexer moved it)."""
+    def semantic_apply(self, scope: Scope, step: IndexStep) -> bool:
+        """Move the index by `step`, writing its vectors and removing its facts' vectors;
+        False, writing nothing, when the index is no longer at `step.from_seq` under
+        `step.fingerprint` (another indexer moved it)."""
         ...
 
     def insert_tenant(self, tenant_id: str, created_at_ms: int) -> None:
@@ -511,16 +509,10 @@ class VectorSearch(Protocol):
         ...
 
     def nearest(
-        self,
-        tx: ReadTx,
-        scope: Scope,
-        state: IndexState,
-        query: bytes,
-        k: int,
-        source_id: str | None,
+        self, tx: ReadTx, scope: Scope, state: IndexState, want: NearestQuery
     ) -> list[tuple[str, float]]:
-        """Up to `k` `(fact_id, cosine)` of the project's index at `state`, best first, ties
-        by fact id; only facts of `source_id` when given."""
+        """Up to `want.k` `(fact_id, cosine)` of the project's index at `state`, best first,
+        ties by fact id; only facts of `want.source_id` when given."""
         ...
 
 

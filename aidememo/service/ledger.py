@@ -53,6 +53,14 @@ class Decision:
     handoff: HandoffIndexRow | None = None  # revision and updated_seq are filled in
     search: SearchDoc | None = None
 
+    def mutation(self, receipt: Receipt, project_epoch: str, operation: str) -> Mutation:
+        """The writes of the command `receipt` answers: this decision, with its handoff index
+        row at the receipt's revision and sequence."""
+        handoff = self.handoff
+        if handoff is not None:
+            handoff = replace(handoff, revision=receipt.revision, updated_seq=receipt.project_seq)
+        return Mutation(receipt, project_epoch, operation, self.op, self.body, handoff, self.search)
+
 
 log = logging.getLogger("aidememo.ledger")
 
@@ -173,20 +181,7 @@ class Ledger:
                 revision=revision,
                 committed_at_ms=now,
             )
-            handoff = decision.handoff
-            if handoff is not None:
-                handoff = replace(handoff, revision=revision, updated_seq=receipt.project_seq)
-            tx.commit_mutation(
-                Mutation(
-                    receipt=receipt,
-                    project_epoch=project.project_epoch,
-                    operation=command.operation,
-                    op=decision.op,
-                    body=decision.body,
-                    handoff=handoff,
-                    search=decision.search,
-                )
-            )
+            tx.commit_mutation(decision.mutation(receipt, project.project_epoch, command.operation))
             committed = True
             return receipt
 

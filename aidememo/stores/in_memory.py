@@ -49,7 +49,6 @@ from aidememo.stores.in_memory_tables import Tables
 
 T = TypeVar("T")
 R = TypeVar("R")
-_MISSING = object()
 SCHEMA_VERSION = 1
 
 # A posting: (fact_id, source_id, tf, dl), keyed by the fact's doc_seq under (t, p, term).
@@ -57,44 +56,6 @@ SCHEMA_VERSION = 1
 
 class _MemoryTx(SemanticMemoryTx, ArtifactMemoryTx):
     """Read and write access to the tables; writes are journaled for rollback."""
-
-    def __init__(self, tables: Tables, writable: bool) -> None:
-        self._t = tables
-        self._writable = writable
-        self.undo: list[Callable[[], None]] = []
-
-    # -- journaled primitives -------------------------------------------------------------
-
-    def _set(self, table: dict[Any, Any], key: Any, value: Any) -> None:
-        if not self._writable:
-            raise fail(ErrorCode.STORAGE_FAILURE, "write attempted in a read view")
-        old = table.get(key, _MISSING)
-        if old is _MISSING:
-            self.undo.append(lambda: table.pop(key, None))
-        else:
-            self.undo.append(lambda: table.__setitem__(key, old))
-        table[key] = value
-
-    def _pop(self, table: dict[Any, Any], key: Any) -> None:
-        if not self._writable:
-            raise fail(ErrorCode.STORAGE_FAILURE, "write attempted in a read view")
-        old = table.pop(key)
-        self.undo.append(lambda: table.__setitem__(key, old))
-
-    def _append(self, table: dict[Any, list[Any]], key: Any, value: Any) -> None:
-        rows = table.get(key)
-        if rows is None:
-            rows = []
-            self._set(table, key, rows)
-        rows.append(value)
-        self.undo.append(rows.pop)
-
-    def _child(self, table: dict[Any, dict[Any, Any]], key: Any) -> dict[Any, Any]:
-        child = table.get(key)
-        if child is None:
-            child = {}
-            self._set(table, key, child)
-        return child
 
     # -- ReadTx ---------------------------------------------------------------------------
 
