@@ -35,7 +35,13 @@ from aidememo.domain.model import (
     TokenBinding,
 )
 from aidememo.domain.semantic import Fingerprint
-from aidememo.domain.semantic_index import IndexState, PendingProject, VectorRow
+from aidememo.domain.semantic_index import (
+    IndexState,
+    IndexStep,
+    NearestQuery,
+    PendingProject,
+    VectorRow,
+)
 
 T = TypeVar("T")
 
@@ -43,9 +49,6 @@ T = TypeVar("T")
 CAP_REOPEN = "reopen"  # state survives close and reopen
 CAP_TWO_CONNECTIONS = "two_connections"  # two handles on one database race for real
 CAP_SECOND_PROCESS = "second_process"  # another OS process can open the same database
-# The store has `execute_raw(RawWrite)` (`RawFastPath`): a generic put or delete in one round
-# trip. `Ledger.execute_raw` uses it when declared; the generic pipeline stays the reference.
-CAP_RAW_FAST_PATH = "raw_fast_path"
 # The store runs several calls' writes in one transaction on one thread (`WriteBatches`): the
 # origin's committer answers a batch of commands with one commit (SPEC.md HTTP-10).
 CAP_WRITE_BATCH = "write_batch"
@@ -345,18 +348,10 @@ class WriteTx(ArtifactWrites, ReadTx, Protocol):
         (SEM-2: a model change rebuilds, never mixes)."""
         ...
 
-    def semantic_apply(
-        self,
-        scope: Scope,
-        fingerprint: str,
-        from_seq: int,
-        to_seq: int,
-        upserts: Sequence[VectorRow],
-        deletes: Sequence[str],
-    ) -> bool:
-        """Move the index from `from_seq` to `to_seq` writing these vectors and removing
-        these facts' vectors; False, writing nothing, when the index is no longer at
-        `from_seq` under `fingerprint` (another indexer moved it)."""
+    def semantic_apply(self, scope: Scope, step: IndexStep) -> bool:
+        """Move the index by `step`, writing its vectors and removing its facts' vectors;
+        False, writing nothing, when the index is no longer at `step.from_seq` under
+        `step.fingerprint` (another indexer moved it)."""
         ...
 
     def insert_tenant(self, tenant_id: str, created_at_ms: int) -> None:
@@ -430,6 +425,14 @@ class Store(Protocol):
         write batch (`CAP_WRITE_BATCH`), after the batch's commit (never, if it is voided)."""
         ...
 
+    def execute_raw(self, write: RawWrite) -> RawOutcome:
+        """A generic put or delete as one guarded write, in a transaction of its own (or the
+        one open on this thread): lock the project, read what `WriteTx.begin_command` reads,
+        and only when `write.admits` those rows, write what the generic pipeline writes (CMD-6)
+        at the next sequence and revision. Names no error: the rows come back either way
+        (`aidememo.stores.raw_write`; PostgreSQL does it in one statement)."""
+        ...
+
     def close(self) -> None:
         """Release connections; the store is unusable afterwards."""
         ...
@@ -448,20 +451,6 @@ class WriteBatches(Protocol):
     def after_commit(self, fn: Callable[[], None]) -> None:
         """Run `fn` once the write this thread just made is durable: at once, or inside a
         batch after its commit (never, if the batch is voided)."""
-        ...
-
-
-class RawFastPath(Protocol):
-    """The optional method of a store declaring `CAP_RAW_FAST_PATH`."""
-
-    def execute_raw(self, write: RawWrite) -> RawOutcome | None:
-        """Run the pipeline of a generic put or delete (CMD-3..6, REV-2, REV-3) in one round
-        trip and one transaction: lock the project, check the writer's membership, the
-        receipt, the expected revision (and no delete of a resource never written), then
-        write exactly what the generic pipeline writes. A refusal is an outcome, not an
-        exception; driver failures are `storage_failure` as ever. None means the path does
-        not apply here (e.g. a transaction is already open on this thread), and the caller
-        runs the generic pipeline."""
         ...
 
 
@@ -520,16 +509,10 @@ class VectorSearch(Protocol):
         ...
 
     def nearest(
-        self,
-        tx: ReadTx,
-        scope: Scope,
-        state: IndexState,
-        query: bytes,
-        k: int,
-        source_id: str | None,
+        self, tx: ReadTx, scope: Scope, state: IndexState, want: NearestQuery
     ) -> list[tuple[str, float]]:
-        """Up to `k` `(fact_id, cosine)` of the project's index at `state`, best first, ties
-        by fact id; only facts of `source_id` when given."""
+        """Up to `want.k` `(fact_id, cosine)` of the project's index at `state`, best first,
+        ties by fact id; only facts of `want.source_id` when given."""
         ...
 
 

@@ -8,27 +8,7 @@
 - `TokenDirectory` (binding `TOKENS`, 256 shards by digest prefix): digest -> tenant, actor.
 
 Only the stdlib, the core and the Workers SDK (`workers`) are imported, so the package runs
-under Pyodide; `tests/unit/test_import_contract.py` enforces it. The classes are loaded on
-first access, so the pure modules (`durable_objects.rpc`) import on CPython without the SDK.
+under Pyodide; `tests/unit/test_import_contract.py` enforces it. The package itself imports
+nothing: the Worker's entry imports the classes from their modules, and the pure modules
+(`durable_objects.rpc`) import on CPython without the SDK.
 """
-
-from __future__ import annotations
-
-from typing import Any
-
-__all__ = ["ProjectCoordinator", "TenantRegistry", "TokenDirectory"]
-
-_MODULES = {
-    "ProjectCoordinator": "durable_objects.project",
-    "TenantRegistry": "durable_objects.registry",
-    "TokenDirectory": "durable_objects.directory",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _MODULES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'durable_objects' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)

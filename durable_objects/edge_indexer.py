@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aidememo.domain.model import Scope
+from aidememo.domain.semantic_index import IndexStep
 from aidememo.ports import ReadTx, WriteTx
 from aidememo.service.semantic_indexer import _changes, _plan
 from durable_objects.vectors import (
@@ -112,8 +113,10 @@ class EdgeIndexer:
         if not await self._visible():
             return WAITING
 
+        step = IndexStep(self.fingerprint, batch.from_seq, batch.to_seq)
+
         def apply(tx: WriteTx) -> bool:
-            return tx.semantic_apply(scope, self.fingerprint, batch.from_seq, batch.to_seq, [], [])
+            return tx.semantic_apply(scope, step)
 
         await store_run(lambda store: store.transaction(apply))
         # Moved or not (a reset in between loses the race), the batch is done with.

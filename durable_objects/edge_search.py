@@ -23,7 +23,7 @@ from typing import Any
 
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.model import Scope
-from aidememo.domain.semantic_index import IndexState
+from aidememo.domain.semantic_index import IndexState, NearestQuery
 from aidememo.ports import ReadTx
 from durable_objects.vectors import FINGERPRINT, TOP_K_MAX, Ledger, call, embed, namespace, unit
 
@@ -46,20 +46,14 @@ class EdgeVectors:
         return text.encode("utf-8")
 
     def nearest(
-        self,
-        tx: ReadTx,
-        scope: Scope,
-        state: IndexState,
-        query: bytes,
-        k: int,
-        source_id: str | None,
+        self, tx: ReadTx, scope: Scope, state: IndexState, want: NearestQuery
     ) -> list[tuple[str, float]]:
-        key = (query.decode("utf-8"), min(k, TOP_K_MAX), source_id)
+        key = (want.query.decode("utf-8"), min(want.k, TOP_K_MAX), want.source_id)
         hits = self.found.get(key)
         if hits is None:
             self.wanted = (scope, *key)
             raise fail(ErrorCode.SEMANTIC_UNAVAILABLE, "the query is embedded at the edge first")
-        return hits[:k]
+        return hits[: want.k]
 
     async def fetch(self) -> bool:
         """Embed and query what the last pass wanted; True to serve the request again."""

@@ -28,6 +28,7 @@ from urllib.parse import parse_qs
 from aidememo.domain.errors import AidememoError
 from aidememo.domain.model import Scope
 from aidememo.domain.semantic import MODE_LEXICAL
+from aidememo.domain.semantic_index import index_wait_over
 from durable_objects.edge_indexer import IDLE, PROGRESS, WAITING, EdgeIndexer
 from durable_objects.edge_search import EdgeVectors
 from durable_objects.vectors import FINGERPRINT, Ledger, bindings
@@ -132,13 +133,7 @@ class ProjectIndex:
             found = await self._store_run(
                 lambda store: store.read(lambda tx: tx.semantic_head(scope))
             )
-            if found is None or wanted > found[0]:
-                return
-            state = found[1]
-            if state is not None and state.fingerprint == fingerprint:
-                if state.applied_seq >= wanted:
-                    return
-            if time.monotonic() >= deadline:
+            if index_wait_over(found, wanted, fingerprint) or time.monotonic() >= deadline:
                 return
             self._know(scope)
             if await self._index_step() != PROGRESS:

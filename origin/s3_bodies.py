@@ -248,18 +248,27 @@ class S3Bodies:
             digest.update(chunk)
         return size, digest.hexdigest()
 
-    def stat(self, key: str) -> ObjectInfo | None:
-        """Size, ETag and content type of the stored object, or None when it is absent."""
+    def _head(self, key: str, **options: str) -> dict[str, Any] | None:
+        """The object's HEAD answer (`options` added to the request), or None when absent."""
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
-            meta = self.client.head_object(Bucket=self.config.bucket, Key=self.object_key(key))
+            meta: dict[str, Any] = self.client.head_object(
+                Bucket=self.config.bucket, Key=self.object_key(key), **options
+            )
         except ClientError as exc:
             if _code(exc) in _MISSING:
                 return None
             raise _unavailable(exc) from None
         except BotoCoreError as exc:
             raise _unavailable(exc) from None
+        return meta
+
+    def stat(self, key: str) -> ObjectInfo | None:
+        """Size, ETag and content type of the stored object, or None when it is absent."""
+        meta = self._head(key)
+        if meta is None:
+            return None
         return ObjectInfo(
             size=int(meta["ContentLength"]),
             etag=str(meta.get("ETag", "")),
@@ -279,18 +288,9 @@ class S3Bodies:
         """`(size, sha256 hex)` of the stored object, None when absent: from the store's own
         SHA-256 checksum on its HEAD when the upload carried one (a grant of a reservation
         with `sha256`), else by reading the bytes back and hashing them (ART-4)."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        try:
-            meta = self.client.head_object(
-                Bucket=self.config.bucket, Key=self.object_key(key), ChecksumMode="ENABLED"
-            )
-        except ClientError as exc:
-            if _code(exc) in _MISSING:
-                return None
-            raise _unavailable(exc) from None
-        except BotoCoreError as exc:
-            raise _unavailable(exc) from None
+        meta = self._head(key, ChecksumMode="ENABLED")
+        if meta is None:
+            return None
         size = int(meta["ContentLength"])
         checksum = meta.get("ChecksumSHA256")
         if isinstance(checksum, str) and "-" not in checksum:  # not a multipart composite

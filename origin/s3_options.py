@@ -11,7 +11,7 @@ roles). boto3 and `origin.s3_bodies` are imported only when `s3` is chosen.
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
 from aidememo.cli.errors import EXIT_USAGE, CliError
@@ -25,7 +25,8 @@ BACKENDS = ("local", "s3")
 
 @dataclass(frozen=True)
 class S3Settings:
-    """The S3 flags as given (nothing secret)."""
+    """The S3 flags as given (nothing secret): the fields of `origin.s3_bodies.S3Config`,
+    which checks them."""
 
     bucket: str
     prefix: str
@@ -86,14 +87,7 @@ def open_s3_bodies(settings: S3Settings) -> BodyStore:
             "--artifact-backend s3 needs boto3: pip install 'aidememo[origin]'", EXIT_USAGE
         ) from None
     try:
-        config = S3Config(
-            bucket=settings.bucket,
-            prefix=settings.prefix,
-            endpoint=settings.endpoint,
-            region=settings.region,
-            addressing=settings.addressing,
-            public_endpoint=settings.public_endpoint,
-        )
+        config = S3Config(**asdict(settings))
     except ValueError as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
     session = boto3.session.Session()

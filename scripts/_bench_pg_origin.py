@@ -2,20 +2,20 @@
 over HTTP by `aidememo serve --workers 1` and `--workers N`, in alternating rounds.
 
 Each phase gets a database of its own (`CREATE DATABASE`, migrated and bootstrapped with one
-project and one writer, dropped after the phase), and the database is `ANALYZE`d after the
-warm-up, before the measured run. Until its tables have statistics PostgreSQL plans the
-replay check of `aidememo_execute_raw` (the receipt by command id) as a scan of the project's
-receipts through the `(tenant_id, project_id, project_seq)` index, so its cost per command grows
-with every command before it (measured: 2.3 ms of PostgreSQL CPU per command in a fresh
-database, 4.3-5.6 ms six phases later on the same database, 1.5 ms once analyzed); autovacuum
-analyzes a database in service, a benchmark of a few seconds would measure the plan before
-that. A phase measured after another on the same database would carry the first one's history
-too. The rounds alternate the order (1, N, then N, 1, ...) so that the machine's drifting load
-hits both sides alike.
+project and one writer by the code of the commit it serves, dropped after the phase), and the
+database is `ANALYZE`d after the warm-up, before the measured run. Until its tables have
+statistics PostgreSQL plans the replay check of `aidememo_execute_raw` (the receipt by command
+id) as a scan of the project's receipts through the `(tenant_id, project_id, project_seq)`
+index, so its cost per command grows with every command before it (measured: 2.3 ms of
+PostgreSQL CPU per command in a fresh database, 4.3-5.6 ms six phases later on the same
+database, 1.5 ms once analyzed); autovacuum analyzes a database in service, a benchmark of a few
+seconds would measure the plan before that. A phase measured after another on the same database
+would carry the first one's history too. The rounds alternate the order (1, N, then N, 1, ...)
+so that the machine's drifting load hits both sides alike.
 
 A phase starts the server on a free port (the database URL in `AIDEMEMO_DATABASE_URL`, so not in
 any argv), waits for `/health`, then drives `wrk -t2 -c32` with `bench_http.lua` in `commands`
-mode (a generic put of a new 200-byte `custom.note`, the one-statement path) for a warm-up and
+mode (a generic put of a new 200-byte `custom.note`, one guarded write) for a warm-up and
 a measured run, and stops the server. Reported per worker count (`origin_w{N}_*`): requests/s
 and latency from wrk (the median round's), and the CPU split of the measured runs per request
 between the origin's processes, PostgreSQL (postmaster and backends) and wrk
@@ -26,9 +26,11 @@ the origin's CPU per request of the two sides (summed CPU over summed requests);
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -66,6 +68,22 @@ def _bootstrap(url: str) -> tuple[str, str]:
     return token, boot.project.project_epoch
 
 
+def _bootstrap_in(tree: Path, url: str) -> tuple[str, str]:
+    """`_bootstrap` by the code of `tree` (its migrations, so another commit's server opens a
+    database of its own schema version)."""
+    if tree == ROOT:
+        return _bootstrap(url)
+    code = (
+        "import json, sys; sys.path[:0] = ['scripts', '.']; "
+        "from _bench_pg_origin import _bootstrap; print(json.dumps(_bootstrap(sys.argv[1])))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, url], cwd=tree, check=True, capture_output=True, text=True
+    )
+    token, epoch = json.loads(done.stdout.strip().splitlines()[-1])
+    return token, epoch
+
+
 def _admin(url: str, sql: str) -> None:
     import psycopg
 
@@ -88,7 +106,7 @@ def _phase(
     _admin(url, f"CREATE DATABASE {database}")
     db_url = url.rsplit("/", 1)[0] + f"/{database}"
     try:
-        token, epoch = _bootstrap(db_url)
+        token, epoch = _bootstrap_in(tree, db_url)
         lua = LuaArgs(token, PROJECT, epoch, 1, 0, "unused")
         procs = Processes()
         port = free_port()

@@ -37,14 +37,11 @@ Baseline, in the same run: a raw psycopg loop on one connection from the same fa
 `INSERT` of one 200-byte row into a plain table, then `commit()` (psycopg sends the `BEGIN`
 itself), half before the phases and half after them, so drift hits both sides alike.
 
-Each command takes the store's one-round-trip path (`aidememo_execute_raw`, one autocommit
-statement per command; `CAP_RAW_FAST_PATH`); `--generic` measures the generic pipeline
-instead (BEGIN, `aidememo_begin_command`, `aidememo_commit_mutation`, COMMIT), for a same-load
-comparison. `raw_fast_path` in the figures says which ran.
+Each command is the store's guarded write (`Store.execute_raw`: one autocommit
+`aidememo_execute_raw` statement per command), then the ledger's checks on the rows it returns.
 
 Where the time goes (`profile_*` figures): a short single-client probe on a connection that
-times every statement the store sends (`aidememo_execute_raw`, or BEGIN,
-`aidememo_begin_command`, `aidememo_commit_mutation` and COMMIT) and turns on, for that
+times every statement the store sends (`aidememo_execute_raw`) and turns on, for that
 session only, `track_functions` and `track_wal_io_timing`, so the server's time inside each
 function and in WAL fsync is known too; the rest of a command's wall time is Python in the
 client. The same probe on the raw loop gives the baseline's split.
@@ -166,11 +163,10 @@ def client_main(
     warmup: int,
     barrier: Any,
     results: Any,
-    fast_path: bool,
 ) -> None:
     """One client process: its own store and connection, warm-up, barrier, timed loop."""
     try:
-        store = PostgresStore(psycopg_connector(url), pool_size=1, raw_fast_path=fast_path)
+        store = PostgresStore(psycopg_connector(url), pool_size=1)
         caller = Caller(TENANT, ACTOR)
         execute = Ledger(store, SystemClock()).execute_raw
         for i in range(warmup):
@@ -218,7 +214,6 @@ def run_phase(
     seconds: float,
     max_commands: int,
     warmup: int,
-    fast_path: bool,
 ) -> dict[str, Any]:
     """Run one client process per entry of `projects`; the phase's figures."""
     n = len(projects)
@@ -236,7 +231,6 @@ def run_phase(
                 warmup,
                 barrier,
                 results,
-                fast_path,
             ),
             daemon=True,
         )
@@ -334,15 +328,13 @@ def run_baseline(
 # -- profile: where a command's time goes ---------------------------------------------------
 
 
-def profile(url: str, commands: int, fast_path: bool) -> dict[str, Any]:
+def profile(url: str, commands: int) -> dict[str, Any]:
     """Split one client's command (and one raw row) into statements, server and fsync time."""
     out: dict[str, Any] = {"profile_commands": commands}
 
     sink: dict[str, int] = {}
     # The probe's wrapper hides psycopg's connection class: say it is unframed.
-    store = PostgresStore(
-        probe_connector(url, sink), pool_size=1, raw_fast_path=fast_path, framed=False
-    )
+    store = PostgresStore(probe_connector(url, sink), pool_size=1, framed=False)
     try:
         execute = Ledger(store, SystemClock()).execute_raw
         caller = Caller(TENANT, ACTOR)
@@ -434,11 +426,6 @@ def main() -> int:
     )
     parser.add_argument("--dir", default=None, help="parent directory of the cluster")
     parser.add_argument(
-        "--generic",
-        action="store_true",
-        help="the generic pipeline (4 statements per command) instead of the fast path",
-    )
-    parser.add_argument(
         "--workers",
         type=int,
         default=0,
@@ -466,7 +453,6 @@ def main() -> int:
         help="with --workers: only the origin phases (no in-process clients, baseline, profile)",
     )
     args = parser.parse_args()
-    fast_path = not args.generic
     seconds, max_commands = args.seconds, args.commands
 
     for signum in (signal.SIGTERM, signal.SIGHUP):
@@ -508,16 +494,14 @@ def main() -> int:
         note(f"baseline: raw psycopg insert+commit loop, {half_s:g} s (first half)")
         base_a, base_a_s, base_a_cpu = run_baseline(connect, 0, half_s, half_rows)
 
-        figures: dict[str, Any] = {"payload_bytes": PAYLOAD_BYTES, "raw_fast_path": fast_path}
+        figures: dict[str, Any] = {"payload_bytes": PAYLOAD_BYTES}
         figures.update(origin)
         for name, projects in (
             ("one_client", ["bench-solo"]),
             ("sixteen_clients_one_project", ["bench-shared"] * CLIENTS),
             ("sixteen_clients_sixteen_projects", _many_projects()),
         ):
-            figures.update(
-                run_phase(ctx, name, url, projects, seconds, max_commands, args.warmup, fast_path)
-            )
+            figures.update(run_phase(ctx, name, url, projects, seconds, max_commands, args.warmup))
 
         note(f"baseline: raw psycopg insert+commit loop, {half_s:g} s (second half)")
         base_b, base_b_s, base_b_cpu = run_baseline(connect, len(base_a), half_s, half_rows)
@@ -525,7 +509,7 @@ def main() -> int:
         base_s, base_cpu = base_a_s + base_b_s, base_a_cpu + base_b_cpu
 
         note(f"profile: {args.profile_commands} commands and raw rows, statements timed")
-        figures.update(profile(url, args.profile_commands, fast_path))
+        figures.update(profile(url, args.profile_commands))
     finally:
         cluster.stop()
     elapsed = time.monotonic() - began

@@ -48,6 +48,7 @@ from _bench_retrieval_scale import run_scale
 from aidememo.domain.clock import RandomIds, SystemClock
 from aidememo.domain.records import CreateRequest
 from aidememo.domain.semantic import LEXICAL_WEIGHT, fuse
+from aidememo.domain.semantic_index import NearestQuery
 from aidememo.domain.tokenize import query_terms
 from aidememo.embedding import load_embedder
 from aidememo.embedding.matrix import MatrixSearch
@@ -218,7 +219,7 @@ def _candidates(store: SqliteStore, engine: MatrixSearch, queries: list[Query]) 
             state = tx.semantic_state(scope)
             terms = query_terms(text)
             lex = tx.search(scope, terms, None, 100).hits if terms else []
-            sem = engine.nearest(tx, scope, state, vec, 100, None)
+            sem = engine.nearest(tx, scope, state, NearestQuery(vec, 100, None))
             return [(h.fact_id, h.score) for h in lex], sem
 
         lists.append(store.read(read))

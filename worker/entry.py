@@ -92,8 +92,10 @@ from aidememo.stores.in_memory import InMemoryStore
 from aidememo.stores.postgres import SCHEMA_VERSION as PG_SCHEMA_VERSION
 from aidememo.stores.postgres import PostgresStore
 from aidememo.stores.sqlite.schema import SCHEMA_VERSION
-from durable_objects import ProjectCoordinator, TenantRegistry, TokenDirectory, pg_connection
-from durable_objects.project import lease_ms
+from durable_objects import pg_connection
+from durable_objects.directory import TokenDirectory
+from durable_objects.project import ProjectCoordinator, lease_ms
+from durable_objects.registry import TenantRegistry
 from durable_objects.rpc import forwarded_headers, request_text
 from worker import admin, artifacts, bindings, transfer
 from worker.auth_cache import TokenCache

@@ -141,25 +141,48 @@ def _invalid(code: C, message: str, path: str, report: IntegrityReport) -> Agent
     return AgentMemoryError(code, message, {"path": path, "errors": report.errors})
 
 
+@dataclass(frozen=True)
+class _CopyRefusals:
+    """The code and message of each refusal of a copy from one store file to another."""
+
+    same_path: tuple[C, str]
+    source_missing: tuple[C, str]
+    target_exists: tuple[C, str]
+
+
+_BACKUP_REFUSALS = _CopyRefusals(
+    (C.MEMORY_BACKUP_TARGET_CONFLICT, "Backup path must differ from the source store path."),
+    (C.MEMORY_BACKUP_SOURCE_MISSING, "Backup source store does not exist."),
+    (C.MEMORY_BACKUP_EXISTS, "Backup path already exists. Use --overwrite to replace it."),
+)
+_RESTORE_REFUSALS = _CopyRefusals(
+    (
+        C.MEMORY_RESTORE_TARGET_CONFLICT,
+        "Restore backup path must differ from the target store path.",
+    ),
+    (C.MEMORY_RESTORE_SOURCE_MISSING, "Restore backup path does not exist."),
+    (
+        C.MEMORY_RESTORE_CONFIRMATION_REQUIRED,
+        "Restore would replace an existing store. Re-run with --yes to confirm.",
+    ),
+)
+
+
+def _check_copy(source: str, target: str, overwrite: bool, refusals: _CopyRefusals) -> None:
+    """A copy's checks in Nuzo's order: two paths, an existing source, no target unless
+    `overwrite`."""
+    if source == target:
+        raise AgentMemoryError(*refusals.same_path)
+    if not os.path.exists(source):
+        raise AgentMemoryError(*refusals.source_missing, {"path": source})
+    if os.path.exists(target) and not overwrite:
+        raise AgentMemoryError(*refusals.target_exists, {"path": target})
+
+
 def backup_store(source: str, backup: str, *, overwrite: bool = False) -> dict[str, Any]:
     """Back up the store at `source` to `backup`; the result as `backup --json` prints it."""
     source_path, backup_path = os.path.abspath(source), os.path.abspath(backup)
-    if source_path == backup_path:
-        raise AgentMemoryError(
-            C.MEMORY_BACKUP_TARGET_CONFLICT, "Backup path must differ from the source store path."
-        )
-    if not os.path.exists(source_path):
-        raise AgentMemoryError(
-            C.MEMORY_BACKUP_SOURCE_MISSING,
-            "Backup source store does not exist.",
-            {"path": source_path},
-        )
-    if os.path.exists(backup_path) and not overwrite:
-        raise AgentMemoryError(
-            C.MEMORY_BACKUP_EXISTS,
-            "Backup path already exists. Use --overwrite to replace it.",
-            {"path": backup_path},
-        )
+    _check_copy(source_path, backup_path, overwrite, _BACKUP_REFUSALS)
     paths.ensure_private_dir(os.path.dirname(backup_path))
     remove_fileset(backup_path)
     try:
@@ -206,23 +229,7 @@ def restore_store(backup: str, target: str, *, overwrite: bool = False) -> dict[
     """Restore the store at `target` from the backup at `backup` (`overwrite`: replace an
     existing target); the result as `restore --json` prints it."""
     backup_path, target_path = os.path.abspath(backup), os.path.abspath(target)
-    if backup_path == target_path:
-        raise AgentMemoryError(
-            C.MEMORY_RESTORE_TARGET_CONFLICT,
-            "Restore backup path must differ from the target store path.",
-        )
-    if not os.path.exists(backup_path):
-        raise AgentMemoryError(
-            C.MEMORY_RESTORE_SOURCE_MISSING,
-            "Restore backup path does not exist.",
-            {"path": backup_path},
-        )
-    if os.path.exists(target_path) and not overwrite:
-        raise AgentMemoryError(
-            C.MEMORY_RESTORE_CONFIRMATION_REQUIRED,
-            "Restore would replace an existing store. Re-run with --yes to confirm.",
-            {"path": target_path},
-        )
+    _check_copy(backup_path, target_path, overwrite, _RESTORE_REFUSALS)
     _check_target(target_path)
     source_report = inspect_store(backup_path)
     if not source_report.ok:

@@ -20,8 +20,8 @@ from aidememo.agent_memory import policy
 from aidememo.agent_memory.db import COLUMNS, memory_from_row
 from aidememo.agent_memory.errors import AgentMemoryError
 from aidememo.agent_memory.errors import MemoryErrorCode as C
-from aidememo.agent_memory.jstext import js_trim, normalize_date
-from aidememo.agent_memory.model import CAPTURE_DECISIONS, UNSET, Memory
+from aidememo.agent_memory.jstext import js_trim
+from aidememo.agent_memory.model import CAPTURE_DECISIONS, DRAFT_FIELDS, UNSET, Memory
 from aidememo.agent_memory.recall import fts_query
 from aidememo.agent_memory.schema import capture_key
 
@@ -33,6 +33,13 @@ CANDIDATE_LIMIT = 20
 RETURNED_LIMIT = 3
 TERM_LIMIT = 8
 REASON_LIMIT = 1000
+# A confirmed capture creates its memory with these governance fields unless they are given.
+_CONFIRMED_GOVERNANCE = {
+    "confidence_state": "user_confirmed",
+    "provenance": None,
+    "review_after": None,
+    "expires_at": None,
+}
 
 
 def find_candidates(
@@ -356,6 +363,17 @@ def bounded(
     )
 
 
+def capture_json(value: Any) -> Any:
+    """A capture answer as JSON values: each memory in it as its capture record."""
+    if isinstance(value, Memory):
+        return value.to_capture_json()
+    if isinstance(value, dict):
+        return {k: capture_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [capture_json(v) for v in value]
+    return value
+
+
 # -- operations ----------------------------------------------------------------------------
 
 
@@ -377,35 +395,22 @@ def suggest_capture(
 ) -> dict[str, Any]:
     """Validate a draft and report duplicates (and, `bounded`, its relationship); never writes."""
     policy.check_required_reason(reason)
-    target = scope or store.scope
-    policy.check_memory(
+    checked = store.new_memory(
         content=content,
         kind=kind,
-        scope=target,
-        tags=list(tags),
+        scope=scope or store.scope,
+        tags=tags,
         source=source,
-        confidence=1.0 if confidence is None else confidence,
+        confidence=confidence,
         confidence_state=confidence_state,
         provenance=provenance,
         review_after=review_after,
         expires_at=expires_at,
     )
-    draft: dict[str, Any] = {
-        "content": js_trim(content),
-        "kind": kind,
-        "scope": target,
-        "tags": list(dict.fromkeys(tags)),
-        "source": source,
-        "confidence": 1.0 if confidence is None else float(confidence),
-        "confidence_state": confidence_state,
-        "provenance": provenance,
-        "review_after": None if review_after is None else normalize_date(review_after),
-        "expires_at": None if expires_at is None else normalize_date(expires_at),
-        "reason": js_trim(reason),
-    }
+    draft = checked.fields(*DRAFT_FIELDS) | {"reason": js_trim(reason)}
     duplicate, candidates, exhaustive = find_candidates(
         store,
-        target,
+        draft["scope"],
         capture_key(draft["content"]),
         draft["content"],
         draft["tags"],
@@ -477,6 +482,18 @@ def confirm_capture(
             {"decision": decision},
         )
     target = scope or store.scope
+    # The draft as an update gives it: an UNSET governance field is left as it is.
+    draft = {
+        "content": content,
+        "kind": kind,
+        "scope": target,
+        "tags": list(tags),
+        "confidence": confidence,
+        "confidence_state": confidence_state,
+        "provenance": provenance,
+        "review_after": review_after,
+        "expires_at": expires_at,
+    }
     if decision == "update":
         if target_memory_id is None:
             raise AgentMemoryError(
@@ -492,40 +509,16 @@ def confirm_capture(
                 {"decision": decision, "targetMemoryId": target_memory_id},
             )
         memory = store.update(
-            target_memory_id,
-            expected_revision=expected_revision,
-            actor=actor,
-            content=content,
-            kind=kind,
-            scope=target,
-            tags=list(tags),
-            confidence=confidence,
-            confidence_state=confidence_state,
-            provenance=provenance,
-            review_after=review_after,
-            expires_at=expires_at,
+            target_memory_id, expected_revision=expected_revision, actor=actor, **draft
         )
         return result | {"status": "updated", "memory_writes": True, "memory": memory}
-
-    def given(value: Any, default: Any) -> Any:
-        return default if value is UNSET or value is None else value
-
-    fields = {
-        "content": content,
-        "kind": kind,
-        "scope": target,
-        "tags": list(tags),
-        "source": source,
-        "confidence": confidence,
-        "confidence_state": given(confidence_state, "user_confirmed"),
-        "provenance": given(provenance, None),
-        "review_after": given(review_after, None),
-        "expires_at": given(expires_at, None),
-    }
+    fields = draft | {"source": source}
+    for name, default in _CONFIRMED_GOVERNANCE.items():
+        if fields[name] is UNSET or fields[name] is None:
+            fields[name] = default
     if decision == "keep_separate":
         memory = store.remember(actor=actor, **fields)
         return result | {"status": "created", "memory_writes": True, "memory": memory}
-    policy.check_memory(**(fields | {"confidence": 1.0 if confidence is None else confidence}))
     fresh = store.new_memory(**fields)
     with store.db.write():
         duplicate, _, _ = find_candidates(

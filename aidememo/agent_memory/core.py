@@ -8,10 +8,13 @@ The operation modules (`capture`, `reads`, `relations`, `transfer`) take a `Agen
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, Self
 
-from aidememo.agent_memory import policy
+from aidememo.agent_memory import paths, policy
+from aidememo.agent_memory.closing import ClosedOnExit
 from aidememo.agent_memory.db import MemoryDatabase
 from aidememo.agent_memory.errors import AgentMemoryError, invariant
 from aidememo.agent_memory.errors import MemoryErrorCode as C
@@ -51,41 +54,40 @@ def _date(value: str | None) -> str | None:
     return None if value is None else normalize_date(value)
 
 
-class AgentMemoryCore:
+@dataclass(eq=False)
+class AgentMemoryCore(ClosedOnExit):
     """One memory store, its default scope and its recall defaults."""
 
-    def __init__(
-        self,
-        db: MemoryDatabase,
-        *,
-        scope: str = GLOBAL_SCOPE,
-        team_scope: str | None = None,
-        include_global: bool = False,
-        recall_limit: int = policy.RECALL_LIMIT_DEFAULT,
-        clock: Callable[[], str] = now_iso,
-    ) -> None:
-        self.db = db
-        self.scope = scope
-        self.team_scope = team_scope
-        self.include_global = include_global
-        self.recall_limit = recall_limit
-        self.now = clock
-        # Semantic and hybrid recall (MEM-23): set by a caller that has a model runtime.
-        self.semantic: SemanticRecall | None = None
+    db: MemoryDatabase
+    _: KW_ONLY
+    scope: str = GLOBAL_SCOPE
+    team_scope: str | None = None
+    include_global: bool = False
+    recall_limit: int = policy.RECALL_LIMIT_DEFAULT
+    now: Callable[[], str] = now_iso
+    # Semantic and hybrid recall (MEM-23): set by a caller that has a model runtime.
+    semantic: SemanticRecall | None = field(default=None, init=False)
 
     @classmethod
     def open(cls, path: str, **options: Any) -> Self:
         """Open (creating and migrating as needed) the store file at `path`."""
         return cls(MemoryDatabase(path), **options)
 
+    @classmethod
+    def open_runtime(cls, runtime: paths.MemoryRuntime) -> Self:
+        """Open the store `runtime` names with its scope and recall defaults (MEM-9), its
+        directory made private first."""
+        paths.ensure_private_dir(os.path.dirname(runtime.store_path))
+        return cls.open(
+            runtime.store_path,
+            scope=runtime.scope,
+            include_global=runtime.include_global,
+            recall_limit=runtime.recall_limit,
+            team_scope=runtime.team_scope,
+        )
+
     def close(self) -> None:
         self.db.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -146,6 +148,19 @@ class AgentMemoryCore:
         review_after: str | None,
         expires_at: str | None,
     ) -> Memory:
+        """A new record of a writer's fields, checked first (Nuzo's `assertCanRemember`)."""
+        policy.check_memory(
+            content=content,
+            kind=kind,
+            scope=scope,
+            tags=list(tags),
+            source=source,
+            confidence=1.0 if confidence is None else confidence,
+            confidence_state=confidence_state,
+            provenance=provenance,
+            review_after=review_after,
+            expires_at=expires_at,
+        )
         now = self.now()
         return Memory(
             id=new_id("mem"),
@@ -204,24 +219,10 @@ class AgentMemoryCore:
         actor: str = ACTOR_CORE,
     ) -> Memory:
         """Store a new memory (never deduplicated, MEM-7) and its `memory.created` event."""
-        target = scope or self.scope
-        policy.check_memory(
-            content=content,
-            kind=kind,
-            scope=target,
-            tags=list(tags),
-            source=source,
-            confidence=1.0 if confidence is None else confidence,
-            confidence_state=confidence_state,
-            provenance=provenance,
-            review_after=review_after,
-            expires_at=expires_at,
-        )
-        policy.check_actor(actor)
         memory = self.new_memory(
             content=content,
             kind=kind,
-            scope=target,
+            scope=scope or self.scope,
             tags=tags,
             source=source,
             confidence=confidence,
@@ -230,6 +231,7 @@ class AgentMemoryCore:
             review_after=review_after,
             expires_at=expires_at,
         )
+        policy.check_actor(actor)
         with self.db.write():
             self.persist(memory, actor)
         return memory

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from aidememo.agent_memory import paths
+from aidememo.agent_memory.closing import ClosedOnExit
 from aidememo.agent_memory.errors import AgentMemoryError
 from aidememo.agent_memory.errors import MemoryErrorCode as C
 from aidememo.agent_memory.jstext import js_json
@@ -127,7 +128,7 @@ def _tune(conn: sqlite3.Connection) -> None:
         conn.execute(pragma)
 
 
-class MemoryDatabase:
+class MemoryDatabase(ClosedOnExit):
     """One open memory store file (or `:memory:`); `readonly` opens never create, migrate,
     chmod or write, and create no `-wal`/`-shm` file when the store has none."""
 
@@ -178,12 +179,6 @@ class MemoryDatabase:
         self.conn.close()
         if not self.readonly and self.path != ":memory:":
             paths.protect(self.path)
-
-    def __enter__(self) -> MemoryDatabase:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:

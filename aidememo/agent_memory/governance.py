@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from aidememo.agent_memory import capture, policy
 from aidememo.agent_memory.errors import MemoryErrorCode as C
 from aidememo.agent_memory.errors import invariant
-from aidememo.agent_memory.model import Memory, Relation
+from aidememo.agent_memory.model import DRAFT_FIELDS, Memory, Relation
 from aidememo.agent_memory.schema import capture_key
 
 if TYPE_CHECKING:
@@ -59,13 +59,8 @@ def reason_codes(relationship: str, terms: int, tags: int, truncated: bool) -> l
     return codes
 
 
-_DRAFT_FIELDS = (
-    "content kind scope tags source confidence confidence_state provenance review_after expires_at"
-).split()
-
-
 def _draft(memory: Memory) -> dict[str, Any]:
-    return memory.fields(*_DRAFT_FIELDS) | {"reason": "Read-only relation governance review."}
+    return memory.fields(*DRAFT_FIELDS) | {"reason": "Read-only relation governance review."}
 
 
 def check_limit(limit: int | None) -> int:

@@ -44,14 +44,8 @@ class ToolInputError(ValueError):
 def _s(
     min_len: int | None = None, max_len: int | None = None, pattern: str | None = None, **extra: Any
 ) -> Schema:
-    out: Schema = {"type": "string"}
-    if min_len is not None:
-        out["minLength"] = min_len
-    if max_len is not None:
-        out["maxLength"] = max_len
-    if pattern is not None:
-        out["pattern"] = pattern
-    return out | extra
+    bounds = {"minLength": min_len, "maxLength": max_len, "pattern": pattern}
+    return {"type": "string"} | {k: v for k, v in bounds.items() if v is not None} | extra
 
 
 # The largest integer JavaScript holds exactly: Nuzo's schemas bound every open integer by it.

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from aidememo.agent_memory import paths
+from aidememo.agent_memory.capture import capture_json
 from aidememo.agent_memory.errors import AgentMemoryError
 from aidememo.agent_memory.errors import MemoryErrorCode as C
 from aidememo.agent_memory.jstext import collapse_spaces
@@ -256,7 +257,7 @@ class MemoryToolProvider:
             relationship_mode=a.get("relationship_mode", "exact"),
             **({"confidence_state": "inferred"} | self._governance(a)),
         )
-        out: dict[str, Any] = _jsonable(result)
+        out: dict[str, Any] = capture_json(result)
         return out
 
     def _confirm_capture(self, a: dict[str, Any]) -> dict[str, Any]:
@@ -270,7 +271,7 @@ class MemoryToolProvider:
             actor=ACTOR,
             **{name: a.get(name, UNSET) for name in _GOVERNANCE},
         )
-        out: dict[str, Any] = _jsonable(result)
+        out: dict[str, Any] = capture_json(result)
         return out
 
     def _list(self, a: dict[str, Any]) -> dict[str, Any]:
@@ -480,16 +481,6 @@ class MemoryToolProvider:
         }
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, Memory):
-        return _record(value)
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_jsonable(v) for v in value]
-    return value
-
-
 def open_provider(
     store_path: str, *, scope: str | None = None, restricted_by_env: bool = False
 ) -> MemoryToolProvider:
@@ -498,14 +489,7 @@ def open_provider(
     `restricted_by_env`: the session's allowlist from `NUZO_AUTHORIZATION_MODE` and
     `NUZO_AUTHORIZED_SCOPES` (MEM-20)."""
     runtime = paths.resolve_runtime(store=store_path, scope=scope)
-    paths.ensure_private_dir(os.path.dirname(runtime.store_path))
-    store = AgentMemory.open(
-        runtime.store_path,
-        scope=runtime.scope,
-        include_global=runtime.include_global,
-        recall_limit=runtime.recall_limit,
-        team_scope=runtime.team_scope,
-    )
+    store = AgentMemory.open_runtime(runtime)
     if store.db.readonly:  # pragma: no cover - open() is never read-only
         raise AgentMemoryError(C.MEMORY_STORE_PATH_UNSAFE, "Store is read-only.")
     allowed = None

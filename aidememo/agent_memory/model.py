@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field, replace
+from dataclasses import fields as dataclass_fields
 from typing import Any
 
 KINDS = ("preference", "project_decision", "fact", "instruction", "note")
@@ -31,11 +32,21 @@ EVENT_TYPES = (
     "memory.relation.deleted",
 )
 GLOBAL_SCOPE = "user:default"
+# The fields a writer gives a memory (the rest the store sets), in a capture draft's order.
+DRAFT_FIELDS = (
+    "content kind scope tags source confidence confidence_state provenance review_after expires_at"
+).split()
 
 
 def new_id(prefix: str) -> str:
     """`mem_`, `evt_` or `rel_` plus a random UUID (version 4)."""
     return f"{prefix}_{uuid.uuid4()}"
+
+
+def field_values(record: Any) -> dict[str, Any]:
+    """A dataclass record's fields by name, in their declared order: the snake_case JSON of a
+    record whose fields are all JSON values."""
+    return {f.name: getattr(record, f.name) for f in dataclass_fields(record)}
 
 
 @dataclass(slots=True)
@@ -122,14 +133,7 @@ class Event:
     created_at: str
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "memory_id": self.memory_id,
-            "event_type": self.event_type,
-            "actor": self.actor,
-            "payload": self.payload,
-            "created_at": self.created_at,
-        }
+        return field_values(self)
 
 
 @dataclass(frozen=True, slots=True)

@@ -201,13 +201,18 @@ def _inside(path: str, root: str, config: str) -> None:
         )
 
 
-def read_config(path: str, *, project: bool, home: str) -> dict[str, Any]:
-    """The config at `path`, checked; for a project config the store path rules (MEM-9)."""
+def read_json(path: str, unreadable: Exception) -> Any:
+    """The JSON document in the file at `path`; `unreadable` when it cannot be read or parsed."""
     try:
         with open(path, encoding="utf-8") as handle:
-            value = json.load(handle)
+            return json.load(handle)
     except (OSError, ValueError):
-        raise _config_invalid(path, "Nuzo config is not valid JSON.") from None
+        raise unreadable from None
+
+
+def read_config(path: str, *, project: bool, home: str) -> dict[str, Any]:
+    """The config at `path`, checked; for a project config the store path rules (MEM-9)."""
+    value = read_json(path, _config_invalid(path, "Nuzo config is not valid JSON."))
     storage = value.get("storage") if isinstance(value, dict) else None
     if (
         not isinstance(value, dict)

@@ -15,10 +15,12 @@ from aidememo.agent_memory.errors import invariant
 from aidememo.agent_memory.jstext import is_blank, parse_date, utf16_len
 from aidememo.agent_memory.model import (
     CONFIDENCE_STATES,
+    DRAFT_FIELDS,
     EVENT_TYPES,
     KINDS,
     PROVENANCE_KINDS,
     RELATIONS,
+    Memory,
 )
 from aidememo.domain.secrets import secret_kinds
 
@@ -153,6 +155,11 @@ def check_memory(
     check_tags(tags)
     check_no_secret(content, "Memory content looks sensitive.")
     check_provenance(provenance)
+
+
+def check_record(memory: Memory) -> None:
+    """`check_memory` of a whole record: a stored memory about to be written changed."""
+    check_memory(**memory.fields(*DRAFT_FIELDS))
 
 
 def _provenance_text(value: object, name: str) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 
 from aidememo.agent_memory.errors import AgentMemoryError
 from aidememo.agent_memory.errors import MemoryErrorCode as C
-from aidememo.agent_memory.paths import ensure_private_dir
+from aidememo.agent_memory.paths import ensure_private_dir, read_json
 from aidememo.agent_memory.sidecar import Descriptor
 
 MODEL_DIR = "all-MiniLM-L6-v2-ONNX-aff7a1dc4e8a-q4"
@@ -87,11 +87,7 @@ def _read_manifest(path: str) -> dict[str, Any] | None:
         return None
     if not _regular(manifest):
         raise _invalid(path, "Semantic model manifest is not a regular file.")
-    try:
-        with open(manifest, encoding="utf-8") as handle:
-            value = json.load(handle)
-    except (OSError, ValueError):
-        raise _invalid(path, "Semantic model manifest is unreadable.") from None
+    value = read_json(manifest, _invalid(path, "Semantic model manifest is unreadable."))
     files = value.get("files") if isinstance(value, dict) else None
     if (
         not isinstance(value, dict)

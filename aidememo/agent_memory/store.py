@@ -179,24 +179,13 @@ class AgentMemory(AgentMemoryCore):
             outcome, "deprecated"
         )
         review_after = None if outcome == "valid" else now
-        policy.check_memory(
-            content=current.content,
-            kind=current.kind,
-            scope=current.scope,
-            tags=current.tags,
-            source=current.source,
-            confidence=current.confidence,
-            confidence_state=state,
-            provenance=current.provenance,
-            review_after=review_after,
-            expires_at=current.expires_at,
-        )
         updated = current.evolve(
             revision=current.revision + 1,
             confidence_state=state,
             review_after=review_after,
             updated_at=now,
         )
+        policy.check_record(updated)
         created: Relation | None = None
         with self.db.write():
             self.committed(

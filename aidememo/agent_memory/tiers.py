@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from aidememo.agent_memory.model import GLOBAL_SCOPE, RecallResult
+from aidememo.agent_memory.model import GLOBAL_SCOPE, RecallResult, field_values
 
 if TYPE_CHECKING:
     from aidememo.agent_memory.scope_policy import ScopePolicy
@@ -78,14 +78,7 @@ class TierReport:
     reason: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "tier": self.tier,
-            "store": self.store,
-            "scopes": self.scopes,
-            "status": self.status,
-            "found": self.found,
-            "reason": self.reason,
-        }
+        return field_values(self)
 
 
 @dataclass

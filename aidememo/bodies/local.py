@@ -73,9 +73,7 @@ class LocalBodies:
                     if written > size:
                         break
                     digest.update(chunk)
-                    view = memoryview(chunk)
-                    while view:
-                        view = view[os.write(fd, view) :]
+                    write_all(fd, chunk)
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -141,3 +139,10 @@ def _sync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of `data` to `fd` (`os.write` may write only part of it)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]

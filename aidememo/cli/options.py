@@ -107,9 +107,10 @@ class Command:
         if default is not None and not switch:
             text += f" (default {default})"
         target: Any = group if group is not None else self.parser
-        if switch:
+        if switch:  # off unless given on the command line or in the environment
             target.add_argument(flag, dest=dest, action="store_true", default=None, help=text)
             convert = _flag_bool
+            default = False if default is None else default
         else:
             target.add_argument(
                 flag,

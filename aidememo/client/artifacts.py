@@ -15,7 +15,7 @@ from aidememo.client import grant_transfer as gt
 from aidememo.client.artifact_plans import Body
 from aidememo.client.connection import default_transport
 from aidememo.client.errors import AidememoClientError, AidememoUnreachable
-from aidememo.client.plans import Context
+from aidememo.client.plans import Context, Run
 from aidememo.client.transport import Answer, Request, Timeouts, Transport, Wire
 
 
@@ -67,30 +67,27 @@ class ArtifactCalls:
 
     def _drive(self, plan: ap.ArtifactPlan, body: Body | None = None) -> dict[str, Any]:
         """Run a plan: each exchange sent (an upload with `body`), its answer sent back."""
-        try:
-            step = next(plan)
-            while True:
-                try:
-                    if step.upload:  # how this server moves bodies, for downloads (GRANT-8)
-                        self._client._artifact_grants = step.grant is not None
-                    if step.grant is not None:  # straight to the object store
-                        assert body is not None
-                        timeouts = self._client._wire.timeouts
-                        retries = self._client._ctx.retries
-                        _upload(step.grant, body, step.size_bytes, retries, timeouts)
-                        answer: Any = {}
-                    else:
-                        answer = self._json(
-                            step.method, step.target, json_body=step.json_body,
-                            raw=body if step.upload else None, size=step.size_bytes,
-                        )  # fmt: skip
-                except AidememoClientError as exc:
-                    step = plan.throw(exc)
+        run = Run(plan)
+        while (step := run.step) is not None:
+            try:
+                if step.upload:  # how this server moves bodies, for downloads (GRANT-8)
+                    self._client._artifact_grants = step.grant is not None
+                if step.grant is not None:  # straight to the object store
+                    assert body is not None
+                    timeouts = self._client._wire.timeouts
+                    retries = self._client._ctx.retries
+                    _upload(step.grant, body, step.size_bytes, retries, timeouts)
+                    answer: Any = {}
                 else:
-                    step = plan.send(answer)
-        except StopIteration as stop:
-            result: dict[str, Any] = stop.value
-            return result
+                    answer = self._json(
+                        step.method, step.target, json_body=step.json_body,
+                        raw=body if step.upload else None, size=step.size_bytes,
+                    )  # fmt: skip
+            except AidememoClientError as exc:
+                run.refuse(exc)
+            else:
+                run.answer(answer)
+        return run.result
 
     # -- calls ----------------------------------------------------------------------------
 

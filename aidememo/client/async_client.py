@@ -1,29 +1,27 @@
 """`AsyncClient`: the asynchronous client, one method per member route.
 
 The steps of each method are the plans of `aidememo.client.plans`; this class hands their
-calls to its transport and drives a plan with `await`. It is the one source of both clients:
+calls to its transport, awaiting each, as it steps a plan's `Run`; its settings are
+`aidememo.client.base.ClientBase`'s. It is the one source of both clients:
 `scripts/gen_sync_client.py` writes `Client` (`aidememo.client.sync`) from it by dropping
 `async` and `await`, and tests/unit/test_generated_client.py checks that file is current.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack
 
 from aidememo.client import models as m
 from aidememo.client import plans as p
+from aidememo.client.base import ClientBase
 from aidememo.client.errors import AidememoClientError
 from aidememo.client.httpx_transport import default_async_transport
 from aidememo.client.records import Record
-from aidememo.client.transport import AsyncTransport, Timeout, Wire
-from aidememo.client.ulid import new_ulid
-from aidememo.domain.errors import AidememoError
+from aidememo.client.transport import AsyncTransport
 
 if TYPE_CHECKING:
-    import httpx
-
     from aidememo.client.async_artifacts import AsyncArtifactCalls
 
 T = TypeVar("T")
@@ -31,39 +29,12 @@ M = TypeVar("M", bound=Record)
 Outcome = Literal["succeeded", "failed"]
 
 
-class AsyncClient:
-    """A member of one project, over HTTP.
+class AsyncClient(ClientBase[AsyncTransport]):
+    """A member of one project, over HTTP: one method per member route (made with the
+    settings `ClientBase` describes)."""
 
-    `base_url` is the service (`http://127.0.0.1:3030`, a Worker's URL); `token` the member's
-    bearer token; `project_id` the project every method works in. `timeout` is seconds to
-    connect and for each read (or `Timeouts`, or an `httpx.Timeout`); `retries` how often a
-    call that got no answer is sent again, identically (default 1, CLIENT-1); `transport` an
-    `AsyncTransport` (`aidememo.client.transport`; the default one keeps connections alive,
-    tests plug in their own, and `aidememo.client.httpx_transport` adapts an httpx transport,
-    such as one through a proxy); `headers` are added to every request.
-    """
-
-    def __init__(
-        self,
-        base_url: str,
-        token: str,
-        project_id: str,
-        *,
-        timeout: Timeout | httpx.Timeout = 10.0,
-        retries: int = 1,
-        transport: AsyncTransport | None = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        if retries < 0:
-            raise ValueError("retries must be at least 0")
-        self._ctx = p.Context(project_id, retries)
-        self._wire = Wire(base_url, token, timeout, headers)
-        self._transport = transport or default_async_transport()
-        self._artifact_grants: bool | None = None  # how this server moves bodies (GRANT-8)
-
-    @property
-    def project_id(self) -> str:
-        return self._ctx.project_id
+    def _default_transport(self) -> AsyncTransport:
+        return default_async_transport()
 
     @property
     def artifacts(self) -> AsyncArtifactCalls:
@@ -90,20 +61,15 @@ class AsyncClient:
 
     async def _run(self, plan: p.Plan[T]) -> T:
         """Run `plan` to its end: each call it yields sent, its answer (or error) handed back."""
-        try:
-            call = next(plan)
-            while True:
-                try:
-                    answer = await self._send(call)
-                except AidememoClientError as exc:
-                    call = plan.throw(exc)
-                else:
-                    call = plan.send(answer)
-        except StopIteration as stop:
-            result: T = stop.value
-            return result
-        except AidememoError as exc:  # an id or value refused before anything was sent
-            raise AidememoClientError(exc.code.value, exc.message) from None
+        run = p.Run(plan)
+        while run.step is not None:
+            try:
+                answer = await self._send(run.step)
+            except AidememoClientError as exc:
+                run.refuse(exc)
+            else:
+                run.answer(answer)
+        return run.result
 
     async def _read(self, call: p.Call[M]) -> M:
         """A read, sent again after a retryable transport failure."""
@@ -129,20 +95,9 @@ class AsyncClient:
 
     # -- sessions and facts -----------------------------------------------------------------
 
-    async def create_session(
-        self,
-        topic: str,
-        *,
-        session_id: str | None = None,
-        source_id: str | None = None,
-        command_id: str | None = None,
-    ) -> m.Written:
-        """`POST .../sessions`; `session_id` a ULID unless given."""
-        sid = session_id or new_ulid()
-        payload: dict[str, Any] = {"session_id": sid, "topic": topic}
-        if source_id is not None:
-            payload["source_id"] = source_id
-        return await self._run(p.create(self._ctx, "sessions", "session", sid, payload, command_id))
+    async def create_session(self, topic: str, **options: Unpack[p.SessionOptions]) -> m.Written:
+        """`POST .../sessions`: `session_id` (a ULID unless given), `source_id`, `command_id`."""
+        return await self._run(p.create(self._ctx, p.SESSION, {"topic": topic}, options))
 
     async def sessions(
         self,
@@ -164,17 +119,11 @@ class AsyncClient:
         return await self._get(path, m.SessionFacts, after_seq=after_seq, limit=limit)
 
     async def create_fact(
-        self,
-        session_id: str,
-        content: str,
-        *,
-        fact_id: str | None = None,
-        command_id: str | None = None,
+        self, session_id: str, content: str, **options: Unpack[p.FactOptions]
     ) -> m.Written:
-        """`POST .../facts`; `fact_id` a ULID unless given."""
-        fid = fact_id or new_ulid()
-        payload = {"fact_id": fid, "session_id": session_id, "content": content}
-        return await self._run(p.create(self._ctx, "facts", "fact", fid, payload, command_id))
+        """`POST .../facts`: `fact_id` (a ULID unless given), `command_id`."""
+        fields = {"session_id": session_id, "content": content}
+        return await self._run(p.create(self._ctx, p.FACT, fields, options))
 
     # -- resources, search, feed ------------------------------------------------------------
 
@@ -265,37 +214,25 @@ class AsyncClient:
         session_id: str,
         to_actor: str,
         content: str,
-        *,
-        context_id: str | None = None,
-        command_id: str | None = None,
+        **options: Unpack[p.ContextOptions],
     ) -> m.Written:
-        """`POST .../handoff-contexts`: the packet for handoff `handoff_id` (send it after)."""
-        xid = context_id or new_ulid()
-        payload = {
-            "context_id": xid,
+        """`POST .../handoff-contexts`: the packet for handoff `handoff_id` (send it after);
+        `context_id` (a ULID unless given), `command_id`."""
+        fields = {
             "handoff_id": handoff_id,
             "session_id": session_id,
             "to_actor": to_actor,
             "content": content,
         }
-        plan = p.create(self._ctx, "handoff-contexts", "handoff_context", xid, payload, command_id)
-        return await self._run(plan)
+        return await self._run(p.create(self._ctx, p.CONTEXT, fields, options))
 
     async def send_handoff(
-        self,
-        session_id: str,
-        to_actor: str,
-        *,
-        focus: str | None = None,
-        done_when: str | None = None,
-        context_id: str | None = None,
-        handoff_id: str | None = None,
-        command_id: str | None = None,
+        self, session_id: str, to_actor: str, **options: Unpack[p.HandoffOptions]
     ) -> m.Written:
-        """`POST .../handoffs`; `handoff_id` a ULID unless given."""
-        hid = handoff_id or new_ulid()
-        payload = p.send_payload(hid, session_id, to_actor, focus, done_when, context_id)
-        return await self._run(p.create(self._ctx, "handoffs", "handoff", hid, payload, command_id))
+        """`POST .../handoffs`: `focus`, `done_when`, `context_id`, `handoff_id` (a ULID
+        unless given), `command_id`."""
+        fields = {"session_id": session_id, "to_actor": to_actor}
+        return await self._run(p.create(self._ctx, p.HANDOFF, fields, options))
 
     async def handoff_status(self, handoff_id: str) -> m.HandoffStatus:
         """`GET .../handoffs/{handoff_id}` (HO-8), with `lease_state` (READS-2)."""

@@ -49,6 +49,11 @@ def _request(request: Request, content: Any) -> httpx.Request:
     )  # fmt: skip
 
 
+def _headers(response: httpx.Response) -> dict[str, str]:
+    """The answer's headers, their names lower-case (as `Answer.headers` holds them)."""
+    return {k.lower(): v for k, v in response.headers.items()}
+
+
 async def _async_chunks(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
     for chunk in chunks:
         yield chunk
@@ -63,12 +68,11 @@ class HttpxTransport:
     def exchange(self, request: Request, *, stream: bool = False) -> Answer:
         try:
             response = self.inner.handle_request(_request(request, request.body))
-            headers = {k.lower(): v for k, v in response.headers.items()}
+            headers = _headers(response)
             if stream and 200 <= response.status_code < 300:
                 return Answer(
-                    response.status_code, headers, stream=_read(response),
-                    release=response.close,
-                )  # fmt: skip
+                    response.status_code, headers, stream=_read(response), release=response.close
+                )
             try:
                 content = response.read()
             finally:
@@ -102,12 +106,11 @@ class HttpxAsyncTransport:
         content = body if body is None or isinstance(body, bytes) else _async_chunks(body)
         try:
             response = await self.inner.handle_async_request(_request(request, content))
-            headers = {k.lower(): v for k, v in response.headers.items()}
+            headers = _headers(response)
             if stream and 200 <= response.status_code < 300:
                 return AsyncAnswer(
-                    response.status_code, headers, stream=_aread(response),
-                    release=response.aclose,
-                )  # fmt: skip
+                    response.status_code, headers, stream=_aread(response), release=response.aclose
+                )
             try:
                 content = await response.aread()
             finally:

@@ -2,9 +2,9 @@
 
 A method is a plan: a generator that yields `Call`s (one HTTP exchange each) and receives
 their parsed answers, or has the call's `AidememoClientError` thrown into it. The synchronous
-and the asynchronous client only differ in whether they await each call (the one driver is
-`AsyncClient._run`, and `Client` is generated from it), so both run the same steps, the same
-retry and the same recovery (SPEC.md CLIENT-1..CLIENT-4):
+and the asynchronous client only differ in whether they await each call as they step a plan's
+`Run` (`AsyncClient._run`, and `Client` is generated from it), so both run the same steps, the
+same retry and the same recovery (SPEC.md CLIENT-1..CLIENT-4):
 
 - A call that got no answer (`AidememoUnreachable`, retryable) is sent again, byte for byte,
   up to `retries` times (default once). A write's ids are fixed before the first send (the
@@ -21,8 +21,8 @@ retry and the same recovery (SPEC.md CLIENT-1..CLIENT-4):
 from __future__ import annotations
 
 import json
-from collections.abc import Generator
-from typing import Any, Generic, NamedTuple, TypedDict, TypeVar
+from collections.abc import Callable, Generator, Iterable, Mapping
+from typing import Any, Generic, NamedTuple, TypedDict, TypeVar, Unpack
 from urllib.parse import quote, urlencode
 
 from aidememo.client import models as m
@@ -30,9 +30,10 @@ from aidememo.client.errors import INVALID_RESPONSE, AidememoClientError, Aideme
 from aidememo.client.records import Record, RecordError
 from aidememo.client.ulid import new_ulid
 from aidememo.domain import command_ids as ids
-from aidememo.domain.errors import ErrorCode, fail
+from aidememo.domain.errors import AidememoError, ErrorCode, fail
 
 T = TypeVar("T")
+Y = TypeVar("Y")
 M = TypeVar("M", bound=Record)
 
 
@@ -134,6 +135,33 @@ def refusal(status: int, content: bytes) -> AidememoClientError:
 # -- reads ----------------------------------------------------------------------------------
 
 
+class Run(Generic[Y, T]):
+    """A plan being run by a client: `step` is what it yields next (None once it returned
+    `result`); `answer` and `refuse` hand back what carrying that step out gave. An id or
+    value the plan refuses before anything is sent (`AidememoError`) is raised as the
+    client's `AidememoClientError`."""
+
+    def __init__(self, plan: Generator[Y, Any, T]) -> None:
+        self._plan = plan
+        self.step: Y | None = None
+        self.result: T
+        self._resume(plan.send, None)
+
+    def answer(self, value: Any) -> None:
+        self._resume(self._plan.send, value)
+
+    def refuse(self, error: AidememoClientError) -> None:
+        self._resume(self._plan.throw, error)
+
+    def _resume(self, resume: Callable[[Any], Y], value: Any) -> None:
+        try:
+            self.step = resume(value)
+        except StopIteration as stop:
+            self.step, self.result = None, stop.value
+        except AidememoError as exc:
+            raise AidememoClientError(exc.code.value, exc.message) from None
+
+
 def fetch(ctx: Context, call: Call[M]) -> Plan[M]:
     """A read, sent again after a retryable transport failure."""
     attempt = 0
@@ -211,15 +239,10 @@ def send_payload(
     done_when: str | None,
     context_id: str | None,
 ) -> dict[str, Any]:
-    payload: dict[str, Any] = {
-        "handoff_id": handoff_id,
-        "session_id": session_id,
-        "to_actor": to_actor,
-    }
-    for key, value in (("focus", focus), ("done_when", done_when), ("context_id", context_id)):
-        if value is not None:
-            payload[key] = value
-    return payload
+    """The payload of `handoff.send` (the CLI queues it as the client would send it)."""
+    fields = {"session_id": session_id, "to_actor": to_actor}
+    options = {"focus": focus, "done_when": done_when, "context_id": context_id}
+    return _create_payload(HANDOFF, handoff_id, fields, options)
 
 
 def check_page(first: m.Snapshot, page: m.Snapshot) -> None:
@@ -264,26 +287,93 @@ def write(
         return m.Written(receipt=receipt, recovered=recovered)
 
 
+def _takes_only(given: Mapping[str, Any], keywords: Iterable[str]) -> None:
+    """A keyword a method does not take is refused as Python refuses one, before anything
+    is sent (its keywords are a TypedDict, which only a type checker enforces)."""
+    unknown = sorted(set(given).difference(keywords))
+    if unknown:
+        raise TypeError(f"unexpected keyword argument {unknown[0]!r}")
+
+
+class CreateRoute(NamedTuple):
+    """A typed create: its path under the project, the kind it creates, the payload's id
+    field and its optional payload fields, in payload order."""
+
+    path: str
+    kind: str
+    id_field: str
+    options: tuple[str, ...] = ()
+
+
+SESSION = CreateRoute("sessions", "session", "session_id", ("source_id",))
+FACT = CreateRoute("facts", "fact", "fact_id")
+CONTEXT = CreateRoute("handoff-contexts", "handoff_context", "context_id")
+HANDOFF = CreateRoute("handoffs", "handoff", "handoff_id", ("focus", "done_when", "context_id"))
+
+
+class CommandPin(TypedDict, total=False):
+    """The command id a write may fix instead of leaving it to the client (a create's is
+    derived from its resource id, ID-4; a raw command's is a new ULID)."""
+
+    command_id: str | None
+
+
+class SessionOptions(CommandPin, total=False):
+    """`create_session`'s keywords: the session id (a ULID unless given) and source."""
+
+    session_id: str | None
+    source_id: str | None
+
+
+class FactOptions(CommandPin, total=False):
+    """`create_fact`'s keywords: the fact id (a ULID unless given)."""
+
+    fact_id: str | None
+
+
+class ContextOptions(CommandPin, total=False):
+    """`create_context`'s keywords: the context id (a ULID unless given)."""
+
+    context_id: str | None
+
+
+class HandoffOptions(CommandPin, total=False):
+    """`send_handoff`'s keywords: what the receiver should do, the context packet sent
+    before, and the handoff id (a ULID unless given)."""
+
+    focus: str | None
+    done_when: str | None
+    context_id: str | None
+    handoff_id: str | None
+
+
+def _create_payload(
+    route: CreateRoute, resource_id: str, fields: dict[str, Any], options: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The id, then `fields`, then the route's options that are given (not None)."""
+    given = {key: options[key] for key in route.options if options.get(key) is not None}
+    return {route.id_field: resource_id, **fields, **given}
+
+
 def create(
-    ctx: Context,
-    path: str,
-    kind: str,
-    resource_id: str,
-    payload: dict[str, Any],
-    command_id: str | None,
+    ctx: Context, route: CreateRoute, fields: dict[str, Any], options: Mapping[str, Any]
 ) -> Plan[m.Written]:
-    """A typed create; its command id derived from the resource id unless given (ID-4)."""
-    cid = command_id or ids.create_command_id(ctx.project_id, kind, resource_id)
-    call = post(f"{ctx.base}/{path}", {"command_id": cid, "payload": payload})
-    return (yield from write(ctx, call, kind, resource_id))
+    """A typed create of `fields` and the `options` given: its id the one in `options` or a
+    new ULID, its command id derived from that id unless given (ID-4)."""
+    _takes_only(options, (route.id_field, "command_id", *route.options))
+    resource_id = options.get(route.id_field) or new_ulid()
+    payload = _create_payload(route, resource_id, fields, options)
+    cid = options.get("command_id") or ids.create_command_id(
+        ctx.project_id, route.kind, resource_id
+    )
+    call = post(f"{ctx.base}/{route.path}", {"command_id": cid, "payload": payload})
+    return (yield from write(ctx, call, route.kind, resource_id))
 
 
-class Pin(TypedDict, total=False):
-    """What a write may fix instead of leaving it to the client: the revision it expects
-    and its command id."""
+class Pin(CommandPin, total=False):
+    """A `CommandPin` and the revision the write expects."""
 
     expected_revision: int | None
-    command_id: str | None
 
 
 class ClaimPin(Pin, total=False):
@@ -344,17 +434,13 @@ def _no_claim(handoff_id: str) -> AidememoClientError:
     )
 
 
-def accept(
-    ctx: Context,
-    handoff_id: str,
-    claim_id: str | None = None,
-    expected_revision: int | None = None,
-    command_id: str | None = None,
-) -> Plan[m.Transition]:
+def accept(ctx: Context, handoff_id: str, **pin: Unpack[ClaimPin]) -> Plan[m.Transition]:
     """Claim a handoff. Without `claim_id` the claim is derived from the attempt (ID-4): the
     current one when the caller's derived claim already holds a live lease (a re-run: the
     original accept is replayed, `recovered`), else the next attempt's."""
+    _takes_only(pin, ClaimPin.__optional_keys__)
     me = (yield from known_identity(ctx)).actor_id
+    claim_id, expected_revision = pin.get("claim_id"), pin.get("expected_revision")
     seen = None
     if claim_id is None or expected_revision is None:
         status: m.HandoffStatus = yield from fetch(ctx, status_call(ctx, handoff_id))
@@ -372,7 +458,7 @@ def accept(
         if expected_revision is None:
             again = rec.status == "accepted" and rec.outcome is None and rec.claim_id == claim_id
             expected_revision = status.revision - 1 if again else status.revision
-    cid = command_id or ids.accept_command_id(ctx.project_id, me, handoff_id, claim_id)
+    cid = pin.get("command_id") or ids.accept_command_id(ctx.project_id, me, handoff_id, claim_id)
     payload = {"claim_id": claim_id}
     return (
         yield from _transition(ctx, handoff_id, "accept", cid, expected_revision, payload, seen)
@@ -390,21 +476,17 @@ def _held_claim(
     return status, claim
 
 
-def heartbeat(
-    ctx: Context,
-    handoff_id: str,
-    claim_id: str | None = None,
-    expected_revision: int | None = None,
-    command_id: str | None = None,
-) -> Plan[m.Transition]:
+def heartbeat(ctx: Context, handoff_id: str, **pin: Unpack[ClaimPin]) -> Plan[m.Transition]:
     """Renew the lease of `claim_id` (default: the handoff's current claim)."""
+    _takes_only(pin, ClaimPin.__optional_keys__)
     me = (yield from known_identity(ctx)).actor_id
+    claim_id, expected_revision = pin.get("claim_id"), pin.get("expected_revision")
     seen = None
     if claim_id is None or expected_revision is None:
         status, claim_id = yield from _held_claim(ctx, handoff_id, claim_id)
         seen = status.revision
         expected_revision = expected_revision or status.revision
-    cid = command_id or ids.heartbeat_command_id(
+    cid = pin.get("command_id") or ids.heartbeat_command_id(
         ctx.project_id, me, handoff_id, claim_id, expected_revision
     )
     payload = {"claim_id": claim_id}
@@ -414,19 +496,15 @@ def heartbeat(
 
 
 def return_handoff(
-    ctx: Context,
-    handoff_id: str,
-    result_fact_id: str,
-    outcome: str,
-    claim_id: str | None = None,
-    expected_revision: int | None = None,
-    command_id: str | None = None,
-    result_artifact_id: str | None = None,
+    ctx: Context, handoff_id: str, result_fact_id: str, outcome: str, **pin: Unpack[ReturnPin]
 ) -> Plan[m.Transition]:
     """Return the handoff with this evidence under `claim_id` (default: the current claim),
     naming `result_artifact_id` when given (HO-9). When the handoff already carries exactly
     this return, the original is replayed."""
+    _takes_only(pin, ReturnPin.__optional_keys__)
     me = (yield from known_identity(ctx)).actor_id
+    claim_id, expected_revision = pin.get("claim_id"), pin.get("expected_revision")
+    result_artifact_id = pin.get("result_artifact_id")
     seen = None
     if claim_id is None or expected_revision is None:
         status, claim_id = yield from _held_claim(ctx, handoff_id, claim_id)
@@ -439,7 +517,7 @@ def return_handoff(
                 result_artifact_id,
             )
             expected_revision = status.revision - 1 if again else status.revision
-    cid = command_id or ids.return_command_id(
+    cid = pin.get("command_id") or ids.return_command_id(
         ctx.project_id, me, handoff_id, claim_id, result_fact_id, outcome, result_artifact_id
     )
     payload = {"claim_id": claim_id, "result_fact_id": result_fact_id, "outcome": outcome}

@@ -23,7 +23,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from aidememo.client.models import Identity, MaterializedBatch, Resource, Snapshot
@@ -338,13 +338,7 @@ class Pulled:
     resources: int
 
     def document(self) -> dict[str, Any]:
-        return {
-            "bootstrapped": self.bootstrapped,
-            "before_seq": self.before_seq,
-            "after_seq": self.after_seq,
-            "changes": self.changes,
-            "resources": self.resources,
-        }
+        return asdict(self)
 
 
 PULL_LIMIT = 1000

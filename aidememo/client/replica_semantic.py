@@ -27,19 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from aidememo.client.replica_search import search_facts
-from aidememo.domain.semantic import (
-    CANDIDATES,
-    FALLBACK_UNAVAILABLE,
-    LEXICAL_WEIGHT,
-    MODE_AUTO,
-    MODE_HYBRID,
-    MODE_LEXICAL,
-    MODE_SEMANTIC,
-    MODES,
-    Fingerprint,
-    Fused,
-    fuse,
-)
+from aidememo.domain import semantic as sem
 
 VECTORS_TABLE = (
     "CREATE TABLE IF NOT EXISTS vectors (fact_id TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, "
@@ -54,7 +42,7 @@ class LocalEmbedder(Protocol):
     """What a replica search needs of an embedder (`aidememo.ports.Embedder`'s shape)."""
 
     @property
-    def fingerprint(self) -> Fingerprint: ...
+    def fingerprint(self) -> sem.Fingerprint: ...
 
     def embed(self, texts: Sequence[str]) -> list[bytes]: ...
 
@@ -147,37 +135,37 @@ def search_replica(
     search rows), without `project_epoch` and `index_seq`, which the replica adds. `embedder`
     is called only when the mode may need it; `SemanticUnavailable` when it must and gives
     None."""
-    if mode not in MODES:
+    if mode not in sem.MODES:
         raise ValueError("mode must be lexical, semantic, hybrid or auto")
-    model = None if mode == MODE_LEXICAL else embedder()
+    model = None if mode == sem.MODE_LEXICAL else embedder()
     if model is None:
-        if mode in (MODE_SEMANTIC, MODE_HYBRID):
+        if mode in (sem.MODE_SEMANTIC, sem.MODE_HYBRID):
             raise SemanticUnavailable(f"{mode} search needs the local embedding model")
         hits, exhaustive = search_facts(entries, q, source_id, limit)
-        fused = [Fused(f, s, s, i + 1, None, None) for i, (f, s) in enumerate(hits)]
-        reason = FALLBACK_UNAVAILABLE if mode == MODE_AUTO else None
-        return _answer(facts, fused, MODE_LEXICAL, None, reason, exhaustive, 0)
+        fused = [sem.Fused(f, s, s, i + 1, None, None) for i, (f, s) in enumerate(hits)]
+        reason = sem.FALLBACK_UNAVAILABLE if mode == sem.MODE_AUTO else None
+        return _answer(facts, fused, sem.MODE_LEXICAL, None, reason, exhaustive, 0)
     vectors, embedded = refresh_vectors(conn, model, entries)
     sources = {fact_id: source for _, fact_id, source, _ in entries}
     query = model.embed([q])[0]
-    if mode == MODE_SEMANTIC:
+    if mode == sem.MODE_SEMANTIC:
         semantic = nearest(vectors, sources, query, source_id, limit)
-        fused = [Fused(f, s, None, None, s, i + 1) for i, (f, s) in enumerate(semantic)]
-        effective, exhaustive = MODE_SEMANTIC, True
+        fused = [sem.Fused(f, s, None, None, s, i + 1) for i, (f, s) in enumerate(semantic)]
+        effective, exhaustive = sem.MODE_SEMANTIC, True
     else:
-        k = max(CANDIDATES, limit)
+        k = max(sem.CANDIDATES, limit)
         semantic = nearest(vectors, sources, query, source_id, k)
         lexical, exhaustive = search_facts(entries, q, source_id, k)
-        fused = fuse(lexical, semantic, limit, LEXICAL_WEIGHT)
-        effective = MODE_HYBRID
+        fused = sem.fuse(lexical, semantic, limit, sem.LEXICAL_WEIGHT)
+        effective = sem.MODE_HYBRID
     return _answer(facts, fused, effective, model.fingerprint, None, exhaustive, embedded)
 
 
 def _answer(
     facts: dict[str, dict[str, Any]],
-    fused: list[Fused],
+    fused: list[sem.Fused],
     mode: str,
-    fingerprint: Fingerprint | None,
+    fingerprint: sem.Fingerprint | None,
     reason: str | None,
     exhaustive: bool,
     embedded: int,

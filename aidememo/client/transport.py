@@ -13,6 +13,7 @@ other httpx transport, such as one through a proxy: none is read from the enviro
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeVar
 
 from aidememo.client.errors import AidememoUnreachable
@@ -69,25 +70,17 @@ S = TypeVar("S")  # how a streamed body arrives
 F = TypeVar("F")  # what releases it
 
 
+@dataclass(slots=True, eq=False)
 class _Answer(Generic[S, F]):
     """What `Answer` and `AsyncAnswer` hold: the status, lower-case headers, and the body,
-    whole (`content`) or streamed (read with `chunks()`, released with `close()`/`aclose()`)."""
+    whole (`content`) or streamed (read with `chunks()`, released with `close()`/`aclose()`,
+    which call `release`)."""
 
-    __slots__ = ("_release", "_stream", "content", "headers", "status")
-
-    def __init__(
-        self,
-        status: int,
-        headers: Mapping[str, str],
-        content: bytes = b"",
-        stream: S | None = None,
-        release: F | None = None,
-    ) -> None:
-        self.status = status
-        self.headers = headers
-        self.content = content
-        self._stream = stream
-        self._release = release
+    status: int
+    headers: Mapping[str, str]
+    content: bytes = b""
+    stream: S | None = None
+    release: F | None = None
 
 
 class Answer(_Answer[Iterator[bytes], Callable[[], None]]):
@@ -96,17 +89,17 @@ class Answer(_Answer[Iterator[bytes], Callable[[], None]]):
     __slots__ = ()
 
     def chunks(self) -> Iterator[bytes]:
-        if self._stream is None:
+        if self.stream is None:
             if self.content:
                 yield self.content
             return
-        yield from self._stream
+        yield from self.stream
 
     def close(self) -> None:
         """Release a streamed answer's connection (one read to its end is kept)."""
-        if self._release is not None:
-            self._release()
-            self._release = None
+        if self.release is not None:
+            self.release()
+            self.release = None
 
 
 class AsyncAnswer(_Answer[AsyncIterator[bytes], Callable[[], Awaitable[None]]]):
@@ -115,17 +108,17 @@ class AsyncAnswer(_Answer[AsyncIterator[bytes], Callable[[], Awaitable[None]]]):
     __slots__ = ()
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        if self._stream is None:
+        if self.stream is None:
             if self.content:
                 yield self.content
             return
-        async for chunk in self._stream:
+        async for chunk in self.stream:
             yield chunk
 
     async def aclose(self) -> None:
-        if self._release is not None:
-            await self._release()
-            self._release = None
+        if self.release is not None:
+            await self.release()
+            self.release = None
 
 
 class Transport(Protocol):

@@ -70,12 +70,8 @@ class ArtifactFixture:
         project_id: str = PROJECT,
     ) -> Reservation:
         payload: dict[str, object] = {"path": path, "size_bytes": len(data), "content_type": CT}
-        if token is not None:
-            payload["mutation_token"] = token
-        if ttl_ms is not None:
-            payload["ttl_ms"] = ttl_ms
-        if sha256 is not None:
-            payload["sha256"] = sha256
+        optional = {"mutation_token": token, "ttl_ms": ttl_ms, "sha256": sha256}
+        payload |= {key: value for key, value in optional.items() if value is not None}
         r, _ = self.art.reserve(caller or self.fx.actor, project_id, command_id, payload)
         return r
 

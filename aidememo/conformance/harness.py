@@ -10,14 +10,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from aidememo.domain.canonical import canonical_bytes
 from aidememo.domain.clock import FixedClock
 from aidememo.domain.envelope import Command
 from aidememo.domain.errors import AidememoError, ErrorCode
-from aidememo.domain.model import ChangeOp, Receipt, ResourceRef, Role
-from aidememo.ports import Store
+from aidememo.domain.model import ChangeOp, Project, Receipt, ResourceRef, Role, StoredResource
+from aidememo.ports import Store, WriteTx
 from aidememo.service.access import Caller
 from aidememo.service.identity import IdentityService
-from aidememo.service.ledger import Ledger
+from aidememo.service.ledger import Decide, Decision, Ledger, check_raw
 from aidememo.service.ledger_reads import LedgerReads
 
 StoreFactory = Callable[[], Store]
@@ -119,3 +120,23 @@ class Fixture:
             command_id, PROJECT, expected, "fact.delete", RESOURCE, ChangeOp.DELETE, None
         )
         return self.ledger.execute_raw(self.actor, command)
+
+    def put_generic(self, command_id: str, tag: str) -> Receipt:
+        """`put` through the generic pipeline (`Ledger.execute`: `begin_command`, then
+        `commit_mutation`) instead of the store's guarded write."""
+        command = Command(
+            command_id, PROJECT, None, "fact.add", RESOURCE, ChangeOp.UPSERT, {"fixture": tag}
+        )
+        return self.ledger.execute(self.actor, command, raw_decide(command))
+
+
+def raw_decide(command: Command) -> Decide:
+    """The decide of a generic put or delete on the generic pipeline (REV-2, REV-3): the
+    reference `Store.execute_raw` is compared with."""
+    body = canonical_bytes(command.payload) if command.change is ChangeOp.UPSERT else None
+
+    def decide(tx: WriteTx, project: Project, current: StoredResource | None, now: int) -> Decision:
+        check_raw(command, current)
+        return Decision(command.change, body)
+
+    return decide

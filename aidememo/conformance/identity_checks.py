@@ -37,10 +37,14 @@ def project_epoch_conflict(fx: Fixture) -> None:
     )
 
 
+def _expect_token_is_actor(fx: Fixture) -> None:
+    caller = fx.identity.authenticate(DIGEST)
+    expect(caller == Caller(TENANT, ACTOR), f"the token resolves to {caller}")
+
+
 def token_authentication(fx: Fixture) -> None:
     _provisioned(fx)
-    caller = fx.identity.authenticate(DIGEST)
-    expect(caller == Caller(TENANT, ACTOR), f"authenticated as {caller}")
+    _expect_token_is_actor(fx)
 
 
 def active_membership(fx: Fixture) -> None:
@@ -81,8 +85,7 @@ def token_binding_conflict(fx: Fixture) -> None:
 
 def token_binding_rollback(fx: Fixture) -> None:
     token_binding_conflict(fx)
-    caller = fx.identity.authenticate(DIGEST)
-    expect(caller == Caller(TENANT, ACTOR), f"token now resolves to {caller}")
+    _expect_token_is_actor(fx)
 
 
 def invalid_digest_length(fx: Fixture) -> None:

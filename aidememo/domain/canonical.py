@@ -39,28 +39,6 @@ def canonical_bytes(value: JsonValue) -> bytes:
     return _ENCODER.encode(value).encode("utf-8")
 
 
-def fingerprint(
-    *,
-    project_id: str,
-    expected_revision: int | None,
-    operation: str,
-    resource_kind: str,
-    resource_id: str,
-    change: str,
-    payload: JsonValue,
-) -> str:
-    """SHA-256 hex of the canonical fingerprint material (CJ-2); the command id is excluded."""
-    return fingerprint_of_payload(
-        project_id=project_id,
-        expected_revision=expected_revision,
-        operation=operation,
-        resource_kind=resource_kind,
-        resource_id=resource_id,
-        change=change,
-        payload_bytes=canonical_bytes(payload),
-    )
-
-
 def fingerprint_of_payload(
     *,
     project_id: str,
@@ -71,12 +49,12 @@ def fingerprint_of_payload(
     change: str,
     payload_bytes: bytes,
 ) -> str:
-    """`fingerprint` from the payload's canonical bytes, which a write has encoded already.
+    """SHA-256 hex of the canonical fingerprint material (CJ-2); the command id is excluded.
 
     The material is the canonical JSON object `{change, expected_revision, operation, payload,
     project_id, resource: {id, kind}}` (keys in code point order); it is hashed in pieces
     around `payload_bytes`, which are the bytes `canonical_bytes` gives for the payload inside
-    it, so the payload is not encoded a second time.
+    it, so a write that has encoded its payload already does not encode it a second time.
     """
     enc = _encode_str
     if expected_revision is None:

@@ -2,19 +2,19 @@
 
 All are frozen, slotted dataclasses, except the three the read paths build by the thousand
 (`ResourceRef`, `StoredResource`, `ChangeRecord`) and the three every command builds
-(`Receipt`, `Mutation`, `CommandStart`): those are slotted classes with a plain `__init__`,
-immutable by convention (`Final` attributes, so mypy refuses assignments) and with a
-dataclass's equality, hash and repr. A frozen dataclass sets each field through
-`object.__setattr__`, which made building a 10,000-resource snapshot or a 1,000-entry change
-page cost more than reading it from SQLite. Resource bodies travel as the canonical JSON bytes that
-were stored, so reads never re-encode them (the change feed stays fast and byte-exact).
+(`Receipt`, `Mutation`, `CommandStart`): those are slotted dataclasses that are not frozen,
+immutable by convention (`Final` fields, so mypy refuses assignments) and hashable
+(`unsafe_hash`). A frozen dataclass sets each field through `object.__setattr__`, which made
+building a 10,000-resource snapshot or a 1,000-entry change page cost more than reading it
+from SQLite. Resource bodies travel as the canonical JSON bytes that were stored, so reads
+never re-encode them (the change feed stays fast and byte-exact).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any, ClassVar, Final
+from typing import Any, Final
 
 from aidememo.domain.canonical import JsonValue, decode_stored
 
@@ -67,25 +67,12 @@ class Scope:
         return {"tenant_id": self.tenant_id, "project_id": self.project_id}
 
 
+@dataclass(slots=True, unsafe_hash=True)
 class ResourceRef:
     """A resource coordinate inside a project."""
 
-    __slots__ = ("id", "kind")
-
-    def __init__(self, kind: str, id: str) -> None:
-        self.kind: Final = kind
-        self.id: Final = id
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not ResourceRef:
-            return NotImplemented
-        return self.kind == other.kind and self.id == other.id
-
-    def __hash__(self) -> int:
-        return hash((self.kind, self.id))
-
-    def __repr__(self) -> str:
-        return f"ResourceRef(kind={self.kind!r}, id={self.id!r})"
+    kind: Final[str]
+    id: Final[str]
 
     def to_json(self) -> dict[str, str]:
         """Wire shape `{kind, id}`."""
@@ -153,95 +140,26 @@ class TokenBinding:
     created_at_ms: int
 
 
-class _Record:
-    """Equality, hash and repr of a dataclass over the names in `_FIELDS`, for the value
-    objects built with a plain `__init__` (see the module doc)."""
-
-    __slots__ = ()
-    _FIELDS: ClassVar[tuple[str, ...]] = ()
-
-    def _values(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in self._FIELDS)
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        assert isinstance(other, _Record)
-        return self._values() == other._values()
-
-    def __hash__(self) -> int:
-        return hash(self._values())
-
-    def __repr__(self) -> str:
-        inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._FIELDS)
-        return f"{type(self).__name__}({inner})"
-
-
-class Receipt(_Record):
+@dataclass(slots=True, unsafe_hash=True)
+class Receipt:
     """The stored answer to a command; a replay returns it unchanged (CMD-3)."""
 
-    __slots__ = (
-        "actor_id",
-        "command_id",
-        "committed_at_ms",
-        "fingerprint",
-        "project_id",
-        "project_seq",
-        "replayed",
-        "resource",
-        "revision",
-        "tenant_id",
-    )
-    _FIELDS = (
-        "command_id",
-        "fingerprint",
-        "tenant_id",
-        "project_id",
-        "actor_id",
-        "project_seq",
-        "resource",
-        "revision",
-        "committed_at_ms",
-    )
-
-    def __init__(
-        self,
-        command_id: str,
-        fingerprint: str,
-        tenant_id: str,
-        project_id: str,
-        actor_id: str,
-        project_seq: int,
-        resource: ResourceRef,
-        revision: int,
-        committed_at_ms: int,
-    ) -> None:
-        self.command_id: Final = command_id
-        self.fingerprint: Final = fingerprint
-        self.tenant_id: Final = tenant_id
-        self.project_id: Final = project_id
-        self.actor_id: Final = actor_id
-        self.project_seq: Final = project_seq
-        self.resource: Final = resource
-        self.revision: Final = revision
-        self.committed_at_ms: Final = committed_at_ms
-        # Not part of the receipt (not compared, never stored or sent in its body): whether
-        # this answer is the stored receipt of an earlier application (CMD-7).
-        self.replayed = False
+    command_id: Final[str]
+    fingerprint: Final[str]
+    tenant_id: Final[str]
+    project_id: Final[str]
+    actor_id: Final[str]
+    project_seq: Final[int]
+    resource: Final[ResourceRef]
+    revision: Final[int]
+    committed_at_ms: Final[int]
+    # Not part of the receipt (not compared, never stored or sent in its body): whether this
+    # answer is the stored receipt of an earlier application (CMD-7).
+    replayed: bool = field(default=False, init=False, compare=False, repr=False)
 
     def as_replay(self) -> Receipt:
         """The same receipt, answered for a command that was already applied (CMD-7)."""
-        again = Receipt(
-            self.command_id,
-            self.fingerprint,
-            self.tenant_id,
-            self.project_id,
-            self.actor_id,
-            self.project_seq,
-            self.resource,
-            self.revision,
-            self.committed_at_ms,
-        )
+        again = replace(self)
         again.replayed = True
         return again
 
@@ -260,16 +178,13 @@ class Receipt(_Record):
         }
 
 
-class StoredResource(_Record):
+@dataclass(slots=True, unsafe_hash=True)
+class StoredResource:
     """A resource's current state: a body, or a tombstone kept forever (REC-3)."""
 
-    __slots__ = ("body", "ref", "revision")
-    _FIELDS = ("ref", "revision", "body")
-
-    def __init__(self, ref: ResourceRef, revision: int, body: bytes | None) -> None:
-        self.ref: Final = ref
-        self.revision: Final = revision
-        self.body: Final = body  # canonical JSON bytes; None means deleted
+    ref: Final[ResourceRef]
+    revision: Final[int]
+    body: Final[bytes | None]  # canonical JSON bytes; None means deleted
 
     @property
     def deleted(self) -> bool:
@@ -281,49 +196,18 @@ class StoredResource(_Record):
         return None if self.body is None else decode_stored(self.body)
 
 
-class ChangeRecord(_Record):
+@dataclass(slots=True, unsafe_hash=True)
+class ChangeRecord:
     """One entry of the change log with the exact body at its revision (FEED-1)."""
 
-    __slots__ = (
-        "actor_id",
-        "body",
-        "committed_at_ms",
-        "op",
-        "project_epoch",
-        "ref",
-        "revision",
-        "seq",
-    )
-    _FIELDS = (
-        "seq",
-        "project_epoch",
-        "ref",
-        "op",
-        "revision",
-        "actor_id",
-        "committed_at_ms",
-        "body",
-    )
-
-    def __init__(
-        self,
-        seq: int,
-        project_epoch: str,
-        ref: ResourceRef,
-        op: ChangeOp,
-        revision: int,
-        actor_id: str,
-        committed_at_ms: int,
-        body: bytes | None,
-    ) -> None:
-        self.seq: Final = seq
-        self.project_epoch: Final = project_epoch
-        self.ref: Final = ref
-        self.op: Final = op
-        self.revision: Final = revision
-        self.actor_id: Final = actor_id
-        self.committed_at_ms: Final = committed_at_ms
-        self.body: Final = body  # None for a delete
+    seq: Final[int]
+    project_epoch: Final[str]
+    ref: Final[ResourceRef]
+    op: Final[ChangeOp]
+    revision: Final[int]
+    actor_id: Final[str]
+    committed_at_ms: Final[int]
+    body: Final[bytes | None]  # None for a delete
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,7 +244,8 @@ class SearchDoc:
     terms: str  # space-separated tokens (see domain.tokenize)
 
 
-class Mutation(_Record):
+@dataclass(slots=True, unsafe_hash=True)
+class Mutation:
     """Everything one command writes, applied by a store in its transaction (CMD-6).
 
     The store writes the resource, the change (with body), the audit row, the receipt, the
@@ -368,26 +253,13 @@ class Mutation(_Record):
     `receipt.project_seq` with a compare-and-swap.
     """
 
-    __slots__ = ("body", "handoff", "op", "operation", "project_epoch", "receipt", "search")
-    _FIELDS = ("receipt", "project_epoch", "operation", "op", "body", "handoff", "search")
-
-    def __init__(
-        self,
-        receipt: Receipt,
-        project_epoch: str,
-        operation: str,
-        op: ChangeOp,
-        body: bytes | None,
-        handoff: HandoffIndexRow | None = None,
-        search: SearchDoc | None = None,
-    ) -> None:
-        self.receipt: Final = receipt
-        self.project_epoch: Final = project_epoch
-        self.operation: Final = operation
-        self.op: Final = op
-        self.body: Final = body
-        self.handoff: Final = handoff
-        self.search: Final = search
+    receipt: Final[Receipt]
+    project_epoch: Final[str]
+    operation: Final[str]
+    op: Final[ChangeOp]
+    body: Final[bytes | None]
+    handoff: Final[HandoffIndexRow | None] = None
+    search: Final[SearchDoc | None] = None
 
     def change(self) -> ChangeRecord:
         """The change record this mutation appends."""
@@ -416,30 +288,27 @@ class Mutation(_Record):
         )
 
 
-class CommandStart(_Record):
+@dataclass(slots=True, unsafe_hash=True)
+class CommandStart:
     """What the pipeline reads first, with the project locked (CMD-5)."""
 
-    __slots__ = ("current", "membership", "project", "receipt")
-    _FIELDS = ("project", "membership", "receipt", "current")
-
-    def __init__(
-        self,
-        project: Project | None,
-        membership: Membership | None,
-        receipt: Receipt | None,
-        current: StoredResource | None,
-    ) -> None:
-        self.project: Final = project
-        self.membership: Final = membership
-        self.receipt: Final = receipt
-        self.current: Final = current
+    project: Final[Project | None]
+    membership: Final[Membership | None]
+    receipt: Final[Receipt | None]
+    current: Final[StoredResource | None]
 
 
 @dataclass(frozen=True, slots=True)
 class RawWrite:
-    """A generic put or delete (`POST /v1/commands`) for a store's one-round-trip path
-    (`CAP_RAW_FAST_PATH`): everything Python decides is already here (fingerprint, canonical
-    body, time), and the store runs the pipeline's checks and write in one statement."""
+    """A generic put or delete (`POST /v1/commands`) as one guarded write (`Store.execute_raw`):
+    everything Python decides is already here (fingerprint, canonical body, time, the guard).
+
+    The guard is a condition on the rows read with the project locked, never a rule with an
+    error of its own: the write happens only when the project exists, the caller is an active
+    member whose role is one of `writers`, the command id has no receipt, the current resource
+    is at `expected_revision` when one is given and exists when `must_exist`. The service's
+    checks then run on the same rows to name the error or the replay (`aidememo.service.ledger`).
+    """
 
     scope: Scope
     actor_id: str
@@ -451,23 +320,34 @@ class RawWrite:
     op: ChangeOp
     body: bytes | None  # canonical JSON for an upsert, None for a delete
     now_ms: int
+    writers: tuple[str, ...]  # the roles that may write it (none: it is written by no one)
+    must_exist: bool
     token_sha256: bytes | None = None  # a cached caller's token, checked in the same statement
+
+    def admits(self, start: CommandStart) -> bool:
+        """Whether the guard holds on `start` (the SQL of a store that writes in one statement
+        states the same condition)."""
+        member, current = start.membership, start.current
+        if start.project is None or member is None or start.receipt is not None:
+            return False
+        if not member.active or member.role.value not in self.writers:
+            return False
+        if current is None:
+            return self.expected_revision is None and not self.must_exist
+        return self.expected_revision is None or current.revision == self.expected_revision
 
 
 @dataclass(frozen=True, slots=True)
 class RawOutcome:
-    """What a store's one-round-trip path did with a `RawWrite`.
+    """What `Store.execute_raw` did with a `RawWrite`: `start` holds the rows its guard read
+    (the current resource without its body, as it was before the write); `receipt` is the new
+    commit's, None when the guard did not hold and nothing was written. `retried` says the
+    store sent the write a second time after losing the first attempt's answer, so a receipt
+    found under the command id may be that attempt's own commit."""
 
-    `outcome` is "committed" (a new commit: `receipt` is new), "replayed" (`receipt` is the
-    stored one) or "refused": then `error` is the code of the check that refused it and
-    `start` holds what the checks read (the current resource without its body), so the
-    caller can run the same checks and raise the same error as the generic pipeline.
-    """
-
-    outcome: str
+    start: CommandStart
     receipt: Receipt | None = None
-    error: str | None = None
-    start: CommandStart | None = None
+    retried: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,13 +6,13 @@ and `source_id` of facts, contexts and handoffs from their session.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from aidememo.domain.canonical import JsonValue
 from aidememo.domain.envelope import check_fields, read_revision, read_str, require_object
 from aidememo.domain.errors import ErrorCode, fail
-from aidememo.domain.handoff import Outcome
+from aidememo.domain.handoff import HandoffRecord, Outcome
 from aidememo.domain.ids import validate_id
 from aidememo.domain.limits import CONTENT_MAX_BYTES, FOCUS_MAX_BYTES, TOPIC_MAX_BYTES
 
@@ -176,6 +176,11 @@ class HandoffInput:
             text_field(payload, "done_when", FOCUS_MAX_BYTES, optional=True),
             optional_id(payload, "context_id"),
         )
+
+    def record(self, source_id: str, from_actor: str) -> HandoffRecord:
+        """The pending handoff this request sends: the request's fields, the session's
+        source and the sender."""
+        return HandoffRecord(source_id=source_id, from_actor=from_actor, **asdict(self))
 
 
 def parse_claim(payload: dict[str, Any]) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from aidememo.domain.model import Scope
-from aidememo.domain.semantic_index import IndexState, VectorRow
+from aidememo.domain.semantic_index import IndexState, NearestQuery, VectorRow
 from aidememo.ports import Embedder, ReadTx
 
 QUERY_CACHE = 1024  # query vectors kept (agents repeat their questions)
@@ -68,14 +68,9 @@ class MatrixSearch:
         return vector
 
     def nearest(
-        self,
-        tx: ReadTx,
-        scope: Scope,
-        state: IndexState,
-        query: bytes,
-        k: int,
-        source_id: str | None,
+        self, tx: ReadTx, scope: Scope, state: IndexState, want: NearestQuery
     ) -> list[tuple[str, float]]:
+        query, k, source_id = want.query, want.k, want.source_id
         project, n, code = self._refresh(tx, scope, state, source_id)
         if n == 0:
             return []

@@ -159,6 +159,22 @@ def admit(
     return Admission(route, match.params, caller, digest, body)
 
 
+def _call_hook(
+    step: Step,
+    authenticate: Callable[[bytes], Any],
+    read_body: Callable[[int], Any],
+    rate_limit: Callable[[bytes], Any] | None,
+) -> Any:
+    """What the front's hook for `step` returns (an awaitable, for the edge's hooks); None
+    for a rate limit the front has none of."""
+    if type(step) is Authenticate:
+        return authenticate(step.digest)
+    if type(step) is RateLimit:
+        return None if rate_limit is None else rate_limit(step.digest)
+    assert type(step) is ReadBody
+    return read_body(step.limit)
+
+
 def drive(
     steps: Generator[Step, Any, Admission],
     authenticate: Callable[[bytes], Caller],
@@ -169,16 +185,7 @@ def drive(
     answer: Any = None
     try:
         while True:
-            step = steps.send(answer)
-            if type(step) is Authenticate:
-                answer = authenticate(step.digest)
-            elif type(step) is RateLimit:
-                if rate_limit is not None:
-                    rate_limit(step.digest)
-                answer = None
-            else:
-                assert type(step) is ReadBody
-                answer = read_body(step.limit)
+            answer = _call_hook(steps.send(answer), authenticate, read_body, rate_limit)
     except StopIteration as done:
         admission: Admission = done.value
         return admission
@@ -194,16 +201,8 @@ async def drive_async(
     answer: Any = None
     try:
         while True:
-            step = steps.send(answer)
-            if type(step) is Authenticate:
-                answer = await authenticate(step.digest)
-            elif type(step) is RateLimit:
-                if rate_limit is not None:
-                    await rate_limit(step.digest)
-                answer = None
-            else:
-                assert type(step) is ReadBody
-                answer = await read_body(step.limit)
+            pending = _call_hook(steps.send(answer), authenticate, read_body, rate_limit)
+            answer = None if pending is None else await pending
     except StopIteration as done:
         admission: Admission = done.value
         return admission

@@ -10,7 +10,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aidememo.domain.model import ChangeOp, ChangeRecord, Receipt, Scope, StoredResource
+from aidememo.domain.model import (
+    ChangeOp,
+    ChangeRecord,
+    Receipt,
+    ResourceRef,
+    Scope,
+    StoredResource,
+)
 
 _dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
 
@@ -89,6 +96,19 @@ def change_entries(scope: Scope, rows: list[ChangeRecord]) -> list[bytes]:
     return [_change_text(prefix, row).encode() for row in rows]
 
 
+def _resource_head(scope_text: str, ref: ResourceRef, revision: int) -> str:
+    """`resource_json` as text up to its state: `{"scope":..,"resource":..,"revision":R,"state":`,
+    followed by `_DELETED` or `_PRESENT`, the body and `}}`."""
+    return (
+        f'{{"scope":{scope_text},"resource":{{"kind":"{ref.kind}","id":"{ref.id}"}},'
+        f'"revision":{revision},"state":'
+    )
+
+
+_DELETED = '{"state":"deleted"}}'
+_PRESENT = '{"state":"present","body":'
+
+
 def materialized_entries(scope: Scope, rows: list[ChangeRecord]) -> list[bytes]:
     """`materialized_json` of every row; bodies are spliced in as stored (FEED-6)."""
     scope_text = _scope_text(scope)
@@ -96,15 +116,12 @@ def materialized_entries(scope: Scope, rows: list[ChangeRecord]) -> list[bytes]:
     entries: list[bytes] = []
     append = entries.append
     for row in rows:
-        ref, body = row.ref, row.body
-        head = (
-            f'{{"change":{_change_text(prefix, row)},"resource":{{"scope":{scope_text},'
-            f'"resource":{{"kind":"{ref.kind}","id":"{ref.id}"}},"revision":{row.revision},'
-        )
+        change, body = _change_text(prefix, row), row.body
+        head = f'{{"change":{change},"resource":{_resource_head(scope_text, row.ref, row.revision)}'
         if body is None:
-            append((head + '"state":{"state":"deleted"}}}').encode())
+            append((head + _DELETED + "}").encode())
         else:
-            append((head + '"state":{"state":"present","body":').encode() + body + b"}}}")
+            append((head + _PRESENT).encode() + body + b"}}}")
     return entries
 
 
@@ -113,15 +130,11 @@ def _resource_parts(scope: Scope, rows: list[StoredResource], parts: list[bytes]
     scope_text = _scope_text(scope)
     extend = parts.extend
     for row in rows:
-        ref, body = row.ref, row.body
-        head = (
-            f'{{"scope":{scope_text},"resource":{{"kind":"{ref.kind}","id":"{ref.id}"}},'
-            f'"revision":{row.revision},"state":'
-        )
+        head, body = _resource_head(scope_text, row.ref, row.revision), row.body
         if body is None:
-            extend(((head + '{"state":"deleted"}},').encode(),))
+            extend(((head + _DELETED + ",").encode(),))
         else:
-            extend(((head + '{"state":"present","body":').encode(), body, b"}},"))
+            extend(((head + _PRESENT).encode(), body, b"}},"))
 
 
 def resources_json(scope: Scope, rows: list[StoredResource]) -> bytes:

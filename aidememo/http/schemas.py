@@ -7,6 +7,7 @@ Each route family declares its own components in its `*_schemas` module;
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from aidememo.domain.errors import ErrorCode
@@ -32,16 +33,19 @@ def nullable(schema: Schema) -> Schema:
     return {"anyOf": [schema, {"type": "null"}]}
 
 
-def obj(required: dict[str, Schema], optional: dict[str, Schema] | None = None) -> Schema:
-    """A closed object: exactly these properties, the first group required."""
-    properties = {**required, **(optional or {})}
-    schema: Schema = {
+def closed(properties: dict[str, Schema], required: Iterable[str]) -> Schema:
+    """A closed object: exactly these properties, the ones named in `required` required."""
+    return {
         "type": "object",
         "properties": properties,
         "required": list(required),
         "additionalProperties": False,
     }
-    return schema
+
+
+def obj(required: dict[str, Schema], optional: dict[str, Schema] | None = None) -> Schema:
+    """A closed object: exactly these properties, the first group required."""
+    return closed({**required, **(optional or {})}, required)
 
 
 def integer(minimum: int = 0, maximum: int = INT64_MAX, **extra: Any) -> Schema:

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from aidememo.http.schemas import closed
+
 Schema = dict[str, Any]
 Args = dict[str, Any]
 
@@ -49,23 +51,13 @@ class Tool:
     build: Build
     run: Run | None = None
 
-    @property
-    def input_schema(self) -> Schema:
-        """The closed JSON Schema of the arguments."""
-        return {
-            "type": "object",
-            "properties": self.properties,
-            "required": list(self.required),
-            "additionalProperties": False,
-        }
-
     def listing(self) -> dict[str, Any]:
         """The tool as `tools/list` shows it."""
         return {
             "name": self.name,
             "title": self.name.replace("_", " "),
             "description": self.description,
-            "inputSchema": self.input_schema,
+            "inputSchema": closed(self.properties, self.required),
             "outputSchema": self.output,
             "annotations": {
                 "readOnlyHint": not self.write,

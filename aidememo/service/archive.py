@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from aidememo.domain.errors import ErrorCode, fail
@@ -122,41 +122,34 @@ def header_record(
     return header
 
 
+def _identity_record(kind: str, row: Actor | Project | Membership | TokenBinding) -> dict[str, Any]:
+    """An identity line: its `type` and the row's fields but `tenant_id` (the header names
+    the tenant)."""
+    record = {"type": kind, **asdict(row)}
+    del record["tenant_id"]
+    return record
+
+
 def actor_record(a: Actor) -> dict[str, Any]:
-    """An `actor` line."""
-    return {"type": "actor", "actor_id": a.actor_id, "kind": a.kind}
+    """An `actor` line: `actor_id`, `kind`."""
+    return _identity_record("actor", a)
 
 
 def project_record(p: Project) -> dict[str, Any]:
-    """A `project` line; `head_seq` is the head the project's rows are exported at."""
-    return {
-        "type": "project",
-        "project_id": p.project_id,
-        "project_epoch": p.project_epoch,
-        "head_seq": p.head_seq,
-    }
+    """A `project` line: `project_id`, `project_epoch` and `head_seq`, the head the project's
+    rows are exported at."""
+    return _identity_record("project", p)
 
 
 def membership_record(ms: Membership) -> dict[str, Any]:
-    """A `membership` line."""
-    return {
-        "type": "membership",
-        "project_id": ms.project_id,
-        "actor_id": ms.actor_id,
-        "role": ms.role,
-        "status": ms.status,
-    }
+    """A `membership` line: `project_id`, `actor_id`, `role`, `status`."""
+    return _identity_record("membership", ms)
 
 
 def token_record(b: TokenBinding) -> dict[str, Any]:
-    """A `token` line (only with `include_token_digests`)."""
-    return {
-        "type": "token",
-        "token_sha256": b.token_sha256.hex(),
-        "actor_id": b.actor_id,
-        "active": b.active,
-        "created_at_ms": b.created_at_ms,
-    }
+    """A `token` line (only with `include_token_digests`): `token_sha256` in hex,
+    `actor_id`, `active`, `created_at_ms`."""
+    return _identity_record("token", b) | {"token_sha256": b.token_sha256.hex()}
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,8 +10,9 @@ to 1 h) and the last error. It runs from the origin's background task, from
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 from aidememo.domain.artifacts import (
     ARTIFACT_KIND,
@@ -42,15 +43,8 @@ class GcReport:
     failed: int
 
     def to_json(self) -> dict[str, int]:
-        """The wire shape of `aidememo admin gc`."""
-        return {
-            "expired_reservations": self.expired_reservations,
-            "pruned_receipts": self.pruned_receipts,
-            "leased": self.leased,
-            "deleted": self.deleted,
-            "kept": self.kept,
-            "failed": self.failed,
-        }
+        """The wire shape of `aidememo admin gc`: the fields in order."""
+        return asdict(self)
 
 
 def named(tx: ReadTx, intent: GcIntent) -> bool:
@@ -96,26 +90,20 @@ class ArtifactGc:
         self.clock = clock
 
     def run_once(self, limit: int = GC_BATCH_DEFAULT) -> GcReport:
-        """One bounded pass (at most `limit` rows per step)."""
-        assert self.bodies is not None, "a synchronous pass needs a body store"
-        now, expired, pruned, leased = self._prepare(limit)
-        outcomes: list[str] = []
-        for intent in leased:
-            if self._named(intent):
-                outcomes.append(self._settle(intent, now, None, kept=True))
-                continue
-            try:
-                self.bodies.delete(intent.body_key)
-            except Exception as exc:  # recorded, retried later with backoff
-                outcomes.append(self._settle(intent, now, exc))
-                continue
-            outcomes.append(self._settle(intent, now, None))
-        return _report(expired, pruned, leased, outcomes)
+        """One bounded pass (at most `limit` rows per step) deleting through `bodies`: the
+        pass of `run_once_async` with a delete that completes at once, run to its end."""
+        bodies = self.bodies
+        assert bodies is not None, "a synchronous pass needs a body store"
+
+        async def delete(body_key: str) -> None:
+            bodies.delete(body_key)
+
+        return _run_to_end(self.run_once_async(delete, limit))
 
     async def run_once_async(
         self, delete: Callable[[str], Awaitable[None]], limit: int = GC_BATCH_DEFAULT
     ) -> GcReport:
-        """`run_once` with an awaited delete."""
+        """One bounded pass (at most `limit` rows per step) with an awaited delete."""
         now, expired, pruned, leased = self._prepare(limit)
         outcomes: list[str] = []
         for intent in leased:
@@ -124,7 +112,7 @@ class ArtifactGc:
                 continue
             try:
                 await delete(intent.body_key)
-            except Exception as exc:
+            except Exception as exc:  # recorded, retried later with backoff
                 outcomes.append(self._settle(intent, now, exc))
                 continue
             outcomes.append(self._settle(intent, now, None))
@@ -183,3 +171,14 @@ def _report(expired: int, pruned: int, leased: list[GcIntent], outcomes: list[st
         outcomes.count("kept"),
         outcomes.count("failed"),
     )
+
+
+def _run_to_end(gc_pass: Coroutine[Any, Any, GcReport]) -> GcReport:
+    """The report of a pass whose every await completes at once (it never suspends)."""
+    try:
+        gc_pass.send(None)
+    except StopIteration as done:
+        report: GcReport = done.value
+        return report
+    gc_pass.close()
+    raise RuntimeError("a synchronous GC pass suspended")

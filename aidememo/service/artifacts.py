@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from aidememo.domain.artifacts import (
@@ -53,22 +53,15 @@ from aidememo.service.ledger import Ledger
 __all__ = ["Artifacts", "crash_point"]
 
 
+@dataclass(eq=False)
 class Artifacts:
     """The artifact use cases over one store, one body store and the ledger."""
 
-    def __init__(
-        self,
-        store: Store,
-        clock: Clock,
-        ids: Ids,
-        ledger: Ledger,
-        bodies: BodyStore | None = None,
-    ) -> None:
-        self.store = store
-        self.clock = clock
-        self.ids = ids
-        self.ledger = ledger
-        self.bodies = bodies
+    store: Store
+    clock: Clock
+    ids: Ids
+    ledger: Ledger
+    bodies: BodyStore | None = None
 
     def _settle_ms(self) -> int:
         """How long an unreachable generation waits before GC may delete it: the settlement

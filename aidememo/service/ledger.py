@@ -7,14 +7,13 @@ before the transaction and passes what it found), then the operation's own check
 then one write of resource, change, audit row and receipt with a compare-and-swap of the
 project head.
 
-A generic put or delete (`execute_raw`) takes a store's one-round-trip path when the store
-declares `CAP_RAW_FAST_PATH`: the store runs the same checks in the same order and the same
-write server-side, and reports a refusal with the rows its checks read; the checks below
-(`_admit`, `_check_raw`) then run on those rows, so the error and its message are the ones
-the generic pipeline gives. A put whose payload holds a secret takes the generic pipeline, so
-its refusal comes after membership and receipt replay as everywhere. The generic pipeline stays
-the reference: every store has it, and
-the fast path is tested against it (tests/stores/test_raw_fast_path.py).
+A generic put or delete (`execute_raw`) is one guarded write on every store
+(`Store.execute_raw`): the store writes only when its guard holds on the rows it read with the
+project locked (`RawWrite.admits`: an active writer, no receipt, the expected revision), and
+returns those rows either way; PostgreSQL does that in one statement. The checks below then
+run on the rows, the same checks in the same order as the generic pipeline (`_admit`,
+`check_raw`), so they alone name the error or the replay; a guard that disagrees with them is
+a store's bug, answered `storage_failure`.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import NoReturn, cast
 
 from aidememo.domain.canonical import canonical_bytes, fingerprint_of_payload
 from aidememo.domain.envelope import Command
@@ -36,18 +34,13 @@ from aidememo.domain.model import (
     RawOutcome,
     RawWrite,
     Receipt,
+    Role,
     Scope,
     SearchDoc,
     StoredResource,
 )
 from aidememo.domain.secrets import SecretFinding, find_in_json
-from aidememo.ports import (
-    CAP_RAW_FAST_PATH,
-    Clock,
-    RawFastPath,
-    Store,
-    WriteTx,
-)
+from aidememo.ports import Clock, Store, WriteTx
 from aidememo.service.access import Caller, check_access
 
 
@@ -59,6 +52,14 @@ class Decision:
     body: bytes | None
     handoff: HandoffIndexRow | None = None  # revision and updated_seq are filled in
     search: SearchDoc | None = None
+
+    def mutation(self, receipt: Receipt, project_epoch: str, operation: str) -> Mutation:
+        """The writes of the command `receipt` answers: this decision, with its handoff index
+        row at the receipt's revision and sequence."""
+        handoff = self.handoff
+        if handoff is not None:
+            handoff = replace(handoff, revision=receipt.revision, updated_seq=receipt.project_seq)
+        return Mutation(receipt, project_epoch, operation, self.op, self.body, handoff, self.search)
 
 
 log = logging.getLogger("aidememo.ledger")
@@ -84,7 +85,7 @@ def check_expected_revision(current: StoredResource | None, expected: int | None
         )
 
 
-def _check_raw(command: Command, current: StoredResource | None) -> None:
+def check_raw(command: Command, current: StoredResource | None) -> None:
     """A generic put's or delete's own checks (REV-2, REV-3)."""
     check_expected_revision(current, command.expected_revision)
     if command.change is ChangeOp.DELETE and current is None:
@@ -180,20 +181,7 @@ class Ledger:
                 revision=revision,
                 committed_at_ms=now,
             )
-            handoff = decision.handoff
-            if handoff is not None:
-                handoff = replace(handoff, revision=revision, updated_seq=receipt.project_seq)
-            tx.commit_mutation(
-                Mutation(
-                    receipt=receipt,
-                    project_epoch=project.project_epoch,
-                    operation=command.operation,
-                    op=decision.op,
-                    body=decision.body,
-                    handoff=handoff,
-                    search=decision.search,
-                )
-            )
+            tx.commit_mutation(decision.mutation(receipt, project.project_epoch, command.operation))
             committed = True
             return receipt
 
@@ -216,68 +204,61 @@ class Ledger:
                 log.exception("on_commit hook failed")
 
     def execute_raw(self, caller: Caller, command: Command) -> Receipt:
-        """A generic put or delete (`POST /v1/commands`): revision check, then write; in one
-        round trip on a store with `CAP_RAW_FAST_PATH`."""
+        """A generic put or delete (`POST /v1/commands`): the store's one guarded write, then
+        the pipeline's checks on the rows it read (CMD-3 .. CMD-6, REV-2, REV-3, SEC-3)."""
         upsert = command.change is ChangeOp.UPSERT
         body = canonical_bytes(command.payload) if upsert else None
         fp = command_fingerprint(command, body)
-        # Every key and string of a custom.* payload is screened (SEC-1).
+        # Every key and string of a custom.* payload is screened (SEC-1); a payload holding a
+        # secret is written by no one, and refused below after membership and receipt replay.
         secret = find_in_json(command.payload, "/payload") if upsert else None
-        if CAP_RAW_FAST_PATH in self.store.capabilities and secret is None:
-            fast = cast(RawFastPath, self.store)
-            write = RawWrite(
-                scope=caller.scope(command.project_id),
-                actor_id=caller.actor_id,
-                command_id=command.command_id,
-                fingerprint=fp,
-                resource=command.resource,
-                expected_revision=command.expected_revision,
-                operation=command.operation,
-                op=command.change,
-                body=body,
-                now_ms=self.clock.now_ms(),
-                token_sha256=caller.token_sha256,
-            )
-            outcome = fast.execute_raw(write)
-            if outcome is not None:
-                return self._fast_outcome(caller, command, write, outcome)
-
-        def decide(
-            tx: WriteTx, project: Project, current: StoredResource | None, now: int
-        ) -> Decision:
-            _check_raw(command, current)
-            return Decision(command.change, body)
-
-        return self.execute(caller, command, decide, fp=fp, secret=secret)
-
-    def _fast_outcome(
-        self, caller: Caller, command: Command, write: RawWrite, outcome: RawOutcome
-    ) -> Receipt:
-        receipt = outcome.receipt
-        if outcome.outcome in ("committed", "replayed") and receipt is not None:
-            if outcome.outcome == "committed":
-                self.announce(write.scope, receipt.project_seq)
-                return receipt
-            return receipt.as_replay()
-        if outcome.outcome == "refused" and outcome.start is not None:
-            self._refused(caller, command, write.fingerprint, outcome.error, outcome.start)
-        raise fail(ErrorCode.STORAGE_FAILURE, f"unexpected fast path outcome {outcome.outcome!r}")
-
-    def _refused(
-        self, caller: Caller, command: Command, fp: str, error: str | None, start: CommandStart
-    ) -> NoReturn:
-        """Raise the error the generic pipeline gives for the rows the store's checks read;
-        a store whose checks disagree with these is a bug, reported as `storage_failure`."""
+        write = RawWrite(
+            scope=caller.scope(command.project_id),
+            actor_id=caller.actor_id,
+            command_id=command.command_id,
+            fingerprint=fp,
+            resource=command.resource,
+            expected_revision=command.expected_revision,
+            operation=command.operation,
+            op=command.change,
+            body=body,
+            now_ms=self.clock.now_ms(),
+            writers=() if secret is not None else WRITER_ROLES,
+            must_exist=not upsert,
+            token_sha256=caller.token_sha256,
+        )
+        outcome = self.store.execute_raw(write)
         try:
-            _, stored = _admit(caller, command, fp, start)
+            _, stored = _admit(caller, command, fp, outcome.start)
             if stored is None:
-                _check_raw(command, start.current)
+                if secret is not None:
+                    raise secret.error()
+                check_raw(command, outcome.start.current)
         except AidememoError as exc:
-            if exc.code.value == error:
-                raise
-            log.error("fast path refused with %s, the pipeline with %s", error, exc.code.value)
-            raise fail(
-                ErrorCode.STORAGE_FAILURE, f"fast path refused with {error}, not {exc.code.value}"
-            ) from exc
-        log.error("fast path refused with %s, the pipeline admits the command", error)
-        raise fail(ErrorCode.STORAGE_FAILURE, f"fast path refused with {error}, checks pass")
+            if outcome.receipt is not None:
+                raise _disagreement(f"the store wrote a command refused with {exc.code}") from exc
+            raise
+        return self._raw_receipt(write, outcome, stored)
+
+    def _raw_receipt(self, write: RawWrite, outcome: RawOutcome, stored: Receipt | None) -> Receipt:
+        """The answer to a raw command the checks admitted: its new receipt, or the stored one
+        of a replay (a retried write's own lost commit counts as new)."""
+        receipt = outcome.receipt
+        if stored is not None and receipt is None:
+            if not outcome.retried:
+                return stored.as_replay()
+            receipt = stored
+        elif stored is not None or receipt is None:
+            raise _disagreement("the store's guard and the checks disagree on an admitted command")
+        self.announce(write.scope, receipt.project_seq)
+        return receipt
+
+
+WRITER_ROLES = tuple(role.value for role in Role if role.can_write)
+"""The roles a raw command's guard lets write (AUTH-4)."""
+
+
+def _disagreement(message: str) -> AidememoError:
+    """A store whose guard disagrees with the checks: a bug, answered `storage_failure`."""
+    log.error("raw command: %s", message)
+    return fail(ErrorCode.STORAGE_FAILURE, message)

@@ -8,7 +8,7 @@ read view too, and the pages after the first are the state at the first page's s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TypeVar
 
 from aidememo.domain.clock import SystemClock
@@ -76,14 +76,8 @@ class IdentityView:
     role: str
 
     def to_json(self) -> dict[str, str]:
-        """Wire shape of `GET /identity`."""
-        return {
-            "tenant_id": self.tenant_id,
-            "project_id": self.project_id,
-            "project_epoch": self.project_epoch,
-            "actor_id": self.actor_id,
-            "role": self.role,
-        }
+        """Wire shape of `GET /identity`: the fields in order."""
+        return asdict(self)
 
 
 def check_cursor(project: Project, project_epoch: str, after_seq: int) -> None:

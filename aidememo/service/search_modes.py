@@ -31,11 +31,11 @@ from aidememo.domain.semantic import (
     Fused,
     fuse,
 )
-from aidememo.domain.semantic_index import IndexState
+from aidememo.domain.semantic_index import IndexState, NearestQuery, index_wait_over
 from aidememo.domain.tokenize import split_query
 from aidememo.ports import ReadTx, Store, VectorSearch
 from aidememo.service.access import Caller, authorize
-from aidememo.service.typed_reads import TypedReads
+from aidememo.service.typed_reads import SearchQuery, SearchResult, TypedReads
 
 # SEM-5: how long a request with `at_least_seq` beyond the index waits for it.
 WAIT_S = 2.0
@@ -71,27 +71,18 @@ class SearchAnswer:
         }
 
 
+@dataclass(eq=False)
 class Searches:
     """Search in the four modes over one store and, where one is configured, one
     `VectorSearch` (None on the edge and without the `semantic` extra)."""
 
-    def __init__(
-        self,
-        store: Store,
-        lookups: TypedReads,
-        engine: VectorSearch | None = None,
-        wait_s: float = WAIT_S,
-        sleep: Callable[[float], None] = time.sleep,
-        lexical_weight: float = LEXICAL_WEIGHT,
-        semantic_floor: float = SEMANTIC_FLOOR,
-    ) -> None:
-        self.store = store
-        self.typed_reads = lookups
-        self.engine = engine
-        self.wait_s = wait_s
-        self.lexical_weight = lexical_weight  # SEM-4; the benchmark tunes it
-        self.semantic_floor = semantic_floor  # SEM-4; the benchmark tunes it
-        self._sleep = sleep
+    store: Store
+    typed_reads: TypedReads
+    engine: VectorSearch | None = None
+    wait_s: float = WAIT_S  # SEM-5's bounded wait for `at_least_seq`
+    sleep: Callable[[float], None] = time.sleep
+    lexical_weight: float = LEXICAL_WEIGHT  # SEM-4; the benchmark tunes it
+    semantic_floor: float = SEMANTIC_FLOOR  # SEM-4; the benchmark tunes it
 
     def search(
         self,
@@ -109,16 +100,20 @@ class Searches:
         if wanted not in MODES:
             raise fail(ErrorCode.INVALID_COMMAND, "mode must be lexical, semantic, hybrid or auto")
         engine = self.engine
+        request = SearchQuery(q, source_id, limit, at_least_seq)
+
+        def lexical(reason: str | None) -> SearchAnswer:
+            found = self.typed_reads.search(caller, project_id, request)
+            return _lexical_answer(found, reason)
+
         if wanted == MODE_LEXICAL:
-            return self._lexical(caller, project_id, q, source_id, limit, at_least_seq, None)
+            return lexical(None)
         if engine is None:
             if wanted == MODE_AUTO:
-                return self._lexical(
-                    caller, project_id, q, source_id, limit, at_least_seq, FALLBACK_UNAVAILABLE
-                )
+                return lexical(FALLBACK_UNAVAILABLE)
             raise fail(ErrorCode.SEMANTIC_UNAVAILABLE, f"{wanted} search is not available here")
         # The lexical path checks q, limit and at_least_seq (SRCH-1); semantic ones do too.
-        self.typed_reads.check_search(q, limit, at_least_seq)
+        request.check()
         scope = caller.scope(project_id)
         fingerprint = engine.fingerprint.text()
         if at_least_seq is not None:
@@ -165,7 +160,7 @@ class Searches:
 
         answer = self.store.read(run)
         if isinstance(answer, str):
-            return self._lexical(caller, project_id, q, source_id, limit, at_least_seq, answer)
+            return lexical(answer)
         return answer
 
     def _semantic(
@@ -184,7 +179,7 @@ class Searches:
     ) -> SearchAnswer:
         assert self.engine is not None
         k = limit if wanted == MODE_SEMANTIC else max(CANDIDATES, limit)
-        semantic = self.engine.nearest(tx, scope, state, query, k, source_id)
+        semantic = self.engine.nearest(tx, scope, state, NearestQuery(query, k, source_id))
         bodies: dict[str, bytes | None] = {}
         if wanted == MODE_SEMANTIC:
             page = SearchPage([], True)
@@ -213,41 +208,6 @@ class Searches:
             dropped,
         )
 
-    def _lexical(
-        self,
-        caller: Caller,
-        project_id: str,
-        q: str,
-        source_id: str | None,
-        limit: int,
-        at_least_seq: int | None,
-        reason: str | None,
-    ) -> SearchAnswer:
-        found = self.typed_reads.search(
-            caller, project_id, q=q, source_id=source_id, limit=limit, at_least_seq=at_least_seq
-        )
-        results = [
-            {
-                **r,
-                "lexical_score": r["score"],
-                "lexical_rank": i + 1,
-                "semantic_score": None,
-                "semantic_rank": None,
-            }
-            for i, r in enumerate(found.results)
-        ]
-        return SearchAnswer(
-            found.project_epoch,
-            found.index_seq,
-            found.mode,
-            None,
-            None,
-            reason,
-            found.exhaustive,
-            results,
-            found.terms_dropped,
-        )
-
     def _wait(
         self,
         read_head: Callable[[], tuple[int, IndexState | None] | None],
@@ -257,19 +217,36 @@ class Searches:
         """Poll the index until it reaches `at_least_seq` or `wait_s` passed (SEM-5); the
         read that follows decides what to answer."""
         deadline = time.monotonic() + self.wait_s
-        while True:
-            found = read_head()
-            if found is None:
-                return
-            head, state = found
-            if at_least_seq > head:
-                return
-            if state is not None and state.fingerprint == fingerprint:
-                if state.applied_seq >= at_least_seq:
-                    return
+        while not index_wait_over(read_head(), at_least_seq, fingerprint):
             if time.monotonic() >= deadline:
                 return
-            self._sleep(POLL_S)
+            self.sleep(POLL_S)
+
+
+def _lexical_answer(found: SearchResult, reason: str | None) -> SearchAnswer:
+    """A lexical search's result as a mode answer; `reason` says why a semantic mode fell
+    back to it (None when lexical was asked for)."""
+    results = [
+        {
+            **r,
+            "lexical_score": r["score"],
+            "lexical_rank": i + 1,
+            "semantic_score": None,
+            "semantic_rank": None,
+        }
+        for i, r in enumerate(found.results)
+    ]
+    return SearchAnswer(
+        found.project_epoch,
+        found.index_seq,
+        found.mode,
+        None,
+        None,
+        reason,
+        found.exhaustive,
+        results,
+        found.terms_dropped,
+    )
 
 
 def scope_reader(store: Store, scope: Scope) -> Callable[[], tuple[int, IndexState | None] | None]:

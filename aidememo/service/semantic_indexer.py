@@ -30,7 +30,7 @@ from aidememo import metrics
 from aidememo.domain.canonical import decode_stored
 from aidememo.domain.errors import AidememoError
 from aidememo.domain.model import ChangeOp, ChangeRecord, Scope
-from aidememo.domain.semantic_index import PendingProject, VectorRow
+from aidememo.domain.semantic_index import IndexStep, PendingProject, VectorRow
 from aidememo.ports import Embedder, ReadTx, Store, WriteTx
 
 BATCH = 64
@@ -164,10 +164,10 @@ class SemanticIndexer:
             VectorRow(fid, seq, src, vec, replaces)
             for (fid, seq, src, replaces), vec in zip(upserts, vectors, strict=True)
         ]
-        to_seq = changes[-1].seq
+        step = IndexStep(self.fingerprint, from_seq, changes[-1].seq, rows, deletes)
 
         def apply(tx: WriteTx) -> bool:
-            return tx.semantic_apply(scope, self.fingerprint, from_seq, to_seq, rows, deletes)
+            return tx.semantic_apply(scope, step)
 
         if not self.store.transaction(apply):
             return 0

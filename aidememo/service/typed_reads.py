@@ -77,6 +77,26 @@ class FactPage:
 
 
 @dataclass(frozen=True, slots=True)
+class SearchQuery:
+    """A search's arguments: the query text, the source filter, the page size, and the
+    sequence the answer must reflect (SRCH-1, SEM-5)."""
+
+    q: str
+    source_id: str | None
+    limit: int
+    at_least_seq: int | None
+
+    def check(self) -> None:
+        """The checks of a search's arguments every mode shares (SRCH-1, SEM-3)."""
+        if not 1 <= len(self.q.encode("utf-8")) <= SEARCH_QUERY_MAX_BYTES:
+            raise fail(ErrorCode.INVALID_COMMAND, f"q must be 1-{SEARCH_QUERY_MAX_BYTES} bytes")
+        if not 1 <= self.limit <= SEARCH_LIMIT_MAX:
+            raise fail(ErrorCode.INVALID_COMMAND, f"limit must be an integer 1-{SEARCH_LIMIT_MAX}")
+        if self.at_least_seq is not None and self.at_least_seq < 0:
+            raise fail(ErrorCode.INVALID_COMMAND, "at_least_seq must not be negative")
+
+
+@dataclass(frozen=True, slots=True)
 class SearchResult:
     """A search answer pinned to the head it reflects (SRCH-1)."""
 
@@ -238,38 +258,23 @@ class TypedReads:
 
         return self.store.read(run)
 
-    @staticmethod
-    def check_search(q: str, limit: int, at_least_seq: int | None) -> None:
-        """The checks of a search's arguments every mode shares (SRCH-1, SEM-3)."""
-        if not 1 <= len(q.encode("utf-8")) <= SEARCH_QUERY_MAX_BYTES:
-            raise fail(ErrorCode.INVALID_COMMAND, f"q must be 1-{SEARCH_QUERY_MAX_BYTES} bytes")
-        if not 1 <= limit <= SEARCH_LIMIT_MAX:
-            raise fail(ErrorCode.INVALID_COMMAND, f"limit must be an integer 1-{SEARCH_LIMIT_MAX}")
-        if at_least_seq is not None and at_least_seq < 0:
-            raise fail(ErrorCode.INVALID_COMMAND, "at_least_seq must not be negative")
-
-    def search(
-        self,
-        caller: Caller,
-        project_id: str,
-        *,
-        q: str,
-        source_id: str | None,
-        limit: int,
-        at_least_seq: int | None,
-    ) -> SearchResult:
+    def search(self, caller: Caller, project_id: str, query: SearchQuery) -> SearchResult:
         """Lexical search over facts; the index is the head, so no waiting (SRCH-3)."""
-        self.check_search(q, limit, at_least_seq)
-        terms, dropped = split_query(q)
+        query.check()
+        terms, dropped = split_query(query.q)
         scope = caller.scope(project_id)
 
         def run(tx: ReadTx) -> SearchResult:
             project: Project
             project, _ = authorize(tx, caller, project_id, write=False)
-            if at_least_seq is not None and at_least_seq > project.head_seq:
+            if query.at_least_seq is not None and query.at_least_seq > project.head_seq:
                 raise fail(ErrorCode.CURSOR_OUT_OF_RANGE, "at_least_seq is beyond the head")
             results: list[dict[str, object]] = []
-            page = tx.search(scope, terms, source_id, limit) if terms else SearchPage([], True)
+            page = (
+                tx.search(scope, terms, query.source_id, query.limit)
+                if terms
+                else SearchPage([], True)
+            )
             for i, hit in enumerate(page.hits):
                 if page.bodies is not None:
                     body = page.bodies[i]

@@ -114,11 +114,13 @@ class TypedWrites:
         operation: str,
         ref: ResourceRef,
         decide: Decide,
-        texts: list[tuple[str, str | None]],
+        texts: dict[str, str | None],
     ) -> Receipt:
-        """Run a typed create: its command, `decide`, and the secret check of its texts."""
+        """Run a typed create: its command, `decide`, and the secret check of its texts,
+        the payload fields named in `texts`."""
         cmd = self._command(project_id, req.command_id, operation, ref, req.payload)
-        return self.ledger.execute(caller, cmd, decide, secret=find_in_texts(texts))
+        pointed = [(f"/payload/{field}", text) for field, text in texts.items()]
+        return self.ledger.execute(caller, cmd, decide, secret=find_in_texts(pointed))
 
     def create_session(self, caller: Caller, project_id: str, req: CreateRequest) -> Receipt:
         """`session.create`: source is fixed at creation."""
@@ -138,7 +140,7 @@ class TypedWrites:
             return Decision(ChangeOp.UPSERT, body)
 
         return self._create(
-            caller, project_id, req, "session.create", ref, decide, [("/payload/topic", data.topic)]
+            caller, project_id, req, "session.create", ref, decide, {"topic": data.topic}
         )
 
     def create_fact(self, caller: Caller, project_id: str, req: CreateRequest) -> Receipt:
@@ -164,13 +166,7 @@ class TypedWrites:
             return Decision(ChangeOp.UPSERT, body, search=SearchDoc(data.fact_id, source_id, terms))
 
         return self._create(
-            caller,
-            project_id,
-            req,
-            "fact.create",
-            ref,
-            decide,
-            [("/payload/content", data.content)],
+            caller, project_id, req, "fact.create", ref, decide, {"content": data.content}
         )
 
     def create_context(self, caller: Caller, project_id: str, req: CreateRequest) -> Receipt:
@@ -202,7 +198,7 @@ class TypedWrites:
             "handoff_context.create",
             ref,
             decide,
-            [("/payload/content", data.content)],
+            {"content": data.content},
         )
 
     def send_handoff(self, caller: Caller, project_id: str, req: CreateRequest) -> Receipt:
@@ -230,20 +226,11 @@ class TypedWrites:
                     raise fail(ErrorCode.HANDOFF_CONFLICT, "context belongs to another route")
             _check_receiver(tx, p.scope, caller.actor_id, data.to_actor)
             _absent(current)
-            record = HandoffRecord(
-                handoff_id=data.handoff_id,
-                session_id=data.session_id,
-                source_id=source_id,
-                from_actor=caller.actor_id,
-                to_actor=data.to_actor,
-                focus=data.focus,
-                done_when=data.done_when,
-                context_id=data.context_id,
-            )
+            record = data.record(source_id, caller.actor_id)
             return Decision(ChangeOp.UPSERT, canonical_bytes(record.to_json()), _index_row(record))
 
-        fields = [("/payload/focus", data.focus), ("/payload/done_when", data.done_when)]
-        return self._create(caller, project_id, req, "handoff.send", ref, decide, fields)
+        texts = {"focus": data.focus, "done_when": data.done_when}
+        return self._create(caller, project_id, req, "handoff.send", ref, decide, texts)
 
     def transition(
         self, caller: Caller, project_id: str, handoff_id: str, kind: str, req: TransitionRequest

@@ -30,6 +30,8 @@ from aidememo.domain.model import (
     Membership,
     Mutation,
     Project,
+    RawOutcome,
+    RawWrite,
     Receipt,
     ResourceRef,
     Scope,
@@ -39,6 +41,7 @@ from aidememo.domain.model import (
     TokenBinding,
 )
 from aidememo.ports import ReadTx, WriteTx
+from aidememo.stores import raw_write
 from aidememo.stores.guard import not_awaitable
 from aidememo.stores.in_memory_artifacts import ArtifactMemoryTx
 from aidememo.stores.in_memory_semantic import SemanticMemoryTx
@@ -46,7 +49,6 @@ from aidememo.stores.in_memory_tables import Tables
 
 T = TypeVar("T")
 R = TypeVar("R")
-_MISSING = object()
 SCHEMA_VERSION = 1
 
 # A posting: (fact_id, source_id, tf, dl), keyed by the fact's doc_seq under (t, p, term).
@@ -54,44 +56,6 @@ SCHEMA_VERSION = 1
 
 class _MemoryTx(SemanticMemoryTx, ArtifactMemoryTx):
     """Read and write access to the tables; writes are journaled for rollback."""
-
-    def __init__(self, tables: Tables, writable: bool) -> None:
-        self._t = tables
-        self._writable = writable
-        self.undo: list[Callable[[], None]] = []
-
-    # -- journaled primitives -------------------------------------------------------------
-
-    def _set(self, table: dict[Any, Any], key: Any, value: Any) -> None:
-        if not self._writable:
-            raise fail(ErrorCode.STORAGE_FAILURE, "write attempted in a read view")
-        old = table.get(key, _MISSING)
-        if old is _MISSING:
-            self.undo.append(lambda: table.pop(key, None))
-        else:
-            self.undo.append(lambda: table.__setitem__(key, old))
-        table[key] = value
-
-    def _pop(self, table: dict[Any, Any], key: Any) -> None:
-        if not self._writable:
-            raise fail(ErrorCode.STORAGE_FAILURE, "write attempted in a read view")
-        old = table.pop(key)
-        self.undo.append(lambda: table.__setitem__(key, old))
-
-    def _append(self, table: dict[Any, list[Any]], key: Any, value: Any) -> None:
-        rows = table.get(key)
-        if rows is None:
-            rows = []
-            self._set(table, key, rows)
-        rows.append(value)
-        self.undo.append(rows.pop)
-
-    def _child(self, table: dict[Any, dict[Any, Any]], key: Any) -> dict[Any, Any]:
-        child = table.get(key)
-        if child is None:
-            child = {}
-            self._set(table, key, child)
-        return child
 
     # -- ReadTx ---------------------------------------------------------------------------
 
@@ -507,6 +471,10 @@ class InMemoryStore:
                     undo()
                 raise
             return result
+
+    def execute_raw(self, write: RawWrite) -> RawOutcome:
+        """`Store.execute_raw`: the guarded write in a transaction of this store's."""
+        return raw_write.execute_raw(self, write)
 
     def read(self, fn: Callable[[ReadTx], T]) -> T:
         """Run `fn` against the current state, with no writer in between."""

@@ -7,22 +7,15 @@ callback that raises leaves no trace here either (STORE-1).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 from aidememo.domain.artifacts import ARTIFACT_KIND, GcIntent, Publication, Reservation
 from aidememo.domain.model import ChangeRecord, Scope, StoredResource
-from aidememo.stores.in_memory_tables import ArtifactTables, Tables
+from aidememo.stores.in_memory_tables import ArtifactTables, JournaledView
 
 
-class ArtifactMemoryTx:
+class ArtifactMemoryTx(JournaledView):
     """`ArtifactReads` and `ArtifactWrites` over the reference store's tables."""
-
-    __slots__ = ()
-    _t: Tables
-    _set: Callable[[dict[Any, Any], Any, Any], None]
-    _pop: Callable[[dict[Any, Any], Any], None]
 
     @property
     def _a(self) -> ArtifactTables:

@@ -4,22 +4,15 @@ transaction's undo log."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
 
 from aidememo.domain.model import Project, Scope
-from aidememo.domain.semantic_index import IndexState, PendingProject, VectorRow
-from aidememo.stores.in_memory_tables import SemanticTables, Tables
+from aidememo.domain.semantic_index import IndexState, IndexStep, PendingProject, VectorRow
+from aidememo.stores.in_memory_tables import JournaledView, SemanticTables
 
 
-class SemanticMemoryTx:
+class SemanticMemoryTx(JournaledView):
     """The semantic index methods of `ReadTx`/`WriteTx` on the reference store."""
-
-    __slots__ = ()
-    _t: Tables
-    _set: Callable[[dict[Any, Any], Any, Any], None]
-    _pop: Callable[[dict[Any, Any], Any], None]
 
     @property
     def _semantic(self) -> SemanticTables:
@@ -74,25 +67,21 @@ class SemanticMemoryTx:
         fresh = IndexState(fingerprint, project_epoch, 0, generation)
         self._set(self._semantic.state, (t, p), fresh)
 
-    def semantic_apply(
-        self,
-        scope: Scope,
-        fingerprint: str,
-        from_seq: int,
-        to_seq: int,
-        upserts: Sequence[VectorRow],
-        deletes: Sequence[str],
-    ) -> bool:
+    def semantic_apply(self, scope: Scope, step: IndexStep) -> bool:
         t, p = scope.tenant_id, scope.project_id
         state = self._semantic.state.get((t, p))
-        if state is None or state.fingerprint != fingerprint or state.applied_seq != from_seq:
+        if (
+            state is None
+            or state.fingerprint != step.fingerprint
+            or state.applied_seq != step.from_seq
+        ):
             return False
-        replaced = 1 if deletes or any(r.replaces for r in upserts) else 0
-        moved = replace(state, applied_seq=to_seq, generation=state.generation + replaced)
+        generation = state.generation + step.generation_bump
+        moved = replace(state, applied_seq=step.to_seq, generation=generation)
         self._set(self._semantic.state, (t, p), moved)
-        for r in upserts:
+        for r in step.upserts:
             self._set(self._semantic.vectors, (t, p, r.fact_id), replace(r, replaces=False))
-        for fact_id in deletes:
+        for fact_id in step.deletes:
             if (t, p, fact_id) in self._semantic.vectors:
                 self._pop(self._semantic.vectors, (t, p, fact_id))
         return True

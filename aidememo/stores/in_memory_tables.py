@@ -1,11 +1,15 @@
 """The reference store's tables, as plain dicts: the ledger's, the artifact catalog's and the
-semantic index's. `aidememo.stores.in_memory` and its two mixins read and write them."""
+semantic index's; and `JournaledView`, the transaction view's base, whose writes go through an
+undo log. `aidememo.stores.in_memory` and its two mixins read and write the tables."""
 
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
+from typing import Any
 
 from aidememo.domain.artifacts import GcIntent, Reservation
+from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.model import (
     Actor,
     AuditRow,
@@ -21,6 +25,7 @@ from aidememo.domain.model import (
 from aidememo.domain.semantic_index import IndexState, VectorRow
 
 Posting = tuple[str, str, int, int]
+_MISSING = object()
 
 
 class ArtifactTables:
@@ -67,3 +72,44 @@ class Tables:
         self.page_token_key = secrets.token_bytes(32)
         self.artifacts = ArtifactTables()  # the artifact catalog (ART-*)
         self.semantic = SemanticTables()  # the derived semantic index (SEM-6)
+
+
+class JournaledView:
+    """A view of the tables whose writes are journaled: each `_set`/`_pop` records its undo,
+    so the store rolls a failed callback back (STORE-1); a read view refuses writes."""
+
+    def __init__(self, tables: Tables, writable: bool) -> None:
+        self._t = tables
+        self._writable = writable
+        self.undo: list[Callable[[], None]] = []
+
+    def _set(self, table: dict[Any, Any], key: Any, value: Any) -> None:
+        if not self._writable:
+            raise fail(ErrorCode.STORAGE_FAILURE, "write attempted in a read view")
+        old = table.get(key, _MISSING)
+        if old is _MISSING:
+            self.undo.append(lambda: table.pop(key, None))
+        else:
+            self.undo.append(lambda: table.__setitem__(key, old))
+        table[key] = value
+
+    def _pop(self, table: dict[Any, Any], key: Any) -> None:
+        if not self._writable:
+            raise fail(ErrorCode.STORAGE_FAILURE, "write attempted in a read view")
+        old = table.pop(key)
+        self.undo.append(lambda: table.__setitem__(key, old))
+
+    def _append(self, table: dict[Any, list[Any]], key: Any, value: Any) -> None:
+        rows = table.get(key)
+        if rows is None:
+            rows = []
+            self._set(table, key, rows)
+        rows.append(value)
+        self.undo.append(rows.pop)
+
+    def _child(self, table: dict[Any, dict[Any, Any]], key: Any) -> dict[Any, Any]:
+        child = table.get(key)
+        if child is None:
+            child = {}
+            self._set(table, key, child)
+        return child

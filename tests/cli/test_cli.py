@@ -93,7 +93,7 @@ def authenticate(db: Path, token_text: str) -> str | None:
 # -- token new --------------------------------------------------------------------------------
 
 
-def test_token_new_writes_64_hex_and_newline_mode_0600(
+def test_adm6_token_new_writes_64_hex_and_newline_mode_0600(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "t.token"
@@ -108,7 +108,7 @@ def test_token_new_writes_64_hex_and_newline_mode_0600(
     assert raw[:64].decode() not in out
 
 
-def test_token_new_is_0600_whatever_the_umask(
+def test_adm6_token_new_is_0600_whatever_the_umask(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     old = os.umask(0o000)
@@ -119,7 +119,9 @@ def test_token_new_is_0600_whatever_the_umask(
     assert stat.S_IMODE((tmp_path / "t.token").stat().st_mode) == 0o600
 
 
-def test_token_new_refuses_to_overwrite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_adm6_token_new_refuses_to_overwrite(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "t.token"
     path.write_text("keep me\n")
     code, out, err = run(capsys, "token", "new", "--out", str(path))
@@ -129,7 +131,9 @@ def test_token_new_refuses_to_overwrite(tmp_path: Path, capsys: pytest.CaptureFi
     assert path.read_text() == "keep me\n"
 
 
-def test_token_new_two_tokens_differ(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_adm6_token_new_two_tokens_differ(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert new_token(capsys, tmp_path / "a") != new_token(capsys, tmp_path / "b")
 
 
@@ -162,7 +166,7 @@ def test_boot1_bootstrap_prints_identity_and_is_idempotent(
     assert authenticate(db, text) == "a1"
 
 
-def test_bootstrap_token_text_and_digest_never_printed(
+def test_adm6_bootstrap_token_text_and_digest_never_printed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     token = tmp_path / "a1.token"
@@ -172,7 +176,7 @@ def test_bootstrap_token_text_and_digest_never_printed(
     assert token_digest(text).hex() not in out + err
 
 
-def test_bootstrap_with_another_actor_adds_a_member(
+def test_boot1_bootstrap_with_another_actor_adds_a_member(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "db.sqlite"
@@ -241,7 +245,7 @@ def test_boot1_bootstrap_conflict_fails_with_no_change(
     assert dump(db) == before
 
 
-def test_bootstrap_missing_token_file_is_an_error_and_creates_nothing(
+def test_adm5_bootstrap_missing_token_file_is_an_error_and_creates_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], isolated_env: Path
 ) -> None:
     missing = tmp_path / "nope.token"
@@ -262,7 +266,7 @@ def test_bootstrap_missing_token_file_is_an_error_and_creates_nothing(
     assert not (isolated_env / "ssot.sqlite").exists()
 
 
-def test_bootstrap_empty_token_file_is_an_error(
+def test_adm5_bootstrap_empty_token_file_is_an_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     token = tmp_path / "empty.token"
@@ -271,7 +275,7 @@ def test_bootstrap_empty_token_file_is_an_error(
     assert code == 1 and "is empty" in err
 
 
-def test_bootstrap_invalid_identifier_is_one_line(
+def test_id1_adm5_bootstrap_invalid_identifier_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     new_token(capsys, tmp_path / "a1.token")
@@ -280,7 +284,7 @@ def test_bootstrap_invalid_identifier_is_one_line(
     assert "invalid_identifier" in err and err.count("\n") == 1
 
 
-def test_bootstrap_default_database_is_in_home_with_0700_dir(
+def test_store7_bootstrap_default_database_is_in_home_with_0700_dir(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], isolated_env: Path
 ) -> None:
     new_token(capsys, tmp_path / "a1.token")
@@ -303,7 +307,7 @@ def test_bootstrap_default_database_is_in_home_with_0700_dir(
     assert stat.S_IMODE((isolated_env / "ssot.sqlite").stat().st_mode) == 0o600
 
 
-def test_flags_come_from_environment_and_flags_win(
+def test_adm5_flags_come_from_environment_and_flags_win(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     db = tmp_path / "env.sqlite"
@@ -321,7 +325,7 @@ def test_flags_come_from_environment_and_flags_win(
     assert db.exists()
 
 
-def test_bad_environment_value_is_a_usage_error(
+def test_adm5_bad_environment_value_is_a_usage_error(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("AIDEMEMO_PORT", "eighty")
@@ -329,13 +333,15 @@ def test_bad_environment_value_is_a_usage_error(
     assert code == 2 and "AIDEMEMO_PORT" in err
 
 
-def test_missing_required_flag_names_flag_and_variable(capsys: pytest.CaptureFixture[str]) -> None:
+def test_adm5_missing_required_flag_names_flag_and_variable(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     code, _, err = run(capsys, "bootstrap", "--tenant-id", "t1")
     assert code == 2
     assert "--project-id is required (or set AIDEMEMO_PROJECT_ID)" in err
 
 
-def test_unreachable_postgres_url_is_one_line_without_the_password(
+def test_adm5_unreachable_postgres_url_is_one_line_without_the_password(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     code, _, err = run(capsys, "health", "--database", "postgresql://u@127.0.0.1:1/db")
@@ -346,7 +352,7 @@ def test_unreachable_postgres_url_is_one_line_without_the_password(
     assert code == 1 and "secret" not in err and "Traceback" not in err
 
 
-def test_describe_database_hides_password() -> None:
+def test_adm5_describe_database_hides_password() -> None:
     shown = describe_database("postgresql://app:hunter2@db.internal:5433/aidememo")
     assert "hunter2" not in shown and "app:***@db.internal:5433" in shown
 
@@ -380,7 +386,7 @@ def test_auth5_admin_member_suspend_and_reactivate(
     assert code == 0 and _member(db, "a1") == (Role.WRITER, MemberStatus.ACTIVE)
 
 
-def test_admin_member_role_change(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_adm2_admin_member_role_change(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "db.sqlite"
     new_token(capsys, tmp_path / "a1.token")
     bootstrap(capsys, db, tmp_path / "a1.token")
@@ -400,7 +406,7 @@ def test_admin_member_role_change(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert _member(db, "a1") == (Role.READER, MemberStatus.ACTIVE)
 
 
-def test_admin_member_needs_exactly_one_change(
+def test_adm5_admin_member_needs_exactly_one_change(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     base = ["admin", "member", "--database", str(tmp_path / "db.sqlite")]
@@ -412,7 +418,7 @@ def test_admin_member_needs_exactly_one_change(
     assert exc.value.code == 2
 
 
-def test_admin_member_unknown_member_fails(
+def test_adm2_admin_member_unknown_member_fails(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "db.sqlite"
@@ -426,7 +432,7 @@ def test_admin_member_unknown_member_fails(
     assert code == 1 and "resource_not_found" in err
 
 
-def test_admin_token_revoke_unknown_token_fails(
+def test_adm2_admin_token_revoke_unknown_token_fails(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     new_token(capsys, tmp_path / "a1.token")
@@ -443,7 +449,7 @@ def test_admin_token_revoke_unknown_token_fails(
 # -- health, version, serve refusals ----------------------------------------------------------
 
 
-def test_health_reports_mode_schema_and_database(
+def test_adm5_health_reports_mode_schema_and_database(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "db.sqlite"
@@ -455,7 +461,7 @@ def test_health_reports_mode_schema_and_database(
     assert doc["database"] == str(db)
 
 
-def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+def test_adm5_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["--version"])
     assert exc.value.code == 0
@@ -478,11 +484,11 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
         ("", False),
     ],
 )
-def test_is_loopback(host: str, loopback: bool) -> None:
+def test_deploy7_is_loopback(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
 
 
-def test_serve_refuses_non_loopback_host(
+def test_deploy7_serve_refuses_non_loopback_host(
     capsys: pytest.CaptureFixture[str], isolated_env: Path
 ) -> None:
     code, _, err = run(capsys, "serve", "--host", "0.0.0.0")
@@ -491,7 +497,7 @@ def test_serve_refuses_non_loopback_host(
     assert not isolated_env.exists()  # refused before anything was created
 
 
-def test_serve_without_origin_extra_says_how_to_install(
+def test_adm5_serve_without_origin_extra_says_how_to_install(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real = importlib.util.find_spec

@@ -91,7 +91,7 @@ def provisioned(capsys: pytest.CaptureFixture[str], tmp_path: Path, db: Path) ->
 # -- --database mode --------------------------------------------------------------------------
 
 
-def test_export_writes_a_new_0600_file_atomically_and_prints_counts(
+def test_adm6_arc1_export_writes_a_new_0600_file_atomically_and_prints_counts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "a.sqlite"
@@ -122,7 +122,7 @@ def test_export_writes_a_new_0600_file_atomically_and_prints_counts(
     assert summary["lines_sha256"] == manifest["lines_sha256"]
 
 
-def test_export_options_project_and_token_digests(
+def test_arc1_export_options_project_and_token_digests(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "a.sqlite"
@@ -142,7 +142,7 @@ def test_export_options_project_and_token_digests(
     assert summary["counts"]["project"] == 1 and summary["counts"]["actor"] == 1
 
 
-def test_export_refuses_to_overwrite_and_unknown_tenants(
+def test_adm6_export_refuses_to_overwrite_and_unknown_tenants(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "a.sqlite"
@@ -161,7 +161,7 @@ def test_export_refuses_to_overwrite_and_unknown_tenants(
     assert not [name for name in os.listdir(tmp_path) if name.endswith(".part")]
 
 
-def test_import_into_a_fresh_database_then_refuses_existing_scopes(
+def test_arc2_import_into_a_fresh_database_then_refuses_existing_scopes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db, fresh = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
@@ -189,7 +189,7 @@ def test_import_into_a_fresh_database_then_refuses_existing_scopes(
     assert history(back) == history(out)
 
 
-def test_import_refuses_missing_and_tampered_files(
+def test_arc2_import_refuses_missing_and_tampered_files(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db, fresh = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
@@ -212,7 +212,7 @@ def test_import_refuses_missing_and_tampered_files(
         store.close()
 
 
-def test_delete_tenant_needs_confirmation_and_prints_counts(
+def test_arc4_delete_tenant_needs_confirmation_and_prints_counts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "a.sqlite"
@@ -239,7 +239,7 @@ def test_delete_tenant_needs_confirmation_and_prints_counts(
     assert history(again) == history(keep)
 
 
-def test_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_adm5_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(["admin", "export", "--database", "x.sqlite", "--url", "https://example.invalid",
               "--tenant-id", TENANT, "--out", "x"])  # fmt: skip
@@ -262,7 +262,7 @@ def test_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert code == 1 and "does not exist" in one_line(err)
 
 
-def test_import_over_the_request_limit_is_refused_before_any_request(
+def test_adm4_import_over_the_request_limit_is_refused_before_any_request(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     admin = tmp_path / "admin.token"
@@ -276,7 +276,7 @@ def test_import_over_the_request_limit_is_refused_before_any_request(
     assert code == 1 and "--database" in one_line(err) and "cannot reach" not in err
 
 
-def test_serve_takes_the_admin_token_file_from_the_environment(
+def test_deploy7_serve_takes_the_admin_token_file_from_the_environment(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import origin.serve_command
@@ -296,7 +296,7 @@ def test_serve_takes_the_admin_token_file_from_the_environment(
 
 
 @pytest.mark.postgres
-def test_postgres_export_import_into_sqlite_and_back(
+def test_arc5_postgres_export_import_into_sqlite_and_back(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pg.fresh_database() as source, pg.fresh_database() as back:
@@ -358,7 +358,7 @@ def origin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Origin]:
         running.server.kill()
 
 
-def test_url_bootstrap_sends_the_digest_and_is_idempotent(
+def test_adm2_url_bootstrap_sends_the_digest_and_is_idempotent(
     origin: Origin, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     token = tmp_path / "m.token"
@@ -377,7 +377,7 @@ def test_url_bootstrap_sends_the_digest_and_is_idempotent(
     assert text.encode() not in origin.db.read_bytes()
 
 
-def test_url_member_changes_and_revocation_take_effect(
+def test_adm2_url_member_changes_and_revocation_take_effect(
     origin: Origin, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     token = tmp_path / "m.token"
@@ -405,7 +405,7 @@ def test_url_member_changes_and_revocation_take_effect(
     assert code == 1 and "resource_not_found" in one_line(err)
 
 
-def test_url_admin_token_rules(
+def test_adm1_url_admin_token_rules(
     origin: Origin, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     member = tmp_path / "m.token"
@@ -432,7 +432,7 @@ def test_url_admin_token_rules(
     assert not out.exists()
 
 
-def test_url_export_import_and_delete_tenant(
+def test_adm3_url_export_import_and_delete_tenant(
     origin: Origin, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     tenant = "url_archive"

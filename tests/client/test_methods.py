@@ -212,6 +212,21 @@ def test_client3_omitted_ids_are_ulids_and_command_ids_are_derived(
     assert [path for _, path, _ in transport.sent].count(f"{P}/facts") == 1
 
 
+def test_client3_a_keyword_a_method_does_not_take_is_refused_before_sending(
+    api: Api, connect: Connect
+) -> None:
+    writer, transport = connect(WRITER)
+    for call in (
+        lambda: writer.create_fact("s", "c", source_id="x"),
+        lambda: writer.send_handoff("s", "a", fokus="x"),
+        lambda: writer.accept_handoff("h", claim="x"),
+        lambda: writer.return_handoff("h", "f", result_artifact="x"),
+    ):
+        with pytest.raises(TypeError, match="unexpected keyword argument"):
+            call()
+    assert transport.sent == []
+
+
 def test_client4_a_body_that_is_not_json_is_refused_before_sending(
     api: Api, connect: Connect
 ) -> None:

@@ -56,7 +56,7 @@ def _files(outdir: Path) -> set[str]:
     return {p.relative_to(outdir).as_posix() for p in outdir.rglob("*") if p.is_file()}
 
 
-def test_bundle_has_worker_entry(bundle: Path) -> None:
+def test_deploy9_bundle_has_worker_entry(bundle: Path) -> None:
     files = _files(bundle)
     # wrangler writes the main module under its basename at the bundle root.
     assert "entry.py" in files
@@ -64,7 +64,7 @@ def test_bundle_has_worker_entry(bundle: Path) -> None:
     assert "worker/__init__.py" in files
 
 
-def test_bundle_has_core_files(bundle: Path) -> None:
+def test_deploy9_bundle_has_core_files(bundle: Path) -> None:
     files = _files(bundle)
     for name in ("aidememo/__init__.py", "aidememo/ports.py", "aidememo/domain/__init__.py"):
         if (REPO / name).exists():
@@ -77,7 +77,7 @@ def test_bundle_has_core_files(bundle: Path) -> None:
                 assert rel in files, rel
 
 
-def test_bundle_excludes_non_edge_code(bundle: Path) -> None:
+def test_deploy9_bundle_excludes_non_edge_code(bundle: Path) -> None:
     forbidden = (
         "tests/",
         "origin/",
@@ -90,7 +90,7 @@ def test_bundle_excludes_non_edge_code(bundle: Path) -> None:
     assert not leaked, leaked
 
 
-def test_bundle_is_python_only(bundle: Path) -> None:
+def test_deploy9_bundle_is_python_only(bundle: Path) -> None:
     # Only .py modules (and wrangler's README) go up: no sources of node_modules or the venv;
     # the vendored distributions add their METADATA (read by importlib.metadata at import),
     # the Workers SDK its JavaScript helper and its .pth loader.
@@ -142,7 +142,7 @@ def test_deploy9_dry_run_uploads_the_vendored_sdk_and_pg8000(dry_run: DryRun) ->
     assert not (REPO / "build" / "python_modules").exists()
 
 
-def test_vendored_pins_match_what_pg8000_requires() -> None:
+def test_deploy9_vendored_pins_match_what_pg8000_requires() -> None:
     """The pins are the installed versions, and pg8000's own requirements are all vendored."""
     from importlib import metadata
 
@@ -165,7 +165,7 @@ def test_vendored_pins_match_what_pg8000_requires() -> None:
     assert seen == set(vendored), seen
 
 
-def test_vendored_folder_alone_imports_pg8000(tmp_path: Path) -> None:
+def test_deploy9_vendored_folder_alone_imports_pg8000(tmp_path: Path) -> None:
     """The vendored folder is all pg8000 needs: a bare interpreter (no site-packages) imports
     it, and importlib.metadata finds every version from the vendored METADATA."""
     out, vendor = tmp_path / "build", tmp_path / "python_modules"
@@ -200,7 +200,7 @@ def test_vendored_folder_alone_imports_pg8000(tmp_path: Path) -> None:
     assert inside.returncode == 2 and "module root" in inside.stderr
 
 
-def test_build_edge_skips_pycache(tmp_path: Path) -> None:
+def test_deploy9_build_edge_skips_pycache(tmp_path: Path) -> None:
     out = tmp_path / "build"
     subprocess.run(
         [sys.executable, str(REPO / "scripts" / "build_edge.py"), "--out", str(out),
@@ -218,7 +218,7 @@ def _config() -> dict[str, Any]:
     return tomllib.loads((REPO / "wrangler.toml").read_text())
 
 
-def test_dry_run_lists_every_binding(dry_run: DryRun) -> None:
+def test_deploy8_dry_run_lists_every_binding(dry_run: DryRun) -> None:
     out = " ".join(dry_run.output.split())
     for binding in (
         "env.PROJECTS (ProjectCoordinator) Durable Object",
@@ -234,7 +234,7 @@ def test_dry_run_lists_every_binding(dry_run: DryRun) -> None:
     assert "Hyperdrive" not in out  # the default deploy needs none (DEPLOY-8)
 
 
-def test_config_declares_sqlite_objects_the_entry_exports() -> None:
+def test_deploy8_config_declares_sqlite_objects_the_entry_exports() -> None:
     config = _config()
     assert config["compatibility_date"] >= "2026-09-08"
     assert config["compatibility_flags"] == ["python_workers"]
@@ -265,7 +265,7 @@ def test_art10_config_declares_the_r2_binding() -> None:
     assert 'BINDING = "ARTIFACTS"' in (REPO / "worker" / "artifacts.py").read_text()
 
 
-def test_config_declares_the_hyperdrive_binding() -> None:
+def test_deploy8_config_declares_the_hyperdrive_binding() -> None:
     config = _config()
     assert "hyperdrive" not in config  # only the postgres environment has one (DEPLOY-8)
     (hd,) = config["env"]["postgres"]["hyperdrive"]

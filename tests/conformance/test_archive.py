@@ -20,7 +20,7 @@ from aidememo.ports import Store
 from aidememo.service.access import Caller
 from aidememo.service.archive import Archive
 from aidememo.service.ledger_reads import LedgerReads
-from aidememo.service.typed_reads import TypedReads
+from aidememo.service.typed_reads import SearchQuery, TypedReads
 from aidememo.service.typed_writes import TypedWrites
 from aidememo.stores.sqlite import SqliteStore
 from tests import pg
@@ -117,8 +117,7 @@ def _views(store: Store, caller: Caller) -> tuple[object, ...]:
                for r in feed.records]  # fmt: skip
     box = lookups.mailbox(caller, PROJECT, box="outbox", source_id=None,
                           include_completed=None, before_seq=None, limit=100)  # fmt: skip
-    hits = lookups.search(caller, PROJECT, q="서버 cluster", source_id=None, limit=10,
-                          at_least_seq=None)  # fmt: skip
+    hits = lookups.search(caller, PROJECT, SearchQuery("서버 cluster", None, 10, None))
     audit = store.read(lambda tx: tx.list_audit(caller.scope(PROJECT)))
     receipts = store.read(lambda tx: tx.list_receipts(caller.scope(PROJECT)))
     return (snap.at_seq, snap.resources, records, feed.next_after_seq, box, hits.results,

@@ -122,7 +122,7 @@ def test_ident10_membership_scope_isolation(backend: Backend) -> None:
     _run(backend, "IDENT-10")
 
 
-def test_conformance_suite_is_complete() -> None:
+def test_suite1_conformance_suite_is_complete() -> None:
     ids = [check.rule_id for check in CHECKS]
     assert len(ids) == 25 and len(set(ids)) == 25
     assert sum(i.startswith("LEDGER-") for i in ids) == 15

@@ -147,7 +147,7 @@ def _run_rows_calls() -> set[str]:
 
 
 @pytest.mark.parametrize("rules", groups())
-def test_every_group_of_the_table_is_run_here(rules: str) -> None:
+def test_suite1_every_group_of_the_table_is_run_here(rules: str) -> None:
     assert rules in _run_rows_calls(), f"no test runs the hostile rows of {rules}"
 
 

@@ -48,7 +48,7 @@ def _raw_fact_put(**overrides: Any) -> dict[str, Any]:
 # -- A ---------------------------------------------------------------------------------------
 
 
-def test_http_a_health_reports_mode_and_schema_version(api: Api) -> None:
+def test_ready2_http_a_health_reports_mode_and_schema_version(api: Api) -> None:
     body = api.get("/health", None).expect(200)
     assert body["status"] == "ok"
     assert body["mode"] in ("single_node", "postgres", "edge")
@@ -70,7 +70,7 @@ def test_ready1_ready3_ready_answers_200_ok_with_the_mode(api: Api) -> None:
     api.call("POST", "/ready").expect(405, "method_not_allowed")
 
 
-def test_http_a_identity_comes_from_the_token(api: Api) -> None:
+def test_auth3_http_a_identity_comes_from_the_token(api: Api) -> None:
     assert api.get(f"{P}/identity", WRITER).expect(200) == {
         "tenant_id": TENANT,
         "project_id": PROJECT,
@@ -83,7 +83,7 @@ def test_http_a_identity_comes_from_the_token(api: Api) -> None:
     api.get(f"{P}/identity", None).expect(401, "authentication_failed")
 
 
-def test_http_a_authentication_and_identity_override_fail_closed(api: Api) -> None:
+def test_auth2_cmd2_cmd4_http_a_authentication_and_identity_override_fail_closed(api: Api) -> None:
     api.post("/v1/commands", _raw_fact_put(), None).expect(401, "authentication_failed")
     api.call("POST", "/v1/commands", token="unknown-token", json=_raw_fact_put()).expect(
         401, "authentication_failed"
@@ -244,7 +244,7 @@ def _complete_c(api: Api) -> dict[str, Any]:
     return state
 
 
-def test_http_c1_session_create_replay_and_foreign_actor_conflict(api: Api) -> None:
+def test_cmd3_typ3_http_c1_session_create_replay_and_foreign_actor_conflict(api: Api) -> None:
     receipt = api.post(f"{P}/sessions", _session_body()).expect(200)
     assert receipt["revision"] == 1
     assert receipt["resource"] == {"kind": "session", "id": SESSION}
@@ -297,7 +297,7 @@ def test_ho1_context_and_two_sends(api: Api) -> None:
     }
 
 
-def test_http_c2_context_for_another_route_is_handoff_conflict(api: Api) -> None:
+def test_typ4_http_c2_context_for_another_route_is_handoff_conflict(api: Api) -> None:
     _setup_c(api)
     # context_p2 names handoff_p2 and codex-p2; using it elsewhere is refused
     wrong_handoff = _send_body("handoff_x", context_id="context_p2")
@@ -314,7 +314,7 @@ def test_http_c2_context_for_another_route_is_handoff_conflict(api: Api) -> None
     api.post(f"{P}/handoffs", wrong_receiver).expect(409, "handoff_conflict")
 
 
-def test_http_c3_inbox_pages_newest_first_with_exclusive_before_seq(api: Api) -> None:
+def test_mbx1_mbx2_http_c3_inbox_pages_newest_first_with_exclusive_before_seq(api: Api) -> None:
     _setup_c(api)
     page = api.get(f"{P}/handoffs", RECEIVER, query="box=inbox&limit=1").expect(200)
     assert [a["record"]["handoff_id"] for a in page["assignments"]] == ["handoff_p2_second"]
@@ -338,7 +338,7 @@ def test_http_c3_inbox_pages_newest_first_with_exclusive_before_seq(api: Api) ->
     assert len(same.expect(200)["assignments"]) == 2
 
 
-def test_http_c4_send_to_reader_is_400(api: Api) -> None:
+def test_typ4_http_c4_send_to_reader_is_400(api: Api) -> None:
     _setup_c(api)
     body = {
         "command_id": "command_send_reader",
@@ -347,7 +347,7 @@ def test_http_c4_send_to_reader_is_400(api: Api) -> None:
     api.post(f"{P}/handoffs", body).expect(400, "invalid_command")
 
 
-def test_http_c5_only_the_receiver_accepts(api: Api) -> None:
+def test_ho2_ho7_http_c5_only_the_receiver_accepts(api: Api) -> None:
     _setup_c(api)
     _accept(api, "handoff_p2", "claim_p2", 1, as_=WRITER).expect(403, "handoff_actor_mismatch")
     _accept(api, "handoff_p2", "claim_p2", 1, as_=HERMES).expect(403, "handoff_actor_mismatch")
@@ -384,7 +384,9 @@ def test_ho4_return_evidence_and_claim_are_checked(api: Api) -> None:
     assert receipt["revision"] == 3
 
 
-def test_http_c8_accept_replayed_after_completion_returns_the_original_receipt(api: Api) -> None:
+def test_cmd3_http_c8_accept_replayed_after_completion_returns_the_original_receipt(
+    api: Api,
+) -> None:
     state = _complete_c(api)
     api.clock.advance(1_000_000)
     assert _accept(api, "handoff_p2", "claim_p2", 1).expect(200) == state["accept"]
@@ -392,7 +394,7 @@ def test_http_c8_accept_replayed_after_completion_returns_the_original_receipt(a
     assert again == state["return"]
 
 
-def test_http_c9_status_and_inbox_after_completion(api: Api) -> None:
+def test_ho4_mbx1_http_c9_status_and_inbox_after_completion(api: Api) -> None:
     _complete_c(api)
     status = api.status_of("handoff_p2", RECEIVER)
     assert status["revision"] == 3
@@ -461,7 +463,7 @@ def test_feed4_vis1_hidden_changes_still_advance_the_cursor(api: Api) -> None:
         assert len(mine["entries"]) == at_seq
 
 
-def test_http_c12_second_route_to_hermes(api: Api) -> None:
+def test_ho4_http_c12_second_route_to_hermes(api: Api) -> None:
     _complete_c(api)
     send = {
         "command_id": "command_send_hermes",

@@ -13,18 +13,18 @@ from tests.contract.support import Api
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_openapi_committed_file_equals_generated() -> None:
+def test_http15_openapi_committed_file_equals_generated() -> None:
     committed = (ROOT / "openapi.json").read_text(encoding="utf-8")
     assert committed == document_text(ROUTES), "run scripts/gen_openapi.py and commit openapi.json"
 
 
-def test_openapi_served_document_equals_generated(api: Api) -> None:
+def test_http15_openapi_served_document_equals_generated(api: Api) -> None:
     reply = api.get("/openapi.json", None)
     assert reply.expect(200) == json.loads(document_text(ROUTES))
     assert reply.headers["content-type"].startswith("application/json")
 
 
-def test_openapi_covers_every_route_with_closed_bodies() -> None:
+def test_http15_openapi_covers_every_route_with_closed_bodies() -> None:
     doc = document(ROUTES)
     assert doc["openapi"] == "3.1.0"
     for route in ROUTES:

@@ -33,7 +33,7 @@ def _outbox_count(api: Api, actor: str, box: str, handoff_id: str) -> int:
     return sum(1 for a in page["assignments"] if a["record"]["handoff_id"] == handoff_id)
 
 
-def test_scenario_t_server_steps(api: Api) -> None:
+def test_cmd3_scenario_t_server_steps(api: Api) -> None:
     # 1. A's session
     api.session(SESSION, source_id=SOURCE, as_=WRITER)
     # 2-3. the send commits, but its response is lost: the server state shows it
@@ -112,7 +112,7 @@ def test_scenario_t_server_steps(api: Api) -> None:
     assert coords[("handoff", "H2")] == 1
 
 
-def test_scenario_t_lost_create_response_retried_under_changed_state(api: Api) -> None:
+def test_cmd3_scenario_t_lost_create_response_retried_under_changed_state(api: Api) -> None:
     """A fact create whose response was lost is replayed even after its session moved on."""
     api.session(SESSION, source_id=SOURCE)
     first = api.fact("F_lost", SESSION, "lost response")

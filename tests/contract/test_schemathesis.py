@@ -84,7 +84,7 @@ schema = schemathesis.openapi.from_dict(document(ROUTES))
     suppress_health_check=list(HealthCheck),
     database=None,
 )
-def test_openapi_schemathesis_no_5xx_and_every_answer_in_the_schema(
+def test_http2_http15_openapi_schemathesis_no_5xx_and_every_answer_in_the_schema(
     case: Any, live: tuple[str, str, Any]
 ) -> None:
     base_url, token, session = live

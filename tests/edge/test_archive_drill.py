@@ -119,7 +119,7 @@ def _tenant_rows(rt: Runtime) -> dict[str, int]:
     return left
 
 
-def test_drill_edge_to_sqlite_origin_to_edge(
+def test_arc5_drill_edge_to_sqlite_origin_to_edge(
     tmp_path: Path, clock: FixedClock, edge_a: Runtime
 ) -> None:
     api = _populate(edge_a, clock)
@@ -193,7 +193,7 @@ def test_drill_edge_to_sqlite_origin_to_edge(
         edge_b.close()
 
 
-def test_project_export_and_deletion_checks(edge_a: Runtime, clock: FixedClock) -> None:
+def test_arc1_arc4_project_export_and_deletion_checks(edge_a: Runtime, clock: FixedClock) -> None:
     _populate(edge_a, clock)
     status, _, body = edge_a.admin(
         "GET", f"/v1/admin/tenants/{TENANT}/export?project_id={OTHER_PROJECT}"
@@ -210,7 +210,7 @@ def test_project_export_and_deletion_checks(edge_a: Runtime, clock: FixedClock) 
     assert (status, body["error"]["code"]) == (404, "resource_not_found")
 
 
-def test_pages_between_worker_and_objects_stay_under_1_mib(
+def test_arc7_pages_between_worker_and_objects_stay_under_1_mib(
     tmp_path: Path, clock: FixedClock, edge_a: Runtime
 ) -> None:
     api = Api("edge", EdgeClient(edge_a), EdgeIdentity(edge_a), clock)  # type: ignore[arg-type]
@@ -251,7 +251,7 @@ def test_pages_between_worker_and_objects_stay_under_1_mib(
         edge_b.close()
 
 
-def test_abandoned_export_snapshot_is_dropped_by_the_alarm(
+def test_arc8_abandoned_export_snapshot_is_dropped_by_the_alarm(
     edge_a: Runtime, clock: FixedClock
 ) -> None:
     _populate(edge_a, clock)

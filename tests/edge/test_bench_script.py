@@ -10,7 +10,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_bench_edge_overhead_prints_the_design_json_line(tmp_path: Path) -> None:
+def test_bench1_bench_edge_overhead_prints_the_design_json_line(tmp_path: Path) -> None:
     proc = subprocess.run(
         [
             sys.executable,

@@ -92,7 +92,9 @@ def _changes(edge: Edge, token: str) -> list[dict[str, Any]]:
 # -- the binding --------------------------------------------------------------------------
 
 
-def test_hyperdrive_binding_names_the_transaction_mode_pooler(edge: Edge, db: pg.Database) -> None:
+def test_edge6_hyperdrive_binding_names_the_transaction_mode_pooler(
+    edge: Edge, db: pg.Database
+) -> None:
     """The double's binding points at PgBouncer, never straight at the cluster."""
     hd = edge.runtime.env.HYPERDRIVE
     bouncer = urlsplit(pg.pgbouncer_url())
@@ -101,7 +103,7 @@ def test_hyperdrive_binding_names_the_transaction_mode_pooler(edge: Edge, db: pg
     assert hd.user == db.name and hd.connectionString.startswith("postgresql://")
 
 
-def test_health_reports_the_postgres_schema_version_without_touching_the_database(
+def test_edge6_health_reports_the_postgres_schema_version_without_touching_the_database(
     tmp_path: Path,
 ) -> None:
     with pg.fresh_database(migrated=False, pooled=True) as bare:
@@ -127,7 +129,7 @@ def _logged(caplog: pytest.LogCaptureFixture) -> str:
     return text
 
 
-def test_unmigrated_schema_is_a_clear_storage_failure_and_stays_empty(
+def test_edge6_unmigrated_schema_is_a_clear_storage_failure_and_stays_empty(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level("WARNING", logger="aidememo.edge")
@@ -154,7 +156,7 @@ def test_unmigrated_schema_is_a_clear_storage_failure_and_stays_empty(
         assert _tables(bare) == set()
 
 
-def test_older_schema_is_refused_until_migrated_then_served(
+def test_edge6_older_schema_is_refused_until_migrated_then_served(
     tmp_path: Path, db: pg.Database, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level("WARNING", logger="aidememo.edge")
@@ -171,14 +173,14 @@ def test_older_schema_is_refused_until_migrated_then_served(
         assert e.get(P + "/identity", e.token("t1", "a1"))[0] == 200
 
 
-def test_newer_schema_is_refused(tmp_path: Path, db: pg.Database) -> None:
+def test_edge6_store6_newer_schema_is_refused(tmp_path: Path, db: pg.Database) -> None:
     _set_version(db, PG_SCHEMA_VERSION + 1)
     for e in _pg_edge(tmp_path, db):
         status, body = e.bootstrap("t1", "p1", "a1")
         assert (status, body["error"]["code"]) == (503, "storage_failure"), body
 
 
-def test_unknown_storage_mode_is_refused(tmp_path: Path, db: pg.Database) -> None:
+def test_edge6_unknown_storage_mode_is_refused(tmp_path: Path, db: pg.Database) -> None:
     for e in _pg_edge(tmp_path, db, vars={"STORAGE_MODE": "mysql"}):
         status, body = e.bootstrap("t1", "p1", "a1")
         assert (status, body["error"]["code"]) == (503, "storage_failure")
@@ -187,7 +189,7 @@ def test_unknown_storage_mode_is_refused(tmp_path: Path, db: pg.Database) -> Non
 # -- tokens and admin go to PostgreSQL ------------------------------------------------------
 
 
-def test_tokens_and_admin_live_in_postgres_not_in_the_directory_objects(
+def test_edge6_tokens_and_admin_live_in_postgres_not_in_the_directory_objects(
     edge: Edge, db: pg.Database
 ) -> None:
     assert edge.bootstrap("t1", "p1", "a1")[0] == 200
@@ -215,7 +217,9 @@ def test_tokens_and_admin_live_in_postgres_not_in_the_directory_objects(
         store.close()
 
 
-def test_token_lookup_through_postgres_is_cached_at_most_30_s(edge: Edge, db: pg.Database) -> None:
+def test_edge3_token_lookup_through_postgres_is_cached_at_most_30_s(
+    edge: Edge, db: pg.Database
+) -> None:
     edge.bootstrap("t1", "p1", "a1")
     token = edge.token("t1", "a1")
     digest = hashlib.sha256(token.encode()).digest()
@@ -238,7 +242,7 @@ def test_token_lookup_through_postgres_is_cached_at_most_30_s(edge: Edge, db: pg
     assert (status, body["error"]["code"]) == (401, "authentication_failed")
 
 
-def test_revocation_through_the_admin_route_evicts_this_isolates_cache(edge: Edge) -> None:
+def test_edge3_revocation_through_the_admin_route_evicts_this_isolates_cache(edge: Edge) -> None:
     edge.bootstrap("t1", "p1", "a1")
     token = edge.token("t1", "a1")
     assert edge.get(P + "/identity", token)[0] == 200
@@ -250,7 +254,7 @@ def test_revocation_through_the_admin_route_evicts_this_isolates_cache(edge: Edg
     assert edge.get(P + "/identity", token)[0] == 401
 
 
-def test_suspension_applies_on_the_next_request(edge: Edge) -> None:
+def test_auth5_suspension_applies_on_the_next_request(edge: Edge) -> None:
     edge.bootstrap("t1", "p1", "a1")
     token = edge.token("t1", "a1")
     assert edge.get(P + "/identity", token)[0] == 200
@@ -263,7 +267,7 @@ def test_suspension_applies_on_the_next_request(edge: Edge) -> None:
 # -- tenants --------------------------------------------------------------------------------
 
 
-def test_tenant_isolation_in_one_database(edge: Edge) -> None:
+def test_rec1_tenant_isolation_in_one_database(edge: Edge) -> None:
     edge.bootstrap("ta", "p1", "a1")
     edge.bootstrap("tb", "p1", "a1")
     ta, tb = edge.token("ta", "a1"), edge.token("tb", "a1")
@@ -285,7 +289,7 @@ def test_tenant_isolation_in_one_database(edge: Edge) -> None:
     assert edge.get(P + "/resources/session/s1", ta)[0] == 200
 
 
-def test_each_object_holds_one_connection_and_runs_one_call_at_a_time(edge: Edge) -> None:
+def test_edge6_each_object_holds_one_connection_and_runs_one_call_at_a_time(edge: Edge) -> None:
     edge.bootstrap("t1", "p1", "a1")
     token = edge.token("t1", "a1")
     assert edge.post(P + "/sessions", token, _session(1))[0] == 200
@@ -318,7 +322,7 @@ def test_each_object_holds_one_connection_and_runs_one_call_at_a_time(edge: Edge
 # -- the driver stays out of the SQLite mode ------------------------------------------------
 
 
-def test_pg_connection_imports_without_loading_pg8000() -> None:
+def test_layer2_pg_connection_imports_without_loading_pg8000() -> None:
     code = (
         "import sys, durable_objects.pg_connection as m\n"
         "assert 'pg8000' not in sys.modules, 'pg8000 loaded at import'\n"

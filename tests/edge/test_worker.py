@@ -15,7 +15,7 @@ def _session(n: int) -> dict[str, object]:
     return {"command_id": f"c{n}", "payload": {"session_id": f"s{n}", "topic": "t"}}
 
 
-def test_health_reports_edge_mode_and_code_schema(edge: Edge) -> None:
+def test_ready3_http15_health_reports_edge_mode_and_code_schema(edge: Edge) -> None:
     from aidememo.stores.sqlite.schema import SCHEMA_VERSION
 
     status, headers, body = edge.get("/health", None)
@@ -34,7 +34,7 @@ def test_ready3_the_edge_worker_is_ready_while_it_runs(edge: Edge) -> None:
     assert "retry-after" not in headers
 
 
-def test_plain_http_v1_is_426_before_any_other_check(edge: Edge) -> None:
+def test_edge2_plain_http_v1_is_426_before_any_other_check(edge: Edge) -> None:
     # No token, unknown route, wrong method: the transport is refused first.
     for method, path in (("GET", P + "/identity"), ("PUT", "/v1/nowhere"), ("GET", "/v1")):
         status, _, raw = edge.runtime.fetch(method, "http://edge.test" + path)
@@ -44,7 +44,7 @@ def test_plain_http_v1_is_426_before_any_other_check(edge: Edge) -> None:
     assert edge.runtime.fetch("GET", "http://edge.test/health")[0] == 200
 
 
-def test_allow_insecure_http_var_admits_plain_http(tmp_path: Path) -> None:
+def test_edge2_allow_insecure_http_var_admits_plain_http(tmp_path: Path) -> None:
     for e in make_edge(tmp_path, vars={"ALLOW_INSECURE_HTTP": "1"}):
         e.bootstrap("t1", "p1", "a1")
         status, _, _ = e.runtime.fetch(
@@ -57,7 +57,7 @@ def test_allow_insecure_http_var_admits_plain_http(tmp_path: Path) -> None:
         assert e.runtime.fetch("GET", f"http://edge.test{P}/identity")[0] == 426
 
 
-def test_rate_limit_429_with_retry_after_the_period(tmp_path: Path) -> None:
+def test_rate1_rate_limit_429_with_retry_after_the_period(tmp_path: Path) -> None:
     for e in make_edge(tmp_path, rate_limit=3):
         e.bootstrap("t1", "p1", "a1")
         e.bootstrap("t1", "p1", "a2")
@@ -87,13 +87,13 @@ def test_rate1_rate2_edge_double_counts_600_per_60_s_like_the_binding(edge: Edge
     assert edge.get(P + "/identity", token)[0] == 200
 
 
-def test_rate_limit_comes_after_authentication(tmp_path: Path) -> None:
+def test_rate1_rate_limit_comes_after_authentication(tmp_path: Path) -> None:
     for e in make_edge(tmp_path, rate_limit=1):
         for _ in range(3):  # unknown tokens are 401, never 429, and spend no budget
             assert e.get(P + "/identity", "unknown-token")[0] == 401
 
 
-def test_revoked_token_works_at_most_30_s_in_an_isolate_that_cached_it(edge: Edge) -> None:
+def test_edge3_revoked_token_works_at_most_30_s_in_an_isolate_that_cached_it(edge: Edge) -> None:
     edge.bootstrap("t1", "p1", "a1")
     token = edge.token("t1", "a1")
     assert edge.get(P + "/identity", token)[0] == 200  # cached in this isolate
@@ -115,7 +115,7 @@ def test_revoked_token_works_at_most_30_s_in_an_isolate_that_cached_it(edge: Edg
     assert status == 401
 
 
-def test_suspension_and_role_change_apply_on_the_next_request(edge: Edge) -> None:
+def test_auth5_suspension_and_role_change_apply_on_the_next_request(edge: Edge) -> None:
     edge.bootstrap("t1", "p1", "a1")
     token = edge.token("t1", "a1")
     assert edge.post(P + "/sessions", token, _session(1))[0] == 200
@@ -129,7 +129,7 @@ def test_suspension_and_role_change_apply_on_the_next_request(edge: Edge) -> Non
     assert edge.get(P + "/identity", token)[0] == 403
 
 
-def test_admin_routes_401_without_token_and_403_with_a_member_token(edge: Edge) -> None:
+def test_adm1_admin_routes_401_without_token_and_403_with_a_member_token(edge: Edge) -> None:
     edge.bootstrap("t1", "p1", "a1")
     path = "/v1/admin/tenants/t1/export"
     status, _, body = edge.get(path, None)
@@ -149,7 +149,7 @@ def test_adm1_admin_routes_disabled_without_the_secret(tmp_path: Path) -> None:
             assert "ADMIN_TOKEN_SHA256" in body["error"]["message"]
 
 
-def test_oversized_body_refused_from_content_length_unread(edge: Edge) -> None:
+def test_http1_oversized_body_refused_from_content_length_unread(edge: Edge) -> None:
     edge.bootstrap("t1", "p1", "a1")
     headers = {
         "authorization": f"Bearer {edge.token('t1', 'a1')}",
@@ -176,7 +176,7 @@ def test_http1_edge_refuses_an_unauthenticated_post_without_reading_its_body(edg
         assert request_log == [False]  # stage one refused it from the headers alone
 
 
-def test_bodiless_get_is_answered_without_reading_a_body(edge: Edge) -> None:
+def test_http1_bodiless_get_is_answered_without_reading_a_body(edge: Edge) -> None:
     edge.bootstrap("t1", "p1", "a1")
     headers = {"authorization": f"Bearer {edge.token('t1', 'a1')}"}
     request_log: list[bool] = []
@@ -192,7 +192,7 @@ def test_bodiless_get_is_answered_without_reading_a_body(edge: Edge) -> None:
     assert status == 413 and b"payload_too_large" in raw
 
 
-def test_commands_route_by_body_project_and_identity_comes_from_the_token(edge: Edge) -> None:
+def test_edge4_commands_route_by_body_project_and_identity_comes_from_the_token(edge: Edge) -> None:
     edge.bootstrap("t1", "p1", "a1")
     edge.bootstrap("t1", "p2", "a2")
     token = edge.token("t1", "a1")
@@ -228,7 +228,7 @@ def test_commands_route_by_body_project_and_identity_comes_from_the_token(edge: 
     assert status == 400 and len(projects.calls) == before
 
 
-def test_half_done_bootstrap_is_completed_by_a_retry(edge: Edge) -> None:
+def test_edge5_half_done_bootstrap_is_completed_by_a_retry(edge: Edge) -> None:
     projects = edge.runtime.namespaces["PROJECTS"]
     tokens = edge.runtime.namespaces["TOKENS"]
     projects.fail_next("sync_member")
@@ -248,7 +248,7 @@ def test_half_done_bootstrap_is_completed_by_a_retry(edge: Edge) -> None:
     assert edge.post(P + "/sessions", token, _session(1))[0] == 200
 
 
-def test_half_done_bootstrap_leaves_the_token_refused_until_completed(edge: Edge) -> None:
+def test_edge5_half_done_bootstrap_leaves_the_token_refused_until_completed(edge: Edge) -> None:
     import hashlib
 
     token = "half-done-token"
@@ -262,7 +262,7 @@ def test_half_done_bootstrap_leaves_the_token_refused_until_completed(edge: Edge
     assert edge.get(P + "/identity", token)[0] == 200
 
 
-def test_bootstrap_conflicts_change_nothing(edge: Edge) -> None:
+def test_boot1_bootstrap_conflicts_change_nothing(edge: Edge) -> None:
     assert edge.bootstrap("t1", "p1", "a1", project_epoch="e1")[0] == 200
     status, body = edge.bootstrap("t1", "p1", "a9", project_epoch="e2")
     assert (status, body["error"]["code"]) == (403, "identity_mismatch")
@@ -281,7 +281,7 @@ def test_bootstrap_conflicts_change_nothing(edge: Edge) -> None:
     assert "t2" not in edge.runtime.namespaces["TENANTS"].names()
 
 
-def test_tenant_isolation_across_objects(edge: Edge) -> None:
+def test_rec1_edge1_tenant_isolation_across_objects(edge: Edge) -> None:
     edge.bootstrap("ta", "p1", "a1")
     edge.bootstrap("tb", "p1", "a1")
     ta, tb = edge.token("ta", "a1"), edge.token("tb", "a1")
@@ -302,7 +302,7 @@ def test_tenant_isolation_across_objects(edge: Edge) -> None:
     assert status == 200 and b'"tenant_id":"ta"' not in body
 
 
-def test_token_directory_is_sharded_by_digest_prefix(edge: Edge) -> None:
+def test_edge1_token_directory_is_sharded_by_digest_prefix(edge: Edge) -> None:
     import hashlib
 
     for n in range(6):
@@ -316,7 +316,7 @@ def test_token_directory_is_sharded_by_digest_prefix(edge: Edge) -> None:
     assert all(len(name) == len("tokens-00") for name in shards)
 
 
-def test_objects_wake_with_their_schema_and_stray_names_write_nothing(edge: Edge) -> None:
+def test_edge1_objects_wake_with_their_schema_and_stray_names_write_nothing(edge: Edge) -> None:
     edge.bootstrap("t1", "p1", "a1")
     token = edge.token("t1", "a1")
     assert edge.post(P + "/sessions", token, _session(1))[0] == 200
@@ -330,14 +330,14 @@ def test_objects_wake_with_their_schema_and_stray_names_write_nothing(edge: Edge
     assert tables == []
 
 
-def test_invalid_project_id_refused_before_any_object(edge: Edge) -> None:
+def test_edge1_invalid_project_id_refused_before_any_object(edge: Edge) -> None:
     edge.bootstrap("t1", "p1", "a1")
     status, _, body = edge.get("/v1/projects/bad%20id/identity", edge.token("t1", "a1"))
     assert status == 400 and body["error"]["code"] == "invalid_identifier"
     assert all(name.startswith("t1/p1") for name in edge.runtime.namespaces["PROJECTS"].names())
 
 
-def test_half_done_member_change_and_revocation_are_completed_by_a_retry(edge: Edge) -> None:
+def test_edge5_half_done_member_change_and_revocation_are_completed_by_a_retry(edge: Edge) -> None:
     import hashlib
 
     edge.bootstrap("t1", "p1", "a1")
@@ -357,7 +357,7 @@ def test_half_done_member_change_and_revocation_are_completed_by_a_retry(edge: E
     assert (status, answer["error"]["code"]) == (404, "resource_not_found")
 
 
-def test_half_done_tenant_deletion_is_completed_by_a_retry(edge: Edge) -> None:
+def test_edge5_half_done_tenant_deletion_is_completed_by_a_retry(edge: Edge) -> None:
     edge.bootstrap("t1", "p1", "a1")
     edge.bootstrap("t1", "p2", "a2")
     assert edge.post(P + "/sessions", edge.token("t1", "a1"), _session(1))[0] == 200

@@ -71,7 +71,7 @@ def _collect(modules: tuple[str, ...]) -> dict[str, Any]:
 globals().update(_collect(CONTRACT_MODULES))
 
 
-def test_live_health_is_the_edge(edge: LiveEdge) -> None:
+def test_ready3_live_health_is_the_edge(edge: LiveEdge) -> None:
     client = SocketClient(edge.url, timeout=60)
     try:
         status, _, body = client.request("GET", "/health")

@@ -62,7 +62,7 @@ def call(
     return sent, received
 
 
-def test_lifespan_startup_and_shutdown_run_hooks() -> None:
+def test_http9_lifespan_startup_and_shutdown_run_hooks() -> None:
     calls: list[str] = []
     app = create_asgi_app(
         Recorder(), on_startup=lambda: calls.append("up"), on_shutdown=lambda: calls.append("down")
@@ -76,7 +76,7 @@ def test_lifespan_startup_and_shutdown_run_hooks() -> None:
     assert calls == ["up", "down"]
 
 
-def test_lifespan_startup_failure_is_reported(caplog: pytest.LogCaptureFixture) -> None:
+def test_http9_lifespan_startup_failure_is_reported(caplog: pytest.LogCaptureFixture) -> None:
     def explode() -> None:
         raise RuntimeError("no store")
 
@@ -89,7 +89,7 @@ def test_lifespan_startup_failure_is_reported(caplog: pytest.LogCaptureFixture) 
     assert sent == [{"type": "lifespan.startup.failed", "message": "no store"}]
 
 
-def test_websocket_is_refused() -> None:
+def test_live1_websocket_is_refused() -> None:
     sent, _ = call(
         create_asgi_app(Recorder()),
         {"type": "websocket", "path": "/ws", "headers": []},

@@ -103,7 +103,7 @@ def _bench(*words: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_bench_latency_prints_the_design_json_line(origin: tuple[str, Path, Path]) -> None:
+def test_bench1_bench_latency_prints_the_design_json_line(origin: tuple[str, Path, Path]) -> None:
     url, writer, receiver = origin
     proc = _bench(
         f"--base-url {url} --token-file {writer} --receiver-token-file {receiver}",
@@ -132,7 +132,9 @@ def test_bench_latency_prints_the_design_json_line(origin: tuple[str, Path, Path
     assert isinstance(line["targets"], dict)
 
 
-def test_bench_latency_refuses_a_bad_token(origin: tuple[str, Path, Path], tmp_path: Path) -> None:
+def test_bench1_bench_latency_refuses_a_bad_token(
+    origin: tuple[str, Path, Path], tmp_path: Path
+) -> None:
     url, _, _ = origin
     bad = tmp_path / "bad.token"
     bad.write_text("not-a-token\n")
@@ -141,7 +143,9 @@ def test_bench_latency_refuses_a_bad_token(origin: tuple[str, Path, Path], tmp_p
     assert "401" in proc.stderr
 
 
-def test_bench_latency_live_prints_the_design_json_line(origin: tuple[str, Path, Path]) -> None:
+def test_bench1_live2_bench_latency_live_prints_the_design_json_line(
+    origin: tuple[str, Path, Path],
+) -> None:
     """`--live`: commit-to-delivery latency of the live feed, every commit
     delivered to every subscriber exactly once and in order."""
     url, writer, _ = origin
@@ -166,7 +170,9 @@ def test_bench_latency_live_prints_the_design_json_line(origin: tuple[str, Path,
     assert "live_100_p95_ms" not in line["targets"]  # no round of 100 subscribers here
 
 
-def test_bench_latency_client_prints_the_design_json_line(origin: tuple[str, Path, Path]) -> None:
+def test_bench1_bench_latency_client_prints_the_design_json_line(
+    origin: tuple[str, Path, Path],
+) -> None:
     """`--client`: the operations through aidememo.client, raw HTTP of the same run as the
     baseline, and the p50 overhead per operation as targets (the shape, not the figures)."""
     url, writer, receiver = origin

@@ -56,17 +56,17 @@ def _registered(db: pg.Database) -> set[int]:
 
 def test_live9_a_commit_notifies_only_while_a_listener_is_registered(db: pg.Database) -> None:
     fx = Fixture.create(lambda: db.open("psycopg"))
-    generic = Fixture.create(lambda: db.open("psycopg", raw_fast_path=False))
+    generic = Fixture.create(lambda: db.open("psycopg"))
     tag = secrets.token_hex(3)
     with pg.admin(db.url) as conn:
         conn.execute(f"LISTEN {COMMIT_CHANNEL}")  # listening, but not registered
         fx.put(f"cmd_{tag}_1", "a")
-        generic.put(f"cmd_{tag}_2", "b")
+        generic.put_generic(f"cmd_{tag}_2", "b")
         assert _heard(conn, QUIET_S) == []
         conn.execute(REGISTER_LISTENER)
         fx.put(f"cmd_{tag}_3", "c")  # the one-statement path
         assert _heard(conn, WAIT_S) == [(FX_TENANT, FX_PROJECT, 3)]
-        generic.put(f"cmd_{tag}_4", "d")  # begin_command + commit_mutation
+        generic.put_generic(f"cmd_{tag}_4", "d")  # begin_command + commit_mutation
         assert _heard(conn, WAIT_S) == [(FX_TENANT, FX_PROJECT, 4)]
         conn.execute(UNREGISTER_LISTENER)
         fx.put(f"cmd_{tag}_5", "e")

@@ -37,7 +37,7 @@ def handler_on(
     return logger, handler
 
 
-def test_cached_time_formatter_writes_what_the_plain_formatter_writes() -> None:
+def test_http6_cached_time_formatter_writes_what_the_plain_formatter_writes() -> None:
     plain, cached = logging.Formatter(LOG_FORMAT), CachedTimeFormatter(LOG_FORMAT)
     record = logging.LogRecord("aidememo.access", logging.INFO, __file__, 1, "m %s", ("x",), None)
     base = time.time()
@@ -47,7 +47,7 @@ def test_cached_time_formatter_writes_what_the_plain_formatter_writes() -> None:
         assert cached.format(record) == plain.format(record)
 
 
-def test_access_record_formats_like_an_ordinary_record() -> None:
+def test_http6_access_record_formats_like_an_ordinary_record() -> None:
     logger = logging.getLogger("aidememo.access")
     template = record_template(logger, FMT, "handle_http")
     args = ("rid-1", "GET", "/v1/p", 200, 1.5)
@@ -68,7 +68,7 @@ def test_access_record_formats_like_an_ordinary_record() -> None:
     assert seen[0].thread == other.ident and seen[0].threadName == other.name
 
 
-def test_every_line_is_written_in_order_once_flushed() -> None:
+def test_http6_every_line_is_written_in_order_once_flushed() -> None:
     stream = io.StringIO()
     logger, handler = handler_on(stream)
 
@@ -91,7 +91,7 @@ def test_every_line_is_written_in_order_once_flushed() -> None:
     handler.close()
 
 
-def test_lines_are_written_without_a_flush_within_the_window() -> None:
+def test_http6_lines_are_written_without_a_flush_within_the_window() -> None:
     stream = io.StringIO()
     logger, handler = handler_on(stream, window_s=0.01)
     logger.info("soon")
@@ -102,7 +102,7 @@ def test_lines_are_written_without_a_flush_within_the_window() -> None:
     handler.close()
 
 
-def test_too_many_pending_lines_are_written_by_the_emitting_thread() -> None:
+def test_http6_too_many_pending_lines_are_written_by_the_emitting_thread() -> None:
     stream = io.StringIO()
     logger, handler = handler_on(stream, max_pending=5, window_s=30)
     for i in range(6):
@@ -111,7 +111,7 @@ def test_too_many_pending_lines_are_written_by_the_emitting_thread() -> None:
     handler.close()
 
 
-def test_arguments_are_merged_at_emit_and_close_writes_the_rest() -> None:
+def test_http6_arguments_are_merged_at_emit_and_close_writes_the_rest() -> None:
     stream = io.StringIO()
     logger, handler = handler_on(stream, window_s=30)
     items = ["before"]
@@ -148,6 +148,6 @@ def test_http14_offloaded_requests_run_in_the_apps_own_pool_until_shutdown() -> 
     assert not any(name.startswith("aidememo-dispatch") for name in left)
 
 
-def test_a_pool_without_threads_is_refused() -> None:
+def test_http14_a_pool_without_threads_is_refused() -> None:
     with pytest.raises(ValueError):
         create_asgi_app(Where(), threads=0)

@@ -83,7 +83,7 @@ def run_script(
     return out_path.read_text(), err_path.read_text()
 
 
-def test_scripts_serve_first_run_bootstraps_demo_and_second_run_skips_it(
+def test_deploy12_scripts_serve_first_run_bootstraps_demo_and_second_run_skips_it(
     tmp_path: Path,
 ) -> None:
     home = tmp_path / "aidememo-home"

@@ -34,7 +34,7 @@ def _json(capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
     return result
 
 
-def test_admin_migrate_bootstrap_and_health_from_the_environment(
+def test_store8_adm5_admin_migrate_bootstrap_and_health_from_the_environment(
     empty_db: pg.Database,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -58,7 +58,7 @@ def test_admin_migrate_bootstrap_and_health_from_the_environment(
     assert (health["mode"], health["schema_version"]) == ("postgres", SCHEMA_VERSION)
 
 
-def test_open_store_names_the_extra_when_psycopg_is_missing(
+def test_adm5_open_store_names_the_extra_when_psycopg_is_missing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(sys.modules, "psycopg", None)
@@ -68,7 +68,7 @@ def test_open_store_names_the_extra_when_psycopg_is_missing(
 
 
 @pytest.mark.timeout(120)
-def test_serve_on_postgres_migrates_at_start_and_reports_postgres(
+def test_store8_serve_on_postgres_migrates_at_start_and_reports_postgres(
     empty_db: pg.Database, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     token = tmp_path / "t.token"

@@ -116,7 +116,7 @@ def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-def test_serve_over_real_socket_sigterm_exit_0_and_restart_keeps_acknowledged_writes(
+def test_http9_store4_serve_over_real_socket_sigterm_exit_0_and_restart_keeps_acknowledged_writes(
     tmp_path: Path, home: Path, token: str, servers: list[ServeProcess]
 ) -> None:
     log = tmp_path / "serve.log"
@@ -234,7 +234,7 @@ def test_http9_sigint_exits_0_after_a_write(
     assert "stopped on SIGINT" in server.stderr()
 
 
-def test_oversized_body_gets_413_over_a_real_socket(
+def test_http1_oversized_body_gets_413_over_a_real_socket(
     tmp_path: Path, home: Path, token: str, servers: list[ServeProcess]
 ) -> None:
     server = start(servers, home, tmp_path / "serve.log")

@@ -201,14 +201,14 @@ def test_live9_the_listener_hears_every_commit_of_another_store(db: pg.Database)
         assert listener.listening.wait(WAIT_S)
         fx = Fixture.create(lambda: db.open("psycopg"))
         scope = Scope(FX_TENANT, FX_PROJECT)
-        fx.put("cmd_raw_1", "a")  # the one-statement path (CAP_RAW_FAST_PATH)
+        fx.put("cmd_raw_1", "a")  # the one-statement guarded write
         fx.put("cmd_raw_1", "a")  # a replay commits nothing: no notification
         fx.put("cmd_raw_2", "b")
         for expected in (1, 2):
             assert heard.get(timeout=WAIT_S) == (scope, expected)
         fx.store.close()
-        generic = Fixture.create(lambda: db.open("psycopg", raw_fast_path=False))
-        generic.put(f"cmd_generic_{secrets.token_hex(4)}", "c")  # begin + commit_mutation
+        generic = Fixture.create(lambda: db.open("psycopg"))
+        generic.put_generic(f"cmd_generic_{secrets.token_hex(4)}", "c")  # begin + commit_mutation
         assert heard.get(timeout=WAIT_S)[1] == 3
         generic.store.close()
     finally:

@@ -272,18 +272,20 @@ def test_deploy9_sdk_pin_is_the_one_scripts_test_fetches() -> None:
 
 
 @pytest.mark.parametrize("probe", STORAGE_PROBES)
-def test_do_sql_through_the_sdk(storage_run: dict[str, Any], probe: str) -> None:
+def test_store12_do_sql_through_the_sdk(storage_run: dict[str, Any], probe: str) -> None:
     got = storage_run["probes"].get(probe)
     assert got is not None, f"storage_driver.py did not report {probe}"
     assert got["ok"], got["detail"]
 
 
-def test_storage_driver_reports_exactly_the_listed_probes(storage_run: dict[str, Any]) -> None:
+def test_suite1_storage_driver_reports_exactly_the_listed_probes(
+    storage_run: dict[str, Any],
+) -> None:
     assert tuple(storage_run["probes"]) == STORAGE_PROBES
 
 
 @pytest.mark.parametrize(("rule_id", "name"), CHECK_IDS)
-def test_conformance_on_do_sql_in_pyodide(
+def test_layer3_conformance_on_do_sql_in_pyodide(
     storage_run: dict[str, Any], rule_id: str, name: str
 ) -> None:
     assert not storage_run["error"], storage_run["error"]
@@ -312,17 +314,17 @@ def test_sem10_sem11_semantic_search_through_the_real_sdk(edge_run: dict[str, An
 
 
 @pytest.mark.parametrize("name", EDGE_STEPS)
-def test_edge_flow(edge_run: dict[str, Any], name: str) -> None:
+def test_layer3_edge_flow(edge_run: dict[str, Any], name: str) -> None:
     found = [s for s in edge_run["steps"] if s["name"] == name]
     assert len(found) == 1, f"edge_driver.py did not report {name}"
     assert found[0]["ok"], found[0]["detail"]
 
 
-def test_edge_driver_reports_exactly_the_listed_steps(edge_run: dict[str, Any]) -> None:
+def test_suite1_edge_driver_reports_exactly_the_listed_steps(edge_run: dict[str, Any]) -> None:
     assert tuple(s["name"] for s in edge_run["steps"]) == EDGE_STEPS
 
 
-def test_objects_are_per_project_tenant_and_token_shard(edge_run: dict[str, Any]) -> None:
+def test_edge1_objects_are_per_project_tenant_and_token_shard(edge_run: dict[str, Any]) -> None:
     """One project object, one tenant registry, token directory shards (never one global)."""
     by_binding: dict[str, list[Any]] = {}
     for obj in edge_run["objects"]:
@@ -332,7 +334,7 @@ def test_objects_are_per_project_tenant_and_token_shard(edge_run: dict[str, Any]
     assert all(len(names) == len(set(names)) for names in by_binding.values()), by_binding
 
 
-def test_every_edge_module_imports(edge_run: dict[str, Any]) -> None:
+def test_layer3_every_edge_module_imports(edge_run: dict[str, Any]) -> None:
     """worker/ and durable_objects/, walked: a module added later (the PostgreSQL mode) is
     imported under Pyodide without being listed here."""
     failed = {k: v for k, v in edge_run["imports"].items() if v != "ok"}

@@ -86,7 +86,7 @@ def run(build: tuple[str, list[str]]) -> dict[str, Any]:
     return _snippet([node, str(RUNNER), "--file", str(SNIPPET), *pkgs])
 
 
-def test_postgres_mode_modules_import_without_the_driver(run: dict[str, Any]) -> None:
+def test_layer2_layer3_postgres_mode_modules_import_without_the_driver(run: dict[str, Any]) -> None:
     from aidememo.stores.postgres import SCHEMA_VERSION
 
     assert run["python"] == [3, 14]
@@ -105,7 +105,7 @@ def test_postgres_mode_modules_import_without_the_driver(run: dict[str, Any]) ->
     assert run["loaded_before_connect"] is False
 
 
-def test_vendored_pg8000_imports_with_its_dependencies(run: dict[str, Any]) -> None:
+def test_deploy9_layer3_vendored_pg8000_imports_with_its_dependencies(run: dict[str, Any]) -> None:
     assert run["paramstyle"] == "format"  # the shared store's %s placeholders
     assert all(path.startswith("/pkgs/python_modules/") for path in run["files"].values())
     pins = {name: pin for name, (pin, _) in _vendored().items() if name != "workers-runtime-sdk"}

@@ -71,14 +71,14 @@ def pyodide_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return out
 
 
-def test_python_version_is_314(pyodide_run: dict[str, Any]) -> None:
+def test_layer3_python_version_is_314(pyodide_run: dict[str, Any]) -> None:
     result = pyodide_run["result"]
     assert pyodide_run["pyodide"] == "314.0.7"
     assert result["platform"] == "emscripten"
     assert tuple(result["version_info"][:2]) == EXPECTED_PYTHON, pyodide_run["python"]
 
 
-def test_core_modules_import_without_sqlite3(pyodide_run: dict[str, Any]) -> None:
+def test_layer3_core_modules_import_without_sqlite3(pyodide_run: dict[str, Any]) -> None:
     result = pyodide_run["result"]
     assert not result["sqlite3_importable"], "the sqlite3 block did not hold"
     assert not result["failed"], "\n".join(f"{k}:\n{v}" for k, v in result["failed"].items())
@@ -88,7 +88,7 @@ def test_core_modules_import_without_sqlite3(pyodide_run: dict[str, Any]) -> Non
         assert root in result["imported"]
 
 
-def test_every_core_file_was_imported(pyodide_run: dict[str, Any]) -> None:
+def test_layer3_every_core_file_was_imported(pyodide_run: dict[str, Any]) -> None:
     result = pyodide_run["result"]
     seen = set(result["imported"]) | set(result["needs_sqlite3"])
     core = REPO / "aidememo"
@@ -105,7 +105,9 @@ def test_every_core_file_was_imported(pyodide_run: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize(("rule_id", "name"), CHECK_PARAMS)
-def test_conformance_memory_store(pyodide_run: dict[str, Any], rule_id: str, name: str) -> None:
+def test_layer3_conformance_memory_store(
+    pyodide_run: dict[str, Any], rule_id: str, name: str
+) -> None:
     if rule_id == IMPORT_FAILED:
         pytest.fail(f"aidememo.conformance does not import on CPython: {name}")
     result = pyodide_run["result"]

@@ -174,7 +174,7 @@ def _race(calls: list[Callable[[], tuple[int, str | None]]]) -> Counter[tuple[in
 
 
 @pytest.mark.timeout(120)
-def test_two_concurrent_creates_of_one_id_one_wins(db: pg.Database, driver: str) -> None:
+def test_typ3_two_concurrent_creates_of_one_id_one_wins(db: pg.Database, driver: str) -> None:
     apis = _apis(db, driver)
     apis[0].session("s_race", source_id="race")
     rounds = 6
@@ -196,7 +196,7 @@ def test_two_concurrent_creates_of_one_id_one_wins(db: pg.Database, driver: str)
 
 
 @pytest.mark.timeout(120)
-def test_two_receivers_racing_accept_one_claim_wins_other_is_stale(
+def test_ho7_two_receivers_racing_accept_one_claim_wins_other_is_stale(
     db: pg.Database, driver: str
 ) -> None:
     apis = _apis(db, driver)
@@ -227,7 +227,7 @@ def test_two_receivers_racing_accept_one_claim_wins_other_is_stale(
 
 
 @pytest.mark.timeout(60)
-def test_writer_terminated_mid_transaction_leaves_nothing_behind(
+def test_store5_writer_terminated_mid_transaction_leaves_nothing_behind(
     db: pg.Database, driver: str
 ) -> None:
     fx = Fixture.create(lambda: db.open(driver))
@@ -277,7 +277,9 @@ def test_writer_terminated_mid_transaction_leaves_nothing_behind(
 
 
 @pytest.mark.timeout(60)
-def test_pool_exhaustion_is_a_quick_storage_failure_and_503(db: pg.Database, driver: str) -> None:
+def test_store8_pool_exhaustion_is_a_quick_storage_failure_and_503(
+    db: pg.Database, driver: str
+) -> None:
     store = db.open(driver, pool_size=1, acquire_timeout_s=0.2)
     holding = threading.Event()
     release = threading.Event()
@@ -307,7 +309,9 @@ def test_pool_exhaustion_is_a_quick_storage_failure_and_503(db: pg.Database, dri
 
 
 @pytest.mark.timeout(60)
-def test_writers_of_two_projects_do_not_block_each_other(db: pg.Database, driver: str) -> None:
+def test_store8_writers_of_two_projects_do_not_block_each_other(
+    db: pg.Database, driver: str
+) -> None:
     fx = Fixture.create(lambda: db.open(driver))
     other_project = "project_other"
     fx.identity.bootstrap(
@@ -350,7 +354,7 @@ def test_writers_of_two_projects_do_not_block_each_other(db: pg.Database, driver
     fx.store.close()
 
 
-def test_statement_timeout_is_per_transaction_only(db: pg.Database, driver: str) -> None:
+def test_store8_statement_timeout_is_per_transaction_only(db: pg.Database, driver: str) -> None:
     store = db.open(driver, pool_size=1, statement_timeout_ms=200)
     with pytest.raises(AidememoError) as err:
         store.read(lambda tx: tx._x.execute("SELECT pg_sleep(5)"))

@@ -21,7 +21,6 @@ from aidememo.domain.envelope import Command
 from aidememo.domain.errors import AidememoError, ErrorCode
 from aidememo.domain.model import ChangeOp, ResourceRef, Role, Scope, TokenBinding
 from aidememo.http.app import HttpApp
-from aidememo.ports import CAP_RAW_FAST_PATH
 from aidememo.service.access import Caller
 from aidememo.service.ledger import Ledger
 from aidememo.stores.postgres import SCHEMA_VERSION, PostgresStore
@@ -87,7 +86,7 @@ def _counting(db: pg.Database, driver: str, log: list[str]) -> Callable[[], Any]
 # -- schema ------------------------------------------------------------------------------------
 
 
-def test_opening_never_migrates_and_an_old_schema_says_how_to_migrate(
+def test_store8_opening_never_migrates_and_an_old_schema_says_how_to_migrate(
     empty_db: pg.Database, driver: str
 ) -> None:
     with pytest.raises(AidememoError) as err:
@@ -104,7 +103,7 @@ def test_opening_never_migrates_and_an_old_schema_says_how_to_migrate(
     again.close()
 
 
-def test_arc9_a_version_1_database_migrates_to_the_fast_path_and_the_staging(
+def test_arc9_a_version_1_database_migrates_to_the_guarded_write_and_the_staging(
     empty_db: pg.Database, driver: str
 ) -> None:
     """Migrations are ordered: a database left at version 1 gets only the later steps
@@ -120,15 +119,15 @@ def test_arc9_a_version_1_database_migrates_to_the_fast_path_and_the_staging(
         for statement in (*steps, *schema.V10):  # this code's commits read the listener registry
             conn.execute(statement)
         conn.execute(schema.UPSERT_VERSION, (schema.COMPONENT, 1))
-    # (the constructor checks nothing; the generic pipeline needs nothing of version 2)
-    old = Fixture.create(lambda: PostgresStore(empty_db.connect(driver), raw_fast_path=False))
-    old.put("command_v1", "a")
+    # (the constructor checks nothing; the generic pipeline needs nothing of later versions)
+    old = Fixture.create(lambda: PostgresStore(empty_db.connect(driver)))
+    old.put_generic("command_v1", "a")
     old.store.close()
     with pytest.raises(AidememoError) as err:
         PostgresStore.open(empty_db.connect(driver))
     assert "aidememo admin migrate" in err.value.message
     store = PostgresStore.open(empty_db.connect(driver), migrate=True)
-    assert store.schema_version() == SCHEMA_VERSION == 12
+    assert store.schema_version() == SCHEMA_VERSION == 13
     assert store.migrate() == SCHEMA_VERSION  # idempotent
     # version 3: the import staging table (ARC-9)
     store.transaction(lambda tx: tx.stage_import_page("import_1", "p", 0, b"{}\n", 1))
@@ -152,7 +151,7 @@ def test_store6_a_newer_schema_is_refused(db: pg.Database, driver: str) -> None:
         assert "newer" in err.value.message
 
 
-def test_concurrent_migrations_are_serialized(empty_db: pg.Database, driver: str) -> None:
+def test_store8_concurrent_migrations_are_serialized(empty_db: pg.Database, driver: str) -> None:
     barrier = threading.Barrier(4)
     versions: list[int] = []
     errors: list[BaseException] = []
@@ -174,7 +173,7 @@ def test_concurrent_migrations_are_serialized(empty_db: pg.Database, driver: str
     assert not errors and versions == [SCHEMA_VERSION] * 4
 
 
-def test_tenant_deletion_cascades_through_every_table(db: pg.Database, driver: str) -> None:
+def test_arc4_tenant_deletion_cascades_through_every_table(db: pg.Database, driver: str) -> None:
     fx = Fixture.create(lambda: db.open(driver))
     fx.put("command_a", "a")
     scope = Scope(TENANT, PROJECT)
@@ -189,13 +188,13 @@ def test_tenant_deletion_cascades_through_every_table(db: pg.Database, driver: s
 # -- round trips -------------------------------------------------------------------------------
 
 
-def test_a_command_is_four_round_trips(db: pg.Database, driver: str) -> None:
-    """The generic pipeline (every typed command; raw ones without the fast path)."""
+def test_store8_a_command_is_four_round_trips(db: pg.Database, driver: str) -> None:
+    """The generic pipeline (every typed command)."""
     log: list[str] = []
-    fx = Fixture.create(lambda: PostgresStore.open(_counting(db, driver, log), raw_fast_path=False))
-    fx.put("command_warm", "a")
+    fx = Fixture.create(lambda: PostgresStore.open(_counting(db, driver, log)))
+    fx.put_generic("command_warm", "a")
     log.clear()
-    fx.put("command_counted", "b")
+    fx.put_generic("command_counted", "b")
     assert log == [
         "BEGIN ISOLATION LEVEL READ COMMITTED",
         "aidememo_begin_command",
@@ -203,7 +202,7 @@ def test_a_command_is_four_round_trips(db: pg.Database, driver: str) -> None:
         "COMMIT",
     ]
     log.clear()
-    assert fx.put("command_counted", "b").project_seq == 2  # a replay: no commit_mutation
+    assert fx.put_generic("command_counted", "b").project_seq == 2  # a replay: no commit_mutation
     assert log == ["BEGIN ISOLATION LEVEL READ COMMITTED", "aidememo_begin_command", "COMMIT"]
     log.clear()
     fx.queries.changes(fx.actor, PROJECT, EPOCH, 0, 10)
@@ -215,7 +214,7 @@ def test_a_command_is_four_round_trips(db: pg.Database, driver: str) -> None:
 def test_store9_a_raw_command_is_one_round_trip_whatever_its_outcome(
     db: pg.Database, driver: str
 ) -> None:
-    """`POST /v1/commands` takes the fast path: one `aidememo_execute_raw` statement, no
+    """`POST /v1/commands` is one guarded write: one `aidememo_execute_raw` statement, no
     BEGIN or COMMIT, for a commit, a replay and every refusal alike. pg8000 splits a
     statement with parameters over three Syncs, so there it is framed by BEGIN and COMMIT
     (each one simple query), which keep a transaction-mode pool on one server connection."""
@@ -228,7 +227,6 @@ def test_store9_a_raw_command_is_one_round_trip_whatever_its_outcome(
     fx = Fixture.create(
         lambda: PostgresStore.open(_counting(db, driver, log), framed=driver == "pg8000")
     )
-    assert CAP_RAW_FAST_PATH in fx.store.capabilities
     fx.put("command_warm", "a")
     one = ["aidememo_execute_raw"]
     if driver == "pg8000":
@@ -263,21 +261,17 @@ def test_store9_a_raw_command_is_one_round_trip_whatever_its_outcome(
         assert log == one, name
     scope = Scope(TENANT, PROJECT)
     assert fx.store.read(lambda tx: tx.get_project(scope)).head_seq == 3  # type: ignore[union-attr]
-    # Inside a transaction already open on the thread, the command joins it instead.
+    # Inside a transaction already open on the thread, the statement joins it.
     log.clear()
     receipt = fx.store.transaction(lambda tx: fx.put("command_nested", "e"))
     assert receipt.project_seq == 4
     timeouts = "" if driver == "pg8000" else fx.store._set_local  # with the BEGIN (SRCH-6)
-    assert log == [
-        "BEGIN ISOLATION LEVEL READ COMMITTED" + timeouts,
-        "aidememo_begin_command",
-        "aidememo_commit_mutation",
-        "COMMIT",
-    ]
+    begin = "BEGIN ISOLATION LEVEL READ COMMITTED" + timeouts
+    assert log == [begin, "aidememo_execute_raw", "COMMIT"]
     fx.store.close()
 
 
-def test_store9_post_v1_commands_takes_the_fast_path(db: pg.Database, driver: str) -> None:
+def test_store9_post_v1_commands_is_one_guarded_write(db: pg.Database, driver: str) -> None:
     """Through the HTTP app: the command is the one `aidememo_execute_raw` statement (the
     first request's token lookup is a read of its own; once cached, the binding is checked in
     that same statement, AUTH-7); typed commands keep the pipeline."""
@@ -299,7 +293,7 @@ def test_store9_post_v1_commands_takes_the_fast_path(db: pg.Database, driver: st
     store.close()
 
 
-def test_store9_the_fast_path_sets_its_timeouts_for_its_own_statement_only(
+def test_store9_the_guarded_write_sets_its_timeouts_for_its_own_statement_only(
     db: pg.Database, driver: str
 ) -> None:
     """lock_timeout bounds the wait for the project row; nothing outlives the statement."""
@@ -340,7 +334,7 @@ def test_store9_the_fast_path_sets_its_timeouts_for_its_own_statement_only(
     fx.store.close()
 
 
-def test_a_raw_command_on_a_connection_that_died_while_idle_is_retried_once(
+def test_store9_a_raw_command_on_a_connection_that_died_while_idle_is_retried_once(
     db: pg.Database, driver: str
 ) -> None:
     log: list[str] = []
@@ -370,7 +364,9 @@ def test_a_raw_command_on_a_connection_that_died_while_idle_is_retried_once(
 # -- errors and the pool -----------------------------------------------------------------------
 
 
-def test_driver_errors_become_storage_failure_with_the_cause(db: pg.Database, driver: str) -> None:
+def test_store8_driver_errors_become_storage_failure_with_the_cause(
+    db: pg.Database, driver: str
+) -> None:
     fx = Fixture.create(lambda: db.open(driver, pool_size=1))
     bad = TokenBinding(b"short", TENANT, "actor_fixture", True, 1)  # violates the length CHECK
     with pytest.raises(AidememoError) as err:
@@ -382,7 +378,7 @@ def test_driver_errors_become_storage_failure_with_the_cause(db: pg.Database, dr
     fx.store.close()
 
 
-def test_connections_that_died_while_idle_are_replaced(db: pg.Database, driver: str) -> None:
+def test_store8_connections_that_died_while_idle_are_replaced(db: pg.Database, driver: str) -> None:
     fx = Fixture.create(lambda: db.open(driver, pool_size=2))
     fx.put("command_a", "a")
     db.terminate_sessions()  # every pooled connection is now dead
@@ -391,7 +387,7 @@ def test_connections_that_died_while_idle_are_replaced(db: pg.Database, driver: 
     fx.store.close()
 
 
-def test_an_unreachable_server_is_a_storage_failure_not_a_hang(driver: str) -> None:
+def test_store8_an_unreachable_server_is_a_storage_failure_not_a_hang(driver: str) -> None:
     pg.server_url()
     dead = f"postgresql://postgres@127.0.0.1:{_closed_port()}/postgres"
     store = PostgresStore(pg.connector(driver, dead))
@@ -410,7 +406,7 @@ def _closed_port() -> int:
     return port
 
 
-def test_a_write_inside_a_read_is_refused_and_nested_writes_join(
+def test_store1_store8_a_write_inside_a_read_is_refused_and_nested_writes_join(
     db: pg.Database, driver: str
 ) -> None:
     store = db.open(driver)

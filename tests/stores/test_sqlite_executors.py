@@ -83,7 +83,7 @@ def test_store7_sqlite_pragmas(tmp_path: Path) -> None:
         Sqlite3Executor(tmp_path / "db.sqlite", synchronous="sometimes")
 
 
-def test_store_capabilities_by_executor(tmp_path: Path) -> None:
+def test_store3_store4_store7_capabilities_by_executor(tmp_path: Path) -> None:
     file_store = SqliteStore.open_file(tmp_path / "db.sqlite")
     memory_store = SqliteStore.open_memory()
     assert file_store.capabilities == {
@@ -101,7 +101,7 @@ def test_store_capabilities_by_executor(tmp_path: Path) -> None:
     storage.close()
 
 
-def test_store_busy_maps_to_storage_failure(tmp_path: Path) -> None:
+def test_store11_busy_maps_to_storage_failure(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite"
     SqliteStore.open_file(path).close()
     store = SqliteStore(Sqlite3Executor(path, busy_timeout_ms=50))
@@ -120,7 +120,7 @@ def test_store_busy_maps_to_storage_failure(tmp_path: Path) -> None:
     store.close()
 
 
-def test_store_constraint_violation_is_storage_failure(tmp_path: Path) -> None:
+def test_store11_constraint_violation_is_storage_failure(tmp_path: Path) -> None:
     for kind in KINDS:
         with open_store(kind, tmp_path / kind) as store:
             commit_all(store, [mutation(1, "r1")])
@@ -133,7 +133,7 @@ def test_store_constraint_violation_is_storage_failure(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_store_rollback_on_callback_error(kind: str, tmp_path: Path) -> None:
+def test_store1_rollback_on_callback_error(kind: str, tmp_path: Path) -> None:
     with open_store(kind, tmp_path) as store:
         raised = fail(ErrorCode.STALE_REVISION, "from the callback")
 
@@ -162,7 +162,7 @@ def test_store_rollback_on_callback_error(kind: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_store_nested_transaction_joins_outer(kind: str, tmp_path: Path) -> None:
+def test_store1_nested_transaction_joins_outer(kind: str, tmp_path: Path) -> None:
     with open_store(kind, tmp_path) as store:
 
         def outer(tx: WriteTx) -> None:
@@ -186,7 +186,7 @@ def test_store2_async_callback_refused(kind: str, tmp_path: Path) -> None:
         assert info.value.code is ErrorCode.STORAGE_FAILURE
 
 
-def test_store_do_double_refuses_begin() -> None:
+def test_store12_do_double_refuses_begin() -> None:
     storage = DoStorage()
     try:
         for statement in (
@@ -216,7 +216,7 @@ def test_store_do_double_refuses_begin() -> None:
         storage.close()
 
 
-def test_store_do_double_cursor_api() -> None:
+def test_store12_do_double_cursor_api() -> None:
     storage = DoStorage()
     try:
         sql = storage.sql
@@ -236,7 +236,7 @@ def test_store_do_double_cursor_api() -> None:
         storage.close()
 
 
-def test_store_do_executor_never_sends_transaction_sql() -> None:
+def test_store12_do_executor_never_sends_transaction_sql() -> None:
     storage = DoStorage()
     try:
         store = SqliteStore.on_durable_object(storage)
@@ -249,7 +249,7 @@ def test_store_do_executor_never_sends_transaction_sql() -> None:
         storage.close()
 
 
-def test_store_do_executor_maps_js_errors_to_storage_failure() -> None:
+def test_store11_do_executor_maps_js_errors_to_storage_failure() -> None:
     storage = DoStorage()
     try:
         executor = DoSqlExecutor(storage)
@@ -260,7 +260,7 @@ def test_store_do_executor_maps_js_errors_to_storage_failure() -> None:
         storage.close()
 
 
-def test_store_blob_roundtrip_do_executor() -> None:
+def test_store12_blob_roundtrip_do_executor() -> None:
     body = bytes(range(256)) + b'{"x":"\xc3\xa9"}'
     storage = DoStorage()
     try:
@@ -276,7 +276,7 @@ def test_store_blob_roundtrip_do_executor() -> None:
         storage.close()
 
 
-def test_store_do_value_conversion() -> None:
+def test_store12_do_value_conversion() -> None:
     assert to_sql_value(memoryview(b"ab")) == b"ab"
     assert to_sql_value(bytearray(b"ab")) == b"ab"
     assert to_sql_value(JsBuffer(b"ab")) == b"ab"
@@ -291,7 +291,7 @@ def test_store_do_value_conversion() -> None:
         to_sql_value(object())
 
 
-def test_store_core_imports_without_sqlite3() -> None:
+def test_layer2_store_core_imports_without_sqlite3() -> None:
     # Pyodide has no sqlite3: the store package (and the DO executor) must import without it.
     code = (
         "import sys; sys.modules['sqlite3'] = None\n"
@@ -305,7 +305,7 @@ def test_store_core_imports_without_sqlite3() -> None:
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 
 
-def test_store_only_sqlite3_executor_imports_sqlite3() -> None:
+def test_layer2_store_only_sqlite3_executor_imports_sqlite3() -> None:
     # The other allowed importers keep files that are not the ledger: the local memory store
     # (MEM-1) and the client's replica and outbox (REPLICA-1, OUTBOX-1).
     local_files = (ROOT / "aidememo" / "agent_memory", ROOT / "aidememo" / "client")
@@ -333,7 +333,7 @@ def _append_one(store: SqliteStore, tag: str, n: int) -> None:
     store.transaction(run)
 
 
-def test_store_two_connections_serialize_writers(tmp_path: Path) -> None:
+def test_store3_two_connections_serialize_writers(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite"
     first = SqliteStore.open_file(path, synchronous="NORMAL")
     first.transaction(provision)
@@ -363,7 +363,7 @@ def test_store_two_connections_serialize_writers(tmp_path: Path) -> None:
     second.close()
 
 
-def test_store_second_process_sees_commits(tmp_path: Path) -> None:
+def test_store4_second_process_sees_commits(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite"
     store = SqliteStore.open_file(path)
     store.transaction(provision)
@@ -389,7 +389,7 @@ def test_store_second_process_sees_commits(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_store_storage_failure_inside_callback_keeps_its_cause(kind: str, tmp_path: Path) -> None:
+def test_store11_storage_failure_inside_callback_keeps_its_cause(kind: str, tmp_path: Path) -> None:
     with open_store(kind, tmp_path) as store:
         executor = store.executor
 

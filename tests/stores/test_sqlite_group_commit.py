@@ -137,7 +137,7 @@ def test_rec2_store7_group_commit_many_threads_dense_sequence(tmp_path: Path) ->
     reopened.store.close()
 
 
-def test_store_group_commit_batches_queued_callers_into_one_commit(
+def test_store7_group_commit_batches_queued_callers_into_one_commit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fx = _open(tmp_path / "db.sqlite")
@@ -254,7 +254,7 @@ def test_store7_group_commit_bounded_batch(tmp_path: Path, monkeypatch: pytest.M
     fx.store.close()
 
 
-def test_store_group_commit_direct_path_and_caller_context(tmp_path: Path) -> None:
+def test_store7_group_commit_direct_path_and_caller_context(tmp_path: Path) -> None:
     fx = _open(tmp_path / "db.sqlite")
     # Uncontended: the callback runs on the caller's own thread.
     assert fx.store.transaction(lambda tx: threading.current_thread()) is threading.current_thread()
@@ -337,7 +337,7 @@ def test_store7_read_view_is_read_only_and_consistent(tmp_path: Path) -> None:
     fx.store.close()
 
 
-def test_store_reader_pool_bounded_and_closed(tmp_path: Path) -> None:
+def test_store7_reader_pool_bounded_and_closed(tmp_path: Path) -> None:
     from aidememo.stores.sqlite.sqlite3_executor import MAX_IDLE_READERS
 
     fx = _open(tmp_path / "db.sqlite")

@@ -86,7 +86,7 @@ def test_srch3_store_search_ranks_by_bm25_then_fact_id(kind: str, tmp_path: Path
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_store_search_ties_broken_by_fact_id(kind: str, tmp_path: Path) -> None:
+def test_srch3_store_search_ties_broken_by_fact_id(kind: str, tmp_path: Path) -> None:
     twins = {"fact_z": "alpha beta", "fact_m": "alpha beta", "fact_q": "alpha beta"}
     with open_store(kind, tmp_path) as store:
         commit_all(store, _fact_mutations(twins))
@@ -95,7 +95,7 @@ def test_store_search_ties_broken_by_fact_id(kind: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_store_search_cjk_bigrams(kind: str, tmp_path: Path) -> None:
+def test_srch2_store_search_cjk_bigrams(kind: str, tmp_path: Path) -> None:
     with open_store(kind, tmp_path) as store:
         commit_all(store, _fact_mutations(FACTS))
         korean = _hits(store, query_terms("배포"), None, 10)
@@ -122,7 +122,7 @@ def test_srch4_store_search_scores_match_reference_store(kind: str, tmp_path: Pa
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_store_search_source_filter_and_reindex(kind: str, tmp_path: Path) -> None:
+def test_srch3_store_search_source_filter_and_reindex(kind: str, tmp_path: Path) -> None:
     with open_store(kind, tmp_path) as store:
         docs = [
             mutation(1, "fact_1", b"{}", search=SearchDoc("fact_1", "src_a", "shared one")),
@@ -158,7 +158,7 @@ def _handoff(seq: int, hid: str, to: str, frm: str, status: str, source: str) ->
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_store_mailbox_paging(kind: str, tmp_path: Path) -> None:
+def test_mbx1_mbx2_store_mailbox_paging(kind: str, tmp_path: Path) -> None:
     rows = [
         _handoff(1, "h1", "bob", "amy", "pending", "s1"),
         _handoff(2, "h2", "bob", "amy", "completed", "s1"),
@@ -199,7 +199,7 @@ def test_store_mailbox_paging(kind: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_store_head_compare_and_swap(kind: str, tmp_path: Path) -> None:
+def test_cmd6_store_head_compare_and_swap(kind: str, tmp_path: Path) -> None:
     with open_store(kind, tmp_path) as store:
         commit_all(store, [mutation(1, "r1")])
         for wrong in (1, 3):
@@ -212,7 +212,7 @@ def test_store_head_compare_and_swap(kind: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_store_commit_roundtrip(kind: str, tmp_path: Path) -> None:
+def test_cmd6_store_commit_roundtrip(kind: str, tmp_path: Path) -> None:
     with open_store(kind, tmp_path) as store:
         put, delete = mutation(1, "r1", b'{"a":1}'), mutation(2, "r1", None, revision=2)
         commit_all(store, [put, delete])
@@ -233,7 +233,7 @@ def test_store_commit_roundtrip(kind: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_store_begin_command_is_the_four_point_reads(kind: str, tmp_path: Path) -> None:
+def test_cmd5_store_begin_command_is_the_four_point_reads(kind: str, tmp_path: Path) -> None:
     """`begin_command`'s one statement reads what the four separate reads do: hits, misses,
     a tombstone, a suspended member and a project that does not exist."""
     with open_store(kind, tmp_path) as store:

@@ -127,7 +127,7 @@ def _same(ours: list[list[Any]], theirs: list[list[Any]]) -> bool:
     return True
 
 
-def test_store_sql_runs_identically_in_workerd(tmp_path: Path) -> None:
+def test_store12_sql_runs_identically_in_workerd(tmp_path: Path) -> None:
     node = pinned_node()
     if node is None or not (ROOT / "node_modules" / "miniflare").is_dir():
         reason = "node or npm miniflare missing (scripts/test runs npm ci)"

@@ -12,7 +12,6 @@ from aidememo.domain.canonical import (
     canonical_bytes,
     canonical_text,
     decode_json,
-    fingerprint,
     fingerprint_of_payload,
 )
 from aidememo.domain.errors import AidememoError, ErrorCode
@@ -28,26 +27,26 @@ def test_cj1_vectors() -> None:
 
 def test_cj2_fingerprint_vectors_exclude_command_id() -> None:
     assert (
-        fingerprint(
+        fingerprint_of_payload(
             project_id="project_http",
             expected_revision=None,
             operation="resource.put",
             resource_kind="custom.note",
             resource_id="note_http",
             change="upsert",
-            payload={"z": 2, "a": {"d": 4, "b": 3}},
+            payload_bytes=canonical_bytes({"z": 2, "a": {"d": 4, "b": 3}}),
         )
         == "9413b2a5c2fb757a08ae01ef397c94a533a2fa8c4b63884006bd4e0a0f29e43f"
     )
     assert (
-        fingerprint(
+        fingerprint_of_payload(
             project_id="project_fixture",
             expected_revision=2,
             operation="fact.delete",
             resource_kind="custom.fact",
             resource_id="fact_fixture",
             change="delete",
-            payload=None,
+            payload_bytes=canonical_bytes(None),
         )
         == "cac6483edbccfc72cedc5e6f2529966558880516aedcd3730eddc3b726d1b44e"
     )
@@ -96,15 +95,6 @@ def test_cj2_fingerprint_of_payload_bytes_is_the_fingerprint(
         "resource": {"id": rid, "kind": kind},
     }
     digest = hashlib.sha256(canonical_bytes(material)).hexdigest()
-    whole = fingerprint(
-        project_id=project_id,
-        expected_revision=expected,
-        operation=operation,
-        resource_kind=kind,
-        resource_id=rid,
-        change=change,
-        payload=payload,
-    )
     pieces = fingerprint_of_payload(
         project_id=project_id,
         expected_revision=expected,
@@ -114,7 +104,7 @@ def test_cj2_fingerprint_of_payload_bytes_is_the_fingerprint(
         change=change,
         payload_bytes=canonical_bytes(payload),
     )
-    assert whole == pieces == digest
+    assert pieces == digest
 
 
 @pytest.mark.parametrize(

@@ -40,7 +40,7 @@ def _json_only(value: object) -> object:
     return json.loads(json.dumps(value))
 
 
-def test_insecure_only_for_plain_http_v1() -> None:
+def test_edge2_insecure_only_for_plain_http_v1() -> None:
     assert insecure("http", "/v1/projects/p/identity", False)
     assert insecure("http", "/v1", False)
     assert insecure("HTTP", "/v1/admin/import", False)
@@ -50,7 +50,7 @@ def test_insecure_only_for_plain_http_v1() -> None:
     assert not insecure("http", "/v1/x", True)
 
 
-def test_var_is_set() -> None:
+def test_edge2_var_is_set() -> None:
     class Env:
         A = "1"
         B = "false"
@@ -62,13 +62,13 @@ def test_var_is_set() -> None:
     assert not var_is_set(Env, "MISSING")
 
 
-def test_object_names() -> None:
+def test_edge1_object_names() -> None:
     assert project_object_name("t1", "p1") == "t1/p1"
     assert token_shard("ab" + "0" * 62) == "tokens-ab"
     assert len({token_shard(f"{n:02x}" + "0" * 62) for n in range(256)}) == 256
 
 
-def test_token_cache_window_is_at_most_30_s() -> None:
+def test_edge3_token_cache_window_is_at_most_30_s() -> None:
     with pytest.raises(ValueError, match="at most"):
         TokenCache(ttl_ms=TTL_MS + 1)
     cache = TokenCache()
@@ -81,7 +81,7 @@ def test_token_cache_window_is_at_most_30_s() -> None:
     assert cache.get(b"d", 0) is None
 
 
-def test_token_cache_is_bounded() -> None:
+def test_edge3_token_cache_is_bounded() -> None:
     cache = TokenCache(max_entries=2)
     for n in range(3):
         cache.put(bytes([n]), Caller("t", str(n)), 0)
@@ -89,7 +89,7 @@ def test_token_cache_is_bounded() -> None:
     assert cache.get(bytes([2]), 0) == Caller("t", "2")
 
 
-def test_answer_and_unwrap_carry_domain_errors_by_code() -> None:
+def test_edge4_answer_and_unwrap_carry_domain_errors_by_code() -> None:
     assert unwrap(_json_only(answer(lambda: {"x": 1}))) == {"x": 1}
 
     def boom() -> None:
@@ -103,7 +103,7 @@ def test_answer_and_unwrap_carry_domain_errors_by_code() -> None:
     assert malformed.value.code is ErrorCode.STORAGE_FAILURE
 
 
-def test_request_payload_is_plain_and_carries_no_credentials() -> None:
+def test_edge4_request_payload_is_plain_and_carries_no_credentials() -> None:
     request = Request(
         "POST",
         "/v1/projects/p/facts",
@@ -143,7 +143,7 @@ def test_request_payload_is_plain_and_carries_no_credentials() -> None:
     assert request_from(_json_only(binary), caller)[0].body.read() == b"\xff\xfe"
 
 
-def test_response_and_caller_round_trip() -> None:
+def test_edge4_response_and_caller_round_trip() -> None:
     response = Response(201, [("content-type", "application/json")], b'{"a":"\xc3\xa9"}')
     body, status, headers = response_parts(_json_only(response_payload(response)))
     assert (body.encode(), status, list(headers.items())) == (
@@ -161,7 +161,7 @@ def test_response_and_caller_round_trip() -> None:
     assert caller_from(_json_only(caller_payload(who))) == who
 
 
-def test_pages_hold_whole_lines_under_the_limit() -> None:
+def test_arc7_edge4_pages_hold_whole_lines_under_the_limit() -> None:
     lines = [("resource", b'{"n":%d}\n' % n) for n in range(50)]
     lines += [("change", b"x" * 90 + b"\n") for _ in range(20)]
     pages = pack_pages(lines, limit=300)
@@ -190,7 +190,7 @@ def test_arc8_packed_pages_are_the_pages_as_bytes() -> None:
     assert list(iter_packed([])) == []
 
 
-def test_forwarded_headers_replace_client_identity_and_drop_credentials() -> None:
+def test_edge4_forwarded_headers_replace_client_identity_and_drop_credentials() -> None:
     sent = {
         "authorization": "Bearer secret",
         "cookie": "c=1",
@@ -210,7 +210,7 @@ def test_forwarded_headers_replace_client_identity_and_drop_credentials() -> Non
     assert forwarded_caller(out) == Caller("t1", "a1")
 
 
-def test_forwarded_caller_without_identity_is_authentication_failed() -> None:
+def test_edge4_forwarded_caller_without_identity_is_authentication_failed() -> None:
     for headers in ({}, {"x-aidememo-tenant": "t1"}, {"x-aidememo-actor": "a1"}):
         with pytest.raises(AidememoError) as info:
             forwarded_caller(headers)

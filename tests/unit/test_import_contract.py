@@ -199,12 +199,12 @@ def _violations(paths: tuple[Path, ...], rule: Rule) -> list[str]:
     return found
 
 
-def test_core_imports_only_stdlib_and_core() -> None:
+def test_layer2_core_imports_only_stdlib_and_core() -> None:
     violations = _violations(CORE_PATHS, _core_violation)
     assert not violations, "\n".join(violations)
 
 
-def test_edge_imports_only_stdlib_sdk_and_core() -> None:
+def test_layer2_edge_imports_only_stdlib_sdk_and_core() -> None:
     violations = _violations(EDGE_PATHS, _edge_violation)
     assert not violations, "\n".join(violations)
 
@@ -243,7 +243,7 @@ def _imp(name: str, guarded: bool = False) -> Import:
     return Import(1, name, guarded)
 
 
-def test_rules_reject_outward_imports() -> None:
+def test_layer2_rules_reject_outward_imports() -> None:
     domain = REPO / "aidememo/domain/x.py"
     for name in ("origin.app", "aidememo.cli.main", "aidememo.client", "mcp.server"):
         assert _core_violation(domain, _imp(name)), name
@@ -265,7 +265,7 @@ def test_rules_reject_outward_imports() -> None:
     assert _origin_violation(REPO / "origin/app.py", _imp("aidememo.client.sync"))
 
 
-def test_rules_accept_inward_imports() -> None:
+def test_layer2_rules_accept_inward_imports() -> None:
     service = REPO / "aidememo/service/x.py"
     for name in ("json", "aidememo", "aidememo.domain.errors", "aidememo.ports", "typing"):
         assert _core_violation(service, _imp(name)) is None, name
@@ -282,7 +282,7 @@ def test_rules_accept_inward_imports() -> None:
     assert _edge_violation(PG_CONNECTION_MODULE, _imp("pg8000.dbapi")) is None
 
 
-def test_relative_and_guarded_imports_are_resolved(tmp_path: Path) -> None:
+def test_layer2_relative_and_guarded_imports_are_resolved(tmp_path: Path) -> None:
     package = tmp_path / "aidememo" / "service"
     package.mkdir(parents=True)
     probe = package / "probe.py"

@@ -1,7 +1,7 @@
-"""`Ledger.execute_raw` and a store's fast path (`CAP_RAW_FAST_PATH`), without PostgreSQL:
-which outcome leads where, the live-feed hook, and a store whose checks disagree with the
-pipeline's. The PostgreSQL fast path itself is tested against the reference in
-tests/stores/test_raw_fast_path.py."""
+"""`Ledger.execute_raw` over `Store.execute_raw`, without PostgreSQL: what the guarded write
+carries, how the checks on the rows it returns name the answer, the live-feed hook, and a store
+whose guard disagrees with the checks. Every store's guarded write is tested against the
+generic pipeline in tests/stores/test_raw_guarded_write.py."""
 
 from __future__ import annotations
 
@@ -24,34 +24,34 @@ from aidememo.domain.model import (
     Scope,
     StoredResource,
 )
-from aidememo.ports import CAP_RAW_FAST_PATH
 from aidememo.service.access import Caller
 from aidememo.service.identity import IdentityService
-from aidememo.service.ledger import Ledger
+from aidememo.service.ledger import WRITER_ROLES, Ledger
 from aidememo.stores.in_memory import InMemoryStore
 
 TENANT, PROJECT, ACTOR = "tenant_u", "project_u", "actor_u"
 REF = ResourceRef("custom.note", "note_u")
 CALLER = Caller(TENANT, ACTOR)
+SECRET = "AKIA" + "IOSFODNN7EXAMPLE"
 
 
-class FastStore(InMemoryStore):
-    """The reference store, plus a scripted fast path."""
-
-    capabilities = frozenset({CAP_RAW_FAST_PATH})
+class ScriptedStore(InMemoryStore):
+    """The in-memory store, whose guarded write answers from a script when one is given."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.answers: list[RawOutcome | None] = []
+        self.answers: list[RawOutcome] = []
         self.seen: list[RawWrite] = []
 
-    def execute_raw(self, write: RawWrite) -> RawOutcome | None:
+    def execute_raw(self, write: RawWrite) -> RawOutcome:
         self.seen.append(write)
-        return self.answers.pop(0)
+        if self.answers:
+            return self.answers.pop(0)
+        return super().execute_raw(write)
 
 
-def _setup() -> tuple[FastStore, Ledger, list[int]]:
-    store = FastStore()
+def _setup() -> tuple[ScriptedStore, Ledger, list[int]]:
+    store = ScriptedStore()
     IdentityService(store, FixedClock(1), _Ids()).bootstrap(
         tenant_id=TENANT, project_id=PROJECT, actor_id=ACTOR, project_epoch="epoch_u"
     )
@@ -66,41 +66,52 @@ class _Ids:
         return f"{prefix}_1"
 
 
-def _put(expected: int | None = None) -> Command:
-    return Command("cmd_u", PROJECT, expected, "resource.put", REF, ChangeOp.UPSERT, {"a": 1})
+def _put(expected: int | None = None, payload: dict[str, object] | None = None) -> Command:
+    return Command(
+        "cmd_u", PROJECT, expected, "resource.put", REF, ChangeOp.UPSERT, payload or {"a": 1}
+    )
 
 
-def _start(revision: int | None) -> CommandStart:
+def _start(revision: int | None, receipt: Receipt | None = None) -> CommandStart:
     project = Project(TENANT, PROJECT, "epoch_u", 3)
     member = Membership(TENANT, PROJECT, ACTOR, Role.WRITER, MemberStatus.ACTIVE)
     current = None if revision is None else StoredResource(REF, revision, None)
-    return CommandStart(project, member, None, current)
+    return CommandStart(project, member, receipt, current)
 
 
-def test_the_write_carries_what_python_decides() -> None:
+def test_store9_the_write_carries_what_python_decides() -> None:
     store, ledger, hooked = _setup()
-    receipt = Receipt("cmd_u", "fp", TENANT, PROJECT, ACTOR, 4, REF, 1, 5_000)
-    store.answers = [RawOutcome("committed", receipt), RawOutcome("replayed", receipt)]
-    assert ledger.execute_raw(CALLER, _put()) == receipt
-    assert ledger.execute_raw(CALLER, _put()) == receipt
-    assert hooked == [4]  # the live feed hears of the commit, not of the replay
+    first = ledger.execute_raw(CALLER, _put())
+    again = ledger.execute_raw(CALLER, _put())
+    assert (first.project_seq, first.revision, first.committed_at_ms) == (1, 1, 5_000)
+    assert again == first and again.replayed and not first.replayed
+    assert hooked == [1]  # the live feed hears of the commit, not of the replay
     write = store.seen[0]
     assert write.scope == Scope(TENANT, PROJECT) and write.now_ms == 5_000
     assert write.body == b'{"a":1}' and write.op is ChangeOp.UPSERT
-    assert len(write.fingerprint) == 64
+    assert write.writers == WRITER_ROLES == ("owner", "admin", "writer")
+    assert not write.must_exist and len(write.fingerprint) == 64
+    delete = Command("cmd_d", PROJECT, 1, "resource.delete", REF, ChangeOp.DELETE, None)
+    ledger.execute_raw(CALLER, delete)
+    assert store.seen[-1].must_exist and store.seen[-1].body is None
+    assert store.seen[-1].expected_revision == 1
 
 
-def test_none_means_the_generic_pipeline() -> None:
+def test_store9_sec3_a_secret_is_written_by_no_one_and_refused_after_replay() -> None:
     store, ledger, hooked = _setup()
-    store.answers = [None]
-    receipt = ledger.execute_raw(CALLER, _put())
-    assert (receipt.project_seq, receipt.revision, receipt.committed_at_ms) == (1, 1, 5_000)
-    assert hooked == [1]
+    with pytest.raises(AidememoError) as err:
+        ledger.execute_raw(CALLER, _put(payload={"key": SECRET}))
+    assert err.value.code is ErrorCode.SECRET_REJECTED
+    assert store.seen[-1].writers == () and hooked == []
+    outsider = Caller(TENANT, "actor_nobody")
+    with pytest.raises(AidememoError) as err:  # membership first (AUTH-3)
+        ledger.execute_raw(outsider, _put(payload={"key": SECRET}))
+    assert err.value.code is ErrorCode.PROJECT_UNAUTHORIZED
 
 
-def test_a_refusal_raises_the_pipelines_own_error() -> None:
+def test_store9_a_refusal_raises_the_pipelines_own_error() -> None:
     store, ledger, hooked = _setup()
-    store.answers = [RawOutcome("refused", None, "stale_revision", _start(2))]
+    store.answers = [RawOutcome(_start(2))]
     with pytest.raises(AidememoError) as err:
         ledger.execute_raw(CALLER, _put(expected=1))
     assert err.value.code is ErrorCode.STALE_REVISION
@@ -108,27 +119,42 @@ def test_a_refusal_raises_the_pipelines_own_error() -> None:
     assert hooked == []
 
 
+def test_store9_a_retried_write_that_finds_its_own_receipt_is_a_commit() -> None:
+    """The store lost the first attempt's answer and sent the write again: the receipt it
+    found may be that attempt's commit, so it is answered and announced as one."""
+    store, ledger, hooked = _setup()
+    ledger.execute_raw(CALLER, _put())  # learn the fingerprint
+    fp = store.seen[0].fingerprint
+    mine = Receipt("cmd_u", fp, TENANT, PROJECT, ACTOR, 4, REF, 1, 4_000)
+    store.answers = [RawOutcome(_start(1, mine), None, retried=True)]
+    receipt = ledger.execute_raw(CALLER, _put())
+    assert receipt == mine and not receipt.replayed
+    assert hooked == [1, 4]
+
+
+def _committed(start: CommandStart) -> RawOutcome:
+    return RawOutcome(start, Receipt("cmd_u", "x", TENANT, PROJECT, ACTOR, 4, REF, 3, 5_000))
+
+
 @pytest.mark.parametrize(
-    ("error", "revision"),
+    ("answer", "expected"),
     [
-        ("stale_revision", 1),  # the rows say the expectation holds
-        ("resource_not_found", 2),  # the rows say the resource exists, at another revision
-        ("project_unauthorized", 1),
+        (RawOutcome(_start(1)), 1),  # the rows say the expectation holds, yet nothing written
+        (_committed(_start(2)), 1),  # written, though the rows say the revision is stale
+        (_committed(_start(None)), None),  # written, identical receipt read: see below
     ],
 )
-def test_a_store_that_disagrees_with_the_pipeline_is_a_storage_failure(
-    error: str, revision: int
+def test_store9_a_guard_that_disagrees_with_the_checks_is_a_storage_failure(
+    answer: RawOutcome, expected: int | None
 ) -> None:
-    store, ledger, _ = _setup()
-    store.answers = [RawOutcome("refused", None, error, _start(revision))]
-    with pytest.raises(AidememoError) as err:
-        ledger.execute_raw(CALLER, _put(expected=1))
-    assert err.value.code is ErrorCode.STORAGE_FAILURE
-
-
-def test_an_unknown_outcome_is_a_storage_failure() -> None:
-    store, ledger, _ = _setup()
-    store.answers = [RawOutcome("maybe")]
-    with pytest.raises(AidememoError) as err:
+    store, ledger, hooked = _setup()
+    if answer.start.current is None:  # the rows hold this command's own receipt
         ledger.execute_raw(CALLER, _put())
+        fp = store.seen[0].fingerprint
+        stored = Receipt("cmd_u", fp, TENANT, PROJECT, ACTOR, 1, REF, 1, 5_000)
+        answer = _committed(_start(1, stored))
+    store.answers = [answer]
+    with pytest.raises(AidememoError) as err:
+        ledger.execute_raw(CALLER, _put(expected=expected))
     assert err.value.code is ErrorCode.STORAGE_FAILURE
+    assert hooked == ([1] if expected is None else [])

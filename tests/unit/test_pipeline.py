@@ -239,7 +239,7 @@ def test_http1_dispatch_answers_match_the_driven_admission() -> None:
 # -- routes --------------------------------------------------------------------------------
 
 
-def test_routes_have_unique_names_and_cross_rpc_by_them() -> None:
+def test_edge4_routes_have_unique_names_and_cross_rpc_by_them() -> None:
     assert len({route.name for route in ROUTES}) == len(ROUTES)
     for route in ROUTES:
         assert route_named(route.name) is route
@@ -251,7 +251,7 @@ def test_routes_have_unique_names_and_cross_rpc_by_them() -> None:
 # -- the command body's project, without a decode ------------------------------------------
 
 
-def test_top_level_string_finds_only_the_top_level_plain_key() -> None:
+def test_edge4_top_level_string_finds_only_the_top_level_plain_key() -> None:
     assert top_level_string(b'{"project_id": "p1"}', "project_id") == "p1"
     assert top_level_string(b' {"a": {"project_id": "x"}, "project_id":"p2"}', "project_id") == "p2"
     assert top_level_string(b'{"a": ["project_id", "x"], "project_id": "p3"}', "project_id") == "p3"
@@ -268,7 +268,7 @@ def test_top_level_string_finds_only_the_top_level_plain_key() -> None:
     assert top_level_string(b"", "project_id") is None
 
 
-def test_command_project_falls_back_to_the_handlers_error() -> None:
+def test_edge4_command_project_falls_back_to_the_handlers_error() -> None:
     request = Request("POST", "/v1/commands", "", JSON_CT)
     assert command_project_id(request, b'{"project_id": "p1", "x": [1]}') == "p1"
     for body, code in [

@@ -70,7 +70,7 @@ def test_feed6_page_renderers_match_row_renderers() -> None:
     assert paged["next_page_token"] == "AAA-_.bb"
 
 
-def test_model_fast_classes_keep_value_semantics() -> None:
+def test_feed6_model_fast_classes_keep_value_semantics() -> None:
     a, b = _changes(), _changes()
     assert a == b and a[0] is not b[0] and hash(a[0]) == hash(b[0])
     assert a[0] != a[1] and a[0].ref == ResourceRef("handoff", "id_0")

@@ -1,4 +1,4 @@
-"""Every rule SPEC.md defines is cited by a test name, and every cited rule is defined.
+"""SUITE-1: every test name cites a rule, every cited rule is defined, every rule is cited.
 
 A rule is defined where SPEC.md gives its id: a bold list item (`- **HO-3** ...`), a table
 cell holding only the id (`| LEDGER-7 | stale revision |`), or a heading that starts with it
@@ -15,6 +15,8 @@ their dash, each followed by `_` (`test_ho3_...`, `test_live3_vis1_...`). The fi
 `test_` that looks like an id (letters then digits) must be a defined rule, as must any later
 leading word of a defined rule family (`test_ho3_ho9_...` fails); a defined rule spelled
 another way (`..._AUTH_5`, `test_x_ho3_...`) fails too, so every citation has one spelling.
+A name that cites no rule at all (`test_store_pragmas`) fails as well: a test that checks
+behaviour no rule states either belongs under a broader rule or shows a rule SPEC.md lacks.
 """
 
 from __future__ import annotations
@@ -121,7 +123,17 @@ def citations(name: str, rules: set[str]) -> tuple[list[str], list[str]]:
     return cited, problems
 
 
-def test_spec_parser_reads_every_definition_form() -> None:
+def citing_nothing(names: dict[str, list[str]], rules: set[str]) -> list[str]:
+    """`module: name` of each test name in `names` that cites no rule of `rules`."""
+    return [
+        f"{module}: {name}"
+        for name, modules in sorted(names.items())
+        if not citations(name, rules)[0]
+        for module in modules
+    ]
+
+
+def test_suite1_spec_parser_reads_every_definition_form() -> None:
     text = "\n".join(
         [
             "- **HO-3** a bold item, citing HO-6 and AUTH-3..5 in passing",
@@ -137,7 +149,7 @@ def test_spec_parser_reads_every_definition_form() -> None:
     assert spec_rules(text) == {"HO-3", "LEDGER-7", "IDENT-10", "SEC-1"}
 
 
-def test_spec_test_names_include_conditional_and_class_definitions(tmp_path: Path) -> None:
+def test_suite1_spec_test_names_include_conditional_and_class_definitions(tmp_path: Path) -> None:
     module = tmp_path / "tests" / "test_sample.py"
     module.parent.mkdir()
     module.write_text(
@@ -156,7 +168,7 @@ def test_spec_test_names_include_conditional_and_class_definitions(tmp_path: Pat
     assert set(names) == {"test_top", "test_method", "test_conditional"}
 
 
-def test_spec_citation_forms() -> None:
+def test_suite1_spec_citation_forms() -> None:
     rules = {"HO-3", "HO-6", "LIVE-3", "VIS-1", "AUTH-5", "ID-1", "CJ-3"}
     assert citations("test_ho3_lease_expires", rules) == (["HO-3"], [])
     assert citations("test_live3_vis1_hidden", rules) == (["LIVE-3", "VIS-1"], [])
@@ -172,9 +184,14 @@ def test_spec_citation_forms() -> None:
         "test_lease_ho6_late",
     ):
         assert citations(bad, rules)[1], bad
+    names = {"test_ho3_lease": ["tests/a.py"], "test_store_pragmas": ["tests/b.py", "tests/c.py"]}
+    assert citing_nothing(names, rules) == [
+        "tests/b.py: test_store_pragmas",
+        "tests/c.py: test_store_pragmas",
+    ]
 
 
-def test_spec_parser_finds_every_rule_spec_mentions() -> None:
+def test_suite1_spec_parser_finds_every_rule_spec_mentions() -> None:
     """A rule SPEC.md refers to but the parser does not find is a definition form it misses."""
     text = SPEC.read_text(encoding="utf-8")
     rules = spec_rules(text)
@@ -188,14 +205,23 @@ def test_spec_parser_finds_every_rule_spec_mentions() -> None:
     )
 
 
-def test_spec_test_names_cite_only_defined_rules_in_one_form() -> None:
+def test_suite1_spec_test_names_cite_only_defined_rules_in_one_form() -> None:
     rules = spec_rules(SPEC.read_text(encoding="utf-8"))
     problems = [p for name in collected_test_names() for p in citations(name, rules)[1]]
     assert not problems, "\n".join(problems)
 
 
-def test_spec_every_rule_is_cited_by_a_test_name() -> None:
+def test_suite1_spec_every_rule_is_cited_by_a_test_name() -> None:
     rules = spec_rules(SPEC.read_text(encoding="utf-8"))
     cited = {rule for name in collected_test_names() for rule in citations(name, rules)[0]}
     uncited = sorted(rules - cited, key=lambda r: (_family(r), int(r.rsplit("-", 1)[1])))
     assert not uncited, f"no test name cites {uncited}; name a test that checks it test_<rule>_"
+
+
+def test_suite1_every_test_name_cites_a_rule() -> None:
+    rules = spec_rules(SPEC.read_text(encoding="utf-8"))
+    missing = citing_nothing(collected_test_names(), rules)
+    assert not missing, (
+        "these test names cite no rule; name each test_<rule>_... after the SPEC.md rule it "
+        "checks, or add the rule it shows is missing (SUITE-1):\n" + "\n".join(missing)
+    )

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, BinaryIO
 
 from aidememo.cli.errors import EXIT_USAGE, CliError
+from aidememo.cli.private_files import NEW_FILE_FLAGS, write_all
 from aidememo.domain.limits import MAX_ARCHIVE_BYTES
 
 EXPORT_FILE_MODE = 0o600
@@ -69,10 +70,8 @@ class ExportFile:
         folder = os.path.dirname(os.path.abspath(path))
         base = os.path.basename(path)
         self.temp = os.path.join(folder, f".{base}.{os.getpid()}.{os.urandom(4).hex()}.part")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-        flags |= getattr(os, "O_CLOEXEC", 0)
         try:
-            self.fd = os.open(self.temp, flags, EXPORT_FILE_MODE)
+            self.fd = os.open(self.temp, NEW_FILE_FLAGS, EXPORT_FILE_MODE)
         except OSError as exc:
             raise CliError(f"cannot create {path}: {exc.strerror or exc}") from None
         try:
@@ -84,10 +83,8 @@ class ExportFile:
 
     def write(self, data: bytes) -> None:
         self.check.feed(data)
-        view = memoryview(data)
         try:
-            while view:
-                view = view[os.write(self.fd, view) :]
+            write_all(self.fd, data)
         except OSError as exc:
             raise CliError(f"cannot write {self.path}: {exc.strerror or exc}") from None
 

@@ -25,6 +25,7 @@ from aidememo.cli.options import (
     TOKEN_BYTES,
     TOKEN_FILE_MODE,
 )
+from aidememo.cli.private_files import NEW_FILE_FLAGS, write_all
 from aidememo.cli.stores import (
     DATABASE_FILE,
     data_home,
@@ -122,17 +123,15 @@ def cmd_token_new(ns: argparse.Namespace) -> int:
     """Write 32 random bytes as 64 hex characters and a newline to a new 0600 file."""
     path: str = ns.out
     token = os.urandom(TOKEN_BYTES).hex() + "\n"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    flags |= getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags, TOKEN_FILE_MODE)
+        fd = os.open(path, NEW_FILE_FLAGS, TOKEN_FILE_MODE)
     except FileExistsError:
         raise CliError(f"{path} already exists; refusing to overwrite a token file") from None
     except OSError as exc:
         raise CliError(f"cannot create {path}: {exc.strerror or exc}") from None
     try:
         os.fchmod(fd, TOKEN_FILE_MODE)  # whatever the umask did
-        os.write(fd, token.encode("ascii"))
+        write_all(fd, token.encode("ascii"))
         os.fsync(fd)
     except OSError as exc:
         os.close(fd)

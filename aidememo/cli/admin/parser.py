@@ -39,10 +39,7 @@ def _target(cmd: Command, db_help: str) -> None:
     )
     cmd.add("--admin-token-file", help="file holding the admin token (with --url)")
     cmd.add(
-        "--allow-insecure-http",
-        switch=True,
-        default=False,
-        help="allow an http:// --url to a non-loopback host",
+        "--allow-insecure-http", switch=True, help="allow an http:// --url to a non-loopback host"
     )
 
 
@@ -107,20 +104,17 @@ def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     member.add("--project-id", required=True, help="project id")
     member.add("--actor-id", required=True, help="actor id")
     change = member.parser.add_mutually_exclusive_group()
-    member.add(
-        "--role",
-        choices=[r.value for r in Role],
-        help="new role",
-        group=change,
-        group_name="change",
-    )
-    member.add(
-        "--status",
-        choices=[s.value for s in MemberStatus],
-        help="new status",
-        group=change,
-        group_name="change",
-    )
+    for flag, values, help in (
+        ("--role", Role, "new role"),
+        ("--status", MemberStatus, "new status"),
+    ):
+        member.add(
+            flag,
+            choices=[v.value for v in values],
+            help=help,
+            group=change,
+            group_name="change",
+        )
     admin_token = admin.add_parser("token", help="token administration").add_subparsers(
         dest="admin_token_command", metavar="ACTION", required=True
     )
@@ -137,13 +131,11 @@ def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     export.add(
         "--include-token-digests",
         switch=True,
-        default=False,
         help="include token digests, so members keep their tokens after an import",
     )
     export.add("--out", env="AIDEMEMO_EXPORT_FILE", required=True,
                help="file to create (0600; an existing file is never overwritten)")  # fmt: skip
-    export.add("--include-bodies", switch=True, default=False,
-               help="carry the artifact bodies (with --database)")  # fmt: skip
+    export.add("--include-bodies", switch=True, help="carry the artifact bodies (with --database)")
     _bodies(export, "directory of artifact bodies (default: <sqlite path>.artifacts)",
             add_backend_options)  # fmt: skip
 
@@ -195,10 +187,9 @@ def add_indexer_command(
     )
     indexer.add("--database", env="AIDEMEMO_DATABASE_URL", help=db_help)
     indexer.add("--embedding", env="AIDEMEMO_EMBEDDING", default="bundled", help="provider")
-    indexer.add("--once", switch=True, default=False, help="index until caught up, then exit")
+    indexer.add("--once", switch=True, help="index until caught up, then exit")
     indexer.add(
         "--attached",
         switch=True,
-        default=False,
         help="as serve's child: JSON status lines on stdout, stop when stdin closes",
     )

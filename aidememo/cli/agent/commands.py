@@ -11,10 +11,10 @@ import argparse
 import json
 import sys
 from typing import Any
-from urllib.parse import urlencode
 
 from aidememo.cli.agent.connect import agent_command, connected
-from aidememo.cli.agent.queueing import deliver, fact_request, session_request
+from aidememo.cli.agent.live_feed import bearer_header, feed_url, refused_upgrade
+from aidememo.cli.agent.queueing import deliver_and_report, fact_request, session_request
 from aidememo.cli.errors import EXIT_FAILED, EXIT_UNREACHABLE, EXIT_USAGE, CliError
 from aidememo.cli.render import clip, emit, json_line, table, when, write_line
 from aidememo.client import ChangeEntry, MaterializedBatch
@@ -22,19 +22,9 @@ from aidememo.client import ChangeEntry, MaterializedBatch
 STDIN_MAX_BYTES = 65_536 + 2  # the content limit (ID-3), plus a trailing newline to strip
 
 
-def _written(what: str, written: Any) -> str:
-    receipt = written.receipt
-    note = " (already there: replayed)" if written.recovered else ""
-    return f"{what} {receipt.resource.id} (seq {receipt.project_seq}){note}"
-
-
 @agent_command
 def cmd_session_new(ns: argparse.Namespace) -> int:
-    with connected(ns) as (profile, client):
-        done = deliver(ns, profile, client, session_request(profile, ns))
-    if isinstance(done, int):  # queued (OUTBOX-1)
-        return done
-    return emit(ns, done, _written("created session", done))
+    return deliver_and_report(ns, lambda profile: session_request(profile, ns), "created session")
 
 
 @agent_command
@@ -77,11 +67,7 @@ def _content(ns: argparse.Namespace) -> str:
 @agent_command
 def cmd_fact_add(ns: argparse.Namespace) -> int:
     content = _content(ns)
-    with connected(ns) as (profile, client):
-        done = deliver(ns, profile, client, fact_request(profile, ns, content))
-    if isinstance(done, int):  # queued (OUTBOX-1)
-        return done
-    return emit(ns, done, _written("added fact", done))
+    return deliver_and_report(ns, lambda profile: fact_request(profile, ns, content), "added fact")
 
 
 @agent_command
@@ -190,12 +176,6 @@ def cmd_changes(ns: argparse.Namespace) -> int:
 # -- watch ------------------------------------------------------------------------------------
 
 
-def _ws_url(url: str, project_id: str, query: dict[str, str]) -> str:
-    scheme, rest = url.split("://", 1)
-    ws = "wss" if scheme == "https" else "ws"
-    return f"{ws}://{rest}/v1/projects/{project_id}/changes/live?{urlencode(query)}"
-
-
 def _print_message(ns: argparse.Namespace, document: dict[str, Any]) -> int | None:
     """Print one live-feed message; the cursor it advances to, when it is a batch."""
     if ns.json:
@@ -251,20 +231,18 @@ def cmd_watch(ns: argparse.Namespace) -> int:
         ) from None
     with connected(ns) as (profile, client):
         epoch = client.identity().project_epoch
-        token = _bearer(profile.token_file)
+        headers = bearer_header(profile)
         if ns.from_now:
             cursor = client.snapshot(limit=1).at_seq
         elif ns.since is not None:
             cursor = ns.since - 1  # --since is inclusive, the cursor exclusive
         else:
             cursor = int(ns.after_seq)
-    query = {"project_epoch": epoch, "after_seq": str(cursor)}
-    url = _ws_url(profile.url, profile.project_id, query)
-    headers = {"authorization": f"Bearer {token}"}
+    url = feed_url(profile, epoch, cursor)
     try:
         socket = connect(url, additional_headers=headers, open_timeout=30, max_size=None)
     except InvalidStatus as exc:
-        raise CliError(_refused_upgrade(exc.response.status_code, exc.response.body)) from None
+        raise CliError(refused_upgrade(exc.response.status_code, exc.response.body)) from None
     except (OSError, TimeoutError, InvalidURI) as exc:
         raise CliError(f"cannot reach the server: {exc} (unreachable)", EXIT_UNREACHABLE) from None
     if not ns.json:
@@ -287,17 +265,3 @@ def cmd_watch(ns: argparse.Namespace) -> int:
     raise CliError(
         f"the server closed the live feed; resume with --after-seq {cursor}", EXIT_FAILED
     )
-
-
-def _bearer(path: str) -> str:
-    from aidememo.cli.token_files import read_token_file
-
-    return read_token_file(path)
-
-
-def _refused_upgrade(status: int, body: bytes | bytearray | None) -> str:
-    try:
-        error = json.loads(body or b"")["error"]
-        return f"{error['message']} ({error['code']})"
-    except (ValueError, KeyError, TypeError):
-        return f"the live feed was refused: HTTP {status}"

@@ -21,7 +21,7 @@ def agent(
     """A subcommand with the flags every agent command has: `--profile` and `--json`."""
     cmd = Command(sub.add_parser(name, help=help), lazy(f"aidememo.cli.agent.{module}", handler))
     cmd.add("--profile", env="AIDEMEMO_PROFILE", help="the profile to act as (auth login)")
-    cmd.add("--json", switch=True, default=False, help="print JSON for scripts")
+    cmd.add("--json", switch=True, help="print JSON for scripts")
     return cmd
 
 

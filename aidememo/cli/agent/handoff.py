@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from aidememo.cli.agent.connect import agent_command, connected
 from aidememo.cli.agent.profiles import Profile
-from aidememo.cli.agent.queueing import deliver, send_request
+from aidememo.cli.agent.queueing import deliver_and_report, send_request
 from aidememo.cli.errors import CliError
 from aidememo.cli.render import clip, emit, recovered_note, table, when
 from aidememo.client import AidememoClientError, Client, HandoffStatus, Mailbox, Transition
@@ -26,13 +26,9 @@ RESULT_FACT = "result fact"
 
 @agent_command
 def cmd_send(ns: argparse.Namespace) -> int:
-    with connected(ns) as (profile, client):
-        done = deliver(ns, profile, client, send_request(profile, ns))
-    if isinstance(done, int):  # queued (OUTBOX-1)
-        return done
-    note = " (already there: replayed)" if done.recovered else ""
-    human = f"sent handoff {done.id} to {ns.to} (seq {done.receipt.project_seq}){note}"
-    return emit(ns, done, human)
+    return deliver_and_report(
+        ns, lambda profile: send_request(profile, ns), "sent handoff", f" to {ns.to}"
+    )
 
 
 def _lease(lease_state: str | None, expires_at_ms: int | None) -> str:

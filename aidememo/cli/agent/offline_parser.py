@@ -13,7 +13,7 @@ QUEUE_HELP = "exit 3 when the server cannot be reached instead of queueing in th
 
 
 def add_no_queue(cmd: Command) -> None:
-    flag(cmd, "--no-queue", switch=True, default=False, help=QUEUE_HELP)
+    flag(cmd, "--no-queue", switch=True, help=QUEUE_HELP)
 
 
 def add_offline_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -22,8 +22,7 @@ def add_offline_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     ).add_subparsers(dest="replica_command", metavar="ACTION", required=True)
     pull = agent(replica, "pull", "bring the replica up to the server's head", "replica",
                   "cmd_pull")  # fmt: skip
-    flag(pull, "--watch", switch=True, default=False,
-         help="then keep it current from the live feed (Ctrl-C ends)")  # fmt: skip
+    flag(pull, "--watch", switch=True, help="then keep it current from the live feed (Ctrl-C ends)")
     status = agent(replica, "status", "the replica's pin and cursor (no network)",
                     "replica", "cmd_status")  # fmt: skip
     get = agent(replica, "get", "one cached resource (no network)", "replica", "cmd_get")
@@ -38,7 +37,7 @@ def add_offline_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser
     flag(search, "--limit", convert=int_in(1, 100), help="results")
     reset = agent(replica, "reset", "forget the replica and its pin", "replica",
                    "cmd_reset")  # fmt: skip
-    flag(reset, "--force", switch=True, default=False, help="really forget it")
+    flag(reset, "--force", switch=True, help="really forget it")
     for cmd in (pull, status, get, search, reset):
         flag(
             cmd, "--path", help="the replica file (default $AIDEMEMO_HOME/replicas/PROFILE.sqlite)"

@@ -44,14 +44,18 @@ def add_agent_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     flag(login, "--url", required=True, help="the server (http://127.0.0.1:3030, https://...)")
     flag(login, "--project-id", required=True, help="project id")
     flag(login, "--token-file", required=True, help="file holding the member's token")
-    flag(login, "--store-token", switch=True, default=False,
-              help="copy the token into $AIDEMEMO_HOME/tokens/ (0600)")  # fmt: skip
-    login.add("--json", switch=True, default=False, help="print JSON for scripts")
+    flag(
+        login,
+        "--store-token",
+        switch=True,
+        help="copy the token into $AIDEMEMO_HOME/tokens/ (0600)",
+    )
+    login.add("--json", switch=True, help="print JSON for scripts")
     listing = Command(
         actions.add_parser("list", help="the saved profiles (never their tokens)"),
         lazy("aidememo.cli.agent.auth", "cmd_list"),
     )
-    listing.add("--json", switch=True, default=False, help="print JSON for scripts")
+    listing.add("--json", switch=True, help="print JSON for scripts")
     logout = Command(
         actions.add_parser("logout", help="forget a profile (and its stored token copy)"),
         lazy("aidememo.cli.agent.auth", "cmd_logout"),
@@ -96,7 +100,7 @@ def add_agent_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         choices=["lexical", "semantic", "hybrid", "auto"],
         help="by words, by meaning, both, or hybrid where the index is built (default auto)",
     )
-    flag(search, "--explain", switch=True, default=False, help="print each list's score and rank")
+    flag(search, "--explain", switch=True, help="print each list's score and rank")
 
     get = agent(sub, "get", "one resource's current body", "commands", "cmd_get")
     positional(get, "kind", "session, fact, handoff, handoff_context or custom.*")
@@ -163,7 +167,7 @@ def _add_handoff(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     for box in ("inbox", "outbox"):
         cmd = agent(handoff, box, f"handoffs {'to' if box == 'inbox' else 'from'} this actor",
                      "handoff", f"cmd_{box}")  # fmt: skip
-        flag(cmd, "--all", switch=True, default=False, help="include completed handoffs")
+        flag(cmd, "--all", switch=True, help="include completed handoffs")
         flag(cmd, "--limit", convert=int_in(1, 100), help="handoffs")
     for name, help in (
         ("accept", "claim a handoff (a re-run after a lost answer recovers the same claim)"),

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 from aidememo.cli.errors import EXIT_USAGE, CliError
 from aidememo.cli.options import PROG, TOKEN_FILE_MODE
+from aidememo.cli.private_files import NEW_FILE_FLAGS, write_all
 from aidememo.cli.stores import data_home, ensure_data_home
 
 PROFILES_FILE = "profiles.json"
@@ -103,18 +104,15 @@ def save(profiles: dict[str, Profile]) -> Path:
 
 def _write_atomically(path: Path, data: bytes) -> None:
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     try:
-        fd = os.open(temp, flags | getattr(os, "O_CLOEXEC", 0), TOKEN_FILE_MODE)
+        fd = os.open(temp, NEW_FILE_FLAGS, TOKEN_FILE_MODE)
     except FileExistsError:  # left by a crashed run of this same pid number
         temp.unlink()
-        fd = os.open(temp, flags | getattr(os, "O_CLOEXEC", 0), TOKEN_FILE_MODE)
+        fd = os.open(temp, NEW_FILE_FLAGS, TOKEN_FILE_MODE)
     try:
         try:
             os.fchmod(fd, TOKEN_FILE_MODE)  # whatever the umask did
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            write_all(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)

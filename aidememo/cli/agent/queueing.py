@@ -15,6 +15,7 @@ queued items.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,22 @@ def send_request(profile: profiles.Profile, ns: argparse.Namespace) -> Request:
         ns.id or new_ulid(), ns.session, ns.to, ns.focus, ns.done_when, ns.context
     )
     return build(profile, "handoff send", "handoff", "handoffs", payload, inputs)
+
+
+def deliver_and_report(
+    ns: argparse.Namespace,
+    build: Callable[[profiles.Profile], Request],
+    what: str,
+    after_id: str = "",
+) -> int:
+    """Send or queue (OUTBOX-1) the request `build` makes for the profile, and report it: the
+    receipt as `<what> <id><after_id> (seq N)`, noting a replay, or the queued outcome."""
+    with connected(ns) as (profile, client):
+        done = deliver(ns, profile, client, build(profile))
+    if isinstance(done, int):  # queued: `deliver` printed the outcome
+        return done
+    note = " (already there: replayed)" if done.recovered else ""
+    return emit(ns, done, f"{what} {done.id}{after_id} (seq {done.receipt.project_seq}){note}")
 
 
 def _queued(ns: argparse.Namespace, item: Item, reason: str, again: bool) -> int:

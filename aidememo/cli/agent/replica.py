@@ -15,10 +15,10 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 from aidememo.cli.agent import profiles
 from aidememo.cli.agent.connect import agent_command, connected
+from aidememo.cli.agent.live_feed import bearer_header, feed_url, refused_upgrade
 from aidememo.cli.errors import EXIT_FAILED, EXIT_USAGE, CliError
 from aidememo.cli.options import PROG
 from aidememo.cli.render import emit, json_line, write_line
@@ -146,12 +146,6 @@ def cmd_reset(ns: argparse.Namespace) -> int:
 # -- watch --------------------------------------------------------------------------------------
 
 
-def _ws_url(url: str, project_id: str, query: dict[str, str]) -> str:
-    scheme, rest = url.split("://", 1)
-    ws = "wss" if scheme == "https" else "ws"
-    return f"{ws}://{rest}/v1/projects/{project_id}/changes/live?{urlencode(query)}"
-
-
 def _watch(ns: argparse.Namespace, profile: profiles.Profile, replica: Replica, epoch: str) -> int:
     """Apply the live feed's batches until interrupted; reconnect from the cursor (REPLICA-6)."""
     try:
@@ -162,20 +156,17 @@ def _watch(ns: argparse.Namespace, profile: profiles.Profile, replica: Replica, 
             "replica pull --watch needs the websockets package: pip install websockets",
             EXIT_USAGE,
         ) from None
-    from aidememo.cli.token_files import read_token_file
-
-    headers = {"authorization": f"Bearer {read_token_file(profile.token_file)}"}
+    headers = bearer_header(profile)
     pause = RECONNECT_FIRST_S
     while True:
         cursor = replica.cursor()
-        url = _ws_url(profile.url, profile.project_id,
-                      {"project_epoch": epoch, "after_seq": str(cursor)})  # fmt: skip
+        url = feed_url(profile, epoch, cursor)
         try:
             socket = connect(url, additional_headers=headers, open_timeout=30, max_size=None)
         except InvalidStatus as exc:
             status = exc.response.status_code
             if status < 500:
-                raise CliError(_refused(status, exc.response.body)) from None
+                raise CliError(refused_upgrade(status, exc.response.body)) from None
             _lost(ns, cursor, f"the live feed was refused: HTTP {status}")
         except (OSError, TimeoutError, InvalidURI) as exc:
             _lost(ns, cursor, f"cannot reach the server: {exc}")
@@ -221,11 +212,3 @@ def _apply(ns: argparse.Namespace, replica: Replica, document: dict[str, Any]) -
 def _lost(ns: argparse.Namespace, cursor: int, why: str) -> None:
     sys.stderr.write(f"{PROG}: {why}; reconnecting from seq {cursor}\n")
     sys.stderr.flush()
-
-
-def _refused(status: int, body: bytes | bytearray | None) -> str:
-    try:
-        error = json.loads(body or b"")["error"]
-        return f"{error['message']} ({error['code']})"
-    except (ValueError, KeyError, TypeError):
-        return f"the live feed was refused: HTTP {status}"

@@ -28,4 +28,4 @@ def add_mcp_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     install.add("--host", env="AIDEMEMO_MCP_HOST", required=True,
                 choices=["claude-code", "codex"], help="the agent host")  # fmt: skip
     install.add("--profile", env="AIDEMEMO_PROFILE", required=True, help="the profile to pin")
-    install.add("--write", switch=True, default=False, help="add it to the host's config file")
+    install.add("--write", switch=True, help="add it to the host's config file")

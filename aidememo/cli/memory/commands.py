@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from aidememo.agent_memory import governance, paths
+from aidememo.agent_memory.capture import capture_json
 from aidememo.agent_memory.errors import AgentMemoryError
 from aidememo.agent_memory.errors import MemoryErrorCode as C
 from aidememo.agent_memory.jstext import js_json
@@ -26,7 +27,6 @@ from aidememo.agent_memory.transfer import export_markdown
 from aidememo.cli.errors import CliError
 from aidememo.cli.memory.init import cmd_init
 from aidememo.cli.memory.maint import MAINTENANCE_HANDLERS
-from aidememo.cli.memory.opening import open_store
 from aidememo.cli.memory.publish import cmd_publish
 from aidememo.cli.memory.recall import cmd_recall
 from aidememo.cli.memory.semantic import cmd_semantic
@@ -50,7 +50,7 @@ def dispatch(ns: argparse.Namespace) -> int:
     try:
         if ns.memory_command in ("init", "semantic") or ns.memory_command in MAINTENANCE_HANDLERS:
             return handler(ns, None)
-        store = open_store(_runtime(ns))
+        store = AgentMemory.open_runtime(_runtime(ns))
         try:
             return handler(ns, store)
         finally:
@@ -102,16 +102,6 @@ def cmd_remember(ns: argparse.Namespace, store: AgentMemory) -> int:
     return 0
 
 
-def capture_json(value: Any) -> Any:
-    if isinstance(value, Memory):
-        return value.to_capture_json()
-    if isinstance(value, dict):
-        return {k: capture_json(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [capture_json(v) for v in value]
-    return value
-
-
 def cmd_suggest_capture(ns: argparse.Namespace, store: AgentMemory) -> int:
     result = capture_json(
         store.suggest_capture(
@@ -125,9 +115,11 @@ def cmd_suggest_capture(ns: argparse.Namespace, store: AgentMemory) -> int:
             **({"confidence_state": "inferred"} | _draft(ns)),
         )
     )
-    if ns.json:
-        _out(untrusted_json(result))
-        return 0
+    _out(untrusted_json(result) if ns.json else "\n".join(_suggestion_lines(result)))
+    return 0
+
+
+def _suggestion_lines(result: dict[str, Any]) -> list[str]:
     d = result["draft"]
     lines = [
         f"Status: {inline(result['status'])}",
@@ -154,8 +146,7 @@ def cmd_suggest_capture(ns: argparse.Namespace, store: AgentMemory) -> int:
         ]
         if evidence["primary_memory_id"] is not None:
             lines.append(f"Primary memory: {inline(evidence['primary_memory_id'])}")
-    _out("\n".join(lines))
-    return 0
+    return lines
 
 
 def cmd_confirm_capture(ns: argparse.Namespace, store: AgentMemory) -> int:
@@ -179,9 +170,11 @@ def cmd_confirm_capture(ns: argparse.Namespace, store: AgentMemory) -> int:
             },
         )
     )
-    if ns.json:
-        _out(untrusted_json(result))
-        return 0
+    _out(untrusted_json(result) if ns.json else "\n".join(_decision_lines(result)))
+    return 0
+
+
+def _decision_lines(result: dict[str, Any]) -> list[str]:
     lines = [
         f"Decision: {inline(result['decision'])}",
         f"Status: {inline(result['status'])}",
@@ -191,8 +184,7 @@ def cmd_confirm_capture(ns: argparse.Namespace, store: AgentMemory) -> int:
     ]
     if result["memory"] is not None:
         lines.append(f"Memory: {inline(result['memory']['id'])}")
-    _out("\n".join(lines))
-    return 0
+    return lines
 
 
 def cmd_list(ns: argparse.Namespace, store: AgentMemory) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import Any, TypedDict
 
 from aidememo.agent_memory import paths
 from aidememo.agent_memory.jstext import to_precision
@@ -23,6 +23,25 @@ def _out(line: str) -> None:
 
 def _runtime(ns: argparse.Namespace) -> paths.MemoryRuntime:
     return paths.resolve_runtime(store=ns.store, scope=ns.scope)
+
+
+class _RecallOptions(TypedDict):
+    limit: int | None
+    include_global: bool | None
+    retrieval_mode: str
+    semantic_fallback: str | None
+    record_usage: bool
+
+
+def _options(ns: argparse.Namespace, runtime: paths.MemoryRuntime) -> _RecallOptions:
+    """The recall options the flags and the runtime set, one store or tiered alike."""
+    return {
+        "limit": ns.limit,
+        "include_global": ns.include_global,
+        "retrieval_mode": ns.mode,
+        "semantic_fallback": ns.semantic_fallback,
+        "record_usage": runtime.record_recall_events,
+    }
 
 
 def _semantic(store: AgentMemory, ns: argparse.Namespace) -> None:
@@ -67,14 +86,7 @@ def cmd_recall(ns: argparse.Namespace, store: AgentMemory) -> int:
         finally:
             if tiers[0] is not None:
                 tiers[0].close()
-    response = store.recall_detailed(
-        ns.query,
-        limit=ns.limit,
-        include_global=ns.include_global,
-        record_usage=runtime.record_recall_events,
-        retrieval_mode=ns.mode,
-        semantic_fallback=ns.semantic_fallback,
-    )
+    response = store.recall_detailed(ns.query, **_options(ns, runtime))
     results = response["results"]
     if ns.json:
         _out(
@@ -107,17 +119,7 @@ def _tiered(
     """Recall across tiers (MEM-24): Nuzo's row plus the scope and tier of each result."""
     from aidememo.agent_memory.tiers import TeamFact, tiered_recall
 
-    answer = tiered_recall(
-        ns.query,
-        project=store,
-        user=user,
-        team=team,
-        limit=ns.limit,
-        include_global=ns.include_global,
-        retrieval_mode=ns.mode,
-        semantic_fallback=ns.semantic_fallback,
-        record_usage=runtime.record_recall_events,
-    )
+    answer = tiered_recall(ns.query, project=store, user=user, team=team, **_options(ns, runtime))
     if ns.json:
         _out(
             untrusted_json(

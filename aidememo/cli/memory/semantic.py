@@ -44,7 +44,7 @@ def _out(line: str) -> None:
 
 
 def cmd_semantic(ns: argparse.Namespace, _store: None) -> int:
-    from aidememo.cli.memory.opening import open_store
+    from aidememo.agent_memory.store import AgentMemory
 
     runtime = paths.resolve_runtime(store=ns.store, scope=ns.scope)
     if ns.semantic_command == "clear":
@@ -66,7 +66,7 @@ def cmd_semantic(ns: argparse.Namespace, _store: None) -> int:
             _out(f"Files: {done['files']}")
             _out(f"Bytes: {done['bytes']}")
         return 0
-    store = open_store(runtime)
+    store = AgentMemory.open_runtime(runtime)
     try:
         if ns.semantic_command == "rebuild":
             built = semantic.rebuild(store, models, ns.model_path)

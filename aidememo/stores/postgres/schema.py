@@ -14,17 +14,15 @@ round trip to read and one to write:
   and returns project, membership, receipt and current resource as one row.
 - `aidememo_commit_mutation` moves the head by compare-and-swap and writes resource, change,
   audit row, receipt, the optional handoff index row and the optional search row.
-- `aidememo_execute_raw`, the one-round-trip path of a generic put or delete
-  (`POST /v1/commands`, `CAP_RAW_FAST_PATH`): one statement on an autocommit connection, so the
-  statement is its own transaction. It sets the timeouts, locks the project row, checks the
-  writer's membership, the receipt and the expected revision in the pipeline's order (SPEC.md
-  CMD-3..5, REV-2, REV-3), then writes through `aidememo_commit_mutation` and sends the
-  commit's notification when someone listens. A refusal is not an exception but a result row
-  naming the error code, with the rows the checks read, so the Python side raises the same
-  error, with the same message, from the same checks as the generic pipeline
-  (`aidememo.service.ledger`). `statement_timeout` set inside a statement cannot bound that
-  statement (the server arms the timer when the statement starts); `lock_timeout` does bound
-  every lock wait inside it, and lock waits are the only unbounded waits it has.
+- `aidememo_execute_raw`, the guarded write of a generic put or delete in one statement
+  (`POST /v1/commands`, `Store.execute_raw`, SPEC.md STORE-9), sent alone on an autocommit
+  connection, so the statement is its own transaction. It sets the timeouts, locks the
+  project row, reads membership, receipt and current revision, and writes through
+  `aidememo_commit_mutation` only when the caller's guard holds on them; it returns those
+  rows either way, and the caller's checks name any error (`aidememo.service.ledger`).
+  `statement_timeout` set inside a statement cannot bound that statement (the server arms
+  the timer when the statement starts); `lock_timeout` does bound every lock wait inside it,
+  and lock waits are the only unbounded waits it has.
 - `aidememo_search`, a search in one statement (`search_schema.py`, SPEC.md SRCH-6).
 
 Tables beside the canonical ones: `aidememo_import_staging`, where an import's verified rows
@@ -51,7 +49,7 @@ from aidememo.stores.postgres.artifact_schema import V7
 from aidememo.stores.postgres.search_schema import V6, V8, V9
 from aidememo.stores.postgres.semantic_schema import V12
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 COMPONENT = "canonical_store"
 
 # "AideMemo" in ASCII: the advisory lock key that serializes migrations.
@@ -335,29 +333,33 @@ BEGIN
 END
 $fn$"""
 
-# The outcome is 'committed', 'replayed' or 'refused'. seq, revision and committed_at_ms are
-# the receipt's: the new one, or the stored one (of a replay or a command_conflict). On a
-# refusal `error` is the code the checks gave, and the remaining columns are what they read
-# (NULL where not read), for the Python side to run the same checks on. A row of `resources`
-# whose body is NULL is a tombstone: it exists (a delete of it writes a new tombstone), so
-# `found_resource` never looks at the body.
+# The guarded write of a generic put or delete (`Store.execute_raw`, SPEC.md STORE-9). It reads
+# what `aidememo_begin_command` reads (the resource without its body) with the project row
+# locked, and writes through `aidememo_commit_mutation` only when the caller's guard holds:
+# the project exists, the member is active with a role in `p_writers` (space-separated), the
+# command id has no receipt, the resource is at `p_expected` when given and exists when
+# `p_must_exist`. It names no error: the rows go back either way, as they were before the
+# write, in `aidememo_begin_command`'s order, after the new receipt's sequence, revision and
+# time (NULL unless `committed`). A row of `resources` whose body is NULL is a tombstone: it
+# exists (a delete of it writes a new tombstone), so `found_resource` never looks at the body.
+# The commit's notification is sent only while a backend listens (LIVE-9).
 _EXECUTE_RAW = """
 CREATE OR REPLACE FUNCTION aidememo_execute_raw(
     p_statement_timeout TEXT, p_lock_timeout TEXT,
     p_tenant TEXT, p_project TEXT, p_actor TEXT, p_command TEXT, p_fingerprint TEXT,
-    p_kind TEXT, p_resource TEXT, p_expected BIGINT,
+    p_kind TEXT, p_resource TEXT, p_writers TEXT, p_expected BIGINT, p_must_exist BOOLEAN,
     p_operation TEXT, p_op TEXT, p_body BYTEA, p_at BIGINT,
-    OUT outcome TEXT, OUT seq BIGINT, OUT revision BIGINT, OUT committed_at_ms BIGINT,
-    OUT error TEXT, OUT project_epoch TEXT, OUT head_seq BIGINT,
+    OUT committed BOOLEAN, OUT seq BIGINT, OUT revision BIGINT, OUT committed_at_ms BIGINT,
+    OUT project_epoch TEXT, OUT head_seq BIGINT,
     OUT member_role TEXT, OUT member_status TEXT,
-    OUT r_fingerprint TEXT, OUT r_actor TEXT, OUT r_kind TEXT, OUT r_resource TEXT,
+    OUT r_fingerprint TEXT, OUT r_actor TEXT, OUT r_seq BIGINT, OUT r_kind TEXT,
+    OUT r_resource TEXT, OUT r_revision BIGINT, OUT r_at BIGINT,
     OUT found_resource BOOLEAN, OUT res_revision BIGINT
 ) LANGUAGE plpgsql AS $fn$
 BEGIN
     -- SET LOCAL equivalents: on an autocommit connection this statement is the transaction.
     PERFORM set_config('statement_timeout', p_statement_timeout, true),
             set_config('lock_timeout', p_lock_timeout, true);
-    -- CMD-5: the project row first (writers of one project queue here), then membership.
     SELECT p.project_epoch, p.head_seq INTO project_epoch, head_seq
         FROM projects p
         WHERE p.tenant_id = p_tenant AND p.project_id = p_project
@@ -365,46 +367,24 @@ BEGIN
     SELECT m.role, m.status INTO member_role, member_status
         FROM memberships m
         WHERE m.tenant_id = p_tenant AND m.project_id = p_project AND m.actor_id = p_actor;
-    IF project_epoch IS NULL OR member_role IS NULL
-       OR member_status <> 'active' OR member_role = 'reader' THEN
-        outcome := 'refused';
-        error := 'project_unauthorized';
-        RETURN;
-    END IF;
-    -- CMD-3: an identical replay returns the stored receipt; any other reuse is a conflict.
-    SELECT r.fingerprint, r.actor_id, r.kind, r.resource_id, r.project_seq, r.revision,
+    SELECT r.fingerprint, r.actor_id, r.project_seq, r.kind, r.resource_id, r.revision,
            r.committed_at_ms
-        INTO r_fingerprint, r_actor, r_kind, r_resource, seq, revision, committed_at_ms
+        INTO r_fingerprint, r_actor, r_seq, r_kind, r_resource, r_revision, r_at
         FROM receipts r
         WHERE r.tenant_id = p_tenant AND r.project_id = p_project AND r.command_id = p_command;
-    IF FOUND THEN
-        IF r_actor = p_actor AND r_fingerprint = p_fingerprint
-           AND r_kind = p_kind AND r_resource = p_resource THEN
-            outcome := 'replayed';
-        ELSE
-            outcome := 'refused';
-            error := 'command_conflict';
-        END IF;
-        RETURN;
-    END IF;
-    -- REV-2, REV-3: the expected revision, and no delete of a resource never written.
     SELECT s.revision INTO res_revision
         FROM resources s
         WHERE s.tenant_id = p_tenant AND s.project_id = p_project
           AND s.kind = p_kind AND s.resource_id = p_resource;
     found_resource := FOUND;
-    IF p_expected IS NOT NULL AND NOT found_resource THEN
-        error := 'resource_not_found';
-    ELSIF p_expected IS NOT NULL AND res_revision <> p_expected THEN
-        error := 'stale_revision';
-    ELSIF p_op = 'delete' AND NOT found_resource THEN
-        error := 'resource_not_found';
-    END IF;
-    IF error IS NOT NULL THEN
-        outcome := 'refused';
+    committed := project_epoch IS NOT NULL AND member_status = 'active'
+        AND member_role = ANY (string_to_array(p_writers, ' ')) AND r_fingerprint IS NULL
+        AND (found_resource OR (p_expected IS NULL AND NOT p_must_exist))
+        AND (p_expected IS NULL OR res_revision = p_expected);
+    IF NOT coalesce(committed, false) THEN
+        committed := false;
         RETURN;
     END IF;
-    -- CMD-6: one write, exactly as the generic pipeline's.
     seq := head_seq + 1;
     revision := coalesce(res_revision, 0) + 1;
     committed_at_ms := p_at;
@@ -414,14 +394,9 @@ BEGIN
         revision, p_at, p_operation, p_op, p_body,
         NULL, NULL, NULL, NULL, NULL, NULL, NULL,
         NULL, NULL, NULL);
-    outcome := 'committed';
-    -- Only a refusal carries what the checks read.
-    project_epoch := NULL;
-    head_seq := NULL;
-    member_role := NULL;
-    member_status := NULL;
-    found_resource := NULL;
-    res_revision := NULL;
+    IF EXISTS (SELECT 1 FROM aidememo_listeners) THEN
+        PERFORM pg_notify('aidememo_commits', json_build_array(p_tenant, p_project, seq)::text);
+    END IF;
 END
 $fn$"""
 
@@ -437,7 +412,6 @@ _IMPORT_STAGING = f"""CREATE TABLE IF NOT EXISTS aidememo_import_staging (
 )"""
 
 _V1 = (*_TABLES, _INDEX_FACT, _BEGIN_COMMAND, _COMMIT_MUTATION)
-_V2 = (_EXECUTE_RAW,)
 _V3 = (_IMPORT_STAGING,)
 # The session list reads sessions newest first by their creation receipt (SPEC.md READS-3).
 # A partial index: only session creates are in it, so no other commit pays for it.
@@ -468,23 +442,12 @@ _V5 = (
 )
 
 # The backends listening for commits (LIVE-9), one row each, kept by `origin.notify`; not tenant
-# data (never exported, counted or deleted with a tenant). `aidememo_execute_raw` then sends its
-# commit's notification itself, only while a backend listens: the statement around it no longer
-# plans a notification of its own (about half of that statement's planning and execution).
-_NOTIFY_IN_EXECUTE_RAW = """    outcome := 'committed';
-    -- LIVE-9: the commit's notification, only while a backend listens for it.
-    IF EXISTS (SELECT 1 FROM aidememo_listeners) THEN
-        PERFORM pg_notify('aidememo_commits', json_build_array(p_tenant, p_project, seq)::text);
-    END IF;
-"""
-_EXECUTE_RAW_V10 = _EXECUTE_RAW.replace("    outcome := 'committed';\n", _NOTIFY_IN_EXECUTE_RAW, 1)
-assert _EXECUTE_RAW_V10 != _EXECUTE_RAW
+# data (never exported, counted or deleted with a tenant).
 V10 = (
     """CREATE TABLE IF NOT EXISTS aidememo_listeners (
         backend_pid INTEGER PRIMARY KEY,
         since TIMESTAMPTZ NOT NULL DEFAULT now()
     )""",
-    _EXECUTE_RAW_V10,
 )
 
 # The session of a fact without a jsonb cast: jsonb cannot hold U+0000, so the cast failed on
@@ -500,9 +463,17 @@ V11 = (
     "REINDEX INDEX changes_fact_session_idx",
 )
 
+# Versions 2 and 10 also created an earlier form of `aidememo_execute_raw`: version 13 drops
+# whichever form a database has and creates the guarded write.
+V13 = (
+    "DROP FUNCTION IF EXISTS aidememo_execute_raw(TEXT, TEXT, TEXT, TEXT, TEXT, TEXT, TEXT, "
+    "TEXT, TEXT, BIGINT, TEXT, TEXT, BYTEA, BIGINT)",
+    _EXECUTE_RAW,
+)
+
 MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
     (1, _V1),
-    (2, _V2),
+    (2, ()),
     (3, _V3),
     (4, _V4),
     (5, _V5),
@@ -513,5 +484,6 @@ MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
     (10, V10),
     (11, V11),
     (12, V12),
+    (13, V13),
 ]
 """Ordered (version, statements); applying version N moves the database from N-1 to N."""

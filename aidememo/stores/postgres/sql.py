@@ -95,12 +95,14 @@ def parse_commit_payload(payload: str) -> tuple[str, str, int] | None:
     return None
 
 
-_EXECUTE_RAW_CALL = "aidememo_execute_raw(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+_EXECUTE_RAW_CALL = (
+    "aidememo_execute_raw(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
 
-# -- a generic put or delete in one round trip (CAP_RAW_FAST_PATH) ---------------------------
+# -- the guarded write of a generic put or delete (`Store.execute_raw`) -----------------------
 
 # Sent alone on an autocommit connection: the statement is the whole transaction; the function
-# notifies its commit itself (schema version 10, LIVE-9). Parameters: the function's.
+# notifies its commit itself (LIVE-9). Parameters: the function's.
 EXECUTE_RAW = f"SELECT * FROM {_EXECUTE_RAW_CALL}"
 # The same for a caller from the origin's token cache (AUTH-7): the binding is checked first, in
 # the same statement, and the write runs only when it holds. `OFFSET 0` keeps the subquery

@@ -16,12 +16,12 @@ Transactions (SPEC.md STORE-*):
   transactions. On psycopg they travel in the `BEGIN`'s own simple query; on other drivers
   they are sent before the transaction's first statement, and a command folds them into
   `aidememo_begin_command`, where `lock_timeout` already bounds the wait for the project row.
-- A command is four round trips: `BEGIN`, `aidememo_begin_command` (timeouts, project row lock,
-  membership, receipt, current resource), `aidememo_commit_mutation` (head CAS and every row),
-  `COMMIT`; typed operations add their own reads in between.
-- A generic put or delete (`execute_raw`, `CAP_RAW_FAST_PATH`) is one round trip: one
-  `aidememo_execute_raw` statement on the autocommit connection, i.e. its own transaction,
-  which runs the checks and the write server-side and returns the receipt or the refusal.
+- A typed command is four round trips: `BEGIN`, `aidememo_begin_command` (timeouts, project
+  row lock, membership, receipt, current resource), `aidememo_commit_mutation` (head CAS and
+  every row), `COMMIT`; typed operations add their own reads in between.
+- A generic put or delete (`execute_raw`, the guarded write of `Store.execute_raw`) is one
+  round trip: one `aidememo_execute_raw` statement on the autocommit connection, i.e. its own
+  transaction, which reads the rows and writes only when the guard holds on them.
   pg8000 is the exception: it sends a statement with parameters as Parse+Sync,
   Describe+Sync, Bind+Execute+Sync, and outside a transaction a transaction-mode pool may
   hand each Sync's part to another server connection ("unnamed prepared statement does not
@@ -29,10 +29,10 @@ Transactions (SPEC.md STORE-*):
   unless given) the same statement is sent between `BEGIN` and `COMMIT`, which pin the server
   connection; both are parameterless, which pg8000 sends as one simple query each. psycopg
   sends Parse, Bind, Describe, Execute and one Sync together: one round trip, pool-safe.
-  Inside a transaction already open on the thread it declines (the generic pipeline joins
-  that transaction). A failure after which the connection no longer answers (it died while
-  idle in the pool, or mid-statement) is retried once on a fresh connection: the command id
-  makes that safe, since a command the first attempt committed is then a replay.
+  Inside a transaction already open on the thread the statement joins it. A failure after
+  which the connection no longer answers (it died while idle in the pool, or mid-statement)
+  is retried once on a fresh connection: the command id makes that safe, since a command the
+  first attempt committed is then a replay (reported as `retried`).
 - Any driver exception becomes `storage_failure` (HTTP 503 + Retry-After) with the original in
   `__cause__`, and is logged; the transaction is rolled back, and a connection that cannot
   even roll back is discarded. A `BEGIN` that fails (a connection that died while idle in the
@@ -50,19 +50,8 @@ from typing import Any, TypeVar
 
 from aidememo import metrics
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
-from aidememo.domain.model import (
-    CommandStart,
-    Membership,
-    MemberStatus,
-    Project,
-    RawOutcome,
-    RawWrite,
-    Receipt,
-    ResourceRef,
-    Role,
-    StoredResource,
-)
-from aidememo.ports import CAP_RAW_FAST_PATH, CAP_REOPEN, CAP_TWO_CONNECTIONS, ReadTx, WriteTx
+from aidememo.domain.model import RawOutcome, RawWrite, Receipt
+from aidememo.ports import CAP_REOPEN, CAP_TWO_CONNECTIONS, ReadTx, WriteTx
 from aidememo.stores.guard import not_awaitable
 from aidememo.stores.postgres import schema
 from aidememo.stores.postgres import sql as q
@@ -74,6 +63,7 @@ from aidememo.stores.postgres.tx import (
     driver_failure,
     refuse_newer,
 )
+from aidememo.stores.sql_common.rows import command_start
 
 T = TypeVar("T")
 log = logging.getLogger("aidememo.stores.postgres")
@@ -82,7 +72,7 @@ log = logging.getLogger("aidememo.stores.postgres")
 class PostgresStore:
     """The canonical store on PostgreSQL; implements `aidememo.ports.Store`."""
 
-    capabilities: frozenset[str] = frozenset({CAP_REOPEN, CAP_TWO_CONNECTIONS, CAP_RAW_FAST_PATH})
+    capabilities: frozenset[str] = frozenset({CAP_REOPEN, CAP_TWO_CONNECTIONS})
 
     def __init__(
         self,
@@ -93,17 +83,13 @@ class PostgresStore:
         statement_timeout_ms: int = 10_000,
         lock_timeout_ms: int = 5_000,
         mode: str = "postgres",
-        raw_fast_path: bool = True,
         framed: bool | None = None,
     ) -> None:
-        """No connection is made here; the first transaction makes one. `raw_fast_path=False`
-        leaves out `CAP_RAW_FAST_PATH`, so generic commands take the generic pipeline.
-        `framed` sends the fast path's statement between BEGIN and COMMIT (None: on every
-        connection but psycopg's, see the module docstring)."""
+        """No connection is made here; the first transaction makes one. `framed` sends a
+        lone statement between BEGIN and COMMIT (None: on every connection but psycopg's, see
+        the module docstring)."""
         self.mode = mode
         self.framed = framed
-        if not raw_fast_path:
-            self.capabilities = self.capabilities - {CAP_RAW_FAST_PATH}
         self.pool = ConnectionPool(connect, size=pool_size, acquire_timeout_s=acquire_timeout_s)
         self.statement_timeout_ms = int(statement_timeout_ms)
         self.lock_timeout_ms = int(lock_timeout_ms)
@@ -157,61 +143,46 @@ class PostgresStore:
         requests that need only the store on as many threads, the store pool of `origin.lanes`)."""
         return self.pool.size
 
-    # -- RawFastPath ----------------------------------------------------------------------
-
-    def execute_raw(self, write: RawWrite) -> RawOutcome | None:
-        """A generic put or delete in one round trip (`aidememo_execute_raw`); None inside a
-        transaction already open on this thread."""
-        if getattr(self._local, "tx", None) is not None:
-            return None
+    def execute_raw(self, write: RawWrite) -> RawOutcome:
+        """`Store.execute_raw` in one statement (`aidememo_execute_raw`): alone on the
+        autocommit connection, or inside the transaction already open on this thread."""
         sc, ref = write.scope, write.resource
-        params = (
+        params: tuple[Any, ...] = (
             *self._timeouts, sc.tenant_id, sc.project_id, write.actor_id, write.command_id,
-            write.fingerprint, ref.kind, ref.id, write.expected_revision, write.operation,
-            write.op.value, write.body, write.now_ms,
+            write.fingerprint, ref.kind, ref.id, " ".join(write.writers), write.expected_revision,
+            write.must_exist, write.operation, write.op.value, write.body, write.now_ms,
         )  # fmt: skip
-        started = perf_counter()  # one statement is its own commit (aidememo.metrics)
-        if write.token_sha256 is None:
-            row, retried = self._one_statement(q.EXECUTE_RAW, params)
+        sql = q.EXECUTE_RAW
+        if write.token_sha256 is not None:
+            sql = q.EXECUTE_RAW_TOKEN
+            params = (write.token_sha256, sc.tenant_id, write.actor_id, *params)
+        retried = False
+        if getattr(self._local, "tx", None) is not None:
+            row = self._run(True, lambda tx: tx.execute_raw_row(sql, params))
         else:
-            token = (write.token_sha256, sc.tenant_id, write.actor_id)
-            row, retried = self._one_statement(q.EXECUTE_RAW_TOKEN, (*token, *params))
-            if row[0] is None:  # the binding no longer holds: nothing ran (AUTH-7)
-                raise fail(ErrorCode.AUTHENTICATION_FAILED, "unknown or revoked token")
-        metrics.commit(perf_counter() - started)
-        (
-            outcome, seq, revision, at, error,
-            epoch, head, role, status, r_fp, r_actor, r_kind, r_rid, found, res_revision,
-        ) = row[:15]  # fmt: skip
-        t, p = sc.tenant_id, sc.project_id
-        if outcome != "refused":
-            receipt = Receipt(
-                write.command_id, write.fingerprint, t, p, write.actor_id, seq, ref, revision, at
-            )
-            # After a lost first attempt a replay may be that attempt's commit: say committed
-            # (a spurious on_commit wake-up is harmless, a missed one delays live subscribers).
-            return RawOutcome("committed" if retried else outcome, receipt)
-        project = None if epoch is None else Project(t, p, epoch, head)
-        membership = (
-            None
-            if role is None
-            else Membership(t, p, write.actor_id, Role(role), MemberStatus(status))
-        )
-        stored = (
-            None
-            if r_fp is None
-            else Receipt(
-                write.command_id, r_fp, t, p, r_actor, seq, ResourceRef(r_kind, r_rid),
-                revision, at,
-            )
+            started = perf_counter()  # one statement is its own commit (aidememo.metrics)
+            row, retried = self._one_statement(sql, params)
+            metrics.commit(perf_counter() - started)
+        if row[0] is None:  # the binding no longer holds: nothing ran (AUTH-7)
+            raise fail(ErrorCode.AUTHENTICATION_FAILED, "unknown or revoked token")
+        committed, seq, revision, at = row[:4]
+        found, res_revision = row[15:17]
+        start = command_start(
+            sc, write.actor_id, write.command_id, ref, row[4:], res_revision if found else None,
+            None,
         )  # fmt: skip
-        current = StoredResource(ref, res_revision, None) if found else None
-        return RawOutcome(outcome, None, error, CommandStart(project, membership, stored, current))
+        if not committed:
+            return RawOutcome(start, None, retried)
+        t, p = sc.tenant_id, sc.project_id
+        receipt = Receipt(
+            write.command_id, write.fingerprint, t, p, write.actor_id, seq, ref, revision, at
+        )
+        return RawOutcome(start, receipt, retried)
 
     def _one_statement(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, bool]:
         """One statement as one transaction (autocommit, or framed) and its one row, and
         whether it was retried: a failure after which the connection does not answer is
-        retried once on a fresh connection (callers make that safe: see `execute_raw`)."""
+        retried once on a fresh connection (`execute_raw`'s command id makes that safe)."""
         conn = self.pool.acquire()
         broken = False
         try:

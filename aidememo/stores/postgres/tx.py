@@ -265,6 +265,14 @@ class PgWriteTx(ArchiveWrites[Session], SqlWriteRows[Session], PgReadTx):
             scope, actor_id, command_id, ref, row, revision if found else None, q.blob(body)
         )
 
+    def execute_raw_row(self, sql: str, params: Sequence[Any]) -> Any:
+        """The one row of `aidememo_execute_raw` run in this transaction (`PostgresStore.
+        execute_raw` inside a transaction already open on the thread); the function sets the
+        transaction's timeouts itself."""
+        s = self._x
+        s.timeouts_pending = False
+        return s.execute(sql, params)[0]
+
     def commit_mutation(self, mutation: Mutation) -> None:
         """Head CAS and every row of the command in one round trip (CMD-6); the function
         raises when the head was not `seq - 1`, which surfaces as `storage_failure`."""

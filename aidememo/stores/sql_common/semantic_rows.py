@@ -10,11 +10,10 @@ transaction classes, which give `_x` (the executor) and `_d` (the dialect).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from aidememo.domain.model import Scope
-from aidememo.domain.semantic_index import IndexState, PendingProject, VectorRow
+from aidememo.domain.semantic_index import IndexState, IndexStep, PendingProject, VectorRow
 from aidememo.stores.sql_common.dialect import Dialect
 
 STATE_TABLE = "semantic_state"
@@ -132,28 +131,20 @@ class SemanticRows:
         self._x.execute(_sql(self._d, _DROP_VECTORS), (t, p))
         self._x.execute(_sql(self._d, _RESET_STATE), (t, p, fingerprint, project_epoch))
 
-    def semantic_apply(
-        self,
-        scope: Scope,
-        fingerprint: str,
-        from_seq: int,
-        to_seq: int,
-        upserts: Sequence[VectorRow],
-        deletes: Sequence[str],
-    ) -> bool:
-        """Move the index from `from_seq` to `to_seq` with these vectors; False (nothing
-        written) when its state is no longer `from_seq` under `fingerprint`."""
+    def semantic_apply(self, scope: Scope, step: IndexStep) -> bool:
+        """Move the index by `step`; False (nothing written) when its state is no longer
+        `step.from_seq` under `step.fingerprint`."""
         t, p = scope.tenant_id, scope.project_id
-        replaced = 1 if deletes or any(r.replaces for r in upserts) else 0
         moved = self._x.execute(
-            _sql(self._d, _ADVANCE), (to_seq, replaced, t, p, fingerprint, from_seq)
+            _sql(self._d, _ADVANCE),
+            (step.to_seq, step.generation_bump, t, p, step.fingerprint, step.from_seq),
         )
         if not moved:
             return False
-        for r in upserts:
+        for r in step.upserts:
             self._x.execute(
                 _sql(self._d, _UPSERT_VECTOR), (t, p, r.fact_id, r.seq, r.source_id, r.vector)
             )
-        for fact_id in deletes:
+        for fact_id in step.deletes:
             self._x.execute(_sql(self._d, _DELETE_VECTOR), (t, p, fact_id))
         return True

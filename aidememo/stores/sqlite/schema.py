@@ -285,17 +285,11 @@ _V5 = (
         GROUP BY tenant_id, project_id""",
 )
 
-MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
-    (1, _V1),
-    (2, _V2),
-    (3, _V3),
-    (4, _V4),
-    (5, _V5),
-    (6, V6),
-    (7, V7),
-    (8, V8),
-]
-"""Ordered (version, statements); applying version N moves the database from N-1 to N."""
+MIGRATIONS: list[tuple[int, tuple[str, ...]]] = list(
+    enumerate((_V1, _V2, _V3, _V4, _V5, V6, V7, V8), start=1)
+)
+"""Ordered (version, statements), numbered from 1; applying version N moves the database from
+N-1 to N."""
 
 
 def read_version(executor: SqlExecutor) -> int:

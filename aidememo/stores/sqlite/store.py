@@ -24,11 +24,14 @@ from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.model import (
     CommandStart,
     Mutation,
+    RawOutcome,
+    RawWrite,
     ResourceRef,
     Scope,
     SearchPage,
 )
 from aidememo.ports import CAP_WRITE_BATCH, ReadTx, WriteBatches, WriteTx
+from aidememo.stores import raw_write
 from aidememo.stores.guard import not_awaitable
 from aidememo.stores.sql_common.artifact_rows import ArtifactRows
 from aidememo.stores.sql_common.rows import SqlReadRows, SqlWriteRows, command_start
@@ -191,6 +194,10 @@ class SqliteStore:
             return not_awaitable(fn(tx))
 
         return self.executor.transaction(run)
+
+    def execute_raw(self, write: RawWrite) -> RawOutcome:
+        """`Store.execute_raw`: the guarded write in a transaction of this store's."""
+        return raw_write.execute_raw(self, write)
 
     def read(self, fn: Callable[[ReadTx], T]) -> T:
         """Run `fn` against one consistent read-only view."""
