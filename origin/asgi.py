@@ -47,29 +47,33 @@ def create_asgi_app(
     scheduler = Scheduler(http_app, threads)
     errors = logging.getLogger(ERROR_LOGGER)
 
+    def start() -> None:
+        if on_startup is not None:
+            on_startup()
+
+    def stop() -> None:
+        scheduler.stop()  # idle by now: the server finished its requests first
+        if on_shutdown is not None:
+            on_shutdown()
+
+    async def phase(name: str, run: Callable[[], None], send: AsgiSend) -> bool:
+        """Run one lifespan phase and report it; False when it failed."""
+        try:
+            run()
+        except Exception as exc:
+            errors.exception("%s failed", name)
+            await send({"type": f"lifespan.{name}.failed", "message": str(exc)})
+            return False
+        await send({"type": f"lifespan.{name}.complete"})
+        return True
+
     async def handle_lifespan(receive: AsgiReceive, send: AsgiSend) -> None:
         while True:
-            message = await receive()
-            kind = message["type"]
-            if kind == "lifespan.startup":
-                try:
-                    if on_startup is not None:
-                        on_startup()
-                except Exception as exc:
-                    errors.exception("startup failed")
-                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
-                    return
-                await send({"type": "lifespan.startup.complete"})
-            elif kind == "lifespan.shutdown":
-                try:
-                    scheduler.stop()  # idle by now: the server finished its requests first
-                    if on_shutdown is not None:
-                        on_shutdown()
-                except Exception as exc:
-                    errors.exception("shutdown failed")
-                    await send({"type": "lifespan.shutdown.failed", "message": str(exc)})
-                    return
-                await send({"type": "lifespan.shutdown.complete"})
+            kind = (await receive())["type"]
+            if kind == "lifespan.startup" and not await phase("startup", start, send):
+                return
+            if kind == "lifespan.shutdown":
+                await phase("shutdown", stop, send)
                 return
 
     async def app(scope: AsgiScope, receive: AsgiReceive, send: AsgiSend) -> None:
