@@ -24,9 +24,9 @@ from typing import Any
 
 from aidememo.domain.model import Membership, MemberStatus, Project, Role
 from aidememo.http import admin_handlers as core
+from aidememo.http.admin_routes import ADMIN_DELETE_TENANT
 from aidememo.http.app import json_response
 from aidememo.http.render import json_bytes
-from aidememo.http.routes import ADMIN_DELETE_TENANT
 from aidememo.http.types import Request, Response
 from aidememo.service.archive import (
     confirm_deletion,

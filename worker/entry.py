@@ -68,21 +68,19 @@ from aidememo.domain.ids import validate_id
 from aidememo.domain.limits import HANDOFF_LEASE_MS_DEFAULT
 from aidememo.http import admin_handlers as core_admin
 from aidememo.http import member_handlers as handlers
-from aidememo.http.app import Services, error_response
-from aidememo.http.body import EMPTY, Body, declared_length, read_async, too_large
-from aidememo.http.console_routes import CONSOLE_SIGN_IN
-from aidememo.http.pipeline import admit, drive_async
-from aidememo.http.routes import (
+from aidememo.http.admin_routes import (
     ADMIN_BOOTSTRAP,
     ADMIN_DELETE_TENANT,
     ADMIN_EXPORT,
     ADMIN_IMPORT,
     ADMIN_MEMBERS,
     ADMIN_REVOKE_TOKEN,
-    COMMAND,
-    Auth,
-    Route,
 )
+from aidememo.http.app import Services, error_response
+from aidememo.http.body import EMPTY, Body, declared_length, read_async, too_large
+from aidememo.http.console_routes import CONSOLE_SIGN_IN
+from aidememo.http.pipeline import admit, drive_async
+from aidememo.http.routes import COMMAND, Auth, Route
 from aidememo.http.types import Request
 from aidememo.http.types import Response as CoreResponse
 from aidememo.ports import Clock, Ids

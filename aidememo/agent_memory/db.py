@@ -376,14 +376,15 @@ class MemoryDatabase(ClosedOnExit):
     def audit(
         self,
         *,
-        memory_id: str | None = None,
-        event_types: Sequence[str] = (),
-        actor: str | None = None,
-        scope: str | None = None,
-        since: str | None = None,
-        until: str | None = None,
-        limit: int = 50,
+        memory_id: str | None,
+        event_types: Sequence[str],
+        actor: str | None,
+        scope: str | None,
+        since: str | None,
+        until: str | None,
+        limit: int,
     ) -> list[Event]:
+        """Events matching every filter given, newest first (checked by `reads.audit`)."""
         where: list[str] = []
         args: list[Any] = []
         if memory_id is not None:

@@ -11,8 +11,8 @@ and the OpenAPI document read everything else from the entries.
 
 Fronts that treat one route specially (the live feed's upgrade, the streamed import, the
 edge's own admin orchestration) compare against the named entries (`COMMAND`,
-`CHANGES_LIVE`, `ADMIN_*`) by identity, and a route crosses the Worker-to-object RPC by its
-`name` (`route_named`).
+`CHANGES_LIVE`, and `ADMIN_*` from `aidememo.http.admin_routes`) by identity, and a route
+crosses the Worker-to-object RPC by its `name` (`route_named`).
 """
 
 from __future__ import annotations
@@ -20,15 +20,7 @@ from __future__ import annotations
 import functools
 
 from aidememo.domain.errors import ErrorCode, fail
-from aidememo.http.admin_routes import (
-    ADMIN_BOOTSTRAP,
-    ADMIN_DELETE_TENANT,
-    ADMIN_EXPORT,
-    ADMIN_IMPORT,
-    ADMIN_MEMBERS,
-    ADMIN_REVOKE_TOKEN,
-    ADMIN_ROUTES,
-)
+from aidememo.http.admin_routes import ADMIN_ROUTES
 from aidememo.http.artifact_routes import ARTIFACT_ROUTES
 from aidememo.http.console_routes import CONSOLE_ROUTES
 from aidememo.http.handling import ok_bytes
@@ -44,12 +36,6 @@ from aidememo.mcp.http import MCP
 from aidememo.service.access import Caller
 
 __all__ = [
-    "ADMIN_BOOTSTRAP",
-    "ADMIN_DELETE_TENANT",
-    "ADMIN_EXPORT",
-    "ADMIN_IMPORT",
-    "ADMIN_MEMBERS",
-    "ADMIN_REVOKE_TOKEN",
     "CHANGES_LIVE",
     "COMMAND",
     "NDJSON",

@@ -12,6 +12,7 @@ import pytest
 
 from aidememo.domain.clock import FixedClock, RandomIds
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
+from aidememo.http.admin_routes import ADMIN_IMPORT
 from aidememo.http.app import HttpApp
 from aidememo.http.body import Body, StreamBody, read_async
 from aidememo.http.member_handlers import command_project_id
@@ -24,7 +25,7 @@ from aidememo.http.pipeline import (
     drive,
     drive_async,
 )
-from aidememo.http.routes import ADMIN_IMPORT, COMMAND, ROUTES, route_named
+from aidememo.http.routes import COMMAND, ROUTES, route_named
 from aidememo.http.scan import top_level_string
 from aidememo.http.types import Request
 from aidememo.service.access import Caller
