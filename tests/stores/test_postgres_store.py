@@ -19,7 +19,7 @@ from aidememo.conformance.harness import ACTOR, EPOCH, PROJECT, RESOURCE, TENANT
 from aidememo.domain.clock import FixedClock
 from aidememo.domain.envelope import Command
 from aidememo.domain.errors import AidememoError, ErrorCode
-from aidememo.domain.model import ChangeOp, ResourceRef, Role, Scope, TokenBinding
+from aidememo.domain.model import ChangeOp, CommandCall, ResourceRef, Role, Scope, TokenBinding
 from aidememo.http.app import HttpApp
 from aidememo.service.access import Caller
 from aidememo.service.ledger import Ledger
@@ -303,7 +303,9 @@ def test_store9_the_guarded_write_sets_its_timeouts_for_its_own_statement_only(
     release = threading.Event()
 
     def hold(tx: Any) -> None:
-        tx.begin_command(Scope(TENANT, PROJECT), fx.actor.actor_id, "command_hold", RESOURCE)
+        tx.begin_command(
+            CommandCall(Scope(TENANT, PROJECT), fx.actor.actor_id, "command_hold", RESOURCE)
+        )
         locked.set()
         release.wait(30)
 
