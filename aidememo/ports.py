@@ -17,6 +17,7 @@ from aidememo.domain.model import (
     Actor,
     AuditRow,
     ChangeRecord,
+    CommandCall,
     CommandStart,
     HandoffIndexRow,
     History,
@@ -322,18 +323,11 @@ class ReadTx(ArtifactReads, Protocol):
 class WriteTx(ArtifactWrites, ReadTx, Protocol):
     """A write transaction; writers of one project are serialized (STORE-3)."""
 
-    def begin_command(
-        self,
-        scope: Scope,
-        actor_id: str,
-        command_id: str,
-        ref: ResourceRef,
-        token_sha256: bytes | None = None,
-    ) -> CommandStart:
-        """Lock the project, then read the caller's membership, the command id's receipt and
-        the resource's current state; one round trip where the backend allows (CMD-5). With
-        `token_sha256`, also what `token_valid` checks, raising `authentication_failed` when
-        it fails (AUTH-7)."""
+    def begin_command(self, call: CommandCall) -> CommandStart:
+        """Lock the call's project, then read the caller's membership, the command id's receipt
+        and the resource's current state; one round trip where the backend allows (CMD-5).
+        With `call.token_sha256`, also what `token_valid` checks, raising
+        `authentication_failed` when it fails (AUTH-7)."""
         ...
 
     def commit_mutation(self, mutation: Mutation) -> None:

@@ -288,6 +288,19 @@ class Mutation:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class CommandCall:
+    """One caller's command on one resource: what `WriteTx.begin_command` reads the rows of
+    with the project locked (CMD-5). `token_sha256` is a cached caller's token digest, checked
+    in the same statement (AUTH-7)."""
+
+    scope: Scope
+    actor_id: str
+    command_id: str
+    resource: ResourceRef
+    token_sha256: bytes | None = None
+
+
 @dataclass(slots=True, unsafe_hash=True)
 class CommandStart:
     """What the pipeline reads first, with the project locked (CMD-5)."""
@@ -310,11 +323,8 @@ class RawWrite:
     checks then run on the same rows to name the error or the replay (`aidememo.service.ledger`).
     """
 
-    scope: Scope
-    actor_id: str
-    command_id: str
+    call: CommandCall
     fingerprint: str
-    resource: ResourceRef
     expected_revision: int | None
     operation: str
     op: ChangeOp
@@ -322,7 +332,6 @@ class RawWrite:
     now_ms: int
     writers: tuple[str, ...]  # the roles that may write it (none: it is written by no one)
     must_exist: bool
-    token_sha256: bytes | None = None  # a cached caller's token, checked in the same statement
 
     def admits(self, start: CommandStart) -> bool:
         """Whether the guard holds on `start` (the SQL of a store that writes in one statement

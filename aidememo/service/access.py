@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aidememo.domain.errors import ErrorCode, fail
-from aidememo.domain.model import Membership, Project, Scope
+from aidememo.domain.model import CommandCall, Membership, Project, ResourceRef, Scope
 from aidememo.ports import ReadTx
 
 
@@ -29,6 +29,12 @@ class Caller:
     def scope(self, project_id: str) -> Scope:
         """The scope of one of this caller's projects."""
         return Scope(self.tenant_id, project_id)
+
+    def command_call(self, project_id: str, command_id: str, resource: ResourceRef) -> CommandCall:
+        """This caller's command on `resource` in one of its projects, with the token digest
+        its binding is checked by (AUTH-7)."""
+        scope = self.scope(project_id)
+        return CommandCall(scope, self.actor_id, command_id, resource, self.token_sha256)
 
 
 def check_access(project: Project | None, membership: Membership | None, *, write: bool) -> Project:

@@ -86,16 +86,11 @@ class Artifacts:
         request = parse_reserve(payload, limit)
         artifact_id = artifact_id_of(request.path)
         fp = fingerprint(project_id, "artifact.reserve", artifact_id, payload)
-        scope = caller.scope(project_id)
+        call = caller.command_call(project_id, command_id, ResourceRef(ARTIFACT_KIND, artifact_id))
+        scope = call.scope
 
         def run(tx: WriteTx) -> tuple[Reservation, bool, AidememoError | None]:
-            start = tx.begin_command(
-                scope,
-                caller.actor_id,
-                command_id,
-                ResourceRef(ARTIFACT_KIND, artifact_id),
-                caller.token_sha256,
-            )
+            start = tx.begin_command(call)
             check_access(start.project, start.membership, write=True)
             stored = tx.find_artifact_reservation(scope, command_id)
             if stored is not None:
@@ -340,11 +335,12 @@ class Artifacts:
         self, caller: Caller, scope: Scope, r: Reservation, command_id: str, fp: str, sha: str
     ) -> tuple[dict[str, Any], bool]:
         ref = ResourceRef(ARTIFACT_KIND, r.artifact_id)
+        call = caller.command_call(scope.project_id, command_id, ref)
         committed: list[int] = []
 
         def run(tx: WriteTx) -> tuple[dict[str, Any] | AidememoError, bool]:
             committed.clear()
-            start = tx.begin_command(scope, caller.actor_id, command_id, ref, caller.token_sha256)
+            start = tx.begin_command(call)
             project = check_access(start.project, start.membership, write=True)
             if start.receipt is not None:
                 stored = start.receipt

@@ -150,7 +150,8 @@ class Ledger:
         receipt replay (SEC-3, SEC-4)."""
         if fp is None:
             fp = command_fingerprint(command)
-        scope = caller.scope(command.project_id)
+        call = caller.command_call(command.project_id, command.command_id, command.resource)
+        scope = call.scope
 
         committed = False
 
@@ -158,9 +159,7 @@ class Ledger:
             nonlocal committed
             committed = False
             # A cached caller's binding is checked in the same statement (AUTH-7).
-            start = tx.begin_command(
-                scope, caller.actor_id, command.command_id, command.resource, caller.token_sha256
-            )
+            start = tx.begin_command(call)
             project, stored = _admit(caller, command, fp, start)
             if stored is not None:
                 return stored.as_replay()
@@ -213,11 +212,8 @@ class Ledger:
         # secret is written by no one, and refused below after membership and receipt replay.
         secret = find_in_json(command.payload, "/payload") if upsert else None
         write = RawWrite(
-            scope=caller.scope(command.project_id),
-            actor_id=caller.actor_id,
-            command_id=command.command_id,
+            call=caller.command_call(command.project_id, command.command_id, command.resource),
             fingerprint=fp,
-            resource=command.resource,
             expected_revision=command.expected_revision,
             operation=command.operation,
             op=command.change,
@@ -225,7 +221,6 @@ class Ledger:
             now_ms=self.clock.now_ms(),
             writers=() if secret is not None else WRITER_ROLES,
             must_exist=not upsert,
-            token_sha256=caller.token_sha256,
         )
         outcome = self.store.execute_raw(write)
         try:
@@ -250,7 +245,7 @@ class Ledger:
             receipt = stored
         elif stored is not None or receipt is None:
             raise _disagreement("the store's guard and the checks disagree on an admitted command")
-        self.announce(write.scope, receipt.project_seq)
+        self.announce(write.call.scope, receipt.project_seq)
         return receipt
 
 

@@ -22,6 +22,7 @@ from aidememo.domain.model import (
     Actor,
     AuditRow,
     ChangeRecord,
+    CommandCall,
     CommandStart,
     HandoffIndexRow,
     History,
@@ -305,23 +306,15 @@ class _MemoryTx(SemanticMemoryTx, ArtifactMemoryTx):
 
     # -- WriteTx --------------------------------------------------------------------------
 
-    def begin_command(
-        self,
-        scope: Scope,
-        actor_id: str,
-        command_id: str,
-        ref: ResourceRef,
-        token_sha256: bytes | None = None,
-    ) -> CommandStart:
-        if token_sha256 is not None and not self.token_valid(
-            token_sha256, scope.tenant_id, actor_id
-        ):
+    def begin_command(self, call: CommandCall) -> CommandStart:
+        scope, actor_id, token = call.scope, call.actor_id, call.token_sha256
+        if token is not None and not self.token_valid(token, scope.tenant_id, actor_id):
             raise fail(ErrorCode.AUTHENTICATION_FAILED, "unknown or revoked token")
         return CommandStart(
             self.get_project(scope),
             self.get_membership(scope, actor_id),
-            self.get_receipt(scope, command_id),
-            self.get_resource(scope, ref),
+            self.get_receipt(scope, call.command_id),
+            self.get_resource(scope, call.resource),
         )
 
     def commit_mutation(self, mutation: Mutation) -> None:

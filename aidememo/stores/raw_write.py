@@ -21,17 +21,16 @@ def execute_raw(store: Store, write: RawWrite) -> RawOutcome:
 def write_raw(tx: WriteTx, write: RawWrite) -> RawOutcome:
     """Lock the project and read its rows; write at the next sequence and revision only when
     the guard holds on them."""
-    scope = write.scope
-    start = tx.begin_command(
-        scope, write.actor_id, write.command_id, write.resource, write.token_sha256
-    )
+    call = write.call
+    start = tx.begin_command(call)
     project, current = start.project, start.current
     if project is None or not write.admits(start):
         return RawOutcome(start)
     revision = 1 if current is None else current.revision + 1
+    scope = call.scope
     receipt = Receipt(
-        write.command_id, write.fingerprint, scope.tenant_id, scope.project_id, write.actor_id,
-        project.head_seq + 1, write.resource, revision, write.now_ms,
+        call.command_id, write.fingerprint, scope.tenant_id, scope.project_id, call.actor_id,
+        project.head_seq + 1, call.resource, revision, write.now_ms,
     )  # fmt: skip
     tx.commit_mutation(
         Mutation(receipt, project.project_epoch, write.operation, write.op, write.body)

@@ -18,7 +18,7 @@ from aidememo.conformance.harness import EPOCH, PROJECT, RESOURCE, TENANT, Fixtu
 from aidememo.domain.clock import FixedClock
 from aidememo.domain.envelope import Command
 from aidememo.domain.errors import AidememoError, ErrorCode
-from aidememo.domain.model import ChangeOp, Project, Receipt, ResourceRef, Role, Scope
+from aidememo.domain.model import ChangeOp, CommandCall, Project, Receipt, ResourceRef, Role, Scope
 from aidememo.http.app import HttpApp
 from aidememo.ports import WriteTx
 from aidememo.service.ledger import Decision
@@ -321,7 +321,9 @@ def test_store8_writers_of_two_projects_do_not_block_each_other(
     release = threading.Event()
 
     def hold_project_lock(tx: WriteTx) -> None:
-        tx.begin_command(Scope(TENANT, PROJECT), fx.actor.actor_id, "command_hold", RESOURCE)
+        tx.begin_command(
+            CommandCall(Scope(TENANT, PROJECT), fx.actor.actor_id, "command_hold", RESOURCE)
+        )
         locked.set()
         release.wait(30)
 

@@ -19,7 +19,7 @@ from aidememo.conformance.harness import ACTOR, EPOCH, PROJECT, RESOURCE, TENANT
 from aidememo.domain.clock import FixedClock
 from aidememo.domain.envelope import Command
 from aidememo.domain.errors import AidememoError, ErrorCode
-from aidememo.domain.model import ChangeOp, ResourceRef, Role, Scope, TokenBinding
+from aidememo.domain.model import ChangeOp, CommandCall, ResourceRef, Role, Scope, TokenBinding
 from aidememo.http.app import HttpApp
 from aidememo.service.access import Caller
 from aidememo.service.ledger import Ledger
@@ -127,7 +127,7 @@ def test_arc9_a_version_1_database_migrates_to_the_guarded_write_and_the_staging
         PostgresStore.open(empty_db.connect(driver))
     assert "aidememo admin migrate" in err.value.message
     store = PostgresStore.open(empty_db.connect(driver), migrate=True)
-    assert store.schema_version() == SCHEMA_VERSION == 13
+    assert store.schema_version() == SCHEMA_VERSION == 14
     assert store.migrate() == SCHEMA_VERSION  # idempotent
     # version 3: the import staging table (ARC-9)
     store.transaction(lambda tx: tx.stage_import_page("import_1", "p", 0, b"{}\n", 1))
@@ -303,7 +303,9 @@ def test_store9_the_guarded_write_sets_its_timeouts_for_its_own_statement_only(
     release = threading.Event()
 
     def hold(tx: Any) -> None:
-        tx.begin_command(Scope(TENANT, PROJECT), fx.actor.actor_id, "command_hold", RESOURCE)
+        tx.begin_command(
+            CommandCall(Scope(TENANT, PROJECT), fx.actor.actor_id, "command_hold", RESOURCE)
+        )
         locked.set()
         release.wait(30)
 

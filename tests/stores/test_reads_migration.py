@@ -233,7 +233,7 @@ def test_id5_reads4_postgres_schema_10_migrates_to_a_fact_session_without_jsonb(
             tokens = write_old_history(old)
             old.close()
         store = PostgresStore.open(connect, migrate=True)
-        assert store.schema_version() == pg_schema.SCHEMA_VERSION == 13
+        assert store.schema_version() == pg_schema.SCHEMA_VERSION == 14
         check_new_reads(store, tokens)
         api = _api(store, tokens)
         api.fact("f_nul", "s1", "before\x00after")

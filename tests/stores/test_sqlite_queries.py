@@ -12,6 +12,7 @@ from aidememo.domain.model import (
     Actor,
     ActorKind,
     ChangeOp,
+    CommandCall,
     CommandStart,
     HandoffIndexRow,
     MailboxQuery,
@@ -269,11 +270,13 @@ def test_cmd5_store_begin_command_is_the_four_point_reads(kind: str, tmp_path: P
                     tx.get_receipt(scope, command_id),
                     tx.get_resource(scope, ref),
                 )
-                assert tx.begin_command(scope, actor, command_id, ref) == four
+                assert tx.begin_command(CommandCall(scope, actor, command_id, ref)) == four
 
         store.transaction(compare)
         start = store.transaction(
-            lambda tx: tx.begin_command(SCOPE, "actor_a", "cmd_3", ResourceRef("custom.fact", "r2"))
+            lambda tx: tx.begin_command(
+                CommandCall(SCOPE, "actor_a", "cmd_3", ResourceRef("custom.fact", "r2"))
+            )
         )
         assert start.project is not None and start.project.head_seq == 3
         assert start.membership is not None and start.membership.active

@@ -22,6 +22,7 @@ import pytest
 from aidememo.domain.model import (
     Actor,
     ActorKind,
+    CommandCall,
     HandoffIndexRow,
     MailboxQuery,
     Membership,
@@ -87,8 +88,10 @@ def _exercise(store: SqliteStore) -> None:
     ref = ResourceRef("custom.fact", "f1")
     store.transaction(
         lambda tx: (
-            tx.begin_command(SCOPE, "actor_a", "cmd_3", ref),
-            tx.begin_command(SCOPE, "actor_nobody", "cmd_none", ResourceRef("custom.fact", "f0")),
+            tx.begin_command(CommandCall(SCOPE, "actor_a", "cmd_3", ref)),
+            tx.begin_command(
+                CommandCall(SCOPE, "actor_nobody", "cmd_none", ResourceRef("custom.fact", "f0"))
+            ),
         )
     )
     store.read(

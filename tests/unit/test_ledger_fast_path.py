@@ -87,7 +87,7 @@ def test_store9_the_write_carries_what_python_decides() -> None:
     assert again == first and again.replayed and not first.replayed
     assert hooked == [1]  # the live feed hears of the commit, not of the replay
     write = store.seen[0]
-    assert write.scope == Scope(TENANT, PROJECT) and write.now_ms == 5_000
+    assert write.call.scope == Scope(TENANT, PROJECT) and write.now_ms == 5_000
     assert write.body == b'{"a":1}' and write.op is ChangeOp.UPSERT
     assert write.writers == WRITER_ROLES == ("owner", "admin", "writer")
     assert not write.must_exist and len(write.fingerprint) == 64

@@ -11,7 +11,8 @@ round trip to read and one to write:
 - `aidememo_begin_command` sets the transaction's timeouts, locks the project row
   (`FOR NO KEY UPDATE`: writers of one project queue behind each other; writers of other
   projects never wait; foreign-key checks of inserts, which take `KEY SHARE`, are not blocked)
-  and returns project, membership, receipt and current resource as one row.
+  and returns project, membership, receipt and current resource as one row. The lock and
+  the first three reads are `aidememo_lock_command`'s, which `aidememo_execute_raw` calls too.
 - `aidememo_commit_mutation` moves the head by compare-and-swap and writes resource, change,
   audit row, receipt, the optional handoff index row and the optional search row.
 - `aidememo_execute_raw`, the guarded write of a generic put or delete in one statement
@@ -49,7 +50,7 @@ from aidememo.stores.postgres.artifact_schema import V7
 from aidememo.stores.postgres.search_schema import V6, V8, V9
 from aidememo.stores.postgres.semantic_schema import V12
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 COMPONENT = "canonical_store"
 
 # "AideMemo" in ASCII: the advisory lock key that serializes migrations.
@@ -247,15 +248,17 @@ BEGIN
 END
 $fn$"""
 
-_BEGIN_COMMAND = """
-CREATE OR REPLACE FUNCTION aidememo_begin_command(
+# What every command reads first, with the project row locked (CMD-5): the project, the
+# caller's membership and the command id's receipt. `aidememo_begin_command` and
+# `aidememo_execute_raw` add the resource, each in its own way (the raw write skips the body).
+_LOCK_COMMAND = """
+CREATE OR REPLACE FUNCTION aidememo_lock_command(
     p_statement_timeout TEXT, p_lock_timeout TEXT,
-    p_tenant TEXT, p_project TEXT, p_actor TEXT, p_command TEXT, p_kind TEXT, p_resource TEXT,
+    p_tenant TEXT, p_project TEXT, p_actor TEXT, p_command TEXT,
     OUT project_epoch TEXT, OUT head_seq BIGINT,
     OUT member_role TEXT, OUT member_status TEXT,
     OUT r_fingerprint TEXT, OUT r_actor TEXT, OUT r_seq BIGINT, OUT r_kind TEXT,
-    OUT r_resource TEXT, OUT r_revision BIGINT, OUT r_at BIGINT,
-    OUT found_resource BOOLEAN, OUT res_revision BIGINT, OUT res_body BYTEA
+    OUT r_resource TEXT, OUT r_revision BIGINT, OUT r_at BIGINT
 ) LANGUAGE plpgsql AS $fn$
 BEGIN
     -- SET LOCAL equivalents: they last until the transaction ends, and a transaction-mode
@@ -277,6 +280,24 @@ BEGIN
         INTO r_fingerprint, r_actor, r_seq, r_kind, r_resource, r_revision, r_at
         FROM receipts r
         WHERE r.tenant_id = p_tenant AND r.project_id = p_project AND r.command_id = p_command;
+END
+$fn$"""
+
+_BEGIN_COMMAND = """
+CREATE OR REPLACE FUNCTION aidememo_begin_command(
+    p_statement_timeout TEXT, p_lock_timeout TEXT,
+    p_tenant TEXT, p_project TEXT, p_actor TEXT, p_command TEXT, p_kind TEXT, p_resource TEXT,
+    OUT project_epoch TEXT, OUT head_seq BIGINT,
+    OUT member_role TEXT, OUT member_status TEXT,
+    OUT r_fingerprint TEXT, OUT r_actor TEXT, OUT r_seq BIGINT, OUT r_kind TEXT,
+    OUT r_resource TEXT, OUT r_revision BIGINT, OUT r_at BIGINT,
+    OUT found_resource BOOLEAN, OUT res_revision BIGINT, OUT res_body BYTEA
+) LANGUAGE plpgsql AS $fn$
+BEGIN
+    SELECT c.* INTO project_epoch, head_seq, member_role, member_status,
+                    r_fingerprint, r_actor, r_seq, r_kind, r_resource, r_revision, r_at
+        FROM aidememo_lock_command(p_statement_timeout, p_lock_timeout,
+                                   p_tenant, p_project, p_actor, p_command) c;
     SELECT true, s.revision, s.body INTO found_resource, res_revision, res_body
         FROM resources s
         WHERE s.tenant_id = p_tenant AND s.project_id = p_project
@@ -357,21 +378,11 @@ CREATE OR REPLACE FUNCTION aidememo_execute_raw(
     OUT found_resource BOOLEAN, OUT res_revision BIGINT
 ) LANGUAGE plpgsql AS $fn$
 BEGIN
-    -- SET LOCAL equivalents: on an autocommit connection this statement is the transaction.
-    PERFORM set_config('statement_timeout', p_statement_timeout, true),
-            set_config('lock_timeout', p_lock_timeout, true);
-    SELECT p.project_epoch, p.head_seq INTO project_epoch, head_seq
-        FROM projects p
-        WHERE p.tenant_id = p_tenant AND p.project_id = p_project
-        FOR NO KEY UPDATE;
-    SELECT m.role, m.status INTO member_role, member_status
-        FROM memberships m
-        WHERE m.tenant_id = p_tenant AND m.project_id = p_project AND m.actor_id = p_actor;
-    SELECT r.fingerprint, r.actor_id, r.project_seq, r.kind, r.resource_id, r.revision,
-           r.committed_at_ms
-        INTO r_fingerprint, r_actor, r_seq, r_kind, r_resource, r_revision, r_at
-        FROM receipts r
-        WHERE r.tenant_id = p_tenant AND r.project_id = p_project AND r.command_id = p_command;
+    -- On an autocommit connection this statement is the transaction its timeouts last for.
+    SELECT c.* INTO project_epoch, head_seq, member_role, member_status,
+                    r_fingerprint, r_actor, r_seq, r_kind, r_resource, r_revision, r_at
+        FROM aidememo_lock_command(p_statement_timeout, p_lock_timeout,
+                                   p_tenant, p_project, p_actor, p_command) c;
     SELECT s.revision INTO res_revision
         FROM resources s
         WHERE s.tenant_id = p_tenant AND s.project_id = p_project
@@ -411,7 +422,7 @@ _IMPORT_STAGING = f"""CREATE TABLE IF NOT EXISTS aidememo_import_staging (
     PRIMARY KEY (import_id, project_id, seq)
 )"""
 
-_V1 = (*_TABLES, _INDEX_FACT, _BEGIN_COMMAND, _COMMIT_MUTATION)
+_V1 = (*_TABLES, _INDEX_FACT, _LOCK_COMMAND, _BEGIN_COMMAND, _COMMIT_MUTATION)
 _V3 = (_IMPORT_STAGING,)
 # The session list reads sessions newest first by their creation receipt (SPEC.md READS-3).
 # A partial index: only session creates are in it, so no other commit pays for it.
@@ -471,6 +482,10 @@ V13 = (
     _EXECUTE_RAW,
 )
 
+# Both command-starting functions read the project, membership and receipt through
+# `aidememo_lock_command`; a database of version 13 has them reading it themselves.
+V14 = (_LOCK_COMMAND, _BEGIN_COMMAND, _EXECUTE_RAW)
+
 MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
     (1, _V1),
     (2, ()),
@@ -485,5 +500,6 @@ MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
     (11, V11),
     (12, V12),
     (13, V13),
+    (14, V14),
 ]
 """Ordered (version, statements); applying version N moves the database from N-1 to N."""

@@ -146,16 +146,17 @@ class PostgresStore:
     def execute_raw(self, write: RawWrite) -> RawOutcome:
         """`Store.execute_raw` in one statement (`aidememo_execute_raw`): alone on the
         autocommit connection, or inside the transaction already open on this thread."""
-        sc, ref = write.scope, write.resource
+        call = write.call
+        sc, ref = call.scope, call.resource
         params: tuple[Any, ...] = (
-            *self._timeouts, sc.tenant_id, sc.project_id, write.actor_id, write.command_id,
+            *self._timeouts, sc.tenant_id, sc.project_id, call.actor_id, call.command_id,
             write.fingerprint, ref.kind, ref.id, " ".join(write.writers), write.expected_revision,
             write.must_exist, write.operation, write.op.value, write.body, write.now_ms,
         )  # fmt: skip
         sql = q.EXECUTE_RAW
-        if write.token_sha256 is not None:
+        if call.token_sha256 is not None:
             sql = q.EXECUTE_RAW_TOKEN
-            params = (write.token_sha256, sc.tenant_id, write.actor_id, *params)
+            params = (call.token_sha256, sc.tenant_id, call.actor_id, *params)
         retried = False
         if getattr(self._local, "tx", None) is not None:
             row = self._run(True, lambda tx: tx.execute_raw_row(sql, params))
@@ -167,15 +168,12 @@ class PostgresStore:
             raise fail(ErrorCode.AUTHENTICATION_FAILED, "unknown or revoked token")
         committed, seq, revision, at = row[:4]
         found, res_revision = row[15:17]
-        start = command_start(
-            sc, write.actor_id, write.command_id, ref, row[4:], res_revision if found else None,
-            None,
-        )  # fmt: skip
+        start = command_start(call, row[4:], res_revision if found else None, None)
         if not committed:
             return RawOutcome(start, None, retried)
         t, p = sc.tenant_id, sc.project_id
         receipt = Receipt(
-            write.command_id, write.fingerprint, t, p, write.actor_id, seq, ref, revision, at
+            call.command_id, write.fingerprint, t, p, call.actor_id, seq, ref, revision, at
         )
         return RawOutcome(start, receipt, retried)
 

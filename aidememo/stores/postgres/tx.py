@@ -16,9 +16,9 @@ from typing import Any, TypeVar
 from aidememo.domain import ranking
 from aidememo.domain.errors import STORE_READ_ONLY, AidememoError, ErrorCode, fail
 from aidememo.domain.model import (
+    CommandCall,
     CommandStart,
     Mutation,
-    ResourceRef,
     Scope,
     SearchHit,
     SearchPage,
@@ -233,16 +233,9 @@ class PgWriteTx(ArchiveWrites[Session], SqlWriteRows[Session], PgReadTx):
 
     __slots__ = ()
 
-    def begin_command(
-        self,
-        scope: Scope,
-        actor_id: str,
-        command_id: str,
-        ref: ResourceRef,
-        token_sha256: bytes | None = None,
-    ) -> CommandStart:
+    def begin_command(self, call: CommandCall) -> CommandStart:
         """One round trip: timeouts, project row lock, membership, receipt, resource, and
-        with `token_sha256` the binding's check of AUTH-7."""
+        with `call.token_sha256` the binding's check of AUTH-7."""
         s = self._x
         params: tuple[Any, ...]
         if s.timeouts_pending:
@@ -250,20 +243,19 @@ class PgWriteTx(ArchiveWrites[Session], SqlWriteRows[Session], PgReadTx):
             params = s.timeouts
         else:  # an earlier statement set them; NULL leaves them as they are
             params = (None, None)
-        t, p = scope.tenant_id, scope.project_id
-        args = (*params, t, p, actor_id, command_id, ref.kind, ref.id)
-        if token_sha256 is None:
+        t, p = call.scope.tenant_id, call.scope.project_id
+        actor_id, ref, token = call.actor_id, call.resource, call.token_sha256
+        args = (*params, t, p, actor_id, call.command_id, ref.kind, ref.id)
+        if token is None:
             row = s.execute(q.BEGIN_COMMAND, args)[0]
         else:
-            row = s.execute(q.BEGIN_COMMAND_TOKEN, (bytes(token_sha256), t, actor_id, *args))[0]
+            row = s.execute(q.BEGIN_COMMAND_TOKEN, (bytes(token), t, actor_id, *args))[0]
             if row[-1] is None:
                 raise fail(ErrorCode.AUTHENTICATION_FAILED, "unknown or revoked token")
         if row[0] is None:  # no project: the command is refused on that alone
             return CommandStart(None, None, None, None)
         found, revision, body = row[11], row[12], row[13]
-        return command_start(
-            scope, actor_id, command_id, ref, row, revision if found else None, q.blob(body)
-        )
+        return command_start(call, row, revision if found else None, q.blob(body))
 
     def execute_raw_row(self, sql: str, params: Sequence[Any]) -> Any:
         """The one row of `aidememo_execute_raw` run in this transaction (`PostgresStore.

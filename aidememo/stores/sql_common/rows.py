@@ -20,6 +20,7 @@ from aidememo.domain.model import (
     AuditRow,
     ChangeOp,
     ChangeRecord,
+    CommandCall,
     CommandStart,
     HandoffIndexRow,
     History,
@@ -44,27 +45,22 @@ STATUSES = {status.value: status for status in MemberStatus}
 
 
 def command_start(
-    scope: Scope,
-    actor_id: str,
-    command_id: str,
-    ref: ResourceRef,
-    row: Sequence[Any],
-    revision: int | None,
-    body: bytes | None,
+    call: CommandCall, row: Sequence[Any], revision: int | None, body: bytes | None
 ) -> CommandStart:
-    """The `CommandStart` of CMD-5's one-statement read: `row` begins with the project's
-    epoch and head, the membership's role and status and the receipt's fingerprint, actor,
-    sequence, kind, resource id, revision and time (NULLs where a row is missing); `revision`
-    and `body` are the resource's (revision None: never written)."""
-    t, p = scope.tenant_id, scope.project_id
+    """The `CommandStart` of CMD-5's one-statement read for `call`: `row` begins with the
+    project's epoch and head, the membership's role and status and the receipt's fingerprint,
+    actor, sequence, kind, resource id, revision and time (NULLs where a row is missing);
+    `revision` and `body` are the resource's (revision None: never written)."""
+    t, p = call.scope.tenant_id, call.scope.project_id
     epoch, head, role, status, fp, actor, seq, kind, rid, r_rev, at = row[:11]
+    actor_id, command_id = call.actor_id, call.command_id
     return CommandStart(
         None if epoch is None else Project(t, p, epoch, head),
         None if role is None else Membership(t, p, actor_id, ROLES[role], STATUSES[status]),
         None
         if fp is None
         else Receipt(command_id, fp, t, p, actor, seq, ResourceRef(kind, rid), r_rev, at),
-        None if revision is None else StoredResource(ref, revision, body),
+        None if revision is None else StoredResource(call.resource, revision, body),
     )
 
 

@@ -22,11 +22,11 @@ from typing import Any, TypeVar, cast
 
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.model import (
+    CommandCall,
     CommandStart,
     Mutation,
     RawOutcome,
     RawWrite,
-    ResourceRef,
     Scope,
     SearchPage,
 )
@@ -65,29 +65,22 @@ class SqliteWriteTx(ArchiveWrites, SqlWriteRows[SqlExecutor], SqliteReadTx):
 
     __slots__ = ()
 
-    def begin_command(
-        self,
-        scope: Scope,
-        actor_id: str,
-        command_id: str,
-        ref: ResourceRef,
-        token_sha256: bytes | None = None,
-    ) -> CommandStart:
+    def begin_command(self, call: CommandCall) -> CommandStart:
         """The four point reads of CMD-5 in one statement (`q.BEGIN_COMMAND`): what
         `get_project`, `get_membership`, `get_receipt` and `get_resource` would return;
-        with `token_sha256`, the binding's check of AUTH-7 in the same statement."""
-        t, p = scope.tenant_id, scope.project_id
-        kind, rid = ref.kind, ref.id
-        params = (t, p, t, p, actor_id, t, p, command_id, t, p, kind, rid)
+        with `call.token_sha256`, the binding's check of AUTH-7 in the same statement."""
+        t, p = call.scope.tenant_id, call.scope.project_id
+        actor_id, kind, rid = call.actor_id, call.resource.kind, call.resource.id
+        params = (t, p, t, p, actor_id, t, p, call.command_id, t, p, kind, rid)
         row: Any
-        if token_sha256 is None:
+        if call.token_sha256 is None:
             row = self._x.execute(q.BEGIN_COMMAND, params)[0]
         else:
-            token = (bytes(token_sha256), t, actor_id)
+            token = (bytes(call.token_sha256), t, actor_id)
             row = self._x.execute(q.BEGIN_COMMAND_TOKEN, (*token, *params))[0]
             if row[13] is None:
                 raise fail(ErrorCode.AUTHENTICATION_FAILED, "unknown or revoked token")
-        return command_start(scope, actor_id, command_id, ref, row, row[11], row[12])
+        return command_start(call, row, row[11], row[12])
 
     def commit_mutation(self, mutation: Mutation) -> None:
         """Move the head by compare-and-swap, then write resource, change, audit, receipt and
