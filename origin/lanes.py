@@ -29,9 +29,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import StrEnum
+from queue import SimpleQueue
 from typing import Protocol
 
 from aidememo.http.routes import Route, resolve
@@ -106,11 +109,49 @@ def traits_of(app: Dispatcher) -> StoreTraits:
     )
 
 
+class StorePool:
+    """The store pool (HTTP-12): `threads` threads, one per connection of the store, taking
+    queued calls in the order they came; started with the first call, `shutdown` runs what
+    is queued, then ends them. Its own threads on one queue, not an executor: a request pays
+    no future or executor bookkeeping (docs/bench-notes.md)."""
+
+    def __init__(self, threads: int, name: str) -> None:
+        self._queue: SimpleQueue[Callable[[], None] | None] = SimpleQueue()
+        self._threads = [
+            threading.Thread(target=self._run, name=f"{name}-{n}", daemon=True)
+            for n in range(threads)
+        ]
+        self._started = self._stopped = False
+
+    def submit(self, call: Callable[[], None]) -> None:
+        """Queue `call`; RuntimeError once shut down."""
+        if self._stopped:
+            raise RuntimeError("stopped")
+        if not self._started:
+            self._started = True
+            for thread in self._threads:
+                thread.start()
+        self._queue.put(call)
+
+    def shutdown(self) -> None:
+        """Run what is queued, then end the threads."""
+        self._stopped = True
+        if self._started:
+            for _ in self._threads:
+                self._queue.put(None)
+            for thread in self._threads:
+                thread.join()
+
+    def _run(self) -> None:
+        while (call := self._queue.get()) is not None:
+            call()
+
+
 class Scheduler:
     """Runs each request of one app in its lane; `stop` ends the lanes' threads once they
     answered what they hold."""
 
-    __slots__ = ("_dispatch", "_pools", "_stopped", "_threads", "committer", "traits")
+    __slots__ = ("_dispatch", "_pools", "_stopped", "_store", "_threads", "committer", "traits")
 
     def __init__(self, app: Dispatcher, threads: int = DISPATCH_THREADS) -> None:
         if threads < 1:
@@ -119,6 +160,7 @@ class Scheduler:
         self._threads = threads
         self._pools: dict[str, ThreadPoolExecutor] = {}
         self._stopped = False
+        self._store: StorePool | None = None
         self.traits = traits_of(app)
         if self.traits.connections is not None and self.traits.connections < 1:
             raise ValueError("a store pool needs at least one connection")
@@ -154,7 +196,13 @@ class Scheduler:
         route = request.match.route if request.match is not None else None
         try:
             if where is Lane.STORE:
-                pool = self._pool("store", self.traits.connections or 1)
+                store = self._store
+                if store is None:
+                    if self._stopped:
+                        raise RuntimeError("stopped")
+                    store = self._store = StorePool(self.traits.connections or 1, "aidememo-store")
+                store.submit(lambda: hand_over(loop, [(deliver, self.call(request))]))
+                return
             else:
                 pool = (
                     self._pool("search", SEARCH_THREADS) if route and route.costly else self.pool()
@@ -180,5 +228,7 @@ class Scheduler:
         self._stopped = True
         if self.committer is not None:
             self.committer.stop()
+        if self._store is not None:
+            self._store.shutdown()
         for pool in self._pools.values():
             pool.shutdown(wait=True)
