@@ -2,6 +2,9 @@
 process for the queries, the query-time matrix search the app answers with, and the indexer
 as a child process of the server (unless a separate `aidememo indexer` does the indexing).
 
+With `serve --workers N` one worker runs the child and publishes its status to a file the
+other workers' `/ready` reads (`shared_status`), so N workers index once.
+
 The child is `aidememo indexer --attached`, the same code as the separate indexer: it cannot
 hold the server's interpreter lock against the request loop, so writes keep their pace while
 the index catches up. It reports its status as JSON lines on its stdout, which `/ready` and
@@ -22,6 +25,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -60,16 +64,17 @@ class IndexerTask:
     child process from `start()` until `stop()`, restarting it if it exits on its own, and
     keeps the last status it reported (`status`, for `/ready`)."""
 
-    def __init__(self, database: str, embedding: str, fingerprint: dict[str, object]) -> None:
+    def __init__(
+        self,
+        database: str,
+        embedding: str,
+        fingerprint: dict[str, object],
+        shared: Path | None = None,
+    ) -> None:
         self.database = database
         self.embedding = embedding
-        self._status: dict[str, object] = {
-            "semantic_model": fingerprint,
-            "index_lag": 0,
-            "facts_indexed": 0,
-            "errors": 0,
-            "last_error": None,
-        }
+        self._status = initial_status(fingerprint)
+        self._shared = shared  # where the other workers of `serve --workers` read the status
         self._exits = 0  # children that exited on their own
         self._exit_error: str | None = None
         self._lock = threading.Lock()
@@ -91,6 +96,7 @@ class IndexerTask:
 
     def start(self) -> None:
         """Start the child (once)."""
+        self._publish()
         self._thread.start()
 
     def stop(self) -> None:
@@ -141,6 +147,7 @@ class IndexerTask:
                 self._exits += 1
                 self._exit_error = f"indexer exited with {code}"
                 self._status.update(index_lag=0, facts_indexed=0, errors=0, last_error=None)
+            self._publish()
             log.warning("the semantic indexer exited with %s; starting it again", code)
             self._stopping.wait(RESTART_S)
 
@@ -153,9 +160,42 @@ class IndexerTask:
             return
         with self._lock:
             self._status.update(status)
+        self._publish()
         lag = status.get("index_lag")
         if isinstance(lag, int):
             metrics.semantic_lag(lag)
+
+    def _publish(self) -> None:
+        """Write the status where the other workers read it (replaced whole, never torn)."""
+        if self._shared is not None:
+            partial = self._shared.with_suffix(".partial")
+            partial.write_text(json.dumps(self.status()))
+            os.replace(partial, self._shared)
+
+
+def initial_status(fingerprint: dict[str, object]) -> dict[str, object]:
+    """What `/ready` reports of an indexer that has reported nothing yet."""
+    return {
+        "semantic_model": fingerprint,
+        "index_lag": 0,
+        "facts_indexed": 0,
+        "errors": 0,
+        "last_error": None,
+    }
+
+
+def shared_status(path: Path, fingerprint: dict[str, object]) -> Callable[[], dict[str, object]]:
+    """`/ready`'s indexer status in a worker of `serve --workers` that does not run the
+    indexer: what the worker running it last published at `path`."""
+
+    def status() -> dict[str, object]:
+        try:
+            published = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return initial_status(fingerprint)
+        return published if isinstance(published, dict) else initial_status(fingerprint)
+
+    return status
 
 
 def _relay(stream: IO[bytes]) -> None:

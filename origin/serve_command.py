@@ -192,8 +192,9 @@ def run_serve(
     """Serve until SIGTERM/SIGINT; returns the exit status.
 
     `embedding` names the semantic search provider (`aidememo.embedding`; "off": lexical
-    only) and `indexer` runs the semantic indexer as a child process of each server process
-    (SEM-7; off when a separate `aidememo indexer` follows the database).
+    only) and `indexer` runs the semantic indexer as a child process of the server, of the
+    first worker with `workers` above 1 (SEM-7; off when a separate `aidememo indexer`
+    follows the database).
 
     `admin_token_sha256` opens the admin routes to the token with that digest; without it
     they answer 401 `authentication_failed` to everyone. `workers` above 1 runs that many
@@ -279,16 +280,25 @@ def _serve(
     embedding: str = "bundled",
     indexer: bool = True,
 ) -> int:
+    import shutil
+    import tempfile
+    from pathlib import Path
+
     from aidememo.cli.admin.artifact_root import pin_identity
     from aidememo.http.app import HttpApp
     from aidememo.service.artifact_gc import ArtifactGc
     from origin.gc_task import GC_INTERVAL_S, GcTask
-    from origin.semantic_task import IndexerTask, load_provider
+    from origin.semantic_task import IndexerTask, load_provider, shared_status
     from origin.server import serve
 
     console_key = secrets.token_bytes(32)  # made before forking: every worker takes its cookies
 
-    def open_app() -> tuple[HttpApp, Callable[[], None]]:
+    # with several workers the first runs the indexer and the others read its status here
+    shared = None
+    if workers > 1:
+        shared = Path(tempfile.mkdtemp(prefix="aidememo-indexer-")) / "status.json"
+
+    def open_app(index: int = 0) -> tuple[HttpApp, Callable[[], None]]:
         store = open_store(url, pool_size=worker_pool_size(workers))
         try:
             if bodies is not None:
@@ -311,10 +321,13 @@ def _serve(
             from aidememo.embedding.matrix import MatrixSearch
 
             app.services.searches.engine = MatrixSearch(embedder)
-            if indexer:
-                task = IndexerTask(url, embedding, embedder.fingerprint.as_json())
+            fingerprint = embedder.fingerprint.as_json()
+            if indexer and index == 0:
+                task = IndexerTask(url, embedding, fingerprint, shared)
                 app.services.semantic_status = task.status
                 task.start()
+            elif indexer and shared is not None:
+                app.services.semantic_status = shared_status(shared, fingerprint)
         gc = None
         if bodies is not None:
             gc = GcTask(ArtifactGc(store, bodies, app.services.artifacts.clock),
@@ -341,13 +354,17 @@ def _serve(
     except OSError as exc:
         raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
-    def worker(listening: socket.socket) -> int:
+    def worker(listening: socket.socket, index: int) -> int:
         if metrics is not None:
             metrics.after_fork()
-        app, close = open_app()
+        app, close = open_app(index)
         return serve(app, settings, close=close, sockets=[listening])
 
-    return run_workers(workers, sock, worker)
+    try:
+        return run_workers(workers, sock, worker)
+    finally:
+        if shared is not None:
+            shutil.rmtree(shared.parent, ignore_errors=True)
 
 
 def _rate_limiter(text: str | None, host: str) -> RateLimiter | None:

@@ -65,19 +65,22 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def run_workers(count: int, sock: socket.socket, worker: Callable[[socket.socket], int]) -> int:
-    """Fork `count` workers running `worker(sock)`; supervise them until all have exited.
-    Returns 0 when every worker exited 0 after a stop signal, else non-zero."""
+def run_workers(
+    count: int, sock: socket.socket, worker: Callable[[socket.socket, int], int]
+) -> int:
+    """Fork `count` workers running `worker(sock, index)` (index 0 to count - 1); supervise
+    them until all have exited. Returns 0 when every worker exited 0 after a stop signal,
+    else non-zero."""
     parent = os.getpid()
     pids: set[int] = set()
-    for _ in range(count):
+    for index in range(count):
         pid = os.fork()
         if pid == 0:  # the worker
             code = 1
             try:
                 os.setpgid(0, 0)
                 _die_with_parent(parent)
-                code = worker(sock)
+                code = worker(sock, index)
             except BaseException:
                 log.exception("worker failed")
             finally:

@@ -50,16 +50,16 @@ from origin.workers import bind, run_workers
 
 marks = Path(sys.argv[1])
 
-def worker(sock):
+def worker(sock, index):
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-    (marks / str(os.getpid())).write_text("up")
+    (marks / str(os.getpid())).write_text(f"up {index}")
     while not stop:
         time.sleep(0.01)
     (marks / str(os.getpid())).write_text("stopped")
     return 0
 
-def crashing(sock):
+def crashing(sock, index):
     return 3
 
 sys.exit(run_workers(2, bind("127.0.0.1", 0), crashing if sys.argv[2] == "crash" else worker))
@@ -77,8 +77,8 @@ def test_http8_the_supervisor_stops_every_worker_and_reports_a_crash(tmp_path: P
     supervisor = _supervisor(marks, "serve")
     try:
         deadline = time.monotonic() + 30
-        while len(list(marks.iterdir())) < 2:
-            assert time.monotonic() < deadline, "the workers did not start"
+        while sorted(m.read_text() for m in marks.iterdir()) != ["up 0", "up 1"]:
+            assert time.monotonic() < deadline, "the workers did not start, each with its index"
             assert supervisor.poll() is None, "the supervisor exited early"
             time.sleep(0.02)
         supervisor.send_signal(signal.SIGTERM)

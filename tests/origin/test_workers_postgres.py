@@ -279,3 +279,38 @@ def test_live9_only_a_worker_with_a_live_subscriber_listens(
         assert _listening_sessions(db) == 1  # the other worker still has no one to wake
     _wait_for(lambda: _listening_sessions(db) == 0, "UNLISTEN after the last subscriber left")
     assert workers.stop() == 0
+
+
+def test_sem7_two_workers_run_one_indexer_child_and_both_report_it(
+    workers: Workers, db: pg.Database
+) -> None:
+    pytest.importorskip("onnxruntime")  # the semantic extra: scripts/test installs it
+    from tests.origin.test_semantic_child import _children, _command
+
+    def indexers() -> dict[int, list[int]]:
+        """Each worker's `indexer --attached` children."""
+        found: dict[int, list[int]] = {}
+        for worker in _children(workers.server.proc.pid):
+            found[worker] = []
+            for child in _children(worker):
+                try:
+                    if _command(child)[-2:] == ["indexer", "--attached"]:
+                        found[worker].append(child)
+                except FileNotFoundError:
+                    continue
+        return found
+
+    _wait_for(
+        lambda: sorted(len(c) for c in indexers().values()) == [0, 1],
+        "one worker's indexer child, none in the other",
+    )
+    answered: dict[int, dict[str, Any]] = {}  # by the worker that answered
+    for n in range(40):  # fresh connections until both workers have answered
+        rid = f"rid_ready_{n}"
+        semantic = workers.fresh("GET", "/ready", rid).json()["semantic"]
+        answered[workers.served_by(rid)] = semantic
+        if len(answered) == 2:
+            break
+    assert len(answered) == 2, "one worker answered every request"
+    assert all(s["semantic_model"]["provider"] == "bundled" for s in answered.values())
+    assert workers.stop() == 0
