@@ -94,7 +94,7 @@ def compare_indexer(args: argparse.Namespace) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
 
     def mean(kind: str, key: str) -> float:
-        values = [r[key] for r in runs if r["indexer"] == kind]
+        values = [float(r[key]) for r in runs if r["indexer"] == kind]
         return round(sum(values) / len(values), 2)
 
     on_rps, off_rps = mean("on", "rps"), mean("off", "rps")

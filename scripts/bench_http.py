@@ -265,6 +265,7 @@ def seed(database: str, tokens: dict[str, str], facts: int) -> tuple[str, int]:
     """Bootstrap the project and actors, create the sessions and seed facts; (epoch, head)."""
     from aidememo.domain.clock import RandomIds, SystemClock
     from aidememo.http.app import HttpApp
+    from aidememo.http.body import Body
     from aidememo.http.types import Request
     from aidememo.service.identity import IdentityService, token_digest
 
@@ -291,7 +292,7 @@ def seed(database: str, tokens: dict[str, str], facts: int) -> tuple[str, int]:
 
         def post(path: str, body: dict[str, Any]) -> None:
             target_path = f"/v1/projects/{PROJECT}/{path}"
-            request = Request("POST", target_path, "", headers, json.dumps(body).encode())
+            request = Request("POST", target_path, "", headers, Body.of(json.dumps(body).encode()))
             response = app.dispatch(request)
             if response.status != 200:
                 raise RuntimeError(f"seeding {path}: {response.status} {response.body!r}")

@@ -2,7 +2,7 @@
 
 The server serves `origin.asgi.create_asgi_app(HttpApp(...))` on a loopback port through the
 origin's own transport (`origin.server.http_protocol`: the limits of HTTP-4/HTTP-5 and the
-direct request path of HTTP-9), so every socket test also checks the direct path; the app
+request path of HTTP-9), so every socket test also checks that path; the app
 keeps its injected clock, so socket tests advance time exactly like in-process ones.
 """
 

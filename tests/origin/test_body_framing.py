@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from aidememo.http.routes import ROUTES, Route
-from tests.origin.direct_support import Answer, Conn
+from tests.origin.http_support import Answer, Conn
 from tests.origin.test_serve_process import ServeProcess
 
 PROJECT = "/v1/projects/demo"

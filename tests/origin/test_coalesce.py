@@ -19,8 +19,8 @@ from aidememo.http.types import Request, Response
 from origin.asgi import create_asgi_app
 from origin.coalesce import loop_turn
 from origin.transport import HttpConnection
-from tests.origin.direct_support import Conn, request
-from tests.origin.test_direct_path import Probe, probes, start
+from tests.origin.http_support import Conn, request
+from tests.origin.test_request_path import Probe, probes, start
 
 __all__ = ["probes"]  # the fixture, imported for the probe tests
 

@@ -32,7 +32,7 @@ from aidememo.stores.sqlite import SqliteStore
 from aidememo.stores.sqlite.sqlite3_executor import Sqlite3Executor
 from origin.committer import Committer
 from origin.lanes import Lane, Scheduler
-from tests.origin.direct_support import request
+from tests.origin.http_support import request
 from tests.origin.test_serve_process import ServeProcess
 from tests.origin.thread_server import ThreadServer
 

@@ -20,7 +20,7 @@ from origin.logsink import (
     record_template,
 )
 from origin.server import LOG_FORMAT
-from tests.origin.direct_support import request
+from tests.origin.http_support import request
 from tests.origin.thread_server import LOOP_THREAD, ThreadServer
 
 FMT = "request_id=%s method=%s path=%s status=%d duration_ms=%.2f"

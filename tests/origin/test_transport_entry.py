@@ -17,7 +17,7 @@ from aidememo.http.app import HttpApp
 from aidememo.http.types import Request, Response
 from aidememo.stores.in_memory import InMemoryStore
 from origin.accesslog import ACCESS_LOGGER
-from tests.origin.direct_support import Answer, request
+from tests.origin.http_support import Answer, request
 from tests.origin.thread_server import LOOP_THREAD, ThreadServer
 
 

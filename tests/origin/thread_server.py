@@ -1,6 +1,6 @@
 """A test harness: `origin.asgi.create_asgi_app(dispatcher)` behind the origin's transport
 (`origin.transport`), served by uvicorn in a daemon thread named `LOOP_THREAD` on a loopback
-port, for tests that speak raw HTTP to it (`tests.origin.direct_support.Conn`)."""
+port, for tests that speak raw HTTP to it (`tests.origin.http_support.Conn`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from origin.asgi import create_asgi_app
 from origin.lanes import DISPATCH_THREADS
 from origin.limits import TransportLimits
 from origin.server import http_protocol
-from tests.origin.direct_support import Conn
+from tests.origin.http_support import Conn
 
 LOOP_THREAD = "origin-loop"
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.origin.direct_support import Conn, request
+from tests.origin.http_support import Conn, request
 from tests.origin.test_serve_process import REPO, free_port
 
 DEADLINE_S = 20.0

@@ -1,4 +1,4 @@
-"""Raw-socket helpers for the direct request path's tests (SPEC.md HTTP-9): requests written
+"""Raw-socket helpers for the origin transport's tests (SPEC.md HTTP-9): requests written
 byte for byte, responses read back one at a time from a buffered connection."""
 
 from __future__ import annotations

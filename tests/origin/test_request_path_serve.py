@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.origin.direct_support import Answer, Conn, request
+from tests.origin.http_support import Answer, Conn, request
 from tests.origin.test_artifact_gate import Lifecycle
 from tests.origin.test_serve_process import ServeProcess, free_port
 
