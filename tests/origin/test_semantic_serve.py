@@ -144,9 +144,12 @@ def test_sem7_serve_indexes_in_the_background_and_searches_by_meaning(
             assert found["results"][0]["fact_id"] == "f_oom"
             assert found["semantic_model"]["provider"] == "bundled"
             deadline = time.monotonic() + 10
-            while True:
+            while True:  # the child reports its status after a step: wait for that report
                 ready = client.get("/ready").json()
-                if ready["semantic"]["index_lag"] == 0 or time.monotonic() > deadline:
+                reported = ready["semantic"]["facts_indexed"] == 2
+                if (
+                    reported and ready["semantic"]["index_lag"] == 0
+                ) or time.monotonic() > deadline:
                     break
                 time.sleep(0.1)
             assert ready["ready"] and ready["semantic"]["index_lag"] == 0
