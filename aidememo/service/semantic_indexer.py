@@ -12,7 +12,10 @@ from the state it reads next. Idempotent: rerunning after a crash redoes at most
 
 CPU is bounded by a duty cycle: after embedding for `t` seconds the loop sleeps
 `t * (1 - duty) / duty`, so the indexer uses at most `duty` of one core (the provider runs
-with one thread, the loop's own). `run()` also lowers its thread's CPU priority (nice +10):
+with one thread, the loop's own). The loop steps again at once only while it is behind (a
+project's batch came full, or more projects wait than one step takes); a step that caught up
+is followed by `idle_s`, so under a steady stream of writes it reads each feed a few times a
+second in batches instead of once per write. `run()` also lowers its thread's CPU priority (nice +10):
 when the cores are busy, the server's request handling comes first and the index catches up
 once they are not. Stdlib only; `aidememo indexer` runs it in its own process, which
 `aidememo serve` also starts as its child (`origin/semantic_task.py`).
@@ -80,6 +83,7 @@ class SemanticIndexer:
         self.stats = IndexerStats()
         self._sleep = sleep
         self._stop = threading.Event()
+        self._behind = False  # the last step left work it could not take
 
     def step(self) -> int:
         """One pass over the projects that need work; the changes applied."""
@@ -88,12 +92,21 @@ class SemanticIndexer:
         )
         applied = 0
         lag = 0
+        full = len(pending) >= self.settings.projects  # more projects may wait
         for project in pending:
-            applied += self._advance(project)
+            n = self._advance(project)
+            applied += n
+            full = full or n >= self.settings.batch
             lag += project.head_seq - (project.state.applied_seq if project.state else 0)
         self.stats.lag = max(0, lag - applied)
+        self._behind = full or self.stats.lag > 0
         metrics.semantic_lag(self.stats.lag)
         return applied
+
+    def caught_up(self) -> bool:
+        """Whether the last step took every change that was there when it began: then `run`
+        waits `idle_s` before the next one rather than stepping again at once."""
+        return not self._behind
 
     def run_until_idle(self) -> int:
         """Steps until nothing is pending; the changes applied."""
@@ -105,8 +118,8 @@ class SemanticIndexer:
                 return total
 
     def run(self) -> None:
-        """Step until `stop()`, idling `idle_s` when there is nothing to do; a failure
-        (store or provider) is counted and retried after the idle time. The provider is made
+        """Step until `stop()`, idling `idle_s` after a step that caught up (or found nothing
+        to do); a failure (store or provider) is counted and retried after the idle time. The provider is made
         ready first (a lazily loaded model loads now, on this thread, so the first facts
         written after a start do not wait for it)."""
         _lower_priority(self.settings.nice)
@@ -117,12 +130,12 @@ class SemanticIndexer:
             self.stats.last_error = f"{exc.code}: {exc.message}"
         while not self._stop.is_set():
             try:
-                n = self.step()
+                self.step()
             except AidememoError as exc:
                 self.stats.errors += 1
                 self.stats.last_error = f"{exc.code}: {exc.message}"
-                n = 0
-            if n == 0:
+                self._behind = False
+            if self.caught_up():
                 self._stop.wait(self.settings.idle_s)
 
     def stop(self) -> None:

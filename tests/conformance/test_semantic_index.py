@@ -213,3 +213,42 @@ def test_sem6_arc4_tenant_deletion_and_import_leave_no_orphan_vectors(
     assert _ids(services, "why is the db saturated", "semantic")[0] == "f_pool"
     rows = store.read(lambda tx: tx.semantic_vectors(scope, 0))
     assert sorted(r.fact_id for r in rows) == sorted(f for f, _ in FACTS)
+
+
+class _StopAfter:
+    """A stop event for `SemanticIndexer.run` that records each pause and is set after
+    `pauses` of them, so the loop's stepping can be followed without a clock."""
+
+    def __init__(self, pauses: int) -> None:
+        self.pauses = pauses
+        self.waits: list[float] = []
+
+    def is_set(self) -> bool:
+        return len(self.waits) >= self.pauses
+
+    def wait(self, timeout: float) -> bool:
+        self.waits.append(timeout)
+        return self.is_set()
+
+
+def test_sem7_the_indexer_steps_at_once_while_behind_and_pauses_once_caught_up(
+    backend: Backend, embedder: Embedder
+) -> None:
+    store = backend.open()
+    services = _setup(store, embedder)  # the session and five facts: six changes
+    indexer = _indexer(store, embedder)  # three changes a step
+    assert indexer.step() == 3 and not indexer.caught_up()  # the batch came full
+    assert indexer.step() == 3 and not indexer.caught_up()
+    assert indexer.step() == 0 and indexer.caught_up()
+    _facts(services, [("f_disk", "the volume ran out of space because logs piled up")])
+    assert indexer.step() == 1 and indexer.caught_up()  # a short batch: nothing left
+    # run(): no pause between the steps of a backlog, one after the step that caught up
+    _facts(services, [(f"f_more{i}", f"another fact number {i}") for i in range(4)])
+    stop = _StopAfter(pauses=2)
+    indexer._stop = stop  # type: ignore[assignment]
+    steps: list[int] = []
+    step = indexer.step
+    indexer.step = lambda: steps.append(step()) or steps[-1]  # type: ignore[method-assign]
+    indexer.run()
+    assert steps == [3, 1, 0]  # the full batch, the rest (a pause), nothing (a pause)
+    assert stop.waits == [indexer.settings.idle_s] * 2 and indexer.stats.lag == 0
