@@ -146,7 +146,7 @@ class IndexerTask:
             with self._lock:
                 self._exits += 1
                 self._exit_error = f"indexer exited with {code}"
-                self._status.update(index_lag=0, facts_indexed=0, errors=0, last_error=None)
+                self._status.update(index_lag=None, facts_indexed=0, errors=0, last_error=None)
             self._publish()
             log.warning("the semantic indexer exited with %s; starting it again", code)
             self._stopping.wait(RESTART_S)
@@ -174,10 +174,10 @@ class IndexerTask:
 
 
 def initial_status(fingerprint: dict[str, object]) -> dict[str, object]:
-    """What `/ready` reports of an indexer that has reported nothing yet."""
+    """What `/ready` reports of an indexer that has reported nothing yet: its lag unknown."""
     return {
         "semantic_model": fingerprint,
-        "index_lag": 0,
+        "index_lag": None,
         "facts_indexed": 0,
         "errors": 0,
         "last_error": None,

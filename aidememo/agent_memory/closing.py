@@ -3,14 +3,16 @@ them, however it ends."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Self
 
 
-class ClosedOnExit:
+class ClosedOnExit(ABC):
     """A base whose `with` block returns the object itself and calls its `close` at the end."""
 
+    @abstractmethod
     def close(self) -> None:
-        raise NotImplementedError
+        """Release what the object holds open."""
 
     def __enter__(self) -> Self:
         return self

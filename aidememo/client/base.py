@@ -8,6 +8,7 @@ whether they await each call, so each names its default transport and drives the
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 TransportT = TypeVar("TransportT")
 
 
-class ClientBase(Generic[TransportT]):
+class ClientBase(ABC, Generic[TransportT]):
     """A member of one project, over HTTP.
 
     `base_url` is the service (`http://127.0.0.1:3030`, a Worker's URL); `token` the member's
@@ -51,9 +52,9 @@ class ClientBase(Generic[TransportT]):
         self._transport: TransportT = transport or self._default_transport()
         self._artifact_grants: bool | None = None  # how this server moves bodies (GRANT-8)
 
+    @abstractmethod
     def _default_transport(self) -> TransportT:
         """The transport of a client given none."""
-        raise NotImplementedError
 
     @property
     def project_id(self) -> str:

@@ -41,7 +41,9 @@ def member_schemas(s: dict[str, Schema]) -> None:
             "semantic": obj(
                 {
                     "semantic_model": ref("SemanticModel"),
-                    "index_lag": integer(0),
+                    "index_lag": nullable(
+                        integer(0, description="Sequences behind (null: not reported yet).")
+                    ),
                     "facts_indexed": integer(0),
                     "errors": integer(0),
                     "last_error": nullable({"type": "string"}),

@@ -15,9 +15,9 @@ CPU is bounded by a duty cycle: after embedding for `t` seconds the loop sleeps
 with one thread, the loop's own). The loop steps again at once only while it is behind (a
 project's batch came full, or more projects wait than one step takes); a step that caught up
 is followed by `idle_s`, so under a steady stream of writes it reads each feed a few times a
-second in batches instead of once per write. `run()` also lowers its thread's CPU priority (nice +10):
-when the cores are busy, the server's request handling comes first and the index catches up
-once they are not. Stdlib only; `aidememo indexer` runs it in its own process, which
+second in batches instead of once per write. `run()` also lowers its thread's CPU priority
+(nice +10): when the cores are busy, the server's request handling comes first and the index
+catches up once they are not. Stdlib only; `aidememo indexer` runs it in its own process, which
 `aidememo serve` also starts as its child (`origin/semantic_task.py`).
 """
 
@@ -119,9 +119,9 @@ class SemanticIndexer:
 
     def run(self) -> None:
         """Step until `stop()`, idling `idle_s` after a step that caught up (or found nothing
-        to do); a failure (store or provider) is counted and retried after the idle time. The provider is made
-        ready first (a lazily loaded model loads now, on this thread, so the first facts
-        written after a start do not wait for it)."""
+        to do); a failure (store or provider) is counted and retried after the idle time. The
+        provider is made ready first (a lazily loaded model loads now, on this thread, so the
+        first facts written after a start do not wait for it)."""
         _lower_priority(self.settings.nice)
         try:
             self.embedder.embed([])

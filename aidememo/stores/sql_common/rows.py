@@ -9,6 +9,7 @@ store's transaction classes mix them in and add what is their own.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -382,7 +383,7 @@ class SqlReadRows(Generic[X]):
         return d.blob(rows[0][0]) if rows else None
 
 
-class SqlWriteRows(SqlReadRows[X]):
+class SqlWriteRows(SqlReadRows[X], ABC):
     """The provisioning writes and `restore_history`; a store adds `_index_restored`."""
 
     __slots__ = ()
@@ -484,6 +485,6 @@ class SqlWriteRows(SqlReadRows[X]):
         if history.search:
             self._index_restored(t, p, history.search)
 
+    @abstractmethod
     def _index_restored(self, tenant_id: str, project_id: str, docs: list[SearchDoc]) -> None:
         """Write imported search rows, in order, as the store's commits would index them."""
-        raise NotImplementedError
