@@ -7,6 +7,10 @@ imports that tree's `aidememo` and `origin`), with this checkout's interpreter a
 Both sides get the same load in rounds that alternate which side goes first, so the shared
 machine's drifting load hits both alike; `cpu_us_per_req` (the server's CPU per request, from
 `/proc`) moves far less with that load than requests/s, so a change is judged by it first.
+`bench_http.py --compare-ref` runs both servers with the semantic indexer off unless
+`--compare-indexer on`: the request path is compared, and with the `semantic` extra installed
+the indexer's embedding (its own figure, `bench_http.py --indexer`) would count in the
+server's CPU on one side only when the other commit has no indexer.
 """
 
 from __future__ import annotations
@@ -98,6 +102,7 @@ def compare_http(args: Any, me: str) -> int:
                 epoch, head = seed(database, tokens, args.seed_facts)
                 port = free_port()
                 env = {**os.environ, "AIDEMEMO_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+                env["AIDEMEMO_INDEXER"] = args.compare_indexer  # an older tree ignores it
                 env.pop("AIDEMEMO_DATABASE_URL", None)
                 argv = [py, "-m", "aidememo", "serve", "--port", str(port)]
                 log = tmp / f"{side}.log"
@@ -133,6 +138,7 @@ def compare_http(args: Any, me: str) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
 
     figures: dict[str, Any] = {"compare_ref": args.compare_ref, "rounds": args.rounds}
+    figures["indexer"] = args.compare_indexer
     for (side, mode), side_runs in runs.items():
         for key, value in summary(side_runs).items():
             figures[f"{side}_{mode}_{key}"] = value

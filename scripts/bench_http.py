@@ -360,6 +360,13 @@ def main() -> int:
     )
     parser.add_argument("--rounds", type=int, default=3, help="A/B rounds (--compare-ref)")
     parser.add_argument("--modes", default="resource,facts", help="A/B wrk modes (--compare-ref)")
+    parser.add_argument(
+        "--compare-indexer",
+        choices=["off", "on"],
+        default="off",
+        help="the semantic indexer on both A/B sides (--compare-ref; default off: the request "
+        "path alone, as `--indexer` measures the indexer's own cost)",
+    )
     # internal modes: this script re-runs itself as the baseline server and the cycle client
     parser.add_argument("--serve-hello", choices=["raw", "adapter"], help=argparse.SUPPRESS)
     parser.add_argument("--serve-app", default=None, help=argparse.SUPPRESS)
