@@ -160,10 +160,12 @@ class Scheduler:
         self._threads = threads
         self._pools: dict[str, ThreadPoolExecutor] = {}
         self._stopped = False
-        self._store: StorePool | None = None
         self.traits = traits_of(app)
-        if self.traits.connections is not None and self.traits.connections < 1:
+        connections = self.traits.connections
+        if connections is not None and connections < 1:
             raise ValueError("a store pool needs at least one connection")
+        # its threads start with its first call
+        self._store = StorePool(connections, "aidememo-store") if connections else None
         self.committer: Committer | None = None
         if self.traits.batches:
             self.committer = Committer(app.admitted, app.run_admitted)  # type: ignore[attr-defined]
@@ -195,18 +197,13 @@ class Scheduler:
             return
         route = request.match.route if request.match is not None else None
         try:
-            if where is Lane.STORE:
-                store = self._store
-                if store is None:
-                    if self._stopped:
-                        raise RuntimeError("stopped")
-                    store = self._store = StorePool(self.traits.connections or 1, "aidememo-store")
-                store.submit(lambda: hand_over(loop, [(deliver, self.call(request))]))
-                return
+            pool: StorePool | ThreadPoolExecutor
+            if where is Lane.STORE and self._store is not None:
+                pool = self._store
+            elif route and route.costly:
+                pool = self._pool("search", SEARCH_THREADS)
             else:
-                pool = (
-                    self._pool("search", SEARCH_THREADS) if route and route.costly else self.pool()
-                )
+                pool = self.pool()
             pool.submit(lambda: hand_over(loop, [(deliver, self.call(request))]))
         except RuntimeError:  # stopped
             loop.call_soon(deliver, internal_error(request.request_id))

@@ -73,6 +73,7 @@ class IndexerTask:
     ) -> None:
         self.database = database
         self.embedding = embedding
+        self._fingerprint = fingerprint
         self._status = initial_status(fingerprint)
         self._shared = shared  # where the other workers of `serve --workers` read the status
         self._exits = 0  # children that exited on their own
@@ -146,7 +147,7 @@ class IndexerTask:
             with self._lock:
                 self._exits += 1
                 self._exit_error = f"indexer exited with {code}"
-                self._status.update(index_lag=None, facts_indexed=0, errors=0, last_error=None)
+                self._status = initial_status(self._fingerprint)  # the next child reports anew
             self._publish()
             log.warning("the semantic indexer exited with %s; starting it again", code)
             self._stopping.wait(RESTART_S)
