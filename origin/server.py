@@ -164,7 +164,10 @@ def serve(
     import uvicorn
 
     from aidememo.http.app import HttpApp
+    from origin.allocator import return_large_blocks
     from origin.live import LiveFeed
+
+    return_large_blocks()
 
     live = LiveFeed(http_app) if isinstance(http_app, HttpApp) else None
     listener = None
