@@ -3,13 +3,15 @@ answered (`python -m tests.origin.probe_serve PORT GATE STARTED`).
 
 Every answer is JSON: the method, path, query, the body's length, the request id the core saw,
 and `path_taken`: `whole` for a request whose body the transport collected before dispatch,
-`arriving` for one whose body the core read while it arrived (`origin.exchange.ArrivingBody`).
+`arriving` for one whose body the core read while it arrived (`origin.exchange.ArrivingBody`),
+and `gc_frozen`, how many objects the server moved out of the collector's reach at start-up.
 A POST to `/slow` touches the file STARTED once it is in `dispatch`, then waits until the file
 GATE exists, so a test can act (a SIGTERM, more pipelined requests) while a write is in flight.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 import time
@@ -39,6 +41,7 @@ class Probe:
             "body_bytes": len(body),
             "request_id": request.request_id,
             "path_taken": taken,
+            "gc_frozen": gc.get_freeze_count(),
         }
         return Response(200, [("content-type", "application/json")], json.dumps(answer).encode())
 

@@ -103,6 +103,16 @@ def test_http9_a_body_with_a_length_comes_whole_a_chunked_one_arrives_while_read
         assert (seen["path_taken"], seen["body_bytes"]) == ("arriving", 8)
 
 
+def test_http9_serve_takes_its_startup_objects_out_of_the_collectors_reach(
+    tmp_path: Path, probes: list[Probe]
+) -> None:
+    probe = start(probes, tmp_path)
+    with Conn(probe.port) as conn:
+        conn.send(request("GET", "/things/1"))
+        frozen = conn.read().json()["gc_frozen"]
+    assert frozen > 10_000  # the modules, the app and the server, frozen once they started
+
+
 def test_http9_a_body_in_pieces_comes_whole_and_a_100_continue_one_arrives_while_read(
     tmp_path: Path, probes: list[Probe]
 ) -> None:
