@@ -20,8 +20,9 @@ _CJK = (
     "\uac00-\ud7af"  # Hangul syllables
     "\uf900-\ufaff"  # CJK compatibility ideographs
 )
-# A run is either CJK characters or other letters/digits ([^\W_] = word chars minus "_").
-_RUN_RE = re.compile(rf"[{_CJK}]+|(?:(?![{_CJK}])[^\W_])+")
+# A run is either CJK characters or other letters and digits: word characters that are
+# neither "_" nor CJK (one negated class, so no lookahead runs per character).
+_RUN_RE = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+")
 _CJK_RE = re.compile(rf"[{_CJK}]")
 
 MAX_QUERY_TERMS = 32
@@ -31,8 +32,11 @@ they appear are searched, and the answer's `terms_dropped` counts the rest."""
 
 def tokenize(text: str) -> list[str]:
     """Split `text` into index terms, in order, duplicates kept."""
+    lowered = text.lower()
+    if _CJK_RE.search(lowered) is None:
+        return _RUN_RE.findall(lowered)  # no CJK: every run is a term
     terms: list[str] = []
-    for run in _RUN_RE.findall(text.lower()):
+    for run in _RUN_RE.findall(lowered):
         if _CJK_RE.match(run):
             if len(run) == 1:
                 terms.append(run)
