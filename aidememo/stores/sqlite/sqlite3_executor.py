@@ -115,16 +115,15 @@ class _Local(threading.local):
         return self.broken is not None
 
 
-class _Pending:
-    """One queued `transaction(fn)` call, answered by whichever thread commits its batch."""
+class _Call:
+    """One callback of a write batch and its outcome: a `batch` call, run on the caller's own
+    thread, needs nothing more."""
 
-    __slots__ = ("context", "done", "error", "fn", "lead", "value")
+    __slots__ = ("context", "error", "fn", "value")
 
     def __init__(self, fn: Callable[[], Any] | None, context: contextvars.Context | None) -> None:
-        self.fn = fn  # None: a write batch waiting for its turn, only ever woken to lead
+        self.fn = fn
         self.context = context  # the caller's context; None when the caller runs it itself
-        self.done = threading.Event()
-        self.lead = False  # woken to lead the next batch rather than with an answer
         self.value: Any = None
         self.error: BaseException | None = None
 
@@ -138,6 +137,17 @@ class _Pending:
             self.error = None  # no reference cycle through the traceback
             raise error
         return self.value
+
+
+class _Pending(_Call):
+    """One queued `transaction(fn)` call, answered by whichever thread commits its batch."""
+
+    __slots__ = ("done", "lead")
+
+    def __init__(self, fn: Callable[[], Any] | None, context: contextvars.Context | None) -> None:
+        super().__init__(fn, context)  # fn None: a write batch waiting for its turn to lead
+        self.done = threading.Event()
+        self.lead = False  # woken to lead the next batch rather than with an answer
 
 
 class Sqlite3Executor:
@@ -317,7 +327,7 @@ class Sqlite3Executor:
         the `COMMIT`."""
         if self._local.state != _NONE:
             raise fail(ErrorCode.STORAGE_FAILURE, "a write batch inside a transaction")
-        batch = [_Pending(call, None) for call in calls]
+        batch = [_Call(call, None) for call in calls]
         after: list[Callable[[], None]] = []
         if self.in_memory:
             with self._lock:
@@ -445,7 +455,10 @@ class Sqlite3Executor:
         waiting.done.wait()  # `_hand_off` wakes it to lead; a leader never batches it
 
     def _run_batch(
-        self, batch: list[_Pending], after: list[Callable[[], None]], savepoints: bool = False
+        self,
+        batch: Sequence[_Call],
+        after: list[Callable[[], None]],
+        savepoints: bool = False,
     ) -> None:
         """Run `batch` in one transaction, or one more after each the engine rolled back,
         setting each call's answer; `savepoints`: each call in a savepoint of its own (the
@@ -579,7 +592,7 @@ def _run_actions(actions: list[Callable[[], None]] | None) -> None:
             log.exception("after-commit action failed")
 
 
-def _void(batch: list[_Pending], error: AidememoError) -> None:
+def _void(batch: Sequence[_Call], error: AidememoError) -> None:
     for pending in batch:
         pending.value, pending.error = None, error
 
