@@ -136,25 +136,21 @@ _HINTS: tuple[tuple[str, int], ...] = tuple(
 """Every kind's hints with the kind's place in `KINDS`, flat: one loop screens a text."""
 
 
+def _hinted(text: str) -> list[SecretKind]:
+    """The kinds, in `KINDS` order, one of whose hints `text` holds: the only ones whose
+    pattern can match."""
+    lowered = text.lower()
+    return [KINDS[index] for index in sorted({index for hint, index in _HINTS if hint in lowered})]
+
+
 def secret_kinds(text: str) -> list[str]:
     """Every kind of secret found in `text`, in `KINDS` order; empty when none."""
-    lowered = text.lower()
-    return [
-        kind.name
-        for kind in KINDS
-        if any(hint in lowered for hint in kind.hints) and kind.pattern.search(text)
-    ]
+    return [kind.name for kind in _hinted(text) if kind.pattern.search(text)]
 
 
 def first_secret(text: str) -> str | None:
     """The first kind of secret (in `KINDS` order) found in `text`, or None."""
-    lowered = text.lower()
-    hinted = {index for hint, index in _HINTS if hint in lowered}
-    for index in sorted(hinted):
-        kind = KINDS[index]
-        if kind.pattern.search(text):
-            return kind.name
-    return None
+    return next((kind.name for kind in _hinted(text) if kind.pattern.search(text)), None)
 
 
 _MAX_POINTER_CHARS = 200

@@ -34,9 +34,8 @@ def _prefix(key: int, term: str) -> str:
 def token_text(key: int, words: list[str]) -> str:
     """A fact's FTS5 text: its distinct indexable terms with their counts, in first-seen order
     (the migration builds the same set in SQL: `search_schema.tokens_of`)."""
-    head = f"k{key}{SEP}"
     counts = Counter(words)
-    return " ".join(f"{head}{w}{SEP}{n}" for w, n in counts.items() if ranking.indexable(w))
+    return " ".join(f"{_prefix(key, w)}{n}" for w, n in counts.items() if ranking.indexable(w))
 
 
 def _phrase(token: str) -> str:
