@@ -7,14 +7,15 @@ answer itself (SPEC.md HTTP-9). What the application does:
 
 - Answers the ASGI `lifespan` protocol; at shutdown the scheduler's threads end, then
   `on_shutdown` (closing the store) runs, after the server has finished its requests.
-- Hands `websocket` scopes to the live feed (`origin.live.LiveFeed`); without one every
-  WebSocket is refused.
+- Hands `websocket` scopes to the live feed (`origin.live.LiveFeed`), whose store calls run
+  in the scheduler's dispatch pool; without one every WebSocket is refused.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from concurrent.futures import Executor
 from typing import Protocol
 
 from origin.asgi_common import AsgiApp, AsgiReceive, AsgiScope, AsgiSend, new_request_id
@@ -28,8 +29,11 @@ ERROR_LOGGER = "aidememo.error"
 class WebSocketHandler(Protocol):
     """What serves `websocket` scopes: `origin.live.LiveFeed` fits."""
 
-    async def handle(self, scope: AsgiScope, receive: AsgiReceive, send: AsgiSend) -> None:
-        """Serve one WebSocket from its connect to its close."""
+    async def handle(
+        self, scope: AsgiScope, receive: AsgiReceive, send: AsgiSend, pool: Executor
+    ) -> None:
+        """Serve one WebSocket from its connect to its close, its blocking store calls on
+        `pool` (the scheduler's dispatch pool)."""
         ...
 
 
@@ -82,7 +86,7 @@ def create_asgi_app(
             await handle_lifespan(receive, send)
         elif kind == "websocket":
             if websocket is not None:
-                await websocket.handle(scope, receive, send)
+                await websocket.handle(scope, receive, send, scheduler.pool())
             else:  # no live feed here: closing before accept answers 403
                 await send({"type": "websocket.close", "code": 1008})
         else:

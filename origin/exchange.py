@@ -178,12 +178,13 @@ def encode(
     default_headers: list[tuple[bytes, bytes]],
     keep_alive: bool,
     head_only: bool,
-) -> tuple[bytes, bool]:
-    """The response head of `response`, and whether the connection stays open after it: the
-    status line, the server's default headers (`date`), the response's headers (validated),
-    `content-length` of a whole body or `transfer-encoding: chunked` for a stream without a
-    declared length, `x-request-id` and `connection: close` when the connection closes.
-    Raises RuntimeError on an invalid header or a declared length that is not the body's."""
+) -> tuple[bytes, bool, bool]:
+    """The response head of `response`, whether the connection stays open after it, and
+    whether a streamed body is sent chunked: the status line, the server's default headers
+    (`date`), the response's headers (validated), `content-length` of a whole body or
+    `transfer-encoding: chunked` for a stream without a declared length, `x-request-id` and
+    `connection: close` when the connection closes. Raises RuntimeError on an invalid header
+    or a declared length that is not the body's."""
     parts = [STATUS_LINE[response.status]]
     for raw_name, raw_value in default_headers:
         parts += (raw_name, b": ", raw_value, b"\r\n")
@@ -204,10 +205,12 @@ def encode(
                 keep_alive = False
                 has_close = True
         parts += (raw_name, b": ", raw_value, b"\r\n")
+    chunked = False
     if length < 0:
         if response.stream is None:
             parts += (b"content-length: ", str(len(response.body)).encode(), b"\r\n")
         else:
+            chunked = True
             parts.append(b"transfer-encoding: chunked\r\n")
     elif response.stream is None and length != len(response.body) and not head_only:
         raise RuntimeError("Response content length differs from Content-Length")
@@ -216,4 +219,4 @@ def encode(
     if not keep_alive and not has_close:
         parts.append(b"connection: close\r\n")
     parts.append(b"\r\n")
-    return b"".join(parts), keep_alive
+    return b"".join(parts), keep_alive, chunked

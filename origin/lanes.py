@@ -77,7 +77,8 @@ class StoreTraits:
 
 def lane(method: str, route: Route | None, whole: bool, store: StoreTraits) -> Lane:
     """The lane of a `method` request to `route` (None: no route takes it) whose body is
-    `whole` (or still arriving), on a store with `store`'s traits."""
+    `whole` (or still arriving), on a store with `store`'s traits. In the store lane a command
+    goes to the committer when the store runs write batches, anything else to the store pool."""
     if not whole:
         return Lane.POOL  # its body is read from a thread while the loop receives it
     if route is not None:
@@ -187,15 +188,13 @@ class Scheduler:
     def run(
         self, loop: asyncio.AbstractEventLoop, request: Request, where: Lane, deliver: Deliver
     ) -> None:
-        """Answer `request` in lane `where`; `deliver(response)` is called on `loop`: now for
-        the loop lane, else once its thread answered it (the retryable 503 after `stop`)."""
-        if where is Lane.LOOP:
-            deliver(self.call(request))
-            return
-        if where is Lane.STORE and self.committer is not None:
+        """Answer `request` in lane `where` (the pool lane or the store lane; a loop-lane
+        request is answered by `call` on the loop); `deliver(response)` is called on `loop`
+        once its thread answered it (the retryable 503 after `stop`)."""
+        route = request.match.route if request.match is not None else None
+        if where is Lane.STORE and self.committer is not None and route and route.batch:
             self.committer.take(loop, request, deliver)
             return
-        route = request.match.route if request.match is not None else None
         try:
             pool: StorePool | ThreadPoolExecutor
             if where is Lane.STORE and self._store is not None:

@@ -12,7 +12,7 @@ same feed.
 - `ProjectHub` (one per project with subscribers) learns of commits from
   `Ledger.on_commit`, called after the commit is durable, and reads them once for every
   subscriber: one read view with the commits after the hub's sequence, the project row and
-  the subscribed actors' memberships. Reads run in the loop's thread pool, never on the loop.
+  the subscribed actors' memberships. Reads run in the dispatch pool, never on the loop.
   Commits arriving while a read runs are coalesced into the next read. Every
   `RECHECK_INTERVAL_S` the hub reads again, whether or not a commit was announced: that is
   how a suspension (an identity change, not a commit) reaches subscribers, and the backstop
@@ -40,10 +40,11 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
 from typing import Any, TypeVar
 
 from aidememo import metrics
-from aidememo.domain.errors import STORAGE_RETRY_AFTER_S, AidememoError, ErrorCode, fail
+from aidememo.domain.errors import AidememoError, ErrorCode, fail
 from aidememo.domain.limits import LIVE_PENDING_MAX_BYTES, SNAPSHOT_MAX_RESOURCES
 from aidememo.domain.model import Scope
 from aidememo.http.app import HttpApp, error_response
@@ -325,6 +326,7 @@ class LiveFeed:
         self.read_limit = read_limit
         self.hubs: dict[Scope, ProjectHub] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.pool: Executor | None = None  # the dispatch pool, given with the first WebSocket
         self.on_demand: Callable[[bool], None] | None = None
         """Told True when the first hub opens and False when the last one closes (the commit
         listener's `want`, `origin.notify`: it listens only while there is someone to wake)."""
@@ -373,14 +375,18 @@ class LiveFeed:
             hub.wake()
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """A blocking store call in the loop's thread pool."""
-        return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+        """A blocking store call in the dispatch pool (the pool lane, HTTP-14)."""
+        return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
 
     # -- one WebSocket --------------------------------------------------------------------
 
-    async def handle(self, scope: AsgiScope, receive: AsgiReceive, send: AsgiSend) -> None:
-        """Serve one ASGI `websocket` scope until either side closes."""
+    async def handle(
+        self, scope: AsgiScope, receive: AsgiReceive, send: AsgiSend, pool: Executor
+    ) -> None:
+        """Serve one ASGI `websocket` scope until either side closes; blocking store calls
+        (the upgrade's admission, the hubs' reads) run on `pool`."""
         self.loop = asyncio.get_running_loop()
+        self.pool = pool
         started = time.perf_counter()
         message = await receive()
         if message["type"] != "websocket.connect":
@@ -546,17 +552,17 @@ async def _close_with(send: AsgiSend, error: AidememoError) -> int | None:
 
 
 async def _deny(scope: AsgiScope, send: AsgiSend, error: AidememoError, rid: str) -> None:
-    """Refuse before the upgrade with the HTTP error `/changes` would give (LIVE-1)."""
+    """Refuse before the upgrade with the HTTP error `/changes` would give (LIVE-1). The
+    WebSocket protocol writes the head; its fields are the error's, its length and the
+    request id."""
     if "websocket.http.response" not in scope.get("extensions", {}):
         # A server without the denial-response extension can only answer 403.
         await send({"type": "websocket.close", "code": 1008})
         return
-    response = error_response(error)
+    response = error_response(error)  # its headers, Retry-After of a 503 included (ERR-2)
     headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers]
     headers.append((b"content-length", str(len(response.body)).encode()))
     headers.append((REQUEST_ID_HEADER.encode(), rid.encode()))
-    if response.status == 503 and not any(k == b"retry-after" for k, _ in headers):
-        headers.append((b"retry-after", str(STORAGE_RETRY_AFTER_S).encode()))
     await send(
         {"type": "websocket.http.response.start", "status": response.status, "headers": headers}
     )

@@ -73,7 +73,7 @@ class _TooManyFields(Exception):
 def refusal(status: int, message: str, request_id: str, content_type: str) -> bytes:
     """A complete response closing the connection."""
     answer = Response(status, [("content-type", content_type)], message.encode())
-    head, _ = encode(answer, request_id, [], False, False)
+    head, _, _ = encode(answer, request_id, [], False, False)
     return head + answer.body
 
 
@@ -337,7 +337,7 @@ class HttpConnection(asyncio.Protocol):
             return
         head_only = request.method == "HEAD"
         try:
-            head, keep_alive = encode(
+            head, keep_alive, chunked = encode(
                 response,
                 request.request_id,
                 self.server_state.default_headers,
@@ -350,7 +350,7 @@ class HttpConnection(asyncio.Protocol):
             return
         exchange.answered = True
         if response.stream is not None:
-            self._spawn(self._stream(exchange, request, response, head, keep_alive))
+            self._spawn(self._stream(exchange, request, response, head, keep_alive, chunked))
             return
         body = response.body
         if head_only or not body:
@@ -364,13 +364,18 @@ class HttpConnection(asyncio.Protocol):
         self._log(request, response.status, exchange.started)
 
     async def _stream(
-        self, exchange: Exchange, request: Request, response: Response, head: bytes, keep: bool
+        self,
+        exchange: Exchange,
+        request: Request,
+        response: Response,
+        head: bytes,
+        keep: bool,
+        chunked: bool,
     ) -> None:
         """A streamed answer (a download, an export): each chunk read in a pool thread and
-        written under flow control, chunked when no length was declared."""
+        written under flow control, `chunked` when its head declared no length."""
         stream = response.stream
         assert stream is not None
-        chunked = all(name.lower() != "content-length" for name, _ in response.headers)
         pool = self.scheduler.pool()
         try:
             self.write(head)

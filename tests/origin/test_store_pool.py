@@ -223,6 +223,45 @@ def test_http12_a_store_that_batches_keeps_its_committer(tmp_path: Path) -> None
         store.close()
 
 
+def test_http14_a_store_with_both_store_lanes_sends_only_commands_to_the_committer() -> None:
+    """A store that runs write batches and has a connection pool: commands go to the
+    committer, member reads to the store pool, never a read into a write batch."""
+    ran: list[tuple[str, str]] = []
+
+    class Both:
+        batches = True
+        connections = 2
+
+        def dispatch(self, request: Request) -> Response:
+            ran.append(("pool", request.path))
+            return _ok(request)
+
+        def admitted(self, request: Request) -> object:
+            return object()
+
+        def run_admitted(self, admitted: list[tuple[Request, object]]) -> list[Response]:
+            ran.extend(("committer", request.path) for request, _ in admitted)
+            return [_ok(request) for request, _ in admitted]
+
+    scheduler = Scheduler(Both())  # type: ignore[arg-type]
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for method, path in (("POST", "/v1/commands"), ("GET", "/v1/projects/p1/sessions")):
+            request = Request(method, path, "", {}, EMPTY, "rid0000000000001")
+            where = scheduler.place(request, True)
+            assert where is Lane.STORE
+            answer: asyncio.Future[Response] = loop.create_future()
+            scheduler.run(loop, request, where, answer.set_result)
+            await asyncio.wait_for(answer, WAIT_S)
+
+    try:
+        asyncio.run(main())
+    finally:
+        scheduler.stop()
+    assert ran == [("committer", "/v1/commands"), ("pool", "/v1/projects/p1/sessions")]
+
+
 # -- served: a real `aidememo serve` on PostgreSQL ------------------------------------------
 
 TENANT, PROJECT, ACTOR = "t_pool", "p_pool", "a_pool"
