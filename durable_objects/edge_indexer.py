@@ -27,7 +27,7 @@ from typing import Any
 from aidememo.domain.model import Scope
 from aidememo.domain.semantic_index import IndexStep
 from aidememo.ports import ReadTx, WriteTx
-from aidememo.service.semantic_indexer import _changes, _plan
+from aidememo.service.semantic_indexer import changes_of_epoch, index_plan
 from durable_objects.vectors import (
     FINGERPRINT,
     IDS_BATCH,
@@ -81,12 +81,14 @@ class EdgeIndexer:
         if from_seq >= head:
             return IDLE
         changes = await store_run(
-            lambda store: store.read(lambda tx: _changes(tx, scope, epoch, from_seq, self.batch))
+            lambda store: store.read(
+                lambda tx: changes_of_epoch(tx, scope, epoch, from_seq, self.batch)
+            )
         )
         if not changes:
             return IDLE
         batch = Batch(from_seq, changes[-1].seq, epoch)
-        upserts, deletes, texts = _plan(changes)
+        upserts, deletes, texts = index_plan(changes)
         vectors = await embed(self.ai, texts) if texts else []
         space = namespace(scope)
         rows = [

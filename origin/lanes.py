@@ -6,7 +6,7 @@ route's properties, whether the body is whole, and what the store can do. It nam
 three lanes:
 
 - `LOOP`: on the event loop, for what costs less than a thread hop: a read (GET, HEAD) of a
-  local store (SQLite, the memory store), answered at the end of the loop turn that read it
+  local store (SQLite, the in-memory store), answered at the end of the loop turn that read it
   when its whole body came with its head (HTTP-11).
 - `POOL`: in the dispatch pool (`threads` threads), for what may wait on something the loop
   must not wait for: a body still arriving, a write's fsync outside a batch, object storage,

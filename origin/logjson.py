@@ -1,7 +1,7 @@
 """`aidememo serve --log-format json`: one JSON object per log line (SPEC.md DEPLOY-4).
 
 Every line has `ts` (RFC 3339, UTC, milliseconds), `level`, `logger` and `pid`. An access line
-(`aidememo.access`, from `origin.asgi` and `origin.live`, whose messages are `key=value` pairs)
+(`aidememo.access`, from `origin.transport` and `origin.live`, whose messages are `key=value` pairs)
 has each pair as a field of its own, numbers as numbers and the JSON-quoted values of
 `origin.asgi_common.log_safe` decoded back to their text, so `request_id`, `method`, `path`,
 `status` and `duration_ms` can be queried without parsing the message. Every other line has

@@ -153,7 +153,7 @@ def freeze_startup_objects() -> None:
     """Collect once, then move every object the start-up made (modules, the app, the server)
     out of the collector's reach: a full collection then walks only what serving made since,
     so its pause, a tail latency of every request waiting behind it, stays short
-    (docs/bench-notes.md, 2026-12-05 fifth session)."""
+    (docs/bench-notes.md)."""
     gc.collect()
     gc.freeze()
 

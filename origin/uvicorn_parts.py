@@ -1,6 +1,10 @@
 """The parts of uvicorn the origin's transport relies on beyond `uvicorn.Config` and
 `uvicorn.Server`, in one place, for the uvicorn version pyproject.toml pins exactly (a new
 uvicorn is taken by moving the pin and running tests/origin, which exercises each of them).
+The transport also uses, at the versions pinned beside uvicorn: httptools'
+`HttpRequestParser` (its callbacks, `get_method`, `get_http_version`, `should_keep_alive`,
+`should_upgrade`, `set_dangerous_leniencies`), `parse_url` and its two exceptions; and
+`websockets.http11.Request`, the handshake request `QuietWebSocketProtocol` is handed.
 
 - The HTTP protocol class contract: uvicorn makes `Config.http` for each connection with the
   keywords `config`, `server_state`, `app_state`; the transport reads `Config.loaded`,

@@ -21,7 +21,8 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _as_http(url: str) -> str:
+def as_http(url: str) -> str:
+    """`url` with its scheme replaced by `http://` (a hint for a plain-HTTP local server)."""
     return "http://" + url.split("://", 1)[-1]
 
 
@@ -33,7 +34,7 @@ def _no_scheme(url: str) -> None:
     if host is not None and is_loopback(host):
         raise CliError(
             f"--url {url} has no scheme: a local `aidememo serve` speaks plain HTTP, so give "
-            f"{_as_http(url)} (or https://{url} for a TLS front)",
+            f"{as_http(url)} (or https://{url} for a TLS front)",
             EXIT_USAGE,
         )
 

@@ -3,9 +3,10 @@
 `Client`.
 
 Each request goes straight to an httpx transport, not through `httpx.Client`: an API call
-needs none of its layers (cookies, redirects, auth flows, event hooks), and leaving them out
-halves httpx's cost per request. httpx's failures become `AidememoUnreachable` named by their
-httpx class (`ConnectError`, `ReadTimeout`, ...), as `KeepAliveTransport` names its own.
+needs none of its layers (cookies, redirects, auth flows, event hooks), so it pays for none
+of them (docs/bench-notes.md has the cost). httpx's failures become `AidememoUnreachable`
+named by their httpx class (`ConnectError`, `ReadTimeout`, ...), as `KeepAliveTransport`
+names its own.
 """
 
 from __future__ import annotations

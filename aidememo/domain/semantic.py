@@ -29,11 +29,11 @@ FALLBACK_BEHIND = "semantic_index_behind"  # at_least_seq beyond the index after
 
 # SEM-4: how many candidates each list contributes to a hybrid fusion.
 CANDIDATES = 100
-# SEM-4: the lexical share of a fused score (tuned on the dev split of bench_retrieval).
-LEXICAL_WEIGHT = 0.3  # dev split: 0.3 best of 0.05..0.95 (docs/bench-notes.md)
-# SEM-4: semantic candidates of a lower cosine are left out of a hybrid fusion (dev split of
-# bench_retrieval: 0.25 ties no floor on recall@10 with a better MRR, and keeps the held-out
-# figures; docs/bench-notes.md).
+# SEM-4: the lexical share of a fused score, tuned on the dev split of bench_retrieval
+# (docs/bench-notes.md).
+LEXICAL_WEIGHT = 0.3
+# SEM-4: semantic candidates of a lower cosine are left out of a hybrid fusion (chosen on the
+# same dev split; docs/bench-notes.md).
 SEMANTIC_FLOOR = 0.25
 
 

@@ -67,9 +67,9 @@ def load_bundled(*, threads: int = 1) -> OnnxEmbedder:
 
 
 class LazyBundled:
-    """The bundled model whose ONNX session is made at its first `embed` (about 0.6 s of
-    start-up and the runtime's import saved by a process that never embeds, such as a server
-    that is never asked a semantic question). Made by `lazy_bundled`, which checks the pins and
+    """The bundled model whose ONNX session is made at its first `embed`, so a process that
+    never embeds (a server never asked a semantic question) neither imports the runtime nor
+    loads the model. Made by `lazy_bundled`, which checks the pins and
     the runtime's presence first, so the load that comes later does not fail on a missing or
     changed file; thread-safe."""
 

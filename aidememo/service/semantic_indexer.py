@@ -167,11 +167,13 @@ class SemanticIndexer:
         else:
             from_seq = state.applied_seq
         changes = self.store.read(
-            lambda tx: _changes(tx, scope, project.project_epoch, from_seq, self.settings.batch)
+            lambda tx: changes_of_epoch(
+                tx, scope, project.project_epoch, from_seq, self.settings.batch
+            )
         )
         if not changes:
             return 0
-        upserts, deletes, texts = _plan(changes)
+        upserts, deletes, texts = index_plan(changes)
         vectors = self._embed(texts)
         rows = [
             VectorRow(fid, seq, src, vec, replaces)
@@ -213,16 +215,18 @@ def _lower_priority(nice: int) -> None:
         pass
 
 
-def _changes(
+def changes_of_epoch(
     tx: ReadTx, scope: Scope, epoch: str, after_seq: int, limit: int
 ) -> list[ChangeRecord]:
+    """At most `limit` changes of `scope` after `after_seq`, none once the project is gone or
+    has another epoch (the index follows one epoch of a project)."""
     project = tx.get_project(scope)
     if project is None or project.project_epoch != epoch:
         return []
     return tx.list_changes(scope, after_seq, limit)
 
 
-def _plan(
+def index_plan(
     changes: list[ChangeRecord],
 ) -> tuple[list[tuple[str, int, str | None, bool]], list[str], list[str]]:
     """The facts to embed `(fact_id, seq, source_id, replaces)` with their texts, and the

@@ -44,8 +44,8 @@ from aidememo.domain.model import (
 from aidememo.ports import ReadTx, WriteTx
 from aidememo.stores import raw_write
 from aidememo.stores.guard import not_awaitable
-from aidememo.stores.in_memory_artifacts import ArtifactMemoryTx
-from aidememo.stores.in_memory_semantic import SemanticMemoryTx
+from aidememo.stores.in_memory_artifacts import InMemoryArtifactTx
+from aidememo.stores.in_memory_semantic import InMemorySemanticTx
 from aidememo.stores.in_memory_tables import Tables
 
 T = TypeVar("T")
@@ -55,7 +55,7 @@ SCHEMA_VERSION = 1
 # A posting: (fact_id, source_id, tf, dl), keyed by the fact's doc_seq under (t, p, term).
 
 
-class _MemoryTx(SemanticMemoryTx, ArtifactMemoryTx):
+class _InMemoryTx(InMemorySemanticTx, InMemoryArtifactTx):
     """Read and write access to the tables; writes are journaled for rollback."""
 
     # -- ReadTx ---------------------------------------------------------------------------
@@ -456,7 +456,7 @@ class InMemoryStore:
     def transaction(self, fn: Callable[[WriteTx], T]) -> T:
         """Run `fn` with write access; undo every write if it raises (STORE-1)."""
         with self._lock:
-            tx = _MemoryTx(self._tables, writable=True)
+            tx = _InMemoryTx(self._tables, writable=True)
             try:
                 result = not_awaitable(fn(tx))
             except BaseException:
@@ -472,7 +472,7 @@ class InMemoryStore:
     def read(self, fn: Callable[[ReadTx], T]) -> T:
         """Run `fn` against the current state, with no writer in between."""
         with self._lock:
-            return not_awaitable(fn(_MemoryTx(self._tables, writable=False)))
+            return not_awaitable(fn(_InMemoryTx(self._tables, writable=False)))
 
     def schema_version(self) -> int:
         """The reference store has no persisted schema; it reports the code's version."""
@@ -488,7 +488,7 @@ class InMemoryStore:
 
 def _conforms(tables: Tables) -> tuple[ReadTx, WriteTx]:
     """Never called: lets mypy check that the transaction view implements both ports."""
-    return _MemoryTx(tables, writable=False), _MemoryTx(tables, writable=True)
+    return _InMemoryTx(tables, writable=False), _InMemoryTx(tables, writable=True)
 
 
 def _page(rows: list[R], seq: Callable[[R], int], after_seq: int, limit: int | None) -> list[R]:

@@ -14,7 +14,7 @@ from aidememo.domain.model import ChangeRecord, Scope, StoredResource
 from aidememo.stores.in_memory_tables import ArtifactTables, JournaledView
 
 
-class ArtifactMemoryTx(JournaledView):
+class InMemoryArtifactTx(JournaledView):
     """`ArtifactReads` and `ArtifactWrites` over the reference store's tables."""
 
     @property

@@ -11,7 +11,7 @@ from aidememo.domain.semantic_index import IndexState, IndexStep, PendingProject
 from aidememo.stores.in_memory_tables import JournaledView, SemanticTables
 
 
-class SemanticMemoryTx(JournaledView):
+class InMemorySemanticTx(JournaledView):
     """The semantic index methods of `ReadTx`/`WriteTx` on the reference store."""
 
     @property

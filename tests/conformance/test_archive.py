@@ -33,16 +33,16 @@ def _populate(fx: Fixture) -> None:
     fx.put("command_create", "a")
     fx.put("command_update", "b", expected=1)
     fx.delete("command_delete", expected=2)
-    product = TypedWrites(fx.ledger, 60_000)
+    writes = TypedWrites(fx.ledger, 60_000)
     me, other = fx.actor, fx.other
-    product.create_session(
+    writes.create_session(
         me,
         PROJECT,
         parse_create(
             {"command_id": "c_s", "payload": {"session_id": "s1", "source_id": "src", "topic": "t"}}
         ),
     )
-    product.create_fact(
+    writes.create_fact(
         me,
         PROJECT,
         parse_create(
@@ -52,7 +52,7 @@ def _populate(fx: Fixture) -> None:
             }
         ),
     )
-    product.create_context(
+    writes.create_context(
         me,
         PROJECT,
         parse_create(
@@ -68,7 +68,7 @@ def _populate(fx: Fixture) -> None:
             }
         ),
     )
-    product.send_handoff(
+    writes.send_handoff(
         me,
         PROJECT,
         parse_create(
@@ -83,7 +83,7 @@ def _populate(fx: Fixture) -> None:
             }
         ),
     )
-    product.transition(
+    writes.transition(
         other,
         PROJECT,
         "h1",
@@ -92,7 +92,7 @@ def _populate(fx: Fixture) -> None:
             {"command_id": "c_a", "expected_revision": 1, "payload": {"claim_id": "k1"}}
         ),
     )
-    product.create_fact(
+    writes.create_fact(
         other,
         PROJECT,
         parse_create(
@@ -104,7 +104,7 @@ def _populate(fx: Fixture) -> None:
     )
     outcome = {"claim_id": "k1", "result_fact_id": "f2", "outcome": "succeeded"}
     request = {"command_id": "c_r", "expected_revision": 2, "payload": outcome}
-    product.transition(other, PROJECT, "h1", "return", parse_transition(request))
+    writes.transition(other, PROJECT, "h1", "return", parse_transition(request))
 
 
 def _views(store: Store, caller: Caller) -> tuple[object, ...]:

@@ -1,4 +1,5 @@
-"""The commands behind `aidememo ...`: provisioning, administration, health and serve.
+"""The commands behind `aidememo ...`: provisioning, administration and health (`serve` is
+origin's: `origin.serve_command`).
 
 Expected failures raise `CliError` (one line, exit 1 or 2); nothing prints a traceback.
 """

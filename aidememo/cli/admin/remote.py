@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 from urllib.parse import quote, urlencode
 
 from aidememo.cli.errors import EXIT_USAGE, CliError
-from aidememo.cli.urls import _as_http, checked_url, is_loopback
+from aidememo.cli.urls import as_http, checked_url, is_loopback
 
 TIMEOUT_S = 300.0
 CHUNK_BYTES = 64 * 1024
@@ -106,7 +106,7 @@ class AdminClient:
         except ssl.SSLError as exc:
             hint = ""
             if is_loopback(self.host):  # `aidememo serve` on loopback speaks plain HTTP
-                hint = f"; a local `aidememo serve` speaks plain HTTP: try {_as_http(self.url)}"
+                hint = f"; a local `aidememo serve` speaks plain HTTP: try {as_http(self.url)}"
             raise CliError(f"{what}: TLS failure talking to {self.url}: {exc}{hint}") from None
         except (OSError, http.client.HTTPException) as exc:
             reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__

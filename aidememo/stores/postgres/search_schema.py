@@ -344,12 +344,9 @@ _TWO_TERMS_V8 = """        WITH ra AS MATERIALIZED (
             INTO fact_ids, units FROM top;
 """
 
-# Version 9's two terms: the two ranges hash-full-joined on doc_seq give every matching fact's
-# score (its one part, or the sum of both), and the top is taken from that join. The same
-# answer as version 8's three lists (a fact of the top holding one term is in that term's top
-# by its part alone, one holding both in the top of those), with each range read once and
-# no materialized copy or separate sorts: about a quarter less server CPU for two common
-# terms at 100,000 facts (docs/bench-notes.md).
+# Two terms: the two ranges hash-full-joined on doc_seq give every matching fact's score (its
+# one part, or the sum of both), and the top is taken from that join, each range read once,
+# without a materialized copy or separate sorts (docs/bench-notes.md has its cost).
 _TWO_TERMS_V9 = """        WITH top AS (
             SELECT coalesce(ra.fact_id, rb.fact_id) AS fact_id,
                    coalesce(ra.s, 0) + coalesce(rb.s, 0) AS s
