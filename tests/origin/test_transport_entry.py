@@ -8,6 +8,8 @@ import json
 import logging
 import threading
 import time
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -194,6 +196,42 @@ def test_http14_reads_on_the_loop_writes_in_the_pool_without_a_store_lane() -> N
             conn.read()
     assert rec.threads[:2] == [LOOP_THREAD, LOOP_THREAD]
     assert all(name.startswith("aidememo-dispatch") for name in rec.threads[2:])
+
+
+def test_http14_the_route_is_resolved_once_per_request(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Whatever lane a request takes (the loop, the pool, the committer on SQLite), and
+    however its body came, its route is resolved once: by the scheduler, for the pipeline."""
+    import aidememo.http.pipeline
+    import origin.lanes
+    from aidememo.http.routes import resolve
+    from aidememo.stores.sqlite import SqliteStore
+
+    calls: list[str] = []
+
+    def counted(method: str, path: str) -> Any:
+        calls.append(path)
+        return resolve(method, path)
+
+    monkeypatch.setattr(origin.lanes, "resolve", counted)
+    monkeypatch.setattr(aidememo.http.pipeline, "resolve", counted)
+    store = SqliteStore.open_file(tmp_path / "r.db")
+    sent = [
+        request("GET", "/health"),  # the loop
+        request("GET", "/x"),  # no such route
+        request("POST", "/v1/projects/p/facts", b"{}"),  # the committer: refused at admission
+        request("GET", "/v1/projects/p/sessions"),  # a member read on the loop
+        chunked_head("POST", "/v1/projects/p/sessions") + chunk(b"{}") + b"0\r\n\r\n",
+    ]
+    try:
+        with ThreadServer(HttpApp(store)) as server, server.conn() as conn:
+            for raw in sent:
+                conn.send(raw)
+                conn.read()
+    finally:
+        store.close()
+    assert len(calls) == len(sent), calls
 
 
 def test_http14_a_body_still_arriving_is_read_in_the_pool() -> None:
