@@ -121,6 +121,14 @@ def send(port: int, method: str, sent: Sent, framing: str) -> Answer:
         return conn.read()
 
 
+def alike(answer: Answer) -> tuple[bytes, list[tuple[str, str]], bytes]:
+    """What must not depend on the framing of a refusal: status line, headers and body, but
+    `date`, the new request id and `connection` (an answer closes when its request's body was
+    not read to its end, HTTP-9: a chunked body refused before it is read)."""
+    status_line, headers, body = answer.comparable()
+    return status_line, [(k, v) for k, v in headers if k != "connection"], body
+
+
 def outcome(answer: Answer) -> tuple[int, str | None]:
     """The status and, for an error, its code: an HTTP error's, or a JSON-RPC error's (MCP-6)
     as `jsonrpc <code>`."""
