@@ -43,6 +43,7 @@ NDJSON = "application/x-ndjson"
 OVER = b" " * (MAX_REQUEST_BODY_BYTES + 1)
 IGNORED = b'{"ignored": true}'  # a body sent to a route that takes none
 UPLOAD = b"twelve bytes"
+LARGE = bytes(range(256)) * 8192  # 2 MiB
 CONSOLE = {"origin": "http://127.0.0.1", "x-aidememo-console": "1"}
 
 
@@ -134,9 +135,10 @@ class Project:
             self.site.call("POST", f"{BASE}/handoffs/{handoff_id}/accept", body, as_=RECEIVER)
         return handoff_id
 
-    def reservation(self, tag: str, uploaded: bool = False) -> str:
-        """A reservation of the 12 bytes of `UPLOAD` (uploaded when `uploaded`); its id."""
-        reply = self.site.call("POST", f"{BASE}/artifact-reservations", _reserve(tag)).json()
+    def reservation(self, tag: str, uploaded: bool = False, data: bytes = UPLOAD) -> str:
+        """A reservation of `data`'s size and digest (uploaded when `uploaded`); its id."""
+        body = _reserve(tag, data)
+        reply = self.site.call("POST", f"{BASE}/artifact-reservations", body).json()
         reservation_id: str = reply["reservation_id"]
         if uploaded:
             url = f"{self.site.server.url}{BASE}/artifact-reservations/{reservation_id}/body"
@@ -147,7 +149,7 @@ class Project:
                 headers = grant["headers"]
             else:
                 headers = {**self.site.bearer(), "content-type": "application/octet-stream"}
-            put = httpx.put(url, content=UPLOAD, headers=headers, timeout=30)
+            put = httpx.put(url, content=data, headers=headers, timeout=30)
             assert put.is_success, put.text
         return reservation_id
 
@@ -170,9 +172,9 @@ def _transition(command_id: str, revision: int, payload: dict[str, Any]) -> dict
     return {"command_id": command_id, "expected_revision": revision, "payload": payload}
 
 
-def _reserve(tag: str) -> dict[str, Any]:
-    payload = {"path": f"sessions/s1/artifacts/{tag}.bin", "size_bytes": len(UPLOAD)}
-    payload["sha256"] = hashlib.sha256(UPLOAD).hexdigest()
+def _reserve(tag: str, data: bytes = UPLOAD) -> dict[str, Any]:
+    payload = {"path": f"sessions/s1/artifacts/{tag}.bin", "size_bytes": len(data)}
+    payload["sha256"] = hashlib.sha256(data).hexdigest()
     return {"command_id": f"rs.{tag}", "payload": payload}
 
 
@@ -258,13 +260,14 @@ def member_cases(p: Project) -> dict[str, Cases]:
 
 
 def upload_cases(p: Project) -> Cases:
-    """`artifact_upload` (ART-3): with a length, the reserved bytes succeed and another length
-    or digest is `artifact_body_mismatch`; chunked, each is 411 `length_required`."""
+    """`artifact_upload` (ART-3): with a length, the reserved bytes succeed (over 1 MiB too,
+    read as they arrive instead of collected first, HTTP-9) and another length or digest is
+    `artifact_body_mismatch`; chunked, each is 411 `length_required`."""
     bearer = p.site.bearer()
 
-    def made(case: str, body: bytes, **edit: str) -> Maker:
+    def made(case: str, body: bytes, reserved: bytes = UPLOAD, **edit: str) -> Maker:
         def make(framing: str) -> Sent:
-            reservation_id = p.reservation(f"u{case}_{framing}")
+            reservation_id = p.reservation(f"u{case}_{framing}", data=reserved)
             path = f"{BASE}/artifact-reservations/{reservation_id}/body"
             headers = {**bearer, "content-type": "application/octet-stream", **edit}
             return path, {k: v for k, v in headers.items() if v}, body
@@ -273,6 +276,7 @@ def upload_cases(p: Project) -> Cases:
 
     return {
         "valid": (None, made("v", UPLOAD)),
+        "valid, 2 MiB": (None, made("g", LARGE, LARGE)),
         "wrong length": ("artifact_body_mismatch", made("l", UPLOAD[:-1])),
         "wrong digest": ("artifact_body_mismatch", made("d", UPLOAD.upper())),
         "media type": ("unsupported_media_type", made("t", UPLOAD, **{"content-type": "text/a"})),
@@ -298,16 +302,26 @@ def admin_cases(p: Project) -> dict[str, Cases]:
         return "/v1/admin/tokens/revoke", {"token_sha256": sha256(token)}
 
     def exported(tag: str) -> bytes:
-        """The export of a new tenant, which is then deleted (so it imports again)."""
+        """The export of a new tenant, which is then deleted (so it imports again); a tag
+        starting with `g` gets notes enough for an archive over 1 MiB (read as it arrives
+        instead of collected first, HTTP-9)."""
         tenant = f"i_{tag}"
-        site.bootstrap(tenant, "p", "a")
+        site.tokens[tenant] = site.bootstrap(tenant, "p", "a")
+        for note in range(2 if tag.startswith("g") else 0):
+            put = {"command_id": f"n.{note}", "project_id": "p", "expected_revision": None}
+            put |= {"operation": "resource.put", "change": "upsert"}
+            put |= {"resource": {"kind": "custom.note", "id": f"n{note}"}, "payload": {}}
+            put["payload"] = {"text": "x" * 700_000}
+            site.call("POST", "/v1/commands", put, as_=tenant)
         archive = site.call("GET", f"/v1/admin/tenants/{tenant}/export", as_=None).content
         site.call("DELETE", f"/v1/admin/tenants/{tenant}?confirm={tenant}", as_=None)
+        assert (len(archive) > MAX_REQUEST_BODY_BYTES) == tag.startswith("g"), len(archive)
         return archive
 
     def bad_line(archive: bytes) -> bytes:
-        first, rest = archive.split(b"\n", 1)
-        return first + b"\n{nope\n" + rest
+        """The archive with a line that is not JSON before its last (the manifest)."""
+        rows, manifest = archive.rstrip(b"\n").rsplit(b"\n", 1)
+        return rows + b"\n{nope\n" + manifest + b"\n"
 
     def imported(case: str, edit: Callable[[bytes], bytes], **headers: str) -> Maker:
         def make(framing: str) -> Sent:
@@ -329,6 +343,8 @@ def admin_cases(p: Project) -> dict[str, Cases]:
         "admin_revoke_token": json_route(site, revoke, as_=None),
         "admin_import": {
             "valid": (None, imported("v", lambda a: a)),
+            "valid, over 1 MiB": (None, imported("g", lambda a: a)),
+            "bad line, over 1 MiB": ("invalid_command", imported("gb", bad_line)),
             "bad line": ("invalid_command", imported("b", bad_line)),
             "media type": (
                 "unsupported_media_type",
