@@ -5,11 +5,11 @@ and refusals, each with the error code it must get whatever the framing.
 
 A route with a JSON body gets malformed JSON, an empty body, one of the wrong shape (an
 unknown field; for MCP not a JSON-RPC request) and one over its limit (refused by the
-declared size before authentication, or counted after it when chunked), a wrong media type
-and no token; the upload gets a wrong length and a wrong digest, the streamed import a bad
-line. A route without a body schema still reads a body when one is sent
-(`aidememo.http.pipeline.admit`), so its cases carry one: the well-formed request with a body
-it ignores and with an empty one, its own domain refusal, and a body over the limit.
+declared size before authentication, or counted after it when chunked), a wrong media type,
+no token and an unknown one; the upload gets a wrong length and a wrong digest, the
+streamed import a bad line. A route without a body schema still reads a body when one is
+sent (`aidememo.http.pipeline.admit`), so its cases carry one: the well-formed request with
+a body it ignores and with an empty one, its own domain refusal, and a body over the limit.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ OVER = b" " * (MAX_REQUEST_BODY_BYTES + 1)
 IGNORED = b'{"ignored": true}'  # a body sent to a route that takes none
 UPLOAD = b"twelve bytes"
 LARGE = bytes(range(256)) * 8192  # 2 MiB
+UNKNOWN = f"Bearer {'0' * 64}"  # a well-formed token no one holds
 CONSOLE = {"origin": "http://127.0.0.1", "x-aidememo-console": "1"}
 
 
@@ -83,6 +84,7 @@ def json_route(
         "over 1 MiB": ("payload_too_large", made("o", lambda p: _dumps(p) + OVER)),
         "media type": ("unsupported_media_type", made("t", _dumps, **{"content-type": "text/a"})),
         "no token": ("authentication_failed", made("n", _dumps, authorization="")),
+        "unknown token": ("authentication_failed", made("k", _dumps, authorization=UNKNOWN)),
     }
 
 
@@ -114,6 +116,8 @@ def bodyless_route(
     if "authorization" in headers:
         no_token = made("n", path_of, IGNORED, authorization="")
         cases["no token"] = ("authentication_failed", no_token)
+        unknown = made("k", path_of, IGNORED, authorization=UNKNOWN)
+        cases["unknown token"] = ("authentication_failed", unknown)
     return cases
 
 
