@@ -1,203 +1,158 @@
 """Every HTTP rule answers the same however a request body's bytes arrive (SPEC.md HTTP-1,
-ART-3), against a real `aidememo serve` on SQLite.
+HTTP-9, ART-3), against a real `aidememo serve` on SQLite and on PostgreSQL.
 
-Each body-bearing route of the route table gets the same requests in three framings: with a
-`Content-Length` in one write (collected whole before the request runs), chunked in one chunk
-in one write, and chunked in several chunks written apart (both read by the core as they
-arrive). A request's status and error code must not depend on
-the framing; the one rule about the framing itself is ART-3's: an upload without a
-`Content-Length` is 411 `length_required`, in one chunk as in several.
+Every route of the route table that takes a body (one with a body schema, and every other
+route but a `GET`: the pipeline reads a body sent to it) gets its cases of
+`tests.origin.framing_cases` in the three framings of `tests.origin.framing_support`: with a
+`Content-Length`, chunked in one chunk, chunked in several chunks written apart. A case's
+status and error code are the same in all three, a well-formed request succeeds and a
+refusal gets its own code, with the same answer byte for byte in every framing (but the
+headers HTTP-9 lets differ) and on both stores. The one rule about the framing itself is
+ART-3's: an upload without a `Content-Length` is 411 `length_required`, in one chunk as in
+several, whatever its bytes. The grant routes run on a server whose bodies are in the test S3
+store (SeaweedFS, started by `scripts/test`); every other route on one with local bodies.
 """
 
 from __future__ import annotations
 
-import json
-import select
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
-import httpx
 import pytest
 
 from aidememo.http.routes import ROUTES, Route
-from tests.origin.http_support import Answer, Conn
-from tests.origin.test_serve_process import ServeProcess
+from tests import pg
+from tests.origin.framing_cases import (
+    Cases,
+    Project,
+    admin_cases,
+    bodyless_cases,
+    grant_cases,
+    member_cases,
+    upload_cases,
+)
+from tests.origin.framing_support import FRAMINGS, Site, alike, outcome, send, serving
+from tests.origin.http_support import Answer
+from tests.s3 import fresh_prefix, s3_endpoint
+from tests.s3bodies.test_s3_serve import _aws, _flags
 
-PROJECT = "/v1/projects/demo"
-FRAMINGS = ("length", "one_chunk", "chunks")
-UPLOAD = b"twelve bytes"
-Case = tuple[str, dict[str, str], bytes]  # path, headers, body
-CaseMaker = Callable[[str], Case]  # of a framing's name: its own ids, so each can succeed
+BODY_ROUTES = [r for r in ROUTES if r.body is not None or r.method != "GET"]
+GRANT_ROUTES = {"artifact_upload_grant", "artifact_download_grant"}
+BEFORE_THE_HANDLER = {"media type", "no token"}  # refused by stage one of HTTP-1, before ART-3
+Served = tuple[Site, dict[str, Cases]]  # a server and the cases of the routes it answers
+BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@contextmanager
+def database(backend: str, tmp: Path) -> Iterator[str]:
+    """A new database of `backend`: a SQLite path or a PostgreSQL URL."""
+    if backend == "sqlite":
+        yield str(tmp / "framing.sqlite")
+        return
+    with pg.fresh_database() as db:
+        yield db.url
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
 
 
 @pytest.fixture(scope="module")
-def served(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[ServeProcess, str]]:
-    from aidememo.cli.main import main
-
-    tmp = tmp_path_factory.mktemp("framing")
-    home = tmp / "home"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("AIDEMEMO_HOME", str(home))
-        token_file = tmp / "demo.token"
-        assert main(["token", "new", "--out", str(token_file)]) == 0
-        args = ["--tenant-id", "local", "--project-id", "demo", "--actor-id", "demo-agent"]
-        assert main(["bootstrap", *args, "--token-file", str(token_file)]) == 0
-    token = token_file.read_text().strip()
-    server = ServeProcess(home, tmp / "serve.log")
-    try:
-        auth = {"authorization": f"Bearer {token}"}
-        session = {"command_id": "framing.s1", "payload": {"session_id": "s1", "topic": "t"}}
-        reply = httpx.post(f"{server.url}{PROJECT}/sessions", json=session, headers=auth)
-        assert reply.status_code == 200, reply.text
-        yield server, token
-    finally:
-        server.kill()
+def local(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """Every non-grant route's cases, on a server with local bodies."""
+    tmp = tmp_path_factory.mktemp(f"framing-{backend}")
+    with (
+        database(backend, tmp) as url,
+        serving(tmp, url, "--artifact-root", str(tmp / "b")) as site,
+    ):
+        project = Project(site)
+        cases = {
+            **member_cases(project),
+            "artifact_upload": upload_cases(project),
+            **admin_cases(project),
+            **bodyless_cases(project),
+        }
+        yield site, cases
 
 
-def send(port: int, method: str, case: Case, framing: str) -> Answer:
-    """`case` sent as `framing`; the answer read back (sending stops once one arrives)."""
-    path, headers, body = case
-    lines = [f"{method} {path} HTTP/1.1", "host: 127.0.0.1"]
-    lines += [f"{name}: {value}" for name, value in headers.items()]
-    if framing == "length":
-        lines.append(f"content-length: {len(body)}")
-        writes = [body]
-    else:
-        lines.append("transfer-encoding: chunked")
-        size = len(body) if framing == "one_chunk" else max(1, -(-len(body) // 3))
-        pieces = [body[i : i + size] for i in range(0, len(body), size)]
-        frames = [b"%x\r\n%s\r\n" % (len(piece), piece) for piece in pieces] + [b"0\r\n\r\n"]
-        writes = [b"".join(frames)] if framing == "one_chunk" else frames
-    head = ("\r\n".join(lines) + "\r\n\r\n").encode()
-    with Conn(port) as conn:
-        conn.send(head + writes[0])
-        for data in writes[1:]:  # apart: each piece its own read at the server
-            if select.select([conn.sock], [], [], 0.05)[0]:
-                break  # answered before the whole body (refused unread)
-            try:
-                conn.send(data)
-            except OSError:
-                break
-        return conn.read(head_only=method == "HEAD")
+@pytest.fixture(scope="module")
+def granting(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """The grant routes' cases, on a server whose bodies are in the test S3 store."""
+    s3 = s3_endpoint()
+    tmp = tmp_path_factory.mktemp(f"framing-s3-{backend}")
+    with database(backend, tmp) as url:
+        with serving(tmp, url, *_flags(s3, fresh_prefix()), **_aws(s3)) as site:
+            yield site, grant_cases(Project(site))
 
 
-def outcome(answer: Answer) -> tuple[int, str | None]:
-    """The status and, for an error, its code."""
-    status = int(answer.status_line.split(b" ")[1])
-    code = None
-    if status >= 400:
-        code = answer.json()["error"]["code"]
-    return status, code
-
-
-def _path(route: Route, **params: str) -> str:
-    values = {"project_id": "demo", "handoff_id": "h_none", "reservation_id": "r_none"}
-    values |= {"artifact_id": "a_none", **params}
-    path = route.path
-    for name, value in values.items():
-        path = path.replace("{" + name + "}", value)
-    return path
-
-
-def valid(route: Route, token: str) -> CaseMaker | None:
-    """A well-formed request of `route` for a framing, with ids of its own."""
-    member = {"authorization": f"Bearer {token}", "content-type": "application/json"}
-
-    def body_of(payload: Any) -> Callable[[str], Case]:
-        def make(framing: str) -> Case:
-            text = json.dumps(payload(framing)).encode()
-            return _path(route), member, text
-
-        return make
-
-    makers: dict[str, Callable[[str], Any]] = {
-        "command": lambda f: {
-            "command_id": f"framing.c.{f}",
-            "project_id": "demo",
-            "expected_revision": None,
-            "operation": "resource.put",
-            "resource": {"kind": "custom.note", "id": f"n_{f}"},
-            "change": "upsert",
-            "payload": {"framing": f},
-        },
-        "create_session": lambda f: {
-            "command_id": f"framing.s.{f}",
-            "payload": {"session_id": f"s_{f}", "topic": "framing"},
-        },
-        "create_fact": lambda f: {
-            "command_id": f"framing.f.{f}",
-            "payload": {"fact_id": f"f_{f}", "session_id": "s1", "content": f"sent {f}"},
-        },
-        "accept": lambda f: {
-            "command_id": f"framing.a.{f}",
-            "expected_revision": 1,
-            "payload": {"claim_id": f"c_{f}"},
-        },
-        "mcp": lambda f: {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-        "artifact_reserve": lambda f: {
-            "command_id": f"framing.r.{f}",
-            "payload": {"path": f"sessions/s1/artifacts/{f}.bin", "size_bytes": 12},
-        },
-    }
-    maker = makers.get(route.name)
-    return None if maker is None else body_of(maker)
-
-
-def cases(route: Route, token: str) -> dict[str, CaseMaker]:
-    """The requests every framing of `route` gets: refusals of HTTP-1's order, and a
-    well-formed one where the route has one here."""
-    media = route.media_type
-    bearer = {"authorization": f"Bearer {token}"}
-    path = _path(route)
-    out: dict[str, CaseMaker] = {
-        "malformed": lambda f: (path, {**bearer, "content-type": media}, b"{nope, " * 40),
-        "media type": lambda f: (path, {**bearer, "content-type": "text/plain"}, b"{}"),
-        "no token": lambda f: (path, {"content-type": media}, b"{}"),
-        "bad token": lambda f: (path, {"authorization": "Bearer x", "content-type": media}, b"{}"),
-    }
-    made = valid(route, token)
-    if made is not None:
-        out["valid"] = made
-    return out
-
-
-BODY_ROUTES = [route for route in ROUTES if route.body is not None]
-
-
-@pytest.mark.parametrize("route", BODY_ROUTES, ids=[route.name for route in BODY_ROUTES])
-def test_http1_a_body_route_answers_alike_however_its_body_is_framed(
-    served: tuple[ServeProcess, str], route: Route
+def test_http1_every_route_that_takes_a_body_has_framing_cases(
+    local: Served, granting: Served
 ) -> None:
-    server, token = served
-    for name, make in cases(route, token).items():
-        answers = {f: outcome(send(server.port, route.method, make(f), f)) for f in FRAMINGS}
-        assert len(set(answers.values())) == 1, f"{route.name} {name}: {answers}"
-        if name == "valid":
-            assert answers["length"][0] == 200 or route.name == "accept", answers
+    names = {r.name for r in BODY_ROUTES}
+    assert set(local[1]) | set(granting[1]) == names
+    assert not set(local[1]) & set(granting[1])
+    schemaless = {"artifact_upload_grant", "artifact_abort", "admin_delete_tenant"}
+    schemaless |= {"console_sign_in", "console_sign_out"}
+    streamed = {r.name for r in ROUTES if r.streamed}
+    assert streamed == {"artifact_upload", "admin_import"} and schemaless <= names
+    for name, cases in {**local[1], **granting[1]}.items():
+        assert cases["valid"][0] is None, name
+        assert any(expected is not None for expected, _ in cases.values()), name
+
+
+def _answers(site: Site, route: Route, cases: Cases) -> dict[str, dict[str, Answer]]:
+    """Each case's answer in each framing."""
+    return {
+        case: {f: send(site.port, route.method, make(f), f) for f in FRAMINGS}
+        for case, (_, make) in cases.items()
+    }
+
+
+# Each case's outcomes and refusals by backend (when both run): no answer depends on the store.
+ANSWERED: dict[tuple[str, str], dict[str, object]] = {}
+
+
+@pytest.mark.parametrize("route", BODY_ROUTES, ids=[r.name for r in BODY_ROUTES])
+def test_http1_http9_a_route_answers_alike_however_its_body_is_framed(
+    request: pytest.FixtureRequest, backend: str, route: Route
+) -> None:
+    fixture = "granting" if route.name in GRANT_ROUTES else "local"
+    site, table = request.getfixturevalue(fixture)
+    cases = table[route.name]  # a new route without cases fails here
+    for case, answers in _answers(site, route, cases).items():
+        expected = cases[case][0]
+        seen = {f: outcome(answer) for f, answer in answers.items()}
+        said = f"{route.name} {case}: {seen}"
+        groups = [answers]  # the framings whose answers must be alike
+        if route.name == "artifact_upload" and case not in BEFORE_THE_HANDLER:
+            assert {seen["one_chunk"], seen["chunks"]} == {(411, "length_required")}, said
+            groups = [{"length": answers["length"]}, {f: answers[f] for f in FRAMINGS[1:]}]
+        for group in groups:
+            assert len({seen[f] for f in group}) == 1, said
+            if seen[next(iter(group))][1] is not None:  # ids differ per framing but in refusals
+                assert len({repr(alike(a)) for a in group.values()}) == 1, said
+        status, code = seen["length"]
+        if expected is None:
+            assert 200 <= status < 300 and code is None, said
+        else:
+            assert code == expected, said
+        refusals = {f: repr(alike(a)) for f, a in answers.items() if seen[f][1] is not None}
+        ANSWERED.setdefault((route.name, case), {})[backend] = (seen, refusals)
+        assert len({repr(v) for v in ANSWERED[route.name, case].values()}) == 1, (
+            f"{route.name} {case} differs between backends: {ANSWERED[route.name, case]}"
+        )
 
 
 def test_art3_an_upload_without_a_length_is_411_in_one_chunk_or_several(
-    served: tuple[ServeProcess, str],
+    local: Served,
 ) -> None:
-    server, token = served
-    bearer = {"authorization": f"Bearer {token}"}
-    route = next(route for route in ROUTES if route.name == "artifact_upload")
-    answers = {}
-    for framing in FRAMINGS:
-        reserve = {
-            "command_id": f"framing.up.{framing}",
-            "payload": {"path": f"sessions/s1/artifacts/up_{framing}.bin", "size_bytes": 12},
-        }
-        reply = httpx.post(
-            f"{server.url}{PROJECT}/artifact-reservations", json=reserve, headers=bearer
-        )
-        assert reply.status_code == 200, reply.text
-        path = _path(route, reservation_id=reply.json()["reservation_id"])
-        headers = {**bearer, "content-type": "application/octet-stream"}
-        answers[framing] = outcome(send(server.port, "PUT", (path, headers, UPLOAD), framing))
-    assert answers == {
+    route = next(r for r in ROUTES if r.name == "artifact_upload")
+    site, table = local
+    answers = _answers(site, route, {"valid": table["artifact_upload"]["valid"]})["valid"]
+    assert {f: outcome(answer) for f, answer in answers.items()} == {
         "length": (200, None),
         "one_chunk": (411, "length_required"),
         "chunks": (411, "length_required"),
