@@ -16,36 +16,41 @@ edge's own. For every request, in this order:
 3. stage two's `ReadBody`: the body read here, counted against the route's limit (413 as
    soon as it passes it). The streamed import is not read here: `worker.transfer` reads it
    as it arrives and counts it the same way (SPEC.md ARC-7);
-4. public routes are answered by their own handlers, over a store that holds nothing and
-   reports `mode: "edge"` and this code's schema version (so `/ready` is always `ok`: the
-   Worker has no store and no disk of its own, SPEC.md READY-3); the console's files and its
-   sign-out are public routes too, and its sign-in (no project in its path) is answered here
-   with the `CONSOLE_SESSION_KEY` secret (SPEC.md CONSOLE-2);
-5. project routes and `POST /v1/commands` (its project found by a scan of the body's
-   top-level `project_id`, `handlers.command_project_id`, not by decoding it) go to the
-   project's `ProjectCoordinator`, named from the caller's tenant and the project, by the
-   RPC method `handle(text)`: one JSON text of the request (the route's name and parameters,
-   the content type, the body as text) and the identity the Worker authenticated, never
-   client headers (`durable_objects.rpc.request_text`); the object runs the rest
-   (`HttpApp.serve`: the full decode, the parameters, the membership on every request, so
-   suspensions and role changes apply at once).
-   The one exception is the live change feed's WebSocket upgrade (`GET .../changes/live` with
-   `Upgrade: websocket`), which RPC cannot carry: it is forwarded with `stub.fetch(request)`,
+4. what answers the request is chosen by what its route declares, never by which route it
+   is (SPEC.md EDGE-7). A public route (`auth`) is answered by its own handler, over a store
+   that holds nothing and reports `mode: "edge"` and this code's schema version (so `/ready`
+   is always `ok`: the Worker has no store and no disk of its own, SPEC.md READY-3); the
+   console's files and its sign-out are public routes too. A route with an `edge_handler` is
+   answered by the Worker's handler of that key (`OWN_HANDLERS`): the console's sign-in (no
+   project in its path; the `CONSOLE_SESSION_KEY` secret, SPEC.md CONSOLE-2), the admin
+   routes, orchestrated across the objects (`worker.admin`, `worker.transfer`), and the
+   artifact body routes, whose bodies move between the client and R2 here
+   (`worker.artifacts`, ART-10);
+5. every other route goes to its project's `ProjectCoordinator` (a route with
+   `project_in_body`, `POST /v1/commands`, names it in the body's top-level `project_id`,
+   found by a scan, `handlers.command_project_id`, not by decoding it), named from the
+   caller's tenant and the project, by the RPC method `handle(text)`: one JSON text of the
+   request (the route's name and parameters, the content type, the body as text) and the
+   identity the Worker authenticated, never client headers
+   (`durable_objects.rpc.request_text`); the object runs the rest (`HttpApp.serve`: the full
+   decode, the parameters, the membership on every request, so suspensions and role changes
+   apply at once). The one exception is a WebSocket upgrade (the live change feed's
+   `GET .../changes/live` with `Upgrade: websocket`, the one `upgrade` route), which RPC
+   cannot carry: it is forwarded with `stub.fetch(request)`,
    the client's credentials and any `x-aidememo-*` header it sent deleted and the identity
    the Worker authenticated set in `x-aidememo-tenant` / `x-aidememo-actor`, with the digest
    of the token it used in `x-aidememo-token-sha256` (so a revocation closes the feed); the
    object's answer (the HTTP error of `/changes`, or 101 with the WebSocket) is returned as
    it is.
-Admin routes are orchestrated across the objects by `worker.admin` and `worker.transfer`.
 
 With `STORAGE_MODE=postgres` (`durable_objects.pg_connection`) every record lives in one
 PostgreSQL database reached through the Hyperdrive binding: `Authenticate` looks the digest
 up there (same 30 s cache), the admin routes run the origin's own handlers on that database
-(the token directory and tenant registry objects are not used; the import body is read whole
-first), and the project object runs the contract on the same database. The Worker's
-connection is opened only when a request needs it (a cache miss or an admin route) and closed
-when the request ends; its schema is checked once per isolate, and the edge never migrates
-(`aidememo admin migrate` does).
+(`POSTGRES_HANDLERS`: the token directory and tenant registry objects are not used; the
+import's lines go into the database's staged import as they arrive), and the project object
+runs the contract on the same database. The Worker's connection is opened only when a request
+needs it (a cache miss or an admin route) and closed when the request ends; its schema is
+checked once per isolate, and the edge never migrates (`aidememo admin migrate` does).
 
 The Durable Object classes are imported here so the runtime registers them with this module.
 """
