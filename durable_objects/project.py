@@ -156,8 +156,8 @@ class ProjectCoordinator(DurableObject, StoredObject, ProjectIndex):  # type: ig
             mcp_allowed_origins=parse_origins(getattr(self.env, "MCP_ALLOWED_ORIGINS", "")),
             bodies=bodies,
             semantic=self._vectors,  # Workers AI and Vectorize, when bound (SEM-10)
+            search_wait_s=0,  # the object has waited already (_await_index)
         )
-        app.services.searches.wait_s = 0  # the object has waited already (_await_index)
         app.services.ledger.on_commit.append(self._on_commit)
         return app
 

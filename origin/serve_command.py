@@ -299,6 +299,19 @@ def _serve(
         shared = Path(tempfile.mkdtemp(prefix="aidememo-indexer-")) / "status.json"
 
     def open_app(index: int = 0) -> tuple[HttpApp, Callable[[], None]]:
+        # The semantic search and what `/ready` says of the indexer (SEM-7), given to the app.
+        task, engine, status = None, None, None
+        embedder = load_provider(embedding)
+        if embedder is not None:
+            from aidememo.embedding.matrix import MatrixSearch
+
+            engine = MatrixSearch(embedder)
+            fingerprint = embedder.fingerprint.as_json()
+            if indexer and index == 0:
+                task = IndexerTask(url, embedding, fingerprint, shared)
+                status = task.status
+            elif indexer and shared is not None:
+                status = shared_status(shared, fingerprint)
         store = open_store(url, pool_size=worker_pool_size(workers))
         try:
             if bodies is not None:
@@ -311,23 +324,14 @@ def _serve(
                 bodies=bodies,
                 rate_limit=limiter,
                 console_key=console_key,
+                semantic=engine,
+                semantic_status=status,
             )
         except BaseException:
             store.close()
             raise
-        task = None
-        embedder = load_provider(embedding)
-        if embedder is not None:
-            from aidememo.embedding.matrix import MatrixSearch
-
-            app.services.searches.engine = MatrixSearch(embedder)
-            fingerprint = embedder.fingerprint.as_json()
-            if indexer and index == 0:
-                task = IndexerTask(url, embedding, fingerprint, shared)
-                app.services.semantic_status = task.status
-                task.start()
-            elif indexer and shared is not None:
-                app.services.semantic_status = shared_status(shared, fingerprint)
+        if task is not None:
+            task.start()
         gc = None
         if bodies is not None:
             gc = GcTask(ArtifactGc(store, bodies, app.services.artifacts.clock),

@@ -34,7 +34,7 @@ import random
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -284,6 +284,7 @@ class Evaluation:
 
     store: SqliteStore
     services: Services
+    searches: Searches  # tuned on the dev split
     engine: MatrixSearch
     indexer: SemanticIndexer
     throughput: float
@@ -321,12 +322,12 @@ def evaluate(embedder: Any, labelled: LabelledSet, tmp: str, name: str) -> Evalu
     weight, grid = _tune(lists, dev)
     floor, floor_grid = _tune_floor(lists, dev, weight)
     note(f"{name}: dev-tuned lexical weight {weight}, similarity floor {floor}")
-    searches = services.searches
-    searches.lexical_weight, searches.semantic_floor = weight, 0.0
+    searches = replace(services.searches, lexical_weight=weight, semantic_floor=0.0)
     without_floor = _run_mode(searches, held_out, "hybrid")
-    searches.semantic_floor = floor
+    searches = replace(searches, semantic_floor=floor)
     return Evaluation(
-        store, services, engine, indexer, throughput, per_cpu_s, weight, grid, floor, floor_grid,
+        store, services, searches, engine, indexer, throughput, per_cpu_s, weight, grid, floor,
+        floor_grid,
         _run_mode(searches, held_out, "lexical"), _run_mode(searches, held_out, "semantic"),
         _run_mode(searches, held_out, "hybrid"), without_floor,
     )  # fmt: skip
@@ -345,10 +346,10 @@ def _large_latency(
     ev.indexer.run_until_idle()
     note(f"indexed the large project in {time.perf_counter() - started:.1f}s")
     texts = [q.text for q in rng.sample(labelled.queries, args.latency_queries + 5)]
-    _timed(ev.services.searches, "large", texts[-5:], "hybrid")  # load the project's matrix
+    _timed(ev.searches, "large", texts[-5:], "hybrid")  # load the project's matrix
     texts = texts[: args.latency_queries]
-    hybrid_ms = _timed(ev.services.searches, "large", texts, "hybrid")
-    lexical_ms = _timed(ev.services.searches, "large", texts, "lexical")
+    hybrid_ms = _timed(ev.searches, "large", texts, "hybrid")
+    lexical_ms = _timed(ev.searches, "large", texts, "lexical")
     return hybrid_ms, lexical_ms, texts
 
 

@@ -24,7 +24,6 @@ from typing import Any
 
 from aidememo.domain.model import Membership, MemberStatus, Project, Role
 from aidememo.http import admin_handlers as core
-from aidememo.http.admin_routes import ADMIN_DELETE_TENANT
 from aidememo.http.app import json_response
 from aidememo.http.render import json_bytes
 from aidememo.http.types import Request, Response
@@ -150,10 +149,10 @@ async def delete_tenant(objs: Objects, request: Request, params: dict[str, str])
 # which keep their projects' vectors in Vectorize, are told afterwards.
 
 
-def doomed_projects(store: Any, env: Any, route: Any, params: dict[str, str]) -> list[str]:
+def doomed_projects(store: Any, env: Any, params: dict[str, str]) -> list[str]:
     """The projects a tenant deletion is about to remove, when their objects index them."""
     tenant_id = params.get("tenant_id")
-    if route is not ADMIN_DELETE_TENANT or not tenant_id or vectors.bindings(env) is None:
+    if not tenant_id or vectors.bindings(env) is None:
         return []
     return [p.project_id for p in store.read(lambda tx: tx.list_projects(tenant_id))]
 

@@ -16,36 +16,41 @@ edge's own. For every request, in this order:
 3. stage two's `ReadBody`: the body read here, counted against the route's limit (413 as
    soon as it passes it). The streamed import is not read here: `worker.transfer` reads it
    as it arrives and counts it the same way (SPEC.md ARC-7);
-4. public routes are answered by their own handlers, over a store that holds nothing and
-   reports `mode: "edge"` and this code's schema version (so `/ready` is always `ok`: the
-   Worker has no store and no disk of its own, SPEC.md READY-3); the console's files and its
-   sign-out are public routes too, and its sign-in (no project in its path) is answered here
-   with the `CONSOLE_SESSION_KEY` secret (SPEC.md CONSOLE-2);
-5. project routes and `POST /v1/commands` (its project found by a scan of the body's
-   top-level `project_id`, `handlers.command_project_id`, not by decoding it) go to the
-   project's `ProjectCoordinator`, named from the caller's tenant and the project, by the
-   RPC method `handle(text)`: one JSON text of the request (the route's name and parameters,
-   the content type, the body as text) and the identity the Worker authenticated, never
-   client headers (`durable_objects.rpc.request_text`); the object runs the rest
-   (`HttpApp.serve`: the full decode, the parameters, the membership on every request, so
-   suspensions and role changes apply at once).
-   The one exception is the live change feed's WebSocket upgrade (`GET .../changes/live` with
-   `Upgrade: websocket`), which RPC cannot carry: it is forwarded with `stub.fetch(request)`,
+4. what answers the request is chosen by what its route declares, never by which route it
+   is (SPEC.md EDGE-7). A public route (`auth`) is answered by its own handler, over a store
+   that holds nothing and reports `mode: "edge"` and this code's schema version (so `/ready`
+   is always `ok`: the Worker has no store and no disk of its own, SPEC.md READY-3); the
+   console's files and its sign-out are public routes too. A route with an `edge_handler` is
+   answered by the Worker's handler of that key (`OWN_HANDLERS`): the console's sign-in (no
+   project in its path; the `CONSOLE_SESSION_KEY` secret, SPEC.md CONSOLE-2), the admin
+   routes, orchestrated across the objects (`worker.admin`, `worker.transfer`), and the
+   artifact body routes, whose bodies move between the client and R2 here
+   (`worker.artifacts`, ART-10);
+5. every other route goes to its project's `ProjectCoordinator` (a route with
+   `project_in_body`, `POST /v1/commands`, names it in the body's top-level `project_id`,
+   found by a scan, `handlers.command_project_id`, not by decoding it), named from the
+   caller's tenant and the project, by the RPC method `handle(text)`: one JSON text of the
+   request (the route's name and parameters, the content type, the body as text) and the
+   identity the Worker authenticated, never client headers
+   (`durable_objects.rpc.request_text`); the object runs the rest (`HttpApp.serve`: the full
+   decode, the parameters, the membership on every request, so suspensions and role changes
+   apply at once). The one exception is a WebSocket upgrade (the live change feed's
+   `GET .../changes/live` with `Upgrade: websocket`, the one `upgrade` route), which RPC
+   cannot carry: it is forwarded with `stub.fetch(request)`,
    the client's credentials and any `x-aidememo-*` header it sent deleted and the identity
    the Worker authenticated set in `x-aidememo-tenant` / `x-aidememo-actor`, with the digest
    of the token it used in `x-aidememo-token-sha256` (so a revocation closes the feed); the
    object's answer (the HTTP error of `/changes`, or 101 with the WebSocket) is returned as
    it is.
-Admin routes are orchestrated across the objects by `worker.admin` and `worker.transfer`.
 
 With `STORAGE_MODE=postgres` (`durable_objects.pg_connection`) every record lives in one
 PostgreSQL database reached through the Hyperdrive binding: `Authenticate` looks the digest
 up there (same 30 s cache), the admin routes run the origin's own handlers on that database
-(the token directory and tenant registry objects are not used; the import body is read whole
-first), and the project object runs the contract on the same database. The Worker's
-connection is opened only when a request needs it (a cache miss or an admin route) and closed
-when the request ends; its schema is checked once per isolate, and the edge never migrates
-(`aidememo admin migrate` does).
+(`POSTGRES_HANDLERS`: the token directory and tenant registry objects are not used; the
+import's lines go into the database's staged import as they arrive), and the project object
+runs the contract on the same database. The Worker's connection is opened only when a request
+needs it (a cache miss or an admin route) and closed when the request ends; its schema is
+checked once per isolate, and the edge never migrates (`aidememo admin migrate` does).
 
 The Durable Object classes are imported here so the runtime registers them with this module.
 """
@@ -54,7 +59,8 @@ from __future__ import annotations
 
 import inspect
 import logging
-from dataclasses import replace
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, ClassVar
 from urllib.parse import unquote, urlsplit
@@ -68,20 +74,10 @@ from aidememo.domain.ids import validate_id
 from aidememo.domain.limits import HANDOFF_LEASE_MS_DEFAULT
 from aidememo.http import admin_handlers as core_admin
 from aidememo.http import member_handlers as handlers
-from aidememo.http.admin_routes import (
-    ADMIN_BOOTSTRAP,
-    ADMIN_DELETE_TENANT,
-    ADMIN_EXPORT,
-    ADMIN_IMPORT,
-    ADMIN_MEMBERS,
-    ADMIN_REVOKE_TOKEN,
-)
 from aidememo.http.app import Services, error_response
 from aidememo.http.body import EMPTY, Body, declared_length, read_async, too_large
-from aidememo.http.console_routes import CONSOLE_SIGN_IN
 from aidememo.http.pipeline import admit, drive_async
-from aidememo.http.routes import COMMAND, Auth, Route
-from aidememo.http.types import Request
+from aidememo.http.types import Auth, EdgeHandler, Request, Route
 from aidememo.http.types import Response as CoreResponse
 from aidememo.ports import Clock, Ids
 from aidememo.service.access import Caller
@@ -132,8 +128,8 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
     token_cache: TokenCache = TokenCache()
     # PostgreSQL mode: whether this isolate has seen the database's schema match this code's.
     pg_schema_checked: bool = False
-    # The public routes' services per mode (False: SQLite, True: PostgreSQL), made once.
-    public_services: ClassVar[dict[bool, Services]] = {}
+    # The public routes' services per storage mode (True: PostgreSQL) and console key.
+    public_services: ClassVar[dict[tuple[bool, bytes | None], Services]] = {}
     # The configured admin token digest, parsed once per isolate: (the secret, its digest).
     admin_digest: tuple[Any, bytes | None] | None = None
     # The console's cookie key, read once per isolate: (the env it was read from, its key).
@@ -192,18 +188,16 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         if admission.body is not None:
             core = replace(core, body=Body.of(admission.body))
         if route.auth is Auth.PUBLIC:
-            return route.handler(self._public(self._postgres_mode()), core, params, None)
-        if route is CONSOLE_SIGN_IN:  # no project: the Worker mints the cookie (CONSOLE-2)
-            services = self._public(self._postgres_mode())
-            services.console_key = self._console_key()
-            return route.handler(services, core, params, admission.caller)
-        if route.auth is Auth.ADMIN:
+            return route.handler(self._public(), core, params, None)
+        if route.edge_handler is not None:  # the Worker's own handler of the route (EDGE-7)
+            own = _Own(objs, route, core, params, admission.caller, request)
+            handler = OWN_HANDLERS[route.edge_handler]
             if self._postgres_mode():
-                return await self._admin_postgres(route, core, params, request)
-            return await self._admin(objs, route, core, params, request)
+                handler = POSTGRES_HANDLERS.get(route.edge_handler, handler)
+            return await handler(self, own)
         caller = admission.caller
         assert caller is not None  # stage one authenticated the member
-        if route is COMMAND:
+        if route.project_in_body:
             project_id = handlers.command_project_id(core, admission.body or b"")
         else:
             project_id = validate_id(params["project_id"], "project_id")
@@ -214,12 +208,6 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
                 headers=forwarded_headers(headers, caller, admission.digest),
             )
             return await objs.project(caller.tenant_id, project_id).fetch(forwarded)
-        if route.catalog and artifacts.body_route(route):  # bodies go to and from R2 (ART-10)
-            stub = objs.project(caller.tenant_id, project_id)
-            body, status, out = await artifacts.serve(
-                route, core, params, caller, stub, self.env, request
-            )
-            return Response(body, status=status, headers=out)
         # The JS stub itself: a text argument and a text answer need no SDK conversion.
         stub = objs.project_js(caller.tenant_id, project_id)
         answer = await stub.handle(request_text(core, admission, caller))
@@ -279,15 +267,22 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         cls.console_key = (self.env, key)
         return key
 
-    def _public(self, postgres: bool) -> Services:
-        """What the public routes' handlers read at the edge: a store that holds nothing and
-        reports the edge's mode and this code's schema version for the storage mode."""
-        services = self.public_services.get(postgres)
+    def _public(self) -> Services:
+        """What the Worker's handlers of public routes and of the console's sign-in read: a
+        store that holds nothing and reports the edge's mode and this code's schema version
+        for the storage mode, and the console's cookie key. Built once per storage mode and
+        key, with everything in it (nothing writes into it afterwards, EDGE-8)."""
+        key = (self._postgres_mode(), self._console_key())
+        services = self.public_services.get(key)
         if services is None:
-            version = PG_SCHEMA_VERSION if postgres else SCHEMA_VERSION
+            version = PG_SCHEMA_VERSION if key[0] else SCHEMA_VERSION
             store = _EdgeStatus(version)
-            services = Services(store, self.clock, self.ids, HANDOFF_LEASE_MS_DEFAULT)
-            self.public_services[postgres] = services
+            services = Services(
+                store, self.clock, self.ids, HANDOFF_LEASE_MS_DEFAULT, console_key=key[1]
+            )
+            if len(self.public_services) >= 4:  # a secret changed: forget the older ones
+                self.public_services.clear()
+            self.public_services[key] = services
         return services
 
     def _postgres(self) -> PostgresStore:
@@ -298,25 +293,6 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
             self._pg = pg_connection.open_store(self.env, check_schema=not cls.pg_schema_checked)
             cls.pg_schema_checked = True
         return self._pg
-
-    async def _admin_postgres(
-        self, route: Route, core: Request, params: dict[str, str], raw: Any
-    ) -> CoreResponse:
-        """An admin route in PostgreSQL mode: the origin's own handler on the shared database
-        (one transaction where the origin has one; nothing to orchestrate across objects).
-        The streamed import pushes its lines into the database's staged import as they
-        arrive (`worker.transfer.import_postgres`, ARC-9)."""
-        services = Services(self._postgres(), self.clock, self.ids, lease_ms(self.env))
-        if route is ADMIN_IMPORT:
-            response = await transfer.import_postgres(services.archive, raw, core, route.max_body)
-            await admin.after_postgres_import(Objects(self.env), response)  # SEM-11
-            return response
-        doomed = admin.doomed_projects(services.store, self.env, route, params)
-        response = route.handler(services, core, params, None)
-        await admin.after_postgres_deletion(Objects(self.env), doomed, response)  # SEM-11
-        if route is ADMIN_REVOKE_TOKEN and response.status == 200:
-            self.token_cache.evict(core_admin.revoke_request(core))
-        return response
 
     async def _limit(self, digest: bytes) -> None:
         """The rate-limit binding, keyed by the token digest (never the token itself).
@@ -334,25 +310,9 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
                 ErrorCode.RATE_LIMITED, f"too many requests; retry in {RATE_LIMIT_PERIOD_S} s"
             )
 
-    async def _admin(
-        self, objs: Objects, route: Route, core: Request, params: dict[str, str], raw: Any
-    ) -> Any:
-        """An admin route orchestrated across the objects (`worker.admin`, `worker.transfer`);
-        `raw` is the SDK request, whose body the import streams. The one place the Worker
-        tells admin routes apart, by identity."""
-        if route is ADMIN_BOOTSTRAP:
-            return await admin.bootstrap(objs, core)
-        if route is ADMIN_MEMBERS:
-            return await admin.members(objs, core)
-        if route is ADMIN_REVOKE_TOKEN:
-            return await admin.revoke(objs, core, self.token_cache)
-        if route is ADMIN_EXPORT:
-            return await transfer.export(objs, self.ctx, core, params, self.clock)
-        if route is ADMIN_IMPORT:
-            return await transfer.import_(objs, raw, core, route.max_body, self.ids)
-        if route is ADMIN_DELETE_TENANT:
-            return await admin.delete_tenant(objs, core, params)
-        raise fail(ErrorCode.ROUTE_NOT_FOUND, "no such route")
+    def _postgres_services(self) -> Services:
+        """This request's services over its PostgreSQL store, built for it alone."""
+        return Services(self._postgres(), self.clock, self.ids, lease_ms(self.env))
 
 
 # workerd calls `fetch` through Pyodide's `relaxed_call`, which reads the method's
@@ -360,6 +320,94 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
 # request has its own instance); a signature stored on the function is read instead of being
 # worked out again from the code object.
 Default.fetch.__signature__ = inspect.signature(Default.fetch)  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, slots=True)
+class _Own:
+    """A request the Worker answers with its own handler (`Route.edge_handler`, EDGE-7)."""
+
+    objs: Objects
+    route: Route
+    core: Request
+    params: dict[str, str]
+    caller: Caller | None  # None on an admin route
+    raw: Any  # the SDK request, whose body an import or an upload streams
+
+
+async def _sign_in(w: Default, c: _Own) -> CoreResponse:
+    """No project: the Worker mints the console's cookie itself (CONSOLE-2)."""
+    return c.route.handler(w._public(), c.core, c.params, c.caller)
+
+
+async def _artifact_body(w: Default, c: _Own) -> Any:
+    """An artifact body moved between the client and R2 here (ART-10, GRANT-5)."""
+    assert c.caller is not None  # stage one authenticated the member
+    body, status, out = await artifacts.serve(
+        c.route, c.core, c.params, c.caller, c.objs, w.env, c.raw
+    )
+    return Response(body, status=status, headers=out)
+
+
+async def _postgres_import(w: Default, c: _Own) -> CoreResponse:
+    """The streamed import pushes its lines into the database's staged import as they arrive
+    (`worker.transfer.import_postgres`, ARC-9); the objects index it anew (SEM-11)."""
+    archive = w._postgres_services().archive
+    response = await transfer.import_postgres(archive, c.raw, c.core, c.route.max_body)
+    await admin.after_postgres_import(c.objs, response)
+    return response
+
+
+async def _postgres_revoke(w: Default, c: _Own) -> CoreResponse:
+    """The origin's revocation on the database, then this isolate's cache (EDGE-3)."""
+    response = c.route.handler(w._postgres_services(), c.core, c.params, None)
+    if response.status == 200:
+        w.token_cache.evict(core_admin.revoke_request(c.core))
+    return response
+
+
+async def _postgres_delete_tenant(w: Default, c: _Own) -> CoreResponse:
+    """The origin's deletion on the database; the deleted projects' objects then clear their
+    vectors (SEM-11)."""
+    services = w._postgres_services()
+    doomed = admin.doomed_projects(services.store, w.env, c.params)
+    response = c.route.handler(services, c.core, c.params, None)
+    await admin.after_postgres_deletion(c.objs, doomed, response)
+    return response
+
+
+async def _postgres_core(w: Default, c: _Own) -> CoreResponse:
+    """The origin's own handler on the shared database, in one transaction where the origin
+    has one: nothing to orchestrate across objects."""
+    return c.route.handler(w._postgres_services(), c.core, c.params, None)
+
+
+OwnHandler = Callable[["Default", _Own], Awaitable[Any]]
+
+# The Worker's own handler of each `Route.edge_handler`: admin routes orchestrated across the
+# objects (`worker.admin`, `worker.transfer`), the console's sign-in, artifact bodies to R2.
+OWN_HANDLERS: dict[EdgeHandler, OwnHandler] = {
+    EdgeHandler.SIGN_IN: _sign_in,
+    EdgeHandler.BOOTSTRAP: lambda w, c: admin.bootstrap(c.objs, c.core),
+    EdgeHandler.MEMBERS: lambda w, c: admin.members(c.objs, c.core),
+    EdgeHandler.REVOKE_TOKEN: lambda w, c: admin.revoke(c.objs, c.core, w.token_cache),
+    EdgeHandler.EXPORT: lambda w, c: transfer.export(c.objs, w.ctx, c.core, c.params, w.clock),
+    EdgeHandler.IMPORT: lambda w, c: transfer.import_(
+        c.objs, c.raw, c.core, c.route.max_body, w.ids
+    ),
+    EdgeHandler.DELETE_TENANT: lambda w, c: admin.delete_tenant(c.objs, c.core, c.params),
+    **dict.fromkeys(artifacts.BINDING_STEPS, _artifact_body),
+}
+
+# In PostgreSQL mode the admin routes run the origin's handlers on the shared database (the
+# token directory and tenant registry objects are not used); other keys are `OWN_HANDLERS`'.
+POSTGRES_HANDLERS: dict[EdgeHandler, OwnHandler] = {
+    EdgeHandler.BOOTSTRAP: _postgres_core,
+    EdgeHandler.MEMBERS: _postgres_core,
+    EdgeHandler.REVOKE_TOKEN: _postgres_revoke,
+    EdgeHandler.EXPORT: _postgres_core,
+    EdgeHandler.IMPORT: _postgres_import,
+    EdgeHandler.DELETE_TENANT: _postgres_delete_tenant,
+}
 
 
 async def _read_body(request: Any, declared: int | None, limit: int) -> bytes:

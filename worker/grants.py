@@ -12,35 +12,40 @@ go through R2's S3 API exactly as the origin's S3 bodies go through boto3:
   (`download_window`, GRANT-4), the Worker HEADs the object for its size and ETag and signs the
   `GET` bound to that ETag;
 - the download route streams a signed `GET` of the generation.
-Without the configuration `serve_granted` answers None and `worker.artifacts` serves bodies
-through the `ARTIFACTS` binding (the download-grants route is then 409, as at an origin with
-local bodies).
+`GRANT_STEPS` holds each body route's step, by its `edge_handler`. Without the configuration
+`worker.artifacts` serves bodies through the `ARTIFACTS` binding (the grant routes are then
+409, as at an origin with local bodies).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from aidememo.bodies.r2_grants import R2Grants, from_env
+from aidememo.bodies.r2_grants import R2Grants
 from aidememo.domain.artifacts import Publication
 from aidememo.domain.canonical import decode_json
 from aidememo.domain.errors import ErrorCode, fail
-from aidememo.http.artifact_routes import (
-    DOWNLOAD,
-    DOWNLOAD_GRANT,
-    PUBLISH,
-    UPLOAD,
-    UPLOAD_GRANT,
-)
 from aidememo.http.render import json_bytes
-from aidememo.http.routing import Route
-from aidememo.http.types import Request
+from aidememo.http.types import EdgeHandler, Request
 from aidememo.service.artifact_grants import download_answer
 from durable_objects import r2_s3
 
 Phase = Callable[[str, dict[str, Any]], Awaitable[Any]]
+Answer = tuple[Any, int, dict[str, str]]  # (body, status, headers); the body may be a stream
+
+
+@dataclass(frozen=True, slots=True)
+class BodyCall:
+    """One request of an artifact body route at the edge: what each of its steps reads."""
+
+    core: Request
+    params: dict[str, str]
+    phase: Phase  # one catalog step in the project object (`artifact_phase`)
+    env: Any
+    request: Any  # the SDK request, whose body an upload streams into R2
 
 
 def json_answer(value: Any, replayed: bool = False) -> tuple[bytes, int, dict[str, str]]:
@@ -58,45 +63,60 @@ def _fields(core: Request, allowed: set[str]) -> dict[str, Any]:
     return body
 
 
-async def serve_granted(
-    route: Route, core: Request, params: dict[str, str], phase: Phase, env: Any
-) -> tuple[Any, int, dict[str, str]] | None:
-    """Answer a body route through R2's S3 API, or None when the edge has no grants."""
-    grants = from_env(env)
-    if grants is None:
-        if route is UPLOAD_GRANT or route is DOWNLOAD_GRANT:
-            raise fail(
-                ErrorCode.ARTIFACT_TRANSFER_MODE_MISMATCH,
-                "this server takes and serves bodies through the direct routes, not grants",
-            )
-        return None
-    if route is UPLOAD_GRANT:  # signed by the object, which checks the reservation
-        return json_answer(
-            await phase("upload_grant", {"reservation_id": params["reservation_id"]})
-        )
-    if route is UPLOAD:
-        raise fail(
-            ErrorCode.ARTIFACT_TRANSFER_MODE_MISMATCH,
-            "this server's bodies are uploaded through upload grants, not this route",
-        )
-    if route is PUBLISH:
-        return await _publish(grants, core, params, phase)
-    body = _fields(core, {"revision"})
-    if route is DOWNLOAD_GRANT:
-        args = {"artifact_id": params["artifact_id"], "revision": body.get("revision")}
-        window = await phase("download_window", args)
-        pub = Publication(**window["publication"])
-        info = await r2_s3.stat(grants, pub.generation)
-        answer = download_answer(grants, pub, info, int(window["expires_s"]), int(window["now_ms"]))
-        return json_answer(answer)
-    if route is not DOWNLOAD:
-        raise fail(ErrorCode.INVALID_COMMAND, f"no body route {route.name!r}")
-    args = {"artifact_id": params["artifact_id"], "revision": body.get("revision")}
-    meta = await phase("download_meta", args)
+async def _upload_grant(call: BodyCall, grants: R2Grants) -> Answer:
+    """An upload grant, signed by the object, which checks the reservation (GRANT-3)."""
+    return json_answer(
+        await call.phase("upload_grant", {"reservation_id": call.params["reservation_id"]})
+    )
+
+
+async def _direct_upload(call: BodyCall, grants: R2Grants) -> Answer:
+    """The direct upload route, refused before its body is read (OBJ-3)."""
+    raise fail(
+        ErrorCode.ARTIFACT_TRANSFER_MODE_MISMATCH,
+        "this server's bodies are uploaded through upload grants, not this route",
+    )
+
+
+async def _publish(call: BodyCall, grants: R2Grants) -> Answer:
+    """Publish on a signed `HEAD` of the stored body (ART-4)."""
+    command_id = _fields(call.core, {"command_id"}).get("command_id")
+    observe = partial(r2_s3.observe, grants)
+    return await publish(call.params["reservation_id"], command_id, call.phase, observe)
+
+
+async def _download_grant(call: BodyCall, grants: R2Grants) -> Answer:
+    """A signed `GET` bound to the stored object's ETag, for the object's window (GRANT-4)."""
+    body = _fields(call.core, {"revision"})
+    args = {"artifact_id": call.params["artifact_id"], "revision": body.get("revision")}
+    window = await call.phase("download_window", args)
+    pub = Publication(**window["publication"])
+    info = await r2_s3.stat(grants, pub.generation)
+    answer = download_answer(grants, pub, info, int(window["expires_s"]), int(window["now_ms"]))
+    return json_answer(answer)
+
+
+async def _download(call: BodyCall, grants: R2Grants) -> Answer:
+    """The body streamed from a signed `GET` of the revision's generation."""
+    body = _fields(call.core, {"revision"})
+    args = {"artifact_id": call.params["artifact_id"], "revision": body.get("revision")}
+    meta = await call.phase("download_meta", args)
     got = await r2_s3.open_body(grants, str(meta["generation"]))
     if got is None or int(got.headers.get("content-length") or -1) != int(meta["size_bytes"]):
         raise fail(ErrorCode.ARTIFACT_NOT_FOUND, "this revision's body is gone")
     return got.body, 200, download_headers(meta)
+
+
+GrantStep = Callable[[BodyCall, R2Grants], Awaitable[Answer]]
+
+# Each body route's step through R2's S3 API, by the route's `edge_handler`.
+GRANT_STEPS: dict[EdgeHandler, GrantStep] = {
+    EdgeHandler.BODY_UPLOAD: _direct_upload,
+    EdgeHandler.BODY_PUBLISH: _publish,
+    EdgeHandler.BODY_DOWNLOAD: _download,
+    EdgeHandler.UPLOAD_GRANT: _upload_grant,
+    EdgeHandler.DOWNLOAD_GRANT: _download_grant,
+}
 
 
 def download_headers(meta: dict[str, Any]) -> dict[str, str]:
@@ -107,14 +127,6 @@ def download_headers(meta: dict[str, Any]) -> dict[str, str]:
         "x-aidememo-content-type": str(meta["content_type"]),
         "x-aidememo-artifact-sha256": str(meta["sha256"]),
     }
-
-
-async def _publish(
-    grants: R2Grants, core: Request, params: dict[str, str], phase: Phase
-) -> tuple[Any, int, dict[str, str]]:
-    command_id = _fields(core, {"command_id"}).get("command_id")
-    observe = partial(r2_s3.observe, grants)
-    return await publish(params["reservation_id"], command_id, phase, observe)
 
 
 async def publish(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aidememo.domain.errors import ErrorCode
 from aidememo.domain.limits import MAX_ARCHIVE_BYTES
 from aidememo.http import admin_handlers as h
-from aidememo.http.types import NDJSON, Auth, Route
+from aidememo.http.types import NDJSON, Auth, EdgeHandler, Route
 
 E = ErrorCode
 
@@ -19,6 +19,7 @@ ADMIN_BOOTSTRAP = Route(
     body="AdminBootstrap",
     answer="Identity",
     errors=(E.IDENTITY_MISMATCH,),
+    edge_handler=EdgeHandler.BOOTSTRAP,
 )
 ADMIN_MEMBERS = Route(
     "admin_members",
@@ -30,6 +31,7 @@ ADMIN_MEMBERS = Route(
     body="AdminMember",
     answer="AdminMembership",
     errors=(E.RESOURCE_NOT_FOUND,),
+    edge_handler=EdgeHandler.MEMBERS,
 )
 ADMIN_REVOKE_TOKEN = Route(
     "admin_revoke_token",
@@ -41,6 +43,7 @@ ADMIN_REVOKE_TOKEN = Route(
     body="AdminRevoke",
     answer="AdminRevoked",
     errors=(E.RESOURCE_NOT_FOUND,),
+    edge_handler=EdgeHandler.REVOKE_TOKEN,
 )
 ADMIN_EXPORT = Route(
     "admin_export",
@@ -53,6 +56,7 @@ ADMIN_EXPORT = Route(
     answer_media=NDJSON,
     query=h.EXPORT_QUERY,
     errors=(E.RESOURCE_NOT_FOUND, E.ARTIFACT_NOT_FOUND, E.ARTIFACT_STORE_UNAVAILABLE),
+    edge_handler=EdgeHandler.EXPORT,
 )
 ADMIN_IMPORT = Route(
     "admin_import",
@@ -67,6 +71,7 @@ ADMIN_IMPORT = Route(
     streamed=True,
     answer="AdminImported",
     errors=(E.IDENTITY_MISMATCH, E.RESOURCE_ALREADY_EXISTS),
+    edge_handler=EdgeHandler.IMPORT,
 )
 ADMIN_DELETE_TENANT = Route(
     "admin_delete_tenant",
@@ -78,6 +83,7 @@ ADMIN_DELETE_TENANT = Route(
     answer="AdminDeleted",
     query=h.DELETE_QUERY,
     errors=(E.RESOURCE_NOT_FOUND,),
+    edge_handler=EdgeHandler.DELETE_TENANT,
 )
 
 ADMIN_ROUTES: tuple[Route, ...] = (

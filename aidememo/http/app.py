@@ -28,10 +28,11 @@ from aidememo.domain.errors import STORAGE_RETRY_AFTER_S, AidememoError, ErrorCo
 from aidememo.domain.limits import HANDOFF_LEASE_MS_DEFAULT
 from aidememo.http.pipeline import Admission, admit, drive
 from aidememo.http.render import json_bytes
-from aidememo.http.services import Services
+from aidememo.http.services import SemanticStatus, Services
 from aidememo.http.types import Request, Response
 from aidememo.ports import CAP_WRITE_BATCH, BodyStore, Clock, Ids, Store, VectorSearch, WriteBatches
 from aidememo.service.access import Caller
+from aidememo.service.search_modes import WAIT_S
 
 __all__ = ["HttpApp", "RetryLater", "Services", "error_response", "json_response"]
 
@@ -83,6 +84,8 @@ class HttpApp:
         rate_limit: Callable[[bytes], None] | None = None,
         console_key: bytes | None = None,
         semantic: VectorSearch | None = None,
+        semantic_status: SemanticStatus | None = None,
+        search_wait_s: float = WAIT_S,
     ) -> None:
         self.store = store
         self._rate_limit = rate_limit
@@ -94,11 +97,14 @@ class HttpApp:
             mcp_allowed_origins,
             bodies,
             semantic,
+            # The console's cookie key (CONSOLE-2): given by `aidememo serve` (one per server,
+            # shared by its workers), else a fresh one, so a cookie never outlives the process
+            # that made it.
+            console_key=console_key or secrets.token_bytes(32),
+            semantic_status=semantic_status,  # SEM-7
+            search_wait_s=search_wait_s,  # SEM-5
         )
         self._admin_digest = admin_token_sha256
-        # The console's cookie key (CONSOLE-2): given by `aidememo serve` (one per server, shared
-        # by its workers), else a fresh one, so a cookie never outlives the process that made it.
-        self.services.console_key = console_key or secrets.token_bytes(32)
 
     def authenticate(self, digest: bytes) -> Caller:
         """The caller a bearer token digest names, or `authentication_failed` (AUTH-2)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from aidememo.domain.artifacts import MAX_DIRECT_BODY_BYTES
 from aidememo.domain.errors import ErrorCode
 from aidememo.http import artifact_handlers as h
-from aidememo.http.types import Route
+from aidememo.http.types import EdgeHandler, Route
 
 E = ErrorCode
 P = "/v1/projects/{project_id}"
@@ -33,6 +33,7 @@ UPLOAD = Route(
         E.ARTIFACT_TRANSFER_MODE_MISMATCH,
     ),
     catalog=True,  # ART-7
+    edge_handler=EdgeHandler.BODY_UPLOAD,
 )
 DOWNLOAD = Route(
     "artifact_download",
@@ -46,6 +47,7 @@ DOWNLOAD = Route(
     errors=(E.ARTIFACT_NOT_FOUND, E.ARTIFACT_STORE_UNAVAILABLE),
     console_read=True,  # a read: the console downloads with its session (CONSOLE-3)
     catalog=True,  # ART-7
+    edge_handler=EdgeHandler.BODY_DOWNLOAD,
 )
 
 PUBLISH = Route(
@@ -64,6 +66,7 @@ PUBLISH = Route(
         E.ARTIFACT_STORE_UNAVAILABLE,
     ),
     catalog=True,  # ART-7
+    edge_handler=EdgeHandler.BODY_PUBLISH,
 )
 
 UPLOAD_GRANT = Route(
@@ -82,6 +85,7 @@ UPLOAD_GRANT = Route(
         E.ARTIFACT_STORE_UNAVAILABLE,
     ),
     catalog=True,  # ART-7
+    edge_handler=EdgeHandler.UPLOAD_GRANT,
 )
 DOWNLOAD_GRANT = Route(
     "artifact_download_grant",
@@ -97,6 +101,7 @@ DOWNLOAD_GRANT = Route(
         E.ARTIFACT_STORE_UNAVAILABLE,
     ),
     catalog=True,  # ART-7
+    edge_handler=EdgeHandler.DOWNLOAD_GRANT,
 )
 GRANT_ROUTES: tuple[Route, ...] = (UPLOAD_GRANT, DOWNLOAD_GRANT)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from aidememo.domain.errors import ErrorCode
 from aidememo.http import console_handlers as h
-from aidememo.http.types import Auth, Route
+from aidememo.http.types import Auth, EdgeHandler, Route
 
 CONSOLE_PAGE = Route(
     "console_page",
@@ -35,6 +35,7 @@ CONSOLE_SIGN_IN = Route(
     "Console sign-in: the bearer token becomes an HttpOnly session cookie (CONSOLE-2)",
     answer="ConsoleSession",
     errors=(ErrorCode.ORIGIN_NOT_ALLOWED,),
+    edge_handler=EdgeHandler.SIGN_IN,
 )
 CONSOLE_SIGN_OUT = Route(
     "console_sign_out",

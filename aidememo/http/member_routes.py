@@ -46,6 +46,7 @@ COMMAND = Route(
     answer="Receipt",
     errors=(E.RESOURCE_NOT_FOUND, E.COMMAND_CONFLICT, E.STALE_REVISION, E.SECRET_REJECTED),
     batch=True,
+    project_in_body=True,
 )
 CHANGES_LIVE = Route(
     "changes_live",

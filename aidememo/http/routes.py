@@ -9,10 +9,9 @@ query parameters it declares once for both its handler and the OpenAPI document)
 the table itself: `GET /openapi.json`. The pipeline (`aidememo.http.pipeline`), every front
 and the OpenAPI document read everything else from the entries.
 
-Fronts that treat one route specially (the live feed's upgrade, the streamed import, the
-edge's own admin orchestration) compare against the named entries (`COMMAND`,
-`CHANGES_LIVE`, and `ADMIN_*` from `aidememo.http.admin_routes`) by identity, and a route
-crosses the Worker-to-object RPC by its `name` (`route_named`).
+The edge chooses by what an entry declares (`auth`, `edge_handler`, `project_in_body`,
+`upgrade`, ...), never by which entry it is (EDGE-7); a route crosses the Worker-to-object RPC
+by its `name` (`route_named`).
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ from aidememo.http.query import no_params
 from aidememo.http.render import json_bytes
 from aidememo.http.routing import Router
 from aidememo.http.services import Services
-from aidememo.http.types import NDJSON, Auth, Match, Request, Response, Route
+from aidememo.http.types import NDJSON, Auth, EdgeHandler, Match, Request, Response, Route
 from aidememo.mcp.http import MCP
 from aidememo.service.access import Caller
 
@@ -42,6 +41,7 @@ __all__ = [
     "OPENAPI",
     "ROUTES",
     "Auth",
+    "EdgeHandler",
     "Match",
     "Route",
     "resolve",

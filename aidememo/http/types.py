@@ -2,10 +2,12 @@
 
 A `Route` is plain data plus its handler: method, path pattern, the callable that answers,
 who may call it (`Auth`), its request body (schema name, media type, byte limit, whether it
-is read as a stream) and what the OpenAPI document says of it (summary, answer schema, query
-parameters, domain errors). Routes compare by identity (`eq=False`); `name` is their stable id
-(the OpenAPI `operationId`, and what the edge Worker tells a project object it resolved). The
-table is `aidememo.http.routes.ROUTES`; the matcher `aidememo.http.routing.Router`.
+is read as a stream), what the OpenAPI document says of it (summary, answer schema, query
+parameters, domain errors) and what the edge does with it (`edge_handler`, `project_in_body`:
+the edge chooses by these, never by which route it is, EDGE-7). Routes compare by identity
+(`eq=False`); `name` is their stable id (the OpenAPI `operationId`, and what the edge Worker
+tells a project object it resolved). The table is `aidememo.http.routes.ROUTES`; the matcher
+`aidememo.http.routing.Router`.
 
 Path parameters match any non-empty segment; their grammar is checked later, in the 400
 stage, so the order of request checks stays the one SPEC.md HTTP-1 gives.
@@ -94,6 +96,25 @@ class Auth(StrEnum):
     ADMIN = "admin"  # the admin token (ADM-1); a member's token is `admin_required`
 
 
+class EdgeHandler(StrEnum):
+    """The edge Worker's own handler of a route it does not hand to a project object whole
+    (`Route.edge_handler`): it orchestrates the route across the objects, or moves an artifact
+    body between the client and R2 around the project object's catalog steps (EDGE-7)."""
+
+    SIGN_IN = "sign_in"  # the console's cookie, minted by the Worker (no project, CONSOLE-2)
+    BOOTSTRAP = "bootstrap"  # registry, token directory, project object (EDGE-5)
+    MEMBERS = "members"  # registry, then project object (EDGE-5)
+    REVOKE_TOKEN = "revoke_token"  # directory, registry, every project of the actor (EDGE-5)
+    EXPORT = "export"  # the projects' snapshots streamed out page by page (ARC-7)
+    IMPORT = "import"  # the stream staged page by page into the objects (ARC-7)
+    DELETE_TENANT = "delete_tenant"  # every object of the tenant emptied (EDGE-5)
+    BODY_UPLOAD = "body_upload"  # the request body streamed into R2 (ART-10)
+    BODY_PUBLISH = "body_publish"  # the stored body observed in R2 (ART-4)
+    BODY_DOWNLOAD = "body_download"  # the answer streamed from R2 (ART-10)
+    UPLOAD_GRANT = "upload_grant"  # a presigned upload into R2 (GRANT-3)
+    DOWNLOAD_GRANT = "download_grant"  # a presigned download from R2 (GRANT-4)
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Route:
     """One endpoint and everything the pipeline and the OpenAPI document need of it."""
@@ -126,6 +147,10 @@ class Route:
     inline_bodies: bool = False  # its handler reads and writes artifact bodies inline (ART-11)
     forwarded_headers: frozenset[str] = frozenset()  # headers its handler reads (MCP-4, MCP-7)
     semantic: bool = False  # may read the semantic index; takes `at_least_seq` (SEM-3, SEM-5)
+    # The edge Worker's own handler of it (EDGE-7); None: `handler` answers it, in the project
+    # object (a public route's in the Worker, over a store that holds nothing)
+    edge_handler: EdgeHandler | None = None
+    project_in_body: bool = False  # its project is the body's top-level `project_id` (EDGE-4)
     pattern: tuple[str, ...] = field(init=False)  # literal segments, or "{name}"
 
     def __post_init__(self) -> None:

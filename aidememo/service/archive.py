@@ -191,16 +191,16 @@ def identity_records(view: IdentityView) -> Iterator[dict[str, Any]]:
     yield from (token_record(b) for b in view.tokens)
 
 
+@dataclass(frozen=True, slots=True, eq=False)
 class Archive:
-    """Export, import and delete whole tenants or single projects."""
+    """Export, import and delete whole tenants or single projects; read-only once built."""
 
-    def __init__(self, store: Store, clock: Clock, ids: Ids) -> None:
-        self.store = store
-        self.clock = clock
-        self.ids = ids
-        self.bodies: BodyStore | None = None  # artifact bodies of exports and imports (ART-12)
-        # The serving body store's longest grant: deleted tenants' bodies outwait it (GRANT-7).
-        self.grant_window_ms = 0
+    store: Store
+    clock: Clock
+    ids: Ids
+    bodies: BodyStore | None = None  # artifact bodies of exports and imports (ART-12)
+    # The serving body store's longest grant: deleted tenants' bodies outwait it (GRANT-7).
+    grant_window_ms: int = 0
 
     # -- export ---------------------------------------------------------------------------
 

@@ -162,12 +162,16 @@ class Plan:
 
 
 class PlanWriter(Protocol):
-    """What an import writes through: `archive.Archive`."""
+    """What an import writes through: `archive.Archive` (read-only attributes)."""
 
-    store: Store
-    clock: Clock
-    ids: Ids
-    bodies: BodyStore | None
+    @property
+    def store(self) -> Store: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def ids(self) -> Ids: ...
+    @property
+    def bodies(self) -> BodyStore | None: ...
 
     def write_plan(
         self, tx: WriteTx, plan: Plan, epochs: dict[str, str], *, history: bool = True

@@ -71,10 +71,11 @@ class SearchAnswer:
         }
 
 
-@dataclass(eq=False)
+@dataclass(frozen=True, slots=True, eq=False)
 class Searches:
     """Search in the four modes over one store and, where one is configured, one
-    `VectorSearch` (None on the edge and without the `semantic` extra)."""
+    `VectorSearch` (None on the edge and without the `semantic` extra); read-only once built
+    (a benchmark tunes a copy made with `dataclasses.replace`)."""
 
     store: Store
     typed_reads: TypedReads

@@ -66,9 +66,10 @@ class Renamed:
 
 
 def _setup(store: Store, embedder: Embedder, facts: list[tuple[str, str]] = FACTS) -> Services:
-    services = Services(store, FixedClock(1_000), RandomIds(), 60_000, semantic=None)
-    services.searches.engine = MatrixSearch(embedder)
-    services.searches.wait_s = 0.2
+    services = Services(
+        store, FixedClock(1_000), RandomIds(), 60_000, semantic=MatrixSearch(embedder),
+        search_wait_s=0.2,
+    )  # fmt: skip
     services.identity.bootstrap(tenant_id=TENANT, project_id=PROJECT, actor_id=ACTOR)
     services.typed_writes.create_session(
         CALLER, PROJECT, CreateRequest("c-s", {"session_id": "s", "source_id": "src", "topic": "t"})
@@ -144,8 +145,9 @@ def test_sem2_a_model_change_rebuilds_and_never_mixes(backend: Backend, embedder
     rows = store.read(lambda tx: tx.semantic_vectors(scope, 0))
     assert sorted(r.fact_id for r in rows) == sorted(f for f, _ in FACTS)
     # a search pinned to the first model finds no index of its own: auto falls back, says why
-    services = Services(store, FixedClock(1_000), RandomIds(), 60_000)
-    services.searches.engine = MatrixSearch(embedder)
+    services = Services(
+        store, FixedClock(1_000), RandomIds(), 60_000, semantic=MatrixSearch(embedder)
+    )
     found = services.searches.search(
         CALLER, PROJECT, q="pool", source_id=None, limit=3, at_least_seq=None, mode="auto"
     )

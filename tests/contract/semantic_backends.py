@@ -42,9 +42,7 @@ def _origin(make_store: Callable[[Path], Any]) -> Callable[[Path, FixedClock], B
         from tests.contract.support import InProcessClient
 
         store = make_store(tmp)
-        app = _app(store, clock, MemoryBodies())
-        app.services.searches.engine = MatrixSearch(HashedEmbedder())
-        app.services.searches.wait_s = 0.1
+        app = _app(store, clock, MemoryBodies(), MatrixSearch(HashedEmbedder()), 0.1)
         backend = Backend(InProcessClient(app), app.services.identity, store.close)
         backend.admin_token = ADMIN_TOKEN
         backend.store = lambda: store

@@ -28,6 +28,7 @@ from aidememo.http.app import HttpApp
 from aidememo.http.routes import resolve
 from aidememo.http.types import Request
 from aidememo.service.identity import IdentityService
+from aidememo.service.search_modes import WAIT_S
 from aidememo.stores.in_memory import InMemoryStore
 from aidememo.stores.sqlite.store import SqliteStore
 from tests import pg
@@ -159,7 +160,13 @@ class Backend:
 BackendFactory = Callable[[Path, FixedClock], Backend]
 
 
-def _app(store: Any, clock: FixedClock, bodies: Any = None) -> HttpApp:
+def _app(
+    store: Any,
+    clock: FixedClock,
+    bodies: Any = None,
+    semantic: Any = None,
+    search_wait_s: float = WAIT_S,
+) -> HttpApp:
     # Artifact bodies (ART-*): local files where the backend has a directory, else in memory.
     return HttpApp(
         store,
@@ -168,6 +175,8 @@ def _app(store: Any, clock: FixedClock, bodies: Any = None) -> HttpApp:
         admin_token_sha256=ADMIN_TOKEN_SHA256,
         mcp_allowed_origins=frozenset({MCP_ORIGIN}),
         bodies=MemoryBodies() if bodies is None else bodies,
+        semantic=semantic,
+        search_wait_s=search_wait_s,
     )
 
 

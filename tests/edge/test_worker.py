@@ -372,3 +372,17 @@ def test_edge5_half_done_tenant_deletion_is_completed_by_a_retry(edge: Edge) -> 
     assert (removed["tenants"], removed["projects"], removed["actors"]) == (1, 2, 2)
     assert (removed["token_bindings"], removed["changes"], removed["resources"]) == (2, 0, 0)
     assert edge.runtime.admin("DELETE", path)[0] == 404
+
+
+def test_edge7_every_edge_handler_key_has_its_handler_in_each_mode(edge: Edge) -> None:
+    from aidememo.http.routes import ROUTES
+    from aidememo.http.types import Auth, EdgeHandler
+    from worker.artifacts import BINDING_STEPS
+    from worker.entry import OWN_HANDLERS, POSTGRES_HANDLERS
+    from worker.grants import GRANT_STEPS
+
+    declared = [r.edge_handler for r in ROUTES if r.edge_handler is not None]
+    assert sorted(declared) == sorted(EdgeHandler)  # each key names one route's handler
+    assert set(OWN_HANDLERS) == set(EdgeHandler)
+    assert set(POSTGRES_HANDLERS) == {r.edge_handler for r in ROUTES if r.auth is Auth.ADMIN}
+    assert set(BINDING_STEPS) == set(GRANT_STEPS) <= set(OWN_HANDLERS)

@@ -85,20 +85,18 @@ def _refused(what: str, error: AidememoError) -> CliError:
 def _archive(store: Store, ns: argparse.Namespace | None = None) -> Archive:
     """The archive service; with `ns`, its artifact bodies under `--artifact-root` (the
     SQLite default, none for PostgreSQL without the flag), ART-12."""
-    archive = Archive(store, SystemClock(), RandomIds())
+    bodies: BodyStore | None = None
     if ns is not None and hasattr(ns, "artifact_root"):
         from aidememo.cli.admin.artifact_root import artifact_root, open_bodies
         from origin.serve_command import open_s3_bodies, s3_settings
 
         s3 = s3_settings(ns)
         if s3 is not None:  # OBJ-2: bodies in an S3 bucket
-            archive.bodies = open_s3_bodies(s3)
-            return archive
-
-        root = artifact_root(_database(ns, create=False), ns.artifact_root, required=False)
-        if root is not None:
-            archive.bodies = open_bodies(root)
-    return archive
+            bodies = open_s3_bodies(s3)
+        else:
+            root = artifact_root(_database(ns, create=False), ns.artifact_root, required=False)
+            bodies = None if root is None else open_bodies(root)
+    return Archive(store, SystemClock(), RandomIds(), bodies)
 
 
 def _remote(ns: argparse.Namespace) -> AdminClient | None:
