@@ -35,8 +35,9 @@ from aidememo.domain.artifacts import MAX_DIRECT_BODY_BYTES, RECEIPT_RETENTION_M
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.ids import validate_id, validate_name
 from aidememo.http import admin_handlers as core
+from aidememo.http.admin_routes import ADMIN_EXPORT, ADMIN_IMPORT
 from aidememo.http.app import json_response
-from aidememo.http.query import Query
+from aidememo.http.query_values import parse_query
 from aidememo.http.render import json_bytes
 from aidememo.http.types import Request, Response
 from aidememo.ports import Clock, Ids
@@ -74,6 +75,7 @@ async def export(
     objs: Objects, ctx: Any, request: Request, params: dict[str, str], clock: Clock
 ) -> Any:
     """`GET /v1/admin/tenants/{t}/export`: checked and snapshotted, then streamed."""
+    parse_query(ADMIN_EXPORT, request)  # read by the pipeline already: its values
     tenant_id, project_id, include_tokens, include_bodies = core.export_request(request, params)
     bucket = getattr(objs.env, "ARTIFACTS", None)
     if include_bodies and bucket is None:
@@ -161,7 +163,7 @@ async def _body_lines(bucket: Any, project_id: str, pub: Publication) -> AsyncIt
 
 async def import_(objs: Objects, body: Any, request: Request, max_bytes: int, ids: Ids) -> Response:
     """`POST /v1/admin/import`: `body` is the SDK request whose body streams in."""
-    Query(request.query).finish(frozenset())
+    parse_query(ADMIN_IMPORT, request)  # its declared parameters: none
     reader, staging = ExportReader(), _Staging(objs, ids)
     splitter = LineSplitter(max_bytes)
     try:
@@ -187,7 +189,7 @@ async def import_postgres(
     body is never whole here either."""
     from aidememo.service.archive_stage import StagedImport
 
-    Query(request.query).finish(frozenset())
+    parse_query(ADMIN_IMPORT, request)  # its declared parameters: none
     staged = StagedImport(archive)
     splitter = LineSplitter(max_bytes)
     try:
