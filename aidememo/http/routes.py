@@ -1,13 +1,12 @@
 """The route table: every endpoint of the contract, one `Route` entry each.
 
-Each route family keeps its entries, handlers and components side by side:
-`<family>_routes.py` (the entries), `<family>_handlers.py` (one handler per entry, and the
-query parameters it declares once for both its handler and the OpenAPI document) and
-`<family>_schemas.py` (its bodies and answers). The families are public, member, artifact
-(grants included), admin and console; the MCP endpoint's entry and handler are
-`aidememo.mcp.http`'s. This module gathers them in one table, plus the one route that needs
-the table itself: `GET /openapi.json`. The pipeline (`aidememo.http.pipeline`), every front
-and the OpenAPI document read everything else from the entries.
+Each route family keeps its entries, handlers and components side by side: `<family>_routes.py`
+(the entries, each with its query parameters declared once, HTTP-16), `<family>_handlers.py`
+(one handler per entry) and `<family>_schemas.py` (its bodies and answers). The families are
+public, member, artifact (grants included), admin and console; the MCP endpoint's entry and
+handler are `aidememo.mcp.http`'s. This module gathers them in one table, plus the one route
+that needs the table itself: `GET /openapi.json`. The pipeline (`aidememo.http.pipeline`),
+every front and the OpenAPI document read everything else from the entries.
 
 Fronts that treat one route specially (the live feed's upgrade, the streamed import, the
 edge's own admin orchestration) compare against the named entries (`COMMAND`,
