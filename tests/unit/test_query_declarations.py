@@ -163,3 +163,17 @@ def test_http16_the_pipeline_reads_the_query_once_from_the_route() -> None:
     assert values == {"source_id": "s1", "before_seq": None, "limit": 7}
     request.query = "limit=not-a-number"  # read once: a second reading answers the first
     assert parse_query(route, request) is values is query_of(request)
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=lambda tool: tool.name)
+def test_http16_mcp1_tool_argument_schemas_are_json_schema(tool: Any) -> None:
+    jsonschema_rs = pytest.importorskip("jsonschema_rs")  # schemathesis brings it
+    schema = tool.listing()["inputSchema"]
+    jsonschema_rs.meta.validate(schema)
+    validator = jsonschema_rs.Draft202012Validator(schema)
+    for prop in schema["properties"].values():
+        if "default" in prop:  # a declared default is a value the argument may take
+            jsonschema_rs.Draft202012Validator(prop).validate(prop["default"])
+    validator.validate(
+        {name: _sample(name, schema["properties"][name]) for name in schema["required"]}
+    )
