@@ -11,20 +11,27 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import json
 import textwrap
 from collections.abc import Iterator
+from hashlib import sha256
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
+from aidememo.domain.clock import FixedClock, RandomIds
+from aidememo.http.app import HttpApp
+from aidememo.http.body import StreamBody
 from aidememo.http.query_values import parse_query, query_of
 from aidememo.http.routes import ROUTES
 from aidememo.http.types import Request, Route
 from aidememo.mcp.tool import Context
 from aidememo.mcp.tools import TOOLS
 from aidememo.mcp.twins import TWINS, argument, path_names
+from aidememo.service.identity import IdentityService
+from aidememo.stores.in_memory import InMemoryStore
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL = "*"  # a handler that spreads the values (`**query_of(request)`) takes every one
@@ -163,6 +170,33 @@ def test_http16_the_pipeline_reads_the_query_once_from_the_route() -> None:
     assert values == {"source_id": "s1", "before_seq": None, "limit": 7}
     request.query = "limit=not-a-number"  # read once: a second reading answers the first
     assert parse_query(route, request) is values is query_of(request)
+
+
+def test_http16_http1_the_query_is_read_after_the_body_and_before_the_handler() -> None:
+    store = InMemoryStore()
+    IdentityService(store, FixedClock(1_000), RandomIds()).bootstrap(
+        tenant_id="t1", project_id="p1", actor_id="a1", token_sha256=sha256(b"tok").digest()
+    )
+    app = HttpApp(store, clock=FixedClock(2_000))
+    bearer = {"authorization": "Bearer tok", "content-type": "application/json"}
+
+    def answer(path: str, query: str, headers: dict[str, str], body: Any = b"") -> tuple[int, str]:
+        response = app.dispatch(Request("POST", path, query, headers, body))
+        error = json.loads(response.body)["error"]
+        return response.status, f"{error['code']}: {error['message']}"
+
+    big = StreamBody(iter([b" " * (512 * 1024)] * 3), None)
+    assert answer("/v1/projects/p1/facts", "x=1", bearer, big)[0] == 413  # the body first
+    assert answer("/v1/projects/p1/facts", "x=1", {})[0] == 401  # then who calls
+    status, error = answer("/v1/projects/bad%id/facts", "x=1", bearer, b"{")
+    assert (status, error) == (400, "invalid_command: unknown query parameter(s) ['x']")
+    status, error = answer("/v1/projects/p1/facts", "actor_id=a2", bearer, b"{}")
+    assert (status, error) == (
+        400,
+        "invalid_command: actor_id is taken from the token, not the query",
+    )
+    reserve = "/v1/projects/p1/artifact-reservations"  # declares none: none is accepted
+    assert answer(reserve, "ttl=5", bearer, b"{}")[0] == 400
 
 
 @pytest.mark.parametrize("tool", TOOLS, ids=lambda tool: tool.name)
