@@ -215,7 +215,8 @@ class HttpApp:
     def _run(self, admission: Admission, request: Request) -> Response:
         route = admission.route
         request.body.bound(route.max_body)
-        parse_query(route, request)  # read already, unless a front admitted it elsewhere
+        # `admit` read it already, unless the request came admitted over RPC (`serve`).
+        parse_query(route, request)
         return route.handler(self.services, request, admission.params, admission.caller)
 
 
