@@ -36,7 +36,6 @@ from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.ids import validate_id, validate_name
 from aidememo.http import admin_handlers as core
 from aidememo.http.app import json_response
-from aidememo.http.query import Query
 from aidememo.http.render import json_bytes
 from aidememo.http.types import Request, Response
 from aidememo.ports import Clock, Ids
@@ -161,7 +160,6 @@ async def _body_lines(bucket: Any, project_id: str, pub: Publication) -> AsyncIt
 
 async def import_(objs: Objects, body: Any, request: Request, max_bytes: int, ids: Ids) -> Response:
     """`POST /v1/admin/import`: `body` is the SDK request whose body streams in."""
-    Query(request.query).finish(frozenset())
     reader, staging = ExportReader(), _Staging(objs, ids)
     splitter = LineSplitter(max_bytes)
     try:
@@ -187,7 +185,6 @@ async def import_postgres(
     body is never whole here either."""
     from aidememo.service.archive_stage import StagedImport
 
-    Query(request.query).finish(frozenset())
     staged = StagedImport(archive)
     splitter = LineSplitter(max_bytes)
     try:

@@ -19,8 +19,7 @@ from aidememo.domain.ids import validate_id
 from aidememo.domain.limits import MAX_ARCHIVE_BYTES, TOKEN_DIGEST_BYTES
 from aidememo.domain.model import ActorKind, Membership, MemberStatus, Role
 from aidememo.http.handling import ok_json
-from aidememo.http.query import Param, no_params, read_params
-from aidememo.http.schemas import ref
+from aidememo.http.query_values import query_of
 from aidememo.http.services import Services
 from aidememo.http.types import Request, Response
 from aidememo.service.access import Caller
@@ -53,17 +52,6 @@ def parse_digest(value: object) -> bytes:
     raise fail(ErrorCode.INVALID_COMMAND, "token_sha256 must be 64 lowercase hex characters")
 
 
-EXPORT_QUERY = (
-    Param("project_id", ref("Id"), doc="Export one project instead of the whole tenant."),
-    Param("include_token_digests", {"type": "boolean", "default": False}),
-    Param(
-        "include_bodies",
-        {"type": "boolean", "default": False},
-        doc="Carry the current publications' artifact bodies as chunked lines (ART-12).",
-    ),
-)
-DELETE_QUERY = (Param("confirm", {"type": "string"}, doc="Must repeat the tenant id."),)
-
 _BOOTSTRAP_REQUIRED = frozenset({"tenant_id", "project_id", "actor_id", "token_sha256"})
 _BOOTSTRAP_OPTIONAL = frozenset({"actor_kind", "role", "project_epoch"})
 
@@ -85,8 +73,7 @@ def parse_bootstrap(body: bytes) -> dict[str, Any]:
 
 
 def bootstrap_request(request: Request) -> dict[str, Any]:
-    """The query and body checks of `POST /v1/admin/bootstrap`, in the handler's order."""
-    no_params(request.query, forbidden=frozenset())
+    """The body checks of `POST /v1/admin/bootstrap` (it takes no query parameters)."""
     return parse_bootstrap(request.body.read())
 
 
@@ -104,7 +91,6 @@ def bootstrap_json(result: BootstrapResult) -> dict[str, Any]:
 
 def members_request(request: Request) -> dict[str, Any]:
     """`{tenant_id, project_id, actor_id, role?, status?}`; one of role and status is needed."""
-    no_params(request.query, forbidden=frozenset())
     obj = require_object(decode_json(request.body.read()), "request")
     required = frozenset({"tenant_id", "project_id", "actor_id"})
     check_fields(obj, required, frozenset({"role", "status"}), "request")
@@ -134,7 +120,6 @@ def membership_json(m: Membership) -> dict[str, Any]:
 
 def revoke_request(request: Request) -> bytes:
     """The digest of `POST /v1/admin/tokens/revoke` `{token_sha256}`."""
-    no_params(request.query, forbidden=frozenset())
     obj = require_object(decode_json(request.body.read()), "request")
     check_fields(obj, frozenset({"token_sha256"}), frozenset(), "request")
     return parse_digest(obj["token_sha256"])
@@ -144,14 +129,14 @@ def export_request(request: Request, params: dict[str, str]) -> tuple[str, str |
     """`(tenant_id, project_id or None, include_token_digests, include_bodies)` of an
     export."""
     tenant_id = validate_id(params["tenant_id"], "tenant_id")
-    q = read_params(request.query, EXPORT_QUERY, forbidden=frozenset())
+    q = query_of(request)
     return tenant_id, q["project_id"], q["include_token_digests"], q["include_bodies"]
 
 
 def delete_request(request: Request, params: dict[str, str]) -> tuple[str, str]:
     """`(tenant_id, confirm)` of a tenant deletion."""
     tenant_id = validate_id(params["tenant_id"], "tenant_id")
-    confirm = read_params(request.query, DELETE_QUERY, forbidden=frozenset())["confirm"]
+    confirm = query_of(request)["confirm"]
     return tenant_id, confirm or ""
 
 
@@ -211,8 +196,7 @@ def import_json(summary: ImportSummary) -> dict[str, Any]:
 
 
 def import_lines(request: Request, max_bytes: int = MAX_ARCHIVE_BYTES) -> Iterator[bytes]:
-    """The lines of an import body as its chunks arrive, after the query check."""
-    no_params(request.query, forbidden=frozenset())
+    """The lines of an import body as its chunks arrive."""
     splitter = LineSplitter(max_bytes)
     for chunk in request.body:
         yield from splitter.feed(chunk)

@@ -1,10 +1,13 @@
-"""The admin routes' entries (the admin token, ADM-*), in `routes.ROUTES`."""
+"""The admin routes' entries (the admin token, ADM-*), in `routes.ROUTES`, with their query
+parameters, declared here once (HTTP-16)."""
 
 from __future__ import annotations
 
 from aidememo.domain.errors import ErrorCode
 from aidememo.domain.limits import MAX_ARCHIVE_BYTES
 from aidememo.http import admin_handlers as h
+from aidememo.http.query import Param
+from aidememo.http.schemas import ref
 from aidememo.http.types import NDJSON, Auth, EdgeHandler, Route
 
 E = ErrorCode
@@ -54,7 +57,15 @@ ADMIN_EXPORT = Route(
     Auth.ADMIN,
     answer="Archive",
     answer_media=NDJSON,
-    query=h.EXPORT_QUERY,
+    query=(
+        Param("project_id", ref("Id"), doc="Export one project instead of the whole tenant."),
+        Param("include_token_digests", {"type": "boolean", "default": False}),
+        Param(
+            "include_bodies",
+            {"type": "boolean", "default": False},
+            doc="Carry the current publications' artifact bodies as chunked lines (ART-12).",
+        ),
+    ),
     errors=(E.RESOURCE_NOT_FOUND, E.ARTIFACT_NOT_FOUND, E.ARTIFACT_STORE_UNAVAILABLE),
     edge_handler=EdgeHandler.EXPORT,
 )
@@ -81,7 +92,7 @@ ADMIN_DELETE_TENANT = Route(
     "Admin: delete every row of a tenant",
     Auth.ADMIN,
     answer="AdminDeleted",
-    query=h.DELETE_QUERY,
+    query=(Param("confirm", {"type": "string"}, doc="Must repeat the tenant id."),),
     errors=(E.RESOURCE_NOT_FOUND,),
     edge_handler=EdgeHandler.DELETE_TENANT,
 )

@@ -27,6 +27,7 @@ from aidememo.domain.clock import RandomIds, SystemClock
 from aidememo.domain.errors import STORAGE_RETRY_AFTER_S, AidememoError, ErrorCode, fail
 from aidememo.domain.limits import HANDOFF_LEASE_MS_DEFAULT
 from aidememo.http.pipeline import Admission, admit, drive
+from aidememo.http.query_values import parse_query
 from aidememo.http.render import json_bytes
 from aidememo.http.services import SemanticStatus, Services
 from aidememo.http.types import Request, Response
@@ -220,6 +221,8 @@ class HttpApp:
     def _run(self, admission: Admission, request: Request) -> Response:
         route = admission.route
         request.body.bound(route.max_body)
+        # `admit` read it already, unless the request came admitted over RPC (`serve`).
+        parse_query(route, request)
         return route.handler(self.services, request, admission.params, admission.caller)
 
 

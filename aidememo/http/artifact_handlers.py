@@ -11,16 +11,11 @@ from __future__ import annotations
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.http.body import declared_length
 from aidememo.http.handling import json_object, member, ok_json, project_of
-from aidememo.http.query import Param, read_params
-from aidememo.http.schemas import ref
+from aidememo.http.query_values import query_of
 from aidememo.http.services import Services
 from aidememo.http.types import Request, Response
 from aidememo.service.access import Caller
 from aidememo.service.artifact_grants import download_grant, upload_grant
-
-RESOLVE_QUERY = (
-    Param("path", ref("ArtifactPath"), required=True, code=ErrorCode.INVALID_ARTIFACT_PATH),
-)
 
 
 def reserve(
@@ -96,7 +91,7 @@ def resolve(
 ) -> Response:
     """`GET .../artifacts/resolve?path=` (ART-6)."""
     project_id = project_of(params)
-    path = read_params(request.query, RESOLVE_QUERY, forbidden=frozenset())["path"]
+    path = query_of(request)["path"]
     return ok_json(services.artifacts.resolve(member(caller), project_id, path))
 
 

@@ -1,11 +1,13 @@
 """The artifact routes' entries of the route table (SPEC.md ART-*, GRANT-3, GRANT-4), in
-`routes.ROUTES`."""
+`routes.ROUTES`, with their query parameters, declared here once (HTTP-16)."""
 
 from __future__ import annotations
 
 from aidememo.domain.artifacts import MAX_DIRECT_BODY_BYTES
 from aidememo.domain.errors import ErrorCode
 from aidememo.http import artifact_handlers as h
+from aidememo.http.query import Param
+from aidememo.http.schemas import ref
 from aidememo.http.types import EdgeHandler, Route
 
 E = ErrorCode
@@ -141,7 +143,17 @@ ARTIFACT_ROUTES: tuple[Route, ...] = (
         h.resolve,
         "The current publication of a logical path",
         answer="ArtifactMetadata",
-        query=h.RESOLVE_QUERY,
+        query=(
+            Param(
+                "path",
+                ref("ArtifactPath"),
+                required=True,
+                doc="Logical path: sessions/<s>/canvas.md, sessions/<s>/artifacts/<name>,"
+                " handoffs/<h>/request.json|result.json, branches/<actor>/<segment>.jsonl or"
+                " snapshots/<seq>/manifest.json.",
+                code=E.INVALID_ARTIFACT_PATH,
+            ),
+        ),
         errors=(E.INVALID_ARTIFACT_PATH, E.ARTIFACT_NOT_FOUND),
         catalog=True,  # ART-7
     ),

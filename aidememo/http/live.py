@@ -23,6 +23,7 @@ from aidememo.domain.model import ChangeRecord
 from aidememo.http.app import HttpApp
 from aidememo.http.handling import member
 from aidememo.http.member_handlers import parse_subscription
+from aidememo.http.query_values import parse_query
 from aidememo.http.render import batch_json, json_bytes, materialized_entries
 from aidememo.http.routes import CHANGES_LIVE, resolve
 from aidememo.http.types import Request
@@ -51,6 +52,7 @@ def open_forwarded(
     match = resolve(request.method, request.path)
     if match.route is not CHANGES_LIVE:
         raise fail(ErrorCode.ROUTE_NOT_FOUND, "no WebSocket route here")
+    parse_query(CHANGES_LIVE, request)
     return parse_subscription(app.services, request, match.params, caller, digest)
 
 

@@ -1,6 +1,7 @@
-"""The member routes' handlers and query parameters: one function per route of
-`aidememo.http.member_routes` (by the same name), reading its parameters strictly, calling the
-service and rendering the answer.
+"""The member routes' handlers: one function per route of `aidememo.http.member_routes` (by
+the same name), checking its path parameters and body, calling the service and rendering the
+answer. Query parameters are the route's (`Route.query`): the pipeline has read them, and a
+handler takes their values from the request (`query_of`).
 
 Handlers run once the request pipeline admitted the request (`aidememo.http.pipeline`), and
 receive the services, the request (its body a bounded `Body`), the path parameters and the
@@ -15,25 +16,10 @@ from aidememo.domain.canonical import decode_json
 from aidememo.domain.envelope import parse_raw_command
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.domain.ids import is_valid_id, validate_id, validate_name
-from aidememo.domain.limits import (
-    CHANGES_LIMIT_DEFAULT,
-    CHANGES_LIMIT_MAX,
-    MAILBOX_LIMIT_DEFAULT,
-    MAILBOX_LIMIT_MAX,
-    SEARCH_LIMIT_DEFAULT,
-    SEARCH_LIMIT_MAX,
-    SEARCH_QUERY_MAX_BYTES,
-    SESSION_FACTS_LIMIT_DEFAULT,
-    SESSION_FACTS_LIMIT_MAX,
-    SESSIONS_LIMIT_DEFAULT,
-    SESSIONS_LIMIT_MAX,
-    SNAPSHOT_LIMIT_DEFAULT,
-    SNAPSHOT_LIMIT_MAX,
-)
 from aidememo.domain.model import Receipt, ResourceRef
 from aidememo.domain.records import CreateRequest, parse_create, parse_transition
 from aidememo.http.handling import member, ok_bytes, project_of
-from aidememo.http.query import Param, no_params, read_params
+from aidememo.http.query_values import query_of
 from aidememo.http.render import (
     batch_json,
     change_entries,
@@ -46,77 +32,11 @@ from aidememo.http.render import (
     typed_record_json,
 )
 from aidememo.http.scan import top_level_string
-from aidememo.http.schemas import integer, ref, text
 from aidememo.http.services import Services
 from aidememo.http.types import Handler, Request, Response
 from aidememo.service.access import Caller
 from aidememo.service.live import LiveSubscription, check_subscription
 from aidememo.service.typed_writes import TypedWrites
-
-CHANGES_QUERY = (
-    Param("project_epoch", ref("Id"), required=True),
-    Param("after_seq", integer(0), required=True, doc="Exclusive; at most the project head."),
-    Param(
-        "limit",
-        integer(1, CHANGES_LIMIT_MAX, default=CHANGES_LIMIT_DEFAULT),
-        doc="Entries scanned (out of range: 400 invalid_change_batch).",
-        code=ErrorCode.INVALID_CHANGE_BATCH,
-    ),
-)
-MAILBOX_QUERY = (
-    Param("box", {"type": "string", "enum": ["inbox", "outbox"]}, required=True),
-    Param("source_id", ref("Id")),
-    Param(
-        "include_completed",
-        {"type": "boolean"},
-        doc="`true` or `false`; defaults to false for the inbox and true for the outbox.",
-    ),
-    Param("before_seq", integer(1), doc="Exclusive; `next_before_seq` of the last page."),
-    Param("limit", integer(1, MAILBOX_LIMIT_MAX, default=MAILBOX_LIMIT_DEFAULT)),
-)
-SESSIONS_QUERY = (
-    Param("source_id", ref("Id")),
-    Param("before_seq", integer(1), doc="Exclusive; `next_before_seq` of the last page."),
-    Param("limit", integer(1, SESSIONS_LIMIT_MAX, default=SESSIONS_LIMIT_DEFAULT)),
-)
-SESSION_FACTS_QUERY = (
-    Param("after_seq", integer(0), doc="Exclusive; `next_after_seq` of the last page."),
-    Param("limit", integer(1, SESSION_FACTS_LIMIT_MAX, default=SESSION_FACTS_LIMIT_DEFAULT)),
-)
-SNAPSHOT_QUERY = (
-    Param(
-        "limit",
-        integer(1, SNAPSHOT_LIMIT_MAX, default=SNAPSHOT_LIMIT_DEFAULT),
-        doc="Resources scanned (hidden ones count); a page also ends once its bodies reach 4 MiB.",
-    ),
-    Param(
-        "page_token",
-        {"type": "string"},
-        doc="The previous page's `next_page_token` (opaque; bound to the caller and project, "
-        "valid 10 minutes): the next page of the same `at_seq`.",
-    ),
-)
-SEARCH_QUERY = (
-    Param(
-        "q",
-        text(SEARCH_QUERY_MAX_BYTES, SEARCH_QUERY_MAX_BYTES, what="Plain text, no syntax"),
-        required=True,
-    ),
-    Param("source_id", ref("Id")),
-    Param("limit", integer(1, SEARCH_LIMIT_MAX, default=SEARCH_LIMIT_DEFAULT)),
-    Param(
-        "at_least_seq",
-        integer(0),
-        doc="Beyond the head: 409 cursor_out_of_range (the lexical index is the head). Beyond "
-        "the semantic index: waits a bounded time, then semantic answers 409 index_not_ready "
-        "and hybrid/auto answer lexically with a fallback_reason (SEM-5).",
-    ),
-    Param(
-        "mode",
-        {"type": "string", "enum": ["lexical", "semantic", "hybrid", "auto"], "default": "auto"},
-        doc="auto: hybrid where the project's semantic index is built, else lexical (SEM-3).",
-    ),
-)
 
 
 def receipt_answer(receipt: Receipt) -> Response:
@@ -130,12 +50,12 @@ def command_project_id(request: Request, body: bytes) -> str:
 
     The top-level `project_id` is found by a scan (`aidememo.http.scan`), not a decode; when
     the scan cannot be sure, or the id is malformed, the handler's own checks run here, so
-    the request is refused with exactly the error `command` would give.
+    the request is refused with exactly the error `command` would give (its query was read
+    by the pipeline already).
     """
     found = top_level_string(body, "project_id")
     if found is not None and is_valid_id(found):
         return found
-    no_params(request.query)
     return parse_raw_command(decode_json(body)).project_id
 
 
@@ -146,7 +66,6 @@ def command(
     s: Services, request: Request, params: dict[str, str], caller: Caller | None
 ) -> Response:
     """`POST /v1/commands`: a raw `custom.*` put or delete (CMD-4)."""
-    no_params(request.query)
     cmd = parse_raw_command(decode_json(request.body.read()))
     return receipt_answer(s.ledger.execute_raw(member(caller), cmd))
 
@@ -156,7 +75,6 @@ def identity(
 ) -> Response:
     """The caller's identity in the project."""
     project_id = project_of(params)
-    no_params(request.query)
     return ok_bytes(json_bytes(s.ledger_reads.identity(member(caller), project_id).to_json()))
 
 
@@ -168,7 +86,6 @@ def resource(
     ref = ResourceRef(
         validate_name(params["kind"], "kind"), validate_id(params["resource_id"], "resource_id")
     )
-    no_params(request.query)
     who = member(caller)
     row = s.ledger_reads.resource(who, project_id, ref)
     return ok_bytes(resource_json(scope_json(who.scope(project_id)), row))
@@ -183,7 +100,7 @@ def _changes(
     materialized: bool,
 ) -> Response:
     project_id = project_of(params)
-    q = read_params(request.query, CHANGES_QUERY)
+    q = query_of(request)
     page = s.ledger_reads.changes(
         member(caller),
         project_id,
@@ -233,7 +150,7 @@ def parse_subscription(
     """The live feed's parameters (checked as `/changes` checks them), then membership and
     the cursor in one read (LIVE-1)."""
     project_id = project_of(params)
-    q = read_params(request.query, CHANGES_QUERY)
+    q = query_of(request)
     sub = LiveSubscription(
         caller=caller,
         project_id=project_id,
@@ -251,7 +168,7 @@ def snapshot(
 ) -> Response:
     """A page of the state at one sequence, `next_page_token` to the next (SNAP-1, SNAP-2)."""
     project_id = project_of(params)
-    q = read_params(request.query, SNAPSHOT_QUERY)
+    q = query_of(request)
     snap = s.ledger_reads.snapshot(member(caller), project_id, q["limit"], q["page_token"])
     return ok_bytes(
         snapshot_json(
@@ -273,7 +190,6 @@ def _creates(operation: CreateOperation, what: str) -> Handler:
         s: Services, request: Request, params: dict[str, str], caller: Caller | None
     ) -> Response:
         project_id = project_of(params)
-        no_params(request.query)
         req = parse_create(decode_json(request.body.read()))
         return receipt_answer(operation(s.typed_writes, member(caller), project_id, req))
 
@@ -295,7 +211,6 @@ def _transitions(kind: str) -> Handler:
     ) -> Response:
         project_id = project_of(params)
         handoff_id = validate_id(params["handoff_id"], "handoff_id")
-        no_params(request.query)
         req = parse_transition(decode_json(request.body.read()))
         receipt = s.typed_writes.transition(member(caller), project_id, handoff_id, kind, req)
         return receipt_answer(receipt)
@@ -318,7 +233,6 @@ def handoff_status(
     """`{revision, record}` for sender and receiver (HO-8)."""
     project_id = project_of(params)
     handoff_id = validate_id(params["handoff_id"], "handoff_id")
-    no_params(request.query)
     found = s.typed_reads.handoff(member(caller), project_id, handoff_id)
     return ok_bytes(_with_lease(typed_record_json(found.revision, found.body), found.lease_state))
 
@@ -344,9 +258,7 @@ def mailbox(
 ) -> Response:
     """The caller's inbox or outbox, newest first (MBX-1)."""
     project_id = project_of(params)
-    page = s.typed_reads.mailbox(
-        member(caller), project_id, **read_params(request.query, MAILBOX_QUERY)
-    )
+    page = s.typed_reads.mailbox(member(caller), project_id, **query_of(request))
     items = b",".join(
         _with_lease(_entry(a.project_seq, a.revision, a.body), a.lease_state)
         for a in page.assignments
@@ -359,9 +271,7 @@ def sessions(
 ) -> Response:
     """The project's sessions, newest first, paged by `before_seq` (READS-3)."""
     project_id = project_of(params)
-    page = s.typed_reads.sessions(
-        member(caller), project_id, **read_params(request.query, SESSIONS_QUERY)
-    )
+    page = s.typed_reads.sessions(member(caller), project_id, **query_of(request))
     items = b",".join(_entry(e.project_seq, e.revision, e.body) for e in page.sessions)
     return _page("sessions", items, "next_before_seq", page.next_before_seq)
 
@@ -372,7 +282,7 @@ def session_facts(
     """A session's facts in commit order, paged by `after_seq` (READS-4)."""
     project_id = project_of(params)
     session_id = validate_id(params["session_id"], "session_id")
-    q = read_params(request.query, SESSION_FACTS_QUERY)
+    q = query_of(request)
     page = s.typed_reads.session_facts(member(caller), project_id, session_id, **q)
     items = b",".join(_entry(e.project_seq, e.revision, e.body) for e in page.facts)
     return _page("facts", items, "next_after_seq", page.next_after_seq)
@@ -383,7 +293,6 @@ def members(
 ) -> Response:
     """Every member of the project with kind, role and status, for any member (READS-1)."""
     project_id = project_of(params)
-    no_params(request.query)
     rows = s.typed_reads.members(member(caller), project_id)
     body = {
         "members": [
@@ -399,7 +308,5 @@ def search(
 ) -> Response:
     """Search over facts in the mode asked for (SRCH-1, SEM-3)."""
     project_id = project_of(params)
-    found = s.searches.search(
-        member(caller), project_id, **read_params(request.query, SEARCH_QUERY)
-    )
+    found = s.searches.search(member(caller), project_id, **query_of(request))
     return ok_bytes(json_bytes(found.as_json()))

@@ -19,8 +19,10 @@ body the front already holds whole), media type 415, a WebSocket upgrade of a ro
 has none 404 (LIVE-1), bearer token 401, the admin token (a member's token on an admin route
 is 403 `admin_required`, ADM-1), the rate limit 429, then the body, counted as it is read
 (413 as soon as it passes the limit: a body whose size was not declared is refused only
-once authenticated). What follows (parameters 400, membership 403, domain rules) is the
-handler's and the service's, inside the read or write it belongs to (AUTH-5).
+once authenticated), then the query parameters the route declares (`Route.query`, HTTP-3,
+HTTP-16: 400), read once into `Request.query_values` for the handler. What follows (path
+parameters and body 400, membership 403, domain rules) is the handler's and the service's,
+inside the read or write it belongs to (AUTH-5).
 
 Two small drivers run the same generator: `drive` (the origin's `HttpApp.dispatch`, with
 synchronous hooks) and `drive_async` (the edge Worker, whose hooks are awaited). Nothing is
@@ -41,6 +43,7 @@ from aidememo.http.bearer import bearer_digest
 from aidememo.http.body import too_large
 from aidememo.http.console_session import cookie_digest
 from aidememo.http.media import check_media_type
+from aidememo.http.query_values import parse_query
 from aidememo.http.routes import Auth, Route, resolve
 from aidememo.http.types import Request
 from aidememo.service.access import Caller
@@ -156,6 +159,7 @@ def admit(
     body: bytes | None = None
     if not route.streamed and (route.body is not None or size != 0):
         body = yield ReadBody(route.max_body)
+    parse_query(route, request)
     return Admission(route, match.params, caller, digest, body)
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from aidememo.domain.errors import STORE_OK
 from aidememo.http.handling import JSON_HEADERS, ok_json
-from aidememo.http.query import no_params
 from aidememo.http.render import json_bytes
 from aidememo.http.services import Services
 from aidememo.http.types import Request, Response
@@ -16,7 +15,6 @@ def health(
 ) -> Response:
     """Liveness: 200 while the process serves, `{status, mode, schema_version, state}` with
     the store's state (READY-2); `schema_version` is null while the store cannot be read."""
-    no_params(request.query)
     state = s.readiness.state()
     body = {
         "status": "ok",
@@ -30,7 +28,6 @@ def health(
 def ready(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:
     """Readiness: 200 `{ready: true, ...}` while the store takes writes, else 503 with the
     state that stops it (READY-1); never Retry-After, this is a status, not an error."""
-    no_params(request.query)
     status = s.semantic_status
     return ready_response(s.store.mode, s.readiness.state(), None if status is None else status())
 

@@ -2,8 +2,10 @@
 every name and value is percent-decoded to bytes and then read as UTF-8 by the decoder's own
 rules (CJ-4): the offset of an invalid byte, and no lone surrogates.
 
-A route declares its parameters once, as `Param`s (`Route.query`): its handler reads them with
-`read_params` and the OpenAPI document shows them (`Param.openapi`)."""
+A route declares its parameters once, as `Param`s (`Route.query`, HTTP-16): the pipeline reads a
+request's query against that declaration once (`aidememo.http.query_values.parse_query`) and the
+handler takes the values from the request (`query_of`); the OpenAPI document (`Param.openapi`)
+and the MCP tools' argument schemas (`aidememo.mcp.twins`) are made from the same `Param`s."""
 
 from __future__ import annotations
 
@@ -143,6 +145,8 @@ def read_params(
     """Every parameter of `params` by name: each value read and checked, then unknown and
     `forbidden` names refused, then required ones insisted on, then ids checked; an absent
     parameter is its schema's default, or None."""
+    if not raw and not any(p.required for p in params):  # the common case: nothing given
+        return {p.name: p.schema.get("default") for p in params}
     query = Query(raw)
     values = {p.name: p.read(query) for p in params}
     query.finish(frozenset(values), forbidden=forbidden)
@@ -159,9 +163,3 @@ def read_params(
         elif p.schema == _ID_SCHEMA:
             validate_id(value, p.name)
     return values
-
-
-def no_params(raw: str, *, forbidden: frozenset[str] = IDENTITY_PARAMS) -> None:
-    """Refuse any query parameter (an empty query string has none to refuse)."""
-    if raw:
-        Query(raw).finish(frozenset(), forbidden=forbidden)

@@ -1,13 +1,12 @@
 """The route table: every endpoint of the contract, one `Route` entry each.
 
-Each route family keeps its entries, handlers and components side by side:
-`<family>_routes.py` (the entries), `<family>_handlers.py` (one handler per entry, and the
-query parameters it declares once for both its handler and the OpenAPI document) and
-`<family>_schemas.py` (its bodies and answers). The families are public, member, artifact
-(grants included), admin and console; the MCP endpoint's entry and handler are
-`aidememo.mcp.http`'s. This module gathers them in one table, plus the one route that needs
-the table itself: `GET /openapi.json`. The pipeline (`aidememo.http.pipeline`), every front
-and the OpenAPI document read everything else from the entries.
+Each route family keeps its entries, handlers and components side by side: `<family>_routes.py`
+(the entries, each with its query parameters declared once, HTTP-16), `<family>_handlers.py`
+(one handler per entry) and `<family>_schemas.py` (its bodies and answers). The families are
+public, member, artifact (grants included), admin and console; the MCP endpoint's entry and
+handler are `aidememo.mcp.http`'s. This module gathers them in one table, plus the one route
+that needs the table itself: `GET /openapi.json`. The pipeline (`aidememo.http.pipeline`),
+every front and the OpenAPI document read everything else from the entries.
 
 The edge chooses by what an entry declares (`auth`, `edge_handler`, `project_in_body`,
 `upgrade`, ...), never by which entry it is (EDGE-7); a route crosses the Worker-to-object RPC
@@ -26,7 +25,6 @@ from aidememo.http.handling import ok_bytes
 from aidememo.http.member_routes import CHANGES_LIVE, COMMAND, MEMBER_ROUTES
 from aidememo.http.openapi import document
 from aidememo.http.public_routes import PUBLIC_ROUTES
-from aidememo.http.query import no_params
 from aidememo.http.render import json_bytes
 from aidememo.http.routing import Router
 from aidememo.http.services import Services
@@ -53,7 +51,6 @@ def openapi(
     s: Services, request: Request, params: dict[str, str], caller: Caller | None
 ) -> Response:
     """The OpenAPI 3.1 document of this table."""
-    no_params(request.query)
     return ok_bytes(_document_bytes())
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aidememo.domain.errors import ErrorCode
 from aidememo.domain.limits import MAX_REQUEST_BODY_BYTES
@@ -44,7 +44,9 @@ class Request:
     here are wrapped as a whole body). `upgrade` is True when the front received the request
     as a WebSocket upgrade (only the live feed accepts one, LIVE-1). `match` is the route a
     front resolved already (the origin resolves each request once, to choose where it runs);
-    None: the pipeline resolves it.
+    None: the pipeline resolves it. `query_values` is the query read against the route's
+    declared parameters (`Route.query`), once, by `aidememo.http.query_values.parse_query`; None
+    until then. Handlers take their parameters from it (`query_of`).
     """
 
     method: str
@@ -55,6 +57,7 @@ class Request:
     request_id: str = ""
     upgrade: bool = False
     match: Match | None = None
+    query_values: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         body: object = self.body
@@ -134,9 +137,9 @@ class Route:
     unready: str | None = None  # a status route's 503 answer schema (READY-1); None: no such
     upgrade: bool = False  # a WebSocket route: succeeds with 101 (LIVE-1)
     accepted: str | None = None  # what a 202 without a body means; None: no such answer
-    query: tuple[
-        Param, ...
-    ] = ()  # its query parameters: the handler reads them, OpenAPI shows them
+    # Its query parameters, declared here only: the pipeline parses them (`parse_query`) and
+    # hands the values to the handler (`query_of`); OpenAPI and the MCP tools show them.
+    query: tuple[Param, ...] = ()
     errors: tuple[ErrorCode, ...] = ()  # domain errors beyond the shared request checks
     batch: bool = False  # one command, no I/O but the store's: may share a write batch (HTTP-10)
     store_read: bool = False  # a read, no I/O but the store's: the store's pool (HTTP-12)

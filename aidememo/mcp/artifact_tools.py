@@ -1,15 +1,15 @@
 """The artifact tools (SPEC.md ART-11): `artifact_resolve`, `artifact_read`, `artifact_write`.
 
-`artifact_resolve` is its route's twin like every tool. The other two carry bodies inline as
-base64, which no single route does, so they run the lifecycle service directly (`Tool.run`),
-under the same membership, visibility and error codes: `artifact_read` answers the metadata
-and `content_base64` of a body of at most 768 KiB (1 MiB of base64); `artifact_write`
-reserves (with the current mutation token when the path is published), uploads and publishes
-a body of at most 1 MiB of base64. Its command ids derive from the path and the body's
-SHA-256 (or `operation_id`), so repeating the identical call replays its first answer.
-Where the serving process has no body store both answer `artifact_store_unavailable`; a
-project object at the edge lends them one over R2 (`durable_objects.mcp_bodies`).
-"""
+`artifact_resolve` is its route's twin like every tool, its `path` argument the route's query
+parameter (`aidememo.mcp.twins`), which the other two take as well. The other two carry bodies
+inline as base64, which no single route does, so they run the lifecycle service directly
+(`Tool.run`), under the same membership, visibility and error codes: `artifact_read` answers the
+metadata and `content_base64` of a body of at most 768 KiB (1 MiB of base64); `artifact_write`
+reserves (with the current mutation token when the path is published), uploads and publishes a
+body of at most 1 MiB of base64. Its command ids derive from the path and the body's SHA-256 (or
+`operation_id`), so repeating the identical call replays its first answer. Where the serving
+process has no body store both answer `artifact_store_unavailable`; a project object at the edge
+lends them one over R2 (`durable_objects.mcp_bodies`)."""
 
 from __future__ import annotations
 
@@ -23,19 +23,15 @@ from aidememo.domain.command_ids import stable_id
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.http.services import Services
 from aidememo.mcp.tool import Args, Schema, Tool, Twin
+from aidememo.mcp.twins import TWINS, passed_on, query_arguments
 from aidememo.service.access import Caller
 
 INLINE_BASE64_MAX = 1 << 20
 INLINE_BYTES_MAX = INLINE_BASE64_MAX // 4 * 3
 
-_PATH: Schema = {
-    "type": "string",
-    "minLength": 1,
-    "maxLength": 512,
-    "description": "Logical path: sessions/<s>/canvas.md, sessions/<s>/artifacts/<name>,"
-    " handoffs/<h>/request.json|result.json, branches/<actor>/<segment>.jsonl or"
-    " snapshots/<seq>/manifest.json.",
-}
+_RESOLVE = TWINS["artifact_resolve"]
+_RESOLVE_ARGS, _RESOLVE_REQUIRED = query_arguments(_RESOLVE)
+_PATH: Schema = _RESOLVE_ARGS["path"]
 _BASE64: Schema = {
     "type": "string",
     "maxLength": INLINE_BASE64_MAX,
@@ -90,8 +86,8 @@ def artifact_tools(
 ) -> tuple[Tool, ...]:
     """The three tools, with the registry's schema helpers."""
 
-    def resolve(ctx: Any, args: Args) -> Twin:
-        return Twin(query={"path": args["path"]})
+    def inline(ctx: Any, args: Args) -> Twin:  # never built: `run` answers the call
+        return Twin()
 
     return (
         Tool(
@@ -99,11 +95,11 @@ def artifact_tools(
             "The current metadata of the artifact (file body) published at a logical path:"
             " artifact_id, revision, size, content type, sha256 and mutation_token.",
             "artifact_resolve",
-            {"path": _PATH},
-            ("path",),
+            _RESOLVE_ARGS,
+            _RESOLVE_REQUIRED,
             write=False,
             output=answer_schema("ArtifactMetadata"),
-            build=resolve,
+            build=passed_on(_RESOLVE),
         ),
         Tool(
             "artifact_read",
@@ -114,7 +110,7 @@ def artifact_tools(
             ("path",),
             write=False,
             output={"type": "object"},
-            build=resolve,
+            build=inline,
             run=_read,
         ),
         Tool(
@@ -134,7 +130,7 @@ def artifact_tools(
             ("path", "content_base64"),
             write=True,
             output=answer_schema("ArtifactPublication"),
-            build=resolve,
+            build=inline,
             run=_write,
         ),
     )

@@ -2,11 +2,12 @@
 
 `call_tool` checks the arguments against the tool's closed schema (unknown keys, missing
 required keys and wrong JSON types are `invalid_command`), builds the twin request
-(`aidememo.mcp.tools.Twin`) and calls the twin route's own handler with the caller's
-identity: the same parameter checks, membership and role check, visibility, receipt replay
-and error codes as the REST call, inside the same read or write. The answer is the REST JSON
-as `structuredContent` plus its text; a refusal is a result with `isError: true` whose
-`structuredContent` is the REST error `{"error": {"code", "message"}}`.
+(`aidememo.mcp.tools.Twin`), reads its query against the twin route's declared parameters
+(`parse_query`, as the pipeline does for a REST call) and calls the twin route's own handler
+with the caller's identity: the same parameter checks, membership and role check, visibility,
+receipt replay and error codes as the REST call, inside the same read or write. The answer is
+the REST JSON as `structuredContent` plus its text; a refusal is a result with `isError: true`
+whose `structuredContent` is the REST error `{"error": {"code", "message"}}`.
 
 A storage error (`storage_failure`, `storage_full`) is not a tool result: it propagates, so
 the whole request answers 503 or 507 as any route does and readiness sees it (READY-1).
@@ -19,16 +20,13 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
-from aidememo.http.artifact_routes import ARTIFACT_ROUTES
 from aidememo.http.body import Body
-from aidememo.http.member_routes import MEMBER_ROUTES
+from aidememo.http.query_values import parse_query
 from aidememo.http.services import Services
-from aidememo.http.types import Request, Route
+from aidememo.http.types import Request
 from aidememo.mcp.tool import Args, Context, Tool
+from aidememo.mcp.twins import TWINS
 from aidememo.service.access import Caller
-
-_TWINS: dict[str, Route] = {route.name: route for route in (*MEMBER_ROUTES, *ARTIFACT_ROUTES)}
-"""The routes a tool may be the twin of, by name: the member and artifact routes."""
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
@@ -76,7 +74,7 @@ def _query_value(value: Any) -> str:
 
 def twin_request(tool: Tool, ctx: Context, args: Args) -> tuple[Request, dict[str, str]]:
     """The REST request of a call: the core `Request` and the route's path parameters."""
-    route = _TWINS[tool.route]
+    route = TWINS[tool.route]
     twin = tool.build(ctx, args)
     params = {"project_id": ctx.project_id, **twin.params}
     path = route.path
@@ -127,7 +125,8 @@ def call_tool(
             answer = json.dumps(tool.run(services, caller, ctx, args), ensure_ascii=False)
             return result_bytes(answer.encode("utf-8"), error=False)
         request, params = twin_request(tool, ctx, args)
-        route = _TWINS[tool.route]
+        route = TWINS[tool.route]
+        parse_query(route, request)
         response = route.handler(services, request, params, caller)
     except AidememoError as error:
         if error.store_state is not None:

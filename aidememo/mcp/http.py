@@ -3,7 +3,8 @@ its route entry (`MCP`, in `aidememo.http.routes.ROUTES`) and its handler.
 
 The request pipeline has already admitted it like any member route (route, method 405 for
 GET, size 413, media type 415, bearer 401 with `WWW-Authenticate: Bearer`, rate limit at the
-edge, the body). Here: no query string (HTTP-3), then the `Origin` header (MCP-7: a request
+edge, the body) and its query string, which must be empty (the route declares no parameters,
+HTTP-3). Here: the `Origin` header (MCP-7: a request
 that carries one outside the configured allowlist is 403 `origin_not_allowed`, DNS-rebinding
 protection; none is allowed by default, and a request without `Origin` passes, as
 non-browser clients send none), then the JSON-RPC message (`aidememo.mcp.protocol`).
@@ -16,7 +17,6 @@ from typing import Any
 
 from aidememo.domain.errors import ErrorCode, fail
 from aidememo.http.handling import JSON_HEADERS, member, project_of
-from aidememo.http.query import no_params
 from aidememo.http.services import Services
 from aidememo.http.types import Request, Response, Route
 from aidememo.mcp import protocol
@@ -48,7 +48,6 @@ def check_origin(origin: str | None, allowed: frozenset[str]) -> None:
 def mcp(s: Services, request: Request, params: dict[str, str], caller: Caller | None) -> Response:
     """The MCP endpoint's handler (see the module docstring)."""
     project_id = project_of(params)
-    no_params(request.query)
     check_origin(request.headers.get("origin"), s.mcp_allowed_origins)
     who = member(caller)  # the route is a member route: the pipeline authenticated it
 

@@ -1,11 +1,13 @@
 """The MCP tool registry: every tool the team surface offers, one `Tool` entry each (MCP-1).
 
 A tool has a stable name, a description written for a model, a closed JSON Schema for its
-arguments (`additionalProperties: false`; tenant and actor are never arguments, they come
-from the token), the schema of its answer, and its REST twin: the route (by its name in
-`aidememo.http.routes`) whose handler answers it, with `build` turning the arguments into
-that route's path parameters, query and body. `aidememo.mcp.dispatch` runs the call through
-the twin's handler, so checks, visibility, idempotency and error codes are the route's own.
+arguments (`additionalProperties: false`; tenant and actor are never arguments, they come from
+the token), the schema of its answer, and its REST twin: the route (by its name in
+`aidememo.http.routes`) whose handler answers it, with `build` turning the arguments into that
+route's path parameters, query and body. A read tool's query arguments are made from its twin's
+declared query parameters (`aidememo.mcp.twins`, HTTP-16), never written here.
+`aidememo.mcp.dispatch` runs the call through the twin's handler, so checks, visibility,
+idempotency and error codes are the route's own.
 
 Creates take the resource id and an optional `operation_id`, the command id; without it the
 command id is derived from the operation by `aidememo.domain.command_ids` (ID-4), so a model
@@ -18,21 +20,10 @@ from collections.abc import Callable
 from typing import Any
 
 from aidememo.domain import command_ids
-from aidememo.domain.limits import (
-    CHANGES_LIMIT_MAX,
-    CONTENT_MAX_BYTES,
-    FOCUS_MAX_BYTES,
-    ID_MAX_BYTES,
-    MAILBOX_LIMIT_MAX,
-    SEARCH_LIMIT_MAX,
-    SEARCH_QUERY_MAX_BYTES,
-    SESSION_FACTS_LIMIT_MAX,
-    SESSIONS_LIMIT_MAX,
-    TOPIC_MAX_BYTES,
-)
-from aidememo.http.components import component_schemas
+from aidememo.domain.limits import CONTENT_MAX_BYTES, FOCUS_MAX_BYTES, ID_MAX_BYTES, TOPIC_MAX_BYTES
 from aidememo.mcp.artifact_tools import artifact_tools
 from aidememo.mcp.tool import Args, Build, Context, Schema, Tool, Twin
+from aidememo.mcp.twins import COMPONENTS, TWINS, passed_on, query_arguments
 
 __all__ = ["BY_NAME", "READ_TOOLS", "TOOLS", "Args", "Context", "Tool", "Twin"]
 
@@ -51,11 +42,8 @@ def _id(description: str) -> Schema:
     }
 
 
-def _int(minimum: int, description: str, maximum: int | None = None) -> Schema:
-    schema: Schema = {"type": "integer", "minimum": minimum, "description": description}
-    if maximum is not None:
-        schema["maximum"] = maximum
-    return schema
+def _int(minimum: int, description: str) -> Schema:
+    return {"type": "integer", "minimum": minimum, "description": description}
 
 
 def _text(max_bytes: int, description: str) -> Schema:
@@ -75,8 +63,6 @@ _OPERATION = _id(
     "Optional idempotency key, the command id. Omit it: the id is derived from the operation,"
     " so repeating the identical call replays its first answer."
 )
-_SOURCE = _id("Only this source (e.g. a repository or workspace name).")
-_BEFORE = _int(1, "Exclusive: next_before_seq of the previous page.")
 _REVISION = _int(1, "The handoff's current revision (from handoff_status or handoff_list).")
 _CLAIM = _id("Your claim on the handoff: choose it at accept, reuse it for heartbeat and return.")
 _HANDOFF = _id("The handoff's id.")
@@ -133,12 +119,9 @@ def self_contained(schema: Schema, components: dict[str, Schema]) -> Schema:
     return out
 
 
-_SCHEMAS = component_schemas()
-
-
 def _answer(component: str) -> Schema:
     """The REST twin's 200 answer as a self-contained schema."""
-    return self_contained(dict(_SCHEMAS[component]), _SCHEMAS)
+    return self_contained(dict(COMPONENTS[component]), COMPONENTS)
 
 
 # -- twins ------------------------------------------------------------------------------------
@@ -146,10 +129,6 @@ def _answer(component: str) -> Schema:
 
 def _pick(args: Args, *names: str) -> dict[str, Any]:
     return {name: args[name] for name in names if name in args}
-
-
-def _query(*names: str) -> Build:
-    return lambda ctx, args: Twin(query=_pick(args, *names))
 
 
 def _create(kind: str, id_field: str, *fields: str) -> Build:
@@ -208,60 +187,53 @@ def _return_id(ctx: Context, args: Args) -> str:
     )
 
 
-def _session_facts(ctx: Context, args: Args) -> Twin:
-    return Twin(params={"session_id": args["session_id"]}, query=_pick(args, "after_seq", "limit"))
-
-
-def _none(ctx: Context, args: Args) -> Twin:
-    return Twin()
+def _read(
+    name: str,
+    description: str,
+    route: str,
+    answer: str,
+    path: dict[str, Schema] | None = None,
+) -> Tool:
+    """A read tool passing its arguments on to its twin `route`: `path`, the route's path
+    parameters (beside the project), and the route's declared query parameters."""
+    twin = TWINS[route]
+    query, required = query_arguments(twin)
+    return Tool(
+        name,
+        description,
+        route,
+        {**(path or {}), **query},
+        (*(path or {}), *required),
+        write=False,
+        output=_answer(answer),
+        build=passed_on(twin),
+    )
 
 
 # -- the registry -----------------------------------------------------------------------------
 
 TOOLS: tuple[Tool, ...] = (
-    Tool(
+    _read(
         "identity",
         "Who you are in this project: tenant, project, project_epoch (needed by `changes`),"
         " your actor id and role (owner, admin, writer or reader).",
         "identity",
-        {},
-        (),
-        write=False,
-        output=_answer("Identity"),
-        build=_none,
+        "Identity",
     ),
-    Tool(
+    _read(
         "members",
         "Every member of the project with actor id, kind, role and status: whom you can hand"
         " work to (active writers).",
         "members",
-        {},
-        (),
-        write=False,
-        output=_answer("Members"),
-        build=_none,
+        "Members",
     ),
-    Tool(
+    _read(
         "search",
         "Search the project's facts by words and by meaning, best first (mode auto: hybrid"
         " where the semantic index is built, else lexical). Pass at_least_seq (a receipt's"
         " project_seq) to be sure a write you just made is included.",
         "search",
-        {
-            "q": _text(SEARCH_QUERY_MAX_BYTES, "Plain words or a question; no query syntax"),
-            "source_id": _SOURCE,
-            "limit": _int(1, "Most results to return (default 20).", SEARCH_LIMIT_MAX),
-            "at_least_seq": _int(0, "Wait for the index to reach this sequence."),
-            "mode": {
-                "type": "string",
-                "enum": ["lexical", "semantic", "hybrid", "auto"],
-                "description": "lexical (words), semantic (meaning), hybrid (both) or auto.",
-            },
-        },
-        ("q",),
-        write=False,
-        output=_answer("Search"),
-        build=_query("q", "source_id", "limit", "at_least_seq", "mode"),
+        "Search",
     ),
     Tool(
         "resource_get",
@@ -289,19 +261,11 @@ TOOLS: tuple[Tool, ...] = (
         output=_answer("Receipt"),
         build=_create("session", "session_id", "topic", "source_id"),
     ),
-    Tool(
+    _read(
         "session_list",
         "The project's sessions, newest first, a page at a time.",
         "sessions",
-        {
-            "source_id": _SOURCE,
-            "before_seq": _BEFORE,
-            "limit": _int(1, "Page size (default 20).", SESSIONS_LIMIT_MAX),
-        },
-        (),
-        write=False,
-        output=_answer("Sessions"),
-        build=_query("source_id", "before_seq", "limit"),
+        "Sessions",
     ),
     Tool(
         "fact_create",
@@ -318,20 +282,13 @@ TOOLS: tuple[Tool, ...] = (
         output=_answer("Receipt"),
         build=_create("fact", "fact_id", "session_id", "content"),
     ),
-    Tool(
+    _read(
         "fact_list",
         "A session's facts in commit order, a page at a time (pass next_after_seq back as"
         " after_seq for the next page).",
         "session_facts",
-        {
-            "session_id": _id("The session whose facts to list."),
-            "after_seq": _int(0, "Exclusive: next_after_seq of the previous page."),
-            "limit": _int(1, "Page size (default 20).", SESSION_FACTS_LIMIT_MAX),
-        },
-        ("session_id",),
-        write=False,
-        output=_answer("SessionFacts"),
-        build=_session_facts,
+        "SessionFacts",
+        {"session_id": _id("The session whose facts to list.")},
     ),
     Tool(
         "handoff_context_create",
@@ -374,36 +331,19 @@ TOOLS: tuple[Tool, ...] = (
             "handoff", "handoff_id", "session_id", "to_actor", "focus", "done_when", "context_id"
         ),
     ),
-    Tool(
+    _read(
         "handoff_list",
         "Your inbox (handoffs sent to you) or outbox (sent by you), newest first, with each"
         " handoff's revision and lease_state.",
         "mailbox",
-        {
-            "box": _enum(("inbox", "outbox"), "Which box."),
-            "source_id": _SOURCE,
-            "include_completed": {
-                "type": "boolean",
-                "description": "Include completed handoffs (default: false for the inbox,"
-                " true for the outbox).",
-            },
-            "before_seq": _BEFORE,
-            "limit": _int(1, "Page size (default 20).", MAILBOX_LIMIT_MAX),
-        },
-        ("box",),
-        write=False,
-        output=_answer("Mailbox"),
-        build=_query("box", "source_id", "include_completed", "before_seq", "limit"),
+        "Mailbox",
     ),
-    Tool(
+    _read(
         "handoff_status",
         "One handoff's revision, record and lease_state, for its sender and its receiver.",
         "handoff_status",
+        "HandoffStatus",
         {"handoff_id": _HANDOFF},
-        ("handoff_id",),
-        write=False,
-        output=_answer("HandoffStatus"),
-        build=lambda ctx, args: Twin(params={"handoff_id": args["handoff_id"]}),
     ),
     Tool(
         "handoff_accept",
@@ -447,20 +387,12 @@ TOOLS: tuple[Tool, ...] = (
             _return_id, "claim_id", "result_fact_id", "outcome", "result_artifact_id"
         ),
     ),
-    Tool(
+    _read(
         "changes",
         "Change entries (metadata only) after a cursor: start at after_seq 0 with the"
         " project_epoch from identity, then pass next_cursor.after_seq.",
         "changes",
-        {
-            "project_epoch": _id("The project's epoch (identity)."),
-            "after_seq": _int(0, "Exclusive cursor."),
-            "limit": _int(1, "Most entries to scan (default 100).", CHANGES_LIMIT_MAX),
-        },
-        ("project_epoch", "after_seq"),
-        write=False,
-        output=_answer("ChangeBatch"),
-        build=_query("project_epoch", "after_seq", "limit"),
+        "ChangeBatch",
     ),
 )
 
