@@ -124,8 +124,9 @@ def refusal(
     secret: SecretFinding | None = None,
 ) -> AidememoError:
     """The error of a refusing verdict: `expected` and `current` are the revisions a stale one
-    names, `secret` the finding a `SECRET` one reports. A verdict that refuses nothing (a store
-    answering `ADMITTED` or `REPLAY` without a receipt) is `storage_failure`."""
+    names, `secret` the finding a `SECRET` one reports. A verdict without its error (a store
+    answering `ADMITTED` or `REPLAY` without a receipt, or `SECRET` for a command without a
+    finding) is `storage_failure`."""
     if verdict is Verdict.SECRET and secret is not None:
         return secret.error()
     found = _REFUSALS.get(verdict)
