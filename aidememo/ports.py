@@ -422,9 +422,10 @@ class Store(Protocol):
     def execute_raw(self, write: RawWrite) -> RawOutcome:
         """A generic put or delete as one guarded write, in a transaction of its own (or the
         one open on this thread): lock the project, read what `WriteTx.begin_command` reads,
-        and only when `write.admits` those rows, write what the generic pipeline writes (CMD-6)
-        at the next sequence and revision. Names no error: the rows come back either way
-        (`aidememo.stores.raw_write`; PostgreSQL does it in one statement)."""
+        run the command checks on those rows (`aidememo.domain.admission.raw_verdict`) and,
+        only when they admit the command, write what the generic pipeline writes (CMD-6) at
+        the next sequence and revision. Answers the verdict, from which the caller names any
+        error (`aidememo.stores.raw_write`; PostgreSQL does it in one statement)."""
         ...
 
     def close(self) -> None:

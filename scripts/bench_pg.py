@@ -38,7 +38,7 @@ Baseline, in the same run: a raw psycopg loop on one connection from the same fa
 itself), half before the phases and half after them, so drift hits both sides alike.
 
 Each command is the store's guarded write (`Store.execute_raw`: one autocommit
-`aidememo_execute_raw` statement per command), then the ledger's checks on the rows it returns.
+`aidememo_execute_raw` statement per command), whose verdict names the answer.
 
 Where the time goes (`profile_*` figures): a short single-client probe on a connection that
 times every statement the store sends (`aidememo_execute_raw`) and turns on, for that

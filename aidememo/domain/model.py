@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 from aidememo.domain.canonical import JsonValue, decode_stored
+from aidememo.domain.secrets import SecretFinding
 
 
 class Role(StrEnum):
@@ -314,14 +315,9 @@ class CommandStart:
 @dataclass(frozen=True, slots=True)
 class RawWrite:
     """A generic put or delete (`POST /v1/commands`) as one guarded write (`Store.execute_raw`):
-    everything Python decides is already here (fingerprint, canonical body, time, the guard).
-
-    The guard is a condition on the rows read with the project locked, never a rule with an
-    error of its own: the write happens only when the project exists, the caller is an active
-    member whose role is one of `writers`, the command id has no receipt, the current resource
-    is at `expected_revision` when one is given and exists when `must_exist`. The service's
-    checks then run on the same rows to name the error or the replay (`aidememo.service.ledger`).
-    """
+    everything Python decides is already here (fingerprint, canonical body, time, the secret
+    screen's finding). The store writes it only when the command checks admit it on the rows
+    read with the project locked (`aidememo.domain.admission.raw_verdict`)."""
 
     call: CommandCall
     fingerprint: str
@@ -330,32 +326,35 @@ class RawWrite:
     op: ChangeOp
     body: bytes | None  # canonical JSON for an upsert, None for a delete
     now_ms: int
-    writers: tuple[str, ...]  # the roles that may write it (none: it is written by no one)
-    must_exist: bool
+    secret: SecretFinding | None  # the first secret in the payload (SEC-3): never written
 
-    def admits(self, start: CommandStart) -> bool:
-        """Whether the guard holds on `start` (the SQL of a store that writes in one statement
-        states the same condition)."""
-        member, current = start.membership, start.current
-        if start.project is None or member is None or start.receipt is not None:
-            return False
-        if not member.active or member.role.value not in self.writers:
-            return False
-        if current is None:
-            return self.expected_revision is None and not self.must_exist
-        return self.expected_revision is None or current.revision == self.expected_revision
+
+class Verdict(StrEnum):
+    """The outcome of the command checks (`aidememo.domain.admission`); the values are what
+    PostgreSQL's `aidememo_raw_verdict` answers."""
+
+    ADMITTED = "admitted"  # every check passed: the command is written
+    REPLAY = "replay"  # the stored receipt of this same command (CMD-3)
+    NO_MEMBERSHIP = "no_membership"  # no project, no membership, or a suspended one (AUTH-3, 5)
+    READ_ONLY = "read_only"  # an active member whose role does not write (AUTH-4)
+    COMMAND_CONFLICT = "command_conflict"  # the command id answers another command (CMD-3)
+    SECRET = "secret"  # the payload holds a secret (SEC-3)
+    NOT_FOUND = "not_found"  # an expected revision of a resource never written (REV-2)
+    STALE_REVISION = "stale_revision"  # another current revision than expected (REV-2)
+    DELETE_MISSING = "delete_missing"  # a delete of a resource never written (REV-3)
 
 
 @dataclass(frozen=True, slots=True)
 class RawOutcome:
-    """What `Store.execute_raw` did with a `RawWrite`: `start` holds the rows its guard read
-    (the current resource without its body, as it was before the write); `receipt` is the new
-    commit's, None when the guard did not hold and nothing was written. `retried` says the
-    store sent the write a second time after losing the first attempt's answer, so a receipt
-    found under the command id may be that attempt's own commit."""
+    """What `Store.execute_raw` did with a `RawWrite`: the checks' `verdict` on the rows read
+    with the project locked; `receipt` is the new commit's when admitted, the stored one of a
+    replay, None otherwise; `current_revision` is the resource's revision before the write
+    (None: never written). `retried` says the store sent the write a second time after losing
+    the first attempt's answer, so a replayed receipt may be that attempt's own commit."""
 
-    start: CommandStart
-    receipt: Receipt | None = None
+    verdict: Verdict
+    receipt: Receipt | None
+    current_revision: int | None
     retried: bool = False
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from aidememo.domain.errors import ErrorCode, fail
-from aidememo.domain.model import CommandCall, Membership, Project, ResourceRef, Scope
+from aidememo.domain.admission import access_verdict, refusal
+from aidememo.domain.model import CommandCall, Membership, Project, ResourceRef, Scope, Verdict
 from aidememo.ports import ReadTx
 
 
@@ -39,10 +39,9 @@ class Caller:
 
 def check_access(project: Project | None, membership: Membership | None, *, write: bool) -> Project:
     """The membership rule on rows already loaded (AUTH-3, AUTH-4, AUTH-5)."""
-    if project is None or membership is None or not membership.active:
-        raise fail(ErrorCode.PROJECT_UNAUTHORIZED, "no active membership in this project")
-    if write and not membership.role.can_write:
-        raise fail(ErrorCode.PROJECT_UNAUTHORIZED, "this member may not write")
+    verdict = access_verdict(project, membership, write=write)
+    if verdict is not Verdict.ADMITTED or project is None:
+        raise refusal(verdict)
     return project
 
 

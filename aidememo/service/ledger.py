@@ -7,13 +7,11 @@ before the transaction and passes what it found), then the operation's own check
 then one write of resource, change, audit row and receipt with a compare-and-swap of the
 project head.
 
-A generic put or delete (`execute_raw`) is one guarded write on every store
-(`Store.execute_raw`): the store writes only when its guard holds on the rows it read with the
-project locked (`RawWrite.admits`: an active writer, no receipt, the expected revision), and
-returns those rows either way; PostgreSQL does that in one statement. The checks below then
-run on the rows, the same checks in the same order as the generic pipeline (`_admit`,
-`check_raw`), so they alone name the error or the replay; a guard that disagrees with them is
-a store's bug, answered `storage_failure`.
+The checks are the domain's (`aidememo.domain.admission`): each answers a verdict, and
+`refusal` names a refusing verdict's error. A generic put or delete (`execute_raw`) is one
+guarded write on every store (`Store.execute_raw`): the store runs every check on the rows it
+reads with the project locked, writes only when they admit the command, and answers their
+verdict, from which the error or the replay is named here without checking again.
 """
 
 from __future__ import annotations
@@ -22,26 +20,24 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from aidememo.domain.admission import command_verdict, refusal, revision_verdict
 from aidememo.domain.canonical import canonical_bytes, fingerprint_of_payload
 from aidememo.domain.envelope import Command
-from aidememo.domain.errors import AidememoError, ErrorCode, fail
 from aidememo.domain.model import (
     ChangeOp,
-    CommandStart,
     HandoffIndexRow,
     Mutation,
     Project,
-    RawOutcome,
     RawWrite,
     Receipt,
-    Role,
     Scope,
     SearchDoc,
     StoredResource,
+    Verdict,
 )
 from aidememo.domain.secrets import SecretFinding, find_in_json
 from aidememo.ports import Clock, Store, WriteTx
-from aidememo.service.access import Caller, check_access
+from aidememo.service.access import Caller
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,40 +70,19 @@ Decide = Callable[[WriteTx, Project, StoredResource | None, int], Decision]
 def check_expected_revision(current: StoredResource | None, expected: int | None) -> None:
     """The revision check (REV-2): a missing resource is `resource_not_found`, another
     revision is `stale_revision`; no expectation means an unconditional write."""
-    if expected is None:
-        return
-    if current is None:
-        raise fail(ErrorCode.RESOURCE_NOT_FOUND, "resource not found")
-    if current.revision != expected:
-        raise fail(
-            ErrorCode.STALE_REVISION,
-            f"expected revision {expected}, current revision is {current.revision}",
-        )
+    _check_revision(current, expected, delete=False)
 
 
 def check_raw(command: Command, current: StoredResource | None) -> None:
     """A generic put's or delete's own checks (REV-2, REV-3)."""
-    check_expected_revision(current, command.expected_revision)
-    if command.change is ChangeOp.DELETE and current is None:
-        raise fail(ErrorCode.RESOURCE_NOT_FOUND, "cannot delete a resource never written")
+    _check_revision(current, command.expected_revision, delete=command.change is ChangeOp.DELETE)
 
 
-def _admit(
-    caller: Caller, command: Command, fp: str, start: CommandStart
-) -> tuple[Project, Receipt | None]:
-    """Membership (AUTH-3..5), then the receipt (CMD-3), on the rows read with the project
-    locked: the project and the stored receipt of an identical replay, or an error."""
-    project = check_access(start.project, start.membership, write=True)
-    stored = start.receipt
-    if stored is not None:
-        if (
-            stored.actor_id == caller.actor_id
-            and stored.fingerprint == fp
-            and stored.resource == command.resource
-        ):
-            return project, stored
-        raise fail(ErrorCode.COMMAND_CONFLICT, "command_id was used for another command")
-    return project, None
+def _check_revision(current: StoredResource | None, expected: int | None, *, delete: bool) -> None:
+    revision = None if current is None else current.revision
+    verdict = revision_verdict(revision, expected, delete=delete)
+    if verdict is not Verdict.ADMITTED:
+        raise refusal(verdict, expected=expected, current=revision)
 
 
 def command_fingerprint(command: Command, payload_bytes: bytes | None = None) -> str:
@@ -160,9 +135,12 @@ class Ledger:
             committed = False
             # A cached caller's binding is checked in the same statement (AUTH-7).
             start = tx.begin_command(call)
-            project, stored = _admit(caller, command, fp, start)
-            if stored is not None:
-                return stored.as_replay()
+            verdict = command_verdict(start, caller.actor_id, fp, command.resource)
+            if verdict is Verdict.REPLAY and start.receipt is not None:
+                return start.receipt.as_replay()
+            project = start.project
+            if verdict is not Verdict.ADMITTED or project is None:
+                raise refusal(verdict)
             if secret is not None:
                 raise secret.error()
             current = start.current
@@ -203,57 +181,33 @@ class Ledger:
                 log.exception("on_commit hook failed")
 
     def execute_raw(self, caller: Caller, command: Command) -> Receipt:
-        """A generic put or delete (`POST /v1/commands`): the store's one guarded write, then
-        the pipeline's checks on the rows it read (CMD-3 .. CMD-6, REV-2, REV-3, SEC-3)."""
+        """A generic put or delete (`POST /v1/commands`): the store's one guarded write, whose
+        verdict on the rows it read names the answer (CMD-3 .. CMD-6, REV-2, REV-3, SEC-3)."""
         upsert = command.change is ChangeOp.UPSERT
         body = canonical_bytes(command.payload) if upsert else None
-        fp = command_fingerprint(command, body)
         # Every key and string of a custom.* payload is screened (SEC-1); a payload holding a
-        # secret is written by no one, and refused below after membership and receipt replay.
-        secret = find_in_json(command.payload, "/payload") if upsert else None
+        # secret is written by no one, and refused after membership and receipt replay.
         write = RawWrite(
             call=caller.command_call(command.project_id, command.command_id, command.resource),
-            fingerprint=fp,
+            fingerprint=command_fingerprint(command, body),
             expected_revision=command.expected_revision,
             operation=command.operation,
             op=command.change,
             body=body,
             now_ms=self.clock.now_ms(),
-            writers=() if secret is not None else WRITER_ROLES,
-            must_exist=not upsert,
+            secret=find_in_json(command.payload, "/payload") if upsert else None,
         )
         outcome = self.store.execute_raw(write)
-        try:
-            _, stored = _admit(caller, command, fp, outcome.start)
-            if stored is None:
-                if secret is not None:
-                    raise secret.error()
-                check_raw(command, outcome.start.current)
-        except AidememoError as exc:
-            if outcome.receipt is not None:
-                raise _disagreement(f"the store wrote a command refused with {exc.code}") from exc
-            raise
-        return self._raw_receipt(write, outcome, stored)
-
-    def _raw_receipt(self, write: RawWrite, outcome: RawOutcome, stored: Receipt | None) -> Receipt:
-        """The answer to a raw command the checks admitted: its new receipt, or the stored one
-        of a replay (a retried write's own lost commit counts as new)."""
         receipt = outcome.receipt
-        if stored is not None and receipt is None:
-            if not outcome.retried:
-                return stored.as_replay()
-            receipt = stored
-        elif stored is not None or receipt is None:
-            raise _disagreement("the store's guard and the checks disagree on an admitted command")
+        if receipt is None:
+            raise refusal(
+                outcome.verdict,
+                expected=write.expected_revision,
+                current=outcome.current_revision,
+                secret=write.secret,
+            )
+        # A retried write's replay may be its own first attempt's commit: answered as new.
+        if outcome.verdict is Verdict.REPLAY and not outcome.retried:
+            return receipt.as_replay()
         self.announce(write.call.scope, receipt.project_seq)
         return receipt
-
-
-WRITER_ROLES = tuple(role.value for role in Role if role.can_write)
-"""The roles a raw command's guard lets write (AUTH-4)."""
-
-
-def _disagreement(message: str) -> AidememoError:
-    """A store whose guard disagrees with the checks: a bug, answered `storage_failure`."""
-    log.error("raw command: %s", message)
-    return fail(ErrorCode.STORAGE_FAILURE, message)

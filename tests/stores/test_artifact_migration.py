@@ -98,7 +98,7 @@ def test_art1_store6_postgres_schema_6_migrates_to_7_keeping_its_rows(driver: st
         with pytest.raises(Exception, match="aidememo admin migrate"):
             PostgresStore.open(connect)
         store = PostgresStore.open(connect, migrate=True)
-        assert store.schema_version() == pg_schema.SCHEMA_VERSION == 14
+        assert store.schema_version() == pg_schema.SCHEMA_VERSION == 15
         check_artifacts(store, tokens)
-        assert store.migrate() == 14  # idempotent
+        assert store.migrate() == 15  # idempotent
         store.close()

@@ -199,7 +199,7 @@ def test_srch6_version_9_joins_two_terms_in_one_hash_full_join_with_the_same_ans
         assert any(len(hits) == 7 for hits in before)
         store = PostgresStore.open(db.connect("psycopg"), migrate=True)
         try:
-            assert store.schema_version() == pg_schema.SCHEMA_VERSION == 14
+            assert store.schema_version() == pg_schema.SCHEMA_VERSION == 15
             assert _two_term_answers(store, scope, words) == before
         finally:
             store.close()

@@ -127,7 +127,7 @@ def test_arc9_a_version_1_database_migrates_to_the_guarded_write_and_the_staging
         PostgresStore.open(empty_db.connect(driver))
     assert "aidememo admin migrate" in err.value.message
     store = PostgresStore.open(empty_db.connect(driver), migrate=True)
-    assert store.schema_version() == SCHEMA_VERSION == 14
+    assert store.schema_version() == SCHEMA_VERSION == 15
     assert store.migrate() == SCHEMA_VERSION  # idempotent
     # version 3: the import staging table (ARC-9)
     store.transaction(lambda tx: tx.stage_import_page("import_1", "p", 0, b"{}\n", 1))

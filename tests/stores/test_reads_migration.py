@@ -37,15 +37,15 @@ def old_code(module: Any, version: int) -> Iterator[None]:
     """The schema module as the previous version shipped it: migrations up to `version`.
 
     The old history is written by this code, whose commits on PostgreSQL read the listener
-    registry of version 10 (LIVE-9) and write raw commands through version 13's function
+    registry of version 10 (LIVE-9) and write raw commands through version 15's function
     (STORE-9) and, on SQLite, write the FTS5 index of version 7: an older schema gets those
     with its last step (the real migration rebuilds the SQLite index again), as the old code,
     which never used them, did not need."""
     saved = module.MIGRATIONS, module.SCHEMA_VERSION
     module.MIGRATIONS = [step for step in saved[0] if step[0] <= version]
-    if module is pg_schema and version < 13:
+    if module is pg_schema and version < 15:
         last, steps = module.MIGRATIONS[-1]
-        later = (*(pg_schema.V10 if version < 10 else ()), *pg_schema.V13)
+        later = (*(pg_schema.V10 if version < 10 else ()), *pg_schema.V15)
         module.MIGRATIONS[-1] = (last, (*steps, *later))
     if module is sqlite_schema and version < 7:
         last, steps = module.MIGRATIONS[-1]
@@ -233,7 +233,7 @@ def test_id5_reads4_postgres_schema_10_migrates_to_a_fact_session_without_jsonb(
             tokens = write_old_history(old)
             old.close()
         store = PostgresStore.open(connect, migrate=True)
-        assert store.schema_version() == pg_schema.SCHEMA_VERSION == 14
+        assert store.schema_version() == pg_schema.SCHEMA_VERSION == 15
         check_new_reads(store, tokens)
         api = _api(store, tokens)
         api.fact("f_nul", "s1", "before\x00after")

@@ -206,7 +206,7 @@ def test_srch4_postgres_migration_rebuilds_the_index_from_term_arrays(
 ) -> None:
     store = PostgresStore.open(old_pg.connect(driver), migrate=True)
     try:
-        assert store.schema_version() == pg_schema.SCHEMA_VERSION == 14
+        assert store.schema_version() == pg_schema.SCHEMA_VERSION == 15
         assert _results(store) == _reference()
         _continues(store)
     finally:

@@ -18,9 +18,10 @@ round trip to read and one to write:
 - `aidememo_execute_raw`, the guarded write of a generic put or delete in one statement
   (`POST /v1/commands`, `Store.execute_raw`, SPEC.md STORE-9), sent alone on an autocommit
   connection, so the statement is its own transaction. It sets the timeouts, locks the
-  project row, reads membership, receipt and current revision, and writes through
-  `aidememo_commit_mutation` only when the caller's guard holds on them; it returns those
-  rows either way, and the caller's checks name any error (`aidememo.service.ledger`).
+  project row, reads membership, receipt and current revision, runs the command checks on
+  them (`aidememo_raw_verdict`, the SQL copy of `aidememo.domain.admission.raw_verdict`),
+  writes through `aidememo_commit_mutation` only when they admit the command, and answers
+  their verdict, from which the caller names any error (`aidememo.service.ledger`).
   `statement_timeout` set inside a statement cannot bound that statement (the server arms
   the timer when the statement starts); `lock_timeout` does bound every lock wait inside it,
   and lock waits are the only unbounded waits it has.
@@ -50,7 +51,7 @@ from aidememo.stores.postgres.artifact_schema import V7
 from aidememo.stores.postgres.search_schema import V6, V8, V9
 from aidememo.stores.postgres.semantic_schema import V12
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 COMPONENT = "canonical_store"
 
 # "AideMemo" in ASCII: the advisory lock key that serializes migrations.
@@ -354,53 +355,84 @@ BEGIN
 END
 $fn$"""
 
-# The guarded write of a generic put or delete (`Store.execute_raw`, SPEC.md STORE-9). It reads
-# what `aidememo_begin_command` reads (the resource without its body) with the project row
-# locked, and writes through `aidememo_commit_mutation` only when the caller's guard holds:
-# the project exists, the member is active with a role in `p_writers` (space-separated), the
-# command id has no receipt, the resource is at `p_expected` when given and exists when
-# `p_must_exist`. It names no error: the rows go back either way, as they were before the
-# write, in `aidememo_begin_command`'s order, after the new receipt's sequence, revision and
-# time (NULL unless `committed`). A row of `resources` whose body is NULL is a tombstone: it
-# exists (a delete of it writes a new tombstone), so `found_resource` never looks at the body.
+# The command checks of a generic put or delete (SPEC.md CMD-5, STORE-9) on the rows read with
+# the project locked: the copy in SQL of `aidememo.domain.admission.raw_verdict`, answering a
+# value of `aidememo.domain.model.Verdict`. It runs inside the database so the guarded write
+# below stays one statement; tests/stores/test_postgres_raw_verdict.py runs every combination
+# of its inputs through both and requires the same verdict. `p_writers` holds the roles that
+# write, space-separated; `r_*` are the command id's receipt (NULL: none); `p_current` is the
+# resource's revision (NULL: never written).
+_RAW_VERDICT = """
+CREATE OR REPLACE FUNCTION aidememo_raw_verdict(
+    p_project_found BOOLEAN, p_member_role TEXT, p_member_status TEXT, p_writers TEXT,
+    p_actor TEXT, p_fingerprint TEXT, p_kind TEXT, p_resource TEXT,
+    r_actor TEXT, r_fingerprint TEXT, r_kind TEXT, r_resource TEXT,
+    p_secret BOOLEAN, p_expected BIGINT, p_current BIGINT, p_delete BOOLEAN
+) RETURNS TEXT LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+SELECT CASE
+    WHEN NOT p_project_found OR p_member_status IS DISTINCT FROM 'active' THEN 'no_membership'
+    WHEN p_member_role <> ALL (string_to_array(p_writers, ' ')) THEN 'read_only'
+    WHEN r_fingerprint IS NOT NULL THEN
+        CASE WHEN r_actor = p_actor AND r_fingerprint = p_fingerprint
+                  AND r_kind = p_kind AND r_resource = p_resource
+             THEN 'replay' ELSE 'command_conflict' END
+    WHEN p_secret THEN 'secret'
+    WHEN p_expected IS NOT NULL AND p_current IS NULL THEN 'not_found'
+    WHEN p_expected IS NOT NULL AND p_current <> p_expected THEN 'stale_revision'
+    WHEN p_delete AND p_current IS NULL THEN 'delete_missing'
+    ELSE 'admitted'
+END
+$fn$"""
+
+# The guarded write of a generic put or delete (`Store.execute_raw`, SPEC.md STORE-9). It locks
+# the project row, reads what `aidememo_begin_command` reads (the resource's revision, not its
+# body), asks `aidememo_raw_verdict`, and writes through `aidememo_commit_mutation` only when
+# the verdict is 'admitted'. It answers the verdict, with the new receipt's sequence, revision
+# and time when admitted, the stored receipt's on a replay (NULL otherwise), and the resource's
+# revision before the write. A row of `resources` whose body is NULL is a tombstone: it exists
+# (a delete of it writes a new tombstone), so the revision is read whatever the body.
 # The commit's notification is sent only while a backend listens (LIVE-9).
 _EXECUTE_RAW = """
 CREATE OR REPLACE FUNCTION aidememo_execute_raw(
     p_statement_timeout TEXT, p_lock_timeout TEXT,
     p_tenant TEXT, p_project TEXT, p_actor TEXT, p_command TEXT, p_fingerprint TEXT,
-    p_kind TEXT, p_resource TEXT, p_writers TEXT, p_expected BIGINT, p_must_exist BOOLEAN,
+    p_kind TEXT, p_resource TEXT, p_writers TEXT, p_secret BOOLEAN, p_expected BIGINT,
     p_operation TEXT, p_op TEXT, p_body BYTEA, p_at BIGINT,
-    OUT committed BOOLEAN, OUT seq BIGINT, OUT revision BIGINT, OUT committed_at_ms BIGINT,
-    OUT project_epoch TEXT, OUT head_seq BIGINT,
-    OUT member_role TEXT, OUT member_status TEXT,
-    OUT r_fingerprint TEXT, OUT r_actor TEXT, OUT r_seq BIGINT, OUT r_kind TEXT,
-    OUT r_resource TEXT, OUT r_revision BIGINT, OUT r_at BIGINT,
-    OUT found_resource BOOLEAN, OUT res_revision BIGINT
+    OUT verdict TEXT, OUT seq BIGINT, OUT revision BIGINT, OUT committed_at_ms BIGINT,
+    OUT current_revision BIGINT
 ) LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_epoch TEXT; v_head BIGINT; v_role TEXT; v_status TEXT;
+    v_fingerprint TEXT; v_actor TEXT; v_seq BIGINT; v_kind TEXT; v_resource TEXT;
+    v_revision BIGINT; v_at BIGINT;
 BEGIN
     -- On an autocommit connection this statement is the transaction its timeouts last for.
-    SELECT c.* INTO project_epoch, head_seq, member_role, member_status,
-                    r_fingerprint, r_actor, r_seq, r_kind, r_resource, r_revision, r_at
+    SELECT c.* INTO v_epoch, v_head, v_role, v_status,
+                    v_fingerprint, v_actor, v_seq, v_kind, v_resource, v_revision, v_at
         FROM aidememo_lock_command(p_statement_timeout, p_lock_timeout,
                                    p_tenant, p_project, p_actor, p_command) c;
-    SELECT s.revision INTO res_revision
+    SELECT s.revision INTO current_revision
         FROM resources s
         WHERE s.tenant_id = p_tenant AND s.project_id = p_project
           AND s.kind = p_kind AND s.resource_id = p_resource;
-    found_resource := FOUND;
-    committed := project_epoch IS NOT NULL AND member_status = 'active'
-        AND member_role = ANY (string_to_array(p_writers, ' ')) AND r_fingerprint IS NULL
-        AND (found_resource OR (p_expected IS NULL AND NOT p_must_exist))
-        AND (p_expected IS NULL OR res_revision = p_expected);
-    IF NOT coalesce(committed, false) THEN
-        committed := false;
+    verdict := aidememo_raw_verdict(
+        v_epoch IS NOT NULL, v_role, v_status, p_writers,
+        p_actor, p_fingerprint, p_kind, p_resource,
+        v_actor, v_fingerprint, v_kind, v_resource,
+        p_secret, p_expected, current_revision, p_op = 'delete');
+    IF verdict = 'replay' THEN
+        seq := v_seq;
+        revision := v_revision;
+        committed_at_ms := v_at;
+    END IF;
+    IF verdict <> 'admitted' THEN
         RETURN;
     END IF;
-    seq := head_seq + 1;
-    revision := coalesce(res_revision, 0) + 1;
+    seq := v_head + 1;
+    revision := coalesce(current_revision, 0) + 1;
     committed_at_ms := p_at;
     PERFORM aidememo_commit_mutation(
-        p_tenant, p_project, seq, project_epoch,
+        p_tenant, p_project, seq, v_epoch,
         p_command, p_fingerprint, p_actor, p_kind, p_resource,
         revision, p_at, p_operation, p_op, p_body,
         NULL, NULL, NULL, NULL, NULL, NULL, NULL,
@@ -474,17 +506,24 @@ V11 = (
     "REINDEX INDEX changes_fact_session_idx",
 )
 
-# Versions 2 and 10 also created an earlier form of `aidememo_execute_raw`: version 13 drops
-# whichever form a database has and creates the guarded write.
+# Versions 2 and 10 created an earlier form of `aidememo_execute_raw`; version 13 drops it.
 V13 = (
     "DROP FUNCTION IF EXISTS aidememo_execute_raw(TEXT, TEXT, TEXT, TEXT, TEXT, TEXT, TEXT, "
     "TEXT, TEXT, BIGINT, TEXT, TEXT, BYTEA, BIGINT)",
-    _EXECUTE_RAW,
 )
 
 # Both command-starting functions read the project, membership and receipt through
-# `aidememo_lock_command`; a database of version 13 has them reading it themselves.
-V14 = (_LOCK_COMMAND, _BEGIN_COMMAND, _EXECUTE_RAW)
+# `aidememo_lock_command`.
+V14 = (_LOCK_COMMAND, _BEGIN_COMMAND)
+
+# The guarded write answers the command checks' verdict (`aidememo_raw_verdict`); versions 13
+# and 14 created a form that answered only whether it wrote, which is dropped.
+V15 = (
+    "DROP FUNCTION IF EXISTS aidememo_execute_raw(TEXT, TEXT, TEXT, TEXT, TEXT, TEXT, TEXT, "
+    "TEXT, TEXT, TEXT, BIGINT, BOOLEAN, TEXT, TEXT, BYTEA, BIGINT)",
+    _RAW_VERDICT,
+    _EXECUTE_RAW,
+)
 
 MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
     (1, _V1),
@@ -501,5 +540,6 @@ MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
     (12, V12),
     (13, V13),
     (14, V14),
+    (15, V15),
 ]
 """Ordered (version, statements); applying version N moves the database from N-1 to N."""

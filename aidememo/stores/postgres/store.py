@@ -21,7 +21,8 @@ Transactions (SPEC.md STORE-*):
   every row), `COMMIT`; typed operations add their own reads in between.
 - A generic put or delete (`execute_raw`, the guarded write of `Store.execute_raw`) is one
   round trip: one `aidememo_execute_raw` statement on the autocommit connection, i.e. its own
-  transaction, which reads the rows and writes only when the guard holds on them.
+  transaction, which reads the rows, runs the command checks on them, writes only when they
+  admit the command and answers their verdict.
   pg8000 is the exception: it sends a statement with parameters as Parse+Sync,
   Describe+Sync, Bind+Execute+Sync, and outside a transaction a transaction-mode pool may
   hand each Sync's part to another server connection ("unnamed prepared statement does not
@@ -49,8 +50,9 @@ from time import perf_counter
 from typing import Any, TypeVar
 
 from aidememo import metrics
+from aidememo.domain.admission import WRITER_ROLES
 from aidememo.domain.errors import AidememoError, ErrorCode, fail
-from aidememo.domain.model import RawOutcome, RawWrite, Receipt
+from aidememo.domain.model import RawOutcome, RawWrite, Receipt, Verdict
 from aidememo.ports import CAP_REOPEN, CAP_TWO_CONNECTIONS, ReadTx, WriteTx
 from aidememo.stores.guard import not_awaitable
 from aidememo.stores.postgres import schema
@@ -63,10 +65,11 @@ from aidememo.stores.postgres.tx import (
     driver_failure,
     refuse_newer,
 )
-from aidememo.stores.sql_common.rows import command_start
 
 T = TypeVar("T")
 log = logging.getLogger("aidememo.stores.postgres")
+
+_WRITERS = " ".join(WRITER_ROLES)  # `aidememo_execute_raw`'s `p_writers`
 
 
 class PostgresStore:
@@ -150,8 +153,8 @@ class PostgresStore:
         sc, ref = call.scope, call.resource
         params: tuple[Any, ...] = (
             *self._timeouts, sc.tenant_id, sc.project_id, call.actor_id, call.command_id,
-            write.fingerprint, ref.kind, ref.id, " ".join(write.writers), write.expected_revision,
-            write.must_exist, write.operation, write.op.value, write.body, write.now_ms,
+            write.fingerprint, ref.kind, ref.id, _WRITERS, write.secret is not None,
+            write.expected_revision, write.operation, write.op.value, write.body, write.now_ms,
         )  # fmt: skip
         sql = q.EXECUTE_RAW
         if call.token_sha256 is not None:
@@ -164,18 +167,16 @@ class PostgresStore:
             started = perf_counter()  # one statement is its own commit (aidememo.metrics)
             row, retried = self._one_statement(sql, params)
             metrics.commit(perf_counter() - started)
-        if row[0] is None:  # the binding no longer holds: nothing ran (AUTH-7)
+        verdict, seq, revision, at, current = row
+        if verdict is None:  # the binding no longer holds: nothing ran (AUTH-7)
             raise fail(ErrorCode.AUTHENTICATION_FAILED, "unknown or revoked token")
-        committed, seq, revision, at = row[:4]
-        found, res_revision = row[15:17]
-        start = command_start(call, row[4:], res_revision if found else None, None)
-        if not committed:
-            return RawOutcome(start, None, retried)
-        t, p = sc.tenant_id, sc.project_id
-        receipt = Receipt(
-            call.command_id, write.fingerprint, t, p, call.actor_id, seq, ref, revision, at
-        )
-        return RawOutcome(start, receipt, retried)
+        receipt = None
+        if seq is not None:  # admitted (the new commit's) or a replay (the stored one's)
+            receipt = Receipt(
+                call.command_id, write.fingerprint, sc.tenant_id, sc.project_id, call.actor_id,
+                seq, ref, revision, at,
+            )  # fmt: skip
+        return RawOutcome(Verdict(verdict), receipt, current, retried)
 
     def _one_statement(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, bool]:
         """One statement as one transaction (autocommit, or framed) and its one row, and
