@@ -23,7 +23,7 @@ from aidememo.domain import command_ids
 from aidememo.domain.limits import CONTENT_MAX_BYTES, FOCUS_MAX_BYTES, ID_MAX_BYTES, TOPIC_MAX_BYTES
 from aidememo.mcp.artifact_tools import artifact_tools
 from aidememo.mcp.tool import Args, Build, Context, Schema, Tool, Twin
-from aidememo.mcp.twins import COMPONENTS, TWINS, passed_on, query_arguments
+from aidememo.mcp.twins import COMPONENTS, TWINS, passed_on, pick, query_arguments
 
 __all__ = ["BY_NAME", "READ_TOOLS", "TOOLS", "Args", "Context", "Tool", "Twin"]
 
@@ -127,16 +127,12 @@ def _answer(component: str) -> Schema:
 # -- twins ------------------------------------------------------------------------------------
 
 
-def _pick(args: Args, *names: str) -> dict[str, Any]:
-    return {name: args[name] for name in names if name in args}
-
-
 def _create(kind: str, id_field: str, *fields: str) -> Build:
     def build(ctx: Context, args: Args) -> Twin:
         command_id = args.get("operation_id")
         if command_id is None:
             command_id = command_ids.create_command_id(ctx.project_id, kind, args[id_field])
-        payload = _pick(args, id_field, *fields)
+        payload = pick(args, id_field, *fields)
         return Twin(body={"command_id": command_id, "payload": payload})
 
     return build
@@ -152,7 +148,7 @@ def _transition(derive: Callable[[Context, Args], str], *fields: str) -> Build:
             body={
                 "command_id": command_id,
                 "expected_revision": args["expected_revision"],
-                "payload": _pick(args, *fields),
+                "payload": pick(args, *fields),
             },
         )
 

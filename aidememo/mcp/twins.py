@@ -47,7 +47,8 @@ def path_names(route: Route) -> tuple[str, ...]:
     return tuple(name for name in names if name != "project_id")
 
 
-def _pick(args: Args, names: tuple[str, ...]) -> dict[str, object]:
+def pick(args: Args, *names: str) -> dict[str, object]:
+    """The arguments among `names` that the call gives."""
     return {name: args[name] for name in names if name in args}
 
 
@@ -59,7 +60,7 @@ def passed_on(route: Route) -> Build:
 
     def build(ctx: Context, args: Args) -> Twin:
         return Twin(
-            params={k: str(v) for k, v in _pick(args, path).items()}, query=_pick(args, query)
+            params={k: str(v) for k, v in pick(args, *path).items()}, query=pick(args, *query)
         )
 
     return build
